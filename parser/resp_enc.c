@@ -1,0 +1,186 @@
+/* RESP2 encoders.
+ *
+ * Each encoder first computes the exact size of what it writes, reserves it
+ * once, then fills it in. So an encoder either appends the whole item or, on
+ * BUF_ENOMEM, nothing at all: a caller never has to undo half a reply.
+ * Numbers are converted by hand (no locale, no snprintf on the hot path). */
+#include "parser/resp_enc.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "parser/buf.h"
+
+/* Longest decimal long long: 19 digits and a sign. */
+#define ENC_NUM_MAX 20
+
+/* Writes the decimal digits of `m` ending just before `end` and returns where
+ * they start. `end` must have ENC_NUM_MAX bytes of room before it. */
+static char *enc_udigits(char *end, unsigned long long m)
+{
+    char *p = end;
+
+    do {
+        *--p = (char)('0' + m % 10);
+        m /= 10;
+    } while (m != 0);
+    return p;
+}
+
+/* Same for a signed value, with its minus sign. */
+static char *enc_digits(char *end, long long v)
+{
+    /* Negate as unsigned so that LLONG_MIN does not overflow. */
+    char *p;
+
+    if (v >= 0) {
+        return enc_udigits(end, (unsigned long long)v);
+    }
+    p = enc_udigits(end, 0ULL - (unsigned long long)v);
+    *--p = '-';
+    return p;
+}
+
+/* Appends `<type><v>\r\n`, or returns BUF_ENOMEM having appended nothing. */
+static int enc_line_num(struct buf *b, char type, long long v)
+{
+    char tmp[ENC_NUM_MAX + 3];
+    char *end = tmp + sizeof(tmp) - 2;
+    char *p = enc_digits(end, v);
+
+    *--p = type;
+    end[0] = '\r';
+    end[1] = '\n';
+    return buf_append(b, p, (size_t)(end + 2 - p));
+}
+
+/* Appends `<type><s>\r\n`. */
+static int enc_line_str(struct buf *b, char type, const char *s)
+{
+    size_t n = strlen(s);
+    char *p;
+
+    if (n > SIZE_MAX - 3 || buf_reserve(b, n + 3) != BUF_OK) {
+        return BUF_ENOMEM;
+    }
+    p = buf_tail(b);
+    p[0] = type;
+    memcpy(p + 1, s, n);
+    p[n + 1] = '\r';
+    p[n + 2] = '\n';
+    buf_commit(b, n + 3);
+    return BUF_OK;
+}
+
+/* Number of decimal digits of `n`. */
+static size_t enc_ndigits(size_t n)
+{
+    size_t d = 1;
+
+    while (n >= 10) {
+        n /= 10;
+        d++;
+    }
+    return d;
+}
+
+/* Bytes of a bulk string of `n` payload bytes: `$<n>\r\n<payload>\r\n`, or
+ * 0 if that overflows size_t. */
+static size_t enc_bulk_size(size_t n)
+{
+    size_t head = 1 + enc_ndigits(n) + 2;
+
+    if (n > SIZE_MAX - head - 2) {
+        return 0;
+    }
+    return head + n + 2;
+}
+
+/* Writes a bulk string into `dst`, which has enc_bulk_size(n) bytes of room,
+ * and returns the byte after it. */
+static char *enc_put_bulk(char *dst, const char *p, size_t n)
+{
+    char tmp[ENC_NUM_MAX];
+    char *end = tmp + sizeof(tmp);
+    char *d = enc_udigits(end, n);
+    size_t nd = (size_t)(end - d);
+
+    *dst++ = '$';
+    memcpy(dst, d, nd);
+    dst += nd;
+    *dst++ = '\r';
+    *dst++ = '\n';
+    if (n > 0) {
+        memcpy(dst, p, n);
+    }
+    dst += n;
+    *dst++ = '\r';
+    *dst++ = '\n';
+    return dst;
+}
+
+int resp_enc_simple(struct buf *b, const char *s)
+{
+    return enc_line_str(b, '+', s);
+}
+
+int resp_enc_error(struct buf *b, const char *msg)
+{
+    return enc_line_str(b, '-', msg);
+}
+
+int resp_enc_int(struct buf *b, long long v)
+{
+    return enc_line_num(b, ':', v);
+}
+
+int resp_enc_bulk(struct buf *b, const char *p, size_t n)
+{
+    size_t size = enc_bulk_size(n);
+    char *end;
+
+    if (size == 0 || buf_reserve(b, size) != BUF_OK) {
+        return BUF_ENOMEM;
+    }
+    end = enc_put_bulk(buf_tail(b), p, n);
+    buf_commit(b, (size_t)(end - buf_tail(b)));
+    return BUF_OK;
+}
+
+int resp_enc_nil(struct buf *b)
+{
+    return buf_append(b, "$-1\r\n", 5);
+}
+
+int resp_enc_array_header(struct buf *b, long long n)
+{
+    return enc_line_num(b, '*', n);
+}
+
+int resp_enc_argv(struct buf *b, int argc, const char *const *argv,
+                  const size_t *lens)
+{
+    size_t total = 1 + ENC_NUM_MAX + 2; /* upper bound of the array header */
+    char *p;
+    int i;
+
+    for (i = 0; i < argc; i++) {
+        size_t s = enc_bulk_size(lens[i]);
+
+        if (s == 0 || s > SIZE_MAX - total) {
+            return BUF_ENOMEM;
+        }
+        total += s;
+    }
+    if (buf_reserve(b, total) != BUF_OK) {
+        return BUF_ENOMEM;
+    }
+    /* Cannot fail now: the header fits in the room reserved above. */
+    (void)resp_enc_array_header(b, argc);
+    p = buf_tail(b);
+    for (i = 0; i < argc; i++) {
+        p = enc_put_bulk(p, argv[i], lens[i]);
+    }
+    buf_commit(b, (size_t)(p - buf_tail(b)));
+    return BUF_OK;
+}

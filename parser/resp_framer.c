@@ -1,0 +1,250 @@
+/* Reply framer: finds where each complete reply ends in an upstream's byte
+ * stream, without building reply objects and without keeping the bytes.
+ *
+ * Why our own and not hiredis: the hiredis reader in Debian (0.14.1) refuses
+ * replies nested deeper than 7 levels, and Redis sends deeper ones (COMMAND
+ * DOCS, for example, which redis-cli asks for at startup); it also reads
+ * RESP2 only. This is a byte-at-a-time state machine with an explicit stack,
+ * so a reply split across any number of reads is scanned exactly once.
+ *
+ * It understands every RESP2 and RESP3 type: lines (+ - : _ , # ( ), blobs
+ * ($ ! = with a length, -1 meaning null for $), aggregates (* ~ > with n
+ * elements, % with 2n, | an attribute of 2n that precedes the value it
+ * describes). Streamed (?-length) RESP3 aggregates are not sent by Redis and
+ * are refused. */
+#include "parser/resp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Deepest nesting accepted. Redis's own replies stay far below it. */
+#define FR_MAX_DEPTH 128
+
+/* Longest length line accepted ("$-1", "*123"): a 64-bit number fits. */
+#define FR_MAX_DIGITS 20
+
+enum fr_state {
+    FR_TYPE,   /* at the type byte of a value */
+    FR_LINE,   /* inside a line whose content we skip, until \n */
+    FR_NUM,    /* inside a length line: sign and digits, until \r */
+    FR_NUM_LF, /* after the \r of a length line */
+    FR_BLOB,   /* skipping blob payload and its CRLF */
+};
+
+struct resp_framer {
+    enum fr_state state;     /* where the scan is */
+    char type;               /* type byte of the value being read */
+    int neg;                 /* the length line had a '-' */
+    int ndigits;             /* digits seen in the length line */
+    unsigned long long num;  /* the length being parsed */
+    unsigned long long skip; /* blob bytes (with CRLF) left to skip */
+    int depth;               /* open aggregates */
+    unsigned long long left[FR_MAX_DEPTH]; /* elements left per level */
+    unsigned char attr[FR_MAX_DEPTH];      /* level is an attribute */
+    unsigned long long fed;                /* stream offset scanned up to */
+    unsigned long long last;  /* stream offset where the last frame ended */
+    unsigned long long *ends; /* owned: ends of complete, unreported frames */
+    size_t nends;             /* used entries of ends */
+    size_t head;              /* next entry to report */
+    size_t cap;               /* allocated entries of ends */
+    int failed;               /* 0 or a sticky RESP_E* */
+};
+
+struct resp_framer *resp_framer_new(void)
+{
+    struct resp_framer *fr = calloc(1, sizeof(*fr));
+
+    if (fr != NULL) {
+        fr->state = FR_TYPE;
+    }
+    return fr;
+}
+
+void resp_framer_free(struct resp_framer *fr)
+{
+    if (fr == NULL) {
+        return;
+    }
+    free(fr->ends);
+    free(fr);
+}
+
+/* Records a frame ending at stream offset `end`. */
+static int fr_push_end(struct resp_framer *fr, unsigned long long end)
+{
+    if (fr->head == fr->nends) {
+        fr->head = 0;
+        fr->nends = 0;
+    }
+    if (fr->nends == fr->cap) {
+        size_t cap = fr->cap ? fr->cap * 2 : 16;
+        unsigned long long *p = realloc(fr->ends, cap * sizeof(*p));
+        if (p == NULL) {
+            return RESP_ENOMEM;
+        }
+        fr->ends = p;
+        fr->cap = cap;
+    }
+    fr->ends[fr->nends++] = end;
+    return RESP_OK;
+}
+
+/* A value just ended at stream offset `end`: count it in its parent, close
+ * finished aggregates, and record a frame when the top level completes. */
+static int fr_value_done(struct resp_framer *fr, unsigned long long end)
+{
+    while (fr->depth > 0) {
+        int top = fr->depth - 1;
+        if (--fr->left[top] > 0) {
+            return RESP_OK;
+        }
+        fr->depth--;
+        if (fr->attr[top]) {
+            /* An attribute is followed by the value it describes: that
+             * value, not the attribute, counts as the element. */
+            return RESP_OK;
+        }
+    }
+    return fr_push_end(fr, end);
+}
+
+/* Opens an aggregate of `n` elements (n > 0). */
+static int fr_open(struct resp_framer *fr, unsigned long long n, int attr)
+{
+    if (fr->depth == FR_MAX_DEPTH) {
+        return RESP_EPROTO;
+    }
+    fr->left[fr->depth] = n;
+    fr->attr[fr->depth] = (unsigned char)attr;
+    fr->depth++;
+    return RESP_OK;
+}
+
+/* The length line of `fr->type` is complete; `end` is just past its \n. */
+static int fr_length_done(struct resp_framer *fr, unsigned long long end)
+{
+    unsigned long long n = fr->num;
+    char t = fr->type;
+
+    fr->state = FR_TYPE;
+    if (fr->neg) {
+        /* Only -1 is meaningful: a null blob or a null array. */
+        if (n != 1 || (t != '$' && t != '*')) {
+            return RESP_EPROTO;
+        }
+        return fr_value_done(fr, end);
+    }
+    if (t == '$' || t == '!' || t == '=') {
+        fr->skip = n + 2;
+        fr->state = FR_BLOB;
+        return RESP_OK;
+    }
+    if (t == '%' || t == '|') {
+        if (n > ~0ULL / 2) {
+            return RESP_EPROTO;
+        }
+        n *= 2;
+    }
+    if (n == 0) {
+        return t == '|' ? RESP_OK : fr_value_done(fr, end);
+    }
+    return fr_open(fr, n, t == '|');
+}
+
+/* Scans bytes p[0..n) that start at stream offset fr->fed. */
+static int fr_scan(struct resp_framer *fr, const char *p, size_t n)
+{
+    size_t i = 0;
+    int rc = RESP_OK;
+
+    while (i < n && rc == RESP_OK) {
+        char ch = p[i];
+        switch (fr->state) {
+        case FR_TYPE:
+            fr->type = ch;
+            i++;
+            if (strchr("+-:_,#(", ch) != NULL && ch != '\0') {
+                fr->state = FR_LINE;
+            } else if (strchr("$!=*~>%|", ch) != NULL && ch != '\0') {
+                fr->state = FR_NUM;
+                fr->neg = 0;
+                fr->ndigits = 0;
+                fr->num = 0;
+            } else {
+                rc = RESP_EPROTO;
+            }
+            break;
+        case FR_LINE: {
+            const char *nl = memchr(p + i, '\n', n - i);
+            if (nl == NULL) {
+                i = n;
+                break;
+            }
+            i = (size_t)(nl - p) + 1;
+            fr->state = FR_TYPE;
+            rc = fr_value_done(fr, fr->fed + i);
+            break;
+        }
+        case FR_NUM:
+            i++;
+            if (ch == '-' && fr->ndigits == 0 && !fr->neg) {
+                fr->neg = 1;
+            } else if (ch >= '0' && ch <= '9' && fr->ndigits < FR_MAX_DIGITS) {
+                fr->num = fr->num * 10 + (unsigned long long)(ch - '0');
+                fr->ndigits++;
+            } else if (ch == '\r' && fr->ndigits > 0) {
+                fr->state = FR_NUM_LF;
+            } else {
+                rc = RESP_EPROTO;
+            }
+            break;
+        case FR_NUM_LF:
+            i++;
+            rc = ch == '\n' ? fr_length_done(fr, fr->fed + i) : RESP_EPROTO;
+            break;
+        case FR_BLOB: {
+            size_t take = n - i;
+            if ((unsigned long long)take > fr->skip) {
+                take = (size_t)fr->skip;
+            }
+            i += take;
+            fr->skip -= take;
+            if (fr->skip == 0) {
+                fr->state = FR_TYPE;
+                rc = fr_value_done(fr, fr->fed + i);
+            }
+            break;
+        }
+        }
+    }
+    fr->fed += i;
+    return rc;
+}
+
+int resp_framer_feed(struct resp_framer *fr, const char *p, size_t n)
+{
+    int rc;
+
+    if (fr->failed != 0) {
+        return fr->failed;
+    }
+    rc = fr_scan(fr, p, n);
+    if (rc != RESP_OK) {
+        fr->failed = rc;
+    }
+    return RESP_OK;
+}
+
+int resp_framer_next(struct resp_framer *fr, size_t *len)
+{
+    if (fr->head < fr->nends) {
+        unsigned long long end = fr->ends[fr->head++];
+        *len = (size_t)(end - fr->last);
+        fr->last = end;
+        return RESP_OK;
+    }
+    if (fr->failed != 0) {
+        return fr->failed;
+    }
+    return RESP_AGAIN;
+}

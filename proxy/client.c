@@ -1,0 +1,390 @@
+/* Client connections.
+ *
+ *   socket --read--> resp_reader --cmd--> req (linked in c->reqs first) -->
+ *   router_dispatch
+ *
+ *   c->reqs:  head [done] [owed] [done] ... tail
+ *              |
+ *              +--> c->wq.out while the head is done --> socket (flush pass)
+ *
+ * Replies leave strictly in request order: only the head may be written, and
+ * a request holds its place in c->reqs before it is dispatched. Messages that
+ * no request asked for (pub/sub, MONITOR) are appended behind the newest
+ * request, or written at once when none is pending.
+ *
+ * Back-pressure: at conf.max_pipeline pending requests the client stops
+ * reading (the reader keeps what it already has) and resumes below half.
+ * A client whose unwritten output passes client_max_output_bytes is closed. */
+#include "proxy/client.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "parser/resp.h"
+#include "proxy/log.h"
+#include "proxy/req.h"
+#include "proxy/router.h"
+#include "proxy/server.h"
+#include "proxy/upstream.h"
+#include "proxy/util.h"
+
+static const char reply_max_clients[] =
+    "-ERR max number of clients reached\r\n";
+
+static void client_on_close(uv_handle_t *h)
+{
+    struct client *c = container_of(h, struct client, tcp);
+
+    resp_reader_free(c->rd);
+    wq_free(&c->wq);
+    px_free(c->name);
+    px_free(c);
+}
+
+void client_close(struct client *c)
+{
+    if (c->closing) {
+        return;
+    }
+    c->closing = 1;
+    log_debug("client %llu: closed", (unsigned long long)c->id);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    queue_remove(&c->dirty_node);
+    /* Requests an upstream still owes a reply to become orphans, freed when
+     * the reply or the failure arrives; the rest go now. */
+    while (!queue_empty(&c->reqs)) {
+        struct req *req = container_of(queue_head(&c->reqs), struct req, cnode);
+        queue_remove(&req->cnode);
+        c->nreqs--;
+        if (queue_linked(&req->unode)) {
+            req->client = NULL;
+        } else {
+            req_free(req);
+        }
+    }
+    if (c->priv != NULL) {
+        struct upstream *up = c->priv;
+        c->priv = NULL;
+        up->owner = NULL;
+        upstream_destroy(up, NULL);
+    }
+    queue_remove(&c->node);
+    server.nclients--;
+    uv_close((uv_handle_t *)&c->tcp, client_on_close);
+}
+
+static void client_check_output(struct client *c)
+{
+    unsigned long long limit = server.conf->client_max_output_bytes;
+
+    if (wq_pending(&c->wq) > limit) {
+        server.stats.output_limit++;
+        log_warn("client %llu: output buffer over %llu bytes, closing",
+                 (unsigned long long)c->id, limit);
+        client_close(c);
+    }
+}
+
+/* Moves done replies from the head of c->reqs to the output. */
+static void client_drain(struct client *c)
+{
+    int moved = 0;
+
+    while (!c->closing && !queue_empty(&c->reqs)) {
+        struct req *req = container_of(queue_head(&c->reqs), struct req, cnode);
+        if (!req->done) {
+            break;
+        }
+        PX_CHECK_OOM(buf_append(&c->wq.out, req->reply.data, req->reply.len));
+        moved = 1;
+        if (req->close_after) {
+            /* QUIT or a protocol error: nothing after this is answered. */
+            c->quitting = 1;
+            req_free(req);
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            break;
+        }
+        req_free(req);
+    }
+    if (moved && !c->closing) {
+        server_mark_client(c);
+        client_check_output(c);
+    }
+}
+
+void client_req_done(struct client *c, struct req *req)
+{
+    if (c->closing) {
+        return;
+    }
+    if (queue_head(&c->reqs) == &req->cnode) {
+        client_drain(c);
+    }
+}
+
+void client_push(struct client *c, const char *p, size_t n)
+{
+    struct req *tail;
+
+    if (c->closing || c->quitting) {
+        return;
+    }
+    if (queue_empty(&c->reqs)) {
+        PX_CHECK_OOM(buf_append(&c->wq.out, p, n));
+        server_mark_client(c);
+        client_check_output(c);
+        return;
+    }
+    /* Behind the newest request, so it reaches the client after every
+     * reply that came before it on the wire. */
+    tail = container_of(queue_tail(&c->reqs), struct req, cnode);
+    PX_CHECK_OOM(buf_append(&tail->reply, p, n));
+}
+
+/* Parses and dispatches buffered commands until the reader runs dry or the
+ * pipeline limit pauses the client. */
+static void client_process(struct client *c)
+{
+    struct resp_cmd *cmd;
+    struct req *req;
+    int rc;
+
+    while (!c->closing && !c->quitting) {
+        if (c->nreqs >= server.conf->max_pipeline) {
+            if (!c->paused) {
+                c->paused = 1;
+                uv_read_stop((uv_stream_t *)&c->tcp);
+            }
+            return;
+        }
+        rc = resp_reader_next(c->rd, &cmd);
+        if (rc == RESP_AGAIN) {
+            return;
+        }
+        if (rc == RESP_OK) {
+            server.stats.commands++;
+            req = req_new(c, cmd);
+            router_dispatch(req);
+            continue;
+        }
+        /* A protocol error: one error reply, then close (Redis). */
+        log_debug("client %llu: %s", (unsigned long long)c->id,
+                  resp_reader_error(c->rd));
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        req = req_new(c, NULL);
+        req->close_after = 1;
+        req_reply_error(req, "%s", rc == RESP_ENOMEM
+                                       ? "out of memory"
+                                       : resp_reader_error(c->rd));
+        return;
+    }
+}
+
+static void client_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    PX_UNUSED(h);
+    PX_UNUSED(hint);
+    /* One read at a time on one thread: the slab is always free here. */
+    *b = uv_buf_init(server.read_slab, sizeof(server.read_slab));
+}
+
+static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct client *c = container_of(s, struct client, tcp);
+
+    if (nread < 0) {
+        client_close(c);
+        return;
+    }
+    if (nread == 0 || c->closing) {
+        return;
+    }
+    if (resp_reader_feed(c->rd, b->base, (size_t)nread) != RESP_OK) {
+        px_oom((size_t)nread);
+    }
+    client_process(c);
+}
+
+static void client_on_wq_event(struct wq *wq, int status)
+{
+    struct client *c = container_of(wq, struct client, wq);
+
+    if (status < 0) {
+        log_debug("client %llu: write failed: %s", (unsigned long long)c->id,
+                  uv_strerror(status));
+        client_close(c);
+        return;
+    }
+    if (c->quitting && wq_pending(&c->wq) == 0) {
+        client_close(c);
+    }
+}
+
+void client_flush(struct client *c)
+{
+    int rc;
+
+    if (c->closing) {
+        return;
+    }
+    rc = wq_flush(&c->wq);
+    if (rc < 0) {
+        client_on_wq_event(&c->wq, rc);
+        return;
+    }
+    if (c->quitting) {
+        if (wq_pending(&c->wq) == 0) {
+            client_close(c);
+        }
+        return;
+    }
+    if (c->paused && c->nreqs <= server.conf->max_pipeline / 2) {
+        c->paused = 0;
+        client_process(c);
+        if (!c->paused && !c->closing && !c->quitting) {
+            uv_read_start((uv_stream_t *)&c->tcp, client_on_alloc,
+                          client_on_read);
+        }
+    }
+}
+
+/* Subscription confirmations in RESP2 are
+ * *3 $<kind> <channel or nil> :<count>; the count is the client's total. */
+void client_note_priv_frame(struct client *c, const char *p, size_t n)
+{
+    static const char *const kinds[] = {
+        "subscribe",   "psubscribe",   "ssubscribe",
+        "unsubscribe", "punsubscribe", "sunsubscribe",
+    };
+    size_t k, klen = 0, i = 5;
+    long long count = 0;
+    const char *kind;
+
+    if (n < 16 || memcmp(p, "*3\r\n$", 5) != 0) {
+        return;
+    }
+    while (i < n && p[i] >= '0' && p[i] <= '9' && klen < 100) {
+        klen = klen * 10 + (size_t)(p[i] - '0');
+        i++;
+    }
+    if (i + 2 + klen > n || p[i] != '\r') {
+        return;
+    }
+    kind = p + i + 2;
+    for (k = 0; k < ARRAY_SIZE(kinds); k++) {
+        if (strlen(kinds[k]) == klen &&
+            strncasecmp_ascii(kind, kinds[k], klen) == 0) {
+            break;
+        }
+    }
+    if (k == ARRAY_SIZE(kinds)) {
+        return;
+    }
+    /* The count is the last line: ":<digits>\r\n". */
+    i = n - 2;
+    while (i > 0 && p[i - 1] != ':') {
+        i--;
+    }
+    if (i == 0 || p[i - 1] != ':') {
+        return;
+    }
+    for (; i < n - 2 && p[i] >= '0' && p[i] <= '9'; i++) {
+        count = count * 10 + (p[i] - '0');
+        if (count > 1000000000) {
+            return;
+        }
+    }
+    if (k == 2 || k == 5) {
+        c->ssubs = (unsigned)count;
+    } else {
+        c->subs = (unsigned)count;
+    }
+}
+
+void client_priv_gone(struct client *c, int failed)
+{
+    struct req *req;
+    int had_state;
+
+    c->priv = NULL;
+    had_state = c->multi || c->watching || c->subs > 0 || c->ssubs > 0 ||
+                c->db != 0 || c->sticky;
+    c->multi = 0;
+    c->watching = 0;
+    c->subs = 0;
+    c->ssubs = 0;
+    c->db = 0;
+    c->sticky = 0;
+    if (failed && had_state && !c->closing) {
+        /* Its Redis-side state (subscriptions, db, transaction) is gone:
+         * close after the replies already owed, as Redis would have. */
+        req = req_new(c, NULL);
+        req->close_after = 1;
+        req_reply_built(req);
+    }
+}
+
+void client_priv_maybe_release(struct client *c)
+{
+    struct upstream *up = c->priv;
+
+    if (up == NULL || !queue_empty(&up->inflight) || c->multi ||
+        c->watching || c->subs > 0 || c->ssubs > 0 || c->db != 0 ||
+        c->sticky) {
+        return;
+    }
+    c->priv = NULL;
+    up->owner = NULL;
+    upstream_destroy(up, NULL);
+}
+
+void client_accept(uv_stream_t *listener)
+{
+    const struct conf *conf = server.conf;
+    struct resp_limits lim;
+    struct client *c = px_calloc(1, sizeof(*c));
+    int rc;
+
+    c->id = ++server.next_client_id;
+    queue_init(&c->reqs);
+    queue_init(&c->node);
+    queue_init(&c->dirty_node);
+    wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);
+    c->authed = conf->requirepass == NULL;
+    lim.max_bulk = conf->max_bulk_bytes;
+    lim.max_elements = conf->max_elements;
+    lim.max_inline = conf->max_inline_bytes;
+    c->rd = resp_reader_new(&lim);
+    if (c->rd == NULL) {
+        px_oom(sizeof(lim));
+    }
+    uv_tcp_init(server.loop, &c->tcp);
+    queue_insert_tail(&server.clients, &c->node);
+    server.nclients++;
+    rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    if (rc < 0) {
+        log_warn("accept failed: %s", uv_strerror(rc));
+        client_close(c);
+        return;
+    }
+    server.stats.connections++;
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (server.nclients > conf->max_clients) {
+        server.stats.rejected_conns++;
+        log_warn("client %llu: max number of clients reached (%u)",
+                 (unsigned long long)c->id, conf->max_clients);
+        PX_CHECK_OOM(buf_append(&c->wq.out, reply_max_clients,
+                                sizeof(reply_max_clients) - 1));
+        c->quitting = 1;
+        server_mark_client(c);
+        return;
+    }
+    rc = uv_read_start((uv_stream_t *)&c->tcp, client_on_alloc,
+                       client_on_read);
+    if (rc < 0) {
+        client_close(c);
+        return;
+    }
+    log_debug("client %llu: connected", (unsigned long long)c->id);
+}

@@ -1,0 +1,448 @@
+/* The command table and the handlers of proxy-local commands.
+ *
+ * The table is sorted by name and searched with bsearch. It is small on
+ * purpose: a command that is not here is forwarded byte for byte, so newer
+ * Redis and module commands work without a table edit. Fixed replies are
+ * static wire strings, built once (Redis createSharedObjects). */
+#include "proxy/command.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "parser/resp.h"
+#include "parser/resp_enc.h"
+#include "proxy/client.h"
+#include "proxy/req.h"
+#include "proxy/router.h"
+#include "proxy/server.h"
+#include "proxy/util.h"
+
+/* Longest command name we look up; longer names are never in the table. */
+#define CMD_NAME_MAX 32
+
+static const char reply_ok[] = "+OK\r\n";
+static const char reply_pong[] = "+PONG\r\n";
+static const char reply_reset[] = "+RESET\r\n";
+static const char reply_nil[] = "$-1\r\n";
+
+/* ---------------- Helpers ---------------- */
+
+static const char *cmd_arg(const struct req *req, int i, size_t *len)
+{
+    return resp_cmd_arg(req->cmd, i, len);
+}
+
+static int cmd_arg_is(const struct req *req, int i, const char *word)
+{
+    size_t len, wlen = strlen(word);
+    const char *p = cmd_arg(req, i, &len);
+    size_t k;
+
+    if (len != wlen) {
+        return 0;
+    }
+    for (k = 0; k < len; k++) {
+        if (tolower((unsigned char)p[k]) != word[k]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Parses a whole argument as a signed decimal long long. 0 or -1. */
+static int cmd_arg_ll(const struct req *req, int i, long long *out)
+{
+    char tmp[32];
+    size_t len;
+    const char *p = cmd_arg(req, i, &len);
+    char *end;
+
+    if (len == 0 || len >= sizeof(tmp)) {
+        return -1;
+    }
+    memcpy(tmp, p, len);
+    tmp[len] = '\0';
+    if (!isdigit((unsigned char)tmp[0]) && tmp[0] != '-' && tmp[0] != '+') {
+        return -1;
+    }
+    *out = strtoll(tmp, &end, 10);
+    return *end == '\0' ? 0 : -1;
+}
+
+static void reply_static(struct req *req, const char *wire, size_t n)
+{
+    req_reply(req, wire, n);
+}
+
+/* Compares without an early exit on the first different byte. */
+static int cmd_secret_eq(const char *secret, const char *p, size_t len)
+{
+    size_t slen = strlen(secret), k;
+    unsigned char diff = (unsigned char)(slen != len);
+
+    for (k = 0; k < len; k++) {
+        diff |= (unsigned char)(p[k] ^ secret[k % (slen ? slen : 1)]);
+    }
+    return diff == 0;
+}
+
+/* Checks a user/password pair. Sets the client's auth bits on success.
+ * Returns 1 when accepted. */
+static int cmd_check_auth(struct client *c, const char *user, size_t ulen,
+                          const char *pass, size_t plen)
+{
+    const struct conf *conf = server.conf;
+
+    if (ulen == 7 && memcmp(user, "default", 7) == 0) {
+        if (conf->requirepass == NULL ||
+            cmd_secret_eq(conf->requirepass, pass, plen)) {
+            c->authed = 1;
+            c->admin = 0;
+            return 1;
+        }
+        return 0;
+    }
+    if (ulen == 5 && memcmp(user, "admin", 5) == 0 &&
+        conf->admin_password != NULL &&
+        cmd_secret_eq(conf->admin_password, pass, plen)) {
+        c->authed = 1;
+        c->admin = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---------------- Local commands ---------------- */
+
+static void cmd_ping(struct req *req)
+{
+    struct client *c = req->client;
+    size_t len;
+    const char *p;
+
+    if (c->priv != NULL && (c->subs > 0 || c->ssubs > 0)) {
+        /* Subscribed: Redis answers PING with a pub/sub shaped reply. */
+        router_send_private(req);
+        return;
+    }
+    if (req->cmd->argc > 2) {
+        req_reply_error(req, "wrong number of arguments for 'ping' command");
+        return;
+    }
+    if (req->cmd->argc == 1) {
+        reply_static(req, reply_pong, sizeof(reply_pong) - 1);
+        return;
+    }
+    p = cmd_arg(req, 1, &len);
+    PX_CHECK_OOM(resp_enc_bulk(&req->reply, p, len));
+    req_reply_built(req);
+}
+
+static void cmd_echo(struct req *req)
+{
+    size_t len;
+    const char *p = cmd_arg(req, 1, &len);
+
+    PX_CHECK_OOM(resp_enc_bulk(&req->reply, p, len));
+    req_reply_built(req);
+}
+
+static void cmd_quit(struct req *req)
+{
+    req->close_after = 1;
+    reply_static(req, reply_ok, sizeof(reply_ok) - 1);
+}
+
+static void cmd_auth(struct req *req)
+{
+    struct client *c = req->client;
+    const char *user = "default", *pass;
+    size_t ulen = 7, plen;
+
+    if (req->cmd->argc > 3) {
+        req_reply_error(req, "syntax error");
+        return;
+    }
+    if (req->cmd->argc == 2 && server.conf->requirepass == NULL) {
+        req_reply_error(req, "AUTH <password> called without any password "
+                             "configured for the default user. Are you sure "
+                             "your configuration is correct?");
+        return;
+    }
+    if (req->cmd->argc == 3) {
+        user = cmd_arg(req, 1, &ulen);
+        pass = cmd_arg(req, 2, &plen);
+    } else {
+        pass = cmd_arg(req, 1, &plen);
+    }
+    if (!cmd_check_auth(c, user, ulen, pass, plen)) {
+        req_reply_error(req, "WRONGPASS invalid username-password pair or "
+                             "user is disabled.");
+        return;
+    }
+    reply_static(req, reply_ok, sizeof(reply_ok) - 1);
+}
+
+static void cmd_hello_reply(struct req *req)
+{
+    struct buf *b = &req->reply;
+    static const char version[] = PX_VERSION;
+
+    PX_CHECK_OOM(resp_enc_array_header(b, 14));
+    PX_CHECK_OOM(resp_enc_bulk(b, "server", 6));
+    PX_CHECK_OOM(resp_enc_bulk(b, "cellgate", 8));
+    PX_CHECK_OOM(resp_enc_bulk(b, "version", 7));
+    PX_CHECK_OOM(resp_enc_bulk(b, version, sizeof(version) - 1));
+    PX_CHECK_OOM(resp_enc_bulk(b, "proto", 5));
+    PX_CHECK_OOM(resp_enc_int(b, 2));
+    PX_CHECK_OOM(resp_enc_bulk(b, "id", 2));
+    PX_CHECK_OOM(resp_enc_int(b, (long long)req->client->id));
+    PX_CHECK_OOM(resp_enc_bulk(b, "mode", 4));
+    PX_CHECK_OOM(resp_enc_bulk(b, "standalone", 10));
+    PX_CHECK_OOM(resp_enc_bulk(b, "role", 4));
+    PX_CHECK_OOM(resp_enc_bulk(b, "master", 6));
+    PX_CHECK_OOM(resp_enc_bulk(b, "modules", 7));
+    PX_CHECK_OOM(resp_enc_array_header(b, 0));
+    req_reply_built(req);
+}
+
+static void cmd_hello(struct req *req)
+{
+    struct client *c = req->client;
+    int argc = req->cmd->argc, i;
+    long long ver;
+    const char *user = NULL, *pass = NULL, *name = NULL;
+    size_t ulen = 0, plen = 0, nlen = 0;
+
+    if (argc >= 2) {
+        if (cmd_arg_ll(req, 1, &ver) != 0) {
+            req_reply_error(req, "Protocol version is not an integer or out "
+                                 "of range");
+            return;
+        }
+        /* RESP3 needs its own upstream pool and framer: not in this build. */
+        if (ver != 2) {
+            req_reply_error(req, "NOPROTO unsupported protocol version");
+            return;
+        }
+    }
+    for (i = 2; i < argc; i++) {
+        if (cmd_arg_is(req, i, "auth") && i + 2 < argc) {
+            user = cmd_arg(req, i + 1, &ulen);
+            pass = cmd_arg(req, i + 2, &plen);
+            i += 2;
+        } else if (cmd_arg_is(req, i, "setname") && i + 1 < argc) {
+            name = cmd_arg(req, i + 1, &nlen);
+            i += 1;
+        } else {
+            size_t alen;
+            const char *a = cmd_arg(req, i, &alen);
+            req_reply_error(req, "Syntax error in HELLO option '%.*s'",
+                            (int)(alen > 128 ? 128 : alen), a);
+            return;
+        }
+    }
+    if (user != NULL && !cmd_check_auth(c, user, ulen, pass, plen)) {
+        req_reply_error(req, "WRONGPASS invalid username-password pair or "
+                             "user is disabled.");
+        return;
+    }
+    if (!c->authed) {
+        req_reply_error(req, "NOAUTH HELLO must be called with the client "
+                             "already authenticated, otherwise the HELLO "
+                             "<proto> AUTH <user> <pass> option can be used "
+                             "to authenticate the client and select the RESP "
+                             "protocol version at the same time");
+        return;
+    }
+    if (name != NULL) {
+        px_free(c->name);
+        c->name = nlen > 0 ? px_strndup(name, nlen) : NULL;
+    }
+    cmd_hello_reply(req);
+}
+
+static int cmd_name_ok(const char *p, size_t len)
+{
+    size_t k;
+
+    for (k = 0; k < len; k++) {
+        if (p[k] < '!' || p[k] > '~') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* CLIENT: SETNAME/GETNAME are the proxy's; subcommands that describe or
+ * change the connection itself need a private upstream; the rest is
+ * forwarded. */
+static void cmd_client(struct req *req)
+{
+    static const char *const sticky[] = {
+        "caching", "getredir", "id",       "info",    "no-evict",
+        "no-touch", "reply",   "setinfo", "tracking", "trackinginfo",
+    };
+    struct client *c = req->client;
+    size_t len, k;
+    const char *p;
+
+    if (cmd_arg_is(req, 1, "setname")) {
+        if (req->cmd->argc != 3) {
+            req_reply_error(req, "wrong number of arguments for "
+                                 "'client|setname' command");
+            return;
+        }
+        p = cmd_arg(req, 2, &len);
+        if (!cmd_name_ok(p, len)) {
+            req_reply_error(req, "Client names cannot contain spaces, "
+                                 "newlines or special characters.");
+            return;
+        }
+        px_free(c->name);
+        c->name = len > 0 ? px_strndup(p, len) : NULL;
+        reply_static(req, reply_ok, sizeof(reply_ok) - 1);
+        return;
+    }
+    if (cmd_arg_is(req, 1, "getname")) {
+        if (c->name == NULL) {
+            reply_static(req, reply_nil, sizeof(reply_nil) - 1);
+            return;
+        }
+        PX_CHECK_OOM(resp_enc_bulk(&req->reply, c->name, strlen(c->name)));
+        req_reply_built(req);
+        return;
+    }
+    for (k = 0; k < ARRAY_SIZE(sticky); k++) {
+        if (cmd_arg_is(req, 1, sticky[k])) {
+            c->sticky = 1;
+            router_send_private(req);
+            return;
+        }
+    }
+    router_forward(req);
+}
+
+static void cmd_select(struct req *req)
+{
+    struct client *c = req->client;
+    long long db;
+
+    if (cmd_arg_ll(req, 1, &db) != 0) {
+        /* Let Redis word the error. */
+        router_forward(req);
+        return;
+    }
+    if (db == 0 && c->priv == NULL) {
+        c->db = 0;
+        reply_static(req, reply_ok, sizeof(reply_ok) - 1);
+        return;
+    }
+    c->db = (long)db;
+    router_send_private(req);
+}
+
+static void cmd_reset(struct req *req)
+{
+    struct client *c = req->client;
+
+    px_free(c->name);
+    c->name = NULL;
+    c->authed = server.conf->requirepass == NULL;
+    c->admin = 0;
+    c->multi = 0;
+    c->watching = 0;
+    c->subs = 0;
+    c->ssubs = 0;
+    c->db = 0;
+    c->sticky = 0;
+    if (c->priv != NULL) {
+        router_send_private(req);
+        return;
+    }
+    reply_static(req, reply_reset, sizeof(reply_reset) - 1);
+}
+
+/* ---------------- The table ---------------- */
+
+/* Sorted by name (test_command checks it). */
+static const struct cmd_def cmd_defs[] = {
+    { .name = "auth", .arity = -2, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .proc = cmd_auth },
+    { .name = "blmove", .arity = 6, .flags = CMD_F_BLOCKING },
+    { .name = "blmpop", .arity = -5, .flags = CMD_F_BLOCKING },
+    { .name = "blpop", .arity = -3, .flags = CMD_F_BLOCKING },
+    { .name = "brpop", .arity = -3, .flags = CMD_F_BLOCKING },
+    { .name = "brpoplpush", .arity = 4, .flags = CMD_F_BLOCKING },
+    { .name = "bzmpop", .arity = -5, .flags = CMD_F_BLOCKING },
+    { .name = "bzpopmax", .arity = -3, .flags = CMD_F_BLOCKING },
+    { .name = "bzpopmin", .arity = -3, .flags = CMD_F_BLOCKING },
+    { .name = "client", .arity = -2, .flags = CMD_F_LOCAL,
+      .proc = cmd_client },
+    { .name = "discard", .arity = 1, .flags = CMD_F_TXEND },
+    { .name = "echo", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_echo },
+    { .name = "exec", .arity = 1, .flags = CMD_F_TXEND },
+    { .name = "hello", .arity = -1, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .proc = cmd_hello },
+    { .name = "monitor", .arity = 1, .flags = CMD_F_STICKY },
+    { .name = "multi", .arity = 1, .flags = CMD_F_MULTI },
+    { .name = "ping", .arity = -1, .flags = CMD_F_LOCAL, .proc = cmd_ping },
+    { .name = "psubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
+    { .name = "psync", .arity = -3, .flags = CMD_F_STICKY },
+    { .name = "punsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
+    { .name = "quit", .arity = -1, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .proc = cmd_quit },
+    { .name = "reset", .arity = 1, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .proc = cmd_reset },
+    { .name = "select", .arity = 2, .flags = CMD_F_LOCAL,
+      .proc = cmd_select },
+    { .name = "ssubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
+    { .name = "subscribe", .arity = -2, .flags = CMD_F_PUBSUB },
+    { .name = "sunsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
+    { .name = "sync", .arity = 1, .flags = CMD_F_STICKY },
+    { .name = "unsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
+    { .name = "unwatch", .arity = 1, .flags = CMD_F_UNWATCH },
+    { .name = "wait", .arity = 3, .flags = CMD_F_BLOCKING },
+    { .name = "waitaof", .arity = 4, .flags = CMD_F_BLOCKING },
+    { .name = "watch", .arity = -2, .flags = CMD_F_WATCH },
+    { .name = "xread", .arity = -4, .flags = CMD_F_XBLOCK },
+    { .name = "xreadgroup", .arity = -7, .flags = CMD_F_XBLOCK },
+};
+
+static int cmd_compare(const void *key, const void *elem)
+{
+    const struct cmd_def *def = elem;
+    return strcmp(key, def->name);
+}
+
+const struct cmd_def *cmd_lookup(const char *name, size_t len)
+{
+    char lower[CMD_NAME_MAX + 1];
+    size_t k;
+
+    if (len == 0 || len > CMD_NAME_MAX) {
+        return NULL;
+    }
+    for (k = 0; k < len; k++) {
+        lower[k] = (char)tolower((unsigned char)name[k]);
+    }
+    lower[len] = '\0';
+    return bsearch(lower, cmd_defs, ARRAY_SIZE(cmd_defs), sizeof(cmd_defs[0]),
+                   cmd_compare);
+}
+
+int cmd_arity_ok(const struct cmd_def *def, int argc)
+{
+    if (def->arity >= 0) {
+        return argc == def->arity;
+    }
+    return argc >= -def->arity;
+}
+
+const struct cmd_def *cmd_table(size_t *n)
+{
+    *n = ARRAY_SIZE(cmd_defs);
+    return cmd_defs;
+}

@@ -1,0 +1,55 @@
+/* Logging to stderr (container friendly). The level lives in the server
+ * struct, the one mutable global, so there is no state here. */
+#include "proxy/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "proxy/server.h"
+#include "proxy/util.h"
+
+static const char log_letters[] = { 'D', 'I', 'W', 'E' };
+
+void log_set_level(enum log_level level)
+{
+    server.log_level = level;
+}
+
+int log_enabled(enum log_level level)
+{
+    return (int)level >= server.log_level;
+}
+
+void log_write(enum log_level level, const char *fmt, ...)
+{
+    char line[1024];
+    struct timeval tv;
+    struct tm tm;
+    size_t n;
+    va_list ap;
+
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ %c ",
+                          (int)(tv.tv_usec / 1000), log_letters[level & 3]);
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+}
+
+void px_assert_fail(const char *expr, const char *file, int line)
+{
+    log_write(LOG_ERROR, "assertion failed: %s (%s:%d)", expr, file, line);
+    abort();
+}
+
+void px_oom(size_t size)
+{
+    log_write(LOG_ERROR, "out of memory allocating %zu bytes", size);
+    abort();
+}

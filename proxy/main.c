@@ -1,0 +1,211 @@
+/* cellgate: command line, configuration, then the server loop.
+ *
+ * Precedence: defaults < proxy.yaml (--config) < command-line flags. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "proxy/log.h"
+#include "proxy/server.h"
+#include "proxy/util.h"
+
+/* Room for every error of a bad file. */
+#define MAIN_ERRBUF 8192
+
+static const char main_usage[] =
+    "Usage: cellgate [options]\n"
+    "\n"
+    "A Redis proxy with rate limiting (CL.THROTTLE, LIMITER).\n"
+    "\n"
+    "Options:\n"
+    "  --config FILE        proxy.yaml to load (flags override it)\n"
+    "  --listen HOST:PORT   where clients connect (default 127.0.0.1:7777)\n"
+    "  --upstream HOST:PORT one Redis server to forward to\n"
+    "  --cluster HOST:PORT[,HOST:PORT...]\n"
+    "                       Redis Cluster seed nodes\n"
+    "  --limits FILE        limits.yaml (the limits tree)\n"
+    "  --log-level LEVEL    debug, info, warn or error (default info)\n"
+    "  --check-config       validate the configuration and exit\n"
+    "  --version            print the version and exit\n"
+    "  --help               print this help and exit\n"
+    "\n"
+    "With neither --upstream nor --cluster, cellgate runs embedded: ordinary\n"
+    "commands get -ERR no upstream configured.\n";
+
+/* Parsed flags that are not conf fields. */
+struct main_opts {
+    const char *config;  /* borrowed from argv */
+    int check_config;    /* --check-config */
+};
+
+static void main_bad_usage(const char *what, const char *arg)
+{
+    fprintf(stderr, "cellgate: %s '%s'\n%s", what, arg, main_usage);
+}
+
+/* Matches "--name value" and "--name=value". Returns the value or NULL. */
+static const char *main_opt_value(int argc, char **argv, int *i,
+                                  const char *name, int *err)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+
+    if (strncmp(a, name, n) != 0) {
+        return NULL;
+    }
+    if (a[n] == '=') {
+        return a + n + 1;
+    }
+    if (a[n] != '\0') {
+        return NULL;
+    }
+    if (*i + 1 >= argc) {
+        main_bad_usage("missing value for option", name);
+        *err = 1;
+        return NULL;
+    }
+    (*i)++;
+    return argv[*i];
+}
+
+/* First pass: --config, --help, --version, --check-config. Returns -1 to
+ * exit 0, 1 on a usage error, 0 to go on. */
+static int main_first_pass(int argc, char **argv, struct main_opts *o)
+{
+    int i, err = 0;
+    const char *v;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(main_usage, stdout);
+            return -1;
+        }
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-v") == 0) {
+            printf("cellgate %s\n", PX_VERSION);
+            return -1;
+        }
+        if (strcmp(argv[i], "--check-config") == 0) {
+            o->check_config = 1;
+            continue;
+        }
+        v = main_opt_value(argc, argv, &i, "--config", &err);
+        if (err) {
+            return 1;
+        }
+        if (v != NULL) {
+            o->config = v;
+        }
+    }
+    return 0;
+}
+
+/* Second pass: every other flag overrides the file. 0 or 1 (usage error). */
+static int main_apply_flags(int argc, char **argv, struct conf *c)
+{
+    int i, err = 0, lvl;
+    const char *v;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--check-config") == 0) {
+            continue;
+        }
+        if ((v = main_opt_value(argc, argv, &i, "--config", &err)) != NULL) {
+            continue;
+        }
+        if (!err && (v = main_opt_value(argc, argv, &i, "--listen", &err))) {
+            if (conf_parse_addr(v, &c->listen) != CONF_OK) {
+                main_bad_usage("invalid --listen address", v);
+                return 1;
+            }
+            continue;
+        }
+        if (!err && (v = main_opt_value(argc, argv, &i, "--upstream", &err))) {
+            if (conf_parse_addr(v, &c->upstream) != CONF_OK) {
+                main_bad_usage("invalid --upstream address", v);
+                return 1;
+            }
+            c->nseeds = 0;
+            continue;
+        }
+        if (!err && (v = main_opt_value(argc, argv, &i, "--cluster", &err))) {
+            if (conf_parse_seeds(c, v) != CONF_OK) {
+                main_bad_usage("invalid --cluster seed list", v);
+                return 1;
+            }
+            c->upstream.port = 0;
+            continue;
+        }
+        if (!err && (v = main_opt_value(argc, argv, &i, "--limits", &err))) {
+            PX_CHECK_OOM(conf_set_str(&c->limits_file, v));
+            continue;
+        }
+        if (!err &&
+            (v = main_opt_value(argc, argv, &i, "--log-level", &err))) {
+            lvl = conf_log_level_parse(v);
+            if (lvl < 0) {
+                main_bad_usage("invalid --log-level", v);
+                return 1;
+            }
+            c->log_level = (enum conf_log_level)lvl;
+            continue;
+        }
+        if (err) {
+            return 1;
+        }
+        main_bad_usage("unknown option", argv[i]);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct main_opts o = { 0 };
+    struct conf conf;
+    char *errbuf;
+    int rc;
+
+    rc = main_first_pass(argc, argv, &o);
+    if (rc != 0) {
+        return rc < 0 ? 0 : 1;
+    }
+    if (conf_init(&conf) != CONF_OK) {
+        fprintf(stderr, "cellgate: out of memory\n");
+        return 1;
+    }
+    if (o.config != NULL) {
+        errbuf = px_malloc(MAIN_ERRBUF);
+        errbuf[0] = '\0';
+        if (conf_load_file(&conf, o.config, errbuf, MAIN_ERRBUF) != CONF_OK) {
+            fprintf(stderr, "%s%s", errbuf,
+                    errbuf[0] != '\0' && errbuf[strlen(errbuf) - 1] == '\n'
+                        ? ""
+                        : "\n");
+            px_free(errbuf);
+            conf_free(&conf);
+            return 1;
+        }
+        px_free(errbuf);
+    }
+    if (main_apply_flags(argc, argv, &conf) != 0) {
+        conf_free(&conf);
+        return 1;
+    }
+    if (o.check_config) {
+        printf("cellgate: configuration OK\n");
+        conf_free(&conf);
+        return 0;
+    }
+    /* Writes to a peer that left must fail with EPIPE, not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+    log_set_level((enum log_level)conf.log_level);
+    if (server_init(&conf) != PX_OK) {
+        conf_free(&conf);
+        return 1;
+    }
+    rc = server_run();
+    conf_free(&conf);
+    return rc;
+}

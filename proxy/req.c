@@ -1,0 +1,110 @@
+/* Request lifecycle.
+ *
+ *   client->reqs:  [r1 done] [r2 owed by up A] [r3 done] ...
+ *                      |
+ *                      +-- flushed to the client only from the head, while
+ *                          the head is done: replies keep request order.
+ *
+ * A req is freed exactly once: by the client's flush pass after its reply is
+ * written out, by client_close() if nobody owes it a reply, or here when it is
+ * an orphan (its client left) or a swallowed proxy request. */
+#include "proxy/req.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "parser/resp.h"
+#include "parser/resp_enc.h"
+#include "proxy/client.h"
+#include "proxy/server.h"
+#include "proxy/util.h"
+
+struct req *req_new(struct client *c, struct resp_cmd *cmd)
+{
+    struct req *req = px_calloc(1, sizeof(*req));
+
+    queue_init(&req->cnode);
+    queue_init(&req->unode);
+    req->client = c;
+    req->cmd = cmd;
+    buf_init(&req->reply);
+    if (c != NULL) {
+        queue_insert_tail(&c->reqs, &req->cnode);
+        c->nreqs++;
+    }
+    return req;
+}
+
+void req_free(struct req *req)
+{
+    if (queue_linked(&req->cnode)) {
+        PX_ASSERT(req->client != NULL);
+        queue_remove(&req->cnode);
+        req->client->nreqs--;
+    }
+    queue_remove(&req->unode);
+    resp_cmd_free(req->cmd);
+    buf_free(&req->reply);
+    px_free(req);
+}
+
+void req_reply_built(struct req *req)
+{
+    if (req->client == NULL || req->swallow) {
+        req_free(req);
+        return;
+    }
+    req->done = 1;
+    client_req_done(req->client, req);
+}
+
+void req_reply(struct req *req, const char *p, size_t n)
+{
+    if (req->client == NULL || req->swallow) {
+        req_free(req);
+        return;
+    }
+    PX_CHECK_OOM(buf_append(&req->reply, p, n));
+    req_reply_built(req);
+}
+
+void req_reply_error(struct req *req, const char *fmt, ...)
+{
+    char msg[512];
+    char *p;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        msg[0] = '\0';
+    }
+    /* Arguments are user controlled: no CR/LF may reach the wire. */
+    for (p = msg; *p != '\0'; p++) {
+        if (*p == '\r' || *p == '\n') {
+            *p = ' ';
+        }
+    }
+    server.stats.errors++;
+    if (req->client == NULL || req->swallow) {
+        req_free(req);
+        return;
+    }
+    /* Redis convention: a text that starts with an upper-case word is
+     * already "CODE message"; anything else is an ERR. */
+    p = msg;
+    while (isupper((unsigned char)*p)) {
+        p++;
+    }
+    if (p == msg || *p != ' ') {
+        PX_CHECK_OOM(buf_append(&req->reply, "-ERR ", 5));
+        PX_CHECK_OOM(buf_append_str(&req->reply, msg));
+        PX_CHECK_OOM(buf_append(&req->reply, "\r\n", 2));
+    } else {
+        PX_CHECK_OOM(resp_enc_error(&req->reply, msg));
+    }
+    req_reply_built(req);
+}

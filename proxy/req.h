@@ -1,0 +1,56 @@
+/* One client request, from parse to reply.
+ *
+ * A req is created when its command is parsed and linked into its client's
+ * FIFO (`cnode`) before it is dispatched, so a request that completes at once
+ * can never overtake an earlier one. While an upstream owes its reply it is
+ * also linked in that upstream's `inflight` FIFO (`unode`). If the client goes
+ * away first, the req becomes an orphan (client == NULL) and is freed when
+ * the upstream answers or fails. */
+#ifndef PX_PROXY_REQ_H
+#define PX_PROXY_REQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parser/buf.h"
+#include "proxy/queue.h"
+
+struct client;
+struct resp_cmd;
+struct cmd_def;
+
+struct req {
+    struct queue cnode;         /* link in client->reqs (arrival order) */
+    struct queue unode;         /* link in upstream->inflight while owed */
+    struct client *client;      /* borrowed; NULL once orphaned */
+    struct resp_cmd *cmd;       /* owned; NULL for proxy-made requests */
+    const struct cmd_def *def;  /* borrowed from the command table, or NULL */
+    struct buf reply;           /* owned: reply bytes (and relayed pushes) */
+    uint64_t sent_ms;           /* loop time when queued upstream */
+    unsigned done : 1;          /* the reply is complete */
+    unsigned swallow : 1;       /* proxy's own request: reply is dropped */
+    unsigned close_after : 1;   /* close the client once this reply is out */
+};
+
+/* A new request of `c` owning `cmd`, appended to c's FIFO. `c` may be NULL
+ * for the proxy's own requests (swallowed replies). */
+struct req *req_new(struct client *c, struct resp_cmd *cmd);
+
+/* Unlinks and frees a request, its command and its reply. */
+void req_free(struct req *req);
+
+/* Completes `req` with the reply bytes `p`/`n` (copied). May free `req`:
+ * do not touch it after this call. */
+void req_reply(struct req *req, const char *p, size_t n);
+
+/* Completes `req` with an error built from fmt: prefixed with "ERR " unless
+ * the text starts with an upper-case code, CR/LF replaced by spaces (the only
+ * path for error replies, STYLE.md 3.3). May free `req`. */
+void req_reply_error(struct req *req, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Completes `req` with the reply accumulated in req->reply (local handlers
+ * encode into it first). May free `req`. */
+void req_reply_built(struct req *req);
+
+#endif /* PX_PROXY_REQ_H */

@@ -1,0 +1,269 @@
+/* The server: listener, flush pass, cron, signals and shutdown.
+ *
+ *   loop turn:  poll -> reads (clients parse and dispatch, upstreams deliver)
+ *               -> prepare: flush pass
+ *                    dirty_upstreams: one write per upstream (every client's
+ *                                     requests of this turn coalesced)
+ *                    dirty_clients:   one write per client
+ *
+ * This is Redis's beforeSleep batching on libuv's prepare handle. Shutdown
+ * (SIGINT/SIGTERM) closes every handle and lets the loop run dry, so a clean
+ * exit frees everything (libuv's MAKE_VALGRIND_HAPPY). */
+#include "proxy/server.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "conf/conf.h"
+#include "proxy/client.h"
+#include "proxy/log.h"
+#include "proxy/upstream.h"
+#include "proxy/util.h"
+
+/* Housekeeping period: command timeouts are checked at this granularity. */
+#define SERVER_CRON_MS 100
+
+/* listen(2) backlog, as Redis's tcp-backlog default. */
+#define SERVER_BACKLOG 511
+
+/* Flush rounds per loop turn: a resumed client may dirty upstreams again. */
+#define SERVER_FLUSH_ROUNDS 4
+
+struct server server;
+
+uint64_t server_now_ms(void)
+{
+    return uv_now(server.loop);
+}
+
+void server_mark_client(struct client *c)
+{
+    if (!queue_linked(&c->dirty_node)) {
+        queue_insert_tail(&server.dirty_clients, &c->dirty_node);
+    }
+}
+
+void server_mark_upstream(struct upstream *up)
+{
+    if (!queue_linked(&up->dirty_node)) {
+        queue_insert_tail(&server.dirty_upstreams, &up->dirty_node);
+    }
+}
+
+static void server_on_flush(uv_prepare_t *h)
+{
+    int round;
+
+    PX_UNUSED(h);
+    for (round = 0; round < SERVER_FLUSH_ROUNDS; round++) {
+        while (!queue_empty(&server.dirty_upstreams)) {
+            struct queue *n = queue_head(&server.dirty_upstreams);
+            queue_remove(n);
+            upstream_flush(container_of(n, struct upstream, dirty_node));
+        }
+        while (!queue_empty(&server.dirty_clients)) {
+            struct queue *n = queue_head(&server.dirty_clients);
+            queue_remove(n);
+            client_flush(container_of(n, struct client, dirty_node));
+        }
+        if (queue_empty(&server.dirty_upstreams)) {
+            break;
+        }
+    }
+}
+
+static void server_on_cron(uv_timer_t *t)
+{
+    uint64_t now = server_now_ms();
+    unsigned i;
+
+    PX_UNUSED(t);
+    for (i = 0; i < server.npool; i++) {
+        upstream_check_timeout(server.pool[i], now,
+                               server.conf->command_timeout_ms);
+    }
+}
+
+static void server_on_connection(uv_stream_t *listener, int status)
+{
+    if (status < 0) {
+        log_warn("listener: accept error: %s", uv_strerror(status));
+        return;
+    }
+    client_accept(listener);
+}
+
+static void server_stop(void)
+{
+    unsigned i;
+
+    if (server.shutting_down) {
+        return;
+    }
+    server.shutting_down = 1;
+    log_info("shutting down");
+    if (server.listening) {
+        uv_close((uv_handle_t *)&server.listener, NULL);
+        server.listening = 0;
+    }
+    while (!queue_empty(&server.clients)) {
+        client_close(container_of(queue_head(&server.clients), struct client,
+                                  node));
+    }
+    for (i = 0; i < server.npool; i++) {
+        upstream_destroy(server.pool[i], "proxy shutting down");
+    }
+    server.npool = 0;
+    while (!queue_empty(&server.upstreams)) {
+        struct upstream *up =
+            container_of(queue_head(&server.upstreams), struct upstream, node);
+        queue_remove(&up->node);
+        upstream_destroy(up, "proxy shutting down");
+    }
+    uv_close((uv_handle_t *)&server.flush, NULL);
+    uv_close((uv_handle_t *)&server.cron, NULL);
+    uv_close((uv_handle_t *)&server.sigint, NULL);
+    uv_close((uv_handle_t *)&server.sigterm, NULL);
+}
+
+static void server_on_signal(uv_signal_t *h, int signum)
+{
+    PX_UNUSED(h);
+    log_info("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    server_stop();
+}
+
+/* Resolves the listen address (a literal or a name, at startup). */
+static int server_resolve(const struct conf_addr *a,
+                          struct sockaddr_storage *out)
+{
+    struct addrinfo hints, *res = NULL;
+    char portstr[16];
+    int rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    snprintf(portstr, sizeof(portstr), "%d", a->port);
+    rc = getaddrinfo(a->host, portstr, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        log_error("listen %s:%d: cannot resolve: %s", a->host, a->port,
+                  gai_strerror(rc));
+        return PX_ERR;
+    }
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return PX_OK;
+}
+
+static int server_listen(const struct conf *conf)
+{
+    struct sockaddr_storage sa;
+    int rc;
+
+    if (server_resolve(&conf->listen, &sa) != PX_OK) {
+        return PX_ERR;
+    }
+    uv_tcp_init(server.loop, &server.listener);
+    server.listening = 1;
+    rc = uv_tcp_bind(&server.listener, (const struct sockaddr *)&sa, 0);
+    if (rc == 0) {
+        rc = uv_listen((uv_stream_t *)&server.listener, SERVER_BACKLOG,
+                       server_on_connection);
+    }
+    if (rc < 0) {
+        log_error("listen %s:%d: %s", conf->listen.host, conf->listen.port,
+                  uv_strerror(rc));
+        return PX_ERR;
+    }
+    return PX_OK;
+}
+
+/* Closes whatever server_init() opened and runs the loop dry, so a failed
+ * start exits without leaks. */
+static int server_init_failed(void)
+{
+    server_stop();
+    uv_run(server.loop, UV_RUN_DEFAULT);
+    uv_loop_close(server.loop);
+    px_free(server.pool);
+    server.pool = NULL;
+    return PX_ERR;
+}
+
+int server_init(const struct conf *conf)
+{
+    unsigned i;
+
+    server.loop = uv_default_loop();
+    server.conf = conf;
+    server.log_level = (int)conf->log_level;
+    queue_init(&server.clients);
+    queue_init(&server.upstreams);
+    queue_init(&server.dirty_clients);
+    queue_init(&server.dirty_upstreams);
+    uv_prepare_init(server.loop, &server.flush);
+    uv_prepare_start(&server.flush, server_on_flush);
+    uv_timer_init(server.loop, &server.cron);
+    uv_timer_start(&server.cron, server_on_cron, SERVER_CRON_MS,
+                   SERVER_CRON_MS);
+    uv_unref((uv_handle_t *)&server.cron);
+    uv_signal_init(server.loop, &server.sigint);
+    uv_signal_start(&server.sigint, server_on_signal, SIGINT);
+    uv_signal_init(server.loop, &server.sigterm);
+    uv_signal_start(&server.sigterm, server_on_signal, SIGTERM);
+    if (conf->nseeds > 0) {
+        log_error("cluster mode is not available in this build; use "
+                  "--upstream");
+        return server_init_failed();
+    }
+    if (server_listen(conf) != PX_OK) {
+        return server_init_failed();
+    }
+    if (conf->upstream.port != 0) {
+        server.pool = px_calloc(conf->upstream_pool, sizeof(*server.pool));
+        for (i = 0; i < conf->upstream_pool; i++) {
+            server.pool[i] =
+                upstream_new(conf->upstream.host, conf->upstream.port);
+            if (server.pool[i] == NULL) {
+                return server_init_failed();
+            }
+            server.npool = i + 1;
+        }
+    }
+    if (conf->upstream.port != 0) {
+        log_info("cellgate %s listening on %s:%d, upstream %s:%d",
+                 PX_VERSION, conf->listen.host, conf->listen.port,
+                 conf->upstream.host, conf->upstream.port);
+    } else {
+        log_info("cellgate %s listening on %s:%d, embedded mode (no "
+                 "upstream)",
+                 PX_VERSION, conf->listen.host, conf->listen.port);
+    }
+    return PX_OK;
+}
+
+static void server_on_walk(uv_handle_t *h, void *arg)
+{
+    PX_UNUSED(arg);
+    log_error("handle still open at exit: %s", uv_handle_type_name(h->type));
+}
+
+int server_run(void)
+{
+    int rc;
+
+    uv_run(server.loop, UV_RUN_DEFAULT);
+    px_free(server.pool);
+    server.pool = NULL;
+    rc = uv_loop_close(server.loop);
+    if (rc != 0) {
+        uv_walk(server.loop, server_on_walk, NULL);
+        return 1;
+    }
+    log_info("bye");
+    return 0;
+}

@@ -1,0 +1,72 @@
+/* One TCP connection to one Redis node.
+ *
+ * Shared upstreams carry many clients' requests (pipelined, one write per
+ * loop turn) and reconnect with backoff forever. A private upstream belongs to
+ * one client (transactions, pub/sub, blocking calls, SELECT n) and is closed
+ * when that state ends or the client leaves. */
+#ifndef PX_PROXY_UPSTREAM_H
+#define PX_PROXY_UPSTREAM_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "parser/buf.h"
+#include "proxy/queue.h"
+#include "proxy/wq.h"
+
+struct client;
+struct req;
+struct resp_framer;
+
+enum upstream_state {
+    UP_IDLE,       /* not connected; waiting for the backoff timer */
+    UP_CONNECTING, /* connect in progress: requests queue */
+    UP_READY,      /* connected */
+    UP_CLOSING,    /* socket closing; fails requests fast */
+    UP_DEAD,       /* closing for good: freed by the last close callback */
+};
+
+struct upstream {
+    uv_tcp_t tcp;              /* embedded socket */
+    uv_timer_t timer;          /* connect timeout, then reconnect backoff */
+    uv_connect_t connect_req;  /* embedded connect request */
+    struct sockaddr_storage sa; /* resolved address */
+    char name[300];            /* "host:port", for logs and errors */
+    enum upstream_state state; /* see above */
+    struct queue inflight;     /* struct req owed a reply, FIFO */
+    struct buf in;             /* owned: bytes read, not yet consumed */
+    struct resp_framer *fr;    /* owned: reply framing over `in` */
+    struct wq wq;              /* request bytes to write */
+    struct queue node;         /* link in server.upstreams */
+    struct queue dirty_node;   /* link in server.dirty_upstreams */
+    struct client *owner;      /* borrowed; non-NULL for a private upstream */
+    unsigned backoff_ms;       /* next reconnect delay */
+    char last_err[160];        /* why the last attempt failed */
+    int pending_closes;        /* handles still closing (free at 0) */
+    unsigned tcp_open : 1;     /* tcp handle initialised, not closed */
+};
+
+/* A shared upstream to `host:port`, connecting at once. NULL when the address
+ * does not resolve (logged). */
+struct upstream *upstream_new(const char *host, int port);
+
+/* A private upstream for client `c` to the same node as `like`. */
+struct upstream *upstream_new_private(const struct upstream *like,
+                                      struct client *c);
+
+/* Queues `req` (its command's wire bytes) on `up`. If `up` cannot take
+ * requests now, completes `req` with an error at once (may free it). */
+void upstream_send(struct upstream *up, struct req *req);
+
+/* Fails every owed request with `why` and closes for good. */
+void upstream_destroy(struct upstream *up, const char *why);
+
+/* Writes the queued bytes (called by the server's flush pass). */
+void upstream_flush(struct upstream *up);
+
+/* Fails the connection if its oldest owed reply is older than `timeout_ms`
+ * (shared upstreams only; called from the server's cron). */
+void upstream_check_timeout(struct upstream *up, uint64_t now_ms,
+                            unsigned timeout_ms);
+
+#endif /* PX_PROXY_UPSTREAM_H */

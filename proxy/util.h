@@ -1,0 +1,106 @@
+/* Project-wide helpers for proxy/: the allocation wrappers (abort on OOM, so
+ * call sites never test for NULL), container_of, ARRAY_SIZE, PX_ASSERT and
+ * PX_UNUSED. Leaf layers do not use this header. */
+#ifndef PX_PROXY_UTIL_H
+#define PX_PROXY_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PX_OK  0
+#define PX_ERR -1
+
+#define PX_UNUSED(x) ((void)(x))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Cast through void * so clang's -Wcast-align accepts it (STYLE.md 3.4). */
+#define container_of(p, type, m)                                               \
+    ((type *)(void *)((char *)(p)-offsetof(type, m)))
+
+/* Logs "file:line: assertion failed" and aborts. Invariants only, never input
+ * validation. Always on. */
+__attribute__((noreturn)) void px_assert_fail(const char *expr,
+                                              const char *file, int line);
+#define PX_ASSERT(e)                                                           \
+    do {                                                                       \
+        if (!(e)) {                                                            \
+            px_assert_fail(#e, __FILE__, __LINE__);                            \
+        }                                                                      \
+    } while (0)
+
+/* Logs the failed allocation size and aborts. */
+__attribute__((noreturn)) void px_oom(size_t size);
+
+static inline void *px_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL) {
+        px_oom(n);
+    }
+    return p;
+}
+
+static inline void *px_calloc(size_t n, size_t size)
+{
+    void *p;
+    if (size != 0 && n > SIZE_MAX / size) {
+        px_oom(SIZE_MAX);
+    }
+    p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL) {
+        px_oom(n * size);
+    }
+    return p;
+}
+
+static inline void *px_realloc(void *old, size_t n)
+{
+    void *p = realloc(old, n ? n : 1);
+    if (p == NULL) {
+        px_oom(n);
+    }
+    return p;
+}
+
+static inline char *px_strndup(const char *s, size_t n)
+{
+    char *p = px_malloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static inline void px_free(void *p)
+{
+    free(p);
+}
+
+/* ASCII case-insensitive compare of n bytes (strncasecmp is not C11 and
+ * depends on the locale). `lower` must be lower case. */
+static inline int strncasecmp_ascii(const char *p, const char *lower, size_t n)
+{
+    size_t k;
+
+    for (k = 0; k < n; k++) {
+        char ch = p[k];
+        if (ch >= 'A' && ch <= 'Z') {
+            ch = (char)(ch - 'A' + 'a');
+        }
+        if (ch != lower[k]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Aborts when a leaf-layer buffer operation reported ENOMEM (rc != 0). */
+#define PX_CHECK_OOM(rc)                                                       \
+    do {                                                                       \
+        if ((rc) != 0) {                                                       \
+            px_oom(0);                                                         \
+        }                                                                      \
+    } while (0)
+
+#endif /* PX_PROXY_UTIL_H */

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what cellgate needs to build, test and run, from Debian packages.
+# Idempotent: does nothing when everything is already there.
+set -euo pipefail
+
+PKGS=(build-essential cmake pkg-config libuv1-dev libhiredis-dev libyaml-dev
+      libcriterion-dev redis-server redis-tools nutcracker)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian starts a system redis-server on 6379 when the package is installed;
+# cellgate's scripts and tests start their own on free ports.
+if command -v systemctl >/dev/null 2>&1; then
+    $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true
+fi

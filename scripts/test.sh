@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds with -Werror and ASan+UBSan into build-test/,
+# runs every unit and integration test, and stops every server the tests
+# started. Exits non-zero on any failure, warning, sanitizer report or leak.
+#
+#   scripts/test.sh            everything
+#   scripts/test.sh unit       unit tests only
+#   scripts/test.sh integration [criterion args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WHAT=${1:-all}
+shift || true
+
+bash scripts/deps.sh
+
+BUILD=${BUILD_DIR:-build-test}
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DPX_WERROR=ON \
+    -DPX_SANITIZE=address,undefined >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
+
+RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-test.XXXXXX")
+export TMPDIR=$RUNDIR
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+cleanup() {
+    # Servers the tests started live under $RUNDIR; none may outlive the run,
+    # also when a test crashed.
+    pkill -KILL -f "$RUNDIR" 2>/dev/null || true
+    rm -rf "$RUNDIR"
+}
+trap cleanup EXIT
+
+status=0
+run_suite() {
+    local name=$1; shift
+    local log="$RUNDIR/$name.log"
+    echo "== $name tests"
+    if ! "$@" 2>&1 | tee "$log"; then
+        status=1
+    fi
+    if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$log"; then
+        echo "!! $name: sanitizer report in the log" >&2
+        status=1
+    fi
+}
+
+if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
+    run_suite unit "$BUILD/tests/unit_tests" --jobs 2 "$@"
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
+    run_suite integration "$BUILD/tests/integration_tests" --jobs 1 "$@"
+fi
+if [ "$WHAT" = all ] && command -v clang-format >/dev/null; then
+    echo "== clang-format"
+    bad=$(git ls-files '*.c' '*.h' | while read -r f; do
+        clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+    if [ -n "$bad" ]; then
+        echo "!! not clang-formatted: $bad" >&2
+        status=1
+    fi
+fi
+if [ "$status" -ne 0 ]; then
+    echo "scripts/test.sh: FAILED" >&2
+else
+    echo "scripts/test.sh: all suites passed"
+fi
+exit "$status"

@@ -1,0 +1,25 @@
+/* Test support shared by every criterion binary.
+ *
+ * LeakSanitizer alone does not fail a criterion test (STYLE.md section 0), so
+ * PX_TEST_SUITE gives each suite a .fini that runs a recoverable leak check
+ * and aborts when it finds one, which turns the run's exit code to 1. */
+#ifndef PX_TESTS_SUPPORT_PX_TEST_H
+#define PX_TESTS_SUPPORT_PX_TEST_H
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#if defined(PX_ASAN)
+int __lsan_do_recoverable_leak_check(void);
+static inline void px_leak_check(void)
+{
+    if (__lsan_do_recoverable_leak_check() != 0) {
+        abort();
+    }
+}
+#define PX_TEST_SUITE(name) TestSuite(name, .fini = px_leak_check)
+#else
+#define PX_TEST_SUITE(name) TestSuite(name)
+#endif
+
+#endif /* PX_TESTS_SUPPORT_PX_TEST_H */

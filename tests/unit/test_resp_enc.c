@@ -1,0 +1,144 @@
+/* RESP2 encoders: the exact bytes of every encoder. */
+#include "tests/support/px_test.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "parser/buf.h"
+#include "parser/resp_enc.h"
+
+PX_TEST_SUITE(resp_enc);
+
+#define B(s) s, sizeof(s) - 1
+
+/* Asserts that `b` holds exactly `want` (n bytes), then frees it. */
+static void expect(struct buf *b, const char *want, size_t n)
+{
+    cr_assert_eq(b->len, n, "got %zu bytes, want %zu", b->len, n);
+    cr_assert(n == 0 || memcmp(b->data, want, n) == 0, "got '%.*s'",
+              (int)b->len, b->data);
+    buf_free(b);
+}
+
+Test(resp_enc, simple_string)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_simple(&b, "OK"), BUF_OK);
+    expect(&b, B("+OK\r\n"));
+    cr_assert_eq(resp_enc_simple(&b, ""), BUF_OK);
+    expect(&b, B("+\r\n"));
+}
+
+Test(resp_enc, error_gets_a_minus_prefix)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_error(&b, "ERR syntax error"), BUF_OK);
+    expect(&b, B("-ERR syntax error\r\n"));
+}
+
+Test(resp_enc, integers_including_extremes)
+{
+    static const struct {
+        long long v;
+        const char *want;
+    } cases[] = {
+        { 0, ":0\r\n" },
+        { 1, ":1\r\n" },
+        { -1, ":-1\r\n" },
+        { 10, ":10\r\n" },
+        { -10, ":-10\r\n" },
+        { 123456789, ":123456789\r\n" },
+        { LLONG_MAX, ":9223372036854775807\r\n" },
+        { LLONG_MIN, ":-9223372036854775808\r\n" },
+        { LLONG_MIN + 1, ":-9223372036854775807\r\n" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct buf b;
+
+        buf_init(&b);
+        cr_assert_eq(resp_enc_int(&b, cases[i].v), BUF_OK);
+        expect(&b, cases[i].want, strlen(cases[i].want));
+    }
+}
+
+Test(resp_enc, bulk_strings_are_binary_safe)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_bulk(&b, B("foo")), BUF_OK);
+    expect(&b, B("$3\r\nfoo\r\n"));
+    cr_assert_eq(resp_enc_bulk(&b, B("a\0\r\nb")), BUF_OK);
+    expect(&b, B("$5\r\na\0\r\nb\r\n"));
+    cr_assert_eq(resp_enc_bulk(&b, NULL, 0), BUF_OK);
+    expect(&b, B("$0\r\n\r\n"));
+    cr_assert_eq(resp_enc_bulk(&b, B("0123456789")), BUF_OK);
+    expect(&b, B("$10\r\n0123456789\r\n"));
+}
+
+Test(resp_enc, nil_bulk)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_nil(&b), BUF_OK);
+    expect(&b, B("$-1\r\n"));
+}
+
+Test(resp_enc, array_headers_including_nil_and_empty)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_array_header(&b, 3), BUF_OK);
+    expect(&b, B("*3\r\n"));
+    cr_assert_eq(resp_enc_array_header(&b, 0), BUF_OK);
+    expect(&b, B("*0\r\n"));
+    cr_assert_eq(resp_enc_array_header(&b, -1), BUF_OK);
+    expect(&b, B("*-1\r\n"));
+    cr_assert_eq(resp_enc_array_header(&b, 1048576), BUF_OK);
+    expect(&b, B("*1048576\r\n"));
+}
+
+Test(resp_enc, argv_is_an_array_of_bulk_strings)
+{
+    static const char *const argv[] = { "SET", "k", "", "v\r\n" };
+    static const size_t lens[] = { 3, 1, 0, 3 };
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_argv(&b, 4, argv, lens), BUF_OK);
+    expect(&b, B("*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$3\r\nv\r\n\r\n"));
+}
+
+Test(resp_enc, encoders_append_after_existing_bytes)
+{
+    static const char *const argv[] = { "PING" };
+    static const size_t lens[] = { 4 };
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(buf_append_str(&b, "x"), BUF_OK);
+    cr_assert_eq(resp_enc_simple(&b, "OK"), BUF_OK);
+    cr_assert_eq(resp_enc_int(&b, -7), BUF_OK);
+    cr_assert_eq(resp_enc_argv(&b, 1, argv, lens), BUF_OK);
+    cr_assert_eq(resp_enc_nil(&b), BUF_OK);
+    cr_assert_eq(resp_enc_error(&b, "ERR x"), BUF_OK);
+    expect(&b, B("x+OK\r\n:-7\r\n*1\r\n$4\r\nPING\r\n$-1\r\n-ERR x\r\n"));
+}
+
+Test(resp_enc, oversized_bulk_fails_without_writing)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(buf_append_str(&b, "keep"), BUF_OK);
+    cr_assert_eq(resp_enc_bulk(&b, "x", (size_t)-1), BUF_ENOMEM);
+    expect(&b, B("keep"));
+}

@@ -1,0 +1,296 @@
+/* Reply framer: frame lengths for every RESP2 type, pipelined and split.
+ *
+ * The case table is run fed whole, one byte at a time, and split into two
+ * chunks at every position; each must report the same frame lengths. These
+ * tests also pin the hiredis 0.14.1 cursor arithmetic the framer relies on
+ * (frame end = bytes fed - (r->len - r->pos)), including across the 1 KiB
+ * point after which hiredis trims its buffer. */
+#include "tests/support/px_test.h"
+
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parser/buf.h"
+#include "parser/resp.h"
+
+PX_TEST_SUITE(resp_framer);
+
+#define B(s) s, sizeof(s) - 1
+
+#define MAX_FRAMES 8
+
+/* One framing case: the expected frame lengths, then maybe an error. */
+struct fcase {
+    const char *name;
+    const char *in;
+    size_t in_len;
+    size_t frames[MAX_FRAMES]; /* lengths, ended by 0 */
+    int fails;                 /* the stream ends in a protocol error */
+};
+
+static const struct fcase CASES[] = {
+    { "simple_string", B("+OK\r\n"), { 5 }, 0 },
+    { "error", B("-ERR unknown command\r\n"), { 22 }, 0 },
+    { "integer", B(":12345\r\n"), { 8 }, 0 },
+    { "negative_integer", B(":-5\r\n"), { 5 }, 0 },
+    { "bulk", B("$3\r\nfoo\r\n"), { 9 }, 0 },
+    { "empty_bulk", B("$0\r\n\r\n"), { 6 }, 0 },
+    { "binary_bulk", B("$6\r\n\r\n\0\r\n\n\r\n"), { 12 }, 0 },
+    { "nil_bulk", B("$-1\r\n"), { 5 }, 0 },
+    { "nil_array", B("*-1\r\n"), { 5 }, 0 },
+    { "empty_array", B("*0\r\n"), { 4 }, 0 },
+    { "array_of_mixed_types",
+      B("*4\r\n+a\r\n:1\r\n$-1\r\n$2\r\nxy\r\n"),
+      { 25 },
+      0 },
+    { "nested_arrays", B("*2\r\n*1\r\n:1\r\n*2\r\n$-1\r\n*0\r\n"), { 25 }, 0 },
+    { "nested_seven_deep",
+      B("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
+      { 32 },
+      0 },
+    { "pipelined_replies",
+      B("+OK\r\n:1\r\n$1\r\na\r\n*2\r\n:1\r\n:2\r\n-ERR x\r\n$-1\r\n"),
+      { 5, 4, 7, 12, 8, 5 },
+      0 },
+    /* Deeper than hiredis 0.14's limit of 7, as COMMAND DOCS replies are. */
+    { "nested_twelve_deep",
+      B("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n"
+        "*1\r\n*2\r\n:1\r\n$1\r\nx\r\n"),
+      { 59 },
+      0 },
+    { "resp3_map_set_double_bool_null",
+      B("%2\r\n+a\r\n,1.5\r\n+b\r\n~2\r\n#t\r\n_\r\n"),
+      { 29 },
+      0 },
+    { "resp3_push_then_reply", B(">2\r\n+m\r\n:1\r\n+OK\r\n"), { 12, 5 }, 0 },
+    { "resp3_attribute_belongs_to_next_value",
+      B("|1\r\n+k\r\n:1\r\n$2\r\nhi\r\n+OK\r\n"),
+      { 20, 5 },
+      0 },
+    { "resp3_blob_error_and_verbatim",
+      B("!3\r\nERR\r\n=7\r\ntxt:abc\r\n(12345\r\n"),
+      { 9, 13, 8 },
+      0 },
+    { "negative_length_other_than_minus_one", B("$-2\r\n"), { 0 }, 1 },
+    { "garbage_type_byte", B("?foo\r\n"), { 0 }, 1 },
+    { "garbage_after_reply", B("+OK\r\n?foo\r\n"), { 5 }, 1 },
+    { "garbage_inside_array", B("*2\r\n:1\r\n?\r\n"), { 0 }, 1 },
+};
+
+#define NCASES (sizeof(CASES) / sizeof(CASES[0]))
+
+/* What a run produced. */
+struct fresult {
+    size_t frames[MAX_FRAMES + 1];
+    size_t n;
+    int rc;
+};
+
+static void drain(struct resp_framer *fr, struct fresult *r)
+{
+    size_t len = 0;
+    int rc;
+
+    while ((rc = resp_framer_next(fr, &len)) == RESP_OK) {
+        cr_assert_lt(r->n, MAX_FRAMES, "too many frames");
+        r->frames[r->n++] = len;
+    }
+    cr_assert(rc == RESP_AGAIN || rc == RESP_EPROTO, "unexpected rc %d", rc);
+    r->rc = rc;
+}
+
+static void run(const struct fcase *tc, size_t first, size_t step,
+                struct fresult *r)
+{
+    struct resp_framer *fr = resp_framer_new();
+    size_t pos = first < tc->in_len ? first : tc->in_len;
+    int rc;
+
+    cr_assert_not_null(fr);
+    memset(r, 0, sizeof(*r));
+    cr_assert_eq(resp_framer_feed(fr, tc->in, pos), RESP_OK);
+    drain(fr, r);
+    while (pos < tc->in_len) {
+        size_t n = tc->in_len - pos < step ? tc->in_len - pos : step;
+
+        rc = resp_framer_feed(fr, tc->in + pos, n);
+        cr_assert(rc == RESP_OK || (rc == RESP_EPROTO && r->rc == RESP_EPROTO));
+        pos += n;
+        drain(fr, r);
+    }
+    if (r->rc == RESP_EPROTO) {
+        size_t len;
+
+        /* Sticky. */
+        cr_assert_eq(resp_framer_feed(fr, B("+OK\r\n")), RESP_EPROTO);
+        cr_assert_eq(resp_framer_next(fr, &len), RESP_EPROTO);
+    }
+    resp_framer_free(fr);
+}
+
+static void check(const struct fcase *tc, const struct fresult *r,
+                  const char *how)
+{
+    size_t i, sum = 0;
+
+    for (i = 0; i < MAX_FRAMES && tc->frames[i] != 0; i++) {
+        cr_assert_lt(i, r->n, "%s (%s): missing frame %zu", tc->name, how, i);
+        cr_assert_eq(r->frames[i], tc->frames[i], "%s (%s): frame %zu",
+                     tc->name, how, i);
+        sum += tc->frames[i];
+    }
+    cr_assert_eq(r->n, i, "%s (%s): extra frames", tc->name, how);
+    if (tc->fails) {
+        cr_assert_eq(r->rc, RESP_EPROTO, "%s (%s)", tc->name, how);
+    } else {
+        cr_assert_eq(r->rc, RESP_AGAIN, "%s (%s)", tc->name, how);
+        cr_assert_eq(sum, tc->in_len, "%s: frames must cover the input",
+                     tc->name);
+    }
+}
+
+static struct criterion_test_params case_ids(void)
+{
+    static size_t ids[NCASES];
+    size_t i;
+
+    for (i = 0; i < NCASES; i++) {
+        ids[i] = i;
+    }
+    return cr_make_param_array(size_t, ids, NCASES);
+}
+
+ParameterizedTestParameters(resp_framer, case_fed_whole)
+{
+    return case_ids();
+}
+
+ParameterizedTest(size_t *id, resp_framer, case_fed_whole)
+{
+    struct fresult r;
+
+    run(&CASES[*id], CASES[*id].in_len, CASES[*id].in_len, &r);
+    check(&CASES[*id], &r, "whole");
+}
+
+ParameterizedTestParameters(resp_framer, case_fed_one_byte_at_a_time)
+{
+    return case_ids();
+}
+
+ParameterizedTest(size_t *id, resp_framer, case_fed_one_byte_at_a_time)
+{
+    struct fresult r;
+
+    run(&CASES[*id], 0, 1, &r);
+    check(&CASES[*id], &r, "byte at a time");
+}
+
+ParameterizedTestParameters(resp_framer, case_split_at_every_position)
+{
+    return case_ids();
+}
+
+ParameterizedTest(size_t *id, resp_framer, case_split_at_every_position)
+{
+    const struct fcase *tc = &CASES[*id];
+    struct fresult r;
+    char how[64];
+    size_t k;
+
+    for (k = 0; k <= tc->in_len; k++) {
+        snprintf(how, sizeof(how), "split at %zu", k);
+        run(tc, k, tc->in_len, &r);
+        check(tc, &r, how);
+    }
+}
+
+/* Many replies of varying size, well past hiredis's 1 KiB trim point, fed in
+ * awkward chunk sizes: every length must still be exact. */
+Test(resp_framer, lengths_stay_exact_across_hiredis_buffer_trims)
+{
+    static const size_t steps[] = { 1, 3, 7, 1000, 4096 };
+    struct buf in;
+    size_t want[500];
+    char tmp[64];
+    size_t s, i;
+
+    buf_init(&in);
+    for (i = 0; i < 500; i++) {
+        size_t before = in.len;
+
+        if (i % 3 == 0) {
+            snprintf(tmp, sizeof(tmp), ":%zu\r\n", i * 1000);
+        } else if (i % 3 == 1) {
+            snprintf(tmp, sizeof(tmp), "$%zu\r\n%0*zu\r\n", i % 10 + 1,
+                     (int)(i % 10 + 1), (size_t)0);
+        } else {
+            snprintf(tmp, sizeof(tmp), "*2\r\n+ok\r\n$-1\r\n");
+        }
+        cr_assert_eq(buf_append_str(&in, tmp), BUF_OK);
+        want[i] = in.len - before;
+    }
+    for (s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
+        struct resp_framer *fr = resp_framer_new();
+        size_t pos = 0, n = 0, len;
+
+        while (pos < in.len) {
+            size_t k = in.len - pos < steps[s] ? in.len - pos : steps[s];
+
+            cr_assert_eq(resp_framer_feed(fr, in.data + pos, k), RESP_OK);
+            pos += k;
+            while (resp_framer_next(fr, &len) == RESP_OK) {
+                cr_assert_lt(n, 500);
+                cr_assert_eq(len, want[n], "step %zu frame %zu", steps[s], n);
+                n++;
+            }
+        }
+        cr_assert_eq(n, 500, "step %zu", steps[s]);
+        resp_framer_free(fr);
+    }
+    buf_free(&in);
+}
+
+Test(resp_framer, large_bulk_reply_in_4k_chunks_is_one_frame)
+{
+    const size_t big = 300000;
+    static const char head[] = "$300000\r\n";
+    struct resp_framer *fr = resp_framer_new();
+    size_t total = sizeof(head) - 1 + big + 2 + 5;
+    char *in = malloc(total);
+    size_t pos = 0, len = 0;
+
+    cr_assert_not_null(in);
+    memcpy(in, head, sizeof(head) - 1);
+    memset(in + sizeof(head) - 1, 'v', big);
+    memcpy(in + sizeof(head) - 1 + big, "\r\n+OK\r\n", 7);
+    while (pos < total) {
+        size_t k = total - pos < 4096 ? total - pos : 4096;
+
+        cr_assert_eq(resp_framer_feed(fr, in + pos, k), RESP_OK);
+        pos += k;
+        if (pos < total - 5) {
+            cr_assert_eq(resp_framer_next(fr, &len), RESP_AGAIN);
+        }
+    }
+    cr_assert_eq(resp_framer_next(fr, &len), RESP_OK);
+    cr_assert_eq(len, total - 5);
+    cr_assert_eq(resp_framer_next(fr, &len), RESP_OK);
+    cr_assert_eq(len, 5);
+    cr_assert_eq(resp_framer_next(fr, &len), RESP_AGAIN);
+    free(in);
+    resp_framer_free(fr);
+}
+
+Test(resp_framer, empty_feed_and_free_null_are_harmless)
+{
+    struct resp_framer *fr = resp_framer_new();
+    size_t len;
+
+    cr_assert_eq(resp_framer_feed(fr, NULL, 0), RESP_OK);
+    cr_assert_eq(resp_framer_next(fr, &len), RESP_AGAIN);
+    resp_framer_free(fr);
+    resp_framer_free(NULL);
+}
