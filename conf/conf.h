@@ -39,7 +39,7 @@ struct conf {
     struct conf_addr listen;   /* listen: default 127.0.0.1:7777 */
     struct conf_addr upstream; /* upstream: single Redis; port 0 = none */
     struct conf_addr seeds[CONF_MAX_SEEDS]; /* cluster: seed nodes */
-    int nseeds;                /* 0 = not cluster mode */
+    int nseeds;                             /* 0 = not cluster mode */
 
     char *upstream_user;     /* owned; NULL = AUTH with password only */
     char *upstream_password; /* owned; NULL = no AUTH upstream */
@@ -48,16 +48,16 @@ struct conf {
     char *limits_file;       /* owned; NULL = no limits tree */
     char *key_prefix;        /* owned; default "cellgate:" */
 
-    enum conf_log_level log_level;     /* default info */
-    enum conf_store_down store_down;   /* default fail_closed */
-    unsigned connect_timeout_ms;       /* default 1000 */
-    unsigned command_timeout_ms;       /* default 1000; 0 = none */
-    unsigned max_clients;              /* default 10000 */
-    unsigned upstream_pool;            /* shared connections per node, 2 */
-    unsigned max_pipeline;             /* pending requests before pausing */
-    unsigned long long max_bulk_bytes; /* default 512 MB */
-    unsigned long long max_elements;   /* default 1048576 */
-    unsigned long long max_inline_bytes;       /* default 64 KB */
+    enum conf_log_level log_level;       /* default info */
+    enum conf_store_down store_down;     /* default fail_closed */
+    unsigned connect_timeout_ms;         /* default 1000 */
+    unsigned command_timeout_ms;         /* default 1000; 0 = none */
+    unsigned max_clients;                /* default 10000 */
+    unsigned upstream_pool;              /* shared connections per node, 2 */
+    unsigned max_pipeline;               /* pending requests before pausing */
+    unsigned long long max_bulk_bytes;   /* default 512 MB */
+    unsigned long long max_elements;     /* default 1048576 */
+    unsigned long long max_inline_bytes; /* default 64 KB */
     unsigned long long client_max_output_bytes; /* default 64 MB */
 };
 
@@ -72,8 +72,7 @@ void conf_free(struct conf *c);
  * errors). Unknown keys, wrong types and out-of-range values are errors.
  * Returns CONF_OK, or CONF_ERR with every error written to `err` (one per
  * line, "file:line:column: message"). On error `c` may be partly updated. */
-int conf_load_file(struct conf *c, const char *path, char *err,
-                   size_t errlen);
+int conf_load_file(struct conf *c, const char *path, char *err, size_t errlen);
 int conf_load_string(struct conf *c, const char *name, const char *text,
                      char *err, size_t errlen);
 

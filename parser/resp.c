@@ -123,7 +123,6 @@ struct resp_reader {
                                       "Protocol error: " + hiredis errstr */
 };
 
-
 /* ---------------- hiredis cursor access ---------------- */
 
 /* These two helpers are the only code that reads redisReader's buf, len and

@@ -123,6 +123,12 @@ void client_req_done(struct client *c, struct req *req)
     }
 }
 
+void client_stop_reading(struct client *c)
+{
+    c->input_done = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
 void client_push(struct client *c, const char *p, size_t n)
 {
     struct req *tail;
@@ -150,7 +156,7 @@ static void client_process(struct client *c)
     struct req *req;
     int rc;
 
-    while (!c->closing && !c->quitting) {
+    while (!c->closing && !c->quitting && !c->input_done) {
         if (c->nreqs >= server.conf->max_pipeline) {
             if (!c->paused) {
                 c->paused = 1;
@@ -171,12 +177,12 @@ static void client_process(struct client *c)
         /* A protocol error: one error reply, then close (Redis). */
         log_debug("client %llu: %s", (unsigned long long)c->id,
                   resp_reader_error(c->rd));
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        client_stop_reading(c);
         req = req_new(c, NULL);
         req->close_after = 1;
-        req_reply_error(req, "%s", rc == RESP_ENOMEM
-                                       ? "out of memory"
-                                       : resp_reader_error(c->rd));
+        req_reply_error(req, "%s",
+                        rc == RESP_ENOMEM ? "out of memory"
+                                          : resp_reader_error(c->rd));
         return;
     }
 }
@@ -242,7 +248,7 @@ void client_flush(struct client *c)
     if (c->paused && c->nreqs <= server.conf->max_pipeline / 2) {
         c->paused = 0;
         client_process(c);
-        if (!c->paused && !c->closing && !c->quitting) {
+        if (!c->paused && !c->closing && !c->quitting && !c->input_done) {
             uv_read_start((uv_stream_t *)&c->tcp, client_on_alloc,
                           client_on_read);
         }
@@ -329,9 +335,8 @@ void client_priv_maybe_release(struct client *c)
 {
     struct upstream *up = c->priv;
 
-    if (up == NULL || !queue_empty(&up->inflight) || c->multi ||
-        c->watching || c->subs > 0 || c->ssubs > 0 || c->db != 0 ||
-        c->sticky) {
+    if (up == NULL || !queue_empty(&up->inflight) || c->multi || c->watching ||
+        c->subs > 0 || c->ssubs > 0 || c->db != 0 || c->sticky) {
         return;
     }
     c->priv = NULL;
@@ -380,8 +385,7 @@ void client_accept(uv_stream_t *listener)
         server_mark_client(c);
         return;
     }
-    rc = uv_read_start((uv_stream_t *)&c->tcp, client_on_alloc,
-                       client_on_read);
+    rc = uv_read_start((uv_stream_t *)&c->tcp, client_on_alloc, client_on_read);
     if (rc < 0) {
         client_close(c);
         return;

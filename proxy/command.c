@@ -151,6 +151,8 @@ static void cmd_echo(struct req *req)
 
 static void cmd_quit(struct req *req)
 {
+    /* Replies owed before QUIT still go out; nothing after it is read. */
+    client_stop_reading(req->client);
     req->close_after = 1;
     reply_static(req, reply_ok, sizeof(reply_ok) - 1);
 }
@@ -166,7 +168,7 @@ static void cmd_auth(struct req *req)
         return;
     }
     if (req->cmd->argc == 2 && server.conf->requirepass == NULL) {
-        req_reply_error(req, "AUTH <password> called without any password "
+        req_reply_error(req, "ERR AUTH <password> called without any password "
                              "configured for the default user. Are you sure "
                              "your configuration is correct?");
         return;
@@ -282,8 +284,8 @@ static int cmd_name_ok(const char *p, size_t len)
 static void cmd_client(struct req *req)
 {
     static const char *const sticky[] = {
-        "caching", "getredir", "id",       "info",    "no-evict",
-        "no-touch", "reply",   "setinfo", "tracking", "trackinginfo",
+        "caching",  "getredir", "id",      "info",     "no-evict",
+        "no-touch", "reply",    "setinfo", "tracking", "trackinginfo",
     };
     struct client *c = req->client;
     size_t len, k;
@@ -369,7 +371,9 @@ static void cmd_reset(struct req *req)
 
 /* Sorted by name (test_command checks it). */
 static const struct cmd_def cmd_defs[] = {
-    { .name = "auth", .arity = -2, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+    { .name = "auth",
+      .arity = -2,
+      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
       .proc = cmd_auth },
     { .name = "blmove", .arity = 6, .flags = CMD_F_BLOCKING },
     { .name = "blmpop", .arity = -5, .flags = CMD_F_BLOCKING },
@@ -379,12 +383,13 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "bzmpop", .arity = -5, .flags = CMD_F_BLOCKING },
     { .name = "bzpopmax", .arity = -3, .flags = CMD_F_BLOCKING },
     { .name = "bzpopmin", .arity = -3, .flags = CMD_F_BLOCKING },
-    { .name = "client", .arity = -2, .flags = CMD_F_LOCAL,
-      .proc = cmd_client },
+    { .name = "client", .arity = -2, .flags = CMD_F_LOCAL, .proc = cmd_client },
     { .name = "discard", .arity = 1, .flags = CMD_F_TXEND },
     { .name = "echo", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_echo },
     { .name = "exec", .arity = 1, .flags = CMD_F_TXEND },
-    { .name = "hello", .arity = -1, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+    { .name = "hello",
+      .arity = -1,
+      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
       .proc = cmd_hello },
     { .name = "monitor", .arity = 1, .flags = CMD_F_STICKY },
     { .name = "multi", .arity = 1, .flags = CMD_F_MULTI },
@@ -392,12 +397,15 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "psubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
     { .name = "psync", .arity = -3, .flags = CMD_F_STICKY },
     { .name = "punsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
-    { .name = "quit", .arity = -1, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+    { .name = "quit",
+      .arity = -1,
+      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
       .proc = cmd_quit },
-    { .name = "reset", .arity = 1, .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+    { .name = "reset",
+      .arity = 1,
+      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
       .proc = cmd_reset },
-    { .name = "select", .arity = 2, .flags = CMD_F_LOCAL,
-      .proc = cmd_select },
+    { .name = "select", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_select },
     { .name = "ssubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
     { .name = "subscribe", .arity = -2, .flags = CMD_F_PUBSUB },
     { .name = "sunsubscribe", .arity = -1, .flags = CMD_F_UNSUB },

@@ -36,8 +36,8 @@ static const char main_usage[] =
 
 /* Parsed flags that are not conf fields. */
 struct main_opts {
-    const char *config;  /* borrowed from argv */
-    int check_config;    /* --check-config */
+    const char *config; /* borrowed from argv */
+    int check_config;   /* --check-config */
 };
 
 static void main_bad_usage(const char *what, const char *arg)
@@ -141,8 +141,7 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
             PX_CHECK_OOM(conf_set_str(&c->limits_file, v));
             continue;
         }
-        if (!err &&
-            (v = main_opt_value(argc, argv, &i, "--log-level", &err))) {
+        if (!err && (v = main_opt_value(argc, argv, &i, "--log-level", &err))) {
             lvl = conf_log_level_parse(v);
             if (lvl < 0) {
                 main_bad_usage("invalid --log-level", v);

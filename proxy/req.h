@@ -20,16 +20,16 @@ struct resp_cmd;
 struct cmd_def;
 
 struct req {
-    struct queue cnode;         /* link in client->reqs (arrival order) */
-    struct queue unode;         /* link in upstream->inflight while owed */
-    struct client *client;      /* borrowed; NULL once orphaned */
-    struct resp_cmd *cmd;       /* owned; NULL for proxy-made requests */
-    const struct cmd_def *def;  /* borrowed from the command table, or NULL */
-    struct buf reply;           /* owned: reply bytes (and relayed pushes) */
-    uint64_t sent_ms;           /* loop time when queued upstream */
-    unsigned done : 1;          /* the reply is complete */
-    unsigned swallow : 1;       /* proxy's own request: reply is dropped */
-    unsigned close_after : 1;   /* close the client once this reply is out */
+    struct queue cnode;        /* link in client->reqs (arrival order) */
+    struct queue unode;        /* link in upstream->inflight while owed */
+    struct client *client;     /* borrowed; NULL once orphaned */
+    struct resp_cmd *cmd;      /* owned; NULL for proxy-made requests */
+    const struct cmd_def *def; /* borrowed from the command table, or NULL */
+    struct buf reply;          /* owned: reply bytes (and relayed pushes) */
+    uint64_t sent_ms;          /* loop time when queued upstream */
+    unsigned done : 1;         /* the reply is complete */
+    unsigned swallow : 1;      /* proxy's own request: reply is dropped */
+    unsigned close_after : 1;  /* close the client once this reply is out */
 };
 
 /* A new request of `c` owning `cmd`, appended to c's FIFO. `c` may be NULL

@@ -95,6 +95,16 @@ void router_dispatch(struct req *req)
         return;
     }
     flags = def != NULL ? def->flags : 0;
+    if (c->multi && !(flags & CMD_F_NOAUTH)) {
+        /* Inside MULTI Redis queues (or refuses) every command, PING and
+         * ECHO included: the transaction's connection decides. */
+        if (flags & CMD_F_TXEND) {
+            c->multi = 0;
+            c->watching = 0;
+        }
+        router_send_private(req);
+        return;
+    }
     if (flags & CMD_F_LOCAL) {
         def->proc(req);
         return;

@@ -109,8 +109,8 @@ static void server_stop(void)
         server.listening = 0;
     }
     while (!queue_empty(&server.clients)) {
-        client_close(container_of(queue_head(&server.clients), struct client,
-                                  node));
+        client_close(
+            container_of(queue_head(&server.clients), struct client, node));
     }
     for (i = 0; i < server.npool; i++) {
         upstream_destroy(server.pool[i], "proxy shutting down");
@@ -235,9 +235,9 @@ int server_init(const struct conf *conf)
         }
     }
     if (conf->upstream.port != 0) {
-        log_info("cellgate %s listening on %s:%d, upstream %s:%d",
-                 PX_VERSION, conf->listen.host, conf->listen.port,
-                 conf->upstream.host, conf->upstream.port);
+        log_info("cellgate %s listening on %s:%d, upstream %s:%d", PX_VERSION,
+                 conf->listen.host, conf->listen.port, conf->upstream.host,
+                 conf->upstream.port);
     } else {
         log_info("cellgate %s listening on %s:%d, embedded mode (no "
                  "upstream)",

@@ -16,34 +16,34 @@ struct client;
 #define SERVER_READ_SLAB (64 * 1024)
 
 struct server_stats {
-    uint64_t connections;     /* accepted since start */
-    uint64_t commands;        /* requests parsed */
-    uint64_t errors;          /* error replies made by the proxy */
-    uint64_t rejected_conns;  /* refused at max_clients */
-    uint64_t output_limit;    /* clients closed at the output limit */
+    uint64_t connections;    /* accepted since start */
+    uint64_t commands;       /* requests parsed */
+    uint64_t errors;         /* error replies made by the proxy */
+    uint64_t rejected_conns; /* refused at max_clients */
+    uint64_t output_limit;   /* clients closed at the output limit */
 };
 
 struct server {
-    uv_loop_t *loop;            /* borrowed: the default loop */
-    const struct conf *conf;    /* borrowed from main */
-    int log_level;              /* lowest level printed */
-    uv_tcp_t listener;          /* embedded */
-    uv_prepare_t flush;         /* pre-poll flush pass */
-    uv_timer_t cron;            /* 100 ms housekeeping */
-    uv_signal_t sigint;         /* shutdown */
-    uv_signal_t sigterm;        /* shutdown */
-    struct queue clients;       /* every struct client */
-    unsigned nclients;          /* length of clients */
-    struct queue upstreams;     /* every struct upstream */
-    struct queue dirty_clients; /* clients with output to flush */
-    struct queue dirty_upstreams; /* upstreams with requests to write */
-    struct upstream **pool;     /* owned array: shared upstreams */
-    unsigned npool;             /* length of pool (0: embedded mode) */
-    uint64_t next_client_id;    /* last id given */
+    uv_loop_t *loop;                  /* borrowed: the default loop */
+    const struct conf *conf;          /* borrowed from main */
+    int log_level;                    /* lowest level printed */
+    uv_tcp_t listener;                /* embedded */
+    uv_prepare_t flush;               /* pre-poll flush pass */
+    uv_timer_t cron;                  /* 100 ms housekeeping */
+    uv_signal_t sigint;               /* shutdown */
+    uv_signal_t sigterm;              /* shutdown */
+    struct queue clients;             /* every struct client */
+    unsigned nclients;                /* length of clients */
+    struct queue upstreams;           /* every struct upstream */
+    struct queue dirty_clients;       /* clients with output to flush */
+    struct queue dirty_upstreams;     /* upstreams with requests to write */
+    struct upstream **pool;           /* owned array: shared upstreams */
+    unsigned npool;                   /* length of pool (0: embedded mode) */
+    uint64_t next_client_id;          /* last id given */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
-    unsigned shutting_down : 1; /* stop() ran */
-    unsigned listening : 1;     /* listener handle initialised, open */
-    struct server_stats stats;  /* counters */
+    unsigned shutting_down : 1;       /* stop() ran */
+    unsigned listening : 1;           /* listener handle initialised, open */
+    struct server_stats stats;        /* counters */
 };
 
 extern struct server server;

@@ -86,8 +86,7 @@ static void upstream_on_tcp_close(uv_handle_t *h)
     }
     /* A shared upstream: try again after the backoff. */
     up->state = UP_IDLE;
-    uv_timer_start(&up->timer, upstream_on_reconnect_timer, up->backoff_ms,
-                   0);
+    uv_timer_start(&up->timer, upstream_on_reconnect_timer, up->backoff_ms, 0);
     up->backoff_ms *= 2;
     if (up->backoff_ms > UPSTREAM_BACKOFF_MAX_MS) {
         up->backoff_ms = UPSTREAM_BACKOFF_MAX_MS;
@@ -153,8 +152,7 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
         upstream_destroy(up, why);
         return;
     }
-    log_warn("upstream %s: %s (retry in %u ms)", up->name, why,
-             up->backoff_ms);
+    log_warn("upstream %s: %s (retry in %u ms)", up->name, why, up->backoff_ms);
     snprintf(up->last_err, sizeof(up->last_err), "%s", why);
     up->state = UP_CLOSING;
     uv_timer_stop(&up->timer);
@@ -178,8 +176,7 @@ static void upstream_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 
 /* Hands one complete reply frame to its request. Returns 0, or -1 when the
  * upstream stopped being usable while delivering. */
-static int upstream_deliver(struct upstream *up, const char *frame,
-                            size_t len)
+static int upstream_deliver(struct upstream *up, const char *frame, size_t len)
 {
     struct client *owner = up->owner;
     struct req *req;

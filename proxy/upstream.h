@@ -27,23 +27,23 @@ enum upstream_state {
 };
 
 struct upstream {
-    uv_tcp_t tcp;              /* embedded socket */
-    uv_timer_t timer;          /* connect timeout, then reconnect backoff */
-    uv_connect_t connect_req;  /* embedded connect request */
+    uv_tcp_t tcp;               /* embedded socket */
+    uv_timer_t timer;           /* connect timeout, then reconnect backoff */
+    uv_connect_t connect_req;   /* embedded connect request */
     struct sockaddr_storage sa; /* resolved address */
-    char name[300];            /* "host:port", for logs and errors */
-    enum upstream_state state; /* see above */
-    struct queue inflight;     /* struct req owed a reply, FIFO */
-    struct buf in;             /* owned: bytes read, not yet consumed */
-    struct resp_framer *fr;    /* owned: reply framing over `in` */
-    struct wq wq;              /* request bytes to write */
-    struct queue node;         /* link in server.upstreams */
-    struct queue dirty_node;   /* link in server.dirty_upstreams */
-    struct client *owner;      /* borrowed; non-NULL for a private upstream */
-    unsigned backoff_ms;       /* next reconnect delay */
-    char last_err[160];        /* why the last attempt failed */
-    int pending_closes;        /* handles still closing (free at 0) */
-    unsigned tcp_open : 1;     /* tcp handle initialised, not closed */
+    char name[300];             /* "host:port", for logs and errors */
+    enum upstream_state state;  /* see above */
+    struct queue inflight;      /* struct req owed a reply, FIFO */
+    struct buf in;              /* owned: bytes read, not yet consumed */
+    struct resp_framer *fr;     /* owned: reply framing over `in` */
+    struct wq wq;               /* request bytes to write */
+    struct queue node;          /* link in server.upstreams */
+    struct queue dirty_node;    /* link in server.dirty_upstreams */
+    struct client *owner;       /* borrowed; non-NULL for a private upstream */
+    unsigned backoff_ms;        /* next reconnect delay */
+    char last_err[160];         /* why the last attempt failed */
+    int pending_closes;         /* handles still closing (free at 0) */
+    unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
 };
 
 /* A shared upstream to `host:port`, connecting at once. NULL when the address

@@ -12,7 +12,7 @@
 #define PX_OK  0
 #define PX_ERR -1
 
-#define PX_UNUSED(x) ((void)(x))
+#define PX_UNUSED(x)  ((void)(x))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Cast through void * so clang's -Wcast-align accepts it (STYLE.md 3.4). */

@@ -222,19 +222,22 @@ Test(it_local, quit_replies_ok_then_closes, .init = px_env_init,
      .fini = px_env_fini, .timeout = 60)
 {
     int fd = px_raw_connect(px_env()->proxy.port, 0);
-    /* Anything pipelined after QUIT is not executed. */
-    const char *req = "*1\r\n$4\r\nQUIT\r\n*3\r\n$3\r\nSET\r\n$1\r\nz\r\n"
-                      "$1\r\n1\r\n";
+    /* Replies owed before QUIT arrive first; anything pipelined after QUIT
+     * is not executed. */
+    const char *req = "*3\r\n$3\r\nSET\r\n$2\r\nz0\r\n$1\r\n1\r\n"
+                      "*1\r\n$4\r\nQUIT\r\n"
+                      "*3\r\n$3\r\nSET\r\n$1\r\nz\r\n$1\r\n1\r\n";
     cr_assert_eq(px_raw_send(fd, req, strlen(req)), 0);
     char buf[256];
     int closed = 0;
     px_raw_read_to_close(fd, buf, sizeof(buf), PX_CLIENT_TIMEOUT_S * 1000,
                          &closed);
-    cr_assert_str_eq(buf, "+OK\r\n");
+    cr_assert_str_eq(buf, "+OK\r\n+OK\r\n");
     cr_assert(closed, "connection still open after QUIT");
     close(fd);
 
     redisContext *direct = px_redis_connect(&px_env()->redis, NULL);
+    px_check_str(px_cmd(direct, "GET z0"), "1");
     px_check_nil(px_cmd(direct, "GET z"));
     redisFree(direct);
 }

@@ -43,6 +43,25 @@ static void check_confirm(redisReply *r, const char *kind, const char *name,
     freeReplyObject(r);
 }
 
+/* Polls redis until `field:value` appears in INFO clients (bounded). */
+static int wait_info_clients(redisContext *direct, const char *line)
+{
+    long long deadline = px_now_ms() + BLOCKED_WAIT_MS;
+    for (;;) {
+        redisReply *r = px_cmd(direct, "INFO clients");
+        int found =
+            r->type == REDIS_REPLY_STRING && strstr(r->str, line) != NULL;
+        freeReplyObject(r);
+        if (found) {
+            return 1;
+        }
+        if (px_now_ms() >= deadline) {
+            return 0;
+        }
+        px_sleep_ms(10);
+    }
+}
+
 Test(it_state, multi_exec_returns_the_array_of_queued_replies,
      .init = px_env_init, .fini = px_env_fini, .timeout = 60)
 {
@@ -55,23 +74,132 @@ Test(it_state, multi_exec_returns_the_array_of_queued_replies,
     px_check_status(px_cmd(b, "SET other 2"), "OK");
     px_check_nil(px_cmd(b, "GET t"));
     px_check_status(px_cmd(a, "INCR t"), "QUEUED");
-    px_check_status(px_cmd(a, "PING"), "QUEUED");
 
     redisReply *r = px_cmd(a, "EXEC");
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-    cr_assert_eq(r->elements, 3);
+    cr_assert_eq(r->elements, 2);
     cr_assert_eq(r->element[0]->type, REDIS_REPLY_STATUS);
     cr_assert_str_eq(r->element[0]->str, "OK");
     cr_assert_eq(r->element[1]->type, REDIS_REPLY_INTEGER);
     cr_assert_eq(r->element[1]->integer, 2);
-    cr_assert_eq(r->element[2]->type, REDIS_REPLY_STATUS);
-    cr_assert_str_eq(r->element[2]->str, "PONG");
     freeReplyObject(r);
 
     px_check_str(px_cmd(b, "GET t"), "2");
     px_check_str(px_cmd(a, "GET other"), "2");
     redisFree(a);
     redisFree(b);
+}
+
+Test(it_state, ping_and_echo_inside_multi_are_queued, .init = px_env_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    /* Redis queues every command inside MULTI, local ones included. */
+    redisContext *a = px_connect(px_env()->proxy.port);
+    px_check_status(px_cmd(a, "MULTI"), "OK");
+    px_check_status(px_cmd(a, "PING"), "QUEUED");
+    px_check_status(px_cmd(a, "ECHO hi"), "QUEUED");
+    px_check_status(px_cmd(a, "SET e 1"), "QUEUED");
+    redisReply *r = px_cmd(a, "EXEC");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 3);
+    cr_assert_eq(r->element[0]->type, REDIS_REPLY_STATUS);
+    cr_assert_str_eq(r->element[0]->str, "PONG");
+    cr_assert_eq(r->element[1]->type, REDIS_REPLY_STRING);
+    cr_assert_str_eq(r->element[1]->str, "hi");
+    cr_assert_str_eq(r->element[2]->str, "OK");
+    freeReplyObject(r);
+    redisFree(a);
+}
+
+Test(it_state, arity_error_inside_multi_aborts_exec, .init = px_env_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    /* Redis flags the transaction on a rejected command, so EXEC discards
+     * it; answering the error in the proxy would let EXEC commit. */
+    redisContext *a = px_connect(px_env()->proxy.port);
+    px_check_status(px_cmd(a, "MULTI"), "OK");
+    px_check_status(px_cmd(a, "SET ab 1"), "QUEUED");
+    px_check_error(px_cmd(a, "GET"),
+                   "ERR wrong number of arguments for 'get' command");
+    px_check_error(px_cmd(a, "EXEC"),
+                   "EXECABORT Transaction discarded because of previous "
+                   "errors.");
+    px_check_nil(px_cmd(a, "GET ab"));
+    redisFree(a);
+}
+
+Test(it_state, pipelined_transactions_see_their_own_writes, .init = px_env_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    /* Commands around a transaction, in one pipeline, run in the order
+     * sent even though the transaction uses another upstream connection. */
+    redisContext *a = px_connect(px_env()->proxy.port);
+    for (int i = 0; i < 100; i++) {
+        redisAppendCommand(a, "INCR p");
+        redisAppendCommand(a, "MULTI");
+        redisAppendCommand(a, "INCR p");
+        redisAppendCommand(a, "EXEC");
+        redisAppendCommand(a, "GET p");
+    }
+    char want[32];
+    for (long long i = 0; i < 100; i++) {
+        px_check_int(px_next(a), 2 * i + 1);
+        px_check_status(px_next(a), "OK");
+        px_check_status(px_next(a), "QUEUED");
+        redisReply *r = px_next(a);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        cr_assert_eq(r->elements, 1);
+        cr_assert_eq(r->element[0]->integer, 2 * i + 2);
+        freeReplyObject(r);
+        snprintf(want, sizeof(want), "%lld", 2 * i + 2);
+        px_check_str(px_next(a), want);
+    }
+    redisFree(a);
+}
+
+Test(it_state, state_of_a_closed_client_never_reaches_another_client,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *direct = px_redis_connect(&px_env()->redis, NULL);
+    px_check_status(px_cmd(direct, "SET shared db0"), "OK");
+    for (int i = 0; i < 20; i++) {
+        /* Leave in the middle of a transaction, in db 1, watching. */
+        redisContext *a = px_connect(px_env()->proxy.port);
+        px_check_status(px_cmd(a, "SELECT 1"), "OK");
+        px_check_status(px_cmd(a, "WATCH shared"), "OK");
+        px_check_status(px_cmd(a, "MULTI"), "OK");
+        px_check_status(px_cmd(a, "SET leaked yes"), "QUEUED");
+        redisFree(a);
+
+        redisContext *b = px_connect(px_env()->proxy.port);
+        px_check_str(px_cmd(b, "GET shared"), "db0");
+        px_check_status(px_cmd(b, "SET fresh %d", i), "OK");
+        px_check_error(px_cmd(b, "EXEC"), "ERR EXEC without MULTI");
+        redisFree(b);
+    }
+    px_check_status(px_cmd(direct, "SELECT 1"), "OK");
+    px_check_nil(px_cmd(direct, "GET leaked"));
+    redisFree(direct);
+}
+
+Test(it_state, abandoned_blpop_does_not_consume_later_pushes,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *direct = px_redis_connect(&px_env()->redis, NULL);
+    redisContext *a = px_connect(px_env()->proxy.port);
+    cr_assert_eq(redisAppendCommand(a, "BLPOP q 0"), REDIS_OK);
+    px_flush(a);
+    cr_assert(wait_info_clients(direct, "blocked_clients:1\r\n"),
+              "redis never saw the BLPOP");
+    redisFree(a);
+    /* The client is gone, so its BLPOP must be gone from redis too. */
+    cr_assert(wait_info_clients(direct, "blocked_clients:0\r\n"),
+              "BLPOP of a closed client still blocked in redis");
+    redisContext *b = px_connect(px_env()->proxy.port);
+    px_check_int(px_cmd(b, "LPUSH q v"), 1);
+    px_check_int(px_cmd(b, "LLEN q"), 1);
+    redisFree(b);
+    redisFree(direct);
 }
 
 Test(it_state, discard_drops_the_queued_commands, .init = px_env_init,
@@ -191,25 +319,6 @@ Test(it_state, unsubscribing_from_all_returns_to_normal_commands,
     px_check_status(px_cmd(a, "PING"), "PONG");
     redisFree(a);
     redisFree(b);
-}
-
-/* Polls redis until `field:value` appears in INFO clients (bounded). */
-static int wait_info_clients(redisContext *direct, const char *line)
-{
-    long long deadline = px_now_ms() + BLOCKED_WAIT_MS;
-    for (;;) {
-        redisReply *r = px_cmd(direct, "INFO clients");
-        int found =
-            r->type == REDIS_REPLY_STRING && strstr(r->str, line) != NULL;
-        freeReplyObject(r);
-        if (found) {
-            return 1;
-        }
-        if (px_now_ms() >= deadline) {
-            return 0;
-        }
-        px_sleep_ms(10);
-    }
 }
 
 Test(it_state, blpop_in_one_client_does_not_delay_others, .init = px_env_init,

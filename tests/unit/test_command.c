@@ -21,8 +21,8 @@ Test(cmd, table_is_sorted_lowercase_and_local_entries_have_a_proc)
             cr_assert_lt(strcmp(t[i - 1].name, t[i].name), 0, "%s before %s",
                          t[i - 1].name, t[i].name);
         }
-        cr_assert_eq((t[i].flags & CMD_F_LOCAL) != 0, t[i].proc != NULL,
-                     "%s", t[i].name);
+        cr_assert_eq((t[i].flags & CMD_F_LOCAL) != 0, t[i].proc != NULL, "%s",
+                     t[i].name);
         cr_assert_neq(t[i].arity, 0, "%s", t[i].name);
     }
 }
@@ -37,8 +37,7 @@ Test(cmd, lookup_ignores_case_and_misses_unknown_commands)
     cr_assert_null(cmd_lookup("get", 3));
     cr_assert_null(cmd_lookup("blpopx", 6));
     cr_assert_null(cmd_lookup("", 0));
-    cr_assert_null(
-        cmd_lookup("averyveryveryveryverylongcommandname12345", 41));
+    cr_assert_null(cmd_lookup("averyveryveryveryverylongcommandname12345", 41));
 }
 
 Test(cmd, arity_follows_the_redis_convention)
