@@ -1,0 +1,39 @@
+/* Where a command's keys are: learned from the upstream's own `COMMAND`
+ * reply, so commands of newer Redis versions and of modules route like any
+ * other, plus explicit code for the movable-keys commands whose keys depend
+ * on their arguments (EVAL's numkeys, XREAD's STREAMS, SORT's STORE...).
+ *
+ * Leaf layer: the table is built from the reply bytes and queried with a
+ * parsed request; nothing here does I/O. */
+#ifndef PX_PARSER_KEYSPEC_H
+#define PX_PARSER_KEYSPEC_H
+
+#include <stddef.h>
+
+struct resp_cmd;
+struct keyspec;
+
+/* Results of keyspec_find. */
+#define KEYSPEC_OK       0
+#define KEYSPEC_UNKNOWN  1  /* command not in the table */
+#define KEYSPEC_EMOVABLE -1 /* movable keys that cellgate cannot locate */
+#define KEYSPEC_ESYNTAX  -2 /* bad numkeys or the like: let Redis say why */
+
+/* A table built from the reply to `COMMAND` (RESP2 bytes of one frame).
+ * NULL when the reply is not a COMMAND reply (or on ENOMEM). */
+struct keyspec *keyspec_new(const char *reply, size_t len);
+
+/* Frees the table. Accepts NULL. */
+void keyspec_free(struct keyspec *ks);
+
+/* Number of commands known (subcommands count separately). */
+size_t keyspec_count(const struct keyspec *ks);
+
+/* Finds the keys of `cmd`: writes their argument indexes, in argument order,
+ * to keys[0..*nkeys) (keys has room for cmd->argc entries). Returns
+ * KEYSPEC_OK, KEYSPEC_UNKNOWN (*nkeys = 0), KEYSPEC_EMOVABLE or
+ * KEYSPEC_ESYNTAX. */
+int keyspec_find(const struct keyspec *ks, const struct resp_cmd *cmd,
+                 int *keys, int *nkeys);
+
+#endif /* PX_PARSER_KEYSPEC_H */

@@ -1,0 +1,166 @@
+/* Key positions from a COMMAND reply: fixed ranges, negative last, steps,
+ * subcommands, and every movable-keys rule. */
+#include "tests/support/px_test.h"
+
+#include <criterion/parameterized.h>
+#include <string.h>
+
+#include "parser/buf.h"
+#include "parser/keyspec.h"
+#include "parser/resp.h"
+#include "parser/resp_enc.h"
+
+PX_TEST_SUITE(keyspec);
+
+/* Appends one COMMAND entry in Redis 7's shape (10 fields). */
+static void entry(struct buf *b, const char *name, int arity, int movable,
+                  int first, int last, int step, int nsub)
+{
+    cr_assert_eq(resp_enc_array_header(b, 10), BUF_OK);
+    resp_enc_bulk(b, name, strlen(name));
+    resp_enc_int(b, arity);
+    resp_enc_array_header(b, movable ? 2 : 1);
+    resp_enc_simple(b, "write");
+    if (movable) {
+        resp_enc_simple(b, "movablekeys");
+    }
+    resp_enc_int(b, first);
+    resp_enc_int(b, last);
+    resp_enc_int(b, step);
+    resp_enc_array_header(b, 0); /* acl categories */
+    resp_enc_array_header(b, 0); /* tips */
+    resp_enc_array_header(b, 0); /* key specs */
+    resp_enc_array_header(b, nsub);
+}
+
+static struct keyspec *table(void)
+{
+    struct buf b;
+    struct keyspec *ks;
+
+    buf_init(&b);
+    resp_enc_array_header(&b, 12);
+    entry(&b, "get", 2, 0, 1, 1, 1, 0);
+    entry(&b, "MSET", -3, 0, 1, -1, 2, 0);
+    entry(&b, "mget", -2, 0, 1, -1, 1, 0);
+    entry(&b, "ping", -1, 0, 0, 0, 0, 0);
+    entry(&b, "eval", -3, 1, 0, 0, 0, 0);
+    entry(&b, "xread", -4, 1, 0, 0, 0, 0);
+    entry(&b, "zunionstore", -4, 1, 1, 1, 1, 0);
+    entry(&b, "sort", -2, 1, 1, 1, 1, 0);
+    entry(&b, "migrate", -6, 1, 3, 3, 1, 0);
+    entry(&b, "mymodule.weird", -2, 1, 0, 0, 0, 0);
+    entry(&b, "object", -2, 0, 0, 0, 0, 1);
+    entry(&b, "object|encoding", 3, 0, 2, 2, 1, 0);
+    entry(&b, "blmpop", -5, 1, 0, 0, 0, 0);
+    /* The header said 12 entries; the 13th is outside the frame. */
+    ks = keyspec_new(b.data, b.len);
+    buf_free(&b);
+    cr_assert_not_null(ks);
+    return ks;
+}
+
+/* Runs keyspec_find on a command given as words. */
+static int find(const struct keyspec *ks, const char *words, int *keys, int *n)
+{
+    const char *argv[32];
+    size_t lens[32];
+    char copy[512];
+    char *save = NULL, *w;
+    int argc = 0, rc;
+    struct resp_cmd *cmd;
+
+    strcpy(copy, words);
+    for (w = strtok_r(copy, " ", &save); w != NULL;
+         w = strtok_r(NULL, " ", &save)) {
+        argv[argc] = strcmp(w, "''") == 0 ? "" : w;
+        lens[argc] = strlen(argv[argc]);
+        argc++;
+    }
+    cmd = resp_cmd_new(argc, argv, lens);
+    rc = keyspec_find(ks, cmd, keys, n);
+    resp_cmd_free(cmd);
+    return rc;
+}
+
+struct kcase {
+    const char *cmd;
+    int rc;
+    int nkeys;
+    int keys[8];
+};
+
+static const struct kcase cases[] = {
+    { "GET k", KEYSPEC_OK, 1, { 1 } },
+    { "mset a 1 b 2 c 3", KEYSPEC_OK, 3, { 1, 3, 5 } },
+    { "MGET a b c d", KEYSPEC_OK, 4, { 1, 2, 3, 4 } },
+    { "ping", KEYSPEC_OK, 0, { 0 } },
+    { "nosuch a b", KEYSPEC_UNKNOWN, 0, { 0 } },
+    { "eval s 2 k1 k2 a1", KEYSPEC_OK, 2, { 3, 4 } },
+    { "eval s 0 a1", KEYSPEC_OK, 0, { 0 } },
+    { "eval s 3 k1", KEYSPEC_ESYNTAX, 0, { 0 } },
+    { "eval s -1 k1", KEYSPEC_ESYNTAX, 0, { 0 } },
+    { "eval s x k1", KEYSPEC_ESYNTAX, 0, { 0 } },
+    { "xread COUNT 2 STREAMS s1 s2 0 0", KEYSPEC_OK, 2, { 4, 5 } },
+    { "xread BLOCK 0 STREAMS s1 0", KEYSPEC_OK, 1, { 4 } },
+    { "xread STREAMS s1 s2 0", KEYSPEC_ESYNTAX, 0, { 0 } },
+    { "zunionstore d 2 a b WEIGHTS 1 2", KEYSPEC_OK, 3, { 1, 3, 4 } },
+    { "sort k BY w GET store STORE dst", KEYSPEC_OK, 2, { 1, 7 } },
+    { "sort k LIMIT 0 store", KEYSPEC_OK, 1, { 1 } },
+    { "migrate h 1 k 0 5", KEYSPEC_OK, 1, { 3 } },
+    { "migrate h 1 '' 0 5 AUTH keys KEYS a b", KEYSPEC_OK, 2, { 9, 10 } },
+    { "mymodule.weird a", KEYSPEC_EMOVABLE, 0, { 0 } },
+    { "OBJECT ENCODING k", KEYSPEC_OK, 1, { 2 } },
+    { "object help", KEYSPEC_OK, 0, { 0 } },
+    { "blmpop 0 2 a b LEFT", KEYSPEC_OK, 2, { 3, 4 } },
+};
+
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+/* Criterion copies parameters into the test process, so the cases are
+ * passed by index (pointers in them would not survive the copy). */
+ParameterizedTestParameters(keyspec, finds_keys_like_redis)
+{
+    static size_t ids[NCASES];
+    size_t k;
+
+    for (k = 0; k < NCASES; k++) {
+        ids[k] = k;
+    }
+    return cr_make_param_array(size_t, ids, NCASES);
+}
+
+ParameterizedTest(size_t *id, keyspec, finds_keys_like_redis)
+{
+    const struct kcase *c = &cases[*id];
+    struct keyspec *ks = table();
+    int keys[32], n = -1, k;
+    int rc = find(ks, c->cmd, keys, &n);
+
+    keyspec_free(ks);
+    cr_assert_eq(rc, c->rc, "%s: rc %d, want %d", c->cmd, rc, c->rc);
+    if (rc != KEYSPEC_OK) {
+        return;
+    }
+    cr_assert_eq(n, c->nkeys, "%s: %d keys, want %d", c->cmd, n, c->nkeys);
+    for (k = 0; k < n; k++) {
+        cr_assert_eq(keys[k], c->keys[k], "%s: key %d at %d, want %d", c->cmd,
+                     k, keys[k], c->keys[k]);
+    }
+}
+
+Test(keyspec, counts_commands_and_subcommands)
+{
+    struct keyspec *ks = table();
+
+    cr_assert_eq(keyspec_count(ks), 13);
+    keyspec_free(ks);
+}
+
+Test(keyspec, refuses_a_reply_that_is_not_a_command_table)
+{
+    cr_assert_null(keyspec_new("+OK\r\n", 5));
+    cr_assert_null(keyspec_new("-ERR unknown command\r\n", 22));
+    cr_assert_null(keyspec_new("*1\r\n:1\r\n", 8));
+    cr_assert_null(keyspec_new("*2\r\n", 4));
+}
