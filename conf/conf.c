@@ -112,6 +112,7 @@ static conf_set_fn conf_set_store_down;
 static conf_set_fn conf_set_uint;
 static conf_set_fn conf_set_ull;
 static conf_set_fn conf_set_size;
+static conf_set_fn conf_set_bool;
 
 #define CONF_CMD(key, setter, field, lo, hi, what)                             \
     {                                                                          \
@@ -162,6 +163,8 @@ static const struct conf_command conf_commands[] = {
              CONF_WANT_SIZE),
     CONF_CMD("client_max_output_bytes", conf_set_size, client_max_output_bytes,
              1, ULLONG_MAX, CONF_WANT_SIZE),
+    CONF_CMD("split_multikey", conf_set_bool, split_multikey, 0, 1,
+             "yes or no"),
 };
 
 /* A name accepted for an enum setting. */
@@ -740,6 +743,32 @@ static int conf_set_store_down(struct conf_loader *ld,
     return CONF_OK;
 }
 
+/* YAML 1.1 booleans, as a human writes them. */
+static const struct conf_name conf_bools[] = {
+    { .name = "yes", .value = 1 },  { .name = "no", .value = 0 },
+    { .name = "true", .value = 1 }, { .name = "false", .value = 0 },
+    { .name = "on", .value = 1 },   { .name = "off", .value = 0 },
+};
+
+static int conf_set_bool(struct conf_loader *ld, const struct conf_command *cmd,
+                         yaml_node_t *node)
+{
+    const char *s = conf_scalar(ld, node, cmd, cmd->want);
+    int *field = conf_field(ld->c, cmd);
+    int v;
+
+    if (s == NULL) {
+        return CONF_ERR;
+    }
+    v = conf_name_lookup(conf_bools, CONF_ARRAY_SIZE(conf_bools), s);
+    if (v < 0) {
+        conf_bad_value(ld, node, cmd);
+        return CONF_ERR;
+    }
+    *field = v;
+    return CONF_OK;
+}
+
 static int conf_set_uint(struct conf_loader *ld, const struct conf_command *cmd,
                          yaml_node_t *node)
 {
@@ -988,6 +1017,7 @@ int conf_init(struct conf *c)
     c->command_timeout_ms = CONF_DEFAULT_COMMAND_TIMEOUT_MS;
     c->max_clients = CONF_DEFAULT_MAX_CLIENTS;
     c->upstream_pool = CONF_DEFAULT_UPSTREAM_POOL;
+    c->split_multikey = 1;
     c->max_pipeline = CONF_DEFAULT_MAX_PIPELINE;
     c->max_bulk_bytes = CONF_DEFAULT_MAX_BULK_BYTES;
     c->max_elements = CONF_DEFAULT_MAX_ELEMENTS;

@@ -59,6 +59,7 @@ struct conf {
     unsigned long long max_elements;     /* default 1048576 */
     unsigned long long max_inline_bytes; /* default 64 KB */
     unsigned long long client_max_output_bytes; /* default 64 MB */
+    int split_multikey; /* cluster: split MGET & co. by slot; default 1 */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

@@ -23,6 +23,7 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "proxy/log.h"
+#include "proxy/merge.h"
 #include "proxy/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
@@ -57,7 +58,7 @@ void client_close(struct client *c)
         struct req *req = container_of(queue_head(&c->reqs), struct req, cnode);
         queue_remove(&req->cnode);
         c->nreqs--;
-        if (queue_linked(&req->unode)) {
+        if (queue_linked(&req->unode) || merge_pending(req)) {
             req->client = NULL;
         } else {
             req_free(req);

@@ -17,6 +17,7 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
+#include "proxy/merge.h"
 #include "proxy/server.h"
 #include "proxy/util.h"
 
@@ -27,6 +28,7 @@ struct req *req_new(struct client *c, struct resp_cmd *cmd)
     queue_init(&req->cnode);
     queue_init(&req->unode);
     req->client = c;
+    req->cid = c != NULL ? c->id : 0;
     req->cmd = cmd;
     buf_init(&req->reply);
     if (c != NULL) {
@@ -44,6 +46,7 @@ void req_free(struct req *req)
         req->client->nreqs--;
     }
     queue_remove(&req->unode);
+    merge_free(req->mg);
     resp_cmd_free(req->cmd);
     buf_free(&req->reply);
     px_free(req);
@@ -51,6 +54,11 @@ void req_free(struct req *req)
 
 void req_reply_built(struct req *req)
 {
+    if (req->on_reply != NULL) {
+        req->on_reply(req, req->reply.data, req->reply.len);
+        req_free(req);
+        return;
+    }
     if (req->client == NULL || req->swallow) {
         req_free(req);
         return;
@@ -61,6 +69,11 @@ void req_reply_built(struct req *req)
 
 void req_reply(struct req *req, const char *p, size_t n)
 {
+    if (req->on_reply != NULL) {
+        req->on_reply(req, p, n);
+        req_free(req);
+        return;
+    }
     if (req->client == NULL || req->swallow) {
         req_free(req);
         return;
@@ -89,7 +102,7 @@ void req_reply_error(struct req *req, const char *fmt, ...)
         }
     }
     server.stats.errors++;
-    if (req->client == NULL || req->swallow) {
+    if (req->on_reply == NULL && (req->client == NULL || req->swallow)) {
         req_free(req);
         return;
     }

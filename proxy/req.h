@@ -18,6 +18,13 @@
 struct client;
 struct resp_cmd;
 struct cmd_def;
+struct merge;
+struct req;
+
+/* Receives the reply of a proxy-made request instead of a client (CLUSTER
+ * SLOTS, COMMAND). `frame` is one complete reply, borrowed for the call; the
+ * req is freed after the callback returns. */
+typedef void req_reply_fn(struct req *req, const char *frame, size_t len);
 
 struct req {
     struct queue cnode;        /* link in client->reqs (arrival order) */
@@ -27,6 +34,15 @@ struct req {
     const struct cmd_def *def; /* borrowed from the command table, or NULL */
     struct buf reply;          /* owned: reply bytes (and relayed pushes) */
     uint64_t sent_ms;          /* loop time when queued upstream */
+    req_reply_fn *on_reply;    /* proxy-made request's handler, or NULL */
+    void *ctx;                 /* borrowed: on_reply's context */
+    unsigned redirects;        /* MOVED/ASK followed so far */
+    uint64_t cid;              /* id of the client it serves: picks the
+                                  connection, so a client's commands keep
+                                  their order on each node */
+    struct merge *mg;          /* owned: parts of a split or fanned-out
+                                  request, NULL for a plain one */
+    unsigned part;             /* a part's index in its root's merge */
     unsigned done : 1;         /* the reply is complete */
     unsigned swallow : 1;      /* proxy's own request: reply is dropped */
     unsigned close_after : 1;  /* close the client once this reply is out */

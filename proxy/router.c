@@ -15,9 +15,13 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "parser/keyspec.h"
 #include "parser/resp.h"
+#include "parser/slot.h"
 #include "proxy/client.h"
+#include "proxy/cluster.h"
 #include "proxy/command.h"
+#include "proxy/merge.h"
 #include "proxy/req.h"
 #include "proxy/server.h"
 #include "proxy/upstream.h"
@@ -26,16 +30,108 @@
 /* Shows at most this much of a client's command name in an error. */
 #define ROUTER_NAME_SHOWN 128
 
+/* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
+#define ROUTER_STACK_KEYS 32
+
+/* Keys of several slots: split the command by slot when it is one that
+ * splits, else Redis's own error. May complete `req`. */
+static void router_cross_slot(struct req *req, const int *keys, int nkeys)
+{
+    unsigned *slots = px_calloc((size_t)nkeys, sizeof(*slots));
+    size_t len;
+    const char *p;
+    int k;
+
+    for (k = 0; k < nkeys; k++) {
+        p = resp_cmd_arg(req->cmd, keys[k], &len);
+        slots[k] = slot_for_key(p, len);
+    }
+    if (!merge_split(req, keys, slots, nkeys)) {
+        req_reply_error(req, "CROSSSLOT Keys in request don't hash to the same "
+                             "slot");
+    }
+    px_free(slots);
+}
+
+/* The node that must serve `req`, from the slot of its keys. Completes
+ * `req` with an error and returns NULL when there is none (no upstream,
+ * keys in several slots, an uncovered slot). */
+static struct node *router_node(struct req *req)
+{
+    const struct resp_cmd *cmd = req->cmd;
+    int stack[ROUTER_STACK_KEYS], *keys = stack;
+    int nkeys = 0, rc, k;
+    unsigned slot = 0;
+    struct node *n;
+    size_t len;
+    const char *p;
+
+    if (!server.cluster.enabled) {
+        if (server.cluster.single == NULL) {
+            req_reply_error(req, "no upstream configured");
+        }
+        return server.cluster.single;
+    }
+    if (cmd->argc > ROUTER_STACK_KEYS) {
+        keys = px_malloc((size_t)cmd->argc * sizeof(*keys));
+    }
+    rc = keyspec_find(cluster_keyspec(), cmd, keys, &nkeys);
+    if (rc == KEYSPEC_EMOVABLE) {
+        p = resp_cmd_arg(cmd, 0, &len);
+        req_reply_error(
+            req,
+            "cellgate cannot locate the keys of command "
+            "'%.*s' in cluster mode",
+            (int)(len > ROUTER_NAME_SHOWN ? ROUTER_NAME_SHOWN : len), p);
+        n = NULL;
+        goto out;
+    }
+    if (rc != KEYSPEC_OK || nkeys == 0) {
+        /* Keyless, unknown to the node, or malformed: any master answers
+         * it (or words the error) as well as another. */
+        n = cluster_any_node();
+        if (n == NULL) {
+            req_reply_error(req, "CLUSTERDOWN Hash slot not served");
+        }
+        goto out;
+    }
+    for (k = 0; k < nkeys; k++) {
+        unsigned s;
+        p = resp_cmd_arg(cmd, keys[k], &len);
+        s = slot_for_key(p, len);
+        if (k > 0 && s != slot) {
+            n = NULL;
+            router_cross_slot(req, keys, nkeys);
+            goto out;
+        }
+        slot = s;
+    }
+    n = cluster_node_for_slot(slot);
+    if (n == NULL) {
+        req_reply_error(req, "CLUSTERDOWN Hash slot not served");
+    }
+out:
+    if (keys != stack) {
+        px_free(keys);
+    }
+    return n;
+}
+
 void router_send_private(struct req *req)
 {
     struct client *c = req->client;
+    struct node *n;
 
-    if (server.npool == 0) {
-        req_reply_error(req, "no upstream configured");
-        return;
-    }
     if (c->priv == NULL) {
-        c->priv = upstream_new_private(server.pool[0], c);
+        if (!cluster_ready()) {
+            cluster_hold(req);
+            return;
+        }
+        n = router_node(req);
+        if (n == NULL) {
+            return;
+        }
+        c->priv = upstream_new_private(n->pool[0], c);
     }
     upstream_send(c->priv, req);
 }
@@ -43,18 +139,26 @@ void router_send_private(struct req *req)
 void router_forward(struct req *req)
 {
     struct client *c = req->client;
+    struct node *n;
 
     if (c->priv != NULL) {
         upstream_send(c->priv, req);
         return;
     }
-    if (server.npool == 0) {
-        req_reply_error(req, "no upstream configured");
+    if (!cluster_ready()) {
+        cluster_hold(req);
         return;
     }
-    /* A client always uses the same shared connection, so its commands
-     * reach Redis in the order it sent them. */
-    upstream_send(server.pool[c->id % server.npool], req);
+    if (server.cluster.enabled && merge_fanout(req)) {
+        return;
+    }
+    n = router_node(req);
+    if (n == NULL) {
+        return;
+    }
+    /* A client always uses the same shared connection per node, so its
+     * commands reach Redis in the order it sent them. */
+    upstream_send(cluster_upstream(n, req->cid), req);
 }
 
 /* XREAD/XREADGROUP block only when a BLOCK option precedes STREAMS. */

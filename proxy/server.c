@@ -76,14 +76,8 @@ static void server_on_flush(uv_prepare_t *h)
 
 static void server_on_cron(uv_timer_t *t)
 {
-    uint64_t now = server_now_ms();
-    unsigned i;
-
     PX_UNUSED(t);
-    for (i = 0; i < server.npool; i++) {
-        upstream_check_timeout(server.pool[i], now,
-                               server.conf->command_timeout_ms);
-    }
+    cluster_cron(server_now_ms());
 }
 
 static void server_on_connection(uv_stream_t *listener, int status)
@@ -97,8 +91,6 @@ static void server_on_connection(uv_stream_t *listener, int status)
 
 static void server_stop(void)
 {
-    unsigned i;
-
     if (server.shutting_down) {
         return;
     }
@@ -112,14 +104,11 @@ static void server_stop(void)
         client_close(
             container_of(queue_head(&server.clients), struct client, node));
     }
-    for (i = 0; i < server.npool; i++) {
-        upstream_destroy(server.pool[i], "proxy shutting down");
-    }
-    server.npool = 0;
+    cluster_shutdown();
     while (!queue_empty(&server.upstreams)) {
         struct upstream *up =
-            container_of(queue_head(&server.upstreams), struct upstream, node);
-        queue_remove(&up->node);
+            container_of(queue_head(&server.upstreams), struct upstream, link);
+        queue_remove(&up->link);
         upstream_destroy(up, "proxy shutting down");
     }
     uv_close((uv_handle_t *)&server.flush, NULL);
@@ -189,15 +178,11 @@ static int server_init_failed(void)
     server_stop();
     uv_run(server.loop, UV_RUN_DEFAULT);
     uv_loop_close(server.loop);
-    px_free(server.pool);
-    server.pool = NULL;
     return PX_ERR;
 }
 
 int server_init(const struct conf *conf)
 {
-    unsigned i;
-
     server.loop = uv_default_loop();
     server.conf = conf;
     server.log_level = (int)conf->log_level;
@@ -205,6 +190,8 @@ int server_init(const struct conf *conf)
     queue_init(&server.upstreams);
     queue_init(&server.dirty_clients);
     queue_init(&server.dirty_upstreams);
+    queue_init(&server.cluster.nodes);
+    queue_init(&server.cluster.waiting);
     uv_prepare_init(server.loop, &server.flush);
     uv_prepare_start(&server.flush, server_on_flush);
     uv_timer_init(server.loop, &server.cron);
@@ -215,26 +202,17 @@ int server_init(const struct conf *conf)
     uv_signal_start(&server.sigint, server_on_signal, SIGINT);
     uv_signal_init(server.loop, &server.sigterm);
     uv_signal_start(&server.sigterm, server_on_signal, SIGTERM);
-    if (conf->nseeds > 0) {
-        log_error("cluster mode is not available in this build; use "
-                  "--upstream");
-        return server_init_failed();
-    }
     if (server_listen(conf) != PX_OK) {
         return server_init_failed();
     }
-    if (conf->upstream.port != 0) {
-        server.pool = px_calloc(conf->upstream_pool, sizeof(*server.pool));
-        for (i = 0; i < conf->upstream_pool; i++) {
-            server.pool[i] =
-                upstream_new(conf->upstream.host, conf->upstream.port);
-            if (server.pool[i] == NULL) {
-                return server_init_failed();
-            }
-            server.npool = i + 1;
-        }
+    if (cluster_init(conf) != PX_OK) {
+        return server_init_failed();
     }
-    if (conf->upstream.port != 0) {
+    if (conf->nseeds > 0) {
+        log_info("cellgate %s listening on %s:%d, cluster mode (%d seeds)",
+                 PX_VERSION, conf->listen.host, conf->listen.port,
+                 conf->nseeds);
+    } else if (conf->upstream.port != 0) {
         log_info("cellgate %s listening on %s:%d, upstream %s:%d", PX_VERSION,
                  conf->listen.host, conf->listen.port, conf->upstream.host,
                  conf->upstream.port);
@@ -257,8 +235,6 @@ int server_run(void)
     int rc;
 
     uv_run(server.loop, UV_RUN_DEFAULT);
-    px_free(server.pool);
-    server.pool = NULL;
     rc = uv_loop_close(server.loop);
     if (rc != 0) {
         uv_walk(server.loop, server_on_walk, NULL);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "proxy/cluster.h"
 #include "proxy/queue.h"
 
 struct conf;
@@ -37,8 +38,7 @@ struct server {
     struct queue upstreams;           /* every struct upstream */
     struct queue dirty_clients;       /* clients with output to flush */
     struct queue dirty_upstreams;     /* upstreams with requests to write */
-    struct upstream **pool;           /* owned array: shared upstreams */
-    unsigned npool;                   /* length of pool (0: embedded mode) */
+    struct cluster cluster;           /* the upstream topology */
     uint64_t next_client_id;          /* last id given */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
     unsigned shutting_down : 1;       /* stop() ran */

@@ -16,7 +16,6 @@
  * first error and its client is told. */
 #include "proxy/upstream.h"
 
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "proxy/client.h"
+#include "proxy/cluster.h"
 #include "proxy/log.h"
 #include "proxy/req.h"
 #include "proxy/server.h"
@@ -49,7 +49,7 @@ static void upstream_maybe_free(struct upstream *up)
     if (up->state != UP_DEAD || up->pending_closes > 0) {
         return;
     }
-    queue_remove(&up->node);
+    queue_remove(&up->link);
     queue_remove(&up->dirty_node);
     resp_framer_free(up->fr);
     buf_free(&up->in);
@@ -194,6 +194,10 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len)
     }
     req = container_of(queue_head(&up->inflight), struct req, unode);
     queue_remove(&req->unode);
+    if (frame[0] == '-' && owner == NULL && cluster_redirect(req, frame, len)) {
+        /* Re-sent to the node the cluster named. */
+        return up->state == UP_READY ? 0 : -1;
+    }
     if (req->swallow && frame[0] == '-') {
         log_error("upstream %s: AUTH failed: %.*s", up->name,
                   (int)(len > 200 ? 200 : len - 2), frame);
@@ -353,41 +357,37 @@ static struct upstream *upstream_alloc(void)
     struct upstream *up = px_calloc(1, sizeof(*up));
 
     queue_init(&up->inflight);
-    queue_init(&up->node);
+    queue_init(&up->link);
     queue_init(&up->dirty_node);
     buf_init(&up->in);
     wq_init(&up->wq, (uv_stream_t *)&up->tcp, upstream_on_wq_event);
     uv_timer_init(server.loop, &up->timer);
     up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
     up->state = UP_IDLE;
-    queue_insert_tail(&server.upstreams, &up->node);
+    queue_insert_tail(&server.upstreams, &up->link);
     return up;
 }
 
-struct upstream *upstream_new(const char *host, int port)
+struct upstream *upstream_new(const struct sockaddr_storage *sa,
+                              const char *name, struct node *node)
 {
-    struct addrinfo hints, *res = NULL;
-    char portstr[16];
-    struct upstream *up;
-    int rc;
+    struct upstream *up = upstream_alloc();
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(portstr, sizeof(portstr), "%d", port);
-    /* Once, at startup: blocking here stalls nothing yet. */
-    rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0 || res == NULL) {
-        log_error("upstream %s:%d: cannot resolve: %s", host, port,
-                  gai_strerror(rc));
-        return NULL;
-    }
-    up = upstream_alloc();
-    memcpy(&up->sa, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    snprintf(up->name, sizeof(up->name), "%s:%d", host, port);
+    memcpy(&up->sa, sa, sizeof(up->sa));
+    snprintf(up->name, sizeof(up->name), "%s", name);
+    up->node = node;
     upstream_connect(up);
     return up;
+}
+
+int upstream_is_ready(const struct upstream *up)
+{
+    return up->state == UP_READY;
+}
+
+int upstream_is_usable(const struct upstream *up)
+{
+    return up->state == UP_READY || up->state == UP_CONNECTING;
 }
 
 struct upstream *upstream_new_private(const struct upstream *like,

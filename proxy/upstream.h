@@ -15,6 +15,7 @@
 #include "proxy/wq.h"
 
 struct client;
+struct node;
 struct req;
 struct resp_framer;
 
@@ -37,18 +38,20 @@ struct upstream {
     struct buf in;              /* owned: bytes read, not yet consumed */
     struct resp_framer *fr;     /* owned: reply framing over `in` */
     struct wq wq;               /* request bytes to write */
-    struct queue node;          /* link in server.upstreams */
+    struct queue link;          /* link in server.upstreams */
     struct queue dirty_node;    /* link in server.dirty_upstreams */
     struct client *owner;       /* borrowed; non-NULL for a private upstream */
+    struct node *node;          /* borrowed: the node of a shared upstream */
     unsigned backoff_ms;        /* next reconnect delay */
     char last_err[160];         /* why the last attempt failed */
     int pending_closes;         /* handles still closing (free at 0) */
     unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
 };
 
-/* A shared upstream to `host:port`, connecting at once. NULL when the address
- * does not resolve (logged). */
-struct upstream *upstream_new(const char *host, int port);
+/* A shared upstream of `node` to the resolved address `sa` (named `name` in
+ * logs and errors), connecting at once. */
+struct upstream *upstream_new(const struct sockaddr_storage *sa,
+                              const char *name, struct node *node);
 
 /* A private upstream for client `c` to the same node as `like`. */
 struct upstream *upstream_new_private(const struct upstream *like,
@@ -57,6 +60,13 @@ struct upstream *upstream_new_private(const struct upstream *like,
 /* Queues `req` (its command's wire bytes) on `up`. If `up` cannot take
  * requests now, completes `req` with an error at once (may free it). */
 void upstream_send(struct upstream *up, struct req *req);
+
+/* True when connected. */
+int upstream_is_ready(const struct upstream *up);
+
+/* True when a request sent now would be written (connected or connecting),
+ * false while it waits to reconnect and refuses requests. */
+int upstream_is_usable(const struct upstream *up);
 
 /* Fails every owed request with `why` and closes for good. */
 void upstream_destroy(struct upstream *up, const char *why);

@@ -1,0 +1,666 @@
+/* Topology: nodes, the slot map, redirections and refresh.
+ *
+ *   cluster.nodes: [node A] [node B] [node C] ...   each with npool shared
+ *                     ^        ^                    upstreams
+ *   cluster.slot[0..16383] --+--------+  (borrowed: the master of a slot)
+ *
+ *   refresh:  req "CLUSTER SLOTS" --(a READY node's upstream)--> reply
+ *             --> cluster_on_slots: new map, new nodes connect, nodes no
+ *                 longer listed close (their owed requests fail)
+ *   MOVED:    slot -> named node at once, re-send, refresh soon
+ *   ASK:      "ASKING" (swallowed) + the command, back to back on the named
+ *             node's connection; the map does not change
+ *
+ * The map is refreshed at start, periodically, after a MOVED, and after a
+ * connection to a node is lost (a failover is likely under way). Until the
+ * first map and the command table (`COMMAND`, for key positions) are known,
+ * requests wait in `waiting` and fail after the command timeout. A slot
+ * whose master is unknown or down fails fast: the node's upstream refuses
+ * while it reconnects, so nothing piles up behind a dead master. */
+#include "proxy/cluster.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "parser/keyspec.h"
+#include "parser/resp.h"
+#include "parser/resp_value.h"
+#include "proxy/client.h"
+#include "proxy/log.h"
+#include "proxy/req.h"
+#include "proxy/router.h"
+#include "proxy/server.h"
+#include "proxy/upstream.h"
+#include "proxy/util.h"
+
+/* Periodic refresh of a healthy map: failovers and resharding done by an
+ * operator show up within this time even without a MOVED. */
+#define CLUSTER_REFRESH_MS 2000
+
+/* Soonest refresh after a trigger (MOVED, lost connection): bounds the
+ * CLUSTER SLOTS traffic of a redirection storm. */
+#define CLUSTER_REFRESH_MIN_MS 100
+
+/* Redirections followed for one request before the error is passed on:
+ * a map in flux settles in one or two; more means a loop. */
+#define CLUSTER_MAX_REDIRECTS 5
+
+#define cl (&server.cluster)
+
+/* ---------------- Nodes ---------------- */
+
+/* Resolves host:port. A literal address never blocks; a name is resolved
+ * with getaddrinfo, which blocks, so topologies should announce addresses
+ * (Redis does by default). PX_OK or PX_ERR. */
+static int cluster_resolve(const char *host, int port,
+                           struct sockaddr_storage *sa)
+{
+    struct addrinfo hints, *res = NULL;
+    char portstr[16];
+    int rc;
+
+    memset(sa, 0, sizeof(*sa));
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)(void *)sa) == 0 ||
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)(void *)sa) == 0) {
+        return PX_OK;
+    }
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        log_warn("node %s:%d: cannot resolve: %s", host, port,
+                 gai_strerror(rc));
+        return PX_ERR;
+    }
+    memcpy(sa, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return PX_OK;
+}
+
+static struct node *cluster_find(const char *host, size_t hlen, int port)
+{
+    struct queue *q;
+
+    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
+        struct node *n = container_of(q, struct node, link);
+        if (n->port == port && strlen(n->host) == hlen &&
+            memcmp(n->host, host, hlen) == 0) {
+            return n;
+        }
+    }
+    return NULL;
+}
+
+/* The node host:port, created (and connecting) when new. NULL when the
+ * address does not resolve. */
+static struct node *cluster_node_get(const char *host, size_t hlen, int port)
+{
+    struct node *n = cluster_find(host, hlen, port);
+    unsigned i;
+
+    if (n != NULL) {
+        return n;
+    }
+    if (hlen == 0 || hlen >= sizeof(n->host) || port <= 0 || port > 65535) {
+        return NULL;
+    }
+    n = px_calloc(1, sizeof(*n));
+    memcpy(n->host, host, hlen);
+    n->host[hlen] = '\0';
+    n->port = port;
+    snprintf(n->name, sizeof(n->name), "%s:%d", n->host, port);
+    if (cluster_resolve(n->host, port, &n->sa) != PX_OK) {
+        px_free(n);
+        return NULL;
+    }
+    n->npool = server.conf->upstream_pool;
+    n->pool = px_calloc(n->npool, sizeof(*n->pool));
+    for (i = 0; i < n->npool; i++) {
+        n->pool[i] = upstream_new(&n->sa, n->name, n);
+    }
+    queue_insert_tail(&cl->nodes, &n->link);
+    cl->nnodes++;
+    if (cl->enabled) {
+        log_info("node %s: added", n->name);
+    }
+    return n;
+}
+
+/* Closes a node's connections (owed requests fail) and frees it. */
+static void cluster_node_drop(struct node *n, const char *why)
+{
+    unsigned i;
+
+    for (i = 0; i < CLUSTER_SLOTS; i++) {
+        if (cl->slot[i] == n) {
+            cl->slot[i] = NULL;
+        }
+    }
+    for (i = 0; i < n->npool; i++) {
+        n->pool[i]->node = NULL;
+        upstream_destroy(n->pool[i], why);
+    }
+    queue_remove(&n->link);
+    cl->nnodes--;
+    px_free(n->pool);
+    px_free(n);
+}
+
+struct upstream *cluster_upstream(const struct node *node, uint64_t cid)
+{
+    return node->pool[cid % node->npool];
+}
+
+struct node *cluster_node_for_slot(unsigned slot)
+{
+    if (!cl->enabled) {
+        return cl->single;
+    }
+    return slot < CLUSTER_SLOTS ? cl->slot[slot] : NULL;
+}
+
+struct node *cluster_any_node(void)
+{
+    unsigned i, start;
+
+    if (!cl->enabled) {
+        return cl->single;
+    }
+    /* Rotate over the slots so keyless commands spread over masters. */
+    start = (cl->next_ask++ * 5471u) % CLUSTER_SLOTS;
+    for (i = 0; i < CLUSTER_SLOTS; i++) {
+        struct node *n = cl->slot[(start + i) % CLUSTER_SLOTS];
+        if (n != NULL) {
+            return n;
+        }
+    }
+    return NULL;
+}
+
+/* An upstream of some node that is connected, for control requests. */
+static struct upstream *cluster_pick_control(void)
+{
+    struct upstream *fallback = NULL;
+    struct queue *q;
+    unsigned k = 0, skip;
+
+    if (cl->nnodes == 0) {
+        return NULL;
+    }
+    /* Start at a different node each time, so one sick node that still
+     * accepts connections cannot keep the map stale. */
+    skip = cl->next_ask++ % cl->nnodes;
+    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next, k++) {
+        struct node *n = container_of(q, struct node, link);
+        if (k < skip) {
+            continue;
+        }
+        if (upstream_is_ready(n->pool[0])) {
+            return n->pool[0];
+        }
+        if (fallback == NULL && upstream_is_usable(n->pool[0])) {
+            fallback = n->pool[0];
+        }
+    }
+    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
+        struct node *n = container_of(q, struct node, link);
+        if (upstream_is_ready(n->pool[0])) {
+            return n->pool[0];
+        }
+        if (fallback == NULL && upstream_is_usable(n->pool[0])) {
+            fallback = n->pool[0];
+        }
+    }
+    return fallback;
+}
+
+/* ---------------- Held requests ---------------- */
+
+int cluster_ready(void)
+{
+    return !cl->enabled || (cl->has_map && cl->keys != NULL);
+}
+
+const struct keyspec *cluster_keyspec(void)
+{
+    return cl->keys;
+}
+
+void cluster_hold(struct req *req)
+{
+    req->sent_ms = server_now_ms();
+    queue_insert_tail(&cl->waiting, &req->unode);
+}
+
+/* Routes every held request again (the map arrived), or fails them. */
+static void cluster_release(const char *fail_why)
+{
+    struct queue held;
+
+    queue_init(&held);
+    /* Move the list first: routing may hold a request again. */
+    while (!queue_empty(&cl->waiting)) {
+        struct queue *q = queue_head(&cl->waiting);
+        queue_remove(q);
+        queue_insert_tail(&held, q);
+    }
+    while (!queue_empty(&held)) {
+        struct req *req = container_of(queue_head(&held), struct req, unode);
+        queue_remove(&req->unode);
+        if (req->client == NULL) {
+            req_free(req);
+        } else if (fail_why != NULL) {
+            req_reply_error(req, "CLUSTERDOWN %s", fail_why);
+        } else {
+            router_forward(req);
+        }
+    }
+}
+
+static void cluster_expire_held(uint64_t now_ms)
+{
+    unsigned timeout = server.conf->command_timeout_ms;
+    char why[256];
+
+    if (queue_empty(&cl->waiting) || timeout == 0) {
+        return;
+    }
+    {
+        struct req *req =
+            container_of(queue_head(&cl->waiting), struct req, unode);
+        if (now_ms - req->sent_ms <= timeout) {
+            return;
+        }
+    }
+    snprintf(why, sizeof(why), "no slot map from the cluster yet (%s)",
+             cl->last_err[0] ? cl->last_err : "no node answered");
+    /* Fail the whole batch: they all waited for the same thing. */
+    cluster_release(why);
+}
+
+/* ---------------- Slot map ---------------- */
+
+static void cluster_refresh_soon(void)
+{
+    uint64_t due = cl->last_refresh_ms + CLUSTER_REFRESH_MIN_MS;
+
+    if (due < cl->refresh_after_ms) {
+        cl->refresh_after_ms = due;
+    }
+}
+
+/* Applies one CLUSTER SLOTS range entry. 0, or -1 when malformed. */
+static int cluster_apply_range(const struct resp_value *r,
+                               const struct upstream *asked, struct node **map)
+{
+    const struct resp_value *m;
+    struct node *n;
+    const char *host;
+    size_t hlen;
+    long long lo, hi, k;
+
+    if (r->type != '*' || r->n < 3 || r->elem[0].type != ':' ||
+        r->elem[1].type != ':' || r->elem[2].type != '*' || r->elem[2].n < 2 ||
+        r->elem[2].elem[1].type != ':') {
+        return -1;
+    }
+    lo = r->elem[0].integer;
+    hi = r->elem[1].integer;
+    m = &r->elem[2];
+    if (lo < 0 || hi >= CLUSTER_SLOTS || lo > hi) {
+        return -1;
+    }
+    host = m->elem[0].str;
+    hlen = m->elem[0].len;
+    if (host == NULL || hlen == 0 || (hlen == 1 && host[0] == '?')) {
+        /* The node we asked does not know its own address: use ours. */
+        host = asked->node != NULL ? asked->node->host : "";
+        hlen = strlen(host);
+    }
+    n = cluster_node_get(host, hlen, (int)m->elem[1].integer);
+    if (n == NULL) {
+        return 0; /* unresolvable: its slots stay uncovered */
+    }
+    n->gen = cl->gen + 1;
+    for (k = lo; k <= hi; k++) {
+        map[k] = n;
+    }
+    return 0;
+}
+
+static void cluster_on_slots(struct req *req, const char *frame, size_t len)
+{
+    struct upstream *asked = req->ctx;
+    struct node **map;
+    struct resp_value v;
+    struct queue *q;
+    size_t used, k;
+    int bad = 0;
+
+    cl->refreshing = 0;
+    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
+        snprintf(cl->last_err, sizeof(cl->last_err), "bad CLUSTER SLOTS");
+        cluster_refresh_soon();
+        return;
+    }
+    if (v.type != '*' || v.n == 0) {
+        snprintf(cl->last_err, sizeof(cl->last_err), "CLUSTER SLOTS: %.*s",
+                 (int)(v.len > 120 ? 120 : v.len), v.str ? v.str : "empty");
+        log_warn("cluster: refresh failed: %s", cl->last_err);
+        resp_value_free(&v);
+        cluster_refresh_soon();
+        return;
+    }
+    map = px_calloc(CLUSTER_SLOTS, sizeof(*map));
+    for (k = 0; k < v.n && !bad; k++) {
+        bad = cluster_apply_range(&v.elem[k], asked, map) != 0;
+    }
+    resp_value_free(&v);
+    if (bad) {
+        px_free(map);
+        snprintf(cl->last_err, sizeof(cl->last_err),
+                 "malformed CLUSTER SLOTS reply");
+        cluster_refresh_soon();
+        return;
+    }
+    memcpy(cl->slot, map, sizeof(cl->slot));
+    px_free(map);
+    cl->gen++;
+    cl->last_err[0] = '\0';
+    /* Nodes the map no longer names (a master that became a replica or
+     * left) go, unless they are seeds, kept to ask for future maps. */
+    for (q = queue_head(&cl->nodes); q != &cl->nodes;) {
+        struct node *n = container_of(q, struct node, link);
+        q = q->next;
+        if (n->gen != cl->gen && !n->seed) {
+            log_info("node %s: no longer serves slots, closing", n->name);
+            cluster_node_drop(n, "connection closed: node left the map");
+        }
+    }
+    if (!cl->has_map) {
+        log_info("cluster: slot map loaded (%u nodes)", cl->nnodes);
+    }
+    cl->has_map = 1;
+    if (cluster_ready()) {
+        cluster_release(NULL);
+    }
+}
+
+static void cluster_on_command(struct req *req, const char *frame, size_t len)
+{
+    PX_UNUSED(req);
+    cl->fetching_keys = 0;
+    if (cl->keys != NULL) {
+        return;
+    }
+    cl->keys = keyspec_new(frame, len);
+    if (cl->keys == NULL) {
+        snprintf(cl->last_err, sizeof(cl->last_err),
+                 "COMMAND reply unusable: %.*s", (int)(len > 100 ? 100 : len),
+                 frame);
+        cluster_refresh_soon();
+        return;
+    }
+    log_info("cluster: %zu command key specs loaded", keyspec_count(cl->keys));
+    if (cluster_ready()) {
+        cluster_release(NULL);
+    }
+}
+
+/* Sends a proxy-made command; its reply goes to `fn`. */
+static void cluster_ask(struct upstream *up, const char *a1, const char *a2,
+                        req_reply_fn *fn)
+{
+    const char *argv[2] = { a1, a2 };
+    size_t lens[2] = { strlen(a1), a2 != NULL ? strlen(a2) : 0 };
+    struct resp_cmd *cmd = resp_cmd_new(a2 != NULL ? 2 : 1, argv, lens);
+    struct req *req;
+
+    if (cmd == NULL) {
+        px_oom(0);
+    }
+    req = req_new(NULL, cmd);
+    req->on_reply = fn;
+    req->ctx = up;
+    upstream_send(up, req);
+}
+
+static void cluster_refresh(uint64_t now_ms)
+{
+    struct upstream *up;
+
+    if (!cl->enabled || cl->refreshing || server.shutting_down) {
+        return;
+    }
+    up = cluster_pick_control();
+    cl->last_refresh_ms = now_ms;
+    cl->refresh_after_ms = now_ms + CLUSTER_REFRESH_MS;
+    if (up == NULL) {
+        return;
+    }
+    cl->refreshing = 1;
+    cluster_ask(up, "CLUSTER", "SLOTS", cluster_on_slots);
+    if (cl->keys == NULL && !cl->fetching_keys) {
+        cl->fetching_keys = 1;
+        cluster_ask(up, "COMMAND", NULL, cluster_on_command);
+    }
+}
+
+void cluster_upstream_down(struct upstream *up)
+{
+    PX_UNUSED(up);
+    if (cl->enabled) {
+        cluster_refresh_soon();
+    }
+}
+
+void cluster_cron(uint64_t now_ms)
+{
+    struct queue *q;
+    unsigned i;
+
+    if (cl->enabled && now_ms >= cl->refresh_after_ms) {
+        cluster_refresh(now_ms);
+    }
+    cluster_expire_held(now_ms);
+    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
+        struct node *n = container_of(q, struct node, link);
+        for (i = 0; i < n->npool; i++) {
+            upstream_check_timeout(n->pool[i], now_ms,
+                                   server.conf->command_timeout_ms);
+        }
+    }
+}
+
+/* ---------------- Redirections ---------------- */
+
+/* Parses "MOVED 3999 127.0.0.1:6381" (after the '-'). 0 or -1. */
+static int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
+                                  const char **host, size_t *hlen, int *port)
+{
+    const char *sp, *colon, *end = p + n;
+    unsigned long v = 0;
+    long pv = 0;
+
+    sp = memchr(p, ' ', n);
+    if (sp == NULL) {
+        return -1;
+    }
+    p = sp + 1;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (unsigned long)(*p - '0');
+        if (v >= CLUSTER_SLOTS) {
+            return -1;
+        }
+    }
+    if (p >= end || *p != ' ') {
+        return -1;
+    }
+    p++;
+    /* The port follows the last ':' (IPv6 addresses hold colons). */
+    colon = NULL;
+    for (sp = p; sp < end && *sp != '\r'; sp++) {
+        if (*sp == ':') {
+            colon = sp;
+        }
+    }
+    if (colon == NULL || colon == p) {
+        return -1;
+    }
+    for (sp = colon + 1; sp < end && *sp >= '0' && *sp <= '9'; sp++) {
+        pv = pv * 10 + (*sp - '0');
+        if (pv > 65535) {
+            return -1;
+        }
+    }
+    *slot = (unsigned)v;
+    *host = p;
+    *hlen = (size_t)(colon - p);
+    *port = (int)pv;
+    return 0;
+}
+
+int cluster_redirect(struct req *req, const char *frame, size_t len)
+{
+    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+    struct node *n;
+    const char *host;
+    size_t hlen;
+    unsigned slot;
+    int port, ask;
+
+    if (!cl->enabled || len < 8 || req->cmd == NULL || req->swallow) {
+        return 0;
+    }
+    if (memcmp(frame, "-MOVED ", 7) == 0) {
+        ask = 0;
+    } else if (memcmp(frame, "-ASK ", 5) == 0) {
+        ask = 1;
+    } else {
+        return 0;
+    }
+    if (req->redirects >= CLUSTER_MAX_REDIRECTS) {
+        log_warn("cluster: %.*s after %u redirections, giving up",
+                 (int)(len - 2), frame + 1, req->redirects);
+        return 0;
+    }
+    if (cluster_parse_redirect(frame + 1, len - 3, &slot, &host, &hlen,
+                               &port) != 0) {
+        return 0;
+    }
+    n = cluster_node_get(host, hlen, port);
+    if (n == NULL) {
+        return 0;
+    }
+    req->redirects++;
+    if (!ask) {
+        cl->slot[slot] = n;
+        cluster_refresh_soon();
+    } else {
+        struct resp_cmd *cmd;
+        struct req *a;
+        const char *argv[1] = { "ASKING" };
+        size_t lens[1] = { 6 };
+
+        cmd = resp_cmd_new(1, argv, lens);
+        if (cmd == NULL) {
+            px_oom(sizeof(asking));
+        }
+        a = req_new(NULL, cmd);
+        a->swallow = 1;
+        upstream_send(cluster_upstream(n, req->cid), a);
+    }
+    upstream_send(cluster_upstream(n, req->cid), req);
+    return 1;
+}
+
+/* ---------------- Lifetime ---------------- */
+
+int cluster_init(const struct conf *conf)
+{
+    int i;
+
+    if (conf->nseeds == 0) {
+        if (conf->upstream.port == 0) {
+            return PX_OK; /* embedded mode */
+        }
+        cl->single =
+            cluster_node_get(conf->upstream.host, strlen(conf->upstream.host),
+                             conf->upstream.port);
+        if (cl->single == NULL) {
+            log_error("upstream %s:%d: cannot resolve", conf->upstream.host,
+                      conf->upstream.port);
+            return PX_ERR;
+        }
+        cl->single->seed = 1;
+        return PX_OK;
+    }
+    cl->enabled = 1;
+    for (i = 0; i < conf->nseeds; i++) {
+        struct node *n =
+            cluster_node_get(conf->seeds[i].host, strlen(conf->seeds[i].host),
+                             conf->seeds[i].port);
+        if (n == NULL) {
+            log_error("cluster seed %s:%d: cannot resolve", conf->seeds[i].host,
+                      conf->seeds[i].port);
+            return PX_ERR;
+        }
+        n->seed = 1;
+    }
+    cl->refresh_after_ms = 0;
+    cluster_refresh(server_now_ms());
+    return PX_OK;
+}
+
+void cluster_shutdown(void)
+{
+    cluster_release("proxy shutting down");
+    while (!queue_empty(&cl->nodes)) {
+        cluster_node_drop(
+            container_of(queue_head(&cl->nodes), struct node, link),
+            "proxy shutting down");
+    }
+    cl->single = NULL;
+    keyspec_free(cl->keys);
+    cl->keys = NULL;
+}
+
+static int cluster_cmp_name(const void *a, const void *b)
+{
+    const struct node *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+unsigned cluster_masters(struct node **out, unsigned max)
+{
+    struct node *last = NULL;
+    unsigned n = 0, i, k;
+
+    if (!cl->enabled) {
+        if (cl->single != NULL && max > 0) {
+            out[0] = cl->single;
+        }
+        return cl->single != NULL ? 1 : 0;
+    }
+    for (i = 0; i < CLUSTER_SLOTS; i++) {
+        struct node *m = cl->slot[i];
+        if (m == NULL || m == last) {
+            continue;
+        }
+        last = m;
+        for (k = 0; k < n && k < max && out[k] != m; k++) {
+        }
+        if (k == n) {
+            if (n < max) {
+                out[n] = m;
+            }
+            n++;
+        }
+    }
+    qsort(out, n < max ? n : max, sizeof(*out), cluster_cmp_name);
+    return n;
+}

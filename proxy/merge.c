@@ -1,0 +1,542 @@
+/* Split, fan-out and merge (see merge.h).
+ *
+ *   client->reqs: ... [root] ...      the root holds the client's place
+ *                        | mg->parts[0..n)
+ *          +-------------+-------------+
+ *        [part 0]     [part 1]     [part 2]     one per slot (split) or per
+ *        node A       node B       node A       master (fan-out), sent at once
+ *
+ * A part is a proxy-made request whose reply is copied into its root's
+ * merge state (merge_on_part); the last one to arrive builds the root's
+ * reply, which then leaves in the client's order like any other. Parts are
+ * never in a client's FIFO. The root outlives its parts: a client that
+ * leaves turns it into an orphan, freed when the last part answers.
+ *
+ * A split is not atomic across slots (Redis itself refuses such commands);
+ * `split_multikey: no` turns splitting off. The first error among the parts
+ * becomes the whole reply, as a single node's error would. */
+#include "proxy/merge.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "parser/buf.h"
+#include "parser/resp.h"
+#include "parser/resp_enc.h"
+#include "parser/resp_value.h"
+#include "proxy/cluster.h"
+#include "proxy/req.h"
+#include "proxy/server.h"
+#include "proxy/upstream.h"
+#include "proxy/util.h"
+
+/* SCAN cursors carry the index of the master being walked in their low
+ * part: cursor = node_cursor * MERGE_SCAN_NODES + index. */
+#define MERGE_SCAN_NODES 1024
+
+enum merge_kind {
+    MERGE_BY_KEY, /* MGET: array elements back in key order */
+    MERGE_SUM,    /* DEL, UNLINK, EXISTS, TOUCH, DBSIZE: sum of integers */
+    MERGE_ALL_OK, /* MSET, FLUSHALL, FLUSHDB, SCRIPT FLUSH: +OK from all */
+    MERGE_CONCAT, /* KEYS: the arrays one after another */
+    MERGE_SAME,   /* SCRIPT LOAD, FUNCTION LOAD: every node says the same */
+    MERGE_AND,    /* SCRIPT EXISTS: 1 only where every node says 1 */
+    MERGE_SCAN,   /* SCAN: one node's page, cursor rewritten */
+};
+
+struct merge {
+    enum merge_kind kind; /* how the parts combine */
+    unsigned nparts;      /* parts sent */
+    unsigned npending;    /* parts still owed */
+    struct buf *parts;    /* owned: each part's reply */
+    unsigned *key_part;   /* owned, MERGE_BY_KEY: part of each key */
+    unsigned nkeys;       /* length of key_part */
+    unsigned scan_node;   /* MERGE_SCAN: index of the master asked */
+    unsigned nmasters;    /* MERGE_SCAN: masters when asked */
+};
+
+static const char merge_bad_reply[] =
+    "-ERR cellgate got an unexpected reply from a node\r\n";
+
+void merge_free(struct merge *mg)
+{
+    unsigned i;
+
+    if (mg == NULL) {
+        return;
+    }
+    for (i = 0; i < mg->nparts; i++) {
+        buf_free(&mg->parts[i]);
+    }
+    px_free(mg->parts);
+    px_free(mg->key_part);
+    px_free(mg);
+}
+
+int merge_pending(const struct req *req)
+{
+    return req->mg != NULL && req->mg->npending > 0;
+}
+
+static struct merge *merge_new(enum merge_kind kind, unsigned nparts)
+{
+    struct merge *mg = px_calloc(1, sizeof(*mg));
+    unsigned i;
+
+    mg->kind = kind;
+    mg->nparts = nparts;
+    mg->npending = nparts;
+    mg->parts = px_calloc(nparts, sizeof(*mg->parts));
+    for (i = 0; i < nparts; i++) {
+        buf_init(&mg->parts[i]);
+    }
+    return mg;
+}
+
+/* ---------------- Merging ---------------- */
+
+/* Parses every part. Returns the index of the first part that is an error
+ * or not of type `type`, or -1 when all parsed as `type`. */
+static int merge_parse_all(struct merge *mg, struct resp_value *v, char type)
+{
+    unsigned i;
+    size_t used;
+    int bad = -1;
+
+    for (i = 0; i < mg->nparts; i++) {
+        v[i].elem = NULL;
+        v[i].n = 0;
+        if (resp_value_parse(mg->parts[i].data, mg->parts[i].len, &v[i],
+                             &used) != RESP_OK) {
+            memset(&v[i], 0, sizeof(v[i]));
+            v[i].type = '?';
+        }
+        if (bad < 0 && v[i].type != type) {
+            bad = (int)i;
+        }
+    }
+    return bad;
+}
+
+/* The reply for the first bad part: its error, or a generic one. */
+static void merge_reply_bad(struct buf *out, const struct merge *mg,
+                            const struct resp_value *v, int bad)
+{
+    if (v[bad].type == '-') {
+        PX_CHECK_OOM(buf_append(out, mg->parts[bad].data, mg->parts[bad].len));
+    } else {
+        PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
+    }
+}
+
+/* MGET: element j of part p is the value of the j-th key of that part. */
+static void merge_by_key(struct merge *mg, struct resp_value *v,
+                         struct buf *out)
+{
+    unsigned *next = px_calloc(mg->nparts, sizeof(*next));
+    unsigned i;
+
+    PX_CHECK_OOM(resp_enc_array_header(out, mg->nkeys));
+    for (i = 0; i < mg->nkeys; i++) {
+        unsigned p = mg->key_part[i];
+        const struct resp_value *e;
+        if (next[p] >= v[p].n) {
+            buf_clear(out);
+            PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
+            break;
+        }
+        e = &v[p].elem[next[p]++];
+        PX_CHECK_OOM(buf_append(out, e->raw, e->raw_len));
+    }
+    px_free(next);
+}
+
+static void merge_scan(struct merge *mg, struct resp_value *v, struct buf *out)
+{
+    const struct resp_value *cur;
+    unsigned long long c = 0, next;
+    char num[32];
+    size_t k;
+    int n;
+
+    if (v[0].n != 2 || v[0].elem[0].str == NULL || v[0].elem[1].type != '*') {
+        PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
+        return;
+    }
+    cur = &v[0].elem[0];
+    for (k = 0; k < cur->len && cur->str[k] >= '0' && cur->str[k] <= '9'; k++) {
+        c = c * 10 + (unsigned long long)(cur->str[k] - '0');
+    }
+    if (c > (UINT64_MAX - MERGE_SCAN_NODES) / MERGE_SCAN_NODES) {
+        PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
+        return;
+    }
+    if (c != 0) {
+        next = c * MERGE_SCAN_NODES + mg->scan_node;
+    } else if (mg->scan_node + 1 < mg->nmasters) {
+        next = mg->scan_node + 1; /* this master is done: the next one */
+    } else {
+        next = 0; /* every master walked */
+    }
+    n = snprintf(num, sizeof(num), "%llu", next);
+    PX_CHECK_OOM(resp_enc_array_header(out, 2));
+    PX_CHECK_OOM(resp_enc_bulk(out, num, (size_t)n));
+    PX_CHECK_OOM(buf_append(out, v[0].elem[1].raw, v[0].elem[1].raw_len));
+}
+
+/* Builds the root's reply from its parts' replies. */
+static void merge_build(struct merge *mg, struct buf *out)
+{
+    static const char type_of[] = {
+        [MERGE_BY_KEY] = '*', [MERGE_SUM] = ':',  [MERGE_ALL_OK] = '+',
+        [MERGE_CONCAT] = '*', [MERGE_SAME] = '$', [MERGE_AND] = '*',
+        [MERGE_SCAN] = '*',
+    };
+    struct resp_value *v = px_calloc(mg->nparts, sizeof(*v));
+    int bad = merge_parse_all(mg, v, type_of[mg->kind]);
+    unsigned i;
+    size_t j;
+
+    if (bad >= 0) {
+        merge_reply_bad(out, mg, v, bad);
+        goto out;
+    }
+    switch (mg->kind) {
+    case MERGE_BY_KEY:
+        merge_by_key(mg, v, out);
+        break;
+    case MERGE_SUM: {
+        long long sum = 0;
+        for (i = 0; i < mg->nparts; i++) {
+            sum += v[i].integer;
+        }
+        PX_CHECK_OOM(resp_enc_int(out, sum));
+        break;
+    }
+    case MERGE_ALL_OK:
+    case MERGE_SAME:
+        PX_CHECK_OOM(buf_append(out, mg->parts[0].data, mg->parts[0].len));
+        break;
+    case MERGE_CONCAT: {
+        size_t total = 0;
+        for (i = 0; i < mg->nparts; i++) {
+            total += v[i].n;
+        }
+        PX_CHECK_OOM(resp_enc_array_header(out, (long long)total));
+        for (i = 0; i < mg->nparts; i++) {
+            for (j = 0; j < v[i].n; j++) {
+                PX_CHECK_OOM(
+                    buf_append(out, v[i].elem[j].raw, v[i].elem[j].raw_len));
+            }
+        }
+        break;
+    }
+    case MERGE_AND:
+        PX_CHECK_OOM(resp_enc_array_header(out, (long long)v[0].n));
+        for (j = 0; j < v[0].n; j++) {
+            long long all = 1;
+            for (i = 0; i < mg->nparts; i++) {
+                if (j >= v[i].n || v[i].elem[j].integer == 0) {
+                    all = 0;
+                }
+            }
+            PX_CHECK_OOM(resp_enc_int(out, all));
+        }
+        break;
+    case MERGE_SCAN:
+        merge_scan(mg, v, out);
+        break;
+    }
+out:
+    for (i = 0; i < mg->nparts; i++) {
+        resp_value_free(&v[i]);
+    }
+    px_free(v);
+}
+
+static void merge_on_part(struct req *part, const char *frame, size_t len)
+{
+    struct req *root = part->ctx;
+    struct merge *mg = root->mg;
+
+    PX_CHECK_OOM(buf_append(&mg->parts[part->part], frame, len));
+    if (--mg->npending > 0) {
+        return;
+    }
+    if (root->client == NULL) {
+        req_free(root); /* its client left meanwhile */
+        return;
+    }
+    merge_build(mg, &root->reply);
+    req_reply_built(root);
+}
+
+/* Sends part `i` of `root` with command `cmd` (taken) to `n` (NULL: the
+ * slot is not served). May complete and free `root` when it is the last
+ * part and fails at once: do not touch `root` after the last call. */
+static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
+                       struct node *n)
+{
+    struct req *part = req_new(NULL, cmd);
+
+    part->on_reply = merge_on_part;
+    part->ctx = root;
+    part->part = i;
+    part->cid = root->cid;
+    if (n == NULL) {
+        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
+        return;
+    }
+    upstream_send(cluster_upstream(n, root->cid), part);
+}
+
+/* ---------------- Split by slot ---------------- */
+
+static int merge_name_is(const struct req *req, int i, const char *word)
+{
+    size_t len;
+    const char *p;
+
+    if (i >= req->cmd->argc) {
+        return 0;
+    }
+    p = resp_cmd_arg(req->cmd, i, &len);
+    return len == strlen(word) && strncasecmp_ascii(p, word, len) == 0;
+}
+
+/* Builds the command of one part: the name, then for each key of the part
+ * the key (and, with `pairs`, the value after it). */
+static struct resp_cmd *merge_part_cmd(const struct req *root, const int *keys,
+                                       const unsigned *idx, unsigned n,
+                                       int pairs)
+{
+    unsigned argc = 1 + n * (pairs ? 2u : 1u), a = 1, k;
+    const char **argv = px_calloc(argc, sizeof(*argv));
+    size_t *lens = px_calloc(argc, sizeof(*lens));
+    struct resp_cmd *cmd;
+
+    argv[0] = resp_cmd_arg(root->cmd, 0, &lens[0]);
+    for (k = 0; k < n; k++) {
+        int ki = keys[idx[k]];
+        argv[a] = resp_cmd_arg(root->cmd, ki, &lens[a]);
+        a++;
+        if (pairs) {
+            argv[a] = resp_cmd_arg(root->cmd, ki + 1, &lens[a]);
+            a++;
+        }
+    }
+    cmd = resp_cmd_new((int)argc, argv, lens);
+    if (cmd == NULL) {
+        px_oom(argc);
+    }
+    px_free(argv);
+    px_free(lens);
+    return cmd;
+}
+
+int merge_split(struct req *req, const int *keys, const unsigned *slots,
+                int nkeys)
+{
+    static const char *const sums[] = { "del", "unlink", "exists", "touch" };
+    enum merge_kind kind;
+    unsigned *slot_part, *start, *fill, *order, nparts = 0, i;
+    struct resp_cmd **cmds;
+    struct merge *mg;
+    int pairs = 0, k;
+
+    if (merge_name_is(req, 0, "mget")) {
+        kind = MERGE_BY_KEY;
+    } else if (merge_name_is(req, 0, "mset")) {
+        kind = MERGE_ALL_OK;
+        pairs = 1;
+    } else {
+        for (i = 0; i < ARRAY_SIZE(sums); i++) {
+            if (merge_name_is(req, 0, sums[i])) {
+                break;
+            }
+        }
+        if (i == ARRAY_SIZE(sums)) {
+            return 0;
+        }
+        kind = MERGE_SUM;
+    }
+    if (!server.conf->split_multikey) {
+        return 0;
+    }
+    /* Group the keys by slot, keeping their order within each group. */
+    slot_part = px_calloc(CLUSTER_SLOTS, sizeof(*slot_part));
+    mg = merge_new(kind, 0);
+    mg->key_part = px_calloc((size_t)nkeys, sizeof(*mg->key_part));
+    mg->nkeys = (unsigned)nkeys;
+    for (k = 0; k < nkeys; k++) {
+        if (slot_part[slots[k]] == 0) {
+            slot_part[slots[k]] = ++nparts;
+        }
+        mg->key_part[k] = slot_part[slots[k]] - 1;
+    }
+    start = px_calloc(nparts + 1, sizeof(*start));
+    fill = px_calloc(nparts, sizeof(*fill));
+    order = px_calloc((size_t)nkeys, sizeof(*order));
+    for (k = 0; k < nkeys; k++) {
+        start[mg->key_part[k] + 1]++;
+    }
+    for (i = 0; i < nparts; i++) {
+        start[i + 1] += start[i];
+    }
+    for (k = 0; k < nkeys; k++) {
+        unsigned p = mg->key_part[k];
+        order[start[p] + fill[p]++] = (unsigned)k;
+    }
+    cmds = px_calloc(nparts, sizeof(*cmds));
+    for (i = 0; i < nparts; i++) {
+        cmds[i] = merge_part_cmd(req, keys, order + start[i],
+                                 start[i + 1] - start[i], pairs);
+    }
+    mg->parts = px_realloc(mg->parts, nparts * sizeof(*mg->parts));
+    for (i = 0; i < nparts; i++) {
+        buf_init(&mg->parts[i]);
+    }
+    mg->nparts = nparts;
+    mg->npending = nparts;
+    req->mg = mg;
+    for (i = 0; i < nparts; i++) {
+        unsigned first = order[start[i]];
+        merge_send(req, i, cmds[i], cluster_node_for_slot(slots[first]));
+    }
+    px_free(cmds);
+    px_free(order);
+    px_free(fill);
+    px_free(start);
+    px_free(slot_part);
+    return 1;
+}
+
+/* ---------------- Fan-out to every master ---------------- */
+
+/* A copy of `req`'s command with argument `at` replaced by `val` (at < 0:
+ * unchanged). */
+static struct resp_cmd *merge_copy_cmd(const struct req *req, int at,
+                                       const char *val, size_t vlen)
+{
+    int argc = req->cmd->argc, k;
+    const char **argv = px_calloc((size_t)argc, sizeof(*argv));
+    size_t *lens = px_calloc((size_t)argc, sizeof(*lens));
+    struct resp_cmd *cmd;
+
+    for (k = 0; k < argc; k++) {
+        argv[k] = resp_cmd_arg(req->cmd, k, &lens[k]);
+    }
+    if (at >= 0) {
+        argv[at] = val;
+        lens[at] = vlen;
+    }
+    cmd = resp_cmd_new(argc, argv, lens);
+    if (cmd == NULL) {
+        px_oom((size_t)argc);
+    }
+    px_free(argv);
+    px_free(lens);
+    return cmd;
+}
+
+/* SCAN <cursor> ...: the cursor names the master and its own cursor. */
+static int merge_scan_start(struct req *req, struct node **masters,
+                            unsigned nmasters)
+{
+    size_t len, k;
+    const char *p;
+    unsigned long long c = 0, node_cursor;
+    unsigned idx;
+    char num[32];
+    int n;
+
+    if (req->cmd->argc < 2) {
+        req_reply_error(req, "wrong number of arguments for 'scan' command");
+        return 1;
+    }
+    p = resp_cmd_arg(req->cmd, 1, &len);
+    if (len == 0 || len > 20) {
+        req_reply_error(req, "invalid cursor");
+        return 1;
+    }
+    for (k = 0; k < len; k++) {
+        if (p[k] < '0' || p[k] > '9' ||
+            c > (UINT64_MAX - (unsigned)(p[k] - '0')) / 10) {
+            req_reply_error(req, "invalid cursor");
+            return 1;
+        }
+        c = c * 10 + (unsigned long long)(p[k] - '0');
+    }
+    idx = (unsigned)(c % MERGE_SCAN_NODES);
+    node_cursor = c / MERGE_SCAN_NODES;
+    if (idx >= nmasters) {
+        req_reply_error(req, "invalid cursor");
+        return 1;
+    }
+    n = snprintf(num, sizeof(num), "%llu", node_cursor);
+    req->mg = merge_new(MERGE_SCAN, 1);
+    req->mg->scan_node = idx;
+    req->mg->nmasters = nmasters;
+    merge_send(req, 0, merge_copy_cmd(req, 1, num, (size_t)n), masters[idx]);
+    return 1;
+}
+
+/* The merge kind of a fanned-out command, or -1 when it is not one. */
+static int merge_fanout_kind(const struct req *req)
+{
+    if (merge_name_is(req, 0, "dbsize")) {
+        return MERGE_SUM;
+    }
+    if (merge_name_is(req, 0, "keys")) {
+        return MERGE_CONCAT;
+    }
+    if (merge_name_is(req, 0, "flushall") || merge_name_is(req, 0, "flushdb")) {
+        return MERGE_ALL_OK;
+    }
+    if (merge_name_is(req, 0, "scan")) {
+        return MERGE_SCAN;
+    }
+    if (merge_name_is(req, 0, "script")) {
+        if (merge_name_is(req, 1, "load")) {
+            return MERGE_SAME;
+        }
+        if (merge_name_is(req, 1, "exists")) {
+            return MERGE_AND;
+        }
+        if (merge_name_is(req, 1, "flush")) {
+            return MERGE_ALL_OK;
+        }
+        return -1;
+    }
+    if (merge_name_is(req, 0, "function") && merge_name_is(req, 1, "load")) {
+        return MERGE_SAME;
+    }
+    return -1;
+}
+
+int merge_fanout(struct req *req)
+{
+    int kind = merge_fanout_kind(req);
+    struct node **masters;
+    unsigned n, i;
+
+    if (kind < 0) {
+        return 0;
+    }
+    masters = px_calloc(server.cluster.nnodes + 1, sizeof(*masters));
+    n = cluster_masters(masters, server.cluster.nnodes + 1);
+    if (n == 0) {
+        req_reply_error(req, "CLUSTERDOWN Hash slot not served");
+    } else if (kind == MERGE_SCAN) {
+        merge_scan_start(req, masters, n);
+    } else {
+        req->mg = merge_new((enum merge_kind)kind, n);
+        for (i = 0; i < n; i++) {
+            merge_send(req, i, merge_copy_cmd(req, -1, NULL, 0), masters[i]);
+        }
+    }
+    px_free(masters);
+    return 1;
+}
