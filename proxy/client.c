@@ -318,6 +318,8 @@ void client_priv_gone(struct client *c, int failed)
     had_state = c->multi || c->watching || c->subs > 0 || c->ssubs > 0 ||
                 c->db != 0 || c->sticky;
     c->multi = 0;
+    c->multi_deferred = 0;
+    c->tx_failed = 0;
     c->watching = 0;
     c->subs = 0;
     c->ssubs = 0;

@@ -15,28 +15,31 @@ struct resp_reader;
 struct upstream;
 
 struct client {
-    uint64_t id;             /* unique, from 1 */
-    uv_tcp_t tcp;            /* embedded socket */
-    struct resp_reader *rd;  /* owned: request parser */
-    struct queue reqs;       /* struct req, arrival order */
-    unsigned nreqs;          /* length of reqs */
-    struct wq wq;            /* reply bytes */
-    struct queue node;       /* link in server.clients */
-    struct queue dirty_node; /* link in server.dirty_clients */
-    struct upstream *priv;   /* owned: private upstream, or NULL */
-    char *name;              /* owned: CLIENT SETNAME, or NULL */
-    long db;                 /* selected database */
-    unsigned subs;           /* channels + patterns subscribed */
-    unsigned ssubs;          /* shard channels subscribed */
-    unsigned authed : 1;     /* passed AUTH (or none required) */
-    unsigned admin : 1;      /* authenticated as admin */
-    unsigned closing : 1;    /* client_close() ran */
-    unsigned input_done : 1; /* QUIT or protocol error: parse no more */
-    unsigned quitting : 1;   /* close once the output is written */
-    unsigned paused : 1;     /* reading stopped (pipeline limit) */
-    unsigned multi : 1;      /* inside MULTI */
-    unsigned watching : 1;   /* WATCH active */
-    unsigned sticky : 1;     /* private upstream kept for good */
+    uint64_t id;                 /* unique, from 1 */
+    uv_tcp_t tcp;                /* embedded socket */
+    struct resp_reader *rd;      /* owned: request parser */
+    struct queue reqs;           /* struct req, arrival order */
+    unsigned nreqs;              /* length of reqs */
+    struct wq wq;                /* reply bytes */
+    struct queue node;           /* link in server.clients */
+    struct queue dirty_node;     /* link in server.dirty_clients */
+    struct upstream *priv;       /* owned: private upstream, or NULL */
+    char *name;                  /* owned: CLIENT SETNAME, or NULL */
+    long db;                     /* selected database */
+    unsigned subs;               /* channels + patterns subscribed */
+    unsigned ssubs;              /* shard channels subscribed */
+    unsigned authed : 1;         /* passed AUTH (or none required) */
+    unsigned admin : 1;          /* authenticated as admin */
+    unsigned closing : 1;        /* client_close() ran */
+    unsigned input_done : 1;     /* QUIT or protocol error: parse no more */
+    unsigned quitting : 1;       /* close once the output is written */
+    unsigned paused : 1;         /* reading stopped (pipeline limit) */
+    unsigned multi : 1;          /* inside MULTI */
+    unsigned multi_deferred : 1; /* cluster: MULTI answered, not yet sent:
+                                    the first command picks the node */
+    unsigned tx_failed : 1; /* a deferred transaction had a refused command */
+    unsigned watching : 1;  /* WATCH active */
+    unsigned sticky : 1;    /* private upstream kept for good */
 };
 
 /* Accepts a connection from the listener. */

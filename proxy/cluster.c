@@ -578,6 +578,24 @@ int cluster_redirect(struct req *req, const char *frame, size_t len)
     return 1;
 }
 
+int cluster_private_redirect(struct req *req, const struct client *owner,
+                             const char *frame, size_t len)
+{
+    if (!cl->enabled || len < 8 ||
+        (memcmp(frame, "-MOVED ", 7) != 0 && memcmp(frame, "-ASK ", 5) != 0)) {
+        return 0;
+    }
+    cluster_refresh_soon();
+    if (owner->multi) {
+        req_reply_error(req, "CROSSSLOT Keys in request don't hash to the "
+                             "same slot");
+    } else {
+        req_reply_error(req, "TRYAGAIN the slot moved while this connection "
+                             "was bound to its node; retry");
+    }
+    return 1;
+}
+
 /* ---------------- Lifetime ---------------- */
 
 int cluster_init(const struct conf *conf)

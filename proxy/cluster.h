@@ -13,6 +13,7 @@
 
 #include "proxy/queue.h"
 
+struct client;
 struct conf;
 struct keyspec;
 struct req;
@@ -89,6 +90,14 @@ unsigned cluster_masters(struct node **out, unsigned max);
  * `req` to the node named. Returns 1 when it took `req`, 0 when the reply is
  * to be delivered as it is (not a redirection, or too many of them). */
 int cluster_redirect(struct req *req, const char *frame, size_t len);
+
+/* A -MOVED or -ASK on the private connection of `owner`: it cannot follow
+ * (the connection holds the client's state), so inside a transaction the
+ * reply becomes Redis's -CROSSSLOT (the node flagged the transaction, EXEC
+ * aborts), and elsewhere -TRYAGAIN while the map refreshes. Returns 1 when
+ * it completed `req` (which may be freed). */
+int cluster_private_redirect(struct req *req, const struct client *owner,
+                             const char *frame, size_t len);
 
 /* An upstream of the topology lost its connection: refresh the map soon
  * (a failover may be under way). */

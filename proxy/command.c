@@ -355,6 +355,8 @@ static void cmd_reset(struct req *req)
     c->authed = server.conf->requirepass == NULL;
     c->admin = 0;
     c->multi = 0;
+    c->multi_deferred = 0;
+    c->tx_failed = 0;
     c->watching = 0;
     c->subs = 0;
     c->ssubs = 0;

@@ -46,7 +46,9 @@ static void router_cross_slot(struct req *req, const int *keys, int nkeys)
         p = resp_cmd_arg(req->cmd, keys[k], &len);
         slots[k] = slot_for_key(p, len);
     }
-    if (!merge_split(req, keys, slots, nkeys)) {
+    /* Inside a transaction the parts could not be queued atomically:
+     * refuse like Redis. */
+    if (req->client->multi || !merge_split(req, keys, slots, nkeys)) {
         req_reply_error(req, "CROSSSLOT Keys in request don't hash to the same "
                              "slot");
     }
@@ -117,11 +119,73 @@ out:
     return n;
 }
 
+/* Cluster mode: a transaction goes to the node of its first command's keys,
+ * which MULTI itself does not have, so MULTI is answered here and sent
+ * later, just before that first command. Returns 1 when it took `req`. */
+static int router_defer_multi(struct req *req)
+{
+    static const char reply_ok[] = "+OK\r\n";
+    static const char reply_empty[] = "*0\r\n";
+    struct client *c = req->client;
+    unsigned flags = req->def != NULL ? req->def->flags : 0;
+
+    if (!server.cluster.enabled || c->priv != NULL) {
+        return 0;
+    }
+    if ((flags & CMD_F_MULTI) && c->multi_deferred) {
+        req_reply_error(req, "MULTI calls can not be nested");
+        return 1;
+    }
+    if (flags & CMD_F_MULTI) {
+        c->multi_deferred = 1;
+        req_reply(req, reply_ok, sizeof(reply_ok) - 1);
+        return 1;
+    }
+    if (c->multi_deferred && (flags & CMD_F_TXEND)) {
+        /* Nothing reached a node: EXEC runs an empty transaction, or
+         * aborts when a command was refused here, as Redis would. */
+        int failed = c->tx_failed;
+        c->multi_deferred = 0;
+        c->tx_failed = 0;
+        if (strcmp(req->def->name, "discard") == 0) {
+            req_reply(req, reply_ok, sizeof(reply_ok) - 1);
+        } else if (failed) {
+            req_reply_error(req, "EXECABORT Transaction discarded because "
+                                 "of previous errors.");
+        } else {
+            req_reply(req, reply_empty, sizeof(reply_empty) - 1);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Sends the MULTI a deferred transaction owes, ahead of its first command.
+ * Its +OK was already given to the client, so the reply is dropped. */
+static void router_send_deferred_multi(struct client *c)
+{
+    const char *argv[1] = { "MULTI" };
+    size_t lens[1] = { 5 };
+    struct resp_cmd *cmd = resp_cmd_new(1, argv, lens);
+    struct req *m;
+
+    if (cmd == NULL) {
+        px_oom(0);
+    }
+    m = req_new(NULL, cmd);
+    m->swallow = 1;
+    upstream_send(c->priv, m);
+    c->multi_deferred = 0;
+}
+
 void router_send_private(struct req *req)
 {
     struct client *c = req->client;
     struct node *n;
 
+    if (router_defer_multi(req)) {
+        return;
+    }
     if (c->priv == NULL) {
         if (!cluster_ready()) {
             cluster_hold(req);
@@ -129,9 +193,15 @@ void router_send_private(struct req *req)
         }
         n = router_node(req);
         if (n == NULL) {
+            /* Refused here (CROSSSLOT, slot not served): Redis would
+             * flag the transaction, so EXEC must abort. */
+            c->tx_failed = c->multi_deferred;
             return;
         }
         c->priv = upstream_new_private(n->pool[0], c);
+        if (c->multi_deferred) {
+            router_send_deferred_multi(c);
+        }
     }
     upstream_send(c->priv, req);
 }

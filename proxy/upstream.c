@@ -198,6 +198,10 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len)
         /* Re-sent to the node the cluster named. */
         return up->state == UP_READY ? 0 : -1;
     }
+    if (frame[0] == '-' && owner != NULL &&
+        cluster_private_redirect(req, owner, frame, len)) {
+        return up->state == UP_READY ? 0 : -1;
+    }
     if (req->swallow && frame[0] == '-') {
         log_error("upstream %s: AUTH failed: %.*s", up->name,
                   (int)(len > 200 ? 200 : len - 2), frame);
