@@ -58,7 +58,8 @@ void client_close(struct client *c)
         struct req *req = container_of(queue_head(&c->reqs), struct req, cnode);
         queue_remove(&req->cnode);
         c->nreqs--;
-        if (queue_linked(&req->unode) || merge_pending(req)) {
+        if (queue_linked(&req->unode) || merge_pending(req) ||
+            req->children > 0) {
             req->client = NULL;
         } else {
             req_free(req);

@@ -256,7 +256,9 @@ static void cluster_release(const char *fail_why)
         } else if (fail_why != NULL) {
             req_reply_error(req, "CLUSTERDOWN %s", fail_why);
         } else {
-            router_forward(req);
+            /* Routing starts over: the request may have been held on its
+             * way to a private connection or a local handler. */
+            router_dispatch(req);
         }
     }
 }

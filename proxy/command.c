@@ -14,6 +14,7 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
+#include "proxy/limiter.h"
 #include "proxy/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
@@ -385,6 +386,10 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "bzmpop", .arity = -5, .flags = CMD_F_BLOCKING },
     { .name = "bzpopmax", .arity = -3, .flags = CMD_F_BLOCKING },
     { .name = "bzpopmin", .arity = -3, .flags = CMD_F_BLOCKING },
+    { .name = "cl.throttle",
+      .arity = -1,
+      .flags = CMD_F_LOCAL,
+      .proc = limiter_throttle },
     { .name = "client", .arity = -2, .flags = CMD_F_LOCAL, .proc = cmd_client },
     { .name = "discard", .arity = 1, .flags = CMD_F_TXEND },
     { .name = "echo", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_echo },
@@ -393,6 +398,10 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -1,
       .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
       .proc = cmd_hello },
+    { .name = "limiter",
+      .arity = -1,
+      .flags = CMD_F_LOCAL,
+      .proc = limiter_command },
     { .name = "monitor", .arity = 1, .flags = CMD_F_STICKY },
     { .name = "multi", .arity = 1, .flags = CMD_F_MULTI },
     { .name = "ping", .arity = -1, .flags = CMD_F_LOCAL, .proc = cmd_ping },

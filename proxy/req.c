@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
@@ -107,12 +108,15 @@ void req_reply_error(struct req *req, const char *fmt, ...)
         return;
     }
     /* Redis convention: a text that starts with an upper-case word is
-     * already "CODE message"; anything else is an ERR. */
+     * already "CODE message"; anything else is an ERR. redis-cell's texts
+     * ("Cell error: ...") go out as the module sends them. */
     p = msg;
     while (isupper((unsigned char)*p)) {
         p++;
     }
-    if (p == msg || *p != ' ') {
+    if (strncmp(msg, "Cell error: ", 12) == 0) {
+        PX_CHECK_OOM(resp_enc_error(&req->reply, msg));
+    } else if (p == msg || *p != ' ') {
         PX_CHECK_OOM(buf_append(&req->reply, "-ERR ", 5));
         PX_CHECK_OOM(buf_append_str(&req->reply, msg));
         PX_CHECK_OOM(buf_append(&req->reply, "\r\n", 2));

@@ -43,6 +43,8 @@ struct req {
     struct merge *mg;          /* owned: parts of a split or fanned-out
                                   request, NULL for a plain one */
     unsigned part;             /* a part's index in its root's merge */
+    unsigned children;         /* proxy-made requests still working for
+                                  this one (limiter script calls) */
     unsigned done : 1;         /* the reply is complete */
     unsigned swallow : 1;      /* proxy's own request: reply is dropped */
     unsigned close_after : 1;  /* close the client once this reply is out */

@@ -78,6 +78,7 @@ static void server_on_cron(uv_timer_t *t)
 {
     PX_UNUSED(t);
     cluster_cron(server_now_ms());
+    store_local_cron(&server.store);
 }
 
 static void server_on_connection(uv_stream_t *listener, int status)
@@ -178,6 +179,7 @@ static int server_init_failed(void)
     server_stop();
     uv_run(server.loop, UV_RUN_DEFAULT);
     uv_loop_close(server.loop);
+    store_local_free(&server.store);
     return PX_ERR;
 }
 
@@ -192,6 +194,7 @@ int server_init(const struct conf *conf)
     queue_init(&server.dirty_upstreams);
     queue_init(&server.cluster.nodes);
     queue_init(&server.cluster.waiting);
+    store_local_init(&server.store);
     uv_prepare_init(server.loop, &server.flush);
     uv_prepare_start(&server.flush, server_on_flush);
     uv_timer_init(server.loop, &server.cron);
@@ -235,6 +238,7 @@ int server_run(void)
     int rc;
 
     uv_run(server.loop, UV_RUN_DEFAULT);
+    store_local_free(&server.store);
     rc = uv_loop_close(server.loop);
     if (rc != 0) {
         uv_walk(server.loop, server_on_walk, NULL);

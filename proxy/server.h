@@ -8,6 +8,7 @@
 
 #include "proxy/cluster.h"
 #include "proxy/queue.h"
+#include "proxy/store_local.h"
 
 struct conf;
 struct upstream;
@@ -22,6 +23,7 @@ struct server_stats {
     uint64_t errors;         /* error replies made by the proxy */
     uint64_t rejected_conns; /* refused at max_clients */
     uint64_t output_limit;   /* clients closed at the output limit */
+    uint64_t fail_open;      /* limiter calls admitted with the store down */
 };
 
 struct server {
@@ -39,6 +41,7 @@ struct server {
     struct queue dirty_clients;       /* clients with output to flush */
     struct queue dirty_upstreams;     /* upstreams with requests to write */
     struct cluster cluster;           /* the upstream topology */
+    struct store_local store;         /* embedded limiter state */
     uint64_t next_client_id;          /* last id given */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
     unsigned shutting_down : 1;       /* stop() ran */

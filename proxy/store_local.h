@@ -1,0 +1,39 @@
+/* The embedded limiter store: used when no Redis is configured. It keeps
+ * each key's state in a hash map in the proxy and runs the same C model as
+ * the scripts run in Redis, so replies are the same. State expires as it
+ * would in Redis, checked on access and swept a little on every cron. */
+#ifndef PX_PROXY_STORE_LOCAL_H
+#define PX_PROXY_STORE_LOCAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proxy/hmap.h"
+
+struct gcra_params;
+struct gcra_result;
+
+/* The store, embedded in the server struct. */
+struct store_local {
+    struct hmap map;     /* key -> owned struct store_entry */
+    size_t sweep_cursor; /* next bucket the cron sweeps */
+};
+
+void store_local_init(struct store_local *st);
+
+/* Frees every entry. */
+void store_local_free(struct store_local *st);
+
+/* One CL.THROTTLE on `key` at the wall clock. Returns a GCRA_* code; on
+ * an error `*err` is the reply text. */
+int store_local_gcra(struct store_local *st, const char *key, size_t len,
+                     const struct gcra_params *p, struct gcra_result *out,
+                     const char **err);
+
+/* Drops a few expired entries (called from the cron). */
+void store_local_cron(struct store_local *st);
+
+/* Wall-clock nanoseconds since the Unix epoch. */
+int64_t store_local_now_ns(void);
+
+#endif /* PX_PROXY_STORE_LOCAL_H */
