@@ -228,6 +228,7 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (nread == 0 || up->state != UP_READY) {
         return;
     }
+    up->last_read_ms = server_now_ms();
     buf_commit(&up->in, (size_t)nread);
     if (resp_framer_feed(up->fr, buf_tail(&up->in) - nread, (size_t)nread) !=
         RESP_OK) {
@@ -440,13 +441,15 @@ void upstream_check_timeout(struct upstream *up, uint64_t now_ms,
                             unsigned timeout_ms)
 {
     struct req *req;
+    uint64_t start;
 
     if (up->owner != NULL || up->state != UP_READY || timeout_ms == 0 ||
         queue_empty(&up->inflight)) {
         return;
     }
     req = container_of(queue_head(&up->inflight), struct req, unode);
-    if (now_ms - req->sent_ms > timeout_ms) {
+    start = req->sent_ms > up->last_read_ms ? req->sent_ms : up->last_read_ms;
+    if (now_ms - start > timeout_ms) {
         upstream_fail(up, "command timed out after %u ms", timeout_ms);
     }
 }

@@ -44,6 +44,7 @@ struct upstream {
     struct node *node;          /* borrowed: the node of a shared upstream */
     unsigned backoff_ms;        /* next reconnect delay */
     char last_err[160];         /* why the last attempt failed */
+    uint64_t last_read_ms;      /* loop time bytes last arrived */
     int pending_closes;         /* handles still closing (free at 0) */
     unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
 };
@@ -74,8 +75,10 @@ void upstream_destroy(struct upstream *up, const char *why);
 /* Writes the queued bytes (called by the server's flush pass). */
 void upstream_flush(struct upstream *up);
 
-/* Fails the connection if its oldest owed reply is older than `timeout_ms`
- * (shared upstreams only; called from the server's cron). */
+/* Fails the connection when its oldest owed reply is late: no byte arrived
+ * for `timeout_ms` since that request was sent or since the previous bytes,
+ * whichever is later. A long pipeline whose replies keep streaming is not
+ * late. Shared upstreams only; called from the cron. */
 void upstream_check_timeout(struct upstream *up, uint64_t now_ms,
                             unsigned timeout_ms);
 

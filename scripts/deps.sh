@@ -5,6 +5,14 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libuv1-dev libhiredis-dev libyaml-dev
       libcriterion-dev redis-server redis-tools nutcracker)
+# The client-compatibility suite (tests/clients): redis-py, and Node.js with
+# npm for ioredis and node-redis (kept when Node is already installed).
+PKGS+=(python3-redis)
+if ! command -v node >/dev/null 2>&1; then
+    PKGS+=(nodejs npm)
+elif ! command -v npm >/dev/null 2>&1; then
+    PKGS+=(npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

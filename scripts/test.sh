@@ -6,6 +6,7 @@
 #   scripts/test.sh            everything
 #   scripts/test.sh unit       unit tests only
 #   scripts/test.sh integration [criterion args...]
+#   scripts/test.sh clients    client-compatibility suite (tests/clients)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -51,6 +52,9 @@ if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
     run_suite integration "$BUILD/tests/integration_tests" --jobs 1 "$@"
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = clients ]; then
+    run_suite clients bash tests/clients/run.sh "$BUILD/cellgate"
 fi
 if [ "$WHAT" = all ] && command -v clang-format >/dev/null; then
     echo "== clang-format"

@@ -156,3 +156,28 @@ Test(it_upstream, timed_out_reply_is_never_given_to_a_later_request,
     }
     redisFree(c);
 }
+
+Test(it_upstream, long_pipeline_with_streaming_replies_never_times_out,
+     .init = init_short_timeout, .fini = px_env_fini, .timeout = 60)
+{
+    /* Each command keeps redis busy 10 ms: the last reply comes ~1 s after
+     * the pipeline was sent, over three times the 300 ms timeout, but
+     * replies never stop arriving, so nothing is late. The padding makes
+     * redis read (and so answer) a few commands at a time, as it does with
+     * any large pipeline: it reads 16 KB per turn. */
+    redisContext *c = px_connect(px_env()->proxy.port);
+    static char pad[8000];
+    memset(pad, 'p', sizeof(pad) - 1);
+    const char *spin = "local t=redis.call('TIME') "
+                       "local s=t[1]*1000000+t[2] repeat "
+                       "local n=redis.call('TIME') "
+                       "until n[1]*1000000+n[2]-s>=10000 return 1";
+
+    for (int i = 0; i < 100; i++) {
+        redisAppendCommand(c, "EVAL %s 0 %s", spin, pad);
+    }
+    for (int i = 0; i < 100; i++) {
+        px_check_int(px_next(c), 1);
+    }
+    redisFree(c);
+}

@@ -1,0 +1,373 @@
+/* docker-compose.yml describes the cluster testbench it claims to.
+ *
+ * Docker cannot run where the tests run, so this suite reads the file with
+ * libyaml's document API (aliases resolved, as compose resolves them) and
+ * checks its shape: six redis 7 nodes in cluster mode, a one-shot service
+ * that joins them with `redis-cli --cluster create ... --cluster-replicas 1
+ * --cluster-yes` once they answer, and cellgate built from the repository's
+ * Dockerfile, published on 127.0.0.1:7777, whose --cluster seeds are
+ * services of the file. */
+#include "tests/support/px_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+PX_TEST_SUITE(it_compose);
+
+#define COMPOSE_FILE  PX_SOURCE_DIR "/docker-compose.yml"
+#define DOCKERFILE    PX_SOURCE_DIR "/Dockerfile"
+#define REDIS_NODES   6    /* redis-1 .. redis-6 */
+#define MAX_WORDS     64   /* words of one command */
+#define WORDS_BUF     4096 /* their text */
+#define REDIS_IMAGE   "redis:7"
+#define PROXY_SERVICE "cellgate"
+#define PROXY_PUBLISH "127.0.0.1:7777:7777"
+#define PROXY_LISTEN  "0.0.0.0:7777"
+
+static yaml_document_t doc; /* docker-compose.yml, loaded by .init */
+static int doc_loaded;      /* doc must be deleted by .fini */
+
+/* A command as words: a sequence's items, or a scalar split on blanks. */
+struct words {
+    int n;               /* words in w */
+    char *w[MAX_WORDS];  /* borrowed from buf */
+    char buf[WORDS_BUF]; /* NUL-separated word text */
+};
+
+/* ---------------- Loading and lookups ---------------- */
+
+static void compose_init(void)
+{
+    yaml_parser_t parser;
+    FILE *f = fopen(COMPOSE_FILE, "rb");
+
+    cr_assert_not_null(f, "cannot open %s", COMPOSE_FILE);
+    cr_assert(yaml_parser_initialize(&parser));
+    yaml_parser_set_input_file(&parser, f);
+    int ok = yaml_parser_load(&parser, &doc);
+    char problem[256];
+    snprintf(problem, sizeof(problem), "%s at line %zu",
+             parser.problem != NULL ? parser.problem : "?",
+             parser.problem_mark.line + 1);
+    yaml_parser_delete(&parser);
+    fclose(f);
+    cr_assert(ok, "%s: %s", COMPOSE_FILE, problem);
+    doc_loaded = 1;
+    cr_assert_not_null(yaml_document_get_root_node(&doc), "empty file");
+}
+
+static void compose_fini(void)
+{
+    if (doc_loaded) {
+        yaml_document_delete(&doc);
+        doc_loaded = 0;
+    }
+}
+
+/* True when node is the scalar `s`. */
+static int scalar_is(const yaml_node_t *node, const char *s)
+{
+    return node != NULL && node->type == YAML_SCALAR_NODE &&
+           node->data.scalar.length == strlen(s) &&
+           memcmp(node->data.scalar.value, s, strlen(s)) == 0;
+}
+
+/* The value of `key` in a mapping node, or NULL. */
+static yaml_node_t *map_get(yaml_node_t *map, const char *key)
+{
+    if (map == NULL || map->type != YAML_MAPPING_NODE) {
+        return NULL;
+    }
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+         p < map->data.mapping.pairs.top; p++) {
+        if (scalar_is(yaml_document_get_node(&doc, p->key), key)) {
+            return yaml_document_get_node(&doc, p->value);
+        }
+    }
+    return NULL;
+}
+
+/* The "services" mapping. */
+static yaml_node_t *services(void)
+{
+    yaml_node_t *s = map_get(yaml_document_get_root_node(&doc), "services");
+    cr_assert(s != NULL && s->type == YAML_MAPPING_NODE, "no services mapping");
+    return s;
+}
+
+/* A service by name, or NULL. */
+static yaml_node_t *service(const char *name)
+{
+    return map_get(services(), name);
+}
+
+/* The NUL-terminated text of a scalar (libyaml terminates scalars). */
+static const char *scalar_text(const yaml_node_t *node)
+{
+    cr_assert(node != NULL && node->type == YAML_SCALAR_NODE,
+              "expected a scalar");
+    return (const char *)node->data.scalar.value;
+}
+
+/* Appends one word of len bytes to w. */
+static void words_add(struct words *w, size_t *used, const char *p, size_t len)
+{
+    cr_assert(w->n < MAX_WORDS && *used + len + 1 <= WORDS_BUF,
+              "command too long");
+    w->w[w->n++] = w->buf + *used;
+    memcpy(w->buf + *used, p, len);
+    w->buf[*used + len] = '\0';
+    *used += len + 1;
+}
+
+/* Splits a scalar on blanks and shell ';' into w. */
+static void words_split(struct words *w, size_t *used, const char *s)
+{
+    while (*s != '\0') {
+        size_t skip = strspn(s, " \t\r\n;"), len;
+        s += skip;
+        len = strcspn(s, " \t\r\n;");
+        if (len > 0) {
+            words_add(w, used, s, len);
+        }
+        s += len;
+    }
+}
+
+/* The words of a service's `key` (command, entrypoint). */
+static void words_of(struct words *w, yaml_node_t *svc, const char *key)
+{
+    yaml_node_t *cmd = map_get(svc, key);
+    size_t used = 0;
+
+    w->n = 0;
+    cr_assert_not_null(cmd, "no %s", key);
+    if (cmd->type == YAML_SCALAR_NODE) {
+        words_split(w, &used, scalar_text(cmd));
+        return;
+    }
+    cr_assert_eq(cmd->type, YAML_SEQUENCE_NODE, "%s: not a list", key);
+    for (yaml_node_item_t *it = cmd->data.sequence.items.start;
+         it < cmd->data.sequence.items.top; it++) {
+        const char *s = scalar_text(yaml_document_get_node(&doc, *it));
+        if (strchr(s, '\n') != NULL || strchr(s, ' ') != NULL) {
+            words_split(w, &used, s); /* a shell script item */
+        } else {
+            words_add(w, &used, s, strlen(s));
+        }
+    }
+}
+
+/* Index of the first word equal to s, or -1. */
+static int words_find(const struct words *w, const char *s)
+{
+    for (int i = 0; i < w->n; i++) {
+        if (strcmp(w->w[i], s) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* True when a word is `node` or "node:port". */
+static int words_name(const struct words *w, const char *node)
+{
+    size_t n = strlen(node);
+    for (int i = 0; i < w->n; i++) {
+        if (strncmp(w->w[i], node, n) == 0 &&
+            (w->w[i][n] == '\0' || w->w[i][n] == ':')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The word after flag; asserts there is one. */
+static const char *words_value(const struct words *w, const char *flag)
+{
+    int i = words_find(w, flag);
+    cr_assert(i >= 0 && i + 1 < w->n, "no %s <value>", flag);
+    return w->w[i + 1];
+}
+
+/* True when the sequence or mapping `deps` (depends_on) names `name`. */
+static int depends_on(yaml_node_t *svc, const char *name)
+{
+    yaml_node_t *deps = map_get(svc, "depends_on");
+    if (deps == NULL) {
+        return 0;
+    }
+    if (deps->type == YAML_MAPPING_NODE) {
+        return map_get(deps, name) != NULL;
+    }
+    if (deps->type != YAML_SEQUENCE_NODE) {
+        return 0;
+    }
+    for (yaml_node_item_t *it = deps->data.sequence.items.start;
+         it < deps->data.sequence.items.top; it++) {
+        if (scalar_is(yaml_document_get_node(&doc, *it), name)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Name of redis node i (1-based). */
+static void node_name(char *out, size_t outlen, int i)
+{
+    snprintf(out, outlen, "redis-%d", i);
+}
+
+/* The service whose command runs `redis-cli --cluster create`, or NULL;
+ * its words in w. */
+static yaml_node_t *init_service(struct words *w, const char **name)
+{
+    yaml_node_t *s = services();
+    for (yaml_node_pair_t *p = s->data.mapping.pairs.start;
+         p < s->data.mapping.pairs.top; p++) {
+        yaml_node_t *svc = yaml_document_get_node(&doc, p->value);
+        if (map_get(svc, "command") == NULL) {
+            continue;
+        }
+        words_of(w, svc, "command");
+        int i = words_find(w, "--cluster");
+        if (i >= 0 && i + 1 < w->n && strcmp(w->w[i + 1], "create") == 0 &&
+            words_find(w, "redis-cli") >= 0) {
+            *name = scalar_text(yaml_document_get_node(&doc, p->key));
+            return svc;
+        }
+    }
+    return NULL;
+}
+
+/* ---------------- Tests ---------------- */
+
+Test(it_compose, every_redis_node_runs_redis_7_in_cluster_mode,
+     .init = compose_init, .fini = compose_fini)
+{
+    for (int i = 1; i <= REDIS_NODES; i++) {
+        char name[16];
+        struct words w;
+        node_name(name, sizeof(name), i);
+        yaml_node_t *svc = service(name);
+        cr_assert_not_null(svc, "no service %s", name);
+        const char *image = scalar_text(map_get(svc, "image"));
+        cr_assert(strncmp(image, REDIS_IMAGE, strlen(REDIS_IMAGE)) == 0,
+                  "%s: image %s is not redis 7", name, image);
+        words_of(&w, svc, "command");
+        cr_assert_str_eq(w.w[0], "redis-server", "%s runs %s", name, w.w[0]);
+        cr_assert_str_eq(words_value(&w, "--cluster-enabled"), "yes",
+                         "%s: cluster mode is off", name);
+        cr_assert_str_eq(words_value(&w, "--port"), "6379");
+        cr_assert_not_null(map_get(svc, "healthcheck"),
+                           "%s: no healthcheck to wait on", name);
+    }
+}
+
+Test(it_compose, init_service_creates_the_cluster_with_one_replica_each,
+     .init = compose_init, .fini = compose_fini)
+{
+    struct words w;
+    const char *name = NULL;
+    yaml_node_t *svc = init_service(&w, &name);
+
+    cr_assert_not_null(svc, "no service runs redis-cli --cluster create");
+    cr_assert_str_eq(words_value(&w, "--cluster-replicas"), "1");
+    cr_assert_geq(words_find(&w, "--cluster-yes"), 0, "no --cluster-yes");
+    /* One-shot: never restarted once the cluster exists. */
+    yaml_node_t *restart = map_get(svc, "restart");
+    cr_assert(restart == NULL || scalar_is(restart, "no"),
+              "%s has a restart policy other than \"no\"", name);
+    for (int i = 1; i <= REDIS_NODES; i++) {
+        char node[16];
+        node_name(node, sizeof(node), i);
+        cr_assert(words_name(&w, node), "%s does not join %s", name, node);
+        cr_assert(depends_on(svc, node), "%s does not wait for %s", name, node);
+    }
+}
+
+Test(it_compose, cellgate_builds_from_the_dockerfile_and_publishes_7777,
+     .init = compose_init, .fini = compose_fini)
+{
+    yaml_node_t *svc = service(PROXY_SERVICE);
+    struct words w;
+    const char *init = NULL;
+
+    cr_assert_not_null(svc, "no service " PROXY_SERVICE);
+    yaml_node_t *build = map_get(svc, "build");
+    cr_assert_not_null(build, PROXY_SERVICE " is not built");
+    if (build->type == YAML_SCALAR_NODE) {
+        cr_assert_str_eq(scalar_text(build), ".");
+    } else {
+        cr_assert_str_eq(scalar_text(map_get(build, "context")), ".");
+        yaml_node_t *df = map_get(build, "dockerfile");
+        cr_assert(df == NULL || scalar_is(df, "Dockerfile"),
+                  PROXY_SERVICE " is not built from the Dockerfile");
+    }
+    FILE *f = fopen(DOCKERFILE, "rb");
+    cr_assert_not_null(f, "no %s", DOCKERFILE);
+    char line[512];
+    int entry = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        entry |= strncmp(line, "ENTRYPOINT", 10) == 0 &&
+                 strstr(line, "cellgate") != NULL;
+    }
+    fclose(f);
+    cr_assert(entry, "the Dockerfile's ENTRYPOINT is not cellgate");
+
+    yaml_node_t *ports = map_get(svc, "ports");
+    cr_assert(ports != NULL && ports->type == YAML_SEQUENCE_NODE, "no ports");
+    int published = 0;
+    for (yaml_node_item_t *it = ports->data.sequence.items.start;
+         it < ports->data.sequence.items.top; it++) {
+        published |=
+            scalar_is(yaml_document_get_node(&doc, *it), PROXY_PUBLISH);
+    }
+    cr_assert(published, "port " PROXY_PUBLISH " is not published");
+
+    words_of(&w, svc, "command");
+    cr_assert_str_eq(words_value(&w, "--listen"), PROXY_LISTEN);
+    cr_assert_lt(words_find(&w, "--upstream"), 0, "--upstream with --cluster");
+    struct words iw;
+    cr_assert_not_null(init_service(&iw, &init));
+    cr_assert(depends_on(svc, init), PROXY_SERVICE " does not wait for %s",
+              init);
+}
+
+Test(it_compose, cellgate_cluster_seeds_are_redis_services,
+     .init = compose_init, .fini = compose_fini)
+{
+    struct words w;
+    char seeds[512];
+    int n = 0, named[REDIS_NODES + 1] = { 0 };
+
+    words_of(&w, service(PROXY_SERVICE), "command");
+    snprintf(seeds, sizeof(seeds), "%s", words_value(&w, "--cluster"));
+    for (char *save = NULL, *s = strtok_r(seeds, ",", &save); s != NULL;
+         s = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(s, ':');
+        cr_assert_not_null(colon, "seed %s has no port", s);
+        *colon = '\0';
+        yaml_node_t *svc = service(s);
+        cr_assert_not_null(svc, "seed %s is not a service", s);
+        struct words nw;
+        words_of(&nw, svc, "command");
+        cr_assert_str_eq(words_value(&nw, "--cluster-enabled"), "yes",
+                         "seed %s is not a cluster node", s);
+        cr_assert_str_eq(colon + 1, words_value(&nw, "--port"),
+                         "seed %s: port %s, it listens on %s", s, colon + 1,
+                         words_value(&nw, "--port"));
+        int i = 0;
+        cr_assert(sscanf(s, "redis-%d", &i) == 1 && i >= 1 && i <= REDIS_NODES,
+                  "seed %s", s);
+        named[i] = 1;
+        n++;
+    }
+    cr_assert_eq(n, REDIS_NODES, "%d seeds, not %d", n, REDIS_NODES);
+    for (int i = 1; i <= REDIS_NODES; i++) {
+        cr_assert(named[i], "redis-%d is not a seed", i);
+    }
+}
