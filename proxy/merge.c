@@ -44,6 +44,7 @@ enum merge_kind {
     MERGE_SAME,   /* SCRIPT LOAD, FUNCTION LOAD: every node says the same */
     MERGE_AND,    /* SCRIPT EXISTS: 1 only where every node says 1 */
     MERGE_SCAN,   /* SCAN: one node's page, cursor rewritten */
+    MERGE_INFO,   /* INFO: the proxy's section, then each node's text */
 };
 
 struct merge {
@@ -55,6 +56,7 @@ struct merge {
     unsigned nkeys;       /* length of key_part */
     unsigned scan_node;   /* MERGE_SCAN: index of the master asked */
     unsigned nmasters;    /* MERGE_SCAN: masters when asked */
+    char (*names)[300];   /* owned, MERGE_INFO: node of each part */
 };
 
 static const char merge_bad_reply[] =
@@ -72,6 +74,7 @@ void merge_free(struct merge *mg)
     }
     px_free(mg->parts);
     px_free(mg->key_part);
+    px_free(mg->names);
     px_free(mg);
 }
 
@@ -186,13 +189,57 @@ static void merge_scan(struct merge *mg, struct resp_value *v, struct buf *out)
     PX_CHECK_OOM(buf_append(out, v[0].elem[1].raw, v[0].elem[1].raw_len));
 }
 
+/* INFO: a "# Proxy" section of cellgate's own, then every node's INFO
+ * under a "# Node host:port" header, as one bulk string. */
+static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out)
+{
+    const struct cluster *cl = &server.cluster;
+    struct buf text;
+    char line[256];
+    unsigned i, covered = 0;
+
+    for (i = 0; i < CLUSTER_SLOTS; i++) {
+        covered += cl->slot[i] != NULL;
+    }
+    buf_init(&text);
+    snprintf(line, sizeof(line),
+             "# Proxy\r\ncellgate_version:%s\r\nproxy_mode:%s\r\n"
+             "connected_clients:%u\r\ntotal_connections_received:%llu\r\n"
+             "total_commands_processed:%llu\r\n",
+             PX_VERSION, cl->enabled ? "cluster" : "single", server.nclients,
+             (unsigned long long)server.stats.connections,
+             (unsigned long long)server.stats.commands);
+    PX_CHECK_OOM(buf_append_str(&text, line));
+    snprintf(line, sizeof(line),
+             "proxy_error_replies:%llu\r\nrejected_connections:%llu\r\n"
+             "client_output_limit_disconnections:%llu\r\n"
+             "limiter_fail_open:%llu\r\n",
+             (unsigned long long)server.stats.errors,
+             (unsigned long long)server.stats.rejected_conns,
+             (unsigned long long)server.stats.output_limit,
+             (unsigned long long)server.stats.fail_open);
+    PX_CHECK_OOM(buf_append_str(&text, line));
+    snprintf(line, sizeof(line),
+             "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
+             "cluster_slots_covered:%u\r\n",
+             cl->nnodes, mg->nparts, cl->enabled ? covered : CLUSTER_SLOTS);
+    PX_CHECK_OOM(buf_append_str(&text, line));
+    for (i = 0; i < mg->nparts; i++) {
+        snprintf(line, sizeof(line), "\r\n# Node %s\r\n", mg->names[i]);
+        PX_CHECK_OOM(buf_append_str(&text, line));
+        PX_CHECK_OOM(buf_append(&text, v[i].str, v[i].len));
+    }
+    PX_CHECK_OOM(resp_enc_bulk(out, text.data, text.len));
+    buf_free(&text);
+}
+
 /* Builds the root's reply from its parts' replies. */
 static void merge_build(struct merge *mg, struct buf *out)
 {
     static const char type_of[] = {
         [MERGE_BY_KEY] = '*', [MERGE_SUM] = ':',  [MERGE_ALL_OK] = '+',
         [MERGE_CONCAT] = '*', [MERGE_SAME] = '$', [MERGE_AND] = '*',
-        [MERGE_SCAN] = '*',
+        [MERGE_SCAN] = '*',   [MERGE_INFO] = '$',
     };
     struct resp_value *v = px_calloc(mg->nparts, sizeof(*v));
     int bad = merge_parse_all(mg, v, type_of[mg->kind]);
@@ -247,6 +294,9 @@ static void merge_build(struct merge *mg, struct buf *out)
         break;
     case MERGE_SCAN:
         merge_scan(mg, v, out);
+        break;
+    case MERGE_INFO:
+        merge_info(mg, v, out);
         break;
     }
 out:
@@ -498,6 +548,9 @@ static int merge_fanout_kind(const struct req *req)
     if (merge_name_is(req, 0, "scan")) {
         return MERGE_SCAN;
     }
+    if (merge_name_is(req, 0, "info")) {
+        return MERGE_INFO;
+    }
     if (merge_name_is(req, 0, "script")) {
         if (merge_name_is(req, 1, "load")) {
             return MERGE_SAME;
@@ -522,7 +575,10 @@ int merge_fanout(struct req *req)
     struct node **masters;
     unsigned n, i;
 
-    if (kind < 0) {
+    /* In single mode only INFO gains something (the proxy's section);
+     * everything else goes to the one node as it is. */
+    if (kind < 0 || (!server.cluster.enabled && kind != MERGE_INFO) ||
+        (server.cluster.single == NULL && !server.cluster.enabled)) {
         return 0;
     }
     masters = px_calloc(server.cluster.nnodes + 1, sizeof(*masters));
@@ -533,6 +589,13 @@ int merge_fanout(struct req *req)
         merge_scan_start(req, masters, n);
     } else {
         req->mg = merge_new((enum merge_kind)kind, n);
+        if (kind == MERGE_INFO) {
+            req->mg->names = px_calloc(n, sizeof(*req->mg->names));
+            for (i = 0; i < n; i++) {
+                snprintf(req->mg->names[i], sizeof(req->mg->names[i]), "%s",
+                         masters[i]->name);
+            }
+        }
         for (i = 0; i < n; i++) {
             merge_send(req, i, merge_copy_cmd(req, -1, NULL, 0), masters[i]);
         }

@@ -1,8 +1,8 @@
 /* Requests served by several nodes at once, in cluster mode: multi-key
  * commands split by slot (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), keyless
  * commands fanned out to every master (DBSIZE, KEYS, FLUSHALL, FLUSHDB,
- * SCRIPT LOAD/EXISTS/FLUSH, FUNCTION LOAD), and SCAN walking the masters in
- * turn. The parts' replies are merged into the one reply Redis would give. */
+ * SCRIPT LOAD/EXISTS/FLUSH, FUNCTION LOAD), SCAN walking the masters in
+ * turn, and INFO (also in single mode: the proxy's own section first). The parts' replies are merged into the one reply Redis would give. */
 #ifndef PX_PROXY_MERGE_H
 #define PX_PROXY_MERGE_H
 

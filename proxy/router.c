@@ -219,7 +219,7 @@ void router_forward(struct req *req)
         cluster_hold(req);
         return;
     }
-    if (server.cluster.enabled && merge_fanout(req)) {
+    if (merge_fanout(req)) {
         return;
     }
     n = router_node(req);

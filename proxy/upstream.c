@@ -412,8 +412,13 @@ struct upstream *upstream_new_private(const struct upstream *like,
 void upstream_send(struct upstream *up, struct req *req)
 {
     if (up->state != UP_READY && up->state != UP_CONNECTING) {
-        req_reply_error(req, "upstream %s unavailable: %s", up->name,
-                        up->last_err[0] ? up->last_err : "not connected");
+        /* last_err may already say "unavailable: <why>" (a failed
+         * connect): say the word once. */
+        const char *why = up->last_err[0] ? up->last_err : "not connected";
+        if (strncmp(why, "unavailable: ", 13) == 0) {
+            why += 13;
+        }
+        req_reply_error(req, "upstream %s unavailable: %s", up->name, why);
         return;
     }
     PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds Release into build/, starts a local
-# redis-server on a free loopback port and cellgate on 127.0.0.1:7777 in
-# front of it, in the foreground. Ctrl-C stops both.
+# Installs dependencies, builds Release into build/, starts a local Redis
+# Cluster (3 masters, 3 replicas, on free loopback ports) and cellgate in
+# cluster mode on 127.0.0.1:7777 in front of it, in the foreground. Ctrl-C
+# stops everything.
 #
 #   scripts/run.sh [extra cellgate flags...]
 #   LISTEN=127.0.0.1:7777 scripts/run.sh
+#   MODE=single scripts/run.sh      one redis-server instead of a cluster
+#   MODE=embedded scripts/run.sh    no Redis: the in-process limiter store
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,27 +16,55 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPX_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" --target cellgate
 
 LISTEN=${LISTEN:-127.0.0.1:7777}
+MODE=${MODE:-cluster}
 RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-run.XXXXXX")
-RPORT=$(bash scripts/freeport.sh)
 
 cleanup() {
-    [ -n "${CG_PID:-}" ] && kill -TERM "$CG_PID" 2>/dev/null && wait "$CG_PID" 2>/dev/null || true
-    [ -n "${R_PID:-}" ] && kill -TERM "$R_PID" 2>/dev/null && wait "$R_PID" 2>/dev/null || true
+    if [ -n "${CG_PID:-}" ]; then
+        kill -TERM "$CG_PID" 2>/dev/null || true
+        wait "$CG_PID" 2>/dev/null || true
+    fi
+    if [ -n "${R_PID:-}" ]; then
+        kill -TERM "$R_PID" 2>/dev/null || true
+        wait "$R_PID" 2>/dev/null || true
+    fi
+    if [ "$MODE" = cluster ]; then
+        bash scripts/cluster.sh stop "$RUNDIR/cluster" >/dev/null 2>&1 || true
+    fi
     rm -rf "$RUNDIR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$RUNDIR" --logfile "$RUNDIR/redis.log" &
-R_PID=$!
-for _ in $(seq 1 100); do
-    redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break
-    sleep 0.05
-done
-echo "redis-server on 127.0.0.1:$RPORT (log: $RUNDIR/redis.log)" >&2
-echo "cellgate on $LISTEN: try  redis-cli -p ${LISTEN##*:} ping" >&2
+case "$MODE" in
+cluster)
+    mkdir -p "$RUNDIR/cluster"
+    SEEDS=$(bash scripts/cluster.sh start "$RUNDIR/cluster")
+    echo "Redis Cluster: $SEEDS (logs: $RUNDIR/cluster)" >&2
+    UPSTREAM=(--cluster "$SEEDS")
+    ;;
+single)
+    RPORT=$(bash scripts/freeport.sh)
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
+        --dir "$RUNDIR" --logfile "$RUNDIR/redis.log" &
+    R_PID=$!
+    for _ in $(seq 1 100); do
+        redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    echo "redis-server on 127.0.0.1:$RPORT (log: $RUNDIR/redis.log)" >&2
+    UPSTREAM=(--upstream "127.0.0.1:$RPORT")
+    ;;
+embedded)
+    UPSTREAM=()
+    ;;
+*)
+    echo "run.sh: MODE must be cluster, single or embedded" >&2
+    exit 2
+    ;;
+esac
 
-build/cellgate --listen "$LISTEN" --upstream "127.0.0.1:$RPORT" "$@" &
+echo "cellgate on $LISTEN: try  redis-cli -p ${LISTEN##*:} ping" >&2
+build/cellgate --listen "$LISTEN" "${UPSTREAM[@]+"${UPSTREAM[@]}"}" "$@" &
 CG_PID=$!
 wait "$CG_PID"

@@ -223,6 +223,19 @@ Test(it_cluster, keyless_commands_cover_every_master, .init = init,
     r = px_cmd(c, "RANDOMKEY");
     cr_assert_eq(r->type, REDIS_REPLY_STRING);
     freeReplyObject(r);
+    /* INFO: the proxy's section, then every master's own. */
+    r = px_cmd(c, "INFO");
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    cr_assert_not_null(strstr(r->str, "# Proxy\r\n"));
+    cr_assert_not_null(strstr(r->str, "proxy_mode:cluster\r\n"));
+    cr_assert_not_null(strstr(r->str, "cluster_slots_covered:16384\r\n"));
+    int nodes = 0;
+    for (const char *q = r->str; (q = strstr(q, "# Node ")) != NULL; q++) {
+        nodes++;
+    }
+    cr_assert_eq(nodes, 3, "INFO names %d nodes", nodes);
+    cr_assert_not_null(strstr(r->str, "redis_version:"));
+    freeReplyObject(r);
     px_check_status(px_cmd(c, "FLUSHALL"), "OK");
     px_check_int(px_cmd(c, "DBSIZE"), 0);
     px_check_nil(direct_get(key));

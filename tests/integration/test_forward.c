@@ -241,3 +241,22 @@ Test(it_local, quit_replies_ok_then_closes, .init = px_env_init,
     px_check_nil(px_cmd(direct, "GET z"));
     redisFree(direct);
 }
+
+Test(it_forward, info_starts_with_the_proxy_section_then_redis,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisReply *r = px_cmd(c, "INFO");
+
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    cr_assert(strncmp(r->str, "# Proxy\r\n", 9) == 0, "%.40s", r->str);
+    cr_assert_not_null(strstr(r->str, "proxy_mode:single\r\n"));
+    cr_assert_not_null(strstr(r->str, "redis_version:"));
+    freeReplyObject(r);
+    /* A section argument reaches redis too. */
+    r = px_cmd(c, "INFO keyspace");
+    cr_assert_not_null(strstr(r->str, "# Keyspace"));
+    cr_assert_null(strstr(r->str, "redis_version:"));
+    freeReplyObject(r);
+    redisFree(c);
+}
