@@ -89,6 +89,34 @@ static int64_t gcra_saturate(double x)
     return (int64_t)x;
 }
 
+/* The checks and derived values common to both initialisers; `period_ns`
+ * is the period already in nanoseconds (count and period non-zero). */
+static int gcra_params_derive(struct gcra_params *p, int64_t period_ns,
+                              const char **err)
+{
+    /* |period_ns / count| <= |period_ns|, so this never saturates. */
+    p->ei_ns = gcra_saturate((double)period_ns / (double)p->count);
+    if (p->ei_ns == 0) {
+        *err = GCRA_ERR_ZERO_RATE;
+        return GCRA_EARGS;
+    }
+    if (p->ei_ns < 0) {
+        *err = GCRA_ERR_NEG_RATE;
+        return GCRA_EARGS;
+    }
+    if (p->quantity < 0) {
+        *err = GCRA_ERR_NEG_QUANTITY;
+        return GCRA_EARGS;
+    }
+    if (__builtin_add_overflow(p->max_burst, 1, &p->limit) ||
+        __builtin_mul_overflow(p->ei_ns, p->limit, &p->dvt_ns) ||
+        __builtin_mul_overflow(p->ei_ns, p->quantity, &p->inc_ns)) {
+        *err = GCRA_ERR_RANGE;
+        return GCRA_ERANGE;
+    }
+    return GCRA_OK;
+}
+
 int gcra_params_init(struct gcra_params *p, int64_t max_burst, int64_t count,
                      int64_t period_s, int64_t quantity, const char **err)
 {
@@ -110,27 +138,22 @@ int gcra_params_init(struct gcra_params *p, int64_t max_burst, int64_t count,
         *err = GCRA_ERR_RANGE;
         return GCRA_ERANGE;
     }
-    /* |period_ns / count| <= |period_ns|, so this never saturates. */
-    p->ei_ns = gcra_saturate((double)period_ns / (double)count);
-    if (p->ei_ns == 0) {
+    return gcra_params_derive(p, period_ns, err);
+}
+
+int gcra_params_init_ns(struct gcra_params *p, int64_t max_burst, int64_t count,
+                        int64_t period_ns, int64_t quantity, const char **err)
+{
+    memset(p, 0, sizeof(*p));
+    p->max_burst = max_burst;
+    p->count = count;
+    p->period_s = period_ns / RL_NS_PER_SEC;
+    p->quantity = quantity;
+    if (count == 0 || period_ns == 0) {
         *err = GCRA_ERR_ZERO_RATE;
         return GCRA_EARGS;
     }
-    if (p->ei_ns < 0) {
-        *err = GCRA_ERR_NEG_RATE;
-        return GCRA_EARGS;
-    }
-    if (quantity < 0) {
-        *err = GCRA_ERR_NEG_QUANTITY;
-        return GCRA_EARGS;
-    }
-    if (__builtin_add_overflow(max_burst, 1, &p->limit) ||
-        __builtin_mul_overflow(p->ei_ns, p->limit, &p->dvt_ns) ||
-        __builtin_mul_overflow(p->ei_ns, quantity, &p->inc_ns)) {
-        *err = GCRA_ERR_RANGE;
-        return GCRA_ERANGE;
-    }
-    return GCRA_OK;
+    return gcra_params_derive(p, period_ns, err);
 }
 
 int gcra_parse_throttle(struct gcra_params *p, int argc,

@@ -132,6 +132,11 @@ int gcra_parse_int64(const char *s, size_t len, int64_t *out);
 int gcra_params_init(struct gcra_params *p, int64_t max_burst, int64_t count,
                      int64_t period_s, int64_t quantity, const char **err);
 
+/* As gcra_params_init, with the period in nanoseconds: the limits tree
+ * allows periods that are not whole seconds. period_s is then truncated. */
+int gcra_params_init_ns(struct gcra_params *p, int64_t max_burst, int64_t count,
+                        int64_t period_ns, int64_t quantity, const char **err);
+
 /* Parses `CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>]`.
  * argv[0] is the command name and argv[1] the key (neither is looked at);
  * arguments are byte spans, not NUL-terminated. Returns GCRA_OK with *p

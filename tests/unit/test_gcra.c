@@ -721,3 +721,24 @@ Test(gcra, script_reply_that_disagrees_or_is_malformed_is_refused)
     cr_assert_eq(gcra_decide_from_script(&p, &sr, &r, &err), GCRA_ERANGE);
     cr_assert_str_eq(err, E_TAT_RANGE);
 }
+
+Test(gcra, params_in_nanoseconds_allow_fractional_periods)
+{
+    struct gcra_params a, b;
+    const char *err = NULL;
+
+    cr_assert_eq(gcra_params_init_ns(&a, 4, 3, INT64_C(1500000000), 1, &err),
+                 GCRA_OK);
+    cr_assert_eq(a.ei_ns, INT64_C(500000000));
+    cr_assert_eq(a.dvt_ns, INT64_C(2500000000));
+    cr_assert_eq(a.limit, 5);
+    /* Whole seconds give exactly what CL.THROTTLE's parser gives. */
+    cr_assert_eq(gcra_params_init(&a, 15, 30, 60, 1, &err), GCRA_OK);
+    cr_assert_eq(gcra_params_init_ns(&b, 15, 30, INT64_C(60000000000), 1, &err),
+                 GCRA_OK);
+    cr_assert_eq(a.ei_ns, b.ei_ns);
+    cr_assert_eq(a.dvt_ns, b.dvt_ns);
+    cr_assert_eq(a.inc_ns, b.inc_ns);
+    cr_assert_eq(gcra_params_init_ns(&a, 1, 0, 1000, 1, &err), GCRA_EARGS);
+    cr_assert_str_eq(err, GCRA_ERR_ZERO_RATE);
+}
