@@ -290,24 +290,38 @@ void gcra_script_args(const struct gcra_params *p, struct gcra_script_args *out)
     }
 }
 
+int gcra_decide_stored(const struct gcra_params *p,
+                       const struct gcra_script_reply *r,
+                       struct gcra_result *out, const char **err)
+{
+    int64_t now_ns, tat = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (r->now_s < 0 || r->now_us < 0 || r->now_us >= GCRA_US_PER_SEC ||
+        __builtin_mul_overflow(r->now_s, RL_NS_PER_SEC, &now_ns) ||
+        __builtin_add_overflow(now_ns, r->now_us * GCRA_NS_PER_US, &now_ns)) {
+        *err = GCRA_ERR_SCRIPT;
+        return GCRA_ESCRIPT;
+    }
+    if (r->tat != NULL && gcra_parse_int64(r->tat, r->tat_len, &tat) != 0) {
+        *err = GCRA_ERR_SCRIPT;
+        return GCRA_ESCRIPT;
+    }
+    return gcra_decide(p, r->tat != NULL, tat, now_ns, out, err);
+}
+
 int gcra_decide_from_script(const struct gcra_params *p,
                             const struct gcra_script_reply *r,
                             struct gcra_result *out, const char **err)
 {
-    int64_t now_ns, tat = 0;
     int rc;
 
-    memset(out, 0, sizeof(*out));
-    if ((r->limited != 0 && r->limited != 1) || r->now_s < 0 || r->now_us < 0 ||
-        r->now_us >= GCRA_US_PER_SEC ||
-        __builtin_mul_overflow(r->now_s, RL_NS_PER_SEC, &now_ns) ||
-        __builtin_add_overflow(now_ns, r->now_us * GCRA_NS_PER_US, &now_ns)) {
-        goto malformed;
+    if (r->limited != 0 && r->limited != 1) {
+        memset(out, 0, sizeof(*out));
+        *err = GCRA_ERR_SCRIPT;
+        return GCRA_ESCRIPT;
     }
-    if (r->tat != NULL && gcra_parse_int64(r->tat, r->tat_len, &tat) != 0) {
-        goto malformed;
-    }
-    rc = gcra_decide(p, r->tat != NULL, tat, now_ns, out, err);
+    rc = gcra_decide_stored(p, r, out, err);
     if (rc != GCRA_OK) {
         return rc;
     }
@@ -317,8 +331,4 @@ int gcra_decide_from_script(const struct gcra_params *p,
         return GCRA_ESCRIPT;
     }
     return GCRA_OK;
-
-malformed:
-    *err = GCRA_ERR_SCRIPT;
-    return GCRA_ESCRIPT;
 }

@@ -157,6 +157,13 @@ int gcra_decide(const struct gcra_params *p, int have_tat, int64_t tat_ns,
 void gcra_script_args(const struct gcra_params *p,
                       struct gcra_script_args *out);
 
+/* The decision for one key from the stored bytes and the time a script
+ * reported (r->limited is ignored): what a multi-key call computes per key,
+ * whose script flag is the aggregate. GCRA_ESCRIPT when malformed. */
+int gcra_decide_stored(const struct gcra_params *p,
+                       const struct gcra_script_reply *r,
+                       struct gcra_result *out, const char **err);
+
 /* Turns the script's raw reply into the decision: parses the TAT, builds
  * now from TIME, runs gcra_decide() and checks that the script's limited
  * flag agrees. Returns GCRA_OK, GCRA_ERANGE, or GCRA_ESCRIPT for a reply

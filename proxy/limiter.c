@@ -25,6 +25,7 @@
 #include "algorithms/gcra.h"
 #include "algorithms/scripts.h"
 #include "conf/conf.h"
+#include "conf/limits.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
@@ -40,6 +41,13 @@
 
 /* Arguments of CL.THROTTLE, with its name: name key B C P [Q]. */
 #define LIMITER_MAX_ARGS 6
+
+/* Room for the key of one limit: prefix, path, tag braces, "#i:algorithm". */
+#define LIMITER_KEY_MAX                                                        \
+    (LIMITS_MAX_PREFIX_BYTES + 2 * LIMITS_MAX_PATH_BYTES + 64)
+
+/* Most limits one path can reach: every level, each with every limit. */
+#define LIMITER_MAX_LIMITS (LIMITS_MAX_DEPTH * LIMITS_MAX_LIMITS)
 
 /* A script call on behalf of one client request. Owned by the part that
  * carries it; freed with its reply. */
@@ -260,28 +268,574 @@ void limiter_throttle(struct req *req)
     limiter_gcra(req);
 }
 
-void limiter_command(struct req *req)
+/* ---------------- The limits tree: CHECK, PEEK, RESET ---------------- */
+
+/* One LIMITER CHECK/PEEK/RESET on its way through the nodes of its groups
+ * (one group per hash tag: one slot, one script call). Owned by the
+ * client's request through the parts working for it; freed by the last. */
+struct limiter_multi {
+    struct req *root; /* borrowed: the client's request */
+    enum limiter_op {
+        LIMITER_CHECK,
+        LIMITER_PEEK,
+        LIMITER_RESET,
+    } op;                    /* what the call does */
+    unsigned n;              /* limits */
+    unsigned ngroups;        /* script calls */
+    unsigned pending;        /* calls still owed */
+    struct gcra_params *p;   /* owned: n parameter sets */
+    char **keys;             /* owned: n keys */
+    size_t *klen;            /* owned: n key lengths */
+    unsigned *group;         /* owned: n group numbers */
+    struct gcra_result *res; /* owned: n decisions */
+    unsigned char *admitted; /* owned: ngroups "check went through" */
+    unsigned char *noscript; /* owned: ngroups "retried with EVAL" */
+    long long deleted;       /* RESET: keys removed */
+    struct buf err;          /* owned: the first error reply */
+};
+
+static void limiter_multi_free(struct limiter_multi *m)
+{
+    unsigned i;
+
+    for (i = 0; i < m->n; i++) {
+        px_free(m->keys[i]);
+    }
+    px_free(m->p);
+    px_free(m->keys);
+    px_free(m->klen);
+    px_free(m->group);
+    px_free(m->res);
+    px_free(m->admitted);
+    px_free(m->noscript);
+    buf_free(&m->err);
+    px_free(m);
+}
+
+/* The reply of a tree check: limited if any limit is; limit and remaining
+ * from the most restrictive limit (the least remaining); retry_after the
+ * largest among refusing limits; reset_after the largest of all. */
+static void limiter_aggregate(const struct gcra_result *res, unsigned n,
+                              struct rl_decision *out)
+{
+    unsigned i, best = 0;
+
+    *out = res[0].d;
+    out->limited = 0;
+    out->retry_after_ns = -RL_NS_PER_SEC;
+    for (i = 0; i < n; i++) {
+        const struct rl_decision *d = &res[i].d;
+        if (d->remaining < res[best].d.remaining ||
+            (d->remaining == res[best].d.remaining &&
+             d->reset_after_ns > res[best].d.reset_after_ns)) {
+            best = i;
+        }
+        if (d->limited) {
+            if (!out->limited || d->retry_after_ns > out->retry_after_ns) {
+                out->retry_after_ns = d->retry_after_ns;
+            }
+            out->limited = 1;
+        }
+        if (d->reset_after_ns > out->reset_after_ns) {
+            out->reset_after_ns = d->reset_after_ns;
+        }
+    }
+    out->limit = res[best].d.limit;
+    out->remaining = res[best].d.remaining;
+}
+
+static void limiter_multi_send(struct limiter_multi *m, unsigned g,
+                               const char *mode);
+
+/* Every group answered: refund what was taken where another group refused,
+ * then reply. Frees `m` unless refunds still owe it nothing (they carry no
+ * context). */
+static void limiter_multi_done(struct limiter_multi *m)
+{
+    struct req *root = m->root;
+    struct rl_decision agg;
+    int64_t v[5];
+    unsigned g;
+
+    if (m->op == LIMITER_RESET) {
+        if (m->err.len > 0) {
+            req_reply(root, m->err.data, m->err.len);
+        } else {
+            PX_CHECK_OOM(resp_enc_int(&root->reply, m->deleted));
+            req_reply_built(root);
+        }
+        limiter_multi_free(m);
+        return;
+    }
+    if (m->err.len > 0 || m->n == 0) {
+        if (m->op == LIMITER_CHECK) {
+            /* A group that failed may not have decided: give back what
+             * the others took, so a failure never consumes. */
+            for (g = 0; g < m->ngroups; g++) {
+                if (m->admitted[g]) {
+                    limiter_multi_send(m, g, "refund");
+                }
+            }
+        }
+        req_reply(root, m->err.data, m->err.len);
+        limiter_multi_free(m);
+        return;
+    }
+    limiter_aggregate(m->res, m->n, &agg);
+    if (m->op == LIMITER_CHECK && agg.limited) {
+        for (g = 0; g < m->ngroups; g++) {
+            if (m->admitted[g]) {
+                limiter_multi_send(m, g, "refund");
+            }
+        }
+    }
+    rl_reply_ints(&agg, v);
+    limiter_multi_free(m);
+    limiter_reply_ints(root, v);
+}
+
+/* One group's script reply: each of its limits' decision. */
+static void limiter_multi_group_reply(struct limiter_multi *m, unsigned g,
+                                      const char *frame, size_t len)
+{
+    struct gcra_script_reply sr;
+    struct resp_value v;
+    const char *err = NULL;
+    size_t used;
+    unsigned i, k = 0;
+
+    if (frame[0] == '-') {
+        if (m->err.len == 0) {
+            PX_CHECK_OOM(buf_append(&m->err, frame, len));
+        }
+        return;
+    }
+    if (m->op == LIMITER_RESET) {
+        if (frame[0] == ':') {
+            m->deleted += strtoll(frame + 1, NULL, 10);
+        }
+        return;
+    }
+    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
+        v.type = '?';
+        v.n = 0;
+        v.elem = NULL;
+    }
+    if (v.type != '*' || v.n < 3 || v.elem[0].type != ':' ||
+        v.elem[1].type != ':' || v.elem[2].type != ':') {
+        resp_value_free(&v);
+        if (m->err.len == 0) {
+            PX_CHECK_OOM(buf_append_str(&m->err, "-" GCRA_ERR_SCRIPT "\r\n"));
+        }
+        return;
+    }
+    sr.limited = v.elem[0].integer;
+    sr.now_s = v.elem[1].integer;
+    sr.now_us = v.elem[2].integer;
+    m->admitted[g] = m->op == LIMITER_CHECK && sr.limited == 0;
+    for (i = 0; i < m->n; i++) {
+        const struct resp_value *t;
+        if (m->group[i] != g) {
+            continue;
+        }
+        if (3 + k >= v.n) {
+            break;
+        }
+        t = &v.elem[3 + k++];
+        sr.tat = t->null ? NULL : t->str;
+        sr.tat_len = t->null ? 0 : t->len;
+        if (gcra_decide_stored(&m->p[i], &sr, &m->res[i], &err) != GCRA_OK &&
+            m->err.len == 0) {
+            PX_CHECK_OOM(buf_append(&m->err, "-", 1));
+            PX_CHECK_OOM(buf_append_str(&m->err, err));
+            PX_CHECK_OOM(buf_append(&m->err, "\r\n", 2));
+        }
+    }
+    resp_value_free(&v);
+}
+
+static void limiter_multi_on_reply(struct req *part, const char *frame,
+                                   size_t len)
+{
+    struct limiter_multi *m = part->ctx;
+    unsigned g = part->part;
+
+    if (m == NULL) {
+        return; /* a refund: nobody waits for it */
+    }
+    if (len > 10 && memcmp(frame, "-NOSCRIPT ", 10) == 0 && !m->noscript[g]) {
+        m->noscript[g] = 1;
+        part->ctx = NULL;
+        limiter_multi_send(m, g, m->op == LIMITER_PEEK ? "peek" : "check");
+        return;
+    }
+    limiter_multi_group_reply(m, g, frame, len);
+    if (--m->pending > 0) {
+        return;
+    }
+    m->root->children--;
+    if (m->root->client == NULL) {
+        req_free(m->root);
+        limiter_multi_free(m);
+        return;
+    }
+    limiter_multi_done(m);
+}
+
+/* Sends group g's call: the gcra script over the group's keys in `mode`, or
+ * DEL of them (RESET). A refund carries no context: its reply is dropped. */
+static void limiter_multi_send(struct limiter_multi *m, unsigned g,
+                               const char *mode)
+{
+    const struct scripts_lua *s = scripts_gcra();
+    int refund = strcmp(mode, "refund") == 0;
+    unsigned i, nk = 0, a = 0, cap = 4 + 5 * m->n;
+    const char **argv = px_calloc(cap, sizeof(*argv));
+    size_t *lens = px_calloc(cap, sizeof(*lens));
+    struct gcra_script_args *sa = px_calloc(m->n, sizeof(*sa));
+    char nkeys[16];
+    struct resp_cmd *cmd;
+    struct req *part;
+    struct node *n = NULL;
+    unsigned first = 0;
+
+    for (i = 0; i < m->n; i++) {
+        if (m->group[i] == g) {
+            if (nk++ == 0) {
+                first = i;
+            }
+        }
+    }
+    if (m->op == LIMITER_RESET) {
+        argv[a] = "DEL";
+        lens[a++] = 3;
+    } else {
+        argv[a] = m->noscript[g] ? "EVAL" : "EVALSHA";
+        lens[a] = strlen(argv[a]);
+        a++;
+        argv[a] = m->noscript[g] ? s->body : s->sha1;
+        lens[a++] = m->noscript[g] ? s->len : SCRIPTS_SHA1_LEN;
+        snprintf(nkeys, sizeof(nkeys), "%u", nk);
+        argv[a] = nkeys;
+        lens[a] = strlen(nkeys);
+        a++;
+    }
+    for (i = 0; i < m->n; i++) {
+        if (m->group[i] == g) {
+            argv[a] = m->keys[i];
+            lens[a++] = m->klen[i];
+        }
+    }
+    if (m->op != LIMITER_RESET) {
+        for (i = 0; i < m->n; i++) {
+            int k;
+            if (m->group[i] != g) {
+                continue;
+            }
+            gcra_script_args(&m->p[i], &sa[i]);
+            for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
+                argv[a] = sa[i].v[k];
+                lens[a++] = sa[i].len[k];
+            }
+        }
+        argv[a] = mode;
+        lens[a] = strlen(mode);
+        a++;
+    }
+    cmd = resp_cmd_new((int)a, argv, lens);
+    px_free(argv);
+    px_free(lens);
+    px_free(sa);
+    if (cmd == NULL) {
+        px_oom(0);
+    }
+    part = req_new(NULL, cmd);
+    part->on_reply = limiter_multi_on_reply;
+    part->ctx = refund ? NULL : m;
+    part->part = g;
+    part->cid = m->root->cid;
+    n = cluster_node_for_slot(slot_for_key(m->keys[first], m->klen[first]));
+    if (n == NULL) {
+        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
+        return;
+    }
+    upstream_send(cluster_upstream(n, part->cid), part);
+}
+
+/* The embedded store: every limit decided at one instant, all written only
+ * when all admit (CHECK), none written otherwise. */
+static void limiter_multi_local(struct limiter_multi *m)
+{
+    struct rl_decision agg;
+    const char *err = NULL;
+    int64_t v[5];
+    unsigned i;
+
+    if (m->op == LIMITER_RESET) {
+        for (i = 0; i < m->n; i++) {
+            m->deleted +=
+                store_local_del(&server.store, m->keys[i], m->klen[i]);
+        }
+        PX_CHECK_OOM(resp_enc_int(&m->root->reply, m->deleted));
+        req_reply_built(m->root);
+        return;
+    }
+    if (store_local_gcra_all(&server.store, m->n, (const char *const *)m->keys,
+                             m->klen, m->p, m->op == LIMITER_CHECK, m->res,
+                             &err) != GCRA_OK) {
+        req_reply_error(m->root, "%s", err);
+        return;
+    }
+    limiter_aggregate(m->res, m->n, &agg);
+    rl_reply_ints(&agg, v);
+    limiter_reply_ints(m->root, v);
+}
+
+/* Parses [COST n] after the path. 0, or -1 after replying an error. */
+static int limiter_parse_opts(struct req *req, int64_t *cost)
+{
+    int i;
+    size_t len;
+    const char *p;
+
+    for (i = 3; i < req->cmd->argc; i++) {
+        p = resp_cmd_arg(req->cmd, i, &len);
+        if (len == 4 && strncasecmp_ascii(p, "cost", 4) == 0 &&
+            i + 1 < req->cmd->argc) {
+            p = resp_cmd_arg(req->cmd, ++i, &len);
+            if (gcra_parse_int64(p, len, cost) != GCRA_OK || *cost < 0) {
+                req_reply_error(req, "value is not an integer or out of "
+                                     "range");
+                return -1;
+            }
+            continue;
+        }
+        req_reply_error(req, "syntax error");
+        return -1;
+    }
+    return 0;
+}
+
+/* LIMITER CHECK|PEEK|RESET <path> [COST n]. */
+static void limiter_tree_op(struct req *req, enum limiter_op op)
+{
+    const struct conf *conf = server.conf;
+    struct limits_levels *lv;
+    struct limiter_multi *m;
+    const char *err = NULL, *path;
+    size_t plen, l, k;
+    int64_t cost = 1;
+    unsigned g;
+
+    if (req->cmd->argc < 3) {
+        req_reply_error(req, "wrong number of arguments for 'limiter' "
+                             "command");
+        return;
+    }
+    if (op != LIMITER_RESET && limiter_parse_opts(req, &cost) != 0) {
+        return;
+    }
+    if (op == LIMITER_RESET && req->cmd->argc != 3) {
+        req_reply_error(req, "syntax error");
+        return;
+    }
+    if (op == LIMITER_PEEK) {
+        cost = 0;
+    }
+    path = resp_cmd_arg(req->cmd, 2, &plen);
+    /* About 40 KB (room for the longest paths): not for the stack. */
+    lv = px_malloc(sizeof(*lv));
+    if (limits_resolve(server.limits, path, plen, conf->key_prefix,
+                       strlen(conf->key_prefix), lv, &err) != LIMITS_OK) {
+        px_free(lv);
+        req_reply_error(req, "%s", err);
+        return;
+    }
+    if (lv->n == 0) {
+        px_free(lv);
+        req_reply_error(req, "no limits for path '%.*s'",
+                        (int)(plen > 128 ? 128 : plen), path);
+        return;
+    }
+    m = px_calloc(1, sizeof(*m));
+    m->root = req;
+    m->op = op;
+    buf_init(&m->err);
+    m->p = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->p));
+    m->keys = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->keys));
+    m->klen = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->klen));
+    m->group = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->group));
+    m->res = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->res));
+    for (l = 0; l < lv->n; l++) {
+        const struct limits_level *lev = &lv->level[l];
+        if (lev->unlimited) {
+            continue; /* an override lifts this level */
+        }
+        for (k = 0; k < lev->nlimits; k++) {
+            const struct limits_limit *lim = &lev->limits[k];
+            char key[LIMITER_KEY_MAX];
+            int kl;
+            if (lim->algo != LIMITS_GCRA) {
+                px_free(lv);
+                limiter_multi_free(m);
+                req_reply_error(req,
+                                "algorithm '%s' is not available in this "
+                                "build",
+                                limits_algo_name(lim->algo));
+                return;
+            }
+            if (gcra_params_init_ns(&m->p[m->n], lim->u.gcra.max_burst,
+                                    lim->u.gcra.count,
+                                    lim->u.gcra.period_ms * RL_NS_PER_MS, cost,
+                                    &err) != GCRA_OK) {
+                px_free(lv);
+                limiter_multi_free(m);
+                req_reply_error(req, "%s", err);
+                return;
+            }
+            kl = limits_limit_key(lev, k, key, sizeof(key));
+            PX_ASSERT(kl > 0 && (size_t)kl < sizeof(key));
+            m->keys[m->n] = px_strndup(key, (size_t)kl);
+            m->klen[m->n] = (size_t)kl;
+            m->group[m->n] = lev->group;
+            m->n++;
+        }
+    }
+    m->ngroups = lv->ngroups;
+    px_free(lv);
+    m->admitted = px_calloc(m->ngroups, 1);
+    m->noscript = px_calloc(m->ngroups, 1);
+    if (m->n == 0) {
+        /* Every level is lifted by an override: admitted, unlimited. */
+        int64_t v[5] = { 0, 0, 0, -1, 0 };
+        limiter_multi_free(m);
+        if (op == LIMITER_RESET) {
+            PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
+            req_reply_built(req);
+        } else {
+            limiter_reply_ints(req, v);
+        }
+        return;
+    }
+    if (!server.cluster.enabled && server.cluster.single == NULL) {
+        limiter_multi_local(m);
+        limiter_multi_free(m);
+        return;
+    }
+    if (!cluster_ready()) {
+        limiter_multi_free(m);
+        cluster_hold(req);
+        return;
+    }
+    m->pending = m->ngroups;
+    req->children++;
+    for (g = 0; g < m->ngroups; g++) {
+        limiter_multi_send(m, g, op == LIMITER_PEEK ? "peek" : "check");
+    }
+}
+
+/* ---------------- The limits tree: RULES, RELOAD ---------------- */
+
+int limiter_load(const char *path, char *err, size_t errlen)
+{
+    struct limits_tree *t = NULL;
+
+    if (path == NULL) {
+        return PX_OK;
+    }
+    if (limits_load_file(path, &t, err, errlen) != LIMITS_OK) {
+        return PX_ERR;
+    }
+    limits_free(server.limits);
+    server.limits = t;
+    return PX_OK;
+}
+
+void limiter_shutdown(void)
+{
+    limits_free(server.limits);
+    server.limits = NULL;
+}
+
+static void limiter_rules(struct req *req)
+{
+    char *text = NULL;
+    size_t len = 0;
+
+    if (server.limits == NULL) {
+        req_reply_error(req, "no limits file loaded (limits_file or "
+                             "--limits)");
+        return;
+    }
+    if (limits_describe(server.limits, &text, &len) != LIMITS_OK) {
+        px_oom(0);
+    }
+    PX_CHECK_OOM(resp_enc_bulk(&req->reply, text, len));
+    free(text);
+    req_reply_built(req);
+}
+
+static void limiter_reload(struct req *req)
+{
+    static const char reply_ok[] = "+OK\r\n";
+    char err[1024];
+
+    if (server.conf->limits_file == NULL) {
+        req_reply_error(req, "no limits file configured (limits_file or "
+                             "--limits)");
+        return;
+    }
+    err[0] = '\0';
+    if (limiter_load(server.conf->limits_file, err, sizeof(err)) != PX_OK) {
+        log_warn("limits: reload refused, old rules kept: %s", err);
+        req_reply_error(req, "%s", err);
+        return;
+    }
+    log_info("limits: %s reloaded", server.conf->limits_file);
+    req_reply(req, reply_ok, sizeof(reply_ok) - 1);
+}
+
+/* Admin subcommands need `AUTH admin <password>` once an admin password
+ * is configured. 1 when allowed; else replies and returns 0. */
+static int limiter_admin_ok(struct req *req)
+{
+    if (server.conf->admin_password == NULL || req->client->admin) {
+        return 1;
+    }
+    req_reply_error(req, "NOPERM this LIMITER subcommand needs AUTH admin");
+    return 0;
+}
+
+static int limiter_sub_is(const struct req *req, const char *word)
 {
     size_t len;
-    const char *sub;
+    const char *p = resp_cmd_arg(req->cmd, 1, &len);
 
+    return len == strlen(word) && strncasecmp_ascii(p, word, len) == 0;
+}
+
+void limiter_command(struct req *req)
+{
     if (req->cmd->argc < 2) {
         req_reply_error(req, "wrong number of arguments for 'limiter' "
                              "command");
         return;
     }
-    sub = resp_cmd_arg(req->cmd, 1, &len);
-    if ((len == 5 && strncasecmp_ascii(sub, "check", 5) == 0) ||
-        (len == 4 && strncasecmp_ascii(sub, "peek", 4) == 0) ||
-        (len == 5 && strncasecmp_ascii(sub, "reset", 5) == 0) ||
-        (len == 5 && strncasecmp_ascii(sub, "rules", 5) == 0) ||
-        (len == 6 && strncasecmp_ascii(sub, "reload", 6) == 0) ||
-        (len == 8 && strncasecmp_ascii(sub, "override", 8) == 0)) {
-        req_reply_error(req,
-                        "LIMITER %.*s needs the limits tree, which this "
-                        "build does not load yet",
-                        (int)len, sub);
-        return;
+    if (limiter_sub_is(req, "check")) {
+        limiter_tree_op(req, LIMITER_CHECK);
+    } else if (limiter_sub_is(req, "peek")) {
+        limiter_tree_op(req, LIMITER_PEEK);
+    } else if (limiter_sub_is(req, "reset")) {
+        if (limiter_admin_ok(req)) {
+            limiter_tree_op(req, LIMITER_RESET);
+        }
+    } else if (limiter_sub_is(req, "rules")) {
+        limiter_rules(req);
+    } else if (limiter_sub_is(req, "reload")) {
+        if (limiter_admin_ok(req)) {
+            limiter_reload(req);
+        }
+    } else {
+        limiter_gcra(req);
     }
-    limiter_gcra(req);
 }

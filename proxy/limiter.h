@@ -3,6 +3,8 @@
 #ifndef PX_PROXY_LIMITER_H
 #define PX_PROXY_LIMITER_H
 
+#include <stddef.h>
+
 struct req;
 
 /* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>]. */
@@ -11,5 +13,13 @@ void limiter_throttle(struct req *req);
 /* LIMITER <key> <max_burst> <count> <period> [<quantity>], and the
  * subcommands of the limits tree. */
 void limiter_command(struct req *req);
+
+/* Loads the limits tree from `path` (NULL: none) into the server, keeping
+ * the old tree when the file is bad. PX_OK, or PX_ERR with every error in
+ * `err` as "file:line:column: message". */
+int limiter_load(const char *path, char *err, size_t errlen);
+
+/* Frees the limits tree. */
+void limiter_shutdown(void);
 
 #endif /* PX_PROXY_LIMITER_H */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "conf/conf.h"
+#include "conf/limits.h"
 #include "proxy/log.h"
 #include "proxy/server.h"
 #include "proxy/util.h"
@@ -159,6 +160,31 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
     return 0;
 }
 
+/* --check-config: the limits file too, every error with its location.
+ * 0 when valid (or none is configured), else 1. */
+static int main_check_limits(const struct conf *conf)
+{
+    struct limits_tree *t = NULL;
+    char *errbuf;
+    int rc = 0;
+
+    if (conf->limits_file == NULL) {
+        return 0;
+    }
+    errbuf = px_malloc(MAIN_ERRBUF);
+    errbuf[0] = '\0';
+    if (limits_load_file(conf->limits_file, &t, errbuf, MAIN_ERRBUF) !=
+        LIMITS_OK) {
+        fprintf(stderr, "%s%s", errbuf,
+                errbuf[0] != '\0' && errbuf[strlen(errbuf) - 1] == '\n' ? ""
+                                                                        : "\n");
+        rc = 1;
+    }
+    limits_free(t);
+    px_free(errbuf);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct main_opts o = { 0 };
@@ -193,9 +219,12 @@ int main(int argc, char **argv)
         return 1;
     }
     if (o.check_config) {
-        printf("cellgate: configuration OK\n");
+        rc = main_check_limits(&conf);
+        if (rc == 0) {
+            printf("cellgate: configuration OK\n");
+        }
         conf_free(&conf);
-        return 0;
+        return rc;
     }
     /* Writes to a peer that left must fail with EPIPE, not kill us. */
     signal(SIGPIPE, SIG_IGN);

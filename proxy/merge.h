@@ -2,7 +2,8 @@
  * commands split by slot (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), keyless
  * commands fanned out to every master (DBSIZE, KEYS, FLUSHALL, FLUSHDB,
  * SCRIPT LOAD/EXISTS/FLUSH, FUNCTION LOAD), SCAN walking the masters in
- * turn, and INFO (also in single mode: the proxy's own section first). The parts' replies are merged into the one reply Redis would give. */
+ * turn, and INFO (also in single mode: the proxy's own section first). The
+ * parts' replies are merged into the one reply Redis would give. */
 #ifndef PX_PROXY_MERGE_H
 #define PX_PROXY_MERGE_H
 

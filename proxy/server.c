@@ -18,6 +18,7 @@
 
 #include "conf/conf.h"
 #include "proxy/client.h"
+#include "proxy/limiter.h"
 #include "proxy/log.h"
 #include "proxy/upstream.h"
 #include "proxy/util.h"
@@ -116,6 +117,28 @@ static void server_stop(void)
     uv_close((uv_handle_t *)&server.cron, NULL);
     uv_close((uv_handle_t *)&server.sigint, NULL);
     uv_close((uv_handle_t *)&server.sigterm, NULL);
+    uv_close((uv_handle_t *)&server.sighup, NULL);
+}
+
+/* SIGHUP: reload limits.yaml; a bad file is refused and the old rules
+ * stay (as LIMITER RELOAD). */
+static void server_on_sighup(uv_signal_t *h, int signum)
+{
+    char err[1024];
+
+    PX_UNUSED(h);
+    PX_UNUSED(signum);
+    if (server.conf->limits_file == NULL) {
+        log_warn("SIGHUP: no limits file configured, nothing to reload");
+        return;
+    }
+    err[0] = '\0';
+    if (limiter_load(server.conf->limits_file, err, sizeof(err)) != PX_OK) {
+        log_warn("SIGHUP: %s refused, old rules kept: %s",
+                 server.conf->limits_file, err);
+        return;
+    }
+    log_info("SIGHUP: %s reloaded", server.conf->limits_file);
 }
 
 static void server_on_signal(uv_signal_t *h, int signum)
@@ -180,6 +203,7 @@ static int server_init_failed(void)
     uv_run(server.loop, UV_RUN_DEFAULT);
     uv_loop_close(server.loop);
     store_local_free(&server.store);
+    limiter_shutdown();
     return PX_ERR;
 }
 
@@ -205,6 +229,16 @@ int server_init(const struct conf *conf)
     uv_signal_start(&server.sigint, server_on_signal, SIGINT);
     uv_signal_init(server.loop, &server.sigterm);
     uv_signal_start(&server.sigterm, server_on_signal, SIGTERM);
+    uv_signal_init(server.loop, &server.sighup);
+    uv_signal_start(&server.sighup, server_on_sighup, SIGHUP);
+    {
+        char err[1024];
+        err[0] = '\0';
+        if (limiter_load(conf->limits_file, err, sizeof(err)) != PX_OK) {
+            log_error("limits: %s", err);
+            return server_init_failed();
+        }
+    }
     if (server_listen(conf) != PX_OK) {
         return server_init_failed();
     }
@@ -239,6 +273,7 @@ int server_run(void)
 
     uv_run(server.loop, UV_RUN_DEFAULT);
     store_local_free(&server.store);
+    limiter_shutdown();
     rc = uv_loop_close(server.loop);
     if (rc != 0) {
         uv_walk(server.loop, server_on_walk, NULL);

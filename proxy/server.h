@@ -11,6 +11,7 @@
 #include "proxy/store_local.h"
 
 struct conf;
+struct limits_tree;
 struct upstream;
 struct client;
 
@@ -42,6 +43,8 @@ struct server {
     struct queue dirty_upstreams;     /* upstreams with requests to write */
     struct cluster cluster;           /* the upstream topology */
     struct store_local store;         /* embedded limiter state */
+    struct limits_tree *limits;       /* owned: limits.yaml, or NULL */
+    uv_signal_t sighup;               /* LIMITER RELOAD */
     uint64_t next_client_id;          /* last id given */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
     unsigned shutting_down : 1;       /* stop() ran */

@@ -48,29 +48,78 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
                      const struct gcra_params *p, struct gcra_result *out,
                      const char **err)
 {
-    int64_t now = store_local_now_ns();
+    return store_local_gcra_all(st, 1, &key, &len, p, 1, out, err);
+}
+
+/* The live entry of key, dropping it when expired. */
+static struct store_entry *store_local_live(struct store_local *st,
+                                            const char *key, size_t len,
+                                            int64_t now)
+{
     struct store_entry *e = hmap_get(&st->map, key, len);
-    int rc;
 
     if (e != NULL && e->expire_at_ns <= now) {
         px_free(hmap_del(&st->map, key, len));
         e = NULL;
     }
-    rc = gcra_decide(p, e != NULL, e != NULL ? e->tat_ns : 0, now, out, err);
-    if (rc != GCRA_OK) {
-        return rc;
-    }
-    if (out->write == GCRA_WRITE_SET) {
+    return e;
+}
+
+/* Applies a decision's write to key. */
+static void store_local_apply(struct store_local *st, const char *key,
+                              size_t len, const struct gcra_result *r,
+                              int64_t now)
+{
+    struct store_entry *e = hmap_get(&st->map, key, len);
+
+    if (r->write == GCRA_WRITE_SET) {
         if (e == NULL) {
             e = px_malloc(sizeof(*e));
             hmap_put(&st->map, key, len, e);
         }
-        e->tat_ns = out->new_tat_ns;
-        e->expire_at_ns = now + out->expiry_ms * INT64_C(1000000);
-    } else if (out->write == GCRA_WRITE_DEL && e != NULL) {
+        e->tat_ns = r->new_tat_ns;
+        e->expire_at_ns = now + r->expiry_ms * INT64_C(1000000);
+    } else if (r->write == GCRA_WRITE_DEL && e != NULL) {
         px_free(hmap_del(&st->map, key, len));
     }
+}
+
+int store_local_gcra_all(struct store_local *st, unsigned n,
+                         const char *const *keys, const size_t *lens,
+                         const struct gcra_params *p, int commit,
+                         struct gcra_result *out, const char **err)
+{
+    int64_t now = store_local_now_ns();
+    int limited = 0, rc;
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        struct store_entry *e = store_local_live(st, keys[i], lens[i], now);
+        rc = gcra_decide(&p[i], e != NULL, e != NULL ? e->tat_ns : 0, now,
+                         &out[i], err);
+        if (rc != GCRA_OK) {
+            return rc;
+        }
+        limited |= out[i].d.limited;
+    }
+    if (commit && !limited) {
+        for (i = 0; i < n; i++) {
+            store_local_apply(st, keys[i], lens[i], &out[i], now);
+        }
+    }
     return GCRA_OK;
+}
+
+int store_local_del(struct store_local *st, const char *key, size_t len)
+{
+    struct store_entry *e =
+        store_local_live(st, key, len, store_local_now_ns());
+
+    if (e == NULL) {
+        return 0;
+    }
+    px_free(hmap_del(&st->map, key, len));
+    return 1;
 }
 
 static int store_local_expired(void *val, void *arg)

@@ -30,6 +30,17 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
                      const struct gcra_params *p, struct gcra_result *out,
                      const char **err);
 
+/* Decides every limit i (keys[i], p[i]) at one instant into out[i]; when
+ * `commit` and every one admits, writes them all, else writes none (a
+ * LIMITER CHECK over several levels). A GCRA_* code; `*err` on error. */
+int store_local_gcra_all(struct store_local *st, unsigned n,
+                         const char *const *keys, const size_t *lens,
+                         const struct gcra_params *p, int commit,
+                         struct gcra_result *out, const char **err);
+
+/* Forgets key. Returns 1 when it was there (and not expired), else 0. */
+int store_local_del(struct store_local *st, const char *key, size_t len);
+
 /* Drops a few expired entries (called from the cron). */
 void store_local_cron(struct store_local *st);
 
