@@ -407,7 +407,7 @@ static void cluster_on_command(struct req *req, const char *frame, size_t len)
         cluster_refresh_soon();
         return;
     }
-    log_info("cluster: %zu command key specs loaded", keyspec_count(cl->keys));
+    log_info("upstream: %zu command key specs loaded", keyspec_count(cl->keys));
     if (cluster_ready()) {
         cluster_release(NULL);
     }
@@ -467,6 +467,11 @@ void cluster_cron(uint64_t now_ms)
 
     if (cl->enabled && now_ms >= cl->refresh_after_ms) {
         cluster_refresh(now_ms);
+    }
+    if (!cl->enabled && cl->single != NULL && cl->keys == NULL &&
+        !cl->fetching_keys && upstream_is_ready(cl->single->pool[0])) {
+        cl->fetching_keys = 1;
+        cluster_ask(cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
     }
     cluster_expire_held(now_ms);
     for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
@@ -617,6 +622,10 @@ int cluster_init(const struct conf *conf)
             return PX_ERR;
         }
         cl->single->seed = 1;
+        /* Key positions, for the limiter-key guard; routing does not
+         * wait for them in single mode. */
+        cl->fetching_keys = 1;
+        cluster_ask(cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
         return PX_OK;
     }
     cl->enabled = 1;

@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "conf/conf.h"
 #include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/slot.h"
@@ -32,6 +33,32 @@
 
 /* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
 #define ROUTER_STACK_KEYS 32
+
+/* Limiter keys belong to the proxy: a client that is not admin may not
+ * touch keys under the key prefix with ordinary commands (a stray DEL or
+ * SET would reset or forge limits). 1 when allowed; else replies. */
+static int router_keys_allowed(struct req *req, const int *keys, int nkeys)
+{
+    const char *prefix = server.conf->key_prefix;
+    size_t plen = strlen(prefix), len;
+    const char *p;
+    int k;
+
+    if (req->client->admin) {
+        return 1;
+    }
+    for (k = 0; k < nkeys; k++) {
+        p = resp_cmd_arg(req->cmd, keys[k], &len);
+        if (len >= plen && memcmp(p, prefix, plen) == 0) {
+            req_reply_error(req,
+                            "NOPERM keys under '%s' belong to the rate "
+                            "limiter; AUTH admin to touch them",
+                            prefix);
+            return 0;
+        }
+    }
+    return 1;
+}
 
 /* Keys of several slots: split the command by slot when it is one that
  * splits, else Redis's own error. May complete `req`. */
@@ -68,16 +95,27 @@ static struct node *router_node(struct req *req)
     size_t len;
     const char *p;
 
-    if (!server.cluster.enabled) {
-        if (server.cluster.single == NULL) {
-            req_reply_error(req, "no upstream configured");
-        }
+    if (!server.cluster.enabled && server.cluster.single == NULL) {
+        req_reply_error(req, "no upstream configured");
+        return NULL;
+    }
+    if (cluster_keyspec() == NULL) {
+        /* Single mode before COMMAND answered: every key is on the one
+         * node anyway. */
         return server.cluster.single;
     }
     if (cmd->argc > ROUTER_STACK_KEYS) {
         keys = px_malloc((size_t)cmd->argc * sizeof(*keys));
     }
     rc = keyspec_find(cluster_keyspec(), cmd, keys, &nkeys);
+    if (rc == KEYSPEC_OK && !router_keys_allowed(req, keys, nkeys)) {
+        n = NULL;
+        goto out;
+    }
+    if (!server.cluster.enabled) {
+        n = server.cluster.single;
+        goto out;
+    }
     if (rc == KEYSPEC_EMOVABLE) {
         p = resp_cmd_arg(cmd, 0, &len);
         req_reply_error(

@@ -156,3 +156,50 @@ Test(it_auth, proxy_authenticates_to_upstream_with_upstream_password,
     px_check_str(px_cmd(direct, "GET up"), "v");
     redisFree(direct);
 }
+
+static void init_admin(void)
+{
+    px_redis_start(&px_env()->redis, NULL);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
+                       "admin_password: \"adm1n\"\n");
+}
+
+Test(it_auth, limiter_keys_are_refused_to_clients_that_are_not_admin,
+     .init = init_admin, .fini = px_env_fini, .timeout = 60)
+{
+    static const char noperm[] = "NOPERM keys under 'cellgate:' belong to "
+                                 "the rate limiter; AUTH admin to touch them";
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *direct = px_redis_connect(&px_env()->redis, NULL);
+
+    /* Wait until the proxy knows key positions (COMMAND at connect). */
+    long long deadline = px_now_ms() + 5000;
+    for (;;) {
+        redisReply *r = px_cmd(c, "SET cellgate:x forged");
+        int refused = r->type == REDIS_REPLY_ERROR;
+        freeReplyObject(r);
+        if (refused) {
+            break;
+        }
+        cr_assert_lt(px_now_ms(), deadline, "limiter keys never guarded");
+        freeReplyObject(px_cmd(direct, "DEL cellgate:x"));
+        px_sleep_ms(20);
+    }
+    px_check_error(px_cmd(c, "SET cellgate:x forged"), noperm);
+    px_check_error(px_cmd(c, "DEL a cellgate:y"), noperm);
+    px_check_error(px_cmd(c, "EVAL %s 1 cellgate:z", "return 1"), noperm);
+    px_check_nil(px_cmd(direct, "GET cellgate:x"));
+    /* Other keys, values that merely contain the prefix, and limiter
+     * commands themselves are untouched. */
+    px_check_status(px_cmd(c, "SET k cellgate:value"), "OK");
+    px_check_status(px_cmd(c, "SET xcellgate:k 1"), "OK");
+    redisReply *r = px_cmd(c, "CL.THROTTLE cellgate:own 1 1 1");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    /* An admin may. */
+    px_check_status(px_cmd(c, "AUTH admin adm1n"), "OK");
+    px_check_status(px_cmd(c, "SET cellgate:x repaired"), "OK");
+    px_check_str(px_cmd(direct, "GET cellgate:x"), "repaired");
+    redisFree(direct);
+    redisFree(c);
+}
