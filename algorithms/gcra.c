@@ -290,6 +290,13 @@ void gcra_script_args(const struct gcra_params *p, struct gcra_script_args *out)
     }
 }
 
+void gcra_params_peek(const struct gcra_params *p, struct gcra_params *out)
+{
+    *out = *p;
+    out->quantity = 0;
+    out->inc_ns = 0;
+}
+
 int gcra_decide_stored(const struct gcra_params *p,
                        const struct gcra_script_reply *r,
                        struct gcra_result *out, const char **err)

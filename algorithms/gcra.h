@@ -157,6 +157,11 @@ int gcra_decide(const struct gcra_params *p, int have_tat, int64_t tat_ns,
 void gcra_script_args(const struct gcra_params *p,
                       struct gcra_script_args *out);
 
+/* `p` as a peek: the same limit with quantity 0 (what the state is without
+ * this request: a refused multi-level check reports it for the levels that
+ * would have admitted). */
+void gcra_params_peek(const struct gcra_params *p, struct gcra_params *out);
+
 /* The decision for one key from the stored bytes and the time a script
  * reported (r->limited is ignored): what a multi-key call computes per key,
  * whose script flag is the aggregate. GCRA_ESCRIPT when malformed. */

@@ -279,19 +279,21 @@ struct limiter_multi {
         LIMITER_CHECK,
         LIMITER_PEEK,
         LIMITER_RESET,
-    } op;                    /* what the call does */
-    unsigned n;              /* limits */
-    unsigned ngroups;        /* script calls */
-    unsigned pending;        /* calls still owed */
-    struct gcra_params *p;   /* owned: n parameter sets */
-    char **keys;             /* owned: n keys */
-    size_t *klen;            /* owned: n key lengths */
-    unsigned *group;         /* owned: n group numbers */
-    struct gcra_result *res; /* owned: n decisions */
-    unsigned char *admitted; /* owned: ngroups "check went through" */
-    unsigned char *noscript; /* owned: ngroups "retried with EVAL" */
-    long long deleted;       /* RESET: keys removed */
-    struct buf err;          /* owned: the first error reply */
+    } op;                     /* what the call does */
+    unsigned n;               /* limits */
+    unsigned ngroups;         /* script calls */
+    unsigned pending;         /* calls still owed */
+    struct gcra_params *p;    /* owned: n parameter sets */
+    char **keys;              /* owned: n keys */
+    size_t *klen;             /* owned: n key lengths */
+    unsigned *group;          /* owned: n group numbers */
+    struct gcra_result *res;  /* owned: n decisions */
+    struct gcra_result *peek; /* owned: n states without this request */
+    unsigned char *admitted;  /* owned: ngroups "check went through" */
+    unsigned char *noscript;  /* owned: ngroups "retried with EVAL" */
+    long long deleted;        /* RESET: keys removed */
+    int64_t wait_ns;          /* CHECK ... WAIT: the longest delay accepted */
+    struct buf err;           /* owned: the first error reply */
 };
 
 static void limiter_multi_free(struct limiter_multi *m)
@@ -306,10 +308,157 @@ static void limiter_multi_free(struct limiter_multi *m)
     px_free(m->klen);
     px_free(m->group);
     px_free(m->res);
+    px_free(m->peek);
     px_free(m->admitted);
     px_free(m->noscript);
     buf_free(&m->err);
     px_free(m);
+}
+
+static void limiter_aggregate(const struct gcra_result *res, unsigned n,
+                              struct rl_decision *out);
+
+/* The parameters that decide writes: with WAIT, a request due within the
+ * wait is reserved, so the tolerance grows by it (not for a request that
+ * can never pass: INC > DVT stays refused). */
+static void limiter_write_params(const struct gcra_params *p, int64_t wait_ns,
+                                 struct gcra_params *out)
+{
+    *out = *p;
+    if (wait_ns > 0 && p->inc_ns <= p->dvt_ns &&
+        __builtin_add_overflow(p->dvt_ns, wait_ns, &out->dvt_ns)) {
+        out->dvt_ns = INT64_MAX;
+    }
+}
+
+/* A reply held until its reservation is due (LIMITER CHECK ... WAIT). It
+ * counts as a child of its request, so a client that leaves meanwhile
+ * turns the request into an orphan, freed when the timer fires. */
+struct limiter_wait {
+    uv_timer_t timer;  /* embedded; container_of in the callback */
+    struct req *root;  /* borrowed: the client's request */
+    int64_t v[5];      /* the reply */
+    struct queue link; /* link in server.limiter_waits */
+};
+
+static void limiter_on_wait_close(uv_handle_t *h)
+{
+    px_free(container_of(h, struct limiter_wait, timer));
+}
+
+/* Ends a wait: replies (on_time) or just lets the request go. */
+static void limiter_wait_end(struct limiter_wait *w, int on_time)
+{
+    struct req *root = w->root;
+
+    queue_remove(&w->link);
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, limiter_on_wait_close);
+    root->children--;
+    if (root->client == NULL) {
+        req_free(root);
+    } else if (on_time) {
+        limiter_reply_ints(root, w->v);
+    }
+}
+
+static void limiter_on_wait(uv_timer_t *t)
+{
+    limiter_wait_end(container_of(t, struct limiter_wait, timer), 1);
+}
+
+/* Replies v to root after delay_ns (the reservation's due time). */
+static void limiter_reply_later(struct req *root, const int64_t v[5],
+                                int64_t delay_ns)
+{
+    struct limiter_wait *w = px_calloc(1, sizeof(*w));
+    uint64_t ms = (uint64_t)((delay_ns + RL_NS_PER_MS - 1) / RL_NS_PER_MS);
+
+    memcpy(w->v, v, sizeof(w->v));
+    w->root = root;
+    root->children++;
+    queue_insert_tail(&server.limiter_waits, &w->link);
+    uv_timer_init(server.loop, &w->timer);
+    uv_timer_start(&w->timer, limiter_on_wait, ms, 0);
+}
+
+void limiter_stop_waits(void)
+{
+    while (!queue_empty(&server.limiter_waits)) {
+        limiter_wait_end(container_of(queue_head(&server.limiter_waits),
+                                      struct limiter_wait, link),
+                         0);
+    }
+}
+
+/* With WAIT: when every refusing limit is due within the wait, the
+ * request was reserved; returns the delay (>= 0), else -1. */
+static int64_t limiter_wait_delay(const struct gcra_result *res, unsigned n,
+                                  int64_t wait_ns)
+{
+    int64_t delay = 0;
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        const struct rl_decision *d = &res[i].d;
+        if (!d->limited) {
+            continue;
+        }
+        if (d->retry_after_ns < 0 || d->retry_after_ns > wait_ns) {
+            return -1;
+        }
+        if (d->retry_after_ns > delay) {
+            delay = d->retry_after_ns;
+        }
+    }
+    return delay;
+}
+
+/* Replies a tree check: at once, or when its reservation is due. A refused
+ * check consumed nothing, so the levels that would have admitted report
+ * their state without it (`peek`); a reserved one reports the state it
+ * left: nothing remaining, reset after the reservation. */
+static void limiter_reply_check(struct req *root, struct gcra_result *res,
+                                const struct gcra_result *peek,
+                                const struct gcra_params *p, unsigned n,
+                                int64_t wait_ns)
+{
+    struct rl_decision agg;
+    int64_t v[5], delay;
+    unsigned i;
+    int limited = 0;
+
+    for (i = 0; i < n; i++) {
+        limited |= res[i].d.limited;
+    }
+    delay = limited && wait_ns > 0 ? limiter_wait_delay(res, n, wait_ns) : -1;
+    if (delay >= 0) {
+        limiter_aggregate(res, n, &agg);
+        for (i = 0; i < n; i++) {
+            int64_t reset = res[i].d.reset_after_ns;
+            if (res[i].d.limited &&
+                !__builtin_add_overflow(reset, p[i].inc_ns, &reset) &&
+                reset > agg.reset_after_ns) {
+                agg.reset_after_ns = reset;
+            }
+        }
+        agg.limited = 0;
+        agg.remaining = 0;
+        agg.retry_after_ns = -RL_NS_PER_SEC;
+        rl_reply_ints(&agg, v);
+        limiter_reply_later(root, v, delay);
+        return;
+    }
+    if (limited) {
+        for (i = 0; i < n; i++) {
+            if (!res[i].d.limited) {
+                res[i] = peek[i];
+            }
+        }
+    }
+    limiter_aggregate(res, n, &agg);
+    rl_reply_ints(&agg, v);
+    limiter_reply_ints(root, v);
 }
 
 /* The reply of a tree check: limited if any limit is; limit and remaining
@@ -319,6 +468,7 @@ static void limiter_aggregate(const struct gcra_result *res, unsigned n,
                               struct rl_decision *out)
 {
     unsigned i, best = 0;
+    int never = 0;
 
     *out = res[0].d;
     out->limited = 0;
@@ -331,9 +481,14 @@ static void limiter_aggregate(const struct gcra_result *res, unsigned n,
             best = i;
         }
         if (d->limited) {
-            if (!out->limited || d->retry_after_ns > out->retry_after_ns) {
+            /* A limit the request can never pass (retry -1) outweighs
+             * any wait: waiting would not help. */
+            if (!out->limited ||
+                (never == 0 && (d->retry_after_ns < 0 ||
+                                d->retry_after_ns > out->retry_after_ns))) {
                 out->retry_after_ns = d->retry_after_ns;
             }
+            never |= d->retry_after_ns < 0;
             out->limited = 1;
         }
         if (d->reset_after_ns > out->reset_after_ns) {
@@ -382,12 +537,18 @@ static void limiter_multi_done(struct limiter_multi *m)
         return;
     }
     limiter_aggregate(m->res, m->n, &agg);
-    if (m->op == LIMITER_CHECK && agg.limited) {
+    if (m->op == LIMITER_CHECK && agg.limited &&
+        (m->wait_ns == 0 || limiter_wait_delay(m->res, m->n, m->wait_ns) < 0)) {
         for (g = 0; g < m->ngroups; g++) {
             if (m->admitted[g]) {
                 limiter_multi_send(m, g, "refund");
             }
         }
+    }
+    if (m->op == LIMITER_CHECK) {
+        limiter_reply_check(root, m->res, m->peek, m->p, m->n, m->wait_ns);
+        limiter_multi_free(m);
+        return;
     }
     rl_reply_ints(&agg, v);
     limiter_multi_free(m);
@@ -444,7 +605,10 @@ static void limiter_multi_group_reply(struct limiter_multi *m, unsigned g,
         t = &v.elem[3 + k++];
         sr.tat = t->null ? NULL : t->str;
         sr.tat_len = t->null ? 0 : t->len;
-        if (gcra_decide_stored(&m->p[i], &sr, &m->res[i], &err) != GCRA_OK &&
+        struct gcra_params pp;
+        gcra_params_peek(&m->p[i], &pp);
+        if ((gcra_decide_stored(&m->p[i], &sr, &m->res[i], &err) != GCRA_OK ||
+             gcra_decide_stored(&pp, &sr, &m->peek[i], &err) != GCRA_OK) &&
             m->err.len == 0) {
             PX_CHECK_OOM(buf_append(&m->err, "-", 1));
             PX_CHECK_OOM(buf_append_str(&m->err, err));
@@ -532,7 +696,9 @@ static void limiter_multi_send(struct limiter_multi *m, unsigned g,
             if (m->group[i] != g) {
                 continue;
             }
-            gcra_script_args(&m->p[i], &sa[i]);
+            struct gcra_params wp;
+            limiter_write_params(&m->p[i], m->wait_ns, &wp);
+            gcra_script_args(&wp, &sa[i]);
             for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
                 argv[a] = sa[i].v[k];
                 lens[a++] = sa[i].len[k];
@@ -567,9 +733,11 @@ static void limiter_multi_send(struct limiter_multi *m, unsigned g,
 static void limiter_multi_local(struct limiter_multi *m)
 {
     struct rl_decision agg;
+    struct gcra_params *wp;
     const char *err = NULL;
     int64_t v[5];
     unsigned i;
+    int rc;
 
     if (m->op == LIMITER_RESET) {
         for (i = 0; i < m->n; i++) {
@@ -580,10 +748,20 @@ static void limiter_multi_local(struct limiter_multi *m)
         req_reply_built(m->root);
         return;
     }
-    if (store_local_gcra_all(&server.store, m->n, (const char *const *)m->keys,
-                             m->klen, m->p, m->op == LIMITER_CHECK, m->res,
-                             &err) != GCRA_OK) {
+    wp = px_calloc(m->n, sizeof(*wp));
+    for (i = 0; i < m->n; i++) {
+        limiter_write_params(&m->p[i], m->wait_ns, &wp[i]);
+    }
+    rc = store_local_gcra_all(&server.store, m->n, (const char *const *)m->keys,
+                              m->klen, m->p, wp, m->op == LIMITER_CHECK, m->res,
+                              m->peek, &err);
+    px_free(wp);
+    if (rc != GCRA_OK) {
         req_reply_error(m->root, "%s", err);
+        return;
+    }
+    if (m->op == LIMITER_CHECK) {
+        limiter_reply_check(m->root, m->res, m->peek, m->p, m->n, m->wait_ns);
         return;
     }
     limiter_aggregate(m->res, m->n, &agg);
@@ -591,8 +769,13 @@ static void limiter_multi_local(struct limiter_multi *m)
     limiter_reply_ints(m->root, v);
 }
 
-/* Parses [COST n] after the path. 0, or -1 after replying an error. */
-static int limiter_parse_opts(struct req *req, int64_t *cost)
+/* Longest WAIT accepted: an hour; a longer reservation is a queue, not a
+ * rate limit. */
+#define LIMITER_MAX_WAIT_MS INT64_C(3600000)
+
+/* Parses [COST n] [WAIT ms] after the path. 0, or -1 after replying an
+ * error. */
+static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
 {
     int i;
     size_t len;
@@ -604,6 +787,17 @@ static int limiter_parse_opts(struct req *req, int64_t *cost)
             i + 1 < req->cmd->argc) {
             p = resp_cmd_arg(req->cmd, ++i, &len);
             if (gcra_parse_int64(p, len, cost) != GCRA_OK || *cost < 0) {
+                req_reply_error(req, "value is not an integer or out of "
+                                     "range");
+                return -1;
+            }
+            continue;
+        }
+        if (len == 4 && strncasecmp_ascii(p, "wait", 4) == 0 &&
+            i + 1 < req->cmd->argc) {
+            p = resp_cmd_arg(req->cmd, ++i, &len);
+            if (gcra_parse_int64(p, len, wait_ms) != GCRA_OK || *wait_ms < 0 ||
+                *wait_ms > LIMITER_MAX_WAIT_MS) {
                 req_reply_error(req, "value is not an integer or out of "
                                      "range");
                 return -1;
@@ -624,7 +818,7 @@ static void limiter_tree_op(struct req *req, enum limiter_op op)
     struct limiter_multi *m;
     const char *err = NULL, *path;
     size_t plen, l, k;
-    int64_t cost = 1;
+    int64_t cost = 1, wait_ms = 0;
     unsigned g;
 
     if (req->cmd->argc < 3) {
@@ -632,7 +826,7 @@ static void limiter_tree_op(struct req *req, enum limiter_op op)
                              "command");
         return;
     }
-    if (op != LIMITER_RESET && limiter_parse_opts(req, &cost) != 0) {
+    if (op != LIMITER_RESET && limiter_parse_opts(req, &cost, &wait_ms) != 0) {
         return;
     }
     if (op == LIMITER_RESET && req->cmd->argc != 3) {
@@ -660,12 +854,14 @@ static void limiter_tree_op(struct req *req, enum limiter_op op)
     m = px_calloc(1, sizeof(*m));
     m->root = req;
     m->op = op;
+    m->wait_ns = op == LIMITER_CHECK ? wait_ms * RL_NS_PER_MS : 0;
     buf_init(&m->err);
     m->p = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->p));
     m->keys = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->keys));
     m->klen = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->klen));
     m->group = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->group));
     m->res = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->res));
+    m->peek = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->peek));
     for (l = 0; l < lv->n; l++) {
         const struct limits_level *lev = &lv->level[l];
         if (lev->unlimited) {
@@ -787,6 +983,10 @@ static void limiter_reload(struct req *req)
     }
     err[0] = '\0';
     if (limiter_load(server.conf->limits_file, err, sizeof(err)) != PX_OK) {
+        size_t len = strlen(err);
+        while (len > 0 && (err[len - 1] == '\n' || err[len - 1] == ' ')) {
+            err[--len] = '\0';
+        }
         log_warn("limits: reload refused, old rules kept: %s", err);
         req_reply_error(req, "%s", err);
         return;

@@ -19,6 +19,9 @@ void limiter_command(struct req *req);
  * `err` as "file:line:column: message". */
 int limiter_load(const char *path, char *err, size_t errlen);
 
+/* Ends every reply held by LIMITER CHECK ... WAIT (shutdown). */
+void limiter_stop_waits(void);
+
 /* Frees the limits tree. */
 void limiter_shutdown(void);
 

@@ -106,6 +106,7 @@ static void server_stop(void)
         client_close(
             container_of(queue_head(&server.clients), struct client, node));
     }
+    limiter_stop_waits();
     cluster_shutdown();
     while (!queue_empty(&server.upstreams)) {
         struct upstream *up =
@@ -218,6 +219,7 @@ int server_init(const struct conf *conf)
     queue_init(&server.dirty_upstreams);
     queue_init(&server.cluster.nodes);
     queue_init(&server.cluster.waiting);
+    queue_init(&server.limiter_waits);
     store_local_init(&server.store);
     uv_prepare_init(server.loop, &server.flush);
     uv_prepare_start(&server.flush, server_on_flush);

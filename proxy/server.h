@@ -45,6 +45,7 @@ struct server {
     struct store_local store;         /* embedded limiter state */
     struct limits_tree *limits;       /* owned: limits.yaml, or NULL */
     uv_signal_t sighup;               /* LIMITER RELOAD */
+    struct queue limiter_waits;       /* replies held by CHECK ... WAIT */
     uint64_t next_client_id;          /* last id given */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
     unsigned shutting_down : 1;       /* stop() ran */

@@ -48,7 +48,7 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
                      const struct gcra_params *p, struct gcra_result *out,
                      const char **err)
 {
-    return store_local_gcra_all(st, 1, &key, &len, p, 1, out, err);
+    return store_local_gcra_all(st, 1, &key, &len, p, NULL, 1, out, NULL, err);
 }
 
 /* The live entry of key, dropping it when expired. */
@@ -86,28 +86,42 @@ static void store_local_apply(struct store_local *st, const char *key,
 
 int store_local_gcra_all(struct store_local *st, unsigned n,
                          const char *const *keys, const size_t *lens,
-                         const struct gcra_params *p, int commit,
-                         struct gcra_result *out, const char **err)
+                         const struct gcra_params *p,
+                         const struct gcra_params *p_write, int commit,
+                         struct gcra_result *out, struct gcra_result *peek,
+                         const char **err)
 {
     int64_t now = store_local_now_ns();
-    int limited = 0, rc;
+    struct gcra_result *w = px_calloc(n, sizeof(*w));
+    int limited = 0, rc = GCRA_OK;
     unsigned i;
 
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n && rc == GCRA_OK; i++) {
         struct store_entry *e = store_local_live(st, keys[i], lens[i], now);
-        rc = gcra_decide(&p[i], e != NULL, e != NULL ? e->tat_ns : 0, now,
-                         &out[i], err);
-        if (rc != GCRA_OK) {
-            return rc;
+        int have = e != NULL;
+        int64_t tat = have ? e->tat_ns : 0;
+        rc = gcra_decide(&p[i], have, tat, now, &out[i], err);
+        if (rc == GCRA_OK && peek != NULL) {
+            struct gcra_params pp;
+            gcra_params_peek(&p[i], &pp);
+            rc = gcra_decide(&pp, have, tat, now, &peek[i], err);
         }
-        limited |= out[i].d.limited;
+        if (rc == GCRA_OK && p_write != NULL) {
+            rc = gcra_decide(&p_write[i], have, tat, now, &w[i], err);
+        } else if (rc == GCRA_OK) {
+            w[i] = out[i];
+        }
+        if (rc == GCRA_OK) {
+            limited |= w[i].d.limited;
+        }
     }
-    if (commit && !limited) {
+    if (rc == GCRA_OK && commit && !limited) {
         for (i = 0; i < n; i++) {
-            store_local_apply(st, keys[i], lens[i], &out[i], now);
+            store_local_apply(st, keys[i], lens[i], &w[i], now);
         }
     }
-    return GCRA_OK;
+    px_free(w);
+    return rc;
 }
 
 int store_local_del(struct store_local *st, const char *key, size_t len)

@@ -32,11 +32,17 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
 
 /* Decides every limit i (keys[i], p[i]) at one instant into out[i]; when
  * `commit` and every one admits, writes them all, else writes none (a
- * LIMITER CHECK over several levels). A GCRA_* code; `*err` on error. */
+ * LIMITER CHECK over several levels). `p_write` (NULL: p) are the
+ * parameters that decide the writes: LIMITER CHECK ... WAIT widens the
+ * tolerance so a request due within the wait is reserved. `peek` (may be
+ * NULL) receives each limit's state without this request. A GCRA_* code;
+ * `*err` on error. */
 int store_local_gcra_all(struct store_local *st, unsigned n,
                          const char *const *keys, const size_t *lens,
-                         const struct gcra_params *p, int commit,
-                         struct gcra_result *out, const char **err);
+                         const struct gcra_params *p,
+                         const struct gcra_params *p_write, int commit,
+                         struct gcra_result *out, struct gcra_result *peek,
+                         const char **err);
 
 /* Forgets key. Returns 1 when it was there (and not expired), else 0. */
 int store_local_del(struct store_local *st, const char *key, size_t len);
