@@ -1,0 +1,167 @@
+/* LIMITER CHECK ... WAIT: a request due within the wait is reserved and its
+ * reply held until then (a timer, nothing blocks), replies keep request
+ * order, a client that leaves while waiting keeps its reservation and harms
+ * nothing, and a proxy stopped with replies held exits cleanly. Single Redis
+ * and embedded. No timing assertion: reservations show in the replies and
+ * in the stored state. */
+#include "tests/support/px_test.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/integration/fixture.h"
+
+PX_TEST_SUITE(it_limiter_wait);
+
+/* One request a second, no burst: the second is due one second later. */
+static const char wait_tree[] = "api:\n"
+                                "  children:\n"
+                                "    \"*\":\n"
+                                "      limits: [0, 1, 1]\n";
+
+static char limits_path[PX_PATH_MAX];
+static const char *limits_args[] = { "--limits", limits_path, NULL };
+
+static void init_single(void)
+{
+    char yaml[PX_PATH_MAX + 64];
+
+    px_env_prepare();
+    px_write_file(limits_path, sizeof(limits_path), "limits.yaml", wait_tree);
+    px_redis_start(&px_env()->redis, NULL);
+    snprintf(yaml, sizeof(yaml), "limits_file: \"%s\"\n", limits_path);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, yaml);
+}
+
+static void init_embedded(void)
+{
+    px_env_prepare();
+    px_write_file(limits_path, sizeof(limits_path), "limits.yaml", wait_tree);
+    px_proxy_start(&px_env()->proxy, NULL, limits_args);
+}
+
+/* Asserts the five integers of a reply. */
+static void check_five(redisReply *r, long long limited, long long limit,
+                       long long remaining, long long retry, long long reset)
+{
+    long long want[5] = { limited, limit, remaining, retry, reset };
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "type %d: %s", r->type,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_eq(r->elements, 5);
+    for (int k = 0; k < 5; k++) {
+        cr_assert_eq(r->element[k]->integer, want[k],
+                     "field %d: got %lld, want %lld", k, r->element[k]->integer,
+                     want[k]);
+    }
+    freeReplyObject(r);
+}
+
+static void reserves_and_keeps_order(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+
+    redisAppendCommand(c, "LIMITER CHECK api:k");
+    redisAppendCommand(c, "LIMITER CHECK api:k WAIT 3000");
+    redisAppendCommand(c, "LIMITER CHECK api:k WAIT 3000");
+    redisAppendCommand(c, "LIMITER CHECK api:k WAIT 500");
+    redisAppendCommand(c, "PING");
+    /* Admitted at once; then two reservations (due in 1 s and 2 s), each
+     * reporting nothing left and the reset its reservation set; the last
+     * would be due in 3 s, beyond its 500 ms: refused. */
+    check_five(px_next(c), 0, 1, 0, -1, 1);
+    /* Meanwhile the reservations hold: another client's PEEK sees the
+     * key taken for the next 3 s. */
+    redisContext *other = px_connect(px_env()->proxy.port);
+    check_five(px_cmd(other, "LIMITER PEEK api:k"), 1, 1, 0, 2, 3);
+    redisFree(other);
+    check_five(px_next(c), 0, 1, 0, -1, 2);
+    check_five(px_next(c), 0, 1, 0, -1, 3);
+    check_five(px_next(c), 1, 1, 0, 3, 3);
+    px_check_status(px_next(c), "PONG");
+    redisFree(c);
+}
+
+Test(it_limiter_wait, reserved_requests_reply_in_order_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    reserves_and_keeps_order();
+}
+
+Test(it_limiter_wait, reserved_requests_reply_in_order_embedded,
+     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
+{
+    reserves_and_keeps_order();
+}
+
+static void leaving_while_waiting(void)
+{
+    redisContext *a = px_connect(px_env()->proxy.port);
+    redisContext *b;
+
+    check_five(px_cmd(a, "LIMITER CHECK api:gone"), 0, 1, 0, -1, 1);
+    cr_assert_eq(redisAppendCommand(a, "LIMITER CHECK api:gone WAIT 2000"),
+                 REDIS_OK);
+    px_flush(a);
+    /* Make sure the proxy has the request before the client leaves. */
+    b = px_connect(px_env()->proxy.port);
+    px_check_status(px_cmd(b, "PING"), "PONG");
+    redisFree(a);
+    /* The reservation stays: the next request is due after it. */
+    redisReply *r = px_cmd(b, "LIMITER PEEK api:gone");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->element[0]->integer, 1, "the reservation was released");
+    freeReplyObject(r);
+    /* Another waiter on the same key queues behind it and is served. */
+    check_five(px_cmd(b, "LIMITER CHECK api:gone WAIT 5000"), 0, 1, 0, -1, 3);
+    redisFree(b);
+}
+
+Test(it_limiter_wait, a_client_leaving_while_waiting_keeps_its_reservation,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    leaving_while_waiting();
+}
+
+Test(it_limiter_wait, a_client_leaving_while_waiting_embedded,
+     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
+{
+    leaving_while_waiting();
+}
+
+Test(it_limiter_wait, shutdown_with_replies_held_is_clean, .init = init_single,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+
+    check_five(px_cmd(c, "LIMITER CHECK api:s"), 0, 1, 0, -1, 1);
+    cr_assert_eq(redisAppendCommand(c, "LIMITER CHECK api:s WAIT 60000"),
+                 REDIS_OK);
+    px_flush(c);
+    redisContext *other = px_connect(px_env()->proxy.port);
+    px_check_status(px_cmd(other, "PING"), "PONG");
+    redisFree(other);
+    /* SIGTERM now, with the reply still held: exit 0, no leak (the
+     * fixture's clean-stop check). */
+    px_proxy_stop_clean(&px_env()->proxy, SIGTERM);
+    redisFree(c);
+}
+
+Test(it_limiter_wait, bad_wait_values_are_refused, .init = init_embedded,
+     .fini = px_env_fini, .timeout = 60)
+{
+    static const char *const bad[] = { "-1", "x", "3600001", "1.5", "" };
+    redisContext *c = px_connect(px_env()->proxy.port);
+
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        px_check_error(px_cmd(c, "LIMITER CHECK api:b WAIT %s", bad[k]),
+                       "ERR value is not an integer or out of range");
+    }
+    px_check_error(px_cmd(c, "LIMITER CHECK api:b WAIT"), "ERR syntax error");
+    /* WAIT 0 is a plain check. */
+    check_five(px_cmd(c, "LIMITER CHECK api:b WAIT 0"), 0, 1, 0, -1, 1);
+    check_five(px_cmd(c, "LIMITER CHECK api:b WAIT 0"), 1, 1, 0, 1, 1);
+    redisFree(c);
+}
