@@ -845,7 +845,23 @@ static void limiter_tree_op(struct req *req, enum limiter_op op)
         req_reply_error(req, "%s", err);
         return;
     }
+    if (lv->n == 0 && lv->matched > 0) {
+        /* The tree knows the path, but no level on it has limits (an
+         * exempt identity): not limited, shown by limit 0, which
+         * redis-cell never reports. */
+        static const int64_t unlimited[5] = { 0, 0, 0, -1, 0 };
+        px_free(lv);
+        if (op == LIMITER_RESET) {
+            PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
+            req_reply_built(req);
+        } else {
+            limiter_reply_ints(req, unlimited);
+        }
+        return;
+    }
     if (lv->n == 0) {
+        /* Not even the first segment is in the tree: most likely a
+         * typo, which silently admitting would hide. */
         px_free(lv);
         req_reply_error(req, "no limits for path '%.*s'",
                         (int)(plen > 128 ? 128 : plen), path);
@@ -903,7 +919,7 @@ static void limiter_tree_op(struct req *req, enum limiter_op op)
     m->noscript = px_calloc(m->ngroups, 1);
     if (m->n == 0) {
         /* Every level is lifted by an override: admitted, unlimited. */
-        int64_t v[5] = { 0, 0, 0, -1, 0 };
+        static const int64_t v[5] = { 0, 0, 0, -1, 0 };
         limiter_multi_free(m);
         if (op == LIMITER_RESET) {
             PX_CHECK_OOM(resp_enc_int(&req->reply, 0));

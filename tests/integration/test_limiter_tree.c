@@ -800,7 +800,10 @@ static void error_texts(redisContext *c)
     px_check_error(px_cmd(c, "LIMITER PEEK user:a}b"), E_BRACES);
     px_check_error(px_cmd(c, "LIMITER CHECK {user:x}:trade"), E_BRACES);
     px_check_error(px_cmd(c, "LIMITER CHECK nope"), E_NO_LIMITS "'nope'");
-    px_check_error(px_cmd(c, "LIMITER CHECK user"), E_NO_LIMITS "'user'");
+    /* A path the tree knows but that meets no limits is not limited: the
+     * reply says so with limit 0 (redis-cell's limit is never 0). */
+    check_five(px_cmd(c, "LIMITER CHECK user"), "user", 0, 0, 0, -1, 0);
+    px_check_int(px_cmd(c, "LIMITER RESET user"), 0);
     px_check_error(px_cmd(c, "LIMITER PEEK nope:x"), E_NO_LIMITS "'nope:x'");
     px_check_error(px_cmd(c, "LIMITER RESET nope"), E_NO_LIMITS "'nope'");
     px_check_error(px_cmd(c, "LIMITER CHECK tb"), E_TB_MISSING);
