@@ -7,8 +7,9 @@
 -- ARGV     for each key, inc_s inc_ns dvt_s dvt_ns: INC = EI * Q and
 --          DVT = EI * (B + 1), split as s = floor(d / 1e9), 0 <= ns < 1e9
 --          (proxy-computed); then optionally a mode: "check" (default),
---          "peek" (decide, write nothing) or "refund" (take INC back from
---          each stored TAT: undoes a check that another slot refused)
+--          "peek" (decide, write nothing), "refund" (take INC back from
+--          each stored TAT: undoes a check that another slot refused) or
+--          "each" (independent calls batched together: see below)
 -- Reply    {limited (0|1: any key refused), now_s, now_us, then each key's
 --          stored TAT as given or nil}; the proxy computes the five
 --          integers from these with the C model. refund replies {0, now_s,
@@ -80,7 +81,8 @@ end
 local n = #KEYS
 local mode = ARGV[4 * n + 1] or 'check'
 if n == 0 or #ARGV > 4 * n + 1 or
-    (mode ~= 'check' and mode ~= 'peek' and mode ~= 'refund') then
+    (mode ~= 'check' and mode ~= 'peek' and mode ~= 'refund' and
+     mode ~= 'each') then
   return redis.error_reply(BAD_ARGS)
 end
 local inc_s, inc_ns, dvt_s, dvt_ns = {}, {}, {}, {}
@@ -103,29 +105,47 @@ local t = redis.call('TIME')
 local now_s, now_us = tonumber(t[1]), tonumber(t[2])
 local now_ns = now_us * 1000
 
--- The stored TATs; TYPE first, so a wrong type never reaches GET. rel is
--- max(tat, now) - now, the part of the TAT still ahead of now.
-local raw, rel_s, rel_ns = {}, {}, {}
-for i = 1, n do
-  raw[i], rel_s[i], rel_ns[i] = false, 0, 0
+-- Reads key i's stored TAT: its raw bytes (or false), and rel, the part of
+-- the TAT ahead of now (negative when it is past). TYPE first, so a wrong
+-- type never reaches GET. Returns nil when the key holds no TAT.
+local function read(i)
   local kind = redis.call('TYPE', KEYS[i])['ok']
-  if kind ~= 'none' then
-    if kind ~= 'string' then
-      return redis.error_reply(WRONGTYPE)
-    end
-    raw[i] = redis.call('GET', KEYS[i])
-    local tat_s, tat_ns, none = parse_tat(raw[i])
-    if not tat_s then
-      return redis.error_reply(WRONGTYPE)
-    end
-    if not none then
-      rel_s[i], rel_ns[i] = norm(tat_s - now_s, tat_ns - now_ns)
-    end
+  if kind == 'none' then
+    return false, 0, 0
   end
+  if kind ~= 'string' then
+    return nil
+  end
+  local v = redis.call('GET', KEYS[i])
+  local tat_s, tat_ns, none = parse_tat(v)
+  if not tat_s then
+    return nil
+  end
+  if none then
+    return v, 0, 0
+  end
+  local r_s, r_ns = norm(tat_s - now_s, tat_ns - now_ns)
+  return v, r_s, r_ns
 end
 
--- Stores a TAT `s, ns` for key i, expiring when it is reached.
-local function store(i, ttl_s, ttl_ns, s, ns)
+-- The decision for key i from rel: ttl = new_tat - now = max(rel, 0) + INC,
+-- the new TAT, and whether it is refused (diff = now - (new_tat - DVT) < 0
+-- <=> ttl > DVT). Returns nil when the new TAT passes INT64_MAX.
+local function decide(i, r_s, r_ns)
+  if r_s < 0 then
+    r_s, r_ns = 0, 0
+  end
+  local ttl_s, ttl_ns = norm(r_s + inc_s[i], r_ns + inc_ns[i])
+  local new_s, new_ns = norm(now_s + ttl_s, now_ns + ttl_ns)
+  if gt(new_s, new_ns, MAX_S, MAX_NS) then
+    return nil
+  end
+  return gt(ttl_s, ttl_ns, dvt_s[i], dvt_ns[i]), ttl_s, ttl_ns, new_s, new_ns
+end
+
+-- Stores a TAT `s, ns` for key i, expiring when it is reached; a TTL under
+-- 1 ms deletes a stored key (raw: what it held).
+local function store(i, raw, ttl_s, ttl_ns, s, ns)
   local ms = ttl_s * 1000 + math.floor(ttl_ns / 1000000)
   if ms > 0 then
     -- the TAT > now > 0 here, so it prints as seconds then 9 digits.
@@ -134,8 +154,48 @@ local function store(i, ttl_s, ttl_ns, s, ns)
       val = string.format('%.0f', ns)
     end
     redis.call('SET', KEYS[i], val, 'PX', string.format('%.0f', ms))
-  elseif raw[i] then
+  elseif raw then
     redis.call('DEL', KEYS[i])
+  end
+end
+
+if mode == 'each' then
+  -- Independent calls batched by the proxy (CL.THROTTLE): each key in
+  -- turn, each seeing the writes of the ones before (a key may repeat).
+  -- Reply {0, now_s, now_us, raw_1..raw_n, flag_1..flag_n}, flag 0
+  -- admitted, 1 refused, -1 not a TAT (WRONGTYPE), -2 TAT out of range.
+  local raws, flags = {}, {}
+  for i = 1, n do
+    local raw, r_s, r_ns = read(i)
+    raws[i] = raw or false
+    if raw == nil then
+      flags[i] = -1
+    else
+      local limited, ttl_s, ttl_ns, s, ns = decide(i, r_s, r_ns)
+      if limited == nil then
+        flags[i] = -2
+      elseif limited then
+        flags[i] = 1
+      else
+        flags[i] = 0
+        store(i, raw, ttl_s, ttl_ns, s, ns)
+      end
+    end
+  end
+  local reply = {0, now_s, now_us}
+  for i = 1, n do
+    reply[3 + i] = raws[i]
+    reply[3 + n + i] = flags[i]
+  end
+  return reply
+end
+
+-- The other modes see every key at once: all read, then all decided.
+local raw, rel_s, rel_ns = {}, {}, {}
+for i = 1, n do
+  raw[i], rel_s[i], rel_ns[i] = read(i)
+  if raw[i] == nil then
+    return redis.error_reply(WRONGTYPE)
   end
 end
 
@@ -146,7 +206,7 @@ if mode == 'refund' then
       local left_s, left_ns = norm(rel_s[i] - inc_s[i], rel_ns[i] - inc_ns[i])
       if gt(left_s, left_ns, 0, 0) then
         local s, ns = norm(now_s + left_s, now_ns + left_ns)
-        store(i, left_s, left_ns, s, ns)
+        store(i, raw[i], left_s, left_ns, s, ns)
       else
         redis.call('DEL', KEYS[i])
       end
@@ -155,27 +215,19 @@ if mode == 'refund' then
   return {0, now_s, now_us}
 end
 
--- ttl = new_tat - now = max(rel, 0) + INC; new_tat must fit in 64 bits.
--- diff = now - (new_tat - DVT) < 0  <=>  ttl > DVT.
 local limited = false
 local ttl_s, ttl_ns, new_s, new_ns = {}, {}, {}, {}
 for i = 1, n do
-  local r_s, r_ns = rel_s[i], rel_ns[i]
-  if r_s < 0 then
-    r_s, r_ns = 0, 0
-  end
-  ttl_s[i], ttl_ns[i] = norm(r_s + inc_s[i], r_ns + inc_ns[i])
-  new_s[i], new_ns[i] = norm(now_s + ttl_s[i], now_ns + ttl_ns[i])
-  if gt(new_s[i], new_ns[i], MAX_S, MAX_NS) then
+  local lim
+  lim, ttl_s[i], ttl_ns[i], new_s[i], new_ns[i] = decide(i, rel_s[i], rel_ns[i])
+  if lim == nil then
     return redis.error_reply(TAT_RANGE)
   end
-  if gt(ttl_s[i], ttl_ns[i], dvt_s[i], dvt_ns[i]) then
-    limited = true
-  end
+  limited = limited or lim
 end
 if mode == 'check' and not limited then
   for i = 1, n do
-    store(i, ttl_s[i], ttl_ns[i], new_s[i], new_ns[i])
+    store(i, raw[i], ttl_s[i], ttl_ns[i], new_s[i], new_ns[i])
   end
 end
 

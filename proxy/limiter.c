@@ -49,12 +49,28 @@
 /* Most limits one path can reach: every level, each with every limit. */
 #define LIMITER_MAX_LIMITS (LIMITS_MAX_DEPTH * LIMITS_MAX_LIMITS)
 
-/* A script call on behalf of one client request. Owned by the part that
- * carries it; freed with its reply. */
+/* Most CL.THROTTLE calls sent in one script call: enough to take the
+ * per-call cost of EVALSHA off Redis under load, small enough that one
+ * call never holds a node for long. */
+#define LIMITER_BATCH_MAX 64
+
+/* One CL.THROTTLE waiting for its script call. Queued in
+ * server.limiter_pending until the flush pass, then owned by the batch
+ * that carries it. */
 struct limiter_call {
-    struct req *root;      /* borrowed: the client's request */
-    struct gcra_params p;  /* parsed arguments */
+    struct req *root;     /* borrowed: the client's request */
+    struct gcra_params p; /* parsed arguments */
+    char *key;            /* owned copy of the key */
+    size_t klen;          /* bytes in key */
+    struct queue link;    /* link in server.limiter_pending */
+};
+
+/* The calls of one script call (all for one node; in cluster mode all of
+ * one slot, so a MOVED moves them all). Owned by the part carrying it. */
+struct limiter_batch {
+    unsigned n;            /* calls */
     unsigned noscript : 1; /* already retried with EVAL */
+    struct limiter_call *call[LIMITER_BATCH_MAX]; /* owned */
 };
 
 static void limiter_reply_ints(struct req *req, const int64_t v[5])
@@ -78,9 +94,6 @@ static void limiter_reply_result(struct req *req, const struct gcra_result *r)
 
 /* ---------------- Script calls ---------------- */
 
-static void limiter_send(struct limiter_call *call, const char *key,
-                         size_t klen);
-
 /* True for errors that mean "the store did not answer", as opposed to an
  * answer that is an error (WRONGTYPE, a range error). */
 static int limiter_store_down(const char *frame, size_t len)
@@ -100,120 +113,243 @@ static int limiter_store_down(const char *frame, size_t len)
     return 0;
 }
 
-/* Completes the client's request from the script's reply. */
-static void limiter_finish(struct limiter_call *call, const char *frame,
-                           size_t len)
+static void limiter_call_free(struct limiter_call *call)
 {
-    struct req *root = call->root;
-    struct gcra_script_reply sr;
-    struct gcra_result res;
-    struct resp_value v;
-    const char *err = NULL;
-    size_t used;
-
-    if (frame[0] == '-') {
-        if (limiter_store_down(frame, len) &&
-            server.conf->store_down == CONF_FAIL_OPEN) {
-            int64_t admit[5] = { 0, call->p.limit, 0, -1, 0 };
-            server.stats.fail_open++;
-            limiter_reply_ints(root, admit);
-            return;
-        }
-        req_reply(root, frame, len);
-        return;
-    }
-    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
-        req_reply_error(root, "%s", GCRA_ERR_SCRIPT);
-        return;
-    }
-    if (v.type != '*' || v.n != GCRA_SCRIPT_NREPLY || v.elem[0].type != ':' ||
-        v.elem[1].type != ':' || v.elem[2].type != ':') {
-        resp_value_free(&v);
-        req_reply_error(root, "%s", GCRA_ERR_SCRIPT);
-        return;
-    }
-    sr.limited = v.elem[0].integer;
-    sr.now_s = v.elem[1].integer;
-    sr.now_us = v.elem[2].integer;
-    sr.tat = v.elem[3].null ? NULL : v.elem[3].str;
-    sr.tat_len = v.elem[3].null ? 0 : v.elem[3].len;
-    if (gcra_decide_from_script(&call->p, &sr, &res, &err) != GCRA_OK) {
-        resp_value_free(&v);
-        log_warn("limiter: %s", err);
-        req_reply_error(root, "%s", err);
-        return;
-    }
-    resp_value_free(&v);
-    limiter_reply_result(root, &res);
-}
-
-static void limiter_on_reply(struct req *part, const char *frame, size_t len)
-{
-    struct limiter_call *call = part->ctx;
-    struct req *root = call->root;
-
-    if (len > 10 && memcmp(frame, "-NOSCRIPT ", 10) == 0 && !call->noscript &&
-        root->client != NULL) {
-        /* The node's script cache is empty (restart, promotion, SCRIPT
-         * FLUSH): send the body once; EVAL also caches it. */
-        size_t klen;
-        const char *key = resp_cmd_arg(part->cmd, 3, &klen);
-        call->noscript = 1;
-        part->ctx = NULL;
-        limiter_send(call, key, klen);
-        return;
-    }
-    part->ctx = NULL;
-    root->children--;
-    if (root->client == NULL) {
-        req_free(root); /* the client left while the node worked */
-    } else {
-        limiter_finish(call, frame, len);
-    }
+    px_free(call->key);
     px_free(call);
 }
 
-/* Sends the script call for `call` (EVALSHA, or EVAL after a NOSCRIPT) to
- * the node of `key`. */
-static void limiter_send(struct limiter_call *call, const char *key,
-                         size_t klen)
+/* Ends a call: its client's request gets `frame` turned into a reply (an
+ * error frame as it is, or fail_open), or is freed when it is an orphan. */
+static void limiter_call_error(struct limiter_call *call, const char *frame,
+                               size_t len)
+{
+    struct req *root = call->root;
+
+    root->children--;
+    if (root->client == NULL) {
+        req_free(root); /* the client left while the node worked */
+    } else if (limiter_store_down(frame, len) &&
+               server.conf->store_down == CONF_FAIL_OPEN) {
+        int64_t admit[5] = { 0, call->p.limit, 0, -1, 0 };
+        server.stats.fail_open++;
+        limiter_reply_ints(root, admit);
+    } else {
+        req_reply(root, frame, len);
+    }
+    limiter_call_free(call);
+}
+
+/* Ends call i of a batch from the script's "each" reply `v`. */
+static void limiter_call_done(struct limiter_call *call,
+                              const struct resp_value *v, unsigned i,
+                              unsigned n)
+{
+    static const char wrongtype[] =
+        "WRONGTYPE Operation against a key holding the wrong kind of value";
+    struct req *root = call->root;
+    const struct resp_value *raw = &v->elem[3 + i];
+    const struct resp_value *flag = &v->elem[3 + n + i];
+    struct gcra_script_reply sr;
+    struct gcra_result res;
+    const char *err = NULL;
+
+    root->children--;
+    if (root->client == NULL) {
+        req_free(root);
+    } else if (flag->integer == -1) {
+        req_reply_error(root, "%s", wrongtype);
+    } else if (flag->integer == -2) {
+        req_reply_error(root, "%s", GCRA_ERR_TAT_RANGE);
+    } else {
+        sr.limited = flag->integer;
+        sr.now_s = v->elem[1].integer;
+        sr.now_us = v->elem[2].integer;
+        sr.tat = raw->null ? NULL : raw->str;
+        sr.tat_len = raw->null ? 0 : raw->len;
+        if (gcra_decide_from_script(&call->p, &sr, &res, &err) != GCRA_OK) {
+            log_warn("limiter: %s", err);
+            req_reply_error(root, "%s", err);
+        } else {
+            limiter_reply_result(root, &res);
+        }
+    }
+    limiter_call_free(call);
+}
+
+static void limiter_batch_send(struct limiter_batch *b);
+
+static void limiter_on_batch(struct req *part, const char *frame, size_t len)
+{
+    struct limiter_batch *b = part->ctx;
+    struct resp_value v;
+    size_t used;
+    unsigned i, k;
+
+    part->ctx = NULL;
+    if (len > 10 && memcmp(frame, "-NOSCRIPT ", 10) == 0 && !b->noscript) {
+        /* The node's script cache is empty (restart, promotion, SCRIPT
+         * FLUSH): send the body once; EVAL also caches it. */
+        b->noscript = 1;
+        limiter_batch_send(b);
+        return;
+    }
+    if (frame[0] == '-') {
+        for (i = 0; i < b->n; i++) {
+            limiter_call_error(b->call[i], frame, len);
+        }
+        px_free(b);
+        return;
+    }
+    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
+        v.type = '?';
+        v.n = 0;
+        v.elem = NULL;
+    }
+    if (v.type != '*' || v.n != 3 + 2 * (size_t)b->n || v.elem[1].type != ':' ||
+        v.elem[2].type != ':') {
+        v.n = v.type == '*' ? v.n : 0;
+        resp_value_free(&v);
+        for (i = 0; i < b->n; i++) {
+            static const char bad[] = "-" GCRA_ERR_SCRIPT "\r\n";
+            limiter_call_error(b->call[i], bad, sizeof(bad) - 1);
+        }
+        px_free(b);
+        return;
+    }
+    for (k = 0; k < b->n; k++) {
+        if (v.elem[3 + b->n + k].type != ':') {
+            break;
+        }
+    }
+    for (i = 0; i < b->n; i++) {
+        if (k < b->n) {
+            static const char bad[] = "-" GCRA_ERR_SCRIPT "\r\n";
+            limiter_call_error(b->call[i], bad, sizeof(bad) - 1);
+        } else {
+            limiter_call_done(b->call[i], &v, i, b->n);
+        }
+    }
+    resp_value_free(&v);
+    px_free(b);
+}
+
+/* Sends a batch as one script call ("each" mode) to the node of its first
+ * key (EVALSHA, or EVAL after a NOSCRIPT). Takes `b`. */
+static void limiter_batch_send(struct limiter_batch *b)
 {
     const struct scripts_lua *s = scripts_gcra();
-    struct gcra_script_args a;
-    const char *argv[8];
-    size_t lens[8];
+    unsigned argc = 4 + 5 * b->n, a = 0, i;
+    const char **argv = px_calloc(argc, sizeof(*argv));
+    size_t *lens = px_calloc(argc, sizeof(*lens));
+    struct gcra_script_args *sa = px_calloc(b->n, sizeof(*sa));
+    const struct limiter_call *c0 = b->call[0];
+    char nkeys[16];
     struct resp_cmd *cmd;
     struct req *part;
     struct node *n;
     int k;
 
-    gcra_script_args(&call->p, &a);
-    argv[0] = call->noscript ? "EVAL" : "EVALSHA";
-    lens[0] = strlen(argv[0]);
-    argv[1] = call->noscript ? s->body : s->sha1;
-    lens[1] = call->noscript ? s->len : SCRIPTS_SHA1_LEN;
-    argv[2] = "1";
-    lens[2] = 1;
-    argv[3] = key;
-    lens[3] = klen;
-    for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
-        argv[4 + k] = a.v[k];
-        lens[4 + k] = a.len[k];
+    argv[a] = b->noscript ? "EVAL" : "EVALSHA";
+    lens[a] = strlen(argv[a]);
+    a++;
+    argv[a] = b->noscript ? s->body : s->sha1;
+    lens[a++] = b->noscript ? s->len : SCRIPTS_SHA1_LEN;
+    snprintf(nkeys, sizeof(nkeys), "%u", b->n);
+    argv[a] = nkeys;
+    lens[a] = strlen(nkeys);
+    a++;
+    for (i = 0; i < b->n; i++) {
+        argv[a] = b->call[i]->key;
+        lens[a++] = b->call[i]->klen;
     }
-    cmd = resp_cmd_new(8, argv, lens);
+    for (i = 0; i < b->n; i++) {
+        gcra_script_args(&b->call[i]->p, &sa[i]);
+        for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
+            argv[a] = sa[i].v[k];
+            lens[a++] = sa[i].len[k];
+        }
+    }
+    argv[a] = "each";
+    lens[a++] = 4;
+    cmd = resp_cmd_new((int)a, argv, lens);
+    px_free(argv);
+    px_free(lens);
+    px_free(sa);
     if (cmd == NULL) {
-        px_oom(0);
+        px_oom(a);
     }
     part = req_new(NULL, cmd);
-    part->on_reply = limiter_on_reply;
-    part->ctx = call;
-    part->cid = call->root->cid;
-    n = cluster_node_for_slot(slot_for_key(key, klen));
+    part->on_reply = limiter_on_batch;
+    part->ctx = b;
+    part->cid = c0->root->cid;
+    n = cluster_node_for_slot(slot_for_key(c0->key, c0->klen));
     if (n == NULL) {
         req_reply_error(part, "CLUSTERDOWN Hash slot not served");
         return;
     }
     upstream_send(cluster_upstream(n, part->cid), part);
+}
+
+void limiter_flush(void)
+{
+    struct limiter_batch *open[LIMITER_BATCH_MAX];
+    unsigned slot[LIMITER_BATCH_MAX];
+    unsigned nopen = 0, i;
+
+    /* Calls that arrived this loop turn, grouped by node (single mode) or
+     * slot (cluster mode: a script's keys must share a slot), in arrival
+     * order within each group, so calls on one key keep their order. */
+    while (!queue_empty(&server.limiter_pending)) {
+        struct limiter_call *call = container_of(
+            queue_head(&server.limiter_pending), struct limiter_call, link);
+        unsigned sl =
+            server.cluster.enabled ? slot_for_key(call->key, call->klen) : 0;
+        struct limiter_batch *b = NULL;
+
+        queue_remove(&call->link);
+        for (i = 0; i < nopen; i++) {
+            if (slot[i] == sl) {
+                b = open[i];
+                break;
+            }
+        }
+        if (b == NULL) {
+            if (nopen == LIMITER_BATCH_MAX) {
+                /* Too many slots at once: send the oldest group. */
+                limiter_batch_send(open[0]);
+                memmove(open, open + 1, (nopen - 1) * sizeof(*open));
+                memmove(slot, slot + 1, (nopen - 1) * sizeof(*slot));
+                nopen--;
+            }
+            b = px_calloc(1, sizeof(*b));
+            open[nopen] = b;
+            slot[nopen++] = sl;
+            i = nopen - 1;
+        }
+        b->call[b->n++] = call;
+        if (b->n == LIMITER_BATCH_MAX) {
+            limiter_batch_send(b);
+            open[i] = open[nopen - 1];
+            slot[i] = slot[nopen - 1];
+            nopen--;
+        }
+    }
+    for (i = 0; i < nopen; i++) {
+        limiter_batch_send(open[i]);
+    }
+}
+
+void limiter_drop_pending(void)
+{
+    static const char down[] = "-ERR proxy shutting down\r\n";
+
+    while (!queue_empty(&server.limiter_pending)) {
+        struct limiter_call *call = container_of(
+            queue_head(&server.limiter_pending), struct limiter_call, link);
+        queue_remove(&call->link);
+        limiter_call_error(call, down, sizeof(down) - 1);
+    }
 }
 
 /* ---------------- Commands ---------------- */
@@ -256,11 +392,14 @@ static void limiter_gcra(struct req *req)
         cluster_hold(req);
         return;
     }
+    /* Sent by the flush pass, with the other calls of this loop turn. */
     call = px_calloc(1, sizeof(*call));
     call->root = req;
     call->p = p;
+    call->key = px_strndup(argv[1], lens[1]);
+    call->klen = lens[1];
     req->children++;
-    limiter_send(call, argv[1], lens[1]);
+    queue_insert_tail(&server.limiter_pending, &call->link);
 }
 
 void limiter_throttle(struct req *req)

@@ -19,6 +19,14 @@ void limiter_command(struct req *req);
  * `err` as "file:line:column: message". */
 int limiter_load(const char *path, char *err, size_t errlen);
 
+/* Sends the CL.THROTTLE calls that arrived this loop turn, batched per
+ * node and slot into few script calls (called by the flush pass, before
+ * the upstreams are written). */
+void limiter_flush(void);
+
+/* Fails the calls not yet sent (shutdown). */
+void limiter_drop_pending(void);
+
 /* Ends every reply held by LIMITER CHECK ... WAIT (shutdown). */
 void limiter_stop_waits(void);
 

@@ -59,6 +59,7 @@ static void server_on_flush(uv_prepare_t *h)
 
     PX_UNUSED(h);
     for (round = 0; round < SERVER_FLUSH_ROUNDS; round++) {
+        limiter_flush();
         while (!queue_empty(&server.dirty_upstreams)) {
             struct queue *n = queue_head(&server.dirty_upstreams);
             queue_remove(n);
@@ -106,6 +107,7 @@ static void server_stop(void)
         client_close(
             container_of(queue_head(&server.clients), struct client, node));
     }
+    limiter_drop_pending();
     limiter_stop_waits();
     cluster_shutdown();
     while (!queue_empty(&server.upstreams)) {
@@ -220,6 +222,7 @@ int server_init(const struct conf *conf)
     queue_init(&server.cluster.nodes);
     queue_init(&server.cluster.waiting);
     queue_init(&server.limiter_waits);
+    queue_init(&server.limiter_pending);
     store_local_init(&server.store);
     uv_prepare_init(server.loop, &server.flush);
     uv_prepare_start(&server.flush, server_on_flush);

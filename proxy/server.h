@@ -46,6 +46,7 @@ struct server {
     struct limits_tree *limits;       /* owned: limits.yaml, or NULL */
     uv_signal_t sighup;               /* LIMITER RELOAD */
     struct queue limiter_waits;       /* replies held by CHECK ... WAIT */
+    struct queue limiter_pending;     /* CL.THROTTLE calls of this turn */
     uint64_t next_client_id;          /* last id given */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
     unsigned shutting_down : 1;       /* stop() ran */

@@ -1333,3 +1333,85 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
     redisFree(d);
     redisFree(c);
 }
+
+/* Calls of one loop turn go out as one script call per node (or slot):
+ * within it each call still sees the ones before it, in request order. */
+static void batched_calls_keep_order(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+
+    for (int i = 0; i < 40; i++) {
+        redisAppendCommand(c, "CL.THROTTLE batch:a 4 1 60");
+        redisAppendCommand(c, "CL.THROTTLE batch:b 9 1 60 2");
+    }
+    for (int i = 0; i < 40; i++) {
+        redisReply *a = px_next(c);
+        redisReply *b = px_next(c);
+        cr_assert_eq(a->type, REDIS_REPLY_ARRAY);
+        cr_assert_eq(b->type, REDIS_REPLY_ARRAY);
+        /* a: 5 admitted (remaining 4..0), then refused with 0 left. */
+        cr_assert_eq(a->element[0]->integer, i < 5 ? 0 : 1, "a call %d", i);
+        cr_assert_eq(a->element[2]->integer, i < 5 ? 4 - i : 0, "a call %d", i);
+        /* b: quantity 2 of 10: 5 admitted (8, 6, 4, 2, 0 left). */
+        cr_assert_eq(b->element[0]->integer, i < 5 ? 0 : 1, "b call %d", i);
+        cr_assert_eq(b->element[2]->integer, i < 5 ? 8 - 2 * i : 0, "b call %d",
+                     i);
+        freeReplyObject(a);
+        freeReplyObject(b);
+    }
+    /* A wrong-type key in the same batch fails alone. */
+    redisContext *d = px_connect(px_env()->proxy.port);
+    px_check_int(px_cmd(d, "HSET batch:h f v"), 1);
+    redisFree(d);
+    redisAppendCommand(c, "CL.THROTTLE batch:c 1 1 60");
+    redisAppendCommand(c, "CL.THROTTLE batch:h 1 1 60");
+    redisAppendCommand(c, "CL.THROTTLE batch:c 1 1 60");
+    redisReply *r = px_next(c);
+    cr_assert_eq(r->element[2]->integer, 1);
+    freeReplyObject(r);
+    px_check_error(px_next(c), "WRONGTYPE Operation against a key holding "
+                               "the wrong kind of value");
+    r = px_next(c);
+    cr_assert_eq(r->element[0]->integer, 0);
+    cr_assert_eq(r->element[2]->integer, 0);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* evalsha+eval calls redis has run, from INFO commandstats. */
+static long long script_calls(redisContext *direct)
+{
+    redisReply *r = px_cmd(direct, "INFO commandstats");
+    long long total = 0;
+    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
+
+    for (size_t k = 0; k < 2; k++) {
+        const char *p = strstr(r->str, names[k]);
+        if (p != NULL) {
+            total += atoll(p + strlen(names[k]));
+        }
+    }
+    freeReplyObject(r);
+    return total;
+}
+
+Test(it_limiter, batched_calls_keep_request_order_in_single_mode,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *direct = px_redis_connect(&px_env()->redis, NULL);
+    long long before = script_calls(direct);
+
+    batched_calls_keep_order();
+    /* 83 calls, nearly all arriving in one read: a handful of script
+     * calls, not one each. */
+    long long used = script_calls(direct) - before;
+    cr_assert_lt(used, 20, "%lld script calls for 83 CL.THROTTLE", used);
+    cr_assert_gt(used, 0);
+    redisFree(direct);
+}
+
+Test(it_limiter, batched_calls_keep_request_order_in_cluster_mode,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    batched_calls_keep_order();
+}
