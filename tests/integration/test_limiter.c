@@ -62,9 +62,9 @@ PX_TEST_SUITE(it_limiter);
 #define FAILOVER_STEP  20    /* ms between two rounds during it */
 #define FLUSH_KEYS     20    /* keys per node in the SCRIPT FLUSH pipeline */
 #define CONC_PROXIES   2     /* cellgate processes sharing one Redis */
-#define CONC_CONNS     25    /* client connections per proxy */
+#define CONC_CONNS     50    /* client connections per proxy */
 #define CONC_DEPTH     4     /* pipelined requests per connection per round */
-#define CONC_RUN_MS    3000  /* how long the clients keep hammering */
+#define CONC_RUN_MS    5000  /* how long the clients keep hammering */
 #define CONC_MAX_ROUND 20000 /* bound of the rounds, whatever the clock */
 #define CONC_BURST     10    /* CL.THROTTLE shared 10 20 1: max_burst */
 #define CONC_COUNT     20    /* count per period */
