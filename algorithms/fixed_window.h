@@ -1,0 +1,117 @@
+/* Fixed window counter, as a pure function of (parameters, stored state,
+ * now, cost).
+ *
+ * Time is cut into windows aligned to the Unix epoch: the window of now
+ * starts at now - now mod window. At most `max` is counted per window; a
+ * request passes when count + cost <= max, and the count starts again from
+ * 0 in the next window.
+ *
+ * Parameters (conf/limits.h struct limits_fixed_window):
+ *   max        1 .. FIXED_WINDOW_MAX_COUNT (2^53 - 1)
+ *   window_ms  1 .. FIXED_WINDOW_MAX_WINDOW_MS (3650 days)
+ *
+ * State:
+ *   start_ns  the start of the window the count belongs to (ns since the
+ *             Unix epoch; a multiple of the window)
+ *   count     what passed in that window, >= 0
+ * A stored window that is not the current one (older, or of another
+ * window length after the file changed) reads as count 0, with one
+ * exception below (the clock).
+ *
+ * Redis (the Lua twin): one HASH per key,
+ *   HSET <key> start <start_ns> count <count>   (decimal integers)
+ *   PEXPIRE <key> <expiry_ms>
+ * written only when a request passes with cost >= 1. The expiry is the time
+ * until the window ends, rounded up to whole ms: the key expires with its
+ * window. The start is a multiple of window_ms * 1e6, so the twin can work
+ * in milliseconds from TIME.
+ *
+ * Reply fields (struct rl_decision):
+ *   limited         1 when count + cost > max, or cost > max
+ *   limit           max
+ *   remaining       max - count after this request, at least 0
+ *   retry_after_ns  when refused: the time until the window ends (the next
+ *                   window starts empty, and cost <= max fits it); -1 s
+ *                   when allowed or when cost > max (it can never pass)
+ *   reset_after_ns  the time until the window ends when something is
+ *                   counted in it; 0 when the count is 0 (already full
+ *                   capacity, as for gcra's new key)
+ *
+ * Cost 0 is a peek: it passes unless the count exceeds a lowered max, and
+ * never writes. A refused request writes nothing.
+ *
+ * Clock: a stored window that starts after the current one (a node's clock
+ * jumped back) stays the effective window: the request counts in it, and
+ * both durations run to its end, so a clock jump never opens a fresh
+ * window early.
+ *
+ * Leaf layer: libc only, no globals. */
+#ifndef PX_ALGORITHMS_FIXED_WINDOW_H
+#define PX_ALGORITHMS_FIXED_WINDOW_H
+
+#include <stdint.h>
+
+#include "algorithms/rl.h"
+
+#define FIXED_WINDOW_OK     0
+#define FIXED_WINDOW_EARGS  -1 /* parameters, time or cost out of range */
+#define FIXED_WINDOW_ESTATE -2 /* a stored state no decision can come from */
+
+/* Largest max: conf/limits.h LIMITS_MAX_COUNT. */
+#define FIXED_WINDOW_MAX_COUNT INT64_C(9007199254740991)
+/* Longest window, 3650 days: conf/limits.h LIMITS_MAX_DURATION_MS. */
+#define FIXED_WINDOW_MAX_WINDOW_MS INT64_C(315360000000)
+
+/* Error texts (static, lowercase, fit for "-ERR <text>"). */
+#define FIXED_WINDOW_ERR_MAX "fixed_window max must be between 1 and 2^53 - 1"
+#define FIXED_WINDOW_ERR_WINDOW                                                \
+    "fixed_window window must be between 1 ms and 3650 days"
+#define FIXED_WINDOW_ERR_TIME "fixed_window time must not be negative"
+#define FIXED_WINDOW_ERR_COST "fixed_window cost must not be negative"
+#define FIXED_WINDOW_ERR_STATE                                                 \
+    "fixed_window state is malformed (negative start or count)"
+
+/* Validated parameters, durations in ns. */
+struct fixed_window_params {
+    int64_t max;       /* >= 1 */
+    int64_t window_ns; /* window_ms * 1e6 */
+};
+
+/* The stored state (see the file comment). */
+struct fixed_window_state {
+    int64_t start_ns; /* start of the counted window */
+    int64_t count;    /* counted in it, >= 0 */
+};
+
+/* What a store does after a decision. */
+enum fixed_window_write {
+    FIXED_WINDOW_WRITE_NONE, /* leave the key as it is */
+    FIXED_WINDOW_WRITE_SET,  /* HSET the fields of next, PEXPIRE expiry_ms */
+};
+
+/* The outcome of fixed_window_decide(). */
+struct fixed_window_result {
+    struct rl_decision d;           /* the five integers, before rounding */
+    enum fixed_window_write write;  /* what to do with the key */
+    struct fixed_window_state next; /* the effective window and its count
+                                       after this decision; stored only
+                                       when write is SET */
+    int64_t expiry_ms;              /* PEXPIRE when write is SET, >= 1 */
+};
+
+/* Fills *p from the conf units. Returns FIXED_WINDOW_OK, or
+ * FIXED_WINDOW_EARGS with *err a static text. */
+int fixed_window_params_init(struct fixed_window_params *p, int64_t max,
+                             int64_t window_ms, const char **err);
+
+/* The decision for a request of `cost` (>= 0; 0 peeks) at now_ns (>= 0)
+ * against the stored state `st` (NULL when the key does not exist).
+ * Returns FIXED_WINDOW_OK with *out set; FIXED_WINDOW_EARGS for bad
+ * parameters, time or cost; FIXED_WINDOW_ESTATE for a negative stored
+ * field. Nothing may be written on an error. */
+int fixed_window_decide(const struct fixed_window_params *p,
+                        const struct fixed_window_state *st, int64_t now_ns,
+                        int64_t cost, struct fixed_window_result *out,
+                        const char **err);
+
+#endif /* PX_ALGORITHMS_FIXED_WINDOW_H */

@@ -1,0 +1,228 @@
+/* Sliding window counter: the current window plus the weighted previous
+ * one (see sliding_counter.h).
+ *
+ * Flow: the limiter builds the parameters from limits.yaml with
+ * sliding_counter_params_init(), reads the stored HASH (or nothing), and
+ * calls sliding_counter_decide() with the node's time; the result says
+ * what to reply and whether to store `next`.
+ *
+ * The weight prev * rem / window needs a product of up to 2^53 * 2^58. It
+ * is formed in 128 bits from 32-bit halves and divided back by long
+ * division, so the test against max is exact with no compiler extension.
+ * Durations are computed relative to now and saturate. */
+#include "algorithms/sliding_counter.h"
+
+#include <string.h>
+
+/* ---------------- Helpers ---------------- */
+
+/* hi:lo = a * b, from four 32-bit partial products. */
+static void sc_mul_wide(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
+{
+    const uint64_t mask = UINT64_C(0xffffffff);
+    uint64_t a0 = a & mask, a1 = a >> 32;
+    uint64_t b0 = b & mask, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    /* At most 3 * (2^32 - 1): no carry out of 64 bits. */
+    uint64_t mid = (p00 >> 32) + (p01 & mask) + (p10 & mask);
+
+    *lo = (mid << 32) | (p00 & mask);
+    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* floor((a * b + c) / d) for a, b, c >= 0 and d > 0, saturating at
+ * INT64_MAX. */
+static int64_t sc_muladd_div(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    uint64_t hi, lo, r, q = 0;
+    uint64_t ud = (uint64_t)d;
+
+    sc_mul_wide((uint64_t)a, (uint64_t)b, &hi, &lo);
+    lo += (uint64_t)c;
+    if (lo < (uint64_t)c) {
+        hi++;
+    }
+    if (hi >= ud) {
+        return INT64_MAX; /* the quotient needs more than 64 bits */
+    }
+    /* Long division, one bit at a time. r < d <= 2^63 - 1, so r << 1 fits. */
+    r = hi;
+    for (int i = 63; i >= 0; i--) {
+        r = (r << 1) | ((lo >> i) & 1);
+        q <<= 1;
+        if (r >= ud) {
+            r -= ud;
+            q |= 1;
+        }
+    }
+    return q > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)q;
+}
+
+/* a + b for b >= 0, saturating at INT64_MAX. */
+static int64_t sc_add_sat(int64_t a, int64_t b)
+{
+    int64_t s;
+
+    if (__builtin_add_overflow(a, b, &s)) {
+        return INT64_MAX;
+    }
+    return s;
+}
+
+/* Whole milliseconds of an expiry, rounded up: the key must outlive the
+ * time its count still weighs. */
+static int64_t sc_ceil_ms(int64_t ns)
+{
+    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
+}
+
+/* ---------------- Parameters ---------------- */
+
+int sliding_counter_params_init(struct sliding_counter_params *p, int64_t max,
+                                int64_t window_ms, const char **err)
+{
+    memset(p, 0, sizeof(*p));
+    if (max < 1 || max > SLIDING_COUNTER_MAX_COUNT) {
+        *err = SLIDING_COUNTER_ERR_MAX;
+        return SLIDING_COUNTER_EARGS;
+    }
+    if (window_ms < 1 || window_ms > SLIDING_COUNTER_MAX_WINDOW_MS) {
+        *err = SLIDING_COUNTER_ERR_WINDOW;
+        return SLIDING_COUNTER_EARGS;
+    }
+    p->max = max;
+    p->window_ns = window_ms * RL_NS_PER_MS; /* <= 3.2e17: fits */
+    return SLIDING_COUNTER_OK;
+}
+
+/* The text for parameters that sliding_counter_params_init() never makes,
+ * or NULL when they are fine. */
+static const char *sc_params_bad(const struct sliding_counter_params *p)
+{
+    if (p->max < 1 || p->max > SLIDING_COUNTER_MAX_COUNT) {
+        return SLIDING_COUNTER_ERR_MAX;
+    }
+    if (p->window_ns < RL_NS_PER_MS ||
+        p->window_ns > SLIDING_COUNTER_MAX_WINDOW_MS * RL_NS_PER_MS) {
+        return SLIDING_COUNTER_ERR_WINDOW;
+    }
+    return NULL;
+}
+
+/* ---------------- The decision ---------------- */
+
+/* The least wait after which a request of `cost` (<= max) passes, for a
+ * refused one: count c, previous prev, until_end ns to the end of the
+ * effective window. Phase 1, this window: prev fades, and the request fits
+ * once prev * rem <= (max - cost - c) * window, i.e. rem <= F. Phase 2,
+ * the next window: c has become prev and fades the same way. */
+static int64_t sc_retry(const struct sliding_counter_params *p, int64_t c,
+                        int64_t prev, int64_t until_end, int64_t cost)
+{
+    int64_t w = p->window_ns;
+    int64_t room1 = (p->max - cost) - c; /* >= -INT64_MAX: no overflow */
+    int64_t room2 = p->max - cost;       /* >= 0 */
+    int64_t f;
+
+    if (room1 >= 0 && prev > 0) {
+        /* Refused means prev * rem > room1 * w, so f < rem <= until_end. */
+        f = sc_muladd_div(room1, w, 0, prev);
+        if (f >= 1 && f < until_end) {
+            return until_end - f;
+        }
+    }
+    f = c == 0 ? w : sc_muladd_div(room2, w, 0, c);
+    if (f > w) {
+        f = w;
+    }
+    return sc_add_sat(until_end, w - f);
+}
+
+/* Rolls the stored state over to the window of now: sets *start, *c and
+ * *prev. A stored window after the current one stays (the clock is
+ * behind). */
+static void sc_roll(const struct sliding_counter_params *p,
+                    const struct sliding_counter_state *st, int64_t now,
+                    int64_t *start, int64_t *c, int64_t *prev)
+{
+    *start = now - now % p->window_ns;
+    *c = 0;
+    *prev = 0;
+    if (st == NULL) {
+        return;
+    }
+    if (st->start_ns >= *start) {
+        *start = st->start_ns;
+        *c = st->count;
+        *prev = st->prev;
+    } else if (st->start_ns >= *start - p->window_ns) {
+        *prev = st->count;
+    }
+}
+
+int sliding_counter_decide(const struct sliding_counter_params *p,
+                           const struct sliding_counter_state *st,
+                           int64_t now_ns, int64_t cost,
+                           struct sliding_counter_result *out, const char **err)
+{
+    const char *bad = sc_params_bad(p);
+    int64_t w = p->window_ns;
+    int64_t start, c, prev, until_end, rem, weighted = 0, est;
+
+    memset(out, 0, sizeof(*out));
+    if (bad != NULL) {
+        *err = bad;
+        return SLIDING_COUNTER_EARGS;
+    }
+    if (now_ns < 0) {
+        *err = SLIDING_COUNTER_ERR_TIME;
+        return SLIDING_COUNTER_EARGS;
+    }
+    if (cost < 0) {
+        *err = SLIDING_COUNTER_ERR_COST;
+        return SLIDING_COUNTER_EARGS;
+    }
+    if (st != NULL && (st->start_ns < 0 || st->count < 0 || st->prev < 0)) {
+        *err = SLIDING_COUNTER_ERR_STATE;
+        return SLIDING_COUNTER_ESTATE;
+    }
+
+    sc_roll(p, st, now_ns, &start, &c, &prev);
+    /* start - now > -w, so only a far-future start can saturate. */
+    until_end = sc_add_sat(start - now_ns, w);
+    rem = until_end < w ? until_end : w;
+    if (prev > 0) {
+        weighted = sc_muladd_div(prev, rem, w - 1, w); /* <= prev */
+    }
+    if (__builtin_add_overflow(c, weighted, &est)) {
+        *err = SLIDING_COUNTER_ERR_STATE;
+        return SLIDING_COUNTER_ESTATE;
+    }
+
+    out->d.limit = p->max;
+    out->d.retry_after_ns = -RL_NS_PER_SEC;
+    if (cost > p->max) {
+        out->d.limited = 1;
+    } else if (est <= p->max - cost) {
+        c += cost;
+        est += cost;
+    } else {
+        out->d.limited = 1;
+        out->d.retry_after_ns = sc_retry(p, c, prev, until_end, cost);
+    }
+    out->d.remaining = est < p->max ? p->max - est : 0;
+    if (c > 0) {
+        out->d.reset_after_ns = sc_add_sat(until_end, w);
+    } else if (prev > 0) {
+        out->d.reset_after_ns = until_end;
+    }
+    out->next.start_ns = start;
+    out->next.count = c;
+    out->next.prev = prev;
+    out->weighted = weighted;
+    if (!out->d.limited && cost > 0) {
+        out->write = SLIDING_COUNTER_WRITE_SET;
+        out->expiry_ms = sc_ceil_ms(out->d.reset_after_ns);
+    }
+    return SLIDING_COUNTER_OK;
+}

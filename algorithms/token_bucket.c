@@ -1,0 +1,241 @@
+/* Token bucket with lazy refill (see token_bucket.h).
+ *
+ * Flow: the limiter builds the parameters from limits.yaml with
+ * token_bucket_params_init(), reads the stored HASH (or nothing), and calls
+ * token_bucket_decide() with the node's time; the result says what to
+ * reply and whether to store `next`.
+ *
+ * The level is exact fixed-point: tokens + frac / 1e15. Refill over e ns at
+ * `rate` millionths of a token per second brings exactly e * rate units of
+ * frac, so the arithmetic needs e * rate (up to 2^113) and deficit * 1e15
+ * (up to 2^103). Those products are formed in 128 bits from 32-bit halves
+ * and divided back by long division: no compiler extension, no wrap, no
+ * rounding. Every other sum is checked and saturates. */
+#include "algorithms/token_bucket.h"
+
+#include <string.h>
+
+/* ---------------- 128-bit helpers ---------------- */
+
+/* hi:lo = a * b, from four 32-bit partial products. */
+static void tb_mul_wide(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
+{
+    const uint64_t mask = UINT64_C(0xffffffff);
+    uint64_t a0 = a & mask, a1 = a >> 32;
+    uint64_t b0 = b & mask, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    /* At most 3 * (2^32 - 1): no carry out of 64 bits. */
+    uint64_t mid = (p00 >> 32) + (p01 & mask) + (p10 & mask);
+
+    *lo = (mid << 32) | (p00 & mask);
+    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* floor((a * b + c) / d) for a, b, c >= 0 and d > 0, with the remainder in
+ * *rem. A quotient above INT64_MAX saturates to INT64_MAX (*rem is then 0):
+ * callers read that as "more than any int64 can say". */
+static int64_t tb_muladd_div(int64_t a, int64_t b, int64_t c, int64_t d,
+                             int64_t *rem)
+{
+    uint64_t hi, lo, r, q = 0;
+    uint64_t ud = (uint64_t)d;
+
+    tb_mul_wide((uint64_t)a, (uint64_t)b, &hi, &lo);
+    lo += (uint64_t)c;
+    if (lo < (uint64_t)c) {
+        hi++;
+    }
+    *rem = 0;
+    if (hi >= ud) {
+        return INT64_MAX; /* the quotient needs more than 64 bits */
+    }
+    /* Long division, one bit at a time. r < d <= 2^63 - 1, so r << 1 fits. */
+    r = hi;
+    for (int i = 63; i >= 0; i--) {
+        r = (r << 1) | ((lo >> i) & 1);
+        q <<= 1;
+        if (r >= ud) {
+            r -= ud;
+            q |= 1;
+        }
+    }
+    if (q > (uint64_t)INT64_MAX) {
+        return INT64_MAX;
+    }
+    *rem = (int64_t)r;
+    return (int64_t)q;
+}
+
+/* a + b for b >= 0, saturating at INT64_MAX. */
+static int64_t tb_add_sat(int64_t a, int64_t b)
+{
+    int64_t s;
+
+    if (__builtin_add_overflow(a, b, &s)) {
+        return INT64_MAX;
+    }
+    return s;
+}
+
+/* Whole milliseconds of an expiry, rounded up: the key must not vanish
+ * before its state stops mattering. */
+static int64_t tb_ceil_ms(int64_t ns)
+{
+    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
+}
+
+/* ---------------- Parameters ---------------- */
+
+int token_bucket_params_init(struct token_bucket_params *p, int64_t capacity,
+                             int64_t refill_per_sec_micro, const char **err)
+{
+    memset(p, 0, sizeof(*p));
+    if (capacity < 1 || capacity > TOKEN_BUCKET_MAX_CAPACITY) {
+        *err = TOKEN_BUCKET_ERR_CAPACITY;
+        return TOKEN_BUCKET_EARGS;
+    }
+    if (refill_per_sec_micro != TOKEN_BUCKET_RATE_INF &&
+        (refill_per_sec_micro < 1 ||
+         refill_per_sec_micro > TOKEN_BUCKET_MAX_RATE_MICRO)) {
+        *err = TOKEN_BUCKET_ERR_RATE;
+        return TOKEN_BUCKET_EARGS;
+    }
+    p->capacity = capacity;
+    p->rate_micro = refill_per_sec_micro;
+    p->unlimited = refill_per_sec_micro == TOKEN_BUCKET_RATE_INF;
+    return TOKEN_BUCKET_OK;
+}
+
+/* True when *p could have come from token_bucket_params_init(). */
+static int tb_params_ok(const struct token_bucket_params *p)
+{
+    if (p->capacity < 1 || p->capacity > TOKEN_BUCKET_MAX_CAPACITY) {
+        return 0;
+    }
+    return p->unlimited ||
+           (p->rate_micro >= 1 && p->rate_micro <= TOKEN_BUCKET_MAX_RATE_MICRO);
+}
+
+/* ---------------- Refill ---------------- */
+
+/* Credits e > 0 ns of refill to the level *tok + *frac / 1e15 (capped at
+ * capacity, where frac is 0). */
+static void tb_refill(const struct token_bucket_params *p, int64_t *tok,
+                      int64_t *frac, int64_t e)
+{
+    int64_t gained, rem;
+
+    if (*tok >= p->capacity) {
+        return;
+    }
+    gained =
+        tb_muladd_div(e, p->rate_micro, *frac, TOKEN_BUCKET_FRAC_ONE, &rem);
+    if (gained >= p->capacity - *tok) {
+        *tok = p->capacity;
+        *frac = 0;
+    } else {
+        *tok += gained;
+        *frac = rem;
+    }
+}
+
+/* The refill time, in ns, until the level tok + frac / 1e15 reaches n
+ * whole tokens (n <= capacity): ceil(((n - tok) * 1e15 - frac) / rate),
+ * written as floor(((n - tok - 1) * 1e15 + (1e15 - frac) + rate - 1) /
+ * rate) so that every addend is non-negative. 0 when tok >= n. */
+static int64_t tb_wait(const struct token_bucket_params *p, int64_t tok,
+                       int64_t frac, int64_t n)
+{
+    int64_t rem;
+
+    if (tok >= n) {
+        return 0;
+    }
+    return tb_muladd_div(n - tok - 1, TOKEN_BUCKET_FRAC_ONE,
+                         (TOKEN_BUCKET_FRAC_ONE - frac) + (p->rate_micro - 1),
+                         p->rate_micro, &rem);
+}
+
+/* ---------------- The decision ---------------- */
+
+int token_bucket_decide(const struct token_bucket_params *p,
+                        const struct token_bucket_state *st, int64_t now_ns,
+                        int64_t cost, struct token_bucket_result *out,
+                        const char **err)
+{
+    int64_t tok, frac, ts, gap = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (!tb_params_ok(p)) {
+        *err = p->capacity < 1 || p->capacity > TOKEN_BUCKET_MAX_CAPACITY
+                   ? TOKEN_BUCKET_ERR_CAPACITY
+                   : TOKEN_BUCKET_ERR_RATE;
+        return TOKEN_BUCKET_EARGS;
+    }
+    if (now_ns < 0) {
+        *err = TOKEN_BUCKET_ERR_TIME;
+        return TOKEN_BUCKET_EARGS;
+    }
+    if (cost < 0) {
+        *err = TOKEN_BUCKET_ERR_COST;
+        return TOKEN_BUCKET_EARGS;
+    }
+    if (st != NULL && (st->tokens < 0 || st->frac < 0 ||
+                       st->frac >= TOKEN_BUCKET_FRAC_ONE || st->ts_ns < 0)) {
+        *err = TOKEN_BUCKET_ERR_STATE;
+        return TOKEN_BUCKET_ESTATE;
+    }
+
+    out->d.limit = p->capacity;
+    out->d.retry_after_ns = -RL_NS_PER_SEC;
+    if (p->unlimited) {
+        out->d.remaining = p->capacity;
+        out->next.tokens = p->capacity;
+        out->next.ts_ns = now_ns;
+        return TOKEN_BUCKET_OK;
+    }
+
+    if (st == NULL || st->tokens >= p->capacity) {
+        /* A missing key, or a level above a lowered capacity: full. */
+        tok = p->capacity;
+        frac = 0;
+        ts = st == NULL || st->ts_ns < now_ns ? now_ns : st->ts_ns;
+    } else {
+        tok = st->tokens;
+        frac = st->frac;
+        ts = st->ts_ns;
+    }
+    if (now_ns >= ts) {
+        if (now_ns > ts) {
+            tb_refill(p, &tok, &frac, now_ns - ts);
+        }
+        ts = now_ns;
+    } else {
+        /* The clock is behind the credited time: no time has passed, and
+         * refill resumes only once the clock reaches ts again. */
+        gap = ts - now_ns;
+    }
+
+    if (cost > p->capacity) {
+        out->d.limited = 1;
+    } else if (tok >= cost) {
+        tok -= cost;
+    } else {
+        out->d.limited = 1;
+        out->d.retry_after_ns = tb_add_sat(gap, tb_wait(p, tok, frac, cost));
+    }
+    out->d.remaining = tok;
+    out->d.reset_after_ns =
+        tok >= p->capacity
+            ? 0
+            : tb_add_sat(gap, tb_wait(p, tok, frac, p->capacity));
+    out->next.tokens = tok;
+    out->next.frac = frac;
+    out->next.ts_ns = ts;
+    if (!out->d.limited && cost > 0) {
+        /* tok < capacity now, so reset_after > 0 and the expiry >= 1 ms. */
+        out->write = TOKEN_BUCKET_WRITE_SET;
+        out->expiry_ms = tb_ceil_ms(out->d.reset_after_ns);
+    }
+    return TOKEN_BUCKET_OK;
+}

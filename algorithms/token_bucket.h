@@ -1,0 +1,139 @@
+/* Token bucket (NERD RateLimiter wiki), as a pure function of (parameters,
+ * stored state, now, cost).
+ *
+ * A bucket holds at most `capacity` tokens and gains refill_per_sec tokens
+ * per second, lazily: nothing runs in the background, a decision credits
+ * the time passed since the last refill. A request of `cost` tokens passes
+ * when the bucket holds at least that many whole tokens, and takes them.
+ * A missing key is a full bucket.
+ *
+ * Parameters (conf/limits.h struct limits_token_bucket):
+ *   capacity              tokens, 1 .. TOKEN_BUCKET_MAX_CAPACITY (2^53 - 1)
+ *   refill_per_sec_micro  millionths of a token per second,
+ *                         1 .. TOKEN_BUCKET_MAX_RATE_MICRO (1e9 tokens/s),
+ *                         or TOKEN_BUCKET_RATE_INF (= LIMITS_RATE_INF):
+ *                         unlimited, every request passes
+ *
+ * State. The level is fixed-point with 15 decimals, kept as two integers so
+ * that no value exceeds 2^53 (a Lua double holds each exactly):
+ *   tokens  whole tokens, 0 .. capacity
+ *   frac    the part of the next token already refilled, in 1e-15 tokens
+ *           (0 .. 1e15 - 1; 0 whenever the bucket is full)
+ *   ts_ns   the time up to which refill has been credited (ns since the
+ *           Unix epoch); it never moves backwards
+ * One unit of frac is exactly what 1 ns of refill at 1 millionth of a token
+ * per second brings, so the refill over e ns is exactly e * rate units:
+ * nothing is rounded away, and crediting the time in many small steps gives
+ * the very state one big step gives.
+ *
+ * Redis (the Lua twin): one HASH per key,
+ *   HSET <key> tokens <tokens> frac <frac> ts <ts_ns>   (decimal integers)
+ *   PEXPIRE <key> <expiry_ms>
+ * written only when a request passes with cost >= 1. The expiry is the time
+ * until the bucket is full again, rounded up to whole ms: by then the state
+ * equals a missing key. The refill needs e * rate (up to 2^113) and the
+ * waits missing_tokens * 1e15 (up to 2^103), beyond a Lua double's 2^53:
+ * the twin multiplies and divides them with split integers, as the C model
+ * does with 32-bit halves.
+ *
+ * Reply fields (struct rl_decision):
+ *   limited         1 when the bucket holds fewer than `cost` whole tokens,
+ *                   or cost > capacity
+ *   limit           capacity
+ *   remaining       whole tokens left after this request
+ *   retry_after_ns  when refused: the time until the bucket holds `cost`
+ *                   tokens (exact: a retry at now + retry_after passes, one
+ *                   ns earlier it does not); -1 s when allowed or when
+ *                   cost > capacity (it can never pass)
+ *   reset_after_ns  the time until the bucket is full again; 0 when full
+ * Durations that do not fit an int64 (a huge capacity refilled at a tiny
+ * rate) saturate at INT64_MAX.
+ *
+ * Cost 0 is a peek: it passes, reports the level and never writes. A
+ * refused request writes nothing. With TOKEN_BUCKET_RATE_INF every request
+ * passes (whatever its cost) with remaining = capacity, reset 0, and
+ * nothing is written.
+ *
+ * Clock: when now is behind the stored ts_ns (a node's clock jumped back),
+ * no time has passed: the level is the stored one, ts_ns stays where it is,
+ * and refill resumes once the clock passes it again; retry_after and
+ * reset_after include that gap. A stored level above capacity (the
+ * capacity was lowered) reads as a full bucket.
+ *
+ * Leaf layer: libc only, no globals. */
+#ifndef PX_ALGORITHMS_TOKEN_BUCKET_H
+#define PX_ALGORITHMS_TOKEN_BUCKET_H
+
+#include <stdint.h>
+
+#include "algorithms/rl.h"
+
+#define TOKEN_BUCKET_OK     0
+#define TOKEN_BUCKET_EARGS  -1 /* parameters, time or cost out of range */
+#define TOKEN_BUCKET_ESTATE -2 /* a stored state no decision can come from */
+
+/* Largest capacity: conf/limits.h LIMITS_MAX_COUNT, 2^53 - 1. */
+#define TOKEN_BUCKET_MAX_CAPACITY INT64_C(9007199254740991)
+/* Largest finite rate, 1e9 tokens/s: conf/limits.h LIMITS_MAX_RATE_MICRO. */
+#define TOKEN_BUCKET_MAX_RATE_MICRO INT64_C(1000000000000000)
+/* Unlimited rate: conf/limits.h LIMITS_RATE_INF. */
+#define TOKEN_BUCKET_RATE_INF INT64_MAX
+/* One token in units of frac: 1e15. */
+#define TOKEN_BUCKET_FRAC_ONE INT64_C(1000000000000000)
+
+/* Error texts (static, lowercase, fit for "-ERR <text>"). */
+#define TOKEN_BUCKET_ERR_CAPACITY                                              \
+    "token_bucket capacity must be between 1 and 2^53 - 1"
+#define TOKEN_BUCKET_ERR_RATE                                                  \
+    "token_bucket refill_per_sec must be positive and at most 1e9, or inf"
+#define TOKEN_BUCKET_ERR_TIME "token_bucket time must not be negative"
+#define TOKEN_BUCKET_ERR_COST "token_bucket cost must not be negative"
+#define TOKEN_BUCKET_ERR_STATE                                                 \
+    "token_bucket state is malformed (negative or out-of-range field)"
+
+/* Validated parameters. */
+struct token_bucket_params {
+    int64_t capacity;   /* tokens, >= 1 */
+    int64_t rate_micro; /* millionths of a token per second, >= 1 */
+    int unlimited;      /* rate is TOKEN_BUCKET_RATE_INF: admit all */
+};
+
+/* The stored state (see the file comment). */
+struct token_bucket_state {
+    int64_t tokens; /* whole tokens, 0 .. capacity */
+    int64_t frac;   /* 1e-15 tokens, 0 .. TOKEN_BUCKET_FRAC_ONE - 1 */
+    int64_t ts_ns;  /* refill credited up to here, ns since the epoch */
+};
+
+/* What a store does after a decision. */
+enum token_bucket_write {
+    TOKEN_BUCKET_WRITE_NONE, /* leave the key as it is */
+    TOKEN_BUCKET_WRITE_SET,  /* HSET the fields of next, PEXPIRE expiry_ms */
+};
+
+/* The outcome of token_bucket_decide(). */
+struct token_bucket_result {
+    struct rl_decision d;           /* the five integers, before rounding */
+    enum token_bucket_write write;  /* what to do with the key */
+    struct token_bucket_state next; /* the state after this decision
+                                       (refilled, cost taken if it passed);
+                                       stored only when write is SET */
+    int64_t expiry_ms;              /* PEXPIRE when write is SET, >= 1 */
+};
+
+/* Fills *p from the conf units. Returns TOKEN_BUCKET_OK, or
+ * TOKEN_BUCKET_EARGS with *err a static text. */
+int token_bucket_params_init(struct token_bucket_params *p, int64_t capacity,
+                             int64_t refill_per_sec_micro, const char **err);
+
+/* The decision for a request of `cost` (>= 0; 0 peeks) at now_ns (>= 0)
+ * against the stored state `st` (NULL when the key does not exist).
+ * Returns TOKEN_BUCKET_OK with *out set; TOKEN_BUCKET_EARGS for bad
+ * parameters, time or cost; TOKEN_BUCKET_ESTATE for a stored state with a
+ * negative field or frac >= 1e15. Nothing may be written on an error. */
+int token_bucket_decide(const struct token_bucket_params *p,
+                        const struct token_bucket_state *st, int64_t now_ns,
+                        int64_t cost, struct token_bucket_result *out,
+                        const char **err);
+
+#endif /* PX_ALGORITHMS_TOKEN_BUCKET_H */
