@@ -10,7 +10,7 @@
  *   text --yaml_parser_load--> document --for each key--> conf_commands[]
  *                                                             |
  *                          field <-- setter(value node) <-----'
- *                            `---> or conf_error("file:line:col: ...")
+ *                            `---> or conf_yaml_error("file:line:col: ...")
  *
  * A rejected value is reported and the walk goes on, so one run lists every
  * error of the file (a YAML syntax error stops libyaml, so it is reported
@@ -20,24 +20,25 @@
  * the caller's buffer and allocation failures return CONF_ENOMEM. */
 #include "conf/conf.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <yaml.h>
 
+#include "conf/conf_yaml.h"
+
 #define CONF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-#if defined(__GNUC__)
-#define CONF_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define CONF_PRINTF(fmt, args)
-#endif
+/* conf_yaml's codes are returned as ours. */
+_Static_assert(CONF_YAML_OK == CONF_OK && CONF_YAML_ERR == CONF_ERR &&
+                   CONF_YAML_ENOMEM == CONF_ENOMEM,
+               "conf_yaml codes differ from conf codes");
+/* Numbers are parsed as uint64_t and stored as unsigned long long. */
+_Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 
 /* ---------------- Defaults and limits ---------------- */
 
@@ -66,9 +67,6 @@
 
 /* A proxy.yaml is a few hundred bytes; refuse to read anything absurd. */
 #define CONF_MAX_FILE_BYTES ((size_t)1024 * 1024)
-#define CONF_READ_CHUNK     4096
-/* Bytes of a rejected value quoted back in an error message. */
-#define CONF_SHOW_BYTES 64
 /* Longest "[host]:port" text: brackets, 255-byte host, colon, 5 digits. */
 #define CONF_ADDR_TEXT_MAX (sizeof(((struct conf_addr *)0)->host) + 8)
 
@@ -76,15 +74,9 @@
 
 /* State of one load: where errors go and what is being filled. */
 struct conf_loader {
-    const char *name;     /* borrowed: file name used in messages */
-    const char *text;     /* borrowed: the whole input (reader errors) */
-    size_t textlen;       /* bytes in text */
-    char *err;            /* borrowed: caller's buffer, may be NULL */
-    size_t errlen;        /* size of err */
-    size_t used;          /* bytes written to err, NUL excluded */
-    int nerrors;          /* errors reported, written or not */
-    struct conf *c;       /* borrowed: the settings being overlaid */
-    yaml_document_t *doc; /* borrowed: the document being walked */
+    struct conf_yaml_diag diag; /* where errors go (no cap: list them all) */
+    struct conf *c;             /* borrowed: the settings being overlaid */
+    yaml_document_t *doc;       /* borrowed: the document being walked */
 };
 
 struct conf_command;
@@ -208,115 +200,8 @@ static void conf_loader_init(struct conf_loader *ld, struct conf *c,
                              const char *name, char *err, size_t errlen)
 {
     memset(ld, 0, sizeof(*ld));
-    ld->name = name != NULL ? name : "(string)";
+    conf_yaml_diag_init(&ld->diag, name, err, errlen, 0);
     ld->c = c;
-    ld->err = errlen > 0 ? err : NULL;
-    ld->errlen = ld->err != NULL ? errlen : 0;
-    if (ld->err != NULL) {
-        ld->err[0] = '\0';
-    }
-}
-
-/* Appends to the caller's buffer, truncating (always NUL-terminated) when
- * it is full. */
-CONF_PRINTF(2, 0)
-static void conf_errv(struct conf_loader *ld, const char *fmt, va_list ap)
-{
-    size_t room;
-    int n;
-
-    if (ld->err == NULL || ld->used + 1 >= ld->errlen) {
-        return;
-    }
-    room = ld->errlen - ld->used;
-    n = vsnprintf(ld->err + ld->used, room, fmt, ap);
-    if (n < 0) {
-        ld->err[ld->used] = '\0';
-        return;
-    }
-    ld->used += (size_t)n < room ? (size_t)n : room - 1;
-}
-
-CONF_PRINTF(2, 3)
-static void conf_errf(struct conf_loader *ld, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    conf_errv(ld, fmt, ap);
-    va_end(ap);
-}
-
-/* Reports one error as "name:line:column: message" (or "name: message"
- * when `mark` is NULL), on a line of its own. */
-CONF_PRINTF(3, 4)
-static void conf_error(struct conf_loader *ld, const yaml_mark_t *mark,
-                       const char *fmt, ...)
-{
-    va_list ap;
-
-    if (ld->nerrors++ > 0) {
-        conf_errf(ld, "\n");
-    }
-    if (mark != NULL) {
-        conf_errf(ld, "%s:%zu:%zu: ", ld->name, mark->line + 1,
-                  mark->column + 1);
-    } else {
-        conf_errf(ld, "%s: ", ld->name);
-    }
-    va_start(ap, fmt);
-    conf_errv(ld, fmt, ap);
-    va_end(ap);
-}
-
-/* Copies at most CONF_SHOW_BYTES of `s` into `out` for quoting in a message:
- * quotes and backslashes escaped, control bytes shown as '?', and "..."
- * when cut (never inside a UTF-8 sequence). `out` holds at least
- * 2 * CONF_SHOW_BYTES + 4 bytes. */
-static void conf_show(char *out, const char *s, size_t len)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i < len && i < CONF_SHOW_BYTES; i++) {
-        unsigned char ch = (unsigned char)s[i];
-
-        if (ch == '"' || ch == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)ch;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            out[o++] = '?';
-        } else {
-            out[o++] = (char)ch;
-        }
-    }
-    if (i < len) {
-        if (((unsigned char)s[i] & 0xc0) == 0x80) {
-            while (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0x80) {
-                o--;
-            }
-            if (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0) {
-                o--;
-            }
-        }
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o] = '\0';
-}
-
-static const char *conf_node_kind(const yaml_node_t *node)
-{
-    switch (node->type) {
-    case YAML_SEQUENCE_NODE:
-        return "a sequence";
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_NO_NODE:
-        break;
-    }
-    return "nothing";
 }
 
 /* Reports `key: expected WANT, got "TEXT"` at `mark`. */
@@ -324,10 +209,11 @@ static void conf_bad_text(struct conf_loader *ld, const yaml_mark_t *mark,
                           const struct conf_command *cmd, const char *want,
                           const char *text, size_t len)
 {
-    char shown[2 * CONF_SHOW_BYTES + 4];
+    char shown[CONF_YAML_SHOW_SIZE];
 
-    conf_show(shown, text, len);
-    conf_error(ld, mark, "%s: expected %s, got \"%s\"", cmd->name, want, shown);
+    conf_yaml_show(shown, text, len);
+    conf_yaml_error(&ld->diag, mark, "%s: expected %s, got \"%s\"", cmd->name,
+                    want, shown);
 }
 
 /* Reports that the scalar `node` is not a valid value of `cmd`. */
@@ -339,56 +225,6 @@ static void conf_bad_value(struct conf_loader *ld, const yaml_node_t *node,
                   node->data.scalar.length);
 }
 
-/* Turns the byte offset of a libyaml reader error into a 0-based mark. */
-static yaml_mark_t conf_mark_at(const struct conf_loader *ld, size_t offset)
-{
-    yaml_mark_t mark = { .index = offset };
-    size_t i;
-
-    if (offset > ld->textlen) {
-        offset = ld->textlen;
-    }
-    for (i = 0; i < offset; i++) {
-        if (ld->text[i] == '\n') {
-            mark.line++;
-            mark.column = 0;
-        } else {
-            mark.column++;
-        }
-    }
-    return mark;
-}
-
-/* Reports why yaml_parser_load() failed. CONF_ERR, or CONF_ENOMEM. */
-static int conf_syntax_error(struct conf_loader *ld, const yaml_parser_t *p)
-{
-    const char *problem = p->problem != NULL ? p->problem : "invalid YAML";
-    yaml_mark_t mark = p->problem_mark;
-
-    if (p->error == YAML_MEMORY_ERROR) {
-        conf_error(ld, NULL, "out of memory");
-        return CONF_ENOMEM;
-    }
-    if (p->error == YAML_READER_ERROR) {
-        mark = conf_mark_at(ld, p->problem_offset);
-        if (p->problem_value >= 0) {
-            conf_error(ld, &mark, "%s (byte 0x%02x)", problem,
-                       (unsigned)p->problem_value);
-        } else {
-            conf_error(ld, &mark, "%s", problem);
-        }
-        return CONF_ERR;
-    }
-    if (p->context != NULL) {
-        conf_error(ld, &mark, "%s (%s at line %zu, column %zu)", problem,
-                   p->context, p->context_mark.line + 1,
-                   p->context_mark.column + 1);
-    } else {
-        conf_error(ld, &mark, "%s", problem);
-    }
-    return CONF_ERR;
-}
-
 /* ---------------- Value parsing ---------------- */
 
 static void *conf_field(struct conf *c, const struct conf_command *cmd)
@@ -396,91 +232,40 @@ static void *conf_field(struct conf *c, const struct conf_command *cmd)
     return (char *)c + cmd->offset;
 }
 
-/* YAML's null: an unquoted empty value, "~" or "null". */
-static bool conf_is_null(const yaml_node_t *node)
-{
-    static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
-    size_t i;
-
-    if (node->type != YAML_SCALAR_NODE ||
-        node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-        return false;
-    }
-    for (i = 0; i < CONF_ARRAY_SIZE(nulls); i++) {
-        if (strcmp((const char *)node->data.scalar.value, nulls[i]) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Returns the text of the scalar `node`, or NULL after reporting that it is
- * a collection (expected `want`) or holds a NUL byte. */
-static const char *conf_scalar(struct conf_loader *ld, const yaml_node_t *node,
-                               const struct conf_command *cmd, const char *want)
-{
-    const char *s;
-
-    if (node->type != YAML_SCALAR_NODE) {
-        conf_error(ld, &node->start_mark, "%s: expected %s, got %s", cmd->name,
-                   want, conf_node_kind(node));
-        return NULL;
-    }
-    s = (const char *)node->data.scalar.value;
-    if (strlen(s) != node->data.scalar.length) {
-        conf_error(ld, &node->start_mark, "%s: the value contains a NUL byte",
-                   cmd->name);
-        return NULL;
-    }
-    return s;
-}
-
-enum conf_num_status {
-    CONF_NUM_OK = 0,
-    CONF_NUM_EINVAL = -1, /* not a number of the expected form */
-    CONF_NUM_ERANGE = -2, /* a number, but past ULLONG_MAX */
-};
-
 /* Parses decimal digits, then (when `units` is set) an optional size
- * suffix. No sign, blanks or fractions. */
-static enum conf_num_status conf_parse_number(const char *s, bool units,
-                                              unsigned long long *out)
+ * suffix. No sign, blanks or fractions. A bad suffix is CONF_YAML_NUM_EINVAL
+ * even when the digits overflow. */
+static enum conf_yaml_num conf_parse_number(const char *s, bool units,
+                                            unsigned long long *out)
 {
-    unsigned long long v = 0, mult = 1;
-    bool overflow = false;
-    const char *p = s;
-    size_t i;
+    size_t n = strspn(s, "0123456789"), i;
+    unsigned long long mult = 1;
+    enum conf_yaml_num st;
+    uint64_t v;
 
-    if (*p < '0' || *p > '9') {
-        return CONF_NUM_EINVAL;
-    }
-    for (; *p >= '0' && *p <= '9'; p++) {
-        unsigned d = (unsigned)(*p - '0');
-
-        if (v > (ULLONG_MAX - d) / 10) {
-            overflow = true;
-        }
-        v = v * 10 + d;
-    }
-    if (*p != '\0') {
+    if (s[n] != '\0') {
         if (!units) {
-            return CONF_NUM_EINVAL;
+            return CONF_YAML_NUM_EINVAL;
         }
         for (i = 0; i < CONF_ARRAY_SIZE(conf_size_units); i++) {
-            if (strcasecmp(p, conf_size_units[i].suffix) == 0) {
+            if (strcasecmp(s + n, conf_size_units[i].suffix) == 0) {
                 break;
             }
         }
         if (i == CONF_ARRAY_SIZE(conf_size_units)) {
-            return CONF_NUM_EINVAL;
+            return CONF_YAML_NUM_EINVAL;
         }
         mult = conf_size_units[i].mult;
     }
-    if (overflow || v > ULLONG_MAX / mult) {
-        return CONF_NUM_ERANGE;
+    st = conf_yaml_parse_decimal(s, n, 0, &v); /* digits only: no EPREC */
+    if (st != CONF_YAML_NUM_OK) {
+        return st;
+    }
+    if (v > ULLONG_MAX / mult) {
+        return CONF_YAML_NUM_ERANGE;
     }
     *out = v * mult;
-    return CONF_NUM_OK;
+    return CONF_YAML_NUM_OK;
 }
 
 /* Reads the number of `node` within [cmd->min, cmd->max]. CONF_OK or
@@ -489,22 +274,25 @@ static int conf_number(struct conf_loader *ld, yaml_node_t *node,
                        const struct conf_command *cmd, bool units,
                        unsigned long long *out)
 {
-    const char *s = conf_scalar(ld, node, cmd, cmd->want);
-    enum conf_num_status st;
-    char shown[2 * CONF_SHOW_BYTES + 4];
+    const char *s =
+        conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
+    enum conf_yaml_num st;
+    char shown[CONF_YAML_SHOW_SIZE];
 
     if (s == NULL) {
         return CONF_ERR;
     }
     st = conf_parse_number(s, units, out);
-    if (st == CONF_NUM_EINVAL || (st == CONF_NUM_OK && *out < cmd->min)) {
+    if (st == CONF_YAML_NUM_EINVAL ||
+        (st == CONF_YAML_NUM_OK && *out < cmd->min)) {
         conf_bad_value(ld, node, cmd);
         return CONF_ERR;
     }
-    if (st == CONF_NUM_ERANGE || *out > cmd->max) {
-        conf_show(shown, s, strlen(s));
-        conf_error(ld, &node->start_mark, "%s: \"%s\" is too large (max %llu)",
-                   cmd->name, shown, cmd->max);
+    if (st == CONF_YAML_NUM_ERANGE || *out > cmd->max) {
+        conf_yaml_show(shown, s, strlen(s));
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: \"%s\" is too large (max %llu)", cmd->name, shown,
+                        cmd->max);
         return CONF_ERR;
     }
     return CONF_OK;
@@ -590,7 +378,8 @@ static enum conf_seeds_status conf_split_seeds(const char *list,
 static int conf_set_addr(struct conf_loader *ld, const struct conf_command *cmd,
                          yaml_node_t *node)
 {
-    const char *s = conf_scalar(ld, node, cmd, cmd->want);
+    const char *s =
+        conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
 
     if (s == NULL) {
         return CONF_ERR;
@@ -612,19 +401,20 @@ static int conf_set_seed_list(struct conf_loader *ld,
     int rc = CONF_OK;
 
     if (it == top) {
-        conf_error(ld, &node->start_mark, "%s: expected at least one host:port",
-                   cmd->name);
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: expected at least one host:port", cmd->name);
         return CONF_ERR;
     }
     if (top - it > CONF_MAX_SEEDS) {
-        conf_error(ld, &node->start_mark,
-                   "%s: at most %d seeds are allowed, got %td", cmd->name,
-                   CONF_MAX_SEEDS, top - it);
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: at most %d seeds are allowed, got %td", cmd->name,
+                        CONF_MAX_SEEDS, top - it);
         return CONF_ERR;
     }
     for (*n = 0; it < top; it++) {
         yaml_node_t *item = yaml_document_get_node(ld->doc, *it);
-        const char *s = conf_scalar(ld, item, cmd, "host:port");
+        const char *s =
+            conf_yaml_scalar(&ld->diag, item, NULL, cmd->name, "host:port");
 
         if (s == NULL) {
             rc = CONF_ERR;
@@ -651,7 +441,7 @@ static int conf_set_seeds(struct conf_loader *ld,
             return CONF_ERR;
         }
     } else {
-        s = conf_scalar(ld, node, cmd, cmd->want);
+        s = conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
         if (s == NULL) {
             return CONF_ERR;
         }
@@ -662,13 +452,13 @@ static int conf_set_seeds(struct conf_loader *ld,
             conf_bad_text(ld, &node->start_mark, cmd, "host:port", bad, badlen);
             return CONF_ERR;
         case CONF_SEEDS_EEMPTY:
-            conf_error(ld, &node->start_mark,
-                       "%s: expected at least one host:port", cmd->name);
+            conf_yaml_error(&ld->diag, &node->start_mark,
+                            "%s: expected at least one host:port", cmd->name);
             return CONF_ERR;
         case CONF_SEEDS_ETOOMANY:
-            conf_error(ld, &node->start_mark,
-                       "%s: at most %d seeds are allowed", cmd->name,
-                       CONF_MAX_SEEDS);
+            conf_yaml_error(&ld->diag, &node->start_mark,
+                            "%s: at most %d seeds are allowed", cmd->name,
+                            CONF_MAX_SEEDS);
             return CONF_ERR;
         }
     }
@@ -685,10 +475,10 @@ static int conf_set_string(struct conf_loader *ld,
     const char *s;
     char **field = conf_field(ld->c, cmd);
 
-    if (conf_is_null(node)) {
+    if (conf_yaml_is_null(node)) {
         s = "";
     } else {
-        s = conf_scalar(ld, node, cmd, cmd->want);
+        s = conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
         if (s == NULL) {
             return CONF_ERR;
         }
@@ -706,7 +496,8 @@ static int conf_set_string(struct conf_loader *ld,
 static int conf_set_log_level(struct conf_loader *ld,
                               const struct conf_command *cmd, yaml_node_t *node)
 {
-    const char *s = conf_scalar(ld, node, cmd, cmd->want);
+    const char *s =
+        conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
     enum conf_log_level *field = conf_field(ld->c, cmd);
     int v;
 
@@ -726,7 +517,8 @@ static int conf_set_store_down(struct conf_loader *ld,
                                const struct conf_command *cmd,
                                yaml_node_t *node)
 {
-    const char *s = conf_scalar(ld, node, cmd, cmd->want);
+    const char *s =
+        conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
     enum conf_store_down *field = conf_field(ld->c, cmd);
     int v;
 
@@ -753,7 +545,8 @@ static const struct conf_name conf_bools[] = {
 static int conf_set_bool(struct conf_loader *ld, const struct conf_command *cmd,
                          yaml_node_t *node)
 {
-    const char *s = conf_scalar(ld, node, cmd, cmd->want);
+    const char *s =
+        conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
     int *field = conf_field(ld->c, cmd);
     int v;
 
@@ -838,8 +631,8 @@ static void conf_check_conflicts(struct conf_loader *ld,
         return;
     }
     later = up->start_mark.index > cluster->start_mark.index ? up : cluster;
-    conf_error(ld, &later->start_mark,
-               "upstream and cluster are mutually exclusive");
+    conf_yaml_error(&ld->diag, &later->start_mark,
+                    "upstream and cluster are mutually exclusive");
 }
 
 /* Applies every key of the top-level mapping. CONF_OK (errors, if any, are
@@ -848,7 +641,7 @@ static int conf_walk(struct conf_loader *ld, yaml_node_t *root)
 {
     yaml_node_t *seen[CONF_ARRAY_SIZE(conf_commands)] = { NULL };
     yaml_node_pair_t *pair;
-    char shown[2 * CONF_SHOW_BYTES + 4];
+    char shown[CONF_YAML_SHOW_SIZE];
 
     for (pair = root->data.mapping.pairs.start;
          pair < root->data.mapping.pairs.top; pair++) {
@@ -858,28 +651,30 @@ static int conf_walk(struct conf_loader *ld, yaml_node_t *root)
         size_t i;
 
         if (key->type != YAML_SCALAR_NODE) {
-            conf_error(ld, &key->start_mark, "expected a scalar key, got %s",
-                       conf_node_kind(key));
+            conf_yaml_error(&ld->diag, &key->start_mark,
+                            "expected a scalar key, got %s",
+                            conf_yaml_node_kind(key));
             continue;
         }
         cmd = conf_command_find((const char *)key->data.scalar.value,
                                 key->data.scalar.length);
         if (cmd == NULL) {
-            conf_show(shown, (const char *)key->data.scalar.value,
-                      key->data.scalar.length);
-            conf_error(ld, &key->start_mark, "unknown key '%s'", shown);
+            conf_yaml_show(shown, (const char *)key->data.scalar.value,
+                           key->data.scalar.length);
+            conf_yaml_error(&ld->diag, &key->start_mark, "unknown key '%s'",
+                            shown);
             continue;
         }
         i = (size_t)(cmd - conf_commands);
         if (seen[i] != NULL) {
-            conf_error(ld, &key->start_mark,
-                       "duplicate key '%s' (first at line %zu)", cmd->name,
-                       seen[i]->start_mark.line + 1);
+            conf_yaml_error(&ld->diag, &key->start_mark,
+                            "duplicate key '%s' (first at line %zu)", cmd->name,
+                            seen[i]->start_mark.line + 1);
             continue;
         }
         seen[i] = key;
         if (cmd->set(ld, cmd, value) == CONF_ENOMEM) {
-            conf_error(ld, NULL, "out of memory");
+            conf_yaml_error(&ld->diag, NULL, "out of memory");
             return CONF_ENOMEM;
         }
     }
@@ -894,13 +689,13 @@ static int conf_document(struct conf_loader *ld, yaml_document_t *doc)
     yaml_node_t *root = yaml_document_get_root_node(doc);
 
     ld->doc = doc;
-    if (root == NULL || conf_is_null(root)) {
+    if (root == NULL || conf_yaml_is_null(root)) {
         return CONF_OK; /* empty file, comments only, or a bare "---" */
     }
     if (root->type != YAML_MAPPING_NODE) {
-        conf_error(ld, &root->start_mark,
-                   "top level: expected a mapping, got %s",
-                   conf_node_kind(root));
+        conf_yaml_error(&ld->diag, &root->start_mark,
+                        "top level: expected a mapping, got %s",
+                        conf_yaml_node_kind(root));
         return CONF_OK;
     }
     return conf_walk(ld, root);
@@ -914,15 +709,13 @@ static int conf_load_buffer(struct conf_loader *ld, const char *text,
     yaml_node_t *root;
     int rc;
 
-    ld->text = text;
-    ld->textlen = len;
     if (!yaml_parser_initialize(&parser)) {
-        conf_error(ld, NULL, "out of memory");
+        conf_yaml_error(&ld->diag, NULL, "out of memory");
         return CONF_ENOMEM;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        rc = conf_syntax_error(ld, &parser);
+        rc = conf_yaml_syntax_error(&ld->diag, &parser, text, len);
         goto done;
     }
     rc = conf_document(ld, &doc);
@@ -933,12 +726,13 @@ static int conf_load_buffer(struct conf_loader *ld, const char *text,
     }
     /* A second document would be silently ignored: say so instead. */
     if (!yaml_parser_load(&parser, &doc)) {
-        rc = conf_syntax_error(ld, &parser);
+        rc = conf_yaml_syntax_error(&ld->diag, &parser, text, len);
         goto done;
     }
     root = yaml_document_get_root_node(&doc);
     if (root != NULL) {
-        conf_error(ld, &root->start_mark, "only one YAML document is allowed");
+        conf_yaml_error(&ld->diag, &root->start_mark,
+                        "only one YAML document is allowed");
     }
     yaml_document_delete(&doc);
 
@@ -947,60 +741,7 @@ done:
     if (rc == CONF_ENOMEM) {
         return CONF_ENOMEM;
     }
-    return ld->nerrors > 0 ? CONF_ERR : CONF_OK;
-}
-
-/* Reads the whole file into `*out` (NUL-terminated, owned by the caller).
- * CONF_OK, CONF_ERR after reporting, or CONF_ENOMEM. */
-static int conf_read_file(struct conf_loader *ld, const char *path, char **out,
-                          size_t *outlen)
-{
-    FILE *f;
-    char *buf = NULL, *nbuf;
-    size_t len = 0, cap = 0, n;
-    int rc = CONF_ERR;
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        conf_error(ld, NULL, "cannot open: %s", strerror(errno));
-        return CONF_ERR;
-    }
-    for (;;) {
-        if (cap - len < CONF_READ_CHUNK + 1) {
-            cap = cap == 0 ? CONF_READ_CHUNK + 1 : cap * 2;
-            nbuf = realloc(buf, cap);
-            if (nbuf == NULL) {
-                conf_error(ld, NULL, "out of memory");
-                rc = CONF_ENOMEM;
-                goto fail;
-            }
-            buf = nbuf;
-        }
-        n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (len > CONF_MAX_FILE_BYTES) {
-            conf_error(ld, NULL, "file larger than %zu bytes",
-                       CONF_MAX_FILE_BYTES);
-            goto fail;
-        }
-        if (n == 0 || ferror(f) || feof(f)) {
-            break;
-        }
-    }
-    if (ferror(f)) {
-        conf_error(ld, NULL, "cannot read: %s", strerror(errno));
-        goto fail;
-    }
-    fclose(f);
-    buf[len] = '\0';
-    *out = buf;
-    *outlen = len;
-    return CONF_OK;
-
-fail:
-    fclose(f);
-    free(buf);
-    return rc;
+    return ld->diag.nerrors > 0 ? CONF_ERR : CONF_OK;
 }
 
 /* ---------------- Public API ---------------- */
@@ -1048,7 +789,7 @@ int conf_load_file(struct conf *c, const char *path, char *err, size_t errlen)
     int rc;
 
     conf_loader_init(&ld, c, path, err, errlen);
-    rc = conf_read_file(&ld, path, &text, &len);
+    rc = conf_yaml_read_file(&ld.diag, path, CONF_MAX_FILE_BYTES, &text, &len);
     if (rc != CONF_OK) {
         return rc;
     }

@@ -7,7 +7,7 @@
  *   text --prescan (events)--> syntax, aliases, YAML node count and depth
  *        --yaml_parser_load--> document --walk--> new tree --> *out
  *                                           |
- *                                           `--> limits_error("file:l:c: ...")
+ *                                           `--> ld->diag ("file:l:c: ...")
  *
  * The prescan counts libyaml events, so libyaml never builds a document of
  * more than LIMITS_MAX_YAML_NODES nodes, and refuses aliases: without them
@@ -27,7 +27,6 @@
  * no logging, no globals; allocation failure returns LIMITS_ENOMEM. */
 #include "conf/limits.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,18 +35,14 @@
 
 #include <yaml.h>
 
+#include "conf/conf_yaml.h"
+
 #define LIMITS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-#if defined(__GNUC__)
-#define LIMITS_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define LIMITS_PRINTF(fmt, args)
-#endif
-
-#define LIMITS_READ_CHUNK 65536
-/* Bytes of a rejected value quoted back in an error message. */
-#define LIMITS_SHOW_BYTES 64
-#define LIMITS_SHOW_SIZE  (2 * LIMITS_SHOW_BYTES + 4)
+/* conf_yaml's codes are returned as ours. */
+_Static_assert(CONF_YAML_OK == LIMITS_OK && CONF_YAML_ERR == LIMITS_ERR &&
+                   CONF_YAML_ENOMEM == LIMITS_ENOMEM,
+               "conf_yaml codes differ from limits codes");
 /* Room for "where" texts: a pattern, or "override " and a path. */
 #define LIMITS_WHERE_SIZE (LIMITS_MAX_PATH_BYTES + 16)
 /* LIMITER RULES output is cut past this many bytes. */
@@ -103,17 +98,13 @@ struct limits_tree {
 
 /* State of one load: where errors go and what is being built. */
 struct limits_loader {
-    const char *name;         /* borrowed: file name used in messages */
-    const char *text;         /* borrowed: the whole input */
-    size_t textlen;           /* bytes of text */
-    char *err;                /* borrowed: caller's buffer, may be NULL */
-    size_t errlen;            /* size of err */
-    size_t used;              /* bytes written to err, NUL excluded */
-    int nerrors;              /* errors reported */
-    bool stop;                /* a cap was hit: walk no further */
-    yaml_document_t *doc;     /* borrowed: the document being walked */
-    struct limits_tree *tree; /* the tree being built */
-    size_t nnodes;            /* nodes created so far */
+    struct conf_yaml_diag diag; /* where errors go; diag.stop: a cap was
+                                   hit, walk no further */
+    const char *text;           /* borrowed: the whole input */
+    size_t textlen;             /* bytes of text */
+    yaml_document_t *doc;       /* borrowed: the document being walked */
+    struct limits_tree *tree;   /* the tree being built */
+    size_t nnodes;              /* nodes created so far */
     char pattern[LIMITS_MAX_PATH_BYTES + 1]; /* pattern of the current node */
     size_t patlen;                           /* bytes of pattern */
 };
@@ -331,216 +322,7 @@ static const char *limits_check(const struct limits_limit *l)
     return "unknown algorithm";
 }
 
-/* ---------------- Error reporting ---------------- */
-
-/* Appends to the caller's buffer, truncating (always NUL-terminated). */
-LIMITS_PRINTF(2, 0)
-static void limits_errv(struct limits_loader *ld, const char *fmt, va_list ap)
-{
-    size_t room;
-    int n;
-
-    if (ld->err == NULL || ld->used + 1 >= ld->errlen) {
-        return;
-    }
-    room = ld->errlen - ld->used;
-    n = vsnprintf(ld->err + ld->used, room, fmt, ap);
-    if (n < 0) {
-        ld->err[ld->used] = '\0';
-        return;
-    }
-    ld->used += (size_t)n < room ? (size_t)n : room - 1;
-}
-
-LIMITS_PRINTF(2, 3)
-static void limits_errf(struct limits_loader *ld, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    limits_errv(ld, fmt, ap);
-    va_end(ap);
-}
-
-/* Reports one error as "name:line:column: message" (or "name: message"
- * when `mark` is NULL), on a line of its own. Past LIMITS_MAX_ERRORS it
- * says so once and stops the walk. */
-LIMITS_PRINTF(3, 4)
-static void limits_error(struct limits_loader *ld, const yaml_mark_t *mark,
-                         const char *fmt, ...)
-{
-    va_list ap;
-
-    if (ld->stop && ld->nerrors > LIMITS_MAX_ERRORS) {
-        return;
-    }
-    if (ld->nerrors > 0) {
-        limits_errf(ld, "\n");
-    }
-    if (ld->nerrors++ == LIMITS_MAX_ERRORS) {
-        limits_errf(ld, "%s: too many errors, stopping", ld->name);
-        ld->stop = true;
-        return;
-    }
-    if (mark != NULL) {
-        limits_errf(ld, "%s:%zu:%zu: ", ld->name, mark->line + 1,
-                    mark->column + 1);
-    } else {
-        limits_errf(ld, "%s: ", ld->name);
-    }
-    va_start(ap, fmt);
-    limits_errv(ld, fmt, ap);
-    va_end(ap);
-}
-
-/* Copies at most LIMITS_SHOW_BYTES of `s` into `out` (LIMITS_SHOW_SIZE
- * bytes) for quoting: quotes and backslashes escaped, control bytes shown
- * as '?', "..." when cut, never inside a UTF-8 sequence. */
-static void limits_show(char *out, const char *s, size_t len)
-{
-    size_t i, o = 0, n = len;
-
-    if (n > LIMITS_SHOW_BYTES) {
-        n = LIMITS_SHOW_BYTES;
-        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) {
-            n--;
-        }
-    }
-    for (i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-
-        if (ch == '"' || ch == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)ch;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            out[o++] = '?';
-        } else {
-            out[o++] = (char)ch;
-        }
-    }
-    if (n < len) {
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o] = '\0';
-}
-
-static const char *limits_node_kind(const yaml_node_t *node)
-{
-    switch (node->type) {
-    case YAML_SEQUENCE_NODE:
-        return "a sequence";
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_NO_NODE:
-        break;
-    }
-    return "nothing";
-}
-
-/* Turns the byte offset of a libyaml reader error into a 0-based mark. */
-static yaml_mark_t limits_mark_at(const struct limits_loader *ld, size_t off)
-{
-    yaml_mark_t mark = { .index = off };
-    size_t i;
-
-    for (i = 0; i < off && i < ld->textlen; i++) {
-        if (ld->text[i] == '\n') {
-            mark.line++;
-            mark.column = 0;
-        } else {
-            mark.column++;
-        }
-    }
-    return mark;
-}
-
-/* Reports why libyaml failed. LIMITS_ERR, or LIMITS_ENOMEM. */
-static int limits_syntax_error(struct limits_loader *ld, const yaml_parser_t *p)
-{
-    const char *problem = p->problem != NULL ? p->problem : "invalid YAML";
-    yaml_mark_t mark = p->problem_mark;
-
-    if (p->error == YAML_MEMORY_ERROR) {
-        limits_error(ld, NULL, "out of memory");
-        return LIMITS_ENOMEM;
-    }
-    if (p->error == YAML_READER_ERROR) {
-        mark = limits_mark_at(ld, p->problem_offset);
-        if (p->problem_value >= 0) {
-            limits_error(ld, &mark, "%s (byte 0x%02x)", problem,
-                         (unsigned)p->problem_value);
-        } else {
-            limits_error(ld, &mark, "%s", problem);
-        }
-        return LIMITS_ERR;
-    }
-    if (p->context != NULL) {
-        limits_error(ld, &mark, "%s (%s at line %zu, column %zu)", problem,
-                     p->context, p->context_mark.line + 1,
-                     p->context_mark.column + 1);
-    } else {
-        limits_error(ld, &mark, "%s", problem);
-    }
-    return LIMITS_ERR;
-}
-
 /* ---------------- Numbers ---------------- */
-
-enum limits_num {
-    LIMITS_NUM_OK = 0,
-    LIMITS_NUM_EINVAL = -1, /* not of the expected form, or zero */
-    LIMITS_NUM_ERANGE = -2, /* too large */
-    LIMITS_NUM_EPREC = -3,  /* finer than the unit (1 ms, 1e-6) */
-};
-
-/* Parses "digits[.digits]" (no sign, blank or exponent) of `len` bytes as
- * value * 10^scale. More fraction digits than `scale` must be zeros. */
-static enum limits_num limits_parse_decimal(const char *s, size_t len,
-                                            unsigned scale, uint64_t *out)
-{
-    uint64_t v = 0;
-    bool overflow = false, fine = false;
-    size_t i = 0, nint, nfrac = 0;
-
-    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
-        unsigned d = (unsigned)(s[i] - '0');
-
-        overflow = overflow || v > (UINT64_MAX - d) / 10;
-        v = v * 10 + d;
-    }
-    nint = i;
-    if (nint == 0 || (i < len && (s[i] != '.' || i + 1 == len))) {
-        return LIMITS_NUM_EINVAL;
-    }
-    for (i++; i < len; i++, nfrac++) {
-        unsigned d = (unsigned)(s[i] - '0');
-
-        if (s[i] < '0' || s[i] > '9') {
-            return LIMITS_NUM_EINVAL;
-        }
-        if (nfrac >= scale) {
-            fine = fine || d != 0;
-            continue;
-        }
-        overflow = overflow || v > (UINT64_MAX - d) / 10;
-        v = v * 10 + d;
-    }
-    for (; nfrac < scale; nfrac++) {
-        overflow = overflow || v > UINT64_MAX / 10;
-        v *= 10;
-    }
-    if (overflow) {
-        return LIMITS_NUM_ERANGE;
-    }
-    if (fine) {
-        return LIMITS_NUM_EPREC;
-    }
-    *out = v;
-    return LIMITS_NUM_OK;
-}
 
 /* A duration unit and its length in milliseconds. */
 struct limits_unit {
@@ -555,10 +337,10 @@ static const struct limits_unit limits_units[] = {
 };
 
 /* Parses a duration (seconds, or a number with a unit) into ms. */
-static enum limits_num limits_parse_duration(const char *s, uint64_t *out)
+static enum conf_yaml_num limits_parse_duration(const char *s, uint64_t *out)
 {
     size_t n = strspn(s, "0123456789.");
-    enum limits_num st;
+    enum conf_yaml_num st;
     uint64_t milli, prod;
     size_t i;
 
@@ -568,22 +350,22 @@ static enum limits_num limits_parse_duration(const char *s, uint64_t *out)
         }
     }
     if (i == LIMITS_ARRAY_SIZE(limits_units)) {
-        return LIMITS_NUM_EINVAL;
+        return CONF_YAML_NUM_EINVAL;
     }
     /* The number in thousandths, so that 1.5 s and 0.5 m are exact. */
-    st = limits_parse_decimal(s, n, 3, &milli);
-    if (st != LIMITS_NUM_OK) {
+    st = conf_yaml_parse_decimal(s, n, 3, &milli);
+    if (st != CONF_YAML_NUM_OK) {
         return st;
     }
     if (milli > UINT64_MAX / limits_units[i].ms) {
-        return LIMITS_NUM_ERANGE;
+        return CONF_YAML_NUM_ERANGE;
     }
     prod = milli * limits_units[i].ms;
     if (prod % 1000 != 0) {
-        return LIMITS_NUM_EPREC;
+        return CONF_YAML_NUM_EPREC;
     }
     *out = prod / 1000;
-    return LIMITS_NUM_OK;
+    return CONF_YAML_NUM_OK;
 }
 
 static bool limits_is_inf(const char *s)
@@ -599,18 +381,19 @@ static bool limits_is_inf(const char *s)
 }
 
 /* Parses the value of a parameter of kind `p->kind` within its range. */
-static enum limits_num limits_parse_param(const struct limits_param *p,
-                                          const char *s, int64_t *out)
+static enum conf_yaml_num limits_parse_param(const struct limits_param *p,
+                                             const char *s, int64_t *out)
 {
-    enum limits_num st;
+    enum conf_yaml_num st;
     uint64_t v = 0;
 
     switch (p->kind) {
     case LIMITS_K_COUNT:
     case LIMITS_K_COUNT0:
     case LIMITS_K_MS:
-        st = strchr(s, '.') != NULL ? LIMITS_NUM_EINVAL
-                                    : limits_parse_decimal(s, strlen(s), 0, &v);
+        st = strchr(s, '.') != NULL
+                 ? CONF_YAML_NUM_EINVAL
+                 : conf_yaml_parse_decimal(s, strlen(s), 0, &v);
         break;
     case LIMITS_K_DURATION:
     case LIMITS_K_DURATION0:
@@ -619,24 +402,24 @@ static enum limits_num limits_parse_param(const struct limits_param *p,
     case LIMITS_K_RATE:
         if (limits_is_inf(s)) {
             *out = LIMITS_RATE_INF;
-            return LIMITS_NUM_OK;
+            return CONF_YAML_NUM_OK;
         }
-        st = limits_parse_decimal(s, strlen(s), 6, &v);
+        st = conf_yaml_parse_decimal(s, strlen(s), 6, &v);
         break;
     default:
-        return LIMITS_NUM_EINVAL;
+        return CONF_YAML_NUM_EINVAL;
     }
-    if (st != LIMITS_NUM_OK) {
+    if (st != CONF_YAML_NUM_OK) {
         return st;
     }
     if (v == 0 && p->kind != LIMITS_K_COUNT0 && p->kind != LIMITS_K_DURATION0) {
-        return LIMITS_NUM_EINVAL;
+        return CONF_YAML_NUM_EINVAL;
     }
     if (v > (uint64_t)p->max) {
-        return LIMITS_NUM_ERANGE;
+        return CONF_YAML_NUM_ERANGE;
     }
     *out = (int64_t)v;
-    return LIMITS_NUM_OK;
+    return CONF_YAML_NUM_OK;
 }
 
 static const char *limits_kind_want(enum limits_kind kind)
@@ -769,7 +552,7 @@ struct limits_str {
     size_t len;  /* bytes written, or that would have been */
 };
 
-LIMITS_PRINTF(2, 3)
+CONF_YAML_PRINTF(2, 3)
 static void limits_str_add(struct limits_str *s, const char *fmt, ...)
 {
     size_t room = s->len < s->size ? s->size - s->len : 0;
@@ -960,46 +743,6 @@ static void limits_node_free(struct limits_node *n)
 
 /* ---------------- YAML helpers ---------------- */
 
-/* YAML's null: an unquoted empty value, "~" or "null". */
-static bool limits_is_null(const yaml_node_t *node)
-{
-    static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
-    size_t i;
-
-    if (node->type != YAML_SCALAR_NODE ||
-        node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-        return false;
-    }
-    for (i = 0; i < LIMITS_ARRAY_SIZE(nulls); i++) {
-        if (strcmp((const char *)node->data.scalar.value, nulls[i]) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The text of the scalar `node`, or NULL after reporting, as
- * "<where>: <what>: expected <want>, got a mapping" (or a NUL byte). */
-static const char *limits_scalar(struct limits_loader *ld,
-                                 const yaml_node_t *node, const char *where,
-                                 const char *what, const char *want)
-{
-    const char *s;
-
-    if (node->type != YAML_SCALAR_NODE) {
-        limits_error(ld, &node->start_mark, "%s: %s: expected %s, got %s",
-                     where, what, want, limits_node_kind(node));
-        return NULL;
-    }
-    s = (const char *)node->data.scalar.value;
-    if (strlen(s) != node->data.scalar.length) {
-        limits_error(ld, &node->start_mark,
-                     "%s: %s: the value contains a NUL byte", where, what);
-        return NULL;
-    }
-    return s;
-}
-
 /* A scalar key of a mapping, or NULL after reporting a collection key. */
 static const yaml_node_t *limits_key(struct limits_loader *ld,
                                      const yaml_node_pair_t *pair,
@@ -1008,8 +751,9 @@ static const yaml_node_t *limits_key(struct limits_loader *ld,
     yaml_node_t *key = yaml_document_get_node(ld->doc, pair->key);
 
     if (key->type != YAML_SCALAR_NODE) {
-        limits_error(ld, &key->start_mark, "%s: expected a scalar key, got %s",
-                     where, limits_node_kind(key));
+        conf_yaml_error(&ld->diag, &key->start_mark,
+                        "%s: expected a scalar key, got %s", where,
+                        conf_yaml_node_kind(key));
         return NULL;
     }
     return key;
@@ -1048,7 +792,7 @@ static int limits_find_dups(struct limits_loader *ld, const yaml_node_t *map,
     const yaml_node_pair_t *pairs = map->data.mapping.pairs.start;
     size_t n = (size_t)(map->data.mapping.pairs.top - pairs), m = 0, i, first;
     struct limits_keyref *refs;
-    char shown[LIMITS_SHOW_SIZE];
+    char shown[CONF_YAML_SHOW_SIZE];
 
     refs = calloc(n > 0 ? n : 1, sizeof(*refs));
     if (refs == NULL) {
@@ -1076,10 +820,10 @@ static int limits_find_dups(struct limits_loader *ld, const yaml_node_t *map,
         key = yaml_document_get_node(ld->doc, pairs[refs[i].index].key);
         first_key =
             yaml_document_get_node(ld->doc, pairs[refs[first].index].key);
-        limits_show(shown, refs[i].s, refs[i].len);
-        limits_error(ld, &key->start_mark,
-                     "%s: duplicate key '%s' (first at line %zu)", where, shown,
-                     first_key->start_mark.line + 1);
+        conf_yaml_show(shown, refs[i].s, refs[i].len);
+        conf_yaml_error(&ld->diag, &key->start_mark,
+                        "%s: duplicate key '%s' (first at line %zu)", where,
+                        shown, first_key->start_mark.line + 1);
     }
     free(refs);
     return LIMITS_OK;
@@ -1093,34 +837,35 @@ static int limits_read_param(struct limits_loader *ld, const char *where,
                              const yaml_node_t *node, struct limits_limit *l)
 {
     const char *want = limits_kind_want(p->kind);
-    const char *s = limits_scalar(ld, node, where, p->name, want);
-    char shown[LIMITS_SHOW_SIZE], max[32];
+    const char *s = conf_yaml_scalar(&ld->diag, node, where, p->name, want);
+    char shown[CONF_YAML_SHOW_SIZE], max[32];
 
     if (s == NULL) {
         return LIMITS_ERR;
     }
-    limits_show(shown, s, strlen(s));
+    conf_yaml_show(shown, s, strlen(s));
     switch (limits_parse_param(p, s, limits_field(l, p))) {
-    case LIMITS_NUM_OK:
+    case CONF_YAML_NUM_OK:
         return LIMITS_OK;
-    case LIMITS_NUM_EINVAL:
-        limits_error(ld, &node->start_mark, "%s: %s: expected %s, got \"%s\"",
-                     where, p->name, want, shown);
+    case CONF_YAML_NUM_EINVAL:
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: %s: expected %s, got \"%s\"", where, p->name, want,
+                        shown);
         break;
-    case LIMITS_NUM_ERANGE:
+    case CONF_YAML_NUM_ERANGE:
         if (p->kind == LIMITS_K_DURATION || p->kind == LIMITS_K_DURATION0) {
             snprintf(max, sizeof(max), "3650d"); /* LIMITS_MAX_DURATION_MS */
         } else {
             limits_fmt_value(max, sizeof(max), p->kind, p->max);
         }
-        limits_error(ld, &node->start_mark,
-                     "%s: %s: \"%s\" is too large (max %s)", where, p->name,
-                     shown, max);
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: %s: \"%s\" is too large (max %s)", where, p->name,
+                        shown, max);
         break;
-    case LIMITS_NUM_EPREC:
-        limits_error(ld, &node->start_mark, "%s: %s: \"%s\" is finer than %s",
-                     where, p->name, shown,
-                     p->kind == LIMITS_K_RATE ? "0.000001" : "1 ms");
+    case CONF_YAML_NUM_EPREC:
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: %s: \"%s\" is finer than %s", where, p->name,
+                        shown, p->kind == LIMITS_K_RATE ? "0.000001" : "1 ms");
         break;
     }
     return LIMITS_ERR;
@@ -1136,8 +881,8 @@ static int limits_check_report(struct limits_loader *ld, const char *where,
     if (why == NULL) {
         return LIMITS_OK;
     }
-    limits_error(ld, &node->start_mark, "%s: %s: %s", where,
-                 limits_algo_name(l->algo), why);
+    conf_yaml_error(&ld->diag, &node->start_mark, "%s: %s: %s", where,
+                    limits_algo_name(l->algo), why);
     return LIMITS_ERR;
 }
 
@@ -1150,10 +895,10 @@ static int limits_read_shorthand(struct limits_loader *ld, const char *where,
     int rc = LIMITS_OK;
 
     if (n != LIMITS_ARRAY_SIZE(limits_gcra_params)) {
-        limits_error(ld, &seq->start_mark,
-                     "%s: limits: the shorthand is [max_burst, count, "
-                     "period], got %zu values",
-                     where, n);
+        conf_yaml_error(&ld->diag, &seq->start_mark,
+                        "%s: limits: the shorthand is [max_burst, count, "
+                        "period], got %zu values",
+                        where, n);
         return LIMITS_ERR;
     }
     memset(l, 0, sizeof(*l));
@@ -1176,7 +921,7 @@ static const struct limits_algo_def *limits_read_algo(struct limits_loader *ld,
                                                       const yaml_node_t *map)
 {
     const yaml_node_pair_t *pair;
-    char shown[LIMITS_SHOW_SIZE];
+    char shown[CONF_YAML_SHOW_SIZE];
     const char *s;
     size_t i;
 
@@ -1188,7 +933,8 @@ static const struct limits_algo_def *limits_read_algo(struct limits_loader *ld,
         if (key->type != YAML_SCALAR_NODE || !limits_key_is(key, "algorithm")) {
             continue;
         }
-        s = limits_scalar(ld, v, where, "algorithm", "an algorithm name");
+        s = conf_yaml_scalar(&ld->diag, v, where, "algorithm",
+                             "an algorithm name");
         if (s == NULL) {
             return NULL;
         }
@@ -1197,11 +943,11 @@ static const struct limits_algo_def *limits_read_algo(struct limits_loader *ld,
                 return &limits_algos[i];
             }
         }
-        limits_show(shown, s, strlen(s));
-        limits_error(ld, &v->start_mark,
-                     "%s: algorithm: unknown algorithm \"%s\" (expected "
-                     "%s)",
-                     where, shown, LIMITS_ALGO_NAMES);
+        conf_yaml_show(shown, s, strlen(s));
+        conf_yaml_error(&ld->diag, &v->start_mark,
+                        "%s: algorithm: unknown algorithm \"%s\" (expected "
+                        "%s)",
+                        where, shown, LIMITS_ALGO_NAMES);
         return NULL;
     }
     return &limits_algos[LIMITS_GCRA];
@@ -1229,7 +975,7 @@ static int limits_read_limit_map(struct limits_loader *ld, const char *where,
     const struct limits_algo_def *def = limits_read_algo(ld, where, map);
     const yaml_node_t *seen[8] = { NULL };
     const yaml_node_pair_t *pair;
-    char shown[LIMITS_SHOW_SIZE], names[128];
+    char shown[CONF_YAML_SHOW_SIZE], names[128];
     int rc = LIMITS_OK;
     size_t i;
 
@@ -1240,7 +986,7 @@ static int limits_read_limit_map(struct limits_loader *ld, const char *where,
     l->algo = (enum limits_algo)(def - limits_algos);
     limits_param_names(def, names, sizeof(names));
     for (pair = map->data.mapping.pairs.start;
-         pair < map->data.mapping.pairs.top && !ld->stop; pair++) {
+         pair < map->data.mapping.pairs.top && !ld->diag.stop; pair++) {
         const yaml_node_t *key = limits_key(ld, pair, where);
         const yaml_node_t *v = yaml_document_get_node(ld->doc, pair->value);
         const struct limits_param *p;
@@ -1256,21 +1002,21 @@ static int limits_read_limit_map(struct limits_loader *ld, const char *where,
             p = limits_param_find(def, (const char *)key->data.scalar.value,
                                   key->data.scalar.length);
             if (p == NULL) {
-                limits_show(shown, (const char *)key->data.scalar.value,
-                            key->data.scalar.length);
-                limits_error(ld, &key->start_mark,
-                             "%s: %s: unknown parameter '%s' (expected %s)",
-                             where, def->name, shown, names);
+                conf_yaml_show(shown, (const char *)key->data.scalar.value,
+                               key->data.scalar.length);
+                conf_yaml_error(&ld->diag, &key->start_mark,
+                                "%s: %s: unknown parameter '%s' (expected %s)",
+                                where, def->name, shown, names);
                 rc = LIMITS_ERR;
                 continue;
             }
             i = (size_t)(p - def->params);
         }
         if (seen[i] != NULL) {
-            limits_error(ld, &key->start_mark,
-                         "%s: duplicate key '%s' (first at line %zu)", where,
-                         p != NULL ? p->name : "algorithm",
-                         seen[i]->start_mark.line + 1);
+            conf_yaml_error(&ld->diag, &key->start_mark,
+                            "%s: duplicate key '%s' (first at line %zu)", where,
+                            p != NULL ? p->name : "algorithm",
+                            seen[i]->start_mark.line + 1);
             rc = LIMITS_ERR;
             continue;
         }
@@ -1287,8 +1033,9 @@ static int limits_read_limit_map(struct limits_loader *ld, const char *where,
             *limits_field(l, &def->params[i]) = def->params[i].dflt;
             continue;
         }
-        limits_error(ld, &map->start_mark, "%s: %s: missing parameter '%s'",
-                     where, def->name, def->params[i].name);
+        conf_yaml_error(&ld->diag, &map->start_mark,
+                        "%s: %s: missing parameter '%s'", where, def->name,
+                        def->params[i].name);
         rc = LIMITS_ERR;
     }
     return rc == LIMITS_OK ? limits_check_report(ld, where, map, l) : rc;
@@ -1307,17 +1054,17 @@ static int limits_read_limits(struct limits_loader *ld, const char *where,
     int rc = LIMITS_OK;
 
     if (node->type != YAML_SEQUENCE_NODE) {
-        limits_error(ld, &node->start_mark,
-                     "%s: limits: expected [max_burst, count, period] or a "
-                     "list of limit mappings, got %s",
-                     where, limits_node_kind(node));
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: limits: expected [max_burst, count, period] or a "
+                        "list of limit mappings, got %s",
+                        where, conf_yaml_node_kind(node));
         return LIMITS_ERR;
     }
     it = node->data.sequence.items.start;
     n = (size_t)(node->data.sequence.items.top - it);
     if (n == 0) {
-        limits_error(ld, &node->start_mark,
-                     "%s: limits: expected at least one limit", where);
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: limits: expected at least one limit", where);
         return LIMITS_ERR;
     }
     shorthand =
@@ -1325,9 +1072,9 @@ static int limits_read_limits(struct limits_loader *ld, const char *where,
     if (shorthand) {
         n = 1; /* [max_burst, count, period]: one GCRA limit */
     } else if (n > LIMITS_MAX_LIMITS) {
-        limits_error(ld, &node->start_mark,
-                     "%s: limits: at most %d limits per node, got %zu", where,
-                     LIMITS_MAX_LIMITS, n);
+        conf_yaml_error(&ld->diag, &node->start_mark,
+                        "%s: limits: at most %d limits per node, got %zu",
+                        where, LIMITS_MAX_LIMITS, n);
         return LIMITS_ERR;
     }
     ls = calloc(n, sizeof(*ls));
@@ -1337,21 +1084,21 @@ static int limits_read_limits(struct limits_loader *ld, const char *where,
     if (shorthand) {
         rc = limits_read_shorthand(ld, where, node, &ls[0]);
     }
-    for (i = 0; !shorthand && i < n && !ld->stop; i++) {
+    for (i = 0; !shorthand && i < n && !ld->diag.stop; i++) {
         const yaml_node_t *item = yaml_document_get_node(ld->doc, it[i]);
 
         if (item->type != YAML_MAPPING_NODE) {
-            limits_error(ld, &item->start_mark,
-                         "%s: limits: expected a mapping naming an "
-                         "algorithm, got %s",
-                         where, limits_node_kind(item));
+            conf_yaml_error(&ld->diag, &item->start_mark,
+                            "%s: limits: expected a mapping naming an "
+                            "algorithm, got %s",
+                            where, conf_yaml_node_kind(item));
             rc = LIMITS_ERR;
         } else if (limits_read_limit_map(ld, where, item, &ls[i]) !=
                    LIMITS_OK) {
             rc = LIMITS_ERR;
         }
     }
-    if (rc != LIMITS_OK || ld->stop) {
+    if (rc != LIMITS_OK || ld->diag.stop) {
         free(ls);
         return LIMITS_ERR;
     }
@@ -1378,21 +1125,22 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
 {
     const yaml_node_t *seen[2] = { NULL, NULL }; /* limits, children */
     const yaml_node_pair_t *pair;
-    char shown[LIMITS_SHOW_SIZE];
+    char shown[CONF_YAML_SHOW_SIZE];
     int rc;
 
-    if (limits_is_null(value)) {
+    if (conf_yaml_is_null(value)) {
         return LIMITS_OK;
     }
     if (value->type != YAML_MAPPING_NODE) {
-        limits_error(ld, &value->start_mark,
-                     "%s: expected a mapping with limits and/or children, got "
-                     "%s",
-                     ld->pattern, limits_node_kind(value));
+        conf_yaml_error(
+            &ld->diag, &value->start_mark,
+            "%s: expected a mapping with limits and/or children, got "
+            "%s",
+            ld->pattern, conf_yaml_node_kind(value));
         return LIMITS_OK;
     }
     for (pair = value->data.mapping.pairs.start;
-         pair < value->data.mapping.pairs.top && !ld->stop; pair++) {
+         pair < value->data.mapping.pairs.top && !ld->diag.stop; pair++) {
         const yaml_node_t *key = limits_key(ld, pair, ld->pattern);
         const yaml_node_t *v = yaml_document_get_node(ld->doc, pair->value);
         size_t i;
@@ -1401,19 +1149,20 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
             continue;
         }
         if (!limits_key_is(key, "limits") && !limits_key_is(key, "children")) {
-            limits_show(shown, (const char *)key->data.scalar.value,
-                        key->data.scalar.length);
-            limits_error(ld, &key->start_mark,
-                         "%s: unknown key '%s' (expected limits or children)",
-                         ld->pattern, shown);
+            conf_yaml_show(shown, (const char *)key->data.scalar.value,
+                           key->data.scalar.length);
+            conf_yaml_error(
+                &ld->diag, &key->start_mark,
+                "%s: unknown key '%s' (expected limits or children)",
+                ld->pattern, shown);
             continue;
         }
         i = limits_key_is(key, "limits") ? 0 : 1;
         if (seen[i] != NULL) {
-            limits_error(ld, &key->start_mark,
-                         "%s: duplicate key '%s' (first at line %zu)",
-                         ld->pattern, i == 0 ? "limits" : "children",
-                         seen[i]->start_mark.line + 1);
+            conf_yaml_error(&ld->diag, &key->start_mark,
+                            "%s: duplicate key '%s' (first at line %zu)",
+                            ld->pattern, i == 0 ? "limits" : "children",
+                            seen[i]->start_mark.line + 1);
             continue;
         }
         seen[i] = key;
@@ -1440,19 +1189,19 @@ static bool limits_segment_ok(struct limits_loader *ld,
     const char *s = (const char *)key->data.scalar.value;
     size_t len = key->data.scalar.length;
     const char *why = limits_segment_problem(s, len);
-    char shown[LIMITS_SHOW_SIZE];
+    char shown[CONF_YAML_SHOW_SIZE];
 
-    limits_show(shown, s, len);
+    conf_yaml_show(shown, s, len);
     if (why != NULL) {
-        limits_error(ld, &key->start_mark, "%s: segment \"%s\" %s",
-                     limits_where(ld), shown, why);
+        conf_yaml_error(&ld->diag, &key->start_mark, "%s: segment \"%s\" %s",
+                        limits_where(ld), shown, why);
         return false;
     }
     if (ld->patlen + (parent->parent != NULL) + len > LIMITS_MAX_PATH_BYTES) {
-        limits_error(ld, &key->start_mark,
-                     "%s: segment \"%s\" makes a pattern longer than %d "
-                     "bytes, which no path can match",
-                     limits_where(ld), shown, LIMITS_MAX_PATH_BYTES);
+        conf_yaml_error(&ld->diag, &key->start_mark,
+                        "%s: segment \"%s\" makes a pattern longer than %d "
+                        "bytes, which no path can match",
+                        limits_where(ld), shown, LIMITS_MAX_PATH_BYTES);
         return false;
     }
     return true;
@@ -1494,10 +1243,10 @@ static int limits_walk_child(struct limits_loader *ld,
         return LIMITS_OK;
     }
     if (depth > LIMITS_MAX_DEPTH) {
-        limits_error(ld, &key->start_mark,
-                     "%s: more than %d levels deep (a path has at most %d "
-                     "segments)",
-                     limits_where(ld), LIMITS_MAX_DEPTH, LIMITS_MAX_DEPTH);
+        conf_yaml_error(&ld->diag, &key->start_mark,
+                        "%s: more than %d levels deep (a path has at most %d "
+                        "segments)",
+                        limits_where(ld), LIMITS_MAX_DEPTH, LIMITS_MAX_DEPTH);
         return LIMITS_OK;
     }
     c = limits_node_add(parent, key);
@@ -1539,20 +1288,21 @@ static int limits_walk_children(struct limits_loader *ld,
     bool *dup = NULL;
     int rc = LIMITS_OK;
 
-    if (limits_is_null(map)) {
+    if (conf_yaml_is_null(map)) {
         return LIMITS_OK;
     }
     if (map->type != YAML_MAPPING_NODE) {
-        limits_error(ld, &map->start_mark,
-                     "%s: children: expected a mapping of path segments, got "
-                     "%s",
-                     limits_where(ld), limits_node_kind(map));
+        conf_yaml_error(
+            &ld->diag, &map->start_mark,
+            "%s: children: expected a mapping of path segments, got "
+            "%s",
+            limits_where(ld), conf_yaml_node_kind(map));
         return LIMITS_OK;
     }
     if (n > LIMITS_MAX_NODES - ld->nnodes) {
-        limits_error(ld, &map->start_mark, "more than %d nodes",
-                     LIMITS_MAX_NODES);
-        ld->stop = true;
+        conf_yaml_error(&ld->diag, &map->start_mark, "more than %d nodes",
+                        LIMITS_MAX_NODES);
+        ld->diag.stop = true;
         return LIMITS_OK;
     }
     dup = calloc(n > 0 ? n : 1, sizeof(*dup));
@@ -1563,7 +1313,7 @@ static int limits_walk_children(struct limits_loader *ld,
         goto done;
     }
     ld->nnodes += n;
-    for (i = 0; i < n && !ld->stop && rc == LIMITS_OK; i++) {
+    for (i = 0; i < n && !ld->diag.stop && rc == LIMITS_OK; i++) {
         const yaml_node_t *key = limits_key(ld, &pairs[i], limits_where(ld));
 
         if (key == NULL || dup[i] || (top && limits_key_is(key, "overrides"))) {
@@ -1613,33 +1363,34 @@ static const char *limits_ov_kind_name(enum limits_ov_kind kind)
 static int limits_ov_factor(struct limits_loader *ld,
                             struct limits_ov_state *st, const yaml_node_t *v)
 {
-    const char *s =
-        limits_scalar(ld, v, st->where, "factor", "a positive number");
-    char shown[LIMITS_SHOW_SIZE];
+    const char *s = conf_yaml_scalar(&ld->diag, v, st->where, "factor",
+                                     "a positive number");
+    char shown[CONF_YAML_SHOW_SIZE];
     const char *why = NULL;
-    enum limits_num num;
+    enum conf_yaml_num num;
     size_t i;
 
     if (s == NULL) {
         return LIMITS_ERR;
     }
-    limits_show(shown, s, strlen(s));
-    num = limits_parse_decimal(s, strlen(s), 6, &st->ov->factor_micro);
-    if (num == LIMITS_NUM_OK && st->ov->factor_micro == 0) {
-        num = LIMITS_NUM_EINVAL;
+    conf_yaml_show(shown, s, strlen(s));
+    num = conf_yaml_parse_decimal(s, strlen(s), 6, &st->ov->factor_micro);
+    if (num == CONF_YAML_NUM_OK && st->ov->factor_micro == 0) {
+        num = CONF_YAML_NUM_EINVAL;
     }
-    if (num == LIMITS_NUM_OK &&
+    if (num == CONF_YAML_NUM_OK &&
         st->ov->factor_micro > LIMITS_MAX_FACTOR_MICRO) {
-        num = LIMITS_NUM_ERANGE;
+        num = CONF_YAML_NUM_ERANGE;
     }
-    if (num != LIMITS_NUM_OK) {
-        limits_error(ld, &v->start_mark,
-                     num == LIMITS_NUM_ERANGE
-                         ? "%s: factor: \"%s\" is too large (max 1000000)"
-                     : num == LIMITS_NUM_EPREC
-                         ? "%s: factor: \"%s\" is finer than 0.000001"
-                         : "%s: factor: expected a positive number, got \"%s\"",
-                     st->where, shown);
+    if (num != CONF_YAML_NUM_OK) {
+        conf_yaml_error(
+            &ld->diag, &v->start_mark,
+            num == CONF_YAML_NUM_ERANGE
+                ? "%s: factor: \"%s\" is too large (max 1000000)"
+            : num == CONF_YAML_NUM_EPREC
+                ? "%s: factor: \"%s\" is finer than 0.000001"
+                : "%s: factor: expected a positive number, got \"%s\"",
+            st->where, shown);
         return LIMITS_ERR;
     }
     st->ov->limits = calloc(st->n->nlimits, sizeof(*st->ov->limits));
@@ -1650,9 +1401,10 @@ static int limits_ov_factor(struct limits_loader *ld,
     for (i = 0; i < st->n->nlimits && why == NULL; i++) {
         if (limits_scale(&st->n->limits[i], st->ov->factor_micro,
                          &st->ov->limits[i], &why) != LIMITS_OK) {
-            limits_error(ld, &v->start_mark,
-                         "%s: factor: %s makes %s invalid: %s", st->where,
-                         shown, limits_algo_name(st->n->limits[i].algo), why);
+            conf_yaml_error(&ld->diag, &v->start_mark,
+                            "%s: factor: %s makes %s invalid: %s", st->where,
+                            shown, limits_algo_name(st->n->limits[i].algo),
+                            why);
         }
     }
     return why == NULL ? LIMITS_OK : LIMITS_ERR;
@@ -1662,18 +1414,19 @@ static int limits_ov_factor(struct limits_loader *ld,
 static int limits_ov_unlimited(struct limits_loader *ld,
                                struct limits_ov_state *st, const yaml_node_t *v)
 {
-    const char *s = limits_scalar(ld, v, st->where, "unlimited", "true");
-    char shown[LIMITS_SHOW_SIZE];
+    const char *s =
+        conf_yaml_scalar(&ld->diag, v, st->where, "unlimited", "true");
+    char shown[CONF_YAML_SHOW_SIZE];
 
     if (s == NULL) {
         return LIMITS_ERR;
     }
     if (strcasecmp(s, "true") != 0) {
-        limits_show(shown, s, strlen(s));
-        limits_error(ld, &v->start_mark,
-                     "%s: unlimited: expected true, got \"%s\" (remove the "
-                     "override instead)",
-                     st->where, shown);
+        conf_yaml_show(shown, s, strlen(s));
+        conf_yaml_error(&ld->diag, &v->start_mark,
+                        "%s: unlimited: expected true, got \"%s\" (remove the "
+                        "override instead)",
+                        st->where, shown);
         return LIMITS_ERR;
     }
     return LIMITS_OK;
@@ -1692,7 +1445,7 @@ static int limits_ov_classify(struct limits_loader *ld,
     const char *s = (const char *)key->data.scalar.value;
     size_t len = key->data.scalar.length, i;
     const struct limits_algo_def *def = limits_def(st->n->limits[0].algo);
-    char shown[LIMITS_SHOW_SIZE], names[128];
+    char shown[CONF_YAML_SHOW_SIZE], names[128];
 
     *param = NULL;
     for (i = 0; i < LIMITS_ARRAY_SIZE(fixed); i++) {
@@ -1706,28 +1459,28 @@ static int limits_ov_classify(struct limits_loader *ld,
     if (*param != NULL && st->n->nlimits == 1) {
         return (int)(LIMITS_ARRAY_SIZE(fixed) + (size_t)(*param - def->params));
     }
-    limits_show(shown, s, len);
+    conf_yaml_show(shown, s, len);
     for (i = 0; i < st->n->nlimits; i++) {
         if (limits_param_find(limits_def(st->n->limits[i].algo), s, len)) {
-            limits_error(ld, &key->start_mark,
-                         "%s: '%s': parameters need a node with exactly one "
-                         "limit, this one has %zu (use limits:)",
-                         st->where, shown, st->n->nlimits);
+            conf_yaml_error(&ld->diag, &key->start_mark,
+                            "%s: '%s': parameters need a node with exactly one "
+                            "limit, this one has %zu (use limits:)",
+                            st->where, shown, st->n->nlimits);
             return -1;
         }
     }
     if (st->n->nlimits > 1) {
-        limits_error(ld, &key->start_mark,
-                     "%s: unknown key '%s' (expected factor, limits or "
-                     "unlimited)",
-                     st->where, shown);
+        conf_yaml_error(&ld->diag, &key->start_mark,
+                        "%s: unknown key '%s' (expected factor, limits or "
+                        "unlimited)",
+                        st->where, shown);
         return -1;
     }
     limits_param_names(def, names, sizeof(names));
-    limits_error(ld, &key->start_mark,
-                 "%s: unknown key '%s' (expected factor, limits, unlimited "
-                 "or a parameter of %s: %s)",
-                 st->where, shown, def->name, names);
+    conf_yaml_error(&ld->diag, &key->start_mark,
+                    "%s: unknown key '%s' (expected factor, limits, unlimited "
+                    "or a parameter of %s: %s)",
+                    st->where, shown, def->name, names);
     return -1;
 }
 
@@ -1749,18 +1502,18 @@ static int limits_ov_pair(struct limits_loader *ld, struct limits_ov_state *st,
         return LIMITS_ERR;
     }
     if (st->seen[slot] != NULL) {
-        limits_error(ld, &key->start_mark,
-                     "%s: duplicate key '%s' (first at line %zu)", st->where,
-                     (const char *)key->data.scalar.value,
-                     st->seen[slot]->start_mark.line + 1);
+        conf_yaml_error(&ld->diag, &key->start_mark,
+                        "%s: duplicate key '%s' (first at line %zu)", st->where,
+                        (const char *)key->data.scalar.value,
+                        st->seen[slot]->start_mark.line + 1);
         return LIMITS_ERR;
     }
     st->seen[slot] = key;
     if (st->ov->kind != LIMITS_OV_NONE && st->ov->kind != kind) {
-        limits_error(ld, &key->start_mark,
-                     "%s: '%s' cannot be combined with '%s'", st->where,
-                     (const char *)key->data.scalar.value,
-                     (const char *)st->kind_key->data.scalar.value);
+        conf_yaml_error(&ld->diag, &key->start_mark,
+                        "%s: '%s' cannot be combined with '%s'", st->where,
+                        (const char *)key->data.scalar.value,
+                        (const char *)st->kind_key->data.scalar.value);
         return LIMITS_ERR;
     }
     st->ov->kind = kind;
@@ -1795,17 +1548,17 @@ static int limits_ov_value(struct limits_loader *ld, struct limits_ov_state *st,
     }
     if (v->type != YAML_MAPPING_NODE ||
         v->data.mapping.pairs.start == v->data.mapping.pairs.top) {
-        limits_error(ld, &v->start_mark,
-                     "%s: expected a mapping with factor, limits, unlimited "
-                     "or parameters, or inf, got %s",
-                     st->where,
-                     v->type == YAML_MAPPING_NODE ? "an empty mapping"
-                                                  : limits_node_kind(v));
+        conf_yaml_error(&ld->diag, &v->start_mark,
+                        "%s: expected a mapping with factor, limits, unlimited "
+                        "or parameters, or inf, got %s",
+                        st->where,
+                        v->type == YAML_MAPPING_NODE ? "an empty mapping"
+                                                     : conf_yaml_node_kind(v));
         return LIMITS_ERR;
     }
     st->work = st->n->limits[0];
     for (pair = v->data.mapping.pairs.start;
-         pair < v->data.mapping.pairs.top && !ld->stop; pair++) {
+         pair < v->data.mapping.pairs.top && !ld->diag.stop; pair++) {
         int prc = limits_ov_pair(ld, st, pair);
 
         if (prc == LIMITS_ENOMEM) {
@@ -1838,7 +1591,7 @@ static const struct limits_node *limits_ov_node(struct limits_loader *ld,
     size_t len = key->data.scalar.length, i;
     size_t start[LIMITS_MAX_DEPTH], seglen[LIMITS_MAX_DEPTH];
     const struct limits_node *n = NULL;
-    char shown[LIMITS_SHOW_SIZE];
+    char shown[CONF_YAML_SHOW_SIZE];
     const char *why;
     unsigned nseg;
 
@@ -1864,8 +1617,9 @@ static const struct limits_node *limits_ov_node(struct limits_loader *ld,
         }
     }
     if (why != NULL) {
-        limits_show(shown, s, len);
-        limits_error(ld, &key->start_mark, "overrides: \"%s\": %s", shown, why);
+        conf_yaml_show(shown, s, len);
+        conf_yaml_error(&ld->diag, &key->start_mark, "overrides: \"%s\": %s",
+                        shown, why);
         return NULL;
     }
     return n;
@@ -1918,18 +1672,19 @@ static int limits_walk_overrides(struct limits_loader *ld,
     bool *dup;
     int rc = LIMITS_OK;
 
-    if (limits_is_null(map)) {
+    if (conf_yaml_is_null(map)) {
         return LIMITS_OK;
     }
     if (map->type != YAML_MAPPING_NODE) {
-        limits_error(ld, &map->start_mark,
-                     "overrides: expected a mapping of paths, got %s",
-                     limits_node_kind(map));
+        conf_yaml_error(&ld->diag, &map->start_mark,
+                        "overrides: expected a mapping of paths, got %s",
+                        conf_yaml_node_kind(map));
         return LIMITS_OK;
     }
     if (n > LIMITS_MAX_OVERRIDES) {
-        limits_error(ld, &map->start_mark, "overrides: more than %d entries",
-                     LIMITS_MAX_OVERRIDES);
+        conf_yaml_error(&ld->diag, &map->start_mark,
+                        "overrides: more than %d entries",
+                        LIMITS_MAX_OVERRIDES);
         return LIMITS_OK;
     }
     dup = calloc(n > 0 ? n : 1, sizeof(*dup));
@@ -1939,7 +1694,7 @@ static int limits_walk_overrides(struct limits_loader *ld,
         free(dup);
         return LIMITS_ENOMEM;
     }
-    for (i = 0; i < n && !ld->stop && rc == LIMITS_OK; i++) {
+    for (i = 0; i < n && !ld->diag.stop && rc == LIMITS_OK; i++) {
         if (!dup[i]) {
             rc = limits_ov_entry(ld, &pairs[i]);
         }
@@ -1958,19 +1713,20 @@ static int limits_walk_root(struct limits_loader *ld, const yaml_node_t *root)
     const yaml_node_t *ov = NULL;
     int rc;
 
-    if (root == NULL || limits_is_null(root)) {
-        limits_error(ld, root != NULL ? &root->start_mark : &start,
-                     "empty file: expected a mapping of path segments");
+    if (root == NULL || conf_yaml_is_null(root)) {
+        conf_yaml_error(&ld->diag, root != NULL ? &root->start_mark : &start,
+                        "empty file: expected a mapping of path segments");
         return LIMITS_OK;
     }
     if (root->type != YAML_MAPPING_NODE) {
-        limits_error(ld, &root->start_mark,
-                     "top level: expected a mapping of path segments, got %s",
-                     limits_node_kind(root));
+        conf_yaml_error(
+            &ld->diag, &root->start_mark,
+            "top level: expected a mapping of path segments, got %s",
+            conf_yaml_node_kind(root));
         return LIMITS_OK;
     }
     rc = limits_walk_children(ld, &ld->tree->root, root, true);
-    if (rc != LIMITS_OK || ld->stop) {
+    if (rc != LIMITS_OK || ld->diag.stop) {
         return rc;
     }
     for (pair = root->data.mapping.pairs.start;
@@ -1999,14 +1755,15 @@ static int limits_prescan(struct limits_loader *ld)
     int rc = LIMITS_OK;
 
     if (!yaml_parser_initialize(&parser)) {
-        limits_error(ld, NULL, "out of memory");
+        conf_yaml_error(&ld->diag, NULL, "out of memory");
         return LIMITS_ENOMEM;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)ld->text,
                                  ld->textlen);
-    while (!done && !ld->stop) {
+    while (!done && !ld->diag.stop) {
         if (!yaml_parser_parse(&parser, &ev)) {
-            rc = limits_syntax_error(ld, &parser);
+            rc = conf_yaml_syntax_error(&ld->diag, &parser, ld->text,
+                                        ld->textlen);
             break;
         }
         switch (ev.type) {
@@ -2015,23 +1772,23 @@ static int limits_prescan(struct limits_loader *ld)
             break;
         case YAML_DOCUMENT_START_EVENT:
             if (++docs > 1) {
-                limits_error(ld, &ev.start_mark,
-                             "only one YAML document is allowed");
+                conf_yaml_error(&ld->diag, &ev.start_mark,
+                                "only one YAML document is allowed");
                 done = true;
             }
             break;
         case YAML_ALIAS_EVENT:
-            limits_error(ld, &ev.start_mark,
-                         "YAML aliases are not supported (*%s): write the "
-                         "tree out in full",
-                         (const char *)ev.data.alias.anchor);
+            conf_yaml_error(&ld->diag, &ev.start_mark,
+                            "YAML aliases are not supported (*%s): write the "
+                            "tree out in full",
+                            (const char *)ev.data.alias.anchor);
             break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
             if (++depth > LIMITS_MAX_YAML_DEPTH) {
-                limits_error(ld, &ev.start_mark,
-                             "YAML nesting deeper than %d levels",
-                             LIMITS_MAX_YAML_DEPTH);
+                conf_yaml_error(&ld->diag, &ev.start_mark,
+                                "YAML nesting deeper than %d levels",
+                                LIMITS_MAX_YAML_DEPTH);
                 done = true;
             }
             nodes++;
@@ -2047,8 +1804,8 @@ static int limits_prescan(struct limits_loader *ld)
             break;
         }
         if (nodes > LIMITS_MAX_YAML_NODES && !done) {
-            limits_error(ld, &ev.start_mark, "more than %d YAML nodes",
-                         LIMITS_MAX_YAML_NODES);
+            conf_yaml_error(&ld->diag, &ev.start_mark,
+                            "more than %d YAML nodes", LIMITS_MAX_YAML_NODES);
             done = true;
         }
         yaml_event_delete(&ev);
@@ -2066,20 +1823,20 @@ static int limits_build(struct limits_loader *ld)
     int rc;
 
     if (!yaml_parser_initialize(&parser)) {
-        limits_error(ld, NULL, "out of memory");
+        conf_yaml_error(&ld->diag, NULL, "out of memory");
         return LIMITS_ENOMEM;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)ld->text,
                                  ld->textlen);
     if (!yaml_parser_load(&parser, &doc)) {
-        rc = limits_syntax_error(ld, &parser);
+        rc = conf_yaml_syntax_error(&ld->diag, &parser, ld->text, ld->textlen);
         yaml_parser_delete(&parser);
         return rc == LIMITS_ENOMEM ? rc : LIMITS_OK;
     }
     ld->doc = &doc;
     rc = limits_walk_root(ld, yaml_document_get_root_node(&doc));
     if (rc == LIMITS_ENOMEM) {
-        limits_error(ld, NULL, "out of memory");
+        conf_yaml_error(&ld->diag, NULL, "out of memory");
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
@@ -2094,21 +1851,21 @@ static int limits_load_buffer(struct limits_loader *ld, const char *text,
     ld->text = text;
     ld->textlen = len;
     if (len > LIMITS_MAX_FILE_BYTES) {
-        limits_error(ld, NULL, "file larger than %d bytes",
-                     LIMITS_MAX_FILE_BYTES);
+        conf_yaml_error(&ld->diag, NULL, "file larger than %d bytes",
+                        LIMITS_MAX_FILE_BYTES);
         return LIMITS_ERR;
     }
     rc = limits_prescan(ld);
-    if (rc != LIMITS_OK || ld->nerrors > 0) {
+    if (rc != LIMITS_OK || ld->diag.nerrors > 0) {
         return rc == LIMITS_ENOMEM ? rc : LIMITS_ERR;
     }
     ld->tree = calloc(1, sizeof(*ld->tree));
     if (ld->tree == NULL) {
-        limits_error(ld, NULL, "out of memory");
+        conf_yaml_error(&ld->diag, NULL, "out of memory");
         return LIMITS_ENOMEM;
     }
     rc = limits_build(ld);
-    if (rc != LIMITS_OK || ld->nerrors > 0) {
+    if (rc != LIMITS_OK || ld->diag.nerrors > 0) {
         limits_free(ld->tree);
         ld->tree = NULL;
         return rc == LIMITS_ENOMEM ? rc : LIMITS_ERR;
@@ -2121,64 +1878,7 @@ static void limits_loader_init(struct limits_loader *ld, const char *name,
                                char *err, size_t errlen)
 {
     memset(ld, 0, sizeof(*ld));
-    ld->name = name != NULL ? name : "(string)";
-    ld->err = errlen > 0 ? err : NULL;
-    ld->errlen = ld->err != NULL ? errlen : 0;
-    if (ld->err != NULL) {
-        ld->err[0] = '\0';
-    }
-}
-
-/* Reads the whole file into `*out` (NUL-terminated, owned by the caller).
- * LIMITS_OK, LIMITS_ERR after reporting, or LIMITS_ENOMEM. */
-static int limits_read_file(struct limits_loader *ld, const char *path,
-                            char **out, size_t *outlen)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL, *nbuf;
-    size_t len = 0, cap = 0, n;
-    int rc = LIMITS_ERR;
-
-    if (f == NULL) {
-        limits_error(ld, NULL, "cannot open: %s", strerror(errno));
-        return LIMITS_ERR;
-    }
-    for (;;) {
-        if (cap - len < LIMITS_READ_CHUNK + 1) {
-            cap = cap == 0 ? LIMITS_READ_CHUNK + 1 : cap * 2;
-            nbuf = realloc(buf, cap);
-            if (nbuf == NULL) {
-                limits_error(ld, NULL, "out of memory");
-                rc = LIMITS_ENOMEM;
-                goto fail;
-            }
-            buf = nbuf;
-        }
-        n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (len > LIMITS_MAX_FILE_BYTES) {
-            limits_error(ld, NULL, "file larger than %d bytes",
-                         LIMITS_MAX_FILE_BYTES);
-            goto fail;
-        }
-        if (n == 0 || ferror(f) || feof(f)) {
-            break;
-        }
-    }
-    if (ferror(f)) {
-        limits_error(ld, NULL, "cannot read: %s", strerror(errno));
-        goto fail;
-    }
-    fclose(f);
-    buf[len] = '\0';
-    *out = buf;
-    *outlen = len;
-    return LIMITS_OK;
-
-fail:
-    fclose(f);
-    free(buf);
-    return rc;
+    conf_yaml_diag_init(&ld->diag, name, err, errlen, LIMITS_MAX_ERRORS);
 }
 
 /* ---------------- Public API: loading ---------------- */
@@ -2192,7 +1892,8 @@ int limits_load_file(const char *path, struct limits_tree **out, char *err,
     int rc;
 
     limits_loader_init(&ld, path, err, errlen);
-    rc = limits_read_file(&ld, path, &text, &len);
+    rc =
+        conf_yaml_read_file(&ld.diag, path, LIMITS_MAX_FILE_BYTES, &text, &len);
     if (rc != LIMITS_OK) {
         return rc;
     }

@@ -27,86 +27,25 @@
 #   REPLICAS   replicas per master (default 0)
 set -euo pipefail
 
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
-CELLGATE=${CELLGATE:-build/cellgate}
-N=${N:-100000}
-R=${R:-3}
-C=${C:-50}
-PIPELINES=${PIPELINES:-"1 16"}
 TESTS=${TESTS:-get,set}
-KEYSPACE=${KEYSPACE:-100000}
 export MASTERS=${MASTERS:-3}
 export REPLICAS=${REPLICAS:-0}
-READY_TRIES=200 # x 50 ms: bounded wait for a port to accept
 
-die() {
-    echo "cluster.sh: $*" >&2
-    exit 1
-}
-
-for tool in redis-server redis-benchmark redis-cli; do
-    command -v "$tool" >/dev/null || die "$tool not found (apt-get install redis-server redis-tools)"
-done
-[[ -x $CELLGATE ]] || die "cellgate binary '$CELLGATE' not found (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPX_TESTS=OFF && cmake --build build --target cellgate)"
+require_redis_tools
+require_cellgate
 [[ -x scripts/cluster.sh ]] || die "scripts/cluster.sh not found"
-if ldd "$CELLGATE" 2>/dev/null | grep -q -e libasan -e libubsan; then
-    echo "warning: $CELLGATE is a sanitizer build; its numbers are not representative (build with -DCMAKE_BUILD_TYPE=Release)" >&2
-fi
 
-workdir=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-bench-XXXXXX")
-pids=()
 cluster_started=0
-cleanup() {
-    local pid
-    for pid in "${pids[@]+"${pids[@]}"}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]+"${pids[@]}"}"; do
-        wait "$pid" 2>/dev/null || true
-    done
+# Runs at exit, once cellgate is stopped.
+bench_on_exit() {
     if [[ $cluster_started -eq 1 ]]; then
         scripts/cluster.sh stop "$workdir/cluster" || true
     fi
-    rm -rf "$workdir"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# True when something accepts TCP connections on 127.0.0.1:$1.
-port_open() {
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# Prints a loopback port nobody listens on.
-free_port() {
-    local p _
-    for _ in $(seq 1 100); do
-        p=$((20000 + RANDOM % 40000))
-        if ! port_open "$p"; then
-            echo "$p"
-            return 0
-        fi
-    done
-    die "no free port found"
-}
-
-# wait_port PORT PID NAME LOG: waits until PORT accepts, or fails when the
-# process died or the bounded wait ran out.
-wait_port() {
-    local _
-    for _ in $(seq 1 "$READY_TRIES"); do
-        if port_open "$1"; then
-            return 0
-        fi
-        if ! kill -0 "$2" 2>/dev/null; then
-            tail -n 20 "$4" >&2 || true
-            die "$3 exited during startup"
-        fi
-        sleep 0.05
-    done
-    tail -n 20 "$4" >&2 || true
-    die "$3 did not listen on port $1"
-}
+bench_init
 
 # ---------------- Start the cluster and cellgate ----------------
 
@@ -120,10 +59,8 @@ first=${seeds%%,*}
 nport=${first##*:}
 
 cport=$(free_port)
-"$CELLGATE" --listen "127.0.0.1:$cport" --cluster "$seeds" --log-level warn \
-    >"$workdir/cellgate.log" 2>&1 &
-pids+=($!)
-wait_port "$cport" "$!" cellgate "$workdir/cellgate.log"
+start_bg cellgate "$cport" "$workdir/cellgate.log" \
+    "$CELLGATE" --listen "127.0.0.1:$cport" --cluster "$seeds" --log-level warn
 # The proxy answers once it has the slot map: a SET on any key works.
 for _ in $(seq 1 "$READY_TRIES"); do
     [[ $(redis-cli -p "$cport" SET bench:ready 1 2>/dev/null) == OK ]] && break
@@ -141,73 +78,33 @@ echo
 
 # ---------------- Run ----------------
 
-# One line per run and test: target pipeline test rps p50 p99.
-results="$workdir/results"
-: >"$results"
-for rep in $(seq 1 "$R"); do
-    for pl in $PIPELINES; do
-        for target in "${targets[@]}"; do
-            echo "run $rep/$R: $target -P $pl" >&2
-            if [[ $target == cellgate ]]; then
-                where=(-h 127.0.0.1 -p "$cport")
-            else
-                where=(--cluster -h 127.0.0.1 -p "$nport")
-            fi
-            redis-benchmark "${where[@]}" -c "$C" -n "$N" -r "$KEYSPACE" \
-                -P "$pl" -t "$TESTS" --csv \
-                2>"$workdir/bench.err" >"$workdir/bench.csv" ||
-                { cat "$workdir/bench.err" >&2; die "redis-benchmark failed against $target"; }
-            # "test","rps","avg","min","p50","p95","p99","max"; --cluster
-            # prints its node list first, which has no such rows.
-            tr -d '"' <"$workdir/bench.csv" |
-                awk -F, -v t="$target" -v p="$pl" \
-                    '$1 ~ /^[A-Z]+$/ && NF >= 7 { print t, p, $1, $2, $5, $7 }' \
-                    >>"$results"
-        done
-    done
-done
+# bench_one TARGET PIPELINE: one line per test: target pipeline test rps
+# p50 p99.
+bench_one() {
+    local where
+    if [[ $1 == cellgate ]]; then
+        where=(-h 127.0.0.1 -p "$cport")
+    else
+        where=(--cluster -h 127.0.0.1 -p "$nport")
+    fi
+    bench_csv "$1" "${where[@]}" -c "$C" -n "$N" -r "$KEYSPACE" -P "$2" \
+        -t "$TESTS"
+    # --cluster prints its node list first, which has no test rows.
+    tr -d '"' <"$workdir/bench.csv" |
+        awk -F, -v t="$1" -v p="$2" \
+            '$1 ~ /^[A-Z]+$/ && NF >= 7 { print t, p, $1, $2, $5, $7 }' \
+            >>"$results"
+}
+bench_run_all
 
 # ---------------- Report ----------------
 
-# median FIELD TARGET PIPELINE TEST: median of one column over the runs.
-median() {
-    awk -v f="$1" -v t="$2" -v p="$3" -v x="$4" \
-        '$1 == t && $2 == p && $3 == x { print $f }' "$results" |
-        sort -g |
-        awk '{ v[NR] = $1 }
-             END {
-                 if (NR == 0) { print "-"; exit }
-                 if (NR % 2) print v[(NR + 1) / 2];
-                 else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
-             }'
-}
-
-# ratio A B: A/B to two decimals, or "-" when either is missing.
-ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        if (a == "-" || b == "-" || b + 0 == 0) print "-";
-        else printf "%.2f\n", a / b
-    }'
-}
-
-tests_seen=$(awk '{ print $3 }' "$results" | awk '!seen[$0]++')
-
-printf '%-6s %8s %-9s %12s %9s %9s\n' test pipeline target rps p50_ms p99_ms
-for x in $tests_seen; do
-    for pl in $PIPELINES; do
-        for target in "${targets[@]}"; do
-            printf '%-6s %8s %-9s %12s %9s %9s\n' "$x" "$pl" "$target" \
-                "$(median 4 "$target" "$pl" "$x")" \
-                "$(median 5 "$target" "$pl" "$x")" \
-                "$(median 6 "$target" "$pl" "$x")"
-        done
-    done
-done
+print_medians 9
 
 echo
 echo "ratios cellgate/direct (rps: higher is better for cellgate; p99: lower is better)"
 printf '%-6s %8s %14s %14s\n' test pipeline rps_ratio p99_ratio
-for x in $tests_seen; do
+for x in $(bench_tests); do
     for pl in $PIPELINES; do
         printf '%-6s %8s %14s %14s\n' "$x" "$pl" \
             "$(ratio "$(median 4 cellgate "$pl" "$x")" "$(median 4 direct "$pl" "$x")")" \

@@ -33,31 +33,16 @@
 #   LIMIT      "max_burst count period" (default "15 30 60")
 set -euo pipefail
 
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
-CELLGATE=${CELLGATE:-build/cellgate}
-N=${N:-100000}
-R=${R:-3}
-C=${C:-50}
-PIPELINES=${PIPELINES:-"1 16"}
-KEYSPACE=${KEYSPACE:-100000}
 LIMIT=${LIMIT:-"15 30 60"}
 SCRIPT=algorithms/gcra.lua
-READY_TRIES=200 # x 50 ms: bounded wait for a port to accept
 NS_PER_S=1000000000
 
-die() {
-    echo "limiter.sh: $*" >&2
-    exit 1
-}
-
-for tool in redis-server redis-benchmark redis-cli; do
-    command -v "$tool" >/dev/null || die "$tool not found (apt-get install redis-server redis-tools)"
-done
-[[ -x $CELLGATE ]] || die "cellgate binary '$CELLGATE' not found (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPX_TESTS=OFF && cmake --build build --target cellgate)"
+require_redis_tools
+require_cellgate
 [[ -r $SCRIPT ]] || die "$SCRIPT not found"
-if ldd "$CELLGATE" 2>/dev/null | grep -q -e libasan -e libubsan; then
-    echo "warning: $CELLGATE is a sanitizer build; its numbers are not representative (build with -DCMAKE_BUILD_TYPE=Release)" >&2
-fi
 
 # The script arguments cellgate sends for LIMIT and quantity 1 (DESIGN.md
 # "CL.THROTTLE, exactly"; gcra.h: split as s = d / 1e9, ns = d % 1e9).
@@ -69,82 +54,25 @@ ei=$((P * NS_PER_S / CNT))
 dvt=$((ei * (B + 1)))
 ARGV4="$((ei / NS_PER_S)) $((ei % NS_PER_S)) $((dvt / NS_PER_S)) $((dvt % NS_PER_S))"
 
-workdir=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-bench-XXXXXX")
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]+"${pids[@]}"}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]+"${pids[@]}"}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$workdir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# True when something accepts TCP connections on 127.0.0.1:$1.
-port_open() {
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# Prints a loopback port nobody listens on and no earlier call returned.
-used_ports=" "
-free_port() {
-    local p _
-    for _ in $(seq 1 100); do
-        p=$((20000 + RANDOM % 40000))
-        if [[ $used_ports != *" $p "* ]] && ! port_open "$p"; then
-            used_ports+="$p "
-            echo "$p"
-            return 0
-        fi
-    done
-    die "no free port found"
-}
-
-# wait_port PORT PID NAME LOG: waits until PORT accepts, or fails when the
-# process died or the bounded wait ran out.
-wait_port() {
-    local _
-    for _ in $(seq 1 "$READY_TRIES"); do
-        if port_open "$1"; then
-            return 0
-        fi
-        if ! kill -0 "$2" 2>/dev/null; then
-            tail -n 20 "$4" >&2 || true
-            die "$3 exited during startup"
-        fi
-        sleep 0.05
-    done
-    tail -n 20 "$4" >&2 || true
-    die "$3 did not listen on port $1"
-}
+bench_init
 
 # ---------------- Start the targets ----------------
 
 rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
-    --daemonize no >"$workdir/redis.log" 2>&1 &
-pids+=($!)
-wait_port "$rport" "$!" redis-server "$workdir/redis.log"
+start_redis "$rport"
 
 # -x sends the file's exact bytes (the SHA cellgate embeds is of those).
 sha=$(redis-cli -p "$rport" -x SCRIPT LOAD <"$SCRIPT" | tr -d '\r')
 [[ $sha =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD failed: $sha"
 
 cport=$(free_port)
-"$CELLGATE" --listen "127.0.0.1:$cport" --upstream "127.0.0.1:$rport" \
-    --log-level warn >"$workdir/cellgate.log" 2>&1 &
-pids+=($!)
-wait_port "$cport" "$!" cellgate "$workdir/cellgate.log"
+start_bg cellgate "$cport" "$workdir/cellgate.log" \
+    "$CELLGATE" --listen "127.0.0.1:$cport" --upstream "127.0.0.1:$rport" \
+    --log-level warn
 
 eport=$(free_port)
-"$CELLGATE" --listen "127.0.0.1:$eport" --log-level warn \
-    >"$workdir/embedded.log" 2>&1 &
-pids+=($!)
-wait_port "$eport" "$!" "cellgate (embedded)" "$workdir/embedded.log"
+start_bg "cellgate (embedded)" "$eport" "$workdir/embedded.log" \
+    "$CELLGATE" --listen "127.0.0.1:$eport" --log-level warn
 
 targets=(cellgate evalsha embedded)
 declare -A port_of cmd_of
@@ -180,52 +108,22 @@ echo
 
 # ---------------- Run ----------------
 
-# One line per run: target pipeline rps p50 p99.
-results="$workdir/results"
-: >"$results"
-for rep in $(seq 1 "$R"); do
-    for pl in $PIPELINES; do
-        for target in "${targets[@]}"; do
-            echo "run $rep/$R: $target -P $pl" >&2
-            if [[ $target != embedded ]]; then
-                redis-cli -p "$rport" FLUSHALL >/dev/null
-            fi
-            # shellcheck disable=SC2086 # the command is split into arguments on purpose
-            redis-benchmark -h 127.0.0.1 -p "${port_of[$target]}" -c "$C" \
-                -n "$N" -r "$KEYSPACE" -P "$pl" --csv ${cmd_of[$target]} \
-                2>"$workdir/bench.err" >"$workdir/bench.csv" ||
-                { cat "$workdir/bench.err" >&2; die "redis-benchmark failed against $target"; }
-            # "test","rps","avg","min","p50","p95","p99","max"
-            tr -d '"' <"$workdir/bench.csv" |
-                awk -F, -v t="$target" -v p="$pl" \
-                    '$1 != "test" && NF >= 7 { print t, p, $2, $5, $7 }' \
-                    >>"$results"
-        done
-    done
-done
+# bench_one TARGET PIPELINE: one line: target pipeline rps p50 p99.
+bench_one() {
+    if [[ $1 != embedded ]]; then
+        redis-cli -p "$rport" FLUSHALL >/dev/null
+    fi
+    # shellcheck disable=SC2086 # the command is split into arguments on purpose
+    bench_csv "$1" -h 127.0.0.1 -p "${port_of[$1]}" -c "$C" -n "$N" \
+        -r "$KEYSPACE" -P "$2" ${cmd_of[$1]}
+    tr -d '"' <"$workdir/bench.csv" |
+        awk -F, -v t="$1" -v p="$2" \
+            '$1 != "test" && NF >= 7 { print t, p, $2, $5, $7 }' \
+            >>"$results"
+}
+bench_run_all
 
 # ---------------- Report ----------------
-
-# median FIELD TARGET PIPELINE: median of one column over the runs.
-median() {
-    awk -v f="$1" -v t="$2" -v p="$3" '$1 == t && $2 == p { print $f }' \
-        "$results" |
-        sort -g |
-        awk '{ v[NR] = $1 }
-             END {
-                 if (NR == 0) { print "-"; exit }
-                 if (NR % 2) print v[(NR + 1) / 2];
-                 else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
-             }'
-}
-
-# ratio A B: A/B to two decimals, or "-" when either is missing.
-ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        if (a == "-" || b == "-" || b + 0 == 0) print "-";
-        else printf "%.2f\n", a / b
-    }'
-}
 
 printf '%8s %-10s %12s %9s %9s\n' pipeline target rps p50_ms p99_ms
 for pl in $PIPELINES; do

@@ -8,6 +8,7 @@
 
 #include "tests/integration/fixture.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -65,9 +66,7 @@ long long px_now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Reads a whole file into a fresh NUL-terminated buffer (caller frees), or
- * NULL when it cannot be read. */
-static char *slurp(const char *path, size_t *lenp)
+char *px_read_file(const char *path, size_t *lenp)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -96,11 +95,47 @@ static char *slurp(const char *path, size_t *lenp)
     return buf;
 }
 
+void px_check_location(const char *text, const char *path, int line)
+{
+    char prefix[PX_PATH_MAX + 32];
+
+    if (line > 0) {
+        snprintf(prefix, sizeof(prefix), "%s:%d:", path, line);
+    } else {
+        snprintf(prefix, sizeof(prefix), "%s:", path);
+    }
+    for (const char *p = strstr(text, prefix); p != NULL;
+         p = strstr(p + 1, prefix)) {
+        const char *q = p + strlen(prefix);
+        if (line == 0) {
+            if (!isdigit((unsigned char)*q)) {
+                continue;
+            }
+            while (isdigit((unsigned char)*q)) {
+                q++;
+            }
+            if (*q++ != ':') {
+                continue;
+            }
+        }
+        if (!isdigit((unsigned char)*q)) {
+            continue;
+        }
+        while (isdigit((unsigned char)*q)) {
+            q++;
+        }
+        if (*q == ':') {
+            return;
+        }
+    }
+    cr_assert_fail("no \"%s<col>:\" in \"%s\"", prefix, text);
+}
+
 /* Prints the end of a log file to stderr, to explain a failure. */
 static void dump_log_tail(const char *what, const char *path)
 {
     size_t len = 0;
-    char *text = slurp(path, &len);
+    char *text = px_read_file(path, &len);
     if (text == NULL) {
         fprintf(stderr, "--- %s log %s: unreadable\n", what, path);
         return;
@@ -509,7 +544,7 @@ int px_proxy_stop(struct px_child *p, int sig)
 /* The first sanitizer marker found in a log file, or NULL. */
 static const char *find_sanitizer_report(const char *path)
 {
-    char *text = slurp(path, NULL);
+    char *text = px_read_file(path, NULL);
     const char *found = NULL;
     if (text == NULL) {
         return "(unreadable log)";
@@ -539,7 +574,7 @@ long px_rss_kb(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    char *text = slurp(path, NULL);
+    char *text = px_read_file(path, NULL);
     if (text == NULL) {
         return -1;
     }
@@ -603,8 +638,8 @@ void px_run(struct px_run *res, const char *const *argv)
         cr_assert_fail("%s did not exit within %d ms", argv[0], RUN_TIMEOUT_MS);
     }
     res->status = code;
-    res->out = slurp(out, &res->olen);
-    res->err = slurp(err, &res->elen);
+    res->out = px_read_file(out, &res->olen);
+    res->err = px_read_file(err, &res->elen);
     cr_assert_not_null(res->out);
     cr_assert_not_null(res->err);
 }

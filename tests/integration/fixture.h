@@ -175,6 +175,17 @@ size_t px_raw_read_to_close(int fd, char *buf, size_t cap, int timeout_ms,
 /* Asserts that the next bytes read are exactly `want`. */
 void px_raw_expect(int fd, const char *want, size_t wantlen);
 
+/* ---------------- Files ---------------- */
+
+/* Reads a whole file into a fresh NUL-terminated buffer (the caller frees
+ * it; *lenp, when not NULL, gets its length), or NULL when it cannot be
+ * read. */
+char *px_read_file(const char *path, size_t *lenp);
+
+/* Asserts that text (an error message or a log) holds a location
+ * "<path>:<line>:<column>:", with any line when line is 0. */
+void px_check_location(const char *text, const char *path, int line);
+
 /* ---------------- Misc ---------------- */
 
 /* Sleeps for ms milliseconds. */

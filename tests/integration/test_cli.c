@@ -93,27 +93,6 @@ Test(it_cli, check_config_accepts_a_valid_file, .fini = px_env_fini,
     px_run_free(&res);
 }
 
-/* Asserts that text holds "<path>:<line>:<digits>:". */
-static void check_location(const char *text, const char *path, int line)
-{
-    char prefix[PX_PATH_MAX + 32];
-    snprintf(prefix, sizeof(prefix), "%s:%d:", path, line);
-    for (const char *p = strstr(text, prefix); p != NULL;
-         p = strstr(p + 1, prefix)) {
-        const char *q = p + strlen(prefix);
-        if (!isdigit((unsigned char)*q)) {
-            continue;
-        }
-        while (isdigit((unsigned char)*q)) {
-            q++;
-        }
-        if (*q == ':') {
-            return;
-        }
-    }
-    cr_assert_fail("no \"%s<col>:\" in stderr: \"%s\"", prefix, text);
-}
-
 Test(it_cli, check_config_reports_every_error_with_its_location,
      .fini = px_env_fini, .timeout = 30)
 {
@@ -128,8 +107,8 @@ Test(it_cli, check_config_reports_every_error_with_its_location,
                            NULL };
     px_run(&res, argv);
     cr_assert_eq(res.status, 1, "exit %d, stderr: %s", res.status, res.err);
-    check_location(res.err, path, 2);
-    check_location(res.err, path, 3);
+    px_check_location(res.err, path, 2);
+    px_check_location(res.err, path, 3);
     px_run_free(&res);
 }
 

@@ -27,6 +27,7 @@
 #include "parser/slot.h"
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
+#include "tests/integration/limiter_support.h"
 
 PX_TEST_SUITE(it_limiter);
 
@@ -76,36 +77,6 @@ PX_TEST_SUITE(it_limiter);
 static struct px_child second;
 
 /* ---------------- Modes and nodes ---------------- */
-
-enum mode {
-    MODE_EMBEDDED, /* no Redis: the proxy's own store */
-    MODE_SINGLE,   /* px_env()->redis */
-    MODE_CLUSTER,  /* px_cluster() */
-};
-
-static enum mode mode_now(void)
-{
-    if (px_cluster()->nnodes > 0) {
-        return MODE_CLUSTER;
-    }
-    return px_env()->redis.port > 0 ? MODE_SINGLE : MODE_EMBEDDED;
-}
-
-/* A direct connection to the node that stores `key`, or NULL in embedded
- * mode. The caller frees it. */
-static redisContext *direct_for(const char *key, size_t klen)
-{
-    struct px_cluster *cl = px_cluster();
-
-    switch (mode_now()) {
-    case MODE_CLUSTER:
-        return px_cluster_connect(cl, px_cluster_master_of_key(cl, key, klen));
-    case MODE_SINGLE:
-        return px_redis_connect(&px_env()->redis, NULL);
-    default:
-        return NULL;
-    }
-}
 
 static void init_embedded(void)
 {
@@ -169,53 +140,6 @@ static void prefix_on_master(int m, const char *base, char *out, size_t outlen)
 
 /* ---------------- Replies ---------------- */
 
-/* The five integers of a limiter reply. */
-struct five {
-    long long limited;   /* 0 or 1 */
-    long long limit;     /* max_burst + 1 */
-    long long remaining; /* requests left */
-    long long retry;     /* seconds, -1 when allowed */
-    long long reset;     /* seconds until the key is back to full */
-};
-
-/* Asserts r is an array of five integers, frees it, returns them. */
-static struct five take_five(redisReply *r, const char *what)
-{
-    struct five f;
-
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY,
-                 "%s: expected five integers, got type %d \"%s\"", what,
-                 r->type, r->str != NULL ? r->str : "");
-    cr_assert_eq(r->elements, 5, "%s: %zu elements", what, (size_t)r->elements);
-    for (size_t k = 0; k < 5; k++) {
-        cr_assert_eq(r->element[k]->type, REDIS_REPLY_INTEGER,
-                     "%s: element %zu is not an integer", what, k);
-    }
-    f.limited = r->element[0]->integer;
-    f.limit = r->element[1]->integer;
-    f.remaining = r->element[2]->integer;
-    f.retry = r->element[3]->integer;
-    f.reset = r->element[4]->integer;
-    freeReplyObject(r);
-    return f;
-}
-
-/* Asserts the reply is exactly [limited, limit, remaining, retry, reset]. */
-static void check_five(redisReply *r, const char *what, long long limited,
-                       long long limit, long long remaining, long long retry,
-                       long long reset)
-{
-    struct five f = take_five(r, what);
-
-    cr_assert(f.limited == limited && f.limit == limit &&
-                  f.remaining == remaining && f.retry == retry &&
-                  f.reset == reset,
-              "%s: got [%lld, %lld, %lld, %lld, %lld], want [%lld, %lld, "
-              "%lld, %lld, %lld]",
-              what, f.limited, f.limit, f.remaining, f.retry, f.reset, limited,
-              limit, remaining, retry, reset);
-}
-
 /* DESIGN step 9: whole seconds of a duration, plus one when its sub-second
  * part is at least 1 ms. */
 static long long secs_of(int64_t d)
@@ -246,26 +170,6 @@ static int64_t node_time_ns(redisContext *d)
         strtoll(r->element[1]->str, NULL, 10) * 1000;
     freeReplyObject(r);
     return t;
-}
-
-/* The TAT stored at key: asserts it is what redis-cell writes, a plain
- * decimal count of nanoseconds since the epoch (19 digits nowadays, no
- * sign, no leading zero). */
-static int64_t get_tat(redisContext *d, const char *key, size_t klen)
-{
-    redisReply *r = px_cmd(d, "GET %b", key, klen);
-    int64_t tat;
-
-    cr_assert_eq(r->type, REDIS_REPLY_STRING, "GET %s: type %d", key, r->type);
-    cr_assert_eq(r->len, 19, "stored value \"%s\" is not 19 digits", r->str);
-    cr_assert(r->str[0] >= '1' && r->str[0] <= '9', "stored \"%s\"", r->str);
-    for (size_t k = 0; k < r->len; k++) {
-        cr_assert(r->str[k] >= '0' && r->str[k] <= '9',
-                  "stored value \"%s\" is not decimal", r->str);
-    }
-    tat = strtoll(r->str, NULL, 10);
-    freeReplyObject(r);
-    return tat;
 }
 
 /* Stores a TAT the way redis-cell does: SET key <ns> PX <ms>. */
@@ -307,17 +211,9 @@ static void check_pttl(redisContext *d, const char *key, int64_t tat,
 static void check_fresh(redisContext *c, const char *key, size_t klen,
                         const char *what)
 {
-    redisContext *d = direct_for(key, klen);
-
-    if (d != NULL) {
-        redisReply *r = px_cmd(d, "EXISTS %b", key, klen);
-        cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer == 0,
-                  "%s: the key was written", what);
-        freeReplyObject(r);
-        redisFree(d);
-    }
-    check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS " 0", key, klen), what, 0,
-               REF_LIMIT, REF_LIMIT, -1, 0);
+    px_check_absent(key, klen, what);
+    px_check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS " 0", key, klen), what,
+                  0, REF_LIMIT, REF_LIMIT, -1, 0);
 }
 
 /* ---------------- Shared bodies ---------------- */
@@ -329,43 +225,43 @@ static void reference_replies(redisContext *c, const char *p)
     redisContext *d;
 
     snprintf(k, sizeof(k), "%suser123", p);
-    check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60", k), "user123 15 30 60", 0,
-               16, 15, -1, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60", k), "user123 15 30 60",
+                  0, 16, 15, -1, 2);
 
     snprintf(k, sizeof(k), "%suser123:b", p);
-    check_five(px_cmd(c, "CL.THROTTLE %s 0 1 2 1", k), "0 1 2 first", 0, 1, 0,
-               -1, 2);
-    check_five(px_cmd(c, "CL.THROTTLE %s 0 1 2 1", k), "0 1 2 at once", 1, 1, 0,
-               2, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 0 1 2 1", k), "0 1 2 first", 0, 1,
+                  0, -1, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 0 1 2 1", k), "0 1 2 at once", 1, 1,
+                  0, 2, 2);
     /* 2 s later: move the stored TAT back, or wait where nothing is
      * stored outside the proxy (any overrun gives the same reply). */
-    d = direct_for(k, strlen(k));
+    d = px_direct_for(k, strlen(k));
     if (d == NULL) {
         px_sleep_ms(2100);
     } else {
-        int64_t tat = get_tat(d, k, strlen(k));
+        int64_t tat = px_get_tat(d, k, strlen(k));
         char v[32];
         snprintf(v, sizeof(v), "%lld", (long long)(tat - 2 * NS));
         px_check_status(px_cmd(d, "SET %s %s KEEPTTL", k, v), "OK");
         redisFree(d);
     }
-    check_five(px_cmd(c, "CL.THROTTLE %s 0 1 2 1", k), "0 1 2 after 2 s", 0, 1,
-               0, -1, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 0 1 2 1", k), "0 1 2 after 2 s", 0,
+                  1, 0, -1, 2);
 
     /* A peek on a new key reports remaining = limit and stores nothing. */
     snprintf(k, sizeof(k), "%speek", p);
-    check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 0", k), "peek", 0, 16, 16, -1,
-               0);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 0", k), "peek", 0, 16, 16,
+                  -1, 0);
     check_fresh(c, k, strlen(k), "peek stored nothing");
 
     /* More than the limit at once can never succeed: retry_after -1, and
      * the refused request consumes nothing. */
     snprintf(k, sizeof(k), "%sbig", p);
-    check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 17", k), "quantity 17", 1, 16,
-               16, -1, 0);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 17", k), "quantity 17", 1,
+                  16, 16, -1, 0);
     check_fresh(c, k, strlen(k), "refused quantity stored nothing");
-    check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 16", k), "quantity 16", 0, 16,
-               0, -1, 32);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 16", k), "quantity 16", 0,
+                  16, 0, -1, 32);
 }
 
 /* One step of the burst-4 table at t0 (CL.THROTTLE foo 4 1 1 q). */
@@ -385,14 +281,14 @@ static const struct burst4_step burst4[] = {
 /* Runs the t0 part of the burst-4 table on key, asserts the DESIGN.md
  * values and keeps the replies in out. */
 static void burst4_run(redisContext *c, const char *key,
-                       struct five out[BURST4_STEPS])
+                       struct px_five out[BURST4_STEPS])
 {
     char what[64];
 
     for (size_t i = 0; i < BURST4_STEPS; i++) {
         snprintf(what, sizeof(what), "burst 4 step %zu (q %lld)", i,
                  burst4[i].q);
-        out[i] = take_five(
+        out[i] = px_take_five(
             px_cmd(c, "CL.THROTTLE %s 4 1 1 %lld", key, burst4[i].q), what);
         cr_assert(out[i].limited == burst4[i].limited && out[i].limit == 5 &&
                       out[i].remaining == burst4[i].remaining,
@@ -483,8 +379,8 @@ static void error_texts(redisContext *c, const char *p, const char *name)
     }
     /* Signs and leading zeros are fine. */
     snprintf(key, sizeof(key), "%serr:ok", p);
-    check_five(px_cmd(c, "%s %s +15 030 60 +1", name, key), "signs", 0, 16, 15,
-               -1, 2);
+    px_check_five(px_cmd(c, "%s %s +15 030 60 +1", name, key), "signs", 0, 16,
+                  15, -1, 2);
 }
 
 /* The zero rate is refused before the key is read: a hash key gives the
@@ -495,7 +391,7 @@ static void zero_rate_before_key(redisContext *c, const char *p)
     redisContext *d;
 
     snprintf(key, sizeof(key), "%serr:hash", p);
-    d = direct_for(key, strlen(key));
+    d = px_direct_for(key, strlen(key));
     px_check_int(px_cmd(d, "HSET %s f v", key), 1);
     px_check_error(px_cmd(c, "CL.THROTTLE %s 15 0 60", key), E_ZERO_RATE);
     px_check_error(px_cmd(c, "CL.THROTTLE %s 15 30 60 -2", key), E_NEG_Q);
@@ -515,9 +411,9 @@ static void limiter_alias(redisContext *c, const char *p)
     snprintf(b, sizeof(b), "%salias:raw", p);
     for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
         snprintf(what, sizeof(what), "alias step %zu", i);
-        struct five fa = take_five(
+        struct px_five fa = px_take_five(
             px_cmd(c, "CL.THROTTLE %s " REF_ARGS " %lld", a, qs[i]), what);
-        struct five fb = take_five(
+        struct px_five fb = px_take_five(
             px_cmd(c, "LIMITER %s " REF_ARGS " %lld", b, qs[i]), what);
         /* The two calls are a moment apart: the second counts may have
          * rounded across one second boundary. */
@@ -531,12 +427,12 @@ static void limiter_alias(redisContext *c, const char *p)
                   fb.limited, fb.limit, fb.remaining, fb.retry, fb.reset);
     }
     snprintf(a, sizeof(a), "%salias:both", p);
-    check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, a), "both 1", 0, 16, 15,
-               -1, 2);
-    check_five(px_cmd(c, "LIMITER %s " REF_ARGS, a), "both 2", 0, 16, 14, -1,
-               4);
-    check_five(px_cmd(c, "limiter %s " REF_ARGS " 0", a), "both 3", 0, 16, 14,
-               -1, 4);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, a), "both 1", 0, 16, 15,
+                  -1, 2);
+    px_check_five(px_cmd(c, "LIMITER %s " REF_ARGS, a), "both 2", 0, 16, 14, -1,
+                  4);
+    px_check_five(px_cmd(c, "limiter %s " REF_ARGS " 0", a), "both 3", 0, 16,
+                  14, -1, 4);
 }
 
 /* The stored value is redis-cell's: a decimal nanosecond TAT from the
@@ -547,15 +443,15 @@ static void stored_value(redisContext *c, const char *p)
     char k[KEY_MAX], kb[KEY_MAX];
     redisContext *d;
     int64_t t0, t1, tat, tat2, tat_b;
-    struct five f;
+    struct px_five f;
 
     snprintf(k, sizeof(k), "%sstored", p);
-    d = direct_for(k, strlen(k));
+    d = px_direct_for(k, strlen(k));
     t0 = node_time_ns(d);
-    check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "stored 1", 0, 16, 15,
-               -1, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "stored 1", 0, 16,
+                  15, -1, 2);
     t1 = node_time_ns(d);
-    tat = get_tat(d, k, strlen(k));
+    tat = px_get_tat(d, k, strlen(k));
     cr_assert(tat >= t0 + REF_EI && tat <= t1 + REF_EI,
               "TAT %lld is not the node's TIME + 2 s (TIME in [%lld, %lld])",
               (long long)tat, (long long)t0, (long long)t1);
@@ -563,7 +459,7 @@ static void stored_value(redisContext *c, const char *p)
 
     /* The next request continues exactly from the stored TAT. */
     t0 = node_time_ns(d);
-    f = take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "stored 2");
+    f = px_take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "stored 2");
     t1 = node_time_ns(d);
     cr_assert(f.limited == 0 && f.limit == 16 && f.remaining == 14 &&
                   f.retry == -1,
@@ -572,30 +468,31 @@ static void stored_value(redisContext *c, const char *p)
     cr_assert(f.reset >= secs_of(tat + REF_EI - t1) &&
                   f.reset <= secs_of(tat + REF_EI - t0),
               "stored 2: reset_after %lld", f.reset);
-    tat2 = get_tat(d, k, strlen(k));
+    tat2 = px_get_tat(d, k, strlen(k));
     cr_assert_eq(tat2, tat + REF_EI, "TAT %lld, want %lld", (long long)tat2,
                  (long long)(tat + REF_EI));
     check_pttl(d, k, tat2, f.reset);
 
     /* Refused for its size: nothing changes, not even the expiry. */
-    f = take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 17", k), "stored 3");
+    f = px_take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 17", k),
+                     "stored 3");
     cr_assert(f.limited == 1 && f.remaining == 14 && f.retry == -1,
               "stored 3: [%lld, %lld, %lld, %lld]", f.limited, f.limit,
               f.remaining, f.retry);
-    cr_assert_eq(get_tat(d, k, strlen(k)), tat2);
+    cr_assert_eq(px_get_tat(d, k, strlen(k)), tat2);
     check_pttl(d, k, tat2, f.reset);
 
     /* Refused for its rate: nothing changes either. */
     snprintf(kb, sizeof(kb), "%sstored:b", p);
-    check_five(px_cmd(c, "CL.THROTTLE %s 0 1 60", kb), "rate 1", 0, 1, 0, -1,
-               60);
-    tat_b = get_tat(d, kb, strlen(kb));
-    f = take_five(px_cmd(c, "CL.THROTTLE %s 0 1 60", kb), "rate 2");
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 0 1 60", kb), "rate 1", 0, 1, 0, -1,
+                  60);
+    tat_b = px_get_tat(d, kb, strlen(kb));
+    f = px_take_five(px_cmd(c, "CL.THROTTLE %s 0 1 60", kb), "rate 2");
     cr_assert(f.limited == 1 && f.limit == 1 && f.remaining == 0 &&
                   f.retry > 0 && f.retry <= 60,
               "rate 2: [%lld, %lld, %lld, %lld]", f.limited, f.limit,
               f.remaining, f.retry);
-    cr_assert_eq(get_tat(d, kb, strlen(kb)), tat_b);
+    cr_assert_eq(px_get_tat(d, kb, strlen(kb)), tat_b);
     check_pttl(d, kb, tat_b, 60);
     redisFree(d);
 }
@@ -606,17 +503,17 @@ static void cell_compat(redisContext *c, const char *p)
     char k[KEY_MAX];
     redisContext *d;
     int64_t now, tat, t0, t1;
-    struct five f;
+    struct px_five f;
 
     /* A TAT 100 s ahead: limited until 30 s before it (DVT is 32 s, one
      * request 2 s), nothing written. */
     snprintf(k, sizeof(k), "%scell:far", p);
-    d = direct_for(k, strlen(k));
+    d = px_direct_for(k, strlen(k));
     now = node_time_ns(d);
     tat = now + 100 * NS;
     set_tat(d, k, tat, 100000);
     t0 = node_time_ns(d);
-    f = take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "far");
+    f = px_take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "far");
     t1 = node_time_ns(d);
     cr_assert(f.limited == 1 && f.limit == 16 && f.remaining == 0,
               "far: [%lld, %lld, %lld]", f.limited, f.limit, f.remaining);
@@ -625,7 +522,7 @@ static void cell_compat(redisContext *c, const char *p)
               "far: retry_after %lld, want about 70", f.retry);
     cr_assert(f.reset >= secs_of(tat - t1) && f.reset <= secs_of(tat - t0),
               "far: reset_after %lld, want about 100", f.reset);
-    cr_assert_eq(get_tat(d, k, strlen(k)), tat, "far: the TAT changed");
+    cr_assert_eq(px_get_tat(d, k, strlen(k)), tat, "far: the TAT changed");
 
     /* A TAT 10 s ahead (five requests ago): allowed, continued from it. */
     snprintf(k, sizeof(k), "%scell:near", p);
@@ -633,7 +530,7 @@ static void cell_compat(redisContext *c, const char *p)
     tat = now + 10 * NS;
     set_tat(d, k, tat, 10000);
     t0 = node_time_ns(d);
-    f = take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "near");
+    f = px_take_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "near");
     t1 = node_time_ns(d);
     cr_assert(f.limited == 0 && f.limit == 16 && f.retry == -1,
               "near: [%lld, %lld, %lld, %lld]", f.limited, f.limit, f.remaining,
@@ -645,24 +542,24 @@ static void cell_compat(redisContext *c, const char *p)
     cr_assert(f.reset >= secs_of(tat + REF_EI - t1) &&
                   f.reset <= secs_of(tat + REF_EI - t0),
               "near: reset_after %lld, want about 12", f.reset);
-    cr_assert_eq(get_tat(d, k, strlen(k)), tat + REF_EI);
+    cr_assert_eq(px_get_tat(d, k, strlen(k)), tat + REF_EI);
     check_pttl(d, k, tat + REF_EI, f.reset);
 
     /* A TAT in the past (key not expired yet) counts as a new key. */
     snprintf(k, sizeof(k), "%scell:past", p);
     now = node_time_ns(d);
     set_tat(d, k, now - 10 * NS, 5000);
-    check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "past", 0, 16, 15, -1,
-               2);
-    cr_assert_geq(get_tat(d, k, strlen(k)), now + REF_EI);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "past", 0, 16, 15,
+                  -1, 2);
+    cr_assert_geq(px_get_tat(d, k, strlen(k)), now + REF_EI);
 
     /* redis-cell's "-1" means no TAT. */
     snprintf(k, sizeof(k), "%scell:none", p);
     now = node_time_ns(d);
     px_check_status(px_cmd(d, "SET %s -1 PX 60000", k), "OK");
-    check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "minus one", 0, 16, 15,
-               -1, 2);
-    cr_assert_geq(get_tat(d, k, strlen(k)), now + REF_EI);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "minus one", 0, 16,
+                  15, -1, 2);
+    cr_assert_geq(px_get_tat(d, k, strlen(k)), now + REF_EI);
     redisFree(d);
 }
 
@@ -677,9 +574,9 @@ static void script_flush(redisContext *c, const char *const *prefixes, int n)
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < n; i++) {
             snprintf(k, sizeof(k), "%ssf:warm%d", prefixes[i], round);
-            check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 0", k), "warm", 0,
-                       16, 16, -1, 0);
-            redisContext *d = direct_for(k, strlen(k));
+            px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 0", k), "warm",
+                          0, 16, 16, -1, 0);
+            redisContext *d = px_direct_for(k, strlen(k));
             redisReply *r = px_cmd(d, "SCRIPT EXISTS %s", sha);
             cr_assert(r->type == REDIS_REPLY_ARRAY &&
                           r->element[0]->integer == 1,
@@ -702,7 +599,7 @@ static void script_flush(redisContext *c, const char *const *prefixes, int n)
                 redisReply *r = px_next(c);
                 cr_assert(r->type != REDIS_REPLY_ERROR,
                           "a call after SCRIPT FLUSH failed: %s", r->str);
-                struct five f = take_five(r, "after flush");
+                struct px_five f = px_take_five(r, "after flush");
                 cr_assert(f.limited == 0 && f.remaining == 15 - rep,
                           "after flush: limited %lld remaining %lld", f.limited,
                           f.remaining);
@@ -710,8 +607,8 @@ static void script_flush(redisContext *c, const char *const *prefixes, int n)
         }
         for (int i = 0; i < n; i++) {
             snprintf(k, sizeof(k), "%ssf:warm%d", prefixes[i], round);
-            check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 2", k),
-                       "after flush, one call", 0, 16, 14, -1, 4);
+            px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 2", k),
+                          "after flush, one call", 0, 16, 14, -1, 4);
         }
     }
 }
@@ -729,7 +626,7 @@ static void types_and_binary(redisContext *c, const char *p)
     size_t blen;
 
     snprintf(k, sizeof(k), "%swt:hash", p);
-    d = direct_for(k, strlen(k));
+    d = px_direct_for(k, strlen(k));
     px_check_int(px_cmd(d, "HSET %s f v", k), 1);
     px_check_error(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), E_WRONGTYPE);
     r = px_cmd(d, "HGETALL %s", k);
@@ -756,11 +653,11 @@ static void types_and_binary(redisContext *c, const char *p)
     blen = (size_t)snprintf(bin, sizeof(bin), "%sbin", p);
     memcpy(bin + blen, "\0\xff\xfe", 3);
     blen += 3;
-    check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, blen), "binary 1", 0,
-               16, 15, -1, 2);
-    check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, blen), "binary 2", 0,
-               16, 14, -1, 4);
-    get_tat(d, bin, blen);
+    px_check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, blen), "binary 1",
+                  0, 16, 15, -1, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, blen), "binary 2",
+                  0, 16, 14, -1, 4);
+    px_get_tat(d, bin, blen);
     check_fresh(c, bin, blen - 3, "the key's text prefix");
     redisFree(d);
 }
@@ -794,7 +691,7 @@ Test(it_limiter, reference_replies_match_redis_cell_in_single_mode,
      .init = px_env_init, .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
-    struct five out[BURST4_STEPS];
+    struct px_five out[BURST4_STEPS];
 
     reference_replies(c, "");
     burst4_run(c, "foo", out);
@@ -864,8 +761,8 @@ Test(it_limiter, redis_down_fails_closed_with_upstream_error_then_recovers,
     struct px_env *env = px_env();
     redisContext *c = px_connect(env->proxy.port);
 
-    check_five(px_cmd(c, "CL.THROTTLE dn " REF_ARGS), "before", 0, 16, 15, -1,
-               2);
+    px_check_five(px_cmd(c, "CL.THROTTLE dn " REF_ARGS), "before", 0, 16, 15,
+                  -1, 2);
     /* Redis stops answering: the command times out. */
     cr_assert_eq(kill(env->redis.pid, SIGSTOP), 0);
     px_check_error_prefix(px_cmd(c, "CL.THROTTLE dn " REF_ARGS),
@@ -882,9 +779,10 @@ Test(it_limiter, redis_down_fails_closed_with_upstream_error_then_recovers,
     px_check_error(px_cmd(c, "CL.THROTTLE dn 15 30 x"), E_NOT_INT "x");
     px_redis_restart(&env->redis);
     wait_store_back(c);
-    check_five(px_cmd(c, "CL.THROTTLE dn2 0 1 60"), "after restart", 0, 1, 0,
-               -1, 60);
-    struct five f = take_five(px_cmd(c, "CL.THROTTLE dn2 0 1 60"), "limited");
+    px_check_five(px_cmd(c, "CL.THROTTLE dn2 0 1 60"), "after restart", 0, 1, 0,
+                  -1, 60);
+    struct px_five f =
+        px_take_five(px_cmd(c, "CL.THROTTLE dn2 0 1 60"), "limited");
     cr_assert_eq(f.limited, 1, "not limited after the restart");
     redisFree(c);
 }
@@ -895,19 +793,19 @@ Test(it_limiter, redis_down_with_fail_open_admits_with_zero_remaining,
     struct px_env *env = px_env();
     redisContext *c = px_connect(env->proxy.port);
 
-    check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "before", 0, 16, 15, -1,
-               2);
+    px_check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "before", 0, 16, 15,
+                  -1, 2);
     cr_assert_eq(kill(env->redis.pid, SIGSTOP), 0);
-    check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "stopped", 0, 16, 0, -1,
-               0);
+    px_check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "stopped", 0, 16, 0,
+                  -1, 0);
     cr_assert_eq(kill(env->redis.pid, SIGCONT), 0);
     wait_store_back(c);
     px_redis_kill(&env->redis, SIGKILL);
     for (int i = 0; i < 3; i++) {
-        check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "down", 0, 16, 0, -1,
-                   0);
-        check_five(px_cmd(c, "CL.THROTTLE up 0 1 60"), "down, limit 1", 0, 1, 0,
-                   -1, 0);
+        px_check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "down", 0, 16, 0,
+                      -1, 0);
+        px_check_five(px_cmd(c, "CL.THROTTLE up 0 1 60"), "down, limit 1", 0, 1,
+                      0, -1, 0);
     }
     /* Only the limiter fails open: bad arguments and ordinary commands
      * still get their errors. */
@@ -915,9 +813,10 @@ Test(it_limiter, redis_down_with_fail_open_admits_with_zero_remaining,
     px_check_error_prefix(px_cmd(c, "GET up"), "ERR upstream ");
     px_redis_restart(&env->redis);
     wait_store_back(c);
-    check_five(px_cmd(c, "CL.THROTTLE up2 0 1 60"), "after restart", 0, 1, 0,
-               -1, 60);
-    struct five f = take_five(px_cmd(c, "CL.THROTTLE up2 0 1 60"), "limited");
+    px_check_five(px_cmd(c, "CL.THROTTLE up2 0 1 60"), "after restart", 0, 1, 0,
+                  -1, 60);
+    struct px_five f =
+        px_take_five(px_cmd(c, "CL.THROTTLE up2 0 1 60"), "limited");
     cr_assert_eq(f.limited, 1, "not limited after the restart");
     redisFree(c);
 }
@@ -946,7 +845,7 @@ Test(it_limiter, two_proxies_on_one_redis_never_admit_more_than_the_rate,
         }
         for (int i = 0; i < n; i++) {
             for (int j = 0; j < CONC_DEPTH; j++) {
-                struct five f = take_five(px_next(cs[i]), "shared key");
+                struct px_five f = px_take_five(px_next(cs[i]), "shared key");
                 cr_assert_eq(f.limit, CONC_BURST + 1);
                 cr_assert(f.remaining >= 0 && f.remaining <= CONC_BURST + 1);
                 if (f.limited) {
@@ -985,7 +884,7 @@ Test(it_limiter, reference_replies_match_redis_cell_in_embedded_mode,
      .init = init_embedded, .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
-    struct five out[BURST4_STEPS];
+    struct px_five out[BURST4_STEPS];
 
     reference_replies(c, "");
     burst4_run(c, "foo", out);
@@ -1009,18 +908,23 @@ Test(it_limiter, embedded_keys_are_independent_and_outlive_connections,
     redisContext *c = px_connect(px_env()->proxy.port);
     static const char bin[] = "bin\0\xff\xfe";
 
-    check_five(px_cmd(c, "CL.THROTTLE a " REF_ARGS), "a 1", 0, 16, 15, -1, 2);
-    check_five(px_cmd(c, "CL.THROTTLE a " REF_ARGS), "a 2", 0, 16, 14, -1, 4);
-    check_five(px_cmd(c, "CL.THROTTLE b " REF_ARGS), "b 1", 0, 16, 15, -1, 2);
-    check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, sizeof(bin) - 1),
-               "binary 1", 0, 16, 15, -1, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE a " REF_ARGS), "a 1", 0, 16, 15, -1,
+                  2);
+    px_check_five(px_cmd(c, "CL.THROTTLE a " REF_ARGS), "a 2", 0, 16, 14, -1,
+                  4);
+    px_check_five(px_cmd(c, "CL.THROTTLE b " REF_ARGS), "b 1", 0, 16, 15, -1,
+                  2);
+    px_check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, sizeof(bin) - 1),
+                  "binary 1", 0, 16, 15, -1, 2);
     redisFree(c);
     /* A new connection sees the same state. */
     c = px_connect(px_env()->proxy.port);
-    check_five(px_cmd(c, "CL.THROTTLE a " REF_ARGS), "a 3", 0, 16, 13, -1, 6);
-    check_five(px_cmd(c, "CL.THROTTLE b " REF_ARGS), "b 2", 0, 16, 14, -1, 4);
-    check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, sizeof(bin) - 1),
-               "binary 2", 0, 16, 14, -1, 4);
+    px_check_five(px_cmd(c, "CL.THROTTLE a " REF_ARGS), "a 3", 0, 16, 13, -1,
+                  6);
+    px_check_five(px_cmd(c, "CL.THROTTLE b " REF_ARGS), "b 2", 0, 16, 14, -1,
+                  4);
+    px_check_five(px_cmd(c, "CL.THROTTLE %b " REF_ARGS, bin, sizeof(bin) - 1),
+                  "binary 2", 0, 16, 14, -1, 4);
     check_fresh(c, "bin", 3, "the binary key's text prefix");
     check_fresh(c, "c", 1, "an untouched key");
     /* Ordinary commands still have no store. */
@@ -1032,7 +936,7 @@ Test(it_limiter, embedded_and_single_mode_agree_on_the_burst_4_sequence,
      .init = px_env_init, .fini = fini_second, .timeout = 60)
 {
     redisContext *cr, *ce;
-    struct five fr[BURST4_STEPS], fe[BURST4_STEPS];
+    struct px_five fr[BURST4_STEPS], fe[BURST4_STEPS];
 
     start_second(NULL);
     cr = px_connect(px_env()->proxy.port);
@@ -1060,7 +964,7 @@ Test(it_limiter, reference_replies_and_errors_hold_on_every_master,
 {
     struct px_cluster *cl = px_cluster();
     redisContext *c = px_connect(px_env()->proxy.port);
-    struct five out[BURST4_STEPS];
+    struct px_five out[BURST4_STEPS];
     char p[32], k[KEY_MAX];
 
     for (int m = 0; m < cl->nmasters; m++) {
@@ -1129,10 +1033,10 @@ Test(it_limiter, script_flush_on_every_master_never_shows_noscript,
 static void slow_call(redisContext *c, const char *key, long long remaining)
 {
     redisReply *r = px_cmd(c, "CL.THROTTLE %s 15 3 60", key);
-    struct five f;
+    struct px_five f;
 
     cr_assert(r->type != REDIS_REPLY_ERROR, "%s: %s", key, r->str);
-    f = take_five(r, key);
+    f = px_take_five(r, key);
     cr_assert(f.limited == 0 && f.limit == 16 && f.remaining == remaining &&
                   f.retry == -1,
               "%s: [%lld, %lld, %lld, %lld], want remaining %lld", key,
@@ -1179,9 +1083,9 @@ Test(it_limiter, limiter_calls_follow_ask_and_moved_during_resharding,
     /* Moved: -MOVED once, then straight to the new owner. */
     slow_call(c, "{mig}a", 11);
     slow_call(c, "{mig}c", 15);
-    tat = get_tat(d, "{mig}a", 6);
+    tat = px_get_tat(d, "{mig}a", 6);
     slow_call(c, "{mig}a", 10);
-    cr_assert_eq(get_tat(d, "{mig}a", 6), tat + 20 * NS,
+    cr_assert_eq(px_get_tat(d, "{mig}a", 6), tat + 20 * NS,
                  "the call did not continue from the migrated TAT");
     redisFree(d);
     d = px_cluster_connect(cl, from);
@@ -1222,7 +1126,7 @@ static int failover_round(redisContext *c, const struct failover_keys *fk,
             errors++;
             freeReplyObject(r);
         } else if (i < FAILOVER_KEYS) {
-            struct five f = take_five(r, fk->limited[i]);
+            struct px_five f = px_take_five(r, fk->limited[i]);
             cr_assert(f.limited == 1 && f.limit == 1 && f.retry > 0 &&
                           f.retry <= 60,
                       "%s: limited before the failover, now [%lld, %lld, "
@@ -1230,7 +1134,7 @@ static int failover_round(redisContext *c, const struct failover_keys *fk,
                       fk->limited[i], f.limited, f.limit, f.remaining, f.retry,
                       f.reset);
         } else {
-            check_five(r, "fresh key", 0, 16, 15, -1, 2);
+            px_check_five(r, "fresh key", 0, 16, 15, -1, 2);
         }
     }
     return errors;
@@ -1255,9 +1159,9 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
         snprintf(base, sizeof(base), "fo%d_", i);
         prefix_on_master(0, base, p, sizeof(p));
         snprintf(fk.limited[i], sizeof(fk.limited[i]), "%slimited", p);
-        check_five(px_cmd(c, "CL.THROTTLE %s 0 1 60", fk.limited[i]), "first",
-                   0, 1, 0, -1, 60);
-        struct five f = take_five(
+        px_check_five(px_cmd(c, "CL.THROTTLE %s 0 1 60", fk.limited[i]),
+                      "first", 0, 1, 0, -1, 60);
+        struct px_five f = px_take_five(
             px_cmd(c, "CL.THROTTLE %s 0 1 60", fk.limited[i]), "second");
         cr_assert_eq(f.limited, 1);
     }
@@ -1266,7 +1170,7 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
     }
     d = px_cluster_connect(cl, 0);
     for (int i = 0; i < FAILOVER_KEYS; i++) {
-        fk.tats[i] = get_tat(d, fk.limited[i], strlen(fk.limited[i]));
+        fk.tats[i] = px_get_tat(d, fk.limited[i], strlen(fk.limited[i]));
     }
     r = px_cmd(d, "WAIT 1 5000");
     cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer >= 1,
@@ -1323,7 +1227,7 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
         cr_assert_eq(
             px_cluster_master_of_key(cl, fk.limited[i], strlen(fk.limited[i])),
             promoted);
-        cr_assert_eq(get_tat(d, fk.limited[i], strlen(fk.limited[i])),
+        cr_assert_eq(px_get_tat(d, fk.limited[i], strlen(fk.limited[i])),
                      fk.tats[i], "%s: the TAT changed", fk.limited[i]);
     }
     r = px_cmd(d, "SCRIPT EXISTS %s", sha);

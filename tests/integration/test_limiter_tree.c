@@ -18,7 +18,6 @@
  * after the refund. */
 #include "tests/support/px_test.h"
 
-#include <ctype.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 #include "conf/limits.h"
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
+#include "tests/integration/limiter_support.h"
 
 PX_TEST_SUITE(it_limiter_tree);
 
@@ -123,20 +123,6 @@ static const char *limits_args[] = { "--limits", limits_path, NULL };
 
 /* ---------------- Modes and setup ---------------- */
 
-enum mode {
-    MODE_EMBEDDED, /* no Redis: the proxy's own store */
-    MODE_SINGLE,   /* px_env()->redis */
-    MODE_CLUSTER,  /* px_cluster() */
-};
-
-static enum mode mode_now(void)
-{
-    if (px_cluster()->nnodes > 0) {
-        return MODE_CLUSTER;
-    }
-    return px_env()->redis.port > 0 ? MODE_SINGLE : MODE_EMBEDDED;
-}
-
 /* Writes text as limits.yaml (again: the file RELOAD and SIGHUP read). */
 static void write_limits(const char *text)
 {
@@ -185,23 +171,6 @@ static void init_cluster(void)
     px_cluster_proxy_start(&px_env()->proxy, px_cluster(), yaml_extra);
 }
 
-/* A direct connection to the node that stores `key`, or NULL in embedded
- * mode. The caller frees it. */
-static redisContext *direct_for(const char *key)
-{
-    struct px_cluster *cl = px_cluster();
-
-    switch (mode_now()) {
-    case MODE_CLUSTER:
-        return px_cluster_connect(
-            cl, px_cluster_master_of_key(cl, key, strlen(key)));
-    case MODE_SINGLE:
-        return px_redis_connect(&px_env()->redis, NULL);
-    default:
-        return NULL;
-    }
-}
-
 /* Writes to out "<base><n>" for the first n such that "<prefix><base><n>"
  * (a hash tag of the tree) lands on a master other than the one of
  * `avoid` (any master when avoid is NULL, or outside cluster mode). */
@@ -212,7 +181,7 @@ static void ident_off(const char *prefix, const char *base, const char *avoid,
     char tag[KEY_MAX];
     int am;
 
-    if (mode_now() != MODE_CLUSTER || avoid == NULL) {
+    if (px_mode_now() != PX_MODE_CLUSTER || avoid == NULL) {
         snprintf(out, outlen, "%s", base);
         return;
     }
@@ -229,58 +198,11 @@ static void ident_off(const char *prefix, const char *base, const char *avoid,
 
 /* ---------------- Replies ---------------- */
 
-/* The five integers of a limiter reply. */
-struct five {
-    long long limited;   /* 0 or 1 */
-    long long limit;     /* max_burst + 1 */
-    long long remaining; /* requests left */
-    long long retry;     /* seconds, -1 when allowed */
-    long long reset;     /* seconds until every key is back to full */
-};
-
-/* Asserts r is an array of five integers, frees it, returns them. */
-static struct five take_five(redisReply *r, const char *what)
-{
-    struct five f;
-
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY,
-                 "%s: expected five integers, got type %d \"%s\"", what,
-                 r->type, r->str != NULL ? r->str : "");
-    cr_assert_eq(r->elements, 5, "%s: %zu elements", what, (size_t)r->elements);
-    for (size_t k = 0; k < 5; k++) {
-        cr_assert_eq(r->element[k]->type, REDIS_REPLY_INTEGER,
-                     "%s: element %zu is not an integer", what, k);
-    }
-    f.limited = r->element[0]->integer;
-    f.limit = r->element[1]->integer;
-    f.remaining = r->element[2]->integer;
-    f.retry = r->element[3]->integer;
-    f.reset = r->element[4]->integer;
-    freeReplyObject(r);
-    return f;
-}
-
-/* Asserts the reply is exactly [limited, limit, remaining, retry, reset]. */
-static void check_five(redisReply *r, const char *what, long long limited,
-                       long long limit, long long remaining, long long retry,
-                       long long reset)
-{
-    struct five f = take_five(r, what);
-
-    cr_assert(f.limited == limited && f.limit == limit &&
-                  f.remaining == remaining && f.retry == retry &&
-                  f.reset == reset,
-              "%s: got [%lld, %lld, %lld, %lld, %lld], want [%lld, %lld, "
-              "%lld, %lld, %lld]",
-              what, f.limited, f.limit, f.remaining, f.retry, f.reset, limited,
-              limit, remaining, retry, reset);
-}
-
 /* Asserts the first four fields (not reset_after) of a reply. */
 static void check_four(redisReply *r, const char *what, long long limited,
                        long long limit, long long remaining, long long retry)
 {
-    struct five f = take_five(r, what);
+    struct px_five f = px_take_five(r, what);
 
     cr_assert(f.limited == limited && f.limit == limit &&
                   f.remaining == remaining && f.retry == retry,
@@ -290,7 +212,8 @@ static void check_four(redisReply *r, const char *what, long long limited,
               remaining, retry);
 }
 
-static void assert_same_five(struct five a, struct five b, const char *what)
+static void assert_same_five(struct px_five a, struct px_five b,
+                             const char *what)
 {
     cr_assert(a.limited == b.limited && a.limit == b.limit &&
                   a.remaining == b.remaining && a.retry == b.retry &&
@@ -322,9 +245,9 @@ struct mirror {
  * of the least remaining (*tie set when two levels share it: then either
  * limit is acceptable); retry the largest among limited levels, else -1;
  * reset the largest. */
-static struct five aggregate(const struct five *lv, size_t n, int *tie)
+static struct px_five aggregate(const struct px_five *lv, size_t n, int *tie)
 {
-    struct five a = lv[0];
+    struct px_five a = lv[0];
 
     *tie = 0;
     a.limited = 0;
@@ -353,22 +276,23 @@ static struct five aggregate(const struct five *lv, size_t n, int *tie)
  * refusing: bit i set when level i must refuse (0: the step is admitted).
  * Asserts each mirror refused exactly when told, and the check's reply
  * equals the mirrors' aggregate. Returns the check's reply. */
-static struct five mirror_step(redisContext *c, const char *path,
-                               long long cost, const struct mirror *m, size_t n,
-                               unsigned refusing, const char *what)
+static struct px_five mirror_step(redisContext *c, const char *path,
+                                  long long cost, const struct mirror *m,
+                                  size_t n, unsigned refusing, const char *what)
 {
-    struct five got, lv[4], want;
+    struct px_five got, lv[4], want;
     int tie;
 
     cr_assert_leq(n, 4);
-    got = take_five(px_cmd(c, "LIMITER CHECK %s COST %lld", path, cost), what);
+    got =
+        px_take_five(px_cmd(c, "LIMITER CHECK %s COST %lld", path, cost), what);
     for (size_t i = 0; i < n; i++) {
         int refuse = (refusing >> i) & 1u;
         long long q = refusing == 0 || refuse ? cost : 0;
-        lv[i] =
-            take_five(px_cmd(c, "CL.THROTTLE %s %lld %lld %lld %lld", m[i].key,
-                             m[i].burst, m[i].count, m[i].period, q),
-                      m[i].key);
+        lv[i] = px_take_five(px_cmd(c, "CL.THROTTLE %s %lld %lld %lld %lld",
+                                    m[i].key, m[i].burst, m[i].count,
+                                    m[i].period, q),
+                             m[i].key);
         cr_assert_eq(lv[i].limited, refuse,
                      "%s: mirror %s limited %lld, the step expects %d", what,
                      m[i].key, lv[i].limited, refuse);
@@ -396,55 +320,24 @@ static struct five mirror_step(redisContext *c, const char *path,
 
 /* ---------------- Stored values ---------------- */
 
-/* The TAT stored at key: asserts it is redis-cell's decimal nanoseconds
- * (19 digits) with an expiry. */
-static int64_t get_tat(redisContext *d, const char *key)
-{
-    redisReply *r = px_cmd(d, "GET %s", key);
-    int64_t tat;
-
-    cr_assert_eq(r->type, REDIS_REPLY_STRING, "GET %s: type %d", key, r->type);
-    cr_assert_eq(r->len, 19, "%s: stored \"%s\" is not 19 digits", key, r->str);
-    for (size_t k = 0; k < r->len; k++) {
-        cr_assert(isdigit((unsigned char)r->str[k]), "%s: stored \"%s\"", key,
-                  r->str);
-    }
-    tat = strtoll(r->str, NULL, 10);
-    freeReplyObject(r);
-    r = px_cmd(d, "PTTL %s", key);
-    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer > 0,
-              "%s has no expiry", key);
-    freeReplyObject(r);
-    return tat;
-}
-
-/* The TAT of key on its node, or 0 in embedded mode. */
+/* The TAT of key on its node, asserted to carry an expiry, or 0 in
+ * embedded mode. */
 static int64_t tat_of(const char *key)
 {
-    redisContext *d = direct_for(key);
+    redisContext *d = px_direct_for(key, strlen(key));
+    redisReply *r;
     int64_t tat;
 
     if (d == NULL) {
         return 0;
     }
-    tat = get_tat(d, key);
-    redisFree(d);
-    return tat;
-}
-
-/* Asserts key does not exist on its node (nothing in embedded mode). */
-static void check_absent(const char *key, const char *what)
-{
-    redisContext *d = direct_for(key);
-
-    if (d == NULL) {
-        return;
-    }
-    redisReply *r = px_cmd(d, "EXISTS %s", key);
-    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer == 0,
-              "%s: %s exists", what, key);
+    tat = px_get_tat(d, key, strlen(key));
+    r = px_cmd(d, "PTTL %s", key);
+    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer > 0,
+              "%s has no expiry", key);
     freeReplyObject(r);
     redisFree(d);
+    return tat;
 }
 
 /* Number of keys under "cellgate:" on every master, or -1 (embedded). */
@@ -455,11 +348,12 @@ static long long count_limiter_keys(void)
     redisContext *d;
     redisReply *r;
 
-    if (mode_now() == MODE_EMBEDDED) {
+    if (px_mode_now() == PX_MODE_EMBEDDED) {
         return -1;
     }
-    for (int m = 0; m < (mode_now() == MODE_CLUSTER ? cl->nmasters : 1); m++) {
-        d = mode_now() == MODE_CLUSTER
+    for (int m = 0; m < (px_mode_now() == PX_MODE_CLUSTER ? cl->nmasters : 1);
+         m++) {
+        d = px_mode_now() == PX_MODE_CLUSTER
                 ? px_cluster_connect(cl, m)
                 : px_redis_connect(&px_env()->redis, NULL);
         r = px_cmd(d, "KEYS cellgate:*");
@@ -479,7 +373,7 @@ static long long count_limiter_keys(void)
 static void design_tree(redisContext *c, const char *a, const char *b)
 {
     char trade[KEY_MAX], user[KEY_MAX], ktrade[KEY_MAX], kuser[KEY_MAX];
-    struct five before, after;
+    struct px_five before, after;
     int64_t tat_user, tat_trade;
 
     snprintf(trade, sizeof(trade), "user:%s:trade", a);
@@ -492,20 +386,20 @@ static void design_tree(redisContext *c, const char *a, const char *b)
     for (int i = 1; i <= 6; i++) {
         char what[64];
         snprintf(what, sizeof(what), "trade check %d", i);
-        check_five(px_cmd(c, "LIMITER CHECK %s", trade), what, 0, 6, 6 - i, -1,
-                   2 * i);
+        px_check_five(px_cmd(c, "LIMITER CHECK %s", trade), what, 0, 6, 6 - i,
+                      -1, 2 * i);
     }
     /* The user level alone: 16 - 6 left. */
-    before = take_five(px_cmd(c, "LIMITER PEEK %s", user), "peek before");
-    check_five(px_cmd(c, "LIMITER PEEK %s", user), "peek user level", 0, 16, 10,
-               -1, 12);
+    before = px_take_five(px_cmd(c, "LIMITER PEEK %s", user), "peek before");
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", user), "peek user level", 0, 16,
+                  10, -1, 12);
     tat_user = tat_of(kuser);
     tat_trade = tat_of(ktrade);
 
     /* The 7th: trade refuses (1.5 s to wait); nothing is consumed. */
     check_four(px_cmd(c, "LIMITER CHECK %s", trade), "trade check 7", 1, 6, 0,
                2);
-    after = take_five(px_cmd(c, "LIMITER PEEK %s", user), "peek after");
+    after = px_take_five(px_cmd(c, "LIMITER PEEK %s", user), "peek after");
     assert_same_five(before, after, "PEEK user level around the refusal");
     cr_assert_eq(tat_of(kuser), tat_user, "the refused check moved %s", kuser);
     cr_assert_eq(tat_of(ktrade), tat_trade, "the refused check moved %s",
@@ -514,20 +408,20 @@ static void design_tree(redisContext *c, const char *a, const char *b)
                2);
 
     /* user:<a> itself still has room: 10 left, then 9. */
-    check_five(px_cmd(c, "LIMITER CHECK %s", user), "user check", 0, 16, 9, -1,
-               14);
-    check_five(px_cmd(c, "LIMITER PEEK %s", trade), "trade peek", 0, 6, 0, -1,
-               14);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s", user), "user check", 0, 16, 9,
+                  -1, 14);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "trade peek", 0, 6, 0,
+                  -1, 14);
 
     /* user:<b> has its own keys at both levels. */
     snprintf(trade, sizeof(trade), "user:%s:trade", b);
     snprintf(user, sizeof(user), "user:%s", b);
-    check_five(px_cmd(c, "LIMITER CHECK %s", trade), "other trade", 0, 6, 5, -1,
-               2);
-    check_five(px_cmd(c, "LIMITER CHECK %s", user), "other user", 0, 16, 14, -1,
-               4);
-    check_five(px_cmd(c, "LIMITER PEEK user:%s", a), "first user unchanged", 0,
-               16, 9, -1, 14);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s", trade), "other trade", 0, 6, 5,
+                  -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s", user), "other user", 0, 16, 14,
+                  -1, 4);
+    px_check_five(px_cmd(c, "LIMITER PEEK user:%s", a), "first user unchanged",
+                  0, 16, 9, -1, 14);
 }
 
 /* Admitted steps and steps every level refuses, against the mirrors:
@@ -553,12 +447,12 @@ static void aggregate_admitted(redisContext *c, const char *id)
         mirror_step(c, trade, 1, m, 2, 0, "trade, cost 1");
     }
     /* A check of user:<id> touches the user level only. */
-    check_five(px_cmd(c, "LIMITER CHECK %s COST 5", user), "user, cost 5", 0,
-               16, 8, -1, 16);
-    check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 5", m[0].key),
-               "mirror user, cost 5", 0, 16, 8, -1, 16);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s COST 5", user), "user, cost 5", 0,
+                  16, 8, -1, 16);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 5", m[0].key),
+                  "mirror user, cost 5", 0, 16, 8, -1, 16);
     /* Trade 1 left, user 6 left; reset 20 s (user) against trade's 7.5. */
-    struct five f = mirror_step(c, trade, 2, m, 2, 0, "trade, cost 2");
+    struct px_five f = mirror_step(c, trade, 2, m, 2, 0, "trade, cost 2");
     cr_assert(f.limit == 6 && f.remaining == 1 && f.reset == 20,
               "trade, cost 2: [%lld, %lld, %lld, %lld, %lld]", f.limited,
               f.limit, f.remaining, f.retry, f.reset);
@@ -566,10 +460,10 @@ static void aggregate_admitted(redisContext *c, const char *id)
     /* Exhaust both levels, then a check both refuse: trade would wait
      * 4.5 s more (5), user 6 s (6): retry_after is the largest. */
     mirror_step(c, trade, 1, m, 2, 0, "trade, last one");
-    check_five(px_cmd(c, "LIMITER CHECK %s COST 5", user), "user, to zero", 0,
-               16, 0, -1, 32);
-    check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 5", m[0].key),
-               "mirror user, to zero", 0, 16, 0, -1, 32);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s COST 5", user), "user, to zero",
+                  0, 16, 0, -1, 32);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 5", m[0].key),
+                  "mirror user, to zero", 0, 16, 0, -1, 32);
     f = mirror_step(c, trade, 3, m, 2, 3, "both refuse");
     cr_assert(f.limited == 1 && f.remaining == 0 && f.retry == 6 &&
                   f.reset == 32,
@@ -585,7 +479,7 @@ static void refused_reports_state(redisContext *c, const char *id1,
 {
     struct mirror m[2];
     char trade[KEY_MAX], user[KEY_MAX];
-    struct five f, p;
+    struct px_five f, p;
 
     snprintf(m[0].key, sizeof(m[0].key), "mirror:%s:user", id1);
     m[0].burst = 15;
@@ -601,7 +495,7 @@ static void refused_reports_state(redisContext *c, const char *id1,
     }
     /* Trade refuses; user has 10 left and its keys expire in 12 s. */
     f = mirror_step(c, trade, 1, m, 2, 2, "trade refuses");
-    p = take_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek after");
+    p = px_take_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek after");
     cr_assert(f.reset == p.reset,
               "refused reply: reset_after %lld, but the state it left "
               "resets in %lld (PEEK)",
@@ -616,10 +510,10 @@ static void refused_reports_state(redisContext *c, const char *id1,
     for (int i = 0; i < 3; i++) {
         mirror_step(c, trade, 1, m, 2, 0, "trade, three");
     }
-    check_five(px_cmd(c, "LIMITER CHECK %s COST 9", user), "user, cost 9", 0,
-               16, 4, -1, 24);
-    check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 9", m[0].key),
-               "mirror user, cost 9", 0, 16, 4, -1, 24);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s COST 9", user), "user, cost 9", 0,
+                  16, 4, -1, 24);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s 15 30 60 9", m[0].key),
+                  "mirror user, cost 9", 0, 16, 4, -1, 24);
     f = mirror_step(c, trade, 4, m, 2, 2, "cost 4, trade refuses");
     cr_assert(f.limit == 6 && f.remaining == 3 && f.retry == 2 && f.reset == 24,
               "cost 4: [%lld, %lld, %lld, %lld, %lld]", f.limited, f.limit,
@@ -640,17 +534,18 @@ static void cost_peek_reset(redisContext *c, const char *id)
     snprintf(ktrade, sizeof(ktrade), "cellgate:{user:%s}:trade#0:gcra", id);
 
     /* PEEK on a new path: full, and nothing written. */
-    check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek new", 0, 6, 6, -1, 0);
-    check_absent(kuser, "peek new");
-    check_absent(ktrade, "peek new");
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek new", 0, 6, 6, -1,
+                  0);
+    px_check_absent(kuser, strlen(kuser), "peek new");
+    px_check_absent(ktrade, strlen(ktrade), "peek new");
     /* A cost of 7 is more than trade's 6: never, and nothing consumed. */
     check_four(px_cmd(c, "LIMITER CHECK %s COST 7", trade), "cost 7, new", 1, 6,
                6, -1);
-    check_absent(kuser, "cost 7 on a new path");
-    check_absent(ktrade, "cost 7 on a new path");
+    px_check_absent(kuser, strlen(kuser), "cost 7 on a new path");
+    px_check_absent(ktrade, strlen(ktrade), "cost 7 on a new path");
     /* COST 3: trade 3 left (4.5 s -> 5), user 13 (6 s). */
-    check_five(px_cmd(c, "LIMITER CHECK %s COST 3", trade), "cost 3", 0, 6, 3,
-               -1, 6);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s COST 3", trade), "cost 3", 0, 6,
+                  3, -1, 6);
     tu = tat_of(kuser);
     tt = tat_of(ktrade);
     if (tu != 0) {
@@ -663,39 +558,41 @@ static void cost_peek_reset(redisContext *c, const char *id)
     check_four(px_cmd(c, "LIMITER CHECK %s COST 7", trade), "cost 7", 1, 6, 3,
                -1);
     /* PEEK, twice: the same answer, nothing moved. */
-    check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek 1", 0, 6, 3, -1, 6);
-    check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek 2", 0, 6, 3, -1, 6);
-    check_five(px_cmd(c, "LIMITER PEEK %s", user), "peek user", 0, 16, 13, -1,
-               6);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek 1", 0, 6, 3, -1,
+                  6);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek 2", 0, 6, 3, -1,
+                  6);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", user), "peek user", 0, 16, 13,
+                  -1, 6);
     cr_assert_eq(tat_of(kuser), tu, "PEEK or a refusal moved %s", kuser);
     cr_assert_eq(tat_of(ktrade), tt, "PEEK or a refusal moved %s", ktrade);
     /* COST 0 is a check that takes nothing. */
-    check_five(px_cmd(c, "LIMITER CHECK %s COST 0", trade), "cost 0", 0, 6, 3,
-               -1, 6);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s COST 0", trade), "cost 0", 0, 6,
+                  3, -1, 6);
     /* COST 3 again: exactly the rest of trade. */
-    check_five(px_cmd(c, "LIMITER CHECK %s cost 3", trade), "cost 3 again", 0,
-               6, 0, -1, 12);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s cost 3", trade), "cost 3 again",
+                  0, 6, 0, -1, 12);
 
     /* RESET the path: both keys go; then a fresh start. */
     px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 2);
-    check_absent(kuser, "after RESET");
-    check_absent(ktrade, "after RESET");
-    check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek after reset", 0, 6, 6,
-               -1, 0);
-    check_five(px_cmd(c, "LIMITER CHECK %s", trade), "check after reset", 0, 6,
-               5, -1, 2);
+    px_check_absent(kuser, strlen(kuser), "after RESET");
+    px_check_absent(ktrade, strlen(ktrade), "after RESET");
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek after reset", 0, 6,
+                  6, -1, 0);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s", trade), "check after reset", 0,
+                  6, 5, -1, 2);
     /* RESET of the user level alone leaves trade. */
     px_check_int(px_cmd(c, "LIMITER RESET %s", user), 1);
-    check_absent(kuser, "after RESET of the user level");
-    check_five(px_cmd(c, "LIMITER PEEK %s", user), "user after its reset", 0,
-               16, 16, -1, 0);
-    check_five(px_cmd(c, "LIMITER PEEK %s", trade), "trade kept", 0, 6, 5, -1,
-               2);
+    px_check_absent(kuser, strlen(kuser), "after RESET of the user level");
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", user), "user after its reset", 0,
+                  16, 16, -1, 0);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "trade kept", 0, 6, 5,
+                  -1, 2);
     px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 1);
     px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 0);
     px_check_int(px_cmd(c, "limiter reset %s", trade), 0);
-    check_five(px_cmd(c, "LIMITER CHECK %s COST 6", trade), "all of it", 0, 6,
-               0, -1, 12);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s COST 6", trade), "all of it", 0,
+                  6, 0, -1, 12);
     px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 2);
 }
 
@@ -717,14 +614,14 @@ static void global_level(redisContext *c, const char *a, const char *b,
 
     /* Global's 3 are shared: a, b, a. reset_after is the identity
      * level's 60 s per call, remaining global's. */
-    check_five(px_cmd(c, "LIMITER CHECK global:%s", a), "global a 1", 0, 3, 2,
-               -1, 60);
-    check_five(px_cmd(c, "LIMITER CHECK global:%s", b), "global b 1", 0, 3, 1,
-               -1, 60);
-    check_five(px_cmd(c, "LIMITER CHECK global:%s", a), "global a 2", 0, 3, 0,
-               -1, 120);
-    check_five(px_cmd(c, "LIMITER PEEK global:%s", a), "peek a", 0, 3, 0, -1,
-               120);
+    px_check_five(px_cmd(c, "LIMITER CHECK global:%s", a), "global a 1", 0, 3,
+                  2, -1, 60);
+    px_check_five(px_cmd(c, "LIMITER CHECK global:%s", b), "global b 1", 0, 3,
+                  1, -1, 60);
+    px_check_five(px_cmd(c, "LIMITER CHECK global:%s", a), "global a 2", 0, 3,
+                  0, -1, 120);
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", a), "peek a", 0, 3, 0, -1,
+                  120);
     tg = tat_of(kg);
     ta = tat_of(ka);
 
@@ -732,29 +629,29 @@ static void global_level(redisContext *c, const char *a, const char *b,
      * not keep the 60 s this check would have cost. */
     check_four(px_cmd(c, "LIMITER CHECK global:%s", a), "global a 3", 1, 3, 0,
                6);
-    check_five(px_cmd(c, "LIMITER PEEK global:%s", a), "peek a after", 0, 3, 0,
-               -1, 120);
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", a), "peek a after", 0, 3,
+                  0, -1, 120);
     cr_assert_eq(tat_of(ka), ta, "the refused check consumed at %s", ka);
     cr_assert_eq(tat_of(kg), tg, "the refused check moved %s", kg);
 
     /* A new identity: refused, and its level is still untouched. */
     check_four(px_cmd(c, "LIMITER CHECK global:%s", cc), "global c 1", 1, 3, 0,
                6);
-    check_five(px_cmd(c, "LIMITER PEEK global:%s", cc), "peek c", 0, 3, 0, -1,
-               18);
-    check_absent(kc, "identity level of a refused check");
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", cc), "peek c", 0, 3, 0,
+                  -1, 18);
+    px_check_absent(kc, strlen(kc), "identity level of a refused check");
     check_four(px_cmd(c, "LIMITER CHECK global:%s COST 2", b), "global b 2", 1,
                3, 0, 12);
-    check_five(px_cmd(c, "LIMITER PEEK global:%s", b), "peek b", 0, 3, 0, -1,
-               60);
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", b), "peek b", 0, 3, 0, -1,
+                  60);
 
     /* RESET global:<a> deletes the shared level and a's: 2 keys, maybe on
      * two nodes. b keeps its own level. */
     px_check_int(px_cmd(c, "LIMITER RESET global:%s", a), 2);
-    check_absent(kg, "after RESET");
-    check_absent(ka, "after RESET");
-    check_five(px_cmd(c, "LIMITER CHECK global:%s", b), "global b after", 0, 3,
-               2, -1, 120);
+    px_check_absent(kg, strlen(kg), "after RESET");
+    px_check_absent(ka, strlen(ka), "after RESET");
+    px_check_five(px_cmd(c, "LIMITER CHECK global:%s", b), "global b after", 0,
+                  3, 2, -1, 120);
     px_check_int(px_cmd(c, "LIMITER RESET global:%s", b), 2);
     px_check_int(px_cmd(c, "LIMITER RESET global:%s", cc), 0);
 }
@@ -764,19 +661,20 @@ static void global_level(redisContext *c, const char *a, const char *b,
 static void resolution(redisContext *c)
 {
     /* user:vip is its own node (100), not user:* (16). */
-    check_five(px_cmd(c, "LIMITER CHECK user:vip"), "vip", 0, 100, 99, -1, 1);
-    check_five(px_cmd(c, "LIMITER CHECK user:vip:trade"), "vip deeper", 0, 100,
-               98, -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:vip"), "vip", 0, 100, 99, -1,
+                  1);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:vip:trade"), "vip deeper", 0,
+                  100, 98, -1, 2);
     /* user:r1:other: only the user level. */
-    check_five(px_cmd(c, "LIMITER CHECK user:r1:other"), "other", 0, 16, 15, -1,
-               2);
-    check_five(px_cmd(c, "LIMITER CHECK user:r1:other:x:y"), "deeper", 0, 16,
-               14, -1, 4);
-    check_five(px_cmd(c, "LIMITER PEEK user:r1"), "same level", 0, 16, 14, -1,
-               4);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:r1:other"), "other", 0, 16, 15,
+                  -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:r1:other:x:y"), "deeper", 0, 16,
+                  14, -1, 4);
+    px_check_five(px_cmd(c, "LIMITER PEEK user:r1"), "same level", 0, 16, 14,
+                  -1, 4);
     /* api: 5 per 1 s and 2 per 60 s; the second limit decides. */
-    check_five(px_cmd(c, "LIMITER CHECK api"), "api 1", 0, 2, 1, -1, 60);
-    check_five(px_cmd(c, "LIMITER CHECK api"), "api 2", 0, 2, 0, -1, 120);
+    px_check_five(px_cmd(c, "LIMITER CHECK api"), "api 1", 0, 2, 1, -1, 60);
+    px_check_five(px_cmd(c, "LIMITER CHECK api"), "api 2", 0, 2, 0, -1, 120);
     check_four(px_cmd(c, "LIMITER CHECK api"), "api 3", 1, 2, 0, 60);
     px_check_int(px_cmd(c, "LIMITER RESET api"), 2);
     px_check_int(px_cmd(c, "LIMITER RESET user:vip"), 1);
@@ -802,7 +700,7 @@ static void error_texts(redisContext *c)
     px_check_error(px_cmd(c, "LIMITER CHECK nope"), E_NO_LIMITS "'nope'");
     /* A path the tree knows but that meets no limits is not limited: the
      * reply says so with limit 0 (redis-cell's limit is never 0). */
-    check_five(px_cmd(c, "LIMITER CHECK user"), "user", 0, 0, 0, -1, 0);
+    px_check_five(px_cmd(c, "LIMITER CHECK user"), "user", 0, 0, 0, -1, 0);
     px_check_int(px_cmd(c, "LIMITER RESET user"), 0);
     px_check_error(px_cmd(c, "LIMITER PEEK nope:x"), E_NO_LIMITS "'nope:x'");
     px_check_error(px_cmd(c, "LIMITER RESET nope"), E_NO_LIMITS "'nope'");
@@ -815,8 +713,8 @@ static void error_texts(redisContext *c)
         path[n++] = 'x';
     }
     path[n] = '\0';
-    check_five(px_cmd(c, "LIMITER CHECK %s", path), "1024-byte path", 0, 16, 15,
-               -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s", path), "1024-byte path", 0, 16,
+                  15, -1, 2);
     px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
     path[n++] = 'x';
     path[n] = '\0';
@@ -827,8 +725,8 @@ static void error_texts(redisContext *c)
     for (int i = 2; i < LIMITS_MAX_DEPTH; i++) {
         n += (size_t)snprintf(path + n, sizeof(path) - n, ":s");
     }
-    check_five(px_cmd(c, "LIMITER CHECK %s", path), "32 segments", 0, 16, 15,
-               -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s", path), "32 segments", 0, 16, 15,
+                  -1, 2);
     px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
     snprintf(path + n, sizeof(path) - n, ":s");
     px_check_error(px_cmd(c, "LIMITER CHECK %s", path),
@@ -853,9 +751,10 @@ static void error_texts(redisContext *c)
 
     /* Nothing was written, and the connection still works. */
     cr_assert_eq(count_limiter_keys(), keys, "an error wrote a key");
-    check_five(px_cmd(c, "LIMITER PEEK user:e"), "after the errors", 0, 16, 16,
-               -1, 0);
-    check_absent("cellgate:{user:e}#0:gcra", "after the errors");
+    px_check_five(px_cmd(c, "LIMITER PEEK user:e"), "after the errors", 0, 16,
+                  16, -1, 0);
+    px_check_absent("cellgate:{user:e}#0:gcra",
+                    strlen("cellgate:{user:e}#0:gcra"), "after the errors");
 }
 
 /* The global part of refused_reports_state: global refuses after three
@@ -866,7 +765,7 @@ static void refused_reports_state_global(redisContext *c, const char *id)
 {
     struct mirror m[2];
     char path[KEY_MAX];
-    struct five f, p;
+    struct px_five f, p;
 
     snprintf(m[0].key, sizeof(m[0].key), "mirror:%s:global", id);
     m[0].burst = 2;
@@ -881,7 +780,7 @@ static void refused_reports_state_global(redisContext *c, const char *id)
         mirror_step(c, path, 1, m, 2, 0, "global, within the burst");
     }
     f = mirror_step(c, path, 1, m, 2, 1, "global refuses");
-    p = take_five(px_cmd(c, "LIMITER PEEK %s", path), "peek after");
+    p = px_take_five(px_cmd(c, "LIMITER PEEK %s", path), "peek after");
     cr_assert(f.reset == p.reset && f.reset == 180,
               "refused reply: reset_after %lld, PEEK %lld, want 180", f.reset,
               p.reset);
@@ -924,21 +823,21 @@ static void documented_keys(redisContext *c, const char *id)
     cr_assert_str_eq(ek[1].key, "cellgate:{user:alex}:trade#0:gcra");
 
     cr_assert_eq(count_limiter_keys(), 0, "limiter keys before any check");
-    take_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "user:alex:trade");
-    take_five(px_cmd(c, "LIMITER CHECK %s", gpath), gpath);
-    take_five(px_cmd(c, "LIMITER CHECK api"), "api");
-    take_five(px_cmd(c, "LIMITER CHECK user:vip"), "user:vip");
+    px_take_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "user:alex:trade");
+    px_take_five(px_cmd(c, "LIMITER CHECK %s", gpath), gpath);
+    px_take_five(px_cmd(c, "LIMITER CHECK api"), "api");
+    px_take_five(px_cmd(c, "LIMITER CHECK user:vip"), "user:vip");
     cr_assert_eq(count_limiter_keys(), (long long)n,
                  "limiter keys: %lld, want %zu", count_limiter_keys(), n);
 
     for (size_t i = 0; i < n; i++) {
-        redisContext *d = direct_for(ek[i].tag);
+        redisContext *d = px_direct_for(ek[i].tag, strlen(ek[i].tag));
         long long ks, ts;
         redisReply *r;
 
         tat_of(ek[i].key);
         px_check_int(px_cmd(d, "EXISTS %s", ek[i].key), 1);
-        if (mode_now() == MODE_CLUSTER) {
+        if (px_mode_now() == PX_MODE_CLUSTER) {
             /* Redis itself hashes the key to its tag's slot. */
             r = px_cmd(d, "CLUSTER KEYSLOT %s", ek[i].key);
             cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
@@ -953,7 +852,7 @@ static void documented_keys(redisContext *c, const char *id)
         }
         redisFree(d);
     }
-    if (mode_now() == MODE_CLUSTER) {
+    if (px_mode_now() == PX_MODE_CLUSTER) {
         /* The shared level and the identity level live on two masters. */
         cr_assert_neq(
             px_cluster_master_of_key(cl, ek[2].tag, strlen(ek[2].tag)),
@@ -968,66 +867,6 @@ static void documented_keys(redisContext *c, const char *id)
 }
 
 /* ---------------- Files and the log ---------------- */
-
-/* The whole text of a file (the caller frees it), "" when absent. */
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    size_t cap = 4096, len = 0, got;
-    char *text = malloc(cap);
-
-    cr_assert_not_null(text);
-    if (f != NULL) {
-        while ((got = fread(text + len, 1, cap - len - 1, f)) > 0) {
-            len += got;
-            if (cap - len - 1 == 0) {
-                cap *= 2;
-                text = realloc(text, cap);
-                cr_assert_not_null(text);
-            }
-        }
-        fclose(f);
-    }
-    text[len] = '\0';
-    return text;
-}
-
-/* Asserts that text holds "<path>:<line>:<col>:" (line 0: any line). */
-static void check_location(const char *text, const char *path, int line)
-{
-    char prefix[PX_PATH_MAX + 32];
-
-    if (line > 0) {
-        snprintf(prefix, sizeof(prefix), "%s:%d:", path, line);
-    } else {
-        snprintf(prefix, sizeof(prefix), "%s:", path);
-    }
-    for (const char *p = strstr(text, prefix); p != NULL;
-         p = strstr(p + 1, prefix)) {
-        const char *q = p + strlen(prefix);
-        if (line == 0) {
-            if (!isdigit((unsigned char)*q)) {
-                continue;
-            }
-            while (isdigit((unsigned char)*q)) {
-                q++;
-            }
-            if (*q++ != ':') {
-                continue;
-            }
-        }
-        if (!isdigit((unsigned char)*q)) {
-            continue;
-        }
-        while (isdigit((unsigned char)*q)) {
-            q++;
-        }
-        if (*q == ':') {
-            return;
-        }
-    }
-    cr_assert_fail("no \"%s<col>:\" in \"%s\"", prefix, text);
-}
 
 /* LIMITER RULES, as text (the caller frees it). */
 static char *rules_of(redisContext *c)
@@ -1062,7 +901,7 @@ static void check_file_error(redisReply *r, const int *lines, size_t n)
     cr_assert_eq(strncmp(r->str, prefix, strlen(prefix)), 0,
                  "\"%s\" does not start with \"%s\"", r->str, prefix);
     for (size_t i = 0; i < n; i++) {
-        check_location(r->str, limits_path, lines[i]);
+        px_check_location(r->str, limits_path, lines[i]);
     }
     freeReplyObject(r);
 }
@@ -1150,14 +989,14 @@ Test(it_limiter_tree, reset_and_reload_need_auth_admin_when_configured,
     redisReply *r;
 
     /* CHECK, PEEK and RULES are for everyone. */
-    check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "check", 0, 6, 5, -1,
-               2);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "check", 0, 6, 5,
+                  -1, 2);
     check_rules(c, tree_rules, "RULES without admin");
     px_check_error(px_cmd(c, "LIMITER RESET user:alex:trade"), E_NOPERM);
     px_check_error(px_cmd(c, "limiter reset user:alex:trade"), E_NOPERM);
     px_check_error(px_cmd(c, "LIMITER RELOAD"), E_NOPERM);
-    check_five(px_cmd(c, "LIMITER PEEK user:alex:trade"), "kept", 0, 6, 5, -1,
-               2);
+    px_check_five(px_cmd(c, "LIMITER PEEK user:alex:trade"), "kept", 0, 6, 5,
+                  -1, 2);
     cr_assert_eq(count_limiter_keys(), 2);
     /* A wrong password changes nothing. */
     r = px_cmd(c, "AUTH admin wrong");
@@ -1175,8 +1014,8 @@ Test(it_limiter_tree, reset_and_reload_need_auth_admin_when_configured,
     /* Per connection: the other client is still refused. */
     px_check_error(px_cmd(c2, "LIMITER RESET user:alex:trade"), E_NOPERM);
     px_check_error(px_cmd(c2, "LIMITER RELOAD"), E_NOPERM);
-    check_five(px_cmd(c2, "LIMITER CHECK user:alex:trade"), "new rules", 0, 2,
-               1, -1, 15);
+    px_check_five(px_cmd(c2, "LIMITER CHECK user:alex:trade"), "new rules", 0,
+                  2, 1, -1, 15);
     redisFree(c2);
     redisFree(c);
 }
@@ -1217,8 +1056,8 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
     redisReply *r;
 
     check_rules(c, tree_rules, "RULES of the first file");
-    check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "old rules", 0, 6, 5,
-               -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "old rules", 0, 6,
+                  5, -1, 2);
     px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
     check_rules(c, tree_rules, "RULES after reloading the same file");
 
@@ -1227,10 +1066,10 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
     write_limits(tree2_yaml);
     px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
     check_rules(c, tree2_rules, "RULES after RELOAD");
-    check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "new rules", 0, 2, 1,
-               -1, 15);
-    check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "carried over", 0, 2,
-               0, -1, 17);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "new rules", 0, 2,
+                  1, -1, 15);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "carried over", 0,
+                  2, 0, -1, 17);
     px_check_error(px_cmd(c, "LIMITER CHECK global:a"),
                    E_NO_LIMITS "'global:a'");
 
@@ -1238,8 +1077,8 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
     write_limits(bad_syntax_yaml);
     check_file_error(px_cmd(c, "LIMITER RELOAD"), any_line, 1);
     check_rules(c, tree2_rules, "RULES after a refused syntax error");
-    check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "kept rules", 0, 2, 0,
-               -1, 30);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "kept rules", 0, 2,
+                  0, -1, 30);
 
     /* Wrong types: every error, each with its location. */
     write_limits(bad_type_yaml);
@@ -1266,8 +1105,8 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
     write_limits(tree_yaml);
     px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
     check_rules(c, tree_rules, "RULES after the repair");
-    check_five(px_cmd(c, "LIMITER CHECK global:a"), "global again", 0, 3, 2, -1,
-               60);
+    px_check_five(px_cmd(c, "LIMITER CHECK global:a"), "global again", 0, 3, 2,
+                  -1, 60);
     px_check_status(px_cmd(c, "PING"), "PONG");
     redisFree(c);
 }
@@ -1297,8 +1136,10 @@ static void wait_log(const char *needle, int n)
     long long deadline = px_now_ms() + SIGHUP_WAIT_MS;
 
     for (;;) {
-        char *text = read_text(px_env()->proxy.log);
+        char *text = px_read_file(px_env()->proxy.log, NULL);
         int count = 0;
+
+        cr_assert_not_null(text, "cannot read %s", px_env()->proxy.log);
         for (const char *p = strstr(text, needle); p != NULL;
              p = strstr(p + 1, needle)) {
             count++;
@@ -1326,27 +1167,28 @@ Test(it_limiter_tree, sighup_reloads_the_file_and_keeps_old_rules_on_errors,
     write_limits(tree2_yaml);
     cr_assert_eq(kill(p->pid, SIGHUP), 0);
     wait_rules(c, tree2_rules, "SIGHUP with a new file");
-    check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "new rules", 0, 2, 1,
-               -1, 15);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "new rules", 0, 2,
+                  1, -1, 15);
 
     /* A broken file: refused (the log says so), the rules stay. */
     write_limits(bad_type_yaml);
     cr_assert_eq(kill(p->pid, SIGHUP), 0);
     wait_log("refused", 1);
-    log = read_text(p->log);
-    check_location(log, limits_path, BAD_TYPE_LINE1);
+    log = px_read_file(p->log, NULL);
+    cr_assert_not_null(log, "cannot read %s", p->log);
+    px_check_location(log, limits_path, BAD_TYPE_LINE1);
     free(log);
     cr_assert(px_child_alive(p), "the proxy died on a bad SIGHUP reload");
     check_rules(c, tree2_rules, "RULES after a refused SIGHUP");
-    check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "kept rules", 0, 2, 0,
-               -1, 30);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "kept rules", 0, 2,
+                  0, -1, 30);
 
     /* Still reloading afterwards. */
     write_limits(tree_yaml);
     cr_assert_eq(kill(p->pid, SIGHUP), 0);
     wait_rules(c, tree_rules, "SIGHUP after the repair");
-    check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "first rules", 0, 6,
-               5, -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "first rules", 0,
+                  6, 5, -1, 2);
     redisFree(c);
 }
 
@@ -1375,8 +1217,8 @@ Test(it_limiter_tree, without_a_limits_file_every_subcommand_says_so,
               r->str != NULL ? r->str : "");
     freeReplyObject(r);
     /* CL.THROTTLE needs no file. */
-    check_five(px_cmd(c, "CL.THROTTLE k 15 30 60"), "CL.THROTTLE", 0, 16, 15,
-               -1, 2);
+    px_check_five(px_cmd(c, "CL.THROTTLE k 15 30 60"), "CL.THROTTLE", 0, 16, 15,
+                  -1, 2);
     redisFree(c);
 }
 
@@ -1397,8 +1239,8 @@ Test(it_limiter_tree, broken_limits_file_at_start_exits_1_with_its_location,
         px_run(&res, argv);
     }
     cr_assert_eq(res.status, 1, "exit %d, stderr: %s", res.status, res.err);
-    check_location(res.err, limits_path, BAD_TYPE_LINE1);
-    check_location(res.err, limits_path, BAD_TYPE_LINE2);
+    px_check_location(res.err, limits_path, BAD_TYPE_LINE1);
+    px_check_location(res.err, limits_path, BAD_TYPE_LINE2);
     px_run_free(&res);
 
     /* limits_file: in proxy.yaml, a YAML syntax error. */
@@ -1411,7 +1253,7 @@ Test(it_limiter_tree, broken_limits_file_at_start_exits_1_with_its_location,
         px_run(&res, argv);
     }
     cr_assert_eq(res.status, 1, "exit %d, stderr: %s", res.status, res.err);
-    check_location(res.err, limits_path, 0);
+    px_check_location(res.err, limits_path, 0);
     px_run_free(&res);
 
     /* A file that does not exist. */
@@ -1439,8 +1281,8 @@ Test(it_limiter_tree, check_config_lists_every_limits_error_or_exits_0,
         px_run(&res, argv);
     }
     cr_assert_eq(res.status, 1, "exit %d, stderr: %s", res.status, res.err);
-    check_location(res.err, limits_path, BAD_TYPE_LINE1);
-    check_location(res.err, limits_path, BAD_TYPE_LINE2);
+    px_check_location(res.err, limits_path, BAD_TYPE_LINE1);
+    px_check_location(res.err, limits_path, BAD_TYPE_LINE2);
     cr_assert_null(strstr(res.out, "OK"), "stdout: %s", res.out);
     px_run_free(&res);
 
@@ -1453,8 +1295,8 @@ Test(it_limiter_tree, check_config_lists_every_limits_error_or_exits_0,
         px_run(&res, argv);
     }
     cr_assert_eq(res.status, 1, "exit %d, stderr: %s", res.status, res.err);
-    check_location(res.err, limits_path, BAD_TYPE_LINE1);
-    check_location(res.err, limits_path, BAD_TYPE_LINE2);
+    px_check_location(res.err, limits_path, BAD_TYPE_LINE1);
+    px_check_location(res.err, limits_path, BAD_TYPE_LINE2);
     px_run_free(&res);
 
     write_limits(bad_syntax_yaml);
@@ -1464,7 +1306,7 @@ Test(it_limiter_tree, check_config_lists_every_limits_error_or_exits_0,
         px_run(&res, argv);
     }
     cr_assert_eq(res.status, 1, "exit %d, stderr: %s", res.status, res.err);
-    check_location(res.err, limits_path, 0);
+    px_check_location(res.err, limits_path, 0);
     px_run_free(&res);
 
     write_limits(tree_yaml);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tests/integration/fixture.h"
+#include "tests/integration/limiter_support.h"
 
 PX_TEST_SUITE(it_limiter_wait);
 
@@ -42,23 +43,6 @@ static void init_embedded(void)
     px_proxy_start(&px_env()->proxy, NULL, limits_args);
 }
 
-/* Asserts the five integers of a reply. */
-static void check_five(redisReply *r, long long limited, long long limit,
-                       long long remaining, long long retry, long long reset)
-{
-    long long want[5] = { limited, limit, remaining, retry, reset };
-
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "type %d: %s", r->type,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "");
-    cr_assert_eq(r->elements, 5);
-    for (int k = 0; k < 5; k++) {
-        cr_assert_eq(r->element[k]->integer, want[k],
-                     "field %d: got %lld, want %lld", k, r->element[k]->integer,
-                     want[k]);
-    }
-    freeReplyObject(r);
-}
-
 static void reserves_and_keeps_order(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
@@ -71,15 +55,15 @@ static void reserves_and_keeps_order(void)
     /* Admitted at once; then two reservations (due in 1 s and 2 s), each
      * reporting nothing left and the reset its reservation set; the last
      * would be due in 3 s, beyond its 500 ms: refused. */
-    check_five(px_next(c), 0, 1, 0, -1, 1);
+    px_check_five(px_next(c), "admitted", 0, 1, 0, -1, 1);
     /* Meanwhile the reservations hold: another client's PEEK sees the
      * key taken for the next 3 s. */
     redisContext *other = px_connect(px_env()->proxy.port);
-    check_five(px_cmd(other, "LIMITER PEEK api:k"), 1, 1, 0, 2, 3);
+    px_check_five(px_cmd(other, "LIMITER PEEK api:k"), "peek", 1, 1, 0, 2, 3);
     redisFree(other);
-    check_five(px_next(c), 0, 1, 0, -1, 2);
-    check_five(px_next(c), 0, 1, 0, -1, 3);
-    check_five(px_next(c), 1, 1, 0, 3, 3);
+    px_check_five(px_next(c), "reserved 1 s", 0, 1, 0, -1, 2);
+    px_check_five(px_next(c), "reserved 2 s", 0, 1, 0, -1, 3);
+    px_check_five(px_next(c), "due after its wait", 1, 1, 0, 3, 3);
     px_check_status(px_next(c), "PONG");
     redisFree(c);
 }
@@ -101,7 +85,8 @@ static void leaving_while_waiting(void)
     redisContext *a = px_connect(px_env()->proxy.port);
     redisContext *b;
 
-    check_five(px_cmd(a, "LIMITER CHECK api:gone"), 0, 1, 0, -1, 1);
+    px_check_five(px_cmd(a, "LIMITER CHECK api:gone"), "admitted", 0, 1, 0, -1,
+                  1);
     cr_assert_eq(redisAppendCommand(a, "LIMITER CHECK api:gone WAIT 2000"),
                  REDIS_OK);
     px_flush(a);
@@ -115,7 +100,8 @@ static void leaving_while_waiting(void)
     cr_assert_eq(r->element[0]->integer, 1, "the reservation was released");
     freeReplyObject(r);
     /* Another waiter on the same key queues behind it and is served. */
-    check_five(px_cmd(b, "LIMITER CHECK api:gone WAIT 5000"), 0, 1, 0, -1, 3);
+    px_check_five(px_cmd(b, "LIMITER CHECK api:gone WAIT 5000"), "queued", 0, 1,
+                  0, -1, 3);
     redisFree(b);
 }
 
@@ -136,7 +122,7 @@ Test(it_limiter_wait, shutdown_with_replies_held_is_clean, .init = init_single,
 {
     redisContext *c = px_connect(px_env()->proxy.port);
 
-    check_five(px_cmd(c, "LIMITER CHECK api:s"), 0, 1, 0, -1, 1);
+    px_check_five(px_cmd(c, "LIMITER CHECK api:s"), "admitted", 0, 1, 0, -1, 1);
     cr_assert_eq(redisAppendCommand(c, "LIMITER CHECK api:s WAIT 60000"),
                  REDIS_OK);
     px_flush(c);
@@ -161,7 +147,9 @@ Test(it_limiter_wait, bad_wait_values_are_refused, .init = init_embedded,
     }
     px_check_error(px_cmd(c, "LIMITER CHECK api:b WAIT"), "ERR syntax error");
     /* WAIT 0 is a plain check. */
-    check_five(px_cmd(c, "LIMITER CHECK api:b WAIT 0"), 0, 1, 0, -1, 1);
-    check_five(px_cmd(c, "LIMITER CHECK api:b WAIT 0"), 1, 1, 0, 1, 1);
+    px_check_five(px_cmd(c, "LIMITER CHECK api:b WAIT 0"), "WAIT 0", 0, 1, 0,
+                  -1, 1);
+    px_check_five(px_cmd(c, "LIMITER CHECK api:b WAIT 0"), "WAIT 0 again", 1, 1,
+                  0, 1, 1);
     redisFree(c);
 }

@@ -1,0 +1,108 @@
+/* Helpers of the limiter integration tests: the mode of the running test,
+ * the node of a key, and checkers for limiter replies and stored TATs. The
+ * test files keep what only one of them needs (mirrors, reference tables,
+ * expiry checks); what they all read the same way lives here. */
+#include "tests/integration/limiter_support.h"
+
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+
+#include "tests/integration/cluster_fixture.h"
+#include "tests/integration/fixture.h"
+
+/* Digits of a TAT in nanoseconds from 2001-09-09 to 2286-11-20. */
+#define TAT_DIGITS 19
+
+enum px_mode px_mode_now(void)
+{
+    if (px_cluster()->nnodes > 0) {
+        return PX_MODE_CLUSTER;
+    }
+    return px_env()->redis.port > 0 ? PX_MODE_SINGLE : PX_MODE_EMBEDDED;
+}
+
+redisContext *px_direct_for(const char *key, size_t klen)
+{
+    struct px_cluster *cl = px_cluster();
+
+    switch (px_mode_now()) {
+    case PX_MODE_CLUSTER:
+        return px_cluster_connect(cl, px_cluster_master_of_key(cl, key, klen));
+    case PX_MODE_SINGLE:
+        return px_redis_connect(&px_env()->redis, NULL);
+    default:
+        return NULL;
+    }
+}
+
+struct px_five px_take_five(redisReply *r, const char *what)
+{
+    struct px_five f;
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY,
+                 "%s: expected five integers, got type %d \"%s\"", what,
+                 r->type, r->str != NULL ? r->str : "");
+    cr_assert_eq(r->elements, 5, "%s: %zu elements", what, (size_t)r->elements);
+    for (size_t k = 0; k < 5; k++) {
+        cr_assert_eq(r->element[k]->type, REDIS_REPLY_INTEGER,
+                     "%s: element %zu is not an integer", what, k);
+    }
+    f.limited = r->element[0]->integer;
+    f.limit = r->element[1]->integer;
+    f.remaining = r->element[2]->integer;
+    f.retry = r->element[3]->integer;
+    f.reset = r->element[4]->integer;
+    freeReplyObject(r);
+    return f;
+}
+
+void px_check_five(redisReply *r, const char *what, long long limited,
+                   long long limit, long long remaining, long long retry,
+                   long long reset)
+{
+    struct px_five f = px_take_five(r, what);
+
+    cr_assert(f.limited == limited && f.limit == limit &&
+                  f.remaining == remaining && f.retry == retry &&
+                  f.reset == reset,
+              "%s: got [%lld, %lld, %lld, %lld, %lld], want [%lld, %lld, "
+              "%lld, %lld, %lld]",
+              what, f.limited, f.limit, f.remaining, f.retry, f.reset, limited,
+              limit, remaining, retry, reset);
+}
+
+int64_t px_get_tat(redisContext *d, const char *key, size_t klen)
+{
+    redisReply *r = px_cmd(d, "GET %b", key, klen);
+    int64_t tat;
+
+    cr_assert_eq(r->type, REDIS_REPLY_STRING, "GET %.*s: type %d", (int)klen,
+                 key, r->type);
+    cr_assert_eq(r->len, TAT_DIGITS, "%.*s: stored \"%s\" is not 19 digits",
+                 (int)klen, key, r->str);
+    cr_assert(r->str[0] >= '1' && r->str[0] <= '9', "%.*s: stored \"%s\"",
+              (int)klen, key, r->str);
+    for (size_t k = 0; k < r->len; k++) {
+        cr_assert(r->str[k] >= '0' && r->str[k] <= '9',
+                  "%.*s: stored \"%s\" is not decimal", (int)klen, key, r->str);
+    }
+    tat = strtoll(r->str, NULL, 10);
+    freeReplyObject(r);
+    return tat;
+}
+
+void px_check_absent(const char *key, size_t klen, const char *what)
+{
+    redisContext *d = px_direct_for(key, klen);
+    redisReply *r;
+
+    if (d == NULL) {
+        return;
+    }
+    r = px_cmd(d, "EXISTS %b", key, klen);
+    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer == 0,
+              "%s: %.*s exists", what, (int)klen, key);
+    freeReplyObject(r);
+    redisFree(d);
+}

@@ -1,0 +1,61 @@
+/* Helpers of the limiter integration tests (test_limiter.c,
+ * test_limiter_tree.c, test_limiter_wait.c): which mode the running test
+ * set up, a direct connection to the node that stores a key, the five
+ * integers of a CL.THROTTLE / LIMITER reply, and the stored state of a
+ * key checked straight on its node.
+ *
+ * The mode follows from what the test's .init started: a cluster
+ * (px_cluster_init), else a redis (px_env()->redis), else nothing, when the
+ * proxy keeps its limiter state in its own embedded store. Every checker
+ * asserts (criterion), so a mismatch fails the test where it is found. */
+#ifndef PX_TESTS_INTEGRATION_LIMITER_SUPPORT_H
+#define PX_TESTS_INTEGRATION_LIMITER_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+/* Where the proxy under test keeps limiter state. */
+enum px_mode {
+    PX_MODE_EMBEDDED, /* no Redis: the proxy's own store */
+    PX_MODE_SINGLE,   /* px_env()->redis */
+    PX_MODE_CLUSTER,  /* px_cluster() */
+};
+
+/* The mode of the running test. */
+enum px_mode px_mode_now(void);
+
+/* A direct connection to the node that stores `key` (`klen` bytes), or NULL
+ * in embedded mode. The caller frees it with redisFree. */
+redisContext *px_direct_for(const char *key, size_t klen);
+
+/* The five integers of a limiter reply. */
+struct px_five {
+    long long limited;   /* 0 or 1 */
+    long long limit;     /* max_burst + 1 */
+    long long remaining; /* requests left */
+    long long retry;     /* seconds, -1 when allowed */
+    long long reset;     /* seconds until every key is back to full */
+};
+
+/* Asserts r is an array of five integers, frees it, returns them. `what`
+ * names the call in failure messages. */
+struct px_five px_take_five(redisReply *r, const char *what);
+
+/* Asserts the reply is exactly [limited, limit, remaining, retry, reset],
+ * then frees it. */
+void px_check_five(redisReply *r, const char *what, long long limited,
+                   long long limit, long long remaining, long long retry,
+                   long long reset);
+
+/* The TAT stored at `key` on `d`: asserts it is what redis-cell writes, a
+ * plain decimal count of nanoseconds since the epoch (19 digits nowadays,
+ * no sign, no leading zero). */
+int64_t px_get_tat(redisContext *d, const char *key, size_t klen);
+
+/* Asserts that `key` does not exist on its node (checks nothing in
+ * embedded mode). */
+void px_check_absent(const char *key, size_t klen, const char *what);
+
+#endif /* PX_TESTS_INTEGRATION_LIMITER_SUPPORT_H */
