@@ -11,13 +11,6 @@
 
 #include <string.h>
 
-/* Whole milliseconds of an expiry, rounded up: the key must outlive its
- * window. */
-static int64_t fw_ceil_ms(int64_t ns)
-{
-    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
-}
-
 int fixed_window_params_init(struct fixed_window_params *p, int64_t max,
                              int64_t window_ms, const char **err)
 {
@@ -102,7 +95,7 @@ int fixed_window_decide(const struct fixed_window_params *p,
     out->next.count = count;
     if (!out->d.limited && cost > 0) {
         out->write = FIXED_WINDOW_WRITE_SET;
-        out->expiry_ms = fw_ceil_ms(until_end);
+        out->expiry_ms = rl_ceil_ms(until_end);
     }
     return FIXED_WINDOW_OK;
 }

@@ -16,13 +16,6 @@
 
 /* ---------------- Helpers ---------------- */
 
-/* Whole milliseconds of an expiry, rounded up: the key must not vanish
- * before the bucket is empty. */
-static int64_t lb_ceil_ms(int64_t ns)
-{
-    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
-}
-
 /* ceil(a / b) for a >= 0, b > 0. */
 static int64_t lb_ceil_div(int64_t a, int64_t b)
 {
@@ -168,7 +161,7 @@ int leaky_bucket_decide(const struct leaky_bucket_params *p,
     if (!out->d.limited && cost > 0) {
         /* level >= 1, so the bucket empties on a boundary after now. */
         out->write = LEAKY_BUCKET_WRITE_SET;
-        out->expiry_ms = lb_ceil_ms(out->d.reset_after_ns);
+        out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
     }
     return LEAKY_BUCKET_OK;
 }

@@ -28,4 +28,19 @@ int64_t rl_seconds(int64_t ns);
 /* The five reply integers of `d`, seconds rounded by rl_seconds(). */
 void rl_reply_ints(const struct rl_decision *d, int64_t out[5]);
 
+/* ---------------- Arithmetic shared by the algorithms ---------------- */
+
+/* a + b for b >= 0, saturating at INT64_MAX. */
+int64_t rl_add_sat(int64_t a, int64_t b);
+
+/* Whole milliseconds of an expiry, rounded up (ns >= 0): a key must not
+ * vanish before its state stops mattering. */
+int64_t rl_ceil_ms(int64_t ns);
+
+/* floor((a * b + c) / d) for a, b, c >= 0 and d > 0, computed in 128 bits
+ * (products reach 2^113), with the remainder in *rem when rem is not NULL.
+ * A quotient above INT64_MAX saturates to INT64_MAX (*rem is then 0):
+ * "more than any int64 can say". */
+int64_t rl_muladd_div(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *rem);
+
 #endif /* PX_ALGORITHMS_RL_H */

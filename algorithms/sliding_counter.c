@@ -14,68 +14,6 @@
 
 #include <string.h>
 
-/* ---------------- Helpers ---------------- */
-
-/* hi:lo = a * b, from four 32-bit partial products. */
-static void sc_mul_wide(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
-{
-    const uint64_t mask = UINT64_C(0xffffffff);
-    uint64_t a0 = a & mask, a1 = a >> 32;
-    uint64_t b0 = b & mask, b1 = b >> 32;
-    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-    /* At most 3 * (2^32 - 1): no carry out of 64 bits. */
-    uint64_t mid = (p00 >> 32) + (p01 & mask) + (p10 & mask);
-
-    *lo = (mid << 32) | (p00 & mask);
-    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-/* floor((a * b + c) / d) for a, b, c >= 0 and d > 0, saturating at
- * INT64_MAX. */
-static int64_t sc_muladd_div(int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    uint64_t hi, lo, r, q = 0;
-    uint64_t ud = (uint64_t)d;
-
-    sc_mul_wide((uint64_t)a, (uint64_t)b, &hi, &lo);
-    lo += (uint64_t)c;
-    if (lo < (uint64_t)c) {
-        hi++;
-    }
-    if (hi >= ud) {
-        return INT64_MAX; /* the quotient needs more than 64 bits */
-    }
-    /* Long division, one bit at a time. r < d <= 2^63 - 1, so r << 1 fits. */
-    r = hi;
-    for (int i = 63; i >= 0; i--) {
-        r = (r << 1) | ((lo >> i) & 1);
-        q <<= 1;
-        if (r >= ud) {
-            r -= ud;
-            q |= 1;
-        }
-    }
-    return q > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)q;
-}
-
-/* a + b for b >= 0, saturating at INT64_MAX. */
-static int64_t sc_add_sat(int64_t a, int64_t b)
-{
-    int64_t s;
-
-    if (__builtin_add_overflow(a, b, &s)) {
-        return INT64_MAX;
-    }
-    return s;
-}
-
-/* Whole milliseconds of an expiry, rounded up: the key must outlive the
- * time its count still weighs. */
-static int64_t sc_ceil_ms(int64_t ns)
-{
-    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
-}
-
 /* ---------------- Parameters ---------------- */
 
 int sliding_counter_params_init(struct sliding_counter_params *p, int64_t max,
@@ -126,16 +64,16 @@ static int64_t sc_retry(const struct sliding_counter_params *p, int64_t c,
 
     if (room1 >= 0 && prev > 0) {
         /* Refused means prev * rem > room1 * w, so f < rem <= until_end. */
-        f = sc_muladd_div(room1, w, 0, prev);
+        f = rl_muladd_div(room1, w, 0, prev, NULL);
         if (f >= 1 && f < until_end) {
             return until_end - f;
         }
     }
-    f = c == 0 ? w : sc_muladd_div(room2, w, 0, c);
+    f = c == 0 ? w : rl_muladd_div(room2, w, 0, c, NULL);
     if (f > w) {
         f = w;
     }
-    return sc_add_sat(until_end, w - f);
+    return rl_add_sat(until_end, w - f);
 }
 
 /* Rolls the stored state over to the window of now: sets *start, *c and
@@ -189,10 +127,10 @@ int sliding_counter_decide(const struct sliding_counter_params *p,
 
     sc_roll(p, st, now_ns, &start, &c, &prev);
     /* start - now > -w, so only a far-future start can saturate. */
-    until_end = sc_add_sat(start - now_ns, w);
+    until_end = rl_add_sat(start - now_ns, w);
     rem = until_end < w ? until_end : w;
     if (prev > 0) {
-        weighted = sc_muladd_div(prev, rem, w - 1, w); /* <= prev */
+        weighted = rl_muladd_div(prev, rem, w - 1, w, NULL); /* <= prev */
     }
     if (__builtin_add_overflow(c, weighted, &est)) {
         *err = SLIDING_COUNTER_ERR_STATE;
@@ -212,7 +150,7 @@ int sliding_counter_decide(const struct sliding_counter_params *p,
     }
     out->d.remaining = est < p->max ? p->max - est : 0;
     if (c > 0) {
-        out->d.reset_after_ns = sc_add_sat(until_end, w);
+        out->d.reset_after_ns = rl_add_sat(until_end, w);
     } else if (prev > 0) {
         out->d.reset_after_ns = until_end;
     }
@@ -222,7 +160,7 @@ int sliding_counter_decide(const struct sliding_counter_params *p,
     out->weighted = weighted;
     if (!out->d.limited && cost > 0) {
         out->write = SLIDING_COUNTER_WRITE_SET;
-        out->expiry_ms = sc_ceil_ms(out->d.reset_after_ns);
+        out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
     }
     return SLIDING_COUNTER_OK;
 }

@@ -19,13 +19,6 @@
 
 /* ---------------- Helpers ---------------- */
 
-/* Whole milliseconds of an expiry, rounded up: the key must outlive its
- * newest entry's horizon. */
-static int64_t sl_ceil_ms(int64_t ns)
-{
-    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
-}
-
 /* (t - now) + d for t, now >= 0 and d >= 0, saturating at INT64_MAX. */
 static int64_t sl_until(int64_t t, int64_t now, int64_t d)
 {
@@ -234,7 +227,7 @@ int sliding_log_decide(const struct sliding_log_params *p, const int64_t *log,
     if (add > 0) {
         /* The newest entry is now or later: reset_after >= H >= 1 ms. */
         out->write = SLIDING_LOG_WRITE_SET;
-        out->expiry_ms = sl_ceil_ms(out->d.reset_after_ns);
+        out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
     }
     return SLIDING_LOG_OK;
 }

@@ -16,13 +16,6 @@
 
 /* ---------------- Helpers ---------------- */
 
-/* Whole milliseconds of an expiry, rounded up: the key must outlive its
- * newest slot. */
-static int64_t sw_ceil_ms(int64_t ns)
-{
-    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
-}
-
 /* The time from now until slot k leaves the window, (k * res - now) +
  * window, saturating at INT64_MAX. k * res never exceeds a start or a time
  * it was computed from, so only the last addition can overflow. */
@@ -218,7 +211,7 @@ int sliding_window_decide(const struct sliding_window_params *p,
     }
     if (!out->d.limited && cost > 0) {
         out->write = SLIDING_WINDOW_WRITE_SET;
-        out->expiry_ms = sw_ceil_ms(out->d.reset_after_ns);
+        out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
     }
     return SLIDING_WINDOW_OK;
 }

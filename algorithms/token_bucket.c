@@ -15,75 +15,6 @@
 
 #include <string.h>
 
-/* ---------------- 128-bit helpers ---------------- */
-
-/* hi:lo = a * b, from four 32-bit partial products. */
-static void tb_mul_wide(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
-{
-    const uint64_t mask = UINT64_C(0xffffffff);
-    uint64_t a0 = a & mask, a1 = a >> 32;
-    uint64_t b0 = b & mask, b1 = b >> 32;
-    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-    /* At most 3 * (2^32 - 1): no carry out of 64 bits. */
-    uint64_t mid = (p00 >> 32) + (p01 & mask) + (p10 & mask);
-
-    *lo = (mid << 32) | (p00 & mask);
-    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-/* floor((a * b + c) / d) for a, b, c >= 0 and d > 0, with the remainder in
- * *rem. A quotient above INT64_MAX saturates to INT64_MAX (*rem is then 0):
- * callers read that as "more than any int64 can say". */
-static int64_t tb_muladd_div(int64_t a, int64_t b, int64_t c, int64_t d,
-                             int64_t *rem)
-{
-    uint64_t hi, lo, r, q = 0;
-    uint64_t ud = (uint64_t)d;
-
-    tb_mul_wide((uint64_t)a, (uint64_t)b, &hi, &lo);
-    lo += (uint64_t)c;
-    if (lo < (uint64_t)c) {
-        hi++;
-    }
-    *rem = 0;
-    if (hi >= ud) {
-        return INT64_MAX; /* the quotient needs more than 64 bits */
-    }
-    /* Long division, one bit at a time. r < d <= 2^63 - 1, so r << 1 fits. */
-    r = hi;
-    for (int i = 63; i >= 0; i--) {
-        r = (r << 1) | ((lo >> i) & 1);
-        q <<= 1;
-        if (r >= ud) {
-            r -= ud;
-            q |= 1;
-        }
-    }
-    if (q > (uint64_t)INT64_MAX) {
-        return INT64_MAX;
-    }
-    *rem = (int64_t)r;
-    return (int64_t)q;
-}
-
-/* a + b for b >= 0, saturating at INT64_MAX. */
-static int64_t tb_add_sat(int64_t a, int64_t b)
-{
-    int64_t s;
-
-    if (__builtin_add_overflow(a, b, &s)) {
-        return INT64_MAX;
-    }
-    return s;
-}
-
-/* Whole milliseconds of an expiry, rounded up: the key must not vanish
- * before its state stops mattering. */
-static int64_t tb_ceil_ms(int64_t ns)
-{
-    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
-}
-
 /* ---------------- Parameters ---------------- */
 
 int token_bucket_params_init(struct token_bucket_params *p, int64_t capacity,
@@ -129,7 +60,7 @@ static void tb_refill(const struct token_bucket_params *p, int64_t *tok,
         return;
     }
     gained =
-        tb_muladd_div(e, p->rate_micro, *frac, TOKEN_BUCKET_FRAC_ONE, &rem);
+        rl_muladd_div(e, p->rate_micro, *frac, TOKEN_BUCKET_FRAC_ONE, &rem);
     if (gained >= p->capacity - *tok) {
         *tok = p->capacity;
         *frac = 0;
@@ -151,7 +82,7 @@ static int64_t tb_wait(const struct token_bucket_params *p, int64_t tok,
     if (tok >= n) {
         return 0;
     }
-    return tb_muladd_div(n - tok - 1, TOKEN_BUCKET_FRAC_ONE,
+    return rl_muladd_div(n - tok - 1, TOKEN_BUCKET_FRAC_ONE,
                          (TOKEN_BUCKET_FRAC_ONE - frac) + (p->rate_micro - 1),
                          p->rate_micro, &rem);
 }
@@ -222,20 +153,20 @@ int token_bucket_decide(const struct token_bucket_params *p,
         tok -= cost;
     } else {
         out->d.limited = 1;
-        out->d.retry_after_ns = tb_add_sat(gap, tb_wait(p, tok, frac, cost));
+        out->d.retry_after_ns = rl_add_sat(gap, tb_wait(p, tok, frac, cost));
     }
     out->d.remaining = tok;
     out->d.reset_after_ns =
         tok >= p->capacity
             ? 0
-            : tb_add_sat(gap, tb_wait(p, tok, frac, p->capacity));
+            : rl_add_sat(gap, tb_wait(p, tok, frac, p->capacity));
     out->next.tokens = tok;
     out->next.frac = frac;
     out->next.ts_ns = ts;
     if (!out->d.limited && cost > 0) {
         /* tok < capacity now, so reset_after > 0 and the expiry >= 1 ms. */
         out->write = TOKEN_BUCKET_WRITE_SET;
-        out->expiry_ms = tb_ceil_ms(out->d.reset_after_ns);
+        out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
     }
     return TOKEN_BUCKET_OK;
 }

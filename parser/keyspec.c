@@ -171,26 +171,6 @@ static const struct ks_entry *ks_lookup(const struct keyspec *ks,
     return bsearch(&key, ks->e, ks->n, sizeof(*ks->e), ks_cmp);
 }
 
-static int ks_arg_is(const struct resp_cmd *cmd, int i, const char *word)
-{
-    size_t len, k;
-    const char *p = resp_cmd_arg(cmd, i, &len);
-
-    if (len != strlen(word)) {
-        return 0;
-    }
-    for (k = 0; k < len; k++) {
-        char ch = p[k];
-        if (ch >= 'A' && ch <= 'Z') {
-            ch = (char)(ch - 'A' + 'a');
-        }
-        if (ch != word[k]) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* Parses argument i as a count in 0..max. 0 on success. */
 static int ks_arg_count(const struct resp_cmd *cmd, int i, int max, int *out)
 {
@@ -240,7 +220,7 @@ static int ks_streams(const struct resp_cmd *cmd, int *keys, int *nkeys)
     int i, n, k;
 
     for (i = 1; i < cmd->argc; i++) {
-        if (ks_arg_is(cmd, i, "streams")) {
+        if (resp_cmd_arg_is(cmd, i, "streams")) {
             break;
         }
     }
@@ -265,11 +245,12 @@ static int ks_sort(const struct resp_cmd *cmd, int *keys, int *nkeys)
     keys[0] = 1;
     *nkeys = 1;
     for (i = 2; i < cmd->argc; i++) {
-        if (ks_arg_is(cmd, i, "limit")) {
+        if (resp_cmd_arg_is(cmd, i, "limit")) {
             i += 2;
-        } else if (ks_arg_is(cmd, i, "get") || ks_arg_is(cmd, i, "by")) {
+        } else if (resp_cmd_arg_is(cmd, i, "get") ||
+                   resp_cmd_arg_is(cmd, i, "by")) {
             i += 1;
-        } else if (ks_arg_is(cmd, i, "store") && i + 1 < cmd->argc) {
+        } else if (resp_cmd_arg_is(cmd, i, "store") && i + 1 < cmd->argc) {
             keys[(*nkeys)++] = i + 1;
             i += 1;
         }
@@ -293,15 +274,15 @@ static int ks_migrate(const struct resp_cmd *cmd, int *keys, int *nkeys)
         return KEYSPEC_OK;
     }
     for (i = 6; i < cmd->argc; i++) {
-        if (ks_arg_is(cmd, i, "keys")) {
+        if (resp_cmd_arg_is(cmd, i, "keys")) {
             for (i = i + 1; i < cmd->argc; i++) {
                 keys[(*nkeys)++] = i;
             }
             return KEYSPEC_OK;
         }
-        if (ks_arg_is(cmd, i, "auth")) {
+        if (resp_cmd_arg_is(cmd, i, "auth")) {
             i += 1;
-        } else if (ks_arg_is(cmd, i, "auth2")) {
+        } else if (resp_cmd_arg_is(cmd, i, "auth2")) {
             i += 2;
         }
     }
@@ -316,7 +297,8 @@ static int ks_georadius(const struct resp_cmd *cmd, int *keys, int *nkeys)
     keys[0] = 1;
     *nkeys = 1;
     for (i = 2; i + 1 < cmd->argc; i++) {
-        if (ks_arg_is(cmd, i, "store") || ks_arg_is(cmd, i, "storedist")) {
+        if (resp_cmd_arg_is(cmd, i, "store") ||
+            resp_cmd_arg_is(cmd, i, "storedist")) {
             keys[(*nkeys)++] = i + 1;
             i++;
         }

@@ -267,6 +267,22 @@ static struct resp_cmd *cmd_encode(int argc, const struct arg_list *a)
     return c;
 }
 
+int resp_word_is(const char *p, size_t len, const char *word)
+{
+    size_t k;
+
+    for (k = 0; k < len; k++) {
+        char ch = p[k];
+        if (ch >= 'A' && ch <= 'Z') {
+            ch = (char)(ch - 'A' + 'a');
+        }
+        if (word[k] == '\0' || ch != word[k]) {
+            return 0;
+        }
+    }
+    return word[len] == '\0';
+}
+
 void resp_cmd_free(struct resp_cmd *c)
 {
     free(c);

@@ -53,6 +53,24 @@ static inline const char *resp_cmd_arg(const struct resp_cmd *c, int i,
     return c->raw + c->argv[i].off;
 }
 
+/* True when p[0..len) is the lower-case `word`, ignoring ASCII case
+ * (command names and options are case-insensitive; no locale). */
+int resp_word_is(const char *p, size_t len, const char *word);
+
+/* True when argument i of `c` exists and is `word`, ignoring case. */
+static inline int resp_cmd_arg_is(const struct resp_cmd *c, int i,
+                                  const char *word)
+{
+    size_t len;
+    const char *p;
+
+    if (i < 0 || i >= c->argc) {
+        return 0;
+    }
+    p = resp_cmd_arg(c, i, &len);
+    return resp_word_is(p, len, word);
+}
+
 /* Frees a command. Accepts NULL. */
 void resp_cmd_free(struct resp_cmd *c);
 

@@ -214,19 +214,5 @@ void resp_value_free(struct resp_value *v)
 
 int resp_value_is(const struct resp_value *v, const char *word)
 {
-    size_t k, wlen = strlen(word);
-
-    if (v->str == NULL || v->len != wlen) {
-        return 0;
-    }
-    for (k = 0; k < wlen; k++) {
-        char ch = v->str[k];
-        if (ch >= 'A' && ch <= 'Z') {
-            ch = (char)(ch - 'A' + 'a');
-        }
-        if (ch != word[k]) {
-            return 0;
-        }
-    }
-    return 1;
+    return v->str != NULL && resp_word_is(v->str, v->len, word);
 }

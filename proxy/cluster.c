@@ -533,7 +533,6 @@ static int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
 
 int cluster_redirect(struct req *req, const char *frame, size_t len)
 {
-    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
     struct node *n;
     const char *host;
     size_t hlen;
@@ -575,7 +574,7 @@ int cluster_redirect(struct req *req, const char *frame, size_t len)
 
         cmd = resp_cmd_new(1, argv, lens);
         if (cmd == NULL) {
-            px_oom(sizeof(asking));
+            px_oom(0);
         }
         a = req_new(NULL, cmd);
         a->swallow = 1;

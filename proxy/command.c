@@ -35,23 +35,6 @@ static const char *cmd_arg(const struct req *req, int i, size_t *len)
     return resp_cmd_arg(req->cmd, i, len);
 }
 
-static int cmd_arg_is(const struct req *req, int i, const char *word)
-{
-    size_t len, wlen = strlen(word);
-    const char *p = cmd_arg(req, i, &len);
-    size_t k;
-
-    if (len != wlen) {
-        return 0;
-    }
-    for (k = 0; k < len; k++) {
-        if (tolower((unsigned char)p[k]) != word[k]) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* Parses a whole argument as a signed decimal long long. 0 or -1. */
 static int cmd_arg_ll(const struct req *req, int i, long long *out)
 {
@@ -232,11 +215,11 @@ static void cmd_hello(struct req *req)
         }
     }
     for (i = 2; i < argc; i++) {
-        if (cmd_arg_is(req, i, "auth") && i + 2 < argc) {
+        if (resp_cmd_arg_is(req->cmd, i, "auth") && i + 2 < argc) {
             user = cmd_arg(req, i + 1, &ulen);
             pass = cmd_arg(req, i + 2, &plen);
             i += 2;
-        } else if (cmd_arg_is(req, i, "setname") && i + 1 < argc) {
+        } else if (resp_cmd_arg_is(req->cmd, i, "setname") && i + 1 < argc) {
             name = cmd_arg(req, i + 1, &nlen);
             i += 1;
         } else {
@@ -292,7 +275,7 @@ static void cmd_client(struct req *req)
     size_t len, k;
     const char *p;
 
-    if (cmd_arg_is(req, 1, "setname")) {
+    if (resp_cmd_arg_is(req->cmd, 1, "setname")) {
         if (req->cmd->argc != 3) {
             req_reply_error(req, "wrong number of arguments for "
                                  "'client|setname' command");
@@ -309,7 +292,7 @@ static void cmd_client(struct req *req)
         reply_static(req, reply_ok, sizeof(reply_ok) - 1);
         return;
     }
-    if (cmd_arg_is(req, 1, "getname")) {
+    if (resp_cmd_arg_is(req->cmd, 1, "getname")) {
         if (c->name == NULL) {
             reply_static(req, reply_nil, sizeof(reply_nil) - 1);
             return;
@@ -319,7 +302,7 @@ static void cmd_client(struct req *req)
         return;
     }
     for (k = 0; k < ARRAY_SIZE(sticky); k++) {
-        if (cmd_arg_is(req, 1, sticky[k])) {
+        if (resp_cmd_arg_is(req->cmd, 1, sticky[k])) {
             c->sticky = 1;
             router_send_private(req);
             return;

@@ -356,7 +356,7 @@ void limiter_drop_pending(void)
 
 /* CL.THROTTLE and the raw LIMITER form: parse, then the local store or a
  * script call on the key's node. */
-static void limiter_gcra(struct req *req)
+void limiter_throttle(struct req *req)
 {
     const char *argv[LIMITER_MAX_ARGS];
     size_t lens[LIMITER_MAX_ARGS];
@@ -400,11 +400,6 @@ static void limiter_gcra(struct req *req)
     call->klen = lens[1];
     req->children++;
     queue_insert_tail(&server.limiter_pending, &call->link);
-}
-
-void limiter_throttle(struct req *req)
-{
-    limiter_gcra(req);
 }
 
 /* ---------------- The limits tree: CHECK, PEEK, RESET ---------------- */
@@ -921,9 +916,7 @@ static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
     const char *p;
 
     for (i = 3; i < req->cmd->argc; i++) {
-        p = resp_cmd_arg(req->cmd, i, &len);
-        if (len == 4 && strncasecmp_ascii(p, "cost", 4) == 0 &&
-            i + 1 < req->cmd->argc) {
+        if (resp_cmd_arg_is(req->cmd, i, "cost") && i + 1 < req->cmd->argc) {
             p = resp_cmd_arg(req->cmd, ++i, &len);
             if (gcra_parse_int64(p, len, cost) != GCRA_OK || *cost < 0) {
                 req_reply_error(req, "value is not an integer or out of "
@@ -932,8 +925,7 @@ static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
             }
             continue;
         }
-        if (len == 4 && strncasecmp_ascii(p, "wait", 4) == 0 &&
-            i + 1 < req->cmd->argc) {
+        if (resp_cmd_arg_is(req->cmd, i, "wait") && i + 1 < req->cmd->argc) {
             p = resp_cmd_arg(req->cmd, ++i, &len);
             if (gcra_parse_int64(p, len, wait_ms) != GCRA_OK || *wait_ms < 0 ||
                 *wait_ms > LIMITER_MAX_WAIT_MS) {
@@ -1161,14 +1153,6 @@ static int limiter_admin_ok(struct req *req)
     return 0;
 }
 
-static int limiter_sub_is(const struct req *req, const char *word)
-{
-    size_t len;
-    const char *p = resp_cmd_arg(req->cmd, 1, &len);
-
-    return len == strlen(word) && strncasecmp_ascii(p, word, len) == 0;
-}
-
 void limiter_command(struct req *req)
 {
     if (req->cmd->argc < 2) {
@@ -1176,21 +1160,21 @@ void limiter_command(struct req *req)
                              "command");
         return;
     }
-    if (limiter_sub_is(req, "check")) {
+    if (resp_cmd_arg_is(req->cmd, 1, "check")) {
         limiter_tree_op(req, LIMITER_CHECK);
-    } else if (limiter_sub_is(req, "peek")) {
+    } else if (resp_cmd_arg_is(req->cmd, 1, "peek")) {
         limiter_tree_op(req, LIMITER_PEEK);
-    } else if (limiter_sub_is(req, "reset")) {
+    } else if (resp_cmd_arg_is(req->cmd, 1, "reset")) {
         if (limiter_admin_ok(req)) {
             limiter_tree_op(req, LIMITER_RESET);
         }
-    } else if (limiter_sub_is(req, "rules")) {
+    } else if (resp_cmd_arg_is(req->cmd, 1, "rules")) {
         limiter_rules(req);
-    } else if (limiter_sub_is(req, "reload")) {
+    } else if (resp_cmd_arg_is(req->cmd, 1, "reload")) {
         if (limiter_admin_ok(req)) {
             limiter_reload(req);
         }
     } else {
-        limiter_gcra(req);
+        limiter_throttle(req);
     }
 }

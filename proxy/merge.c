@@ -344,18 +344,6 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
 
 /* ---------------- Split by slot ---------------- */
 
-static int merge_name_is(const struct req *req, int i, const char *word)
-{
-    size_t len;
-    const char *p;
-
-    if (i >= req->cmd->argc) {
-        return 0;
-    }
-    p = resp_cmd_arg(req->cmd, i, &len);
-    return len == strlen(word) && strncasecmp_ascii(p, word, len) == 0;
-}
-
 /* Builds the command of one part: the name, then for each key of the part
  * the key (and, with `pairs`, the value after it). */
 static struct resp_cmd *merge_part_cmd(const struct req *root, const int *keys,
@@ -396,14 +384,14 @@ int merge_split(struct req *req, const int *keys, const unsigned *slots,
     struct merge *mg;
     int pairs = 0, k;
 
-    if (merge_name_is(req, 0, "mget")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "mget")) {
         kind = MERGE_BY_KEY;
-    } else if (merge_name_is(req, 0, "mset")) {
+    } else if (resp_cmd_arg_is(req->cmd, 0, "mset")) {
         kind = MERGE_ALL_OK;
         pairs = 1;
     } else {
         for (i = 0; i < ARRAY_SIZE(sums); i++) {
-            if (merge_name_is(req, 0, sums[i])) {
+            if (resp_cmd_arg_is(req->cmd, 0, sums[i])) {
                 break;
             }
         }
@@ -536,34 +524,36 @@ static int merge_scan_start(struct req *req, struct node **masters,
 /* The merge kind of a fanned-out command, or -1 when it is not one. */
 static int merge_fanout_kind(const struct req *req)
 {
-    if (merge_name_is(req, 0, "dbsize")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "dbsize")) {
         return MERGE_SUM;
     }
-    if (merge_name_is(req, 0, "keys")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "keys")) {
         return MERGE_CONCAT;
     }
-    if (merge_name_is(req, 0, "flushall") || merge_name_is(req, 0, "flushdb")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "flushall") ||
+        resp_cmd_arg_is(req->cmd, 0, "flushdb")) {
         return MERGE_ALL_OK;
     }
-    if (merge_name_is(req, 0, "scan")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "scan")) {
         return MERGE_SCAN;
     }
-    if (merge_name_is(req, 0, "info")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "info")) {
         return MERGE_INFO;
     }
-    if (merge_name_is(req, 0, "script")) {
-        if (merge_name_is(req, 1, "load")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "script")) {
+        if (resp_cmd_arg_is(req->cmd, 1, "load")) {
             return MERGE_SAME;
         }
-        if (merge_name_is(req, 1, "exists")) {
+        if (resp_cmd_arg_is(req->cmd, 1, "exists")) {
             return MERGE_AND;
         }
-        if (merge_name_is(req, 1, "flush")) {
+        if (resp_cmd_arg_is(req->cmd, 1, "flush")) {
             return MERGE_ALL_OK;
         }
         return -1;
     }
-    if (merge_name_is(req, 0, "function") && merge_name_is(req, 1, "load")) {
+    if (resp_cmd_arg_is(req->cmd, 0, "function") &&
+        resp_cmd_arg_is(req->cmd, 1, "load")) {
         return MERGE_SAME;
     }
     return -1;
@@ -571,14 +561,23 @@ static int merge_fanout_kind(const struct req *req)
 
 int merge_fanout(struct req *req)
 {
-    int kind = merge_fanout_kind(req);
     struct node **masters;
     unsigned n, i;
+    int kind;
 
-    /* In single mode only INFO gains something (the proxy's section);
-     * everything else goes to the one node as it is. */
-    if (kind < 0 || (!server.cluster.enabled && kind != MERGE_INFO) ||
-        (server.cluster.single == NULL && !server.cluster.enabled)) {
+    /* Every forwarded command passes here. In single mode only INFO gains
+     * something (the proxy's section), so only it is looked at; everything
+     * else goes to the one node as it is. */
+    if (!server.cluster.enabled) {
+        if (server.cluster.single == NULL ||
+            !resp_cmd_arg_is(req->cmd, 0, "info")) {
+            return 0;
+        }
+        kind = MERGE_INFO;
+    } else {
+        kind = merge_fanout_kind(req);
+    }
+    if (kind < 0) {
         return 0;
     }
     masters = px_calloc(server.cluster.nnodes + 1, sizeof(*masters));

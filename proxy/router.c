@@ -275,12 +275,10 @@ static int router_xread_blocks(const struct req *req)
     int i;
 
     for (i = 1; i < req->cmd->argc; i++) {
-        size_t len;
-        const char *p = resp_cmd_arg(req->cmd, i, &len);
-        if (len == 5 && strncasecmp_ascii(p, "block", 5) == 0) {
+        if (resp_cmd_arg_is(req->cmd, i, "block")) {
             return 1;
         }
-        if (len == 7 && strncasecmp_ascii(p, "streams", 7) == 0) {
+        if (resp_cmd_arg_is(req->cmd, i, "streams")) {
             return 0;
         }
     }

@@ -7,6 +7,8 @@
 #define PX_TESTS_SUPPORT_PX_TEST_H
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #if defined(PX_ASAN)
@@ -21,5 +23,17 @@ static inline void px_leak_check(void)
 #else
 #define PX_TEST_SUITE(name) TestSuite(name)
 #endif
+
+/* Parameters of a ParameterizedTest over a static case table. Criterion
+ * copies parameters into the test process, so pointers inside cases would
+ * not survive: tests take the index of their case. Fills ids (static
+ * storage of n entries) with 0..n-1 and returns them. */
+static inline struct criterion_test_params px_param_ids(size_t *ids, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        ids[k] = k;
+    }
+    return cr_make_param_array(size_t, ids, n);
+}
 
 #endif /* PX_TESTS_SUPPORT_PX_TEST_H */

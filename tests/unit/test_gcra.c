@@ -6,6 +6,7 @@
  * Time is a parameter: a test steps `now` explicitly, starting at T0, and a
  * tiny in-memory store applies the writes gcra_decide() asks for. */
 #include "tests/support/px_test.h"
+#include "tests/support/rl_test.h"
 
 #include <criterion/parameterized.h>
 #include <stdint.h>
@@ -80,17 +81,7 @@ static struct gcra_result step(const struct gcra_params *p, struct mem *m,
 static void check_reply(const struct gcra_result *r, int64_t l, int64_t lim,
                         int64_t rem, int64_t retry, int64_t reset)
 {
-    int64_t out[5];
-
-    rl_reply_ints(&r->d, out);
-    cr_assert(out[0] == l && out[1] == lim && out[2] == rem &&
-                  out[3] == retry && out[4] == reset,
-              "reply [%lld, %lld, %lld, %lld, %lld], expected [%lld, %lld, "
-              "%lld, %lld, %lld]",
-              (long long)out[0], (long long)out[1], (long long)out[2],
-              (long long)out[3], (long long)out[4], (long long)l,
-              (long long)lim, (long long)rem, (long long)retry,
-              (long long)reset);
+    rl_test_check_reply(&r->d, l, lim, rem, retry, reset);
 }
 
 /* ---------------- Reference values of DESIGN.md ---------------- */

@@ -122,12 +122,8 @@ static const struct kcase cases[] = {
 ParameterizedTestParameters(keyspec, finds_keys_like_redis)
 {
     static size_t ids[NCASES];
-    size_t k;
 
-    for (k = 0; k < NCASES; k++) {
-        ids[k] = k;
-    }
-    return cr_make_param_array(size_t, ids, NCASES);
+    return px_param_ids(ids, NCASES);
 }
 
 ParameterizedTest(size_t *id, keyspec, finds_keys_like_redis)

@@ -362,12 +362,8 @@ static void check(const struct rcase *tc, struct result *r, const char *how)
 static struct criterion_test_params case_ids(void)
 {
     static size_t ids[NCASES];
-    size_t i;
 
-    for (i = 0; i < NCASES; i++) {
-        ids[i] = i;
-    }
-    return cr_make_param_array(size_t, ids, NCASES);
+    return px_param_ids(ids, NCASES);
 }
 
 ParameterizedTestParameters(resp_reader, case_fed_whole)

@@ -6,6 +6,7 @@
  * Time is a parameter: every test steps `now` explicitly, and a tiny
  * in-memory store applies the writes sliding_counter_decide() asks for. */
 #include "tests/support/px_test.h"
+#include "tests/support/rl_test.h"
 
 #include <criterion/parameterized.h>
 #include <stdint.h>
@@ -97,17 +98,7 @@ static void check_retry_exact(const struct sliding_counter_params *p,
 static void check_reply(const struct sliding_counter_result *r, int64_t l,
                         int64_t lim, int64_t rem, int64_t retry, int64_t reset)
 {
-    int64_t out[5];
-
-    rl_reply_ints(&r->d, out);
-    cr_assert(out[0] == l && out[1] == lim && out[2] == rem &&
-                  out[3] == retry && out[4] == reset,
-              "reply [%lld, %lld, %lld, %lld, %lld], expected [%lld, %lld, "
-              "%lld, %lld, %lld]",
-              (long long)out[0], (long long)out[1], (long long)out[2],
-              (long long)out[3], (long long)out[4], (long long)l,
-              (long long)lim, (long long)rem, (long long)retry,
-              (long long)reset);
+    rl_test_check_reply(&r->d, l, lim, rem, retry, reset);
 }
 
 /* ---------------- Basics ---------------- */
@@ -439,10 +430,7 @@ ParameterizedTestParameters(sliding_counter, rejects_nonsense_parameters)
 {
     static size_t ids[NPARAM];
 
-    for (size_t k = 0; k < NPARAM; k++) {
-        ids[k] = k;
-    }
-    return cr_make_param_array(size_t, ids, NPARAM);
+    return px_param_ids(ids, NPARAM);
 }
 
 ParameterizedTest(size_t *id, sliding_counter, rejects_nonsense_parameters)
@@ -484,10 +472,7 @@ ParameterizedTestParameters(sliding_counter, rejects_a_malformed_state)
 {
     static size_t ids[NSTATE];
 
-    for (size_t k = 0; k < NSTATE; k++) {
-        ids[k] = k;
-    }
-    return cr_make_param_array(size_t, ids, NSTATE);
+    return px_param_ids(ids, NSTATE);
 }
 
 ParameterizedTest(size_t *id, sliding_counter, rejects_a_malformed_state)
