@@ -241,6 +241,16 @@ struct mirror {
     long long period;  /* its period, seconds */
 };
 
+/* Names mirror m "mirror:<id>:<level>" with the level's GCRA limit. */
+static void mirror_set(struct mirror *m, const char *id, const char *level,
+                       long long burst, long long count, long long period)
+{
+    snprintf(m->key, sizeof(m->key), "mirror:%s:%s", id, level);
+    m->burst = burst;
+    m->count = count;
+    m->period = period;
+}
+
 /* The aggregate of level replies: limited if any is; limit and remaining
  * of the least remaining (*tie set when two levels share it: then either
  * limit is acceptable); retry the largest among limited levels, else -1;
@@ -432,14 +442,8 @@ static void aggregate_admitted(redisContext *c, const char *id)
     struct mirror m[2];
     char trade[KEY_MAX], user[KEY_MAX];
 
-    snprintf(m[0].key, sizeof(m[0].key), "mirror:%s:user", id);
-    m[0].burst = 15;
-    m[0].count = 30;
-    m[0].period = 60;
-    snprintf(m[1].key, sizeof(m[1].key), "mirror:%s:trade", id);
-    m[1].burst = 5;
-    m[1].count = 10;
-    m[1].period = 15;
+    mirror_set(&m[0], id, "user", 15, 30, 60);
+    mirror_set(&m[1], id, "trade", 5, 10, 15);
     snprintf(trade, sizeof(trade), "user:%s:trade", id);
     snprintf(user, sizeof(user), "user:%s", id);
 
@@ -481,14 +485,8 @@ static void refused_reports_state(redisContext *c, const char *id1,
     char trade[KEY_MAX], user[KEY_MAX];
     struct px_five f, p;
 
-    snprintf(m[0].key, sizeof(m[0].key), "mirror:%s:user", id1);
-    m[0].burst = 15;
-    m[0].count = 30;
-    m[0].period = 60;
-    snprintf(m[1].key, sizeof(m[1].key), "mirror:%s:trade", id1);
-    m[1].burst = 5;
-    m[1].count = 10;
-    m[1].period = 15;
+    mirror_set(&m[0], id1, "user", 15, 30, 60);
+    mirror_set(&m[1], id1, "trade", 5, 10, 15);
     snprintf(trade, sizeof(trade), "user:%s:trade", id1);
     for (int i = 0; i < 6; i++) {
         mirror_step(c, trade, 1, m, 2, 0, "trade, within the burst");
@@ -767,14 +765,8 @@ static void refused_reports_state_global(redisContext *c, const char *id)
     char path[KEY_MAX];
     struct px_five f, p;
 
-    snprintf(m[0].key, sizeof(m[0].key), "mirror:%s:global", id);
-    m[0].burst = 2;
-    m[0].count = 1;
-    m[0].period = 6;
-    snprintf(m[1].key, sizeof(m[1].key), "mirror:%s:ident", id);
-    m[1].burst = 10;
-    m[1].count = 1;
-    m[1].period = 60;
+    mirror_set(&m[0], id, "global", 2, 1, 6);
+    mirror_set(&m[1], id, "ident", 10, 1, 60);
     snprintf(path, sizeof(path), "global:%s", id);
     for (int i = 0; i < 3; i++) {
         mirror_step(c, path, 1, m, 2, 0, "global, within the burst");
