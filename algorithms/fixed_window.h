@@ -18,13 +18,18 @@
  * window length after the file changed) reads as count 0, with one
  * exception below (the clock).
  *
- * Redis (the Lua twin): one HASH per key,
- *   HSET <key> start <start_ns> count <count>   (decimal integers)
+ * Redis (the Lua twin, algorithms/lua/fixed_window.lua): one HASH per key,
+ *   HSET <key> start <start_us> count <count>   (decimal integers)
  *   PEXPIRE <key> <expiry_ms>
- * written only when a request passes with cost >= 1. The expiry is the time
- * until the window ends, rounded up to whole ms: the key expires with its
- * window. The start is a multiple of window_ms * 1e6, so the twin can work
- * in milliseconds from TIME.
+ * written only when a request passes with cost >= 1. Times are whole
+ * microseconds there (Redis's TIME has no finer unit): start_ns =
+ * start_us * 1000. The expiry is the time until the window ends, rounded up
+ * to whole ms: the key expires with its window. Replies carry the durations
+ * floored to microseconds (beyond 2^53 us, as decimal text). Its undo token
+ * is the start (us) of the window a check counted in: a refund takes the
+ * cost back from that window's count (not below 0; the key goes when
+ * nothing is left counted in now's own window) while it is the stored one,
+ * and does nothing otherwise.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when count + cost > max, or cost > max

@@ -22,11 +22,18 @@
  *          passes starts the drip clock at its own time, exactly as when
  *          the key has expired (so expiry never changes a decision).
  *
- * Redis (the Lua twin): one HASH per key,
- *   HSET <key> level <level> ts <ts_ns>   (decimal integers)
+ * Redis (the Lua twin, algorithms/lua/leaky_bucket.lua): one HASH per key,
+ *   HSET <key> level <level> ts <ts in microseconds>   (decimal integers)
  *   PEXPIRE <key> <expiry_ms>
  * written only when a request passes with cost >= 1. The expiry is the time
- * until the bucket is empty (reset_after), rounded up to whole ms.
+ * until the bucket is empty (reset_after), rounded up to whole ms. The
+ * store keeps microseconds (TIME has them, and drips are whole ms, so ts_ns
+ * is ts * 1000 exactly); the twin refuses as malformed a field that is not
+ * a decimal integer in 0 .. 2^53 - 1 (legal use never stores more). A
+ * refund (another slot of the request refused) drains to now and takes the
+ * cost back (level at least 0, an emptied key is deleted); its token is the
+ * ts the check stored, and it does nothing once the stored ts is no longer
+ * that ts plus whole drips (the bucket emptied and restarted).
  *
  * Reply fields (struct rl_decision), with Sharkey's meanings:
  *   limited         1 when level + cost > size, or cost > size

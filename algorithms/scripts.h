@@ -6,6 +6,9 @@
  * reruns whenever a .lua file changes, so the body and the sha1 cannot
  * drift apart. The proxy sends EVALSHA <sha1> and, on -NOSCRIPT, the body.
  *
+ * A line "--#include <part>" pastes algorithms/lua/<part>.lua (shared code:
+ * lib, each algorithm) before hashing.
+ *
  * Adding algorithms/<name>.lua needs a `scripts_<name>` declaration below:
  * the generated file includes this header, and -Wmissing-prototypes fails
  * the build until it is there.
@@ -32,5 +35,9 @@ const struct scripts_lua *scripts_find(const char *name);
 
 /* algorithms/gcra.lua: CL.THROTTLE (see gcra.h for KEYS, ARGV, reply). */
 const struct scripts_lua *scripts_gcra(void);
+
+/* algorithms/limiter.lua: LIMITER CHECK/PEEK of every algorithm, all the
+ * limits of one slot in one call (see the script for KEYS, ARGV, reply). */
+const struct scripts_lua *scripts_limiter(void);
 
 #endif /* PX_ALGORITHMS_SCRIPTS_H */

@@ -31,14 +31,22 @@
  * later still, both are 0. A stored start between those (the window length
  * changed) counts as the previous window.
  *
- * Redis (the Lua twin): one HASH per key,
- *   HSET <key> start <start_ns> count <count> prev <prev>
+ * Redis (the Lua twin, algorithms/lua/sliding_counter.lua): one HASH per
+ * key,
+ *   HSET <key> start <start_us> count <count> prev <prev>
  *   PEXPIRE <key> <expiry_ms>
- * written only when a request passes with cost >= 1. The expiry is the end
- * of the window after the current one (until then the count still weighs
- * as prev), rounded up to whole ms. The product prev * (window - elapsed)
- * reaches 2^112: the twin forms it from split integers, as the C model
- * does with 32-bit halves.
+ * written only when a request passes with cost >= 1. Times are whole
+ * microseconds there (Redis's TIME has no finer unit): start_ns =
+ * start_us * 1000. The expiry is the end of the window after the current
+ * one (until then the count still weighs as prev), rounded up to whole ms.
+ * The product prev * (window - elapsed) reaches 2^101 in microseconds, and
+ * the retry's room * window reaches 2^112 in ns: the twin forms them from
+ * split integers (algorithms/lua/xint.lua), as the C model does with 32-bit
+ * halves, and replies with the durations floored to microseconds. Its undo
+ * token is the start (us) of the window a check counted in: a refund takes
+ * the cost back from that window's count (not below 0; the key goes when
+ * nothing is counted in now's own window nor before it) while it is the
+ * stored one, and does nothing otherwise.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when count + weighted + cost > max, or cost > max

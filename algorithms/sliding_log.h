@@ -34,18 +34,24 @@
  * State: the timestamps, sorted ascending (equal ones allowed), ns since
  * the Unix epoch. Input in any other order is refused (a ZSET is sorted).
  *
- * Redis (the Lua twin): one ZSET per key,
+ * Redis (the Lua twin, algorithms/lua/sliding_log.lua): one ZSET per key,
  *   score  the timestamp in microseconds (exact in a double: TIME has
  *          microseconds, and 2^53 us lasts until the year 2255)
- *   member "<timestamp in ns>:<j>", j making the members of one timestamp
- *          distinct (the twin takes j above the largest stored for that
- *          timestamp)
+ *   member "<timestamp in us>:<L><j>", j = 1, 2, ... making the members of
+ *          one timestamp distinct (the twin takes j above the largest
+ *          stored for that timestamp), L the letter of j's digit count
+ *          ('a' for 1 digit, 'b' for 2, ...), so that they sort by j
  *   on a write: ZREMRANGEBYSCORE key -inf <now - H> (inclusive), ZADD the
- *   added entries, ZREMRANGEBYRANK key 0 -(max + 1), PEXPIRE key
- *   <expiry_ms>
+ *   added entries (those the cap keeps), ZREMRANGEBYRANK key 0 -(max + 1),
+ *   PEXPIRE key <expiry_ms>
  * written when cost >= 1 and cost <= max (admitted or refused). The expiry
  * is reset_after rounded up to whole ms: by then every entry is older than
- * the horizon and the log decides nothing.
+ * the horizon and the log decides nothing. The twin refuses as malformed a
+ * score that is not an integer in 0 .. 2^53 - 1. A refund of an admission
+ * (another slot of the request refused) removes up to cost entries at the
+ * timestamp its token names (entries of one timestamp are
+ * interchangeable; an admission never caps a live entry away); refused
+ * attempts stay logged.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when refused (count, min_interval, or cost > max)

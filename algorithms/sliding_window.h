@@ -22,14 +22,23 @@
  * the model drops, merges and sorts them. The stored total is not read:
  * the slots are the truth, and the output total is their sum.
  *
- * Redis (the Lua twin): one HASH per key,
- *   field <slot start in ns, decimal> = count, field "total" = the sum
- *   admission: HDEL the slots no longer in the window, HINCRBY the current
- *   slot by cost, HSET total, PEXPIRE <key> <expiry_ms>
+ * Redis (the Lua twin, algorithms/lua/sliding_window.lua): one HASH per key,
+ *   field <slot start in microseconds, decimal> = count, field "total" =
+ *   the sum
+ *   admission: the HASH becomes the `next` slots: HDEL the other fields
+ *   (expired, empty, or off the slot grid after a resolution change), HSET
+ *   the changed counts (the current slot's, merged ones) and total,
+ *   PEXPIRE <key> <expiry_ms>
  * written only when a request passes with cost >= 1. The expiry is the time
  * until the newest slot leaves the window, rounded up to whole ms: then
  * every slot has expired and the key is worth nothing. Slot starts are
- * multiples of resolution_ms * 1e6, so the twin can work in milliseconds.
+ * multiples of resolution_ms * 1000 us (start_ns is the field * 1000). The
+ * twin refuses as malformed a slot field or count that is not a decimal
+ * integer in 0 .. 2^53 - 1, and live counts that sum to 2^53 or more (legal
+ * use keeps the sum at most max). A refund (another slot of the request
+ * refused) takes the cost back from the slot its token names (the slot
+ * start) while that slot is in the window, HDELs an emptied slot and
+ * deletes a key left with "total" only.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when total + cost > max, or cost > max

@@ -26,15 +26,23 @@
  * nothing is rounded away, and crediting the time in many small steps gives
  * the very state one big step gives.
  *
- * Redis (the Lua twin): one HASH per key,
- *   HSET <key> tokens <tokens> frac <frac> ts <ts_ns>   (decimal integers)
+ * Redis (the Lua twin, algorithms/lua/token_bucket.lua): one HASH per key,
+ *   HSET <key> tokens <tokens> frac <frac> ts <ts_us>   (decimal integers)
  *   PEXPIRE <key> <expiry_ms>
- * written only when a request passes with cost >= 1. The expiry is the time
- * until the bucket is full again, rounded up to whole ms: by then the state
- * equals a missing key. The refill needs e * rate (up to 2^113) and the
- * waits missing_tokens * 1e15 (up to 2^103), beyond a Lua double's 2^53:
- * the twin multiplies and divides them with split integers, as the C model
- * does with 32-bit halves.
+ * written only when a request passes with cost >= 1. Times are whole
+ * microseconds there (Redis's TIME has no finer unit): ts_ns = ts_us * 1000,
+ * and one unit of frac is still what 1 ns of refill brings at one
+ * millionth of a token per second. The expiry is the time until the bucket
+ * is full again, rounded up to whole ms: by then the state equals a missing
+ * key. The refill needs e * rate (up to 2^113) and the waits
+ * missing_tokens * 1e15 (up to 2^103), beyond a Lua double's 2^53: the twin
+ * forms them from split integers (algorithms/lua/xint.lua), as the C model
+ * does with 32-bit halves, and replies with the durations floored to
+ * microseconds. Its undo token is the instant (us) at which the bucket a
+ * check stored is full again: a refund gives the cost back (capped at full;
+ * a full bucket whose ts is not ahead of the clock is deleted), and does
+ * nothing once the key is gone or its ts has reached that instant (the key
+ * expired and was written anew).
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when the bucket holds fewer than `cost` whole tokens,

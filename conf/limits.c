@@ -1942,6 +1942,18 @@ size_t limits_override_count(const struct limits_tree *t)
 
 /* ---------------- Public API: limits ---------------- */
 
+size_t limits_params(const struct limits_limit *l,
+                     int64_t out[LIMITS_MAX_PARAMS])
+{
+    const struct limits_algo_def *def = limits_def(l->algo);
+    size_t i;
+
+    for (i = 0; i < def->nparams && i < LIMITS_MAX_PARAMS; i++) {
+        out[i] = limits_get(l, &def->params[i]);
+    }
+    return i;
+}
+
 const char *limits_algo_name(enum limits_algo algo)
 {
     return limits_def(algo)->name;
@@ -1991,6 +2003,142 @@ int limits_scale(const struct limits_limit *in, uint64_t factor_micro,
     }
     *out = l;
     return LIMITS_OK;
+}
+
+/* ---------------- Public API: run-time overrides ---------------- */
+
+/* Word i of a run-time override equals `name`, ignoring case. */
+static bool limits_word_is(const char *w, size_t len, const char *name)
+{
+    return strlen(name) == len && strncasecmp(w, name, len) == 0;
+}
+
+int limits_runtime_parse(const struct limits_limit *base, size_t nbase,
+                         int argc, const char *const *argv, const size_t *lens,
+                         struct limits_runtime *out, char *err, size_t errlen)
+{
+    char word[64];
+    const char *why;
+    uint64_t factor = 0;
+    size_t i;
+    int k;
+
+    memset(out, 0, sizeof(*out));
+    if (argc < 1) {
+        snprintf(err, errlen,
+                 "an override needs FACTOR f, UNLIMITED or "
+                 "parameters with values");
+        return LIMITS_ERR;
+    }
+    if (argc == 1 && (limits_word_is(argv[0], lens[0], "unlimited") ||
+                      limits_word_is(argv[0], lens[0], "inf"))) {
+        out->unlimited = true;
+        return LIMITS_OK;
+    }
+    if (limits_word_is(argv[0], lens[0], "factor")) {
+        if (argc != 2 || lens[1] >= sizeof(word)) {
+            snprintf(err, errlen, "FACTOR takes one number");
+            return LIMITS_ERR;
+        }
+        memcpy(word, argv[1], lens[1]);
+        word[lens[1]] = '\0';
+        if (conf_yaml_parse_decimal(word, lens[1], 6, &factor) !=
+                CONF_YAML_NUM_OK ||
+            factor == 0 || factor > LIMITS_MAX_FACTOR_MICRO) {
+            snprintf(err, errlen,
+                     "factor must be a number from 0.000001 to 1000000");
+            return LIMITS_ERR;
+        }
+        for (i = 0; i < nbase; i++) {
+            if (limits_scale(&base[i], factor, &out->limits[i], &why) !=
+                LIMITS_OK) {
+                snprintf(err, errlen, "factor %s makes %s invalid: %s", word,
+                         limits_algo_name(base[i].algo), why);
+                return LIMITS_ERR;
+            }
+        }
+        out->nlimits = nbase;
+        return LIMITS_OK;
+    }
+    if (nbase != 1) {
+        snprintf(err, errlen,
+                 "parameters need a node with exactly one limit, this one "
+                 "has %zu (use FACTOR or UNLIMITED)",
+                 nbase);
+        return LIMITS_ERR;
+    }
+    if (argc % 2 != 0) {
+        snprintf(err, errlen, "parameters come in pairs: <name> <value>");
+        return LIMITS_ERR;
+    }
+    out->limits[0] = base[0];
+    out->nlimits = 1;
+    for (k = 0; k < argc; k += 2) {
+        const struct limits_algo_def *def = limits_def(base[0].algo);
+        const struct limits_param *p = NULL;
+        int64_t v;
+        char names[128];
+
+        for (i = 0; i < def->nparams && p == NULL; i++) {
+            if (limits_word_is(argv[k], lens[k], def->params[i].name)) {
+                p = &def->params[i];
+            }
+        }
+        if (p == NULL) {
+            limits_param_names(def, names, sizeof(names));
+            snprintf(
+                err, errlen, "unknown parameter '%.*s' of %s (expected %s)",
+                (int)(lens[k] > 32 ? 32 : lens[k]), argv[k], def->name, names);
+            return LIMITS_ERR;
+        }
+        if (lens[k + 1] >= sizeof(word)) {
+            snprintf(err, errlen, "%s: value too long", p->name);
+            return LIMITS_ERR;
+        }
+        memcpy(word, argv[k + 1], lens[k + 1]);
+        word[lens[k + 1]] = '\0';
+        if (limits_parse_param(p, word, &v) != CONF_YAML_NUM_OK) {
+            snprintf(err, errlen, "%s: expected %s, got \"%s\"", p->name,
+                     limits_kind_want(p->kind), word);
+            return LIMITS_ERR;
+        }
+        *limits_field(&out->limits[0], p) = v;
+    }
+    why = limits_check(&out->limits[0]);
+    if (why != NULL) {
+        snprintf(err, errlen, "%s: %s", limits_algo_name(out->limits[0].algo),
+                 why);
+        return LIMITS_ERR;
+    }
+    return LIMITS_OK;
+}
+
+int limits_runtime_parse_text(const struct limits_limit *base, size_t nbase,
+                              const char *text, size_t len,
+                              struct limits_runtime *out, char *err,
+                              size_t errlen)
+{
+    const char *argv[2 * 8 + 2];
+    size_t lens[2 * 8 + 2], i = 0;
+    int argc = 0;
+
+    while (i < len) {
+        size_t j = i;
+        while (j < len && text[j] != ' ') {
+            j++;
+        }
+        if (j > i) {
+            if (argc == (int)(sizeof(argv) / sizeof(argv[0]))) {
+                snprintf(err, errlen, "too many words in the override");
+                return LIMITS_ERR;
+            }
+            argv[argc] = text + i;
+            lens[argc++] = j - i;
+        }
+        i = j + 1;
+    }
+    return limits_runtime_parse(base, nbase, argc, argv, lens, out, err,
+                                errlen);
 }
 
 /* ---------------- Public API: resolution ---------------- */
@@ -2043,6 +2191,8 @@ static void limits_level_limits(const struct limits_tree *t,
 
     lv->limits = n->limits;
     lv->nlimits = n->nlimits;
+    lv->base = n->limits;
+    lv->nbase = n->nlimits;
     lv->overridden = ov != NULL;
     lv->unlimited = ov != NULL && ov->kind == LIMITS_OV_UNLIMITED;
     if (ov != NULL) {

@@ -205,6 +205,10 @@ struct limits_level {
     const struct limits_limit *limits; /* borrowed from the tree; NULL when
                                           unlimited */
     size_t nlimits;                    /* entries of limits; 0 when unlimited */
+    const struct limits_limit *base;   /* the node's own limits, before any
+                                          override of the file (what a
+                                          run-time override applies to) */
+    size_t nbase;                      /* entries of base, >= 1 */
     bool unlimited;   /* an override lifts every limit: admit */
     bool overridden;  /* limits come from an override of this path */
     bool wildcard;    /* this level's own segment matched a "*" node */
@@ -275,6 +279,15 @@ int limits_resolve(const struct limits_tree *t, const char *path,
 int limits_limit_key(const struct limits_level *lv, size_t i, char *out,
                      size_t outlen);
 
+/* Most parameters of one algorithm. */
+#define LIMITS_MAX_PARAMS 4
+
+/* The parameters of `l` in their documented order (the table above), in
+ * stored units (counts, ms, millionths per second, LIMITS_RATE_INF), into
+ * out[0..n). Returns n. */
+size_t limits_params(const struct limits_limit *l,
+                     int64_t out[LIMITS_MAX_PARAMS]);
+
 /* The YAML name of an algorithm ("gcra", ...), or "?" for a bad value. */
 const char *limits_algo_name(enum limits_algo algo);
 
@@ -288,6 +301,42 @@ int limits_format(const struct limits_limit *l, char *out, size_t outlen);
  * overrides kept outside the file (a Redis hash). */
 int limits_scale(const struct limits_limit *in, uint64_t factor_micro,
                  struct limits_limit *out, const char **err);
+
+/* ---------------- Run-time overrides ---------------- */
+
+/* A run-time override (LIMITER OVERRIDE SET, kept in a Redis hash), read
+ * from its words against the node's own limits (limits_level.base):
+ *
+ *   factor F               every limit divided by F, as `factor:` in the
+ *                          file (limits_scale)
+ *   unlimited | inf        the level admits anything
+ *   <param> <value> ...    the NERD way: replace parameters of the node's
+ *                          one limit (capacity 50 refill_per_sec 10), with
+ *                          the file's syntax for each value
+ *
+ * Words are matched without regard to case; a run-time override replaces
+ * an override of the same path in the file. */
+struct limits_runtime {
+    bool unlimited;                                /* admit anything */
+    size_t nlimits;                                /* else: limits[0..n) */
+    struct limits_limit limits[LIMITS_MAX_LIMITS]; /* the new limits */
+};
+
+/* Longest stored text of a run-time override. */
+#define LIMITS_RUNTIME_MAX_BYTES 512
+
+/* Parses argc words (argv[i], lens[i] bytes) against base[0..nbase) into
+ * *out. LIMITS_OK, or LIMITS_ERR with a sentence fit for "-ERR <text>" in
+ * err (errlen bytes). Allocates nothing. */
+int limits_runtime_parse(const struct limits_limit *base, size_t nbase,
+                         int argc, const char *const *argv, const size_t *lens,
+                         struct limits_runtime *out, char *err, size_t errlen);
+
+/* The same from the stored text: the words joined by single spaces. */
+int limits_runtime_parse_text(const struct limits_limit *base, size_t nbase,
+                              const char *text, size_t len,
+                              struct limits_runtime *out, char *err,
+                              size_t errlen);
 
 /* Renders the tree for LIMITER RULES: one line per node with limits,
  * "<pattern>  <limit> <limit>...", depth first, children in byte order,

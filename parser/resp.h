@@ -8,8 +8,9 @@
  * Every client-declared size is checked against `struct resp_limits` before
  * anything sized by it is allocated or buffered.
  *
- * Reply framer: bytes in, lengths of complete replies out (any RESP2 type,
- * nested). It allocates no reply objects; the caller keeps the bytes. */
+ * Reply framer: bytes in, lengths of complete replies out (every RESP2 and
+ * RESP3 type, nested, attributes included). It allocates no reply objects;
+ * the caller keeps the bytes. */
 #ifndef PX_PARSER_RESP_H
 #define PX_PARSER_RESP_H
 
@@ -119,5 +120,10 @@ int resp_framer_feed(struct resp_framer *fr, const char *p, size_t n);
  * one. RESP_OK sets `*len`, RESP_AGAIN means incomplete, RESP_EPROTO means the
  * stream is not RESP (sticky). */
 int resp_framer_next(struct resp_framer *fr, size_t *len);
+
+/* resp_framer_next(), also giving the frame's type byte in `*type` (when
+ * not NULL): the type of its value, after any attribute (`|`) before it, so
+ * '>' marks a RESP3 push. */
+int resp_framer_next_typed(struct resp_framer *fr, size_t *len, char *type);
 
 #endif /* PX_PARSER_RESP_H */

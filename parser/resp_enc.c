@@ -1,4 +1,4 @@
-/* RESP2 encoders.
+/* RESP encoders (RESP2, and RESP3 where it spells a type differently).
  *
  * Each encoder first computes the exact size of what it writes, reserves it
  * once, then fills it in. So an encoder either appends the whole item or, on
@@ -155,6 +155,55 @@ int resp_enc_nil(struct buf *b)
 int resp_enc_array_header(struct buf *b, long long n)
 {
     return enc_line_num(b, '*', n);
+}
+
+int resp_enc_null(struct buf *b, int proto)
+{
+    if (proto == RESP_PROTO3) {
+        return buf_append(b, "_\r\n", 3);
+    }
+    return resp_enc_nil(b);
+}
+
+int resp_enc_map_header(struct buf *b, long long npairs, int proto)
+{
+    if (proto == RESP_PROTO3) {
+        return enc_line_num(b, '%', npairs);
+    }
+    return enc_line_num(b, '*', npairs * 2);
+}
+
+int resp_enc_set_header(struct buf *b, long long n, int proto)
+{
+    return enc_line_num(b, proto == RESP_PROTO3 ? '~' : '*', n);
+}
+
+/* Bytes of the format prefix of a verbatim string: "txt:". */
+#define ENC_VERBATIM_FMT 3
+
+int resp_enc_verbatim(struct buf *b, const char *fmt, const char *p, size_t n,
+                      int proto)
+{
+    size_t size;
+
+    if (proto != RESP_PROTO3) {
+        return resp_enc_bulk(b, p, n);
+    }
+    if (strlen(fmt) != ENC_VERBATIM_FMT ||
+        n > SIZE_MAX - ENC_NUM_MAX - 8 - ENC_VERBATIM_FMT) {
+        return BUF_ENOMEM;
+    }
+    size = n + ENC_VERBATIM_FMT + 1;
+    /* Reserve everything first: on ENOMEM nothing is appended. */
+    if (buf_reserve(b, 1 + ENC_NUM_MAX + 2 + size + 2) != BUF_OK) {
+        return BUF_ENOMEM;
+    }
+    (void)enc_line_num(b, '=', (long long)size);
+    (void)buf_append(b, fmt, ENC_VERBATIM_FMT);
+    (void)buf_append(b, ":", 1);
+    (void)buf_append(b, p, n);
+    (void)buf_append(b, "\r\n", 2);
+    return BUF_OK;
 }
 
 int resp_enc_argv(struct buf *b, int argc, const char *const *argv,

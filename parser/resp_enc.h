@@ -1,5 +1,9 @@
-/* RESP2 encoders: append one reply or command to a buf. Each returns BUF_OK
- * or BUF_ENOMEM and may move `b->data`. */
+/* RESP encoders: append one reply or command to a buf. Each returns BUF_OK
+ * or BUF_ENOMEM and may move `b->data`.
+ *
+ * Most types are spelled the same in RESP2 and RESP3. Those that differ take
+ * the protocol of the client the reply is for (RESP_PROTO2 or RESP_PROTO3),
+ * so a handler writes one reply and each client gets its own spelling. */
 #ifndef PX_PARSER_RESP_ENC_H
 #define PX_PARSER_RESP_ENC_H
 
@@ -13,6 +17,26 @@ int resp_enc_int(struct buf *b, long long v);              /* :v */
 int resp_enc_bulk(struct buf *b, const char *p, size_t n); /* $n */
 int resp_enc_nil(struct buf *b);                           /* $-1 */
 int resp_enc_array_header(struct buf *b, long long n);     /* *n */
+
+/* Protocol versions, as HELLO names them. */
+#define RESP_PROTO2 2
+#define RESP_PROTO3 3
+
+/* A null: `$-1` in RESP2, `_` in RESP3. */
+int resp_enc_null(struct buf *b, int proto);
+
+/* The header of a map of `npairs` pairs (keys and values follow): `%n` in
+ * RESP3, an array of 2n elements in RESP2. */
+int resp_enc_map_header(struct buf *b, long long npairs, int proto);
+
+/* The header of a set of `n` elements: `~n` in RESP3, `*n` in RESP2. */
+int resp_enc_set_header(struct buf *b, long long n, int proto);
+
+/* Text in a format named by three characters (`txt`, `mkd`): a verbatim
+ * string `=<n+4>\r\n<fmt>:<text>` in RESP3 (what Redis sends for INFO), a
+ * plain bulk string in RESP2. */
+int resp_enc_verbatim(struct buf *b, const char *fmt, const char *p, size_t n,
+                      int proto);
 /* A command: an array of bulk strings. */
 int resp_enc_argv(struct buf *b, int argc, const char *const *argv,
                   const size_t *lens);

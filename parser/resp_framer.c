@@ -11,7 +11,12 @@
  * ($ ! = with a length, -1 meaning null for $), aggregates (* ~ > with n
  * elements, % with 2n, | an attribute of 2n that precedes the value it
  * describes). Streamed (?-length) RESP3 aggregates are not sent by Redis and
- * are refused. */
+ * are refused, and so are lengths no Redis reply can have (see FR_MAX_BLOB
+ * and FR_MAX_ELEMENTS): a garbled header must not wrap the arithmetic.
+ *
+ * Each frame is reported with the type byte of its value (after any
+ * attribute that precedes it), so the caller can tell a RESP3 push (`>`),
+ * which answers no request, from a reply. */
 #include "parser/resp.h"
 
 #include <stdlib.h>
@@ -20,8 +25,22 @@
 /* Deepest nesting accepted. Redis's own replies stay far below it. */
 #define FR_MAX_DEPTH 128
 
-/* Longest length line accepted ("$-1", "*123"): a 64-bit number fits. */
-#define FR_MAX_DIGITS 20
+/* Longest length accepted: 19 digits, so the number cannot wrap. */
+#define FR_MAX_DIGITS 19
+
+/* Largest blob accepted: what a signed 64-bit length can say (Redis and
+ * hiredis use long long lengths), minus the CRLF the framer skips with it. */
+#define FR_MAX_BLOB (0x7fffffffffffffffULL - 2)
+
+/* Most elements of one aggregate (a map counts keys and values): hiredis's
+ * default limit (REDIS_READER_MAX_ARRAY_ELEMENTS), far above any reply. */
+#define FR_MAX_ELEMENTS 0xffffffffULL
+
+/* One frame found and not yet reported. */
+struct fr_end {
+    unsigned long long end; /* stream offset just past the frame */
+    char type;              /* type byte of its value (not of attributes) */
+};
 
 enum fr_state {
     FR_TYPE,   /* at the type byte of a value */
@@ -36,18 +55,19 @@ struct resp_framer {
     char type;               /* type byte of the value being read */
     int neg;                 /* the length line had a '-' */
     int ndigits;             /* digits seen in the length line */
+    char top;                /* type of the top-level value being read */
     unsigned long long num;  /* the length being parsed */
     unsigned long long skip; /* blob bytes (with CRLF) left to skip */
     int depth;               /* open aggregates */
     unsigned long long left[FR_MAX_DEPTH]; /* elements left per level */
     unsigned char attr[FR_MAX_DEPTH];      /* level is an attribute */
     unsigned long long fed;                /* stream offset scanned up to */
-    unsigned long long last;  /* stream offset where the last frame ended */
-    unsigned long long *ends; /* owned: ends of complete, unreported frames */
-    size_t nends;             /* used entries of ends */
-    size_t head;              /* next entry to report */
-    size_t cap;               /* allocated entries of ends */
-    int failed;               /* 0 or a sticky RESP_E* */
+    unsigned long long last; /* stream offset where the last frame ended */
+    struct fr_end *ends;     /* owned: complete, unreported frames */
+    size_t nends;            /* used entries of ends */
+    size_t head;             /* next entry to report */
+    size_t cap;              /* allocated entries of ends */
+    int failed;              /* 0 or a sticky RESP_E* */
 };
 
 struct resp_framer *resp_framer_new(void)
@@ -72,20 +92,24 @@ void resp_framer_free(struct resp_framer *fr)
 /* Records a frame ending at stream offset `end`. */
 static int fr_push_end(struct resp_framer *fr, unsigned long long end)
 {
+    struct fr_end *e;
+
     if (fr->head == fr->nends) {
         fr->head = 0;
         fr->nends = 0;
     }
     if (fr->nends == fr->cap) {
         size_t cap = fr->cap ? fr->cap * 2 : 16;
-        unsigned long long *p = realloc(fr->ends, cap * sizeof(*p));
+        struct fr_end *p = realloc(fr->ends, cap * sizeof(*p));
         if (p == NULL) {
             return RESP_ENOMEM;
         }
         fr->ends = p;
         fr->cap = cap;
     }
-    fr->ends[fr->nends++] = end;
+    e = &fr->ends[fr->nends++];
+    e->end = end;
+    e->type = fr->top;
     return RESP_OK;
 }
 
@@ -135,15 +159,18 @@ static int fr_length_done(struct resp_framer *fr, unsigned long long end)
         return fr_value_done(fr, end);
     }
     if (t == '$' || t == '!' || t == '=') {
+        if (n > FR_MAX_BLOB) {
+            return RESP_EPROTO;
+        }
         fr->skip = n + 2;
         fr->state = FR_BLOB;
         return RESP_OK;
     }
+    if (n > FR_MAX_ELEMENTS) {
+        return RESP_EPROTO;
+    }
     if (t == '%' || t == '|') {
-        if (n > ~0ULL / 2) {
-            return RESP_EPROTO;
-        }
-        n *= 2;
+        n *= 2; /* pairs: keys and values */
     }
     if (n == 0) {
         return t == '|' ? RESP_OK : fr_value_done(fr, end);
@@ -162,6 +189,9 @@ static int fr_scan(struct resp_framer *fr, const char *p, size_t n)
         switch (fr->state) {
         case FR_TYPE:
             fr->type = ch;
+            if (fr->depth == 0 && ch != '|') {
+                fr->top = ch; /* the value an attribute describes */
+            }
             i++;
             if (strchr("+-:_,#(", ch) != NULL && ch != '\0') {
                 fr->state = FR_LINE;
@@ -190,6 +220,7 @@ static int fr_scan(struct resp_framer *fr, const char *p, size_t n)
             if (ch == '-' && fr->ndigits == 0 && !fr->neg) {
                 fr->neg = 1;
             } else if (ch >= '0' && ch <= '9' && fr->ndigits < FR_MAX_DIGITS) {
+                /* 19 digits always fit in 64 bits: no wrap-around. */
                 fr->num = fr->num * 10 + (unsigned long long)(ch - '0');
                 fr->ndigits++;
             } else if (ch == '\r' && fr->ndigits > 0) {
@@ -235,16 +266,24 @@ int resp_framer_feed(struct resp_framer *fr, const char *p, size_t n)
     return RESP_OK;
 }
 
-int resp_framer_next(struct resp_framer *fr, size_t *len)
+int resp_framer_next_typed(struct resp_framer *fr, size_t *len, char *type)
 {
     if (fr->head < fr->nends) {
-        unsigned long long end = fr->ends[fr->head++];
-        *len = (size_t)(end - fr->last);
-        fr->last = end;
+        const struct fr_end *e = &fr->ends[fr->head++];
+        *len = (size_t)(e->end - fr->last);
+        if (type != NULL) {
+            *type = e->type;
+        }
+        fr->last = e->end;
         return RESP_OK;
     }
     if (fr->failed != 0) {
         return fr->failed;
     }
     return RESP_AGAIN;
+}
+
+int resp_framer_next(struct resp_framer *fr, size_t *len)
+{
+    return resp_framer_next_typed(fr, len, NULL);
 }

@@ -14,6 +14,9 @@
  *
  * Back-pressure: at conf.max_pipeline pending requests the client stops
  * reading (the reader keeps what it already has) and resumes below half.
+ * A protocol switch (HELLO 3, RESET) pauses the same way until every reply
+ * owed before it is out: later commands go over the other protocol's
+ * connections and must not overtake earlier ones.
  * A client whose unwritten output passes client_max_output_bytes is closed. */
 #include "proxy/client.h"
 
@@ -22,6 +25,7 @@
 
 #include "conf/conf.h"
 #include "parser/resp.h"
+#include "parser/resp_enc.h"
 #include "proxy/log.h"
 #include "proxy/merge.h"
 #include "proxy/req.h"
@@ -159,7 +163,10 @@ static void client_process(struct client *c)
     int rc;
 
     while (!c->closing && !c->quitting && !c->input_done) {
-        if (c->nreqs >= server.conf->max_pipeline) {
+        if (c->proto_wait && c->nreqs == 0) {
+            c->proto_wait = 0;
+        }
+        if (c->nreqs >= server.conf->max_pipeline || c->proto_wait) {
             if (!c->paused) {
                 c->paused = 1;
                 uv_read_stop((uv_stream_t *)&c->tcp);
@@ -247,7 +254,8 @@ void client_flush(struct client *c)
         }
         return;
     }
-    if (c->paused && c->nreqs <= server.conf->max_pipeline / 2) {
+    if (c->paused && c->nreqs <= server.conf->max_pipeline / 2 &&
+        (!c->proto_wait || c->nreqs == 0)) {
         c->paused = 0;
         client_process(c);
         if (!c->paused && !c->closing && !c->quitting && !c->input_done) {
@@ -257,8 +265,9 @@ void client_flush(struct client *c)
     }
 }
 
-/* Subscription confirmations in RESP2 are
- * *3 $<kind> <channel or nil> :<count>; the count is the client's total. */
+/* Subscription confirmations are *3 $<kind> <channel or nil> :<count> in
+ * RESP2 and the same as a push (>3) in RESP3; the count is the client's
+ * total. */
 void client_note_priv_frame(struct client *c, const char *p, size_t n)
 {
     static const char *const kinds[] = {
@@ -269,7 +278,8 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n)
     long long count = 0;
     const char *kind;
 
-    if (n < 16 || memcmp(p, "*3\r\n$", 5) != 0) {
+    if (n < 16 ||
+        (memcmp(p, "*3\r\n$", 5) != 0 && memcmp(p, ">3\r\n$", 5) != 0)) {
         return;
     }
     while (i < n && p[i] >= '0' && p[i] <= '9' && klen < 100) {
@@ -308,6 +318,23 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n)
     } else {
         c->subs = (unsigned)count;
     }
+    c->push_wait = 0;
+}
+
+void client_set_proto(struct client *c, int proto)
+{
+    if (c->proto == proto) {
+        return;
+    }
+    c->proto = proto;
+    if (c->priv != NULL) {
+        upstream_switch_proto(c->priv, proto);
+    }
+    /* The request that switched is in c->reqs: anything else there was
+     * sent, or will be, over the old protocol's connections. */
+    if (c->nreqs > 1) {
+        c->proto_wait = 1;
+    }
 }
 
 void client_priv_gone(struct client *c, int failed)
@@ -326,6 +353,7 @@ void client_priv_gone(struct client *c, int failed)
     c->ssubs = 0;
     c->db = 0;
     c->sticky = 0;
+    c->push_wait = 0;
     if (failed && had_state && !c->closing) {
         /* Its Redis-side state (subscriptions, db, transaction) is gone:
          * close after the replies already owed, as Redis would have. */
@@ -340,7 +368,8 @@ void client_priv_maybe_release(struct client *c)
     struct upstream *up = c->priv;
 
     if (up == NULL || !queue_empty(&up->inflight) || c->multi || c->watching ||
-        c->subs > 0 || c->ssubs > 0 || c->db != 0 || c->sticky) {
+        c->subs > 0 || c->ssubs > 0 || c->db != 0 || c->sticky ||
+        c->push_wait) {
         return;
     }
     c->priv = NULL;
@@ -361,6 +390,7 @@ void client_accept(uv_stream_t *listener)
     queue_init(&c->dirty_node);
     wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);
     c->authed = conf->requirepass == NULL;
+    c->proto = RESP_PROTO2;
     lim.max_bulk = conf->max_bulk_bytes;
     lim.max_elements = conf->max_elements;
     lim.max_inline = conf->max_inline_bytes;

@@ -1,5 +1,6 @@
 /* One client connection: read -> parse -> dispatch, and replies back in
- * request order. */
+ * request order, in the protocol the client chose with HELLO (RESP2 until
+ * it says HELLO 3). */
 #ifndef PX_PROXY_CLIENT_H
 #define PX_PROXY_CLIENT_H
 
@@ -26,6 +27,7 @@ struct client {
     struct upstream *priv;       /* owned: private upstream, or NULL */
     char *name;                  /* owned: CLIENT SETNAME, or NULL */
     long db;                     /* selected database */
+    int proto;                   /* RESP_PROTO2 or RESP_PROTO3 (HELLO) */
     unsigned subs;               /* channels + patterns subscribed */
     unsigned ssubs;              /* shard channels subscribed */
     unsigned authed : 1;         /* passed AUTH (or none required) */
@@ -37,9 +39,15 @@ struct client {
     unsigned multi : 1;          /* inside MULTI */
     unsigned multi_deferred : 1; /* cluster: MULTI answered, not yet sent:
                                     the first command picks the node */
-    unsigned tx_failed : 1; /* a deferred transaction had a refused command */
-    unsigned watching : 1;  /* WATCH active */
-    unsigned sticky : 1;    /* private upstream kept for good */
+    unsigned tx_failed : 1;  /* a deferred transaction had a refused command */
+    unsigned watching : 1;   /* WATCH active */
+    unsigned sticky : 1;     /* private upstream kept for good */
+    unsigned proto_wait : 1; /* the protocol changed while replies were
+                                owed: parse nothing more until they are
+                                out (the next commands use other
+                                connections) */
+    unsigned push_wait : 1;  /* RESP3: a pub/sub command was sent whose
+                                confirmation push has not arrived yet */
 };
 
 /* Accepts a connection from the listener. */
@@ -65,6 +73,12 @@ void client_flush(struct client *c);
 /* Looks at a reply frame from the private upstream and tracks the
  * subscription counts carried by (un)subscribe confirmations. */
 void client_note_priv_frame(struct client *c, const char *p, size_t n);
+
+/* Switches the protocol of `c` (HELLO, RESET). Its private upstream, if
+ * any, follows; commands parsed after this one wait until the replies owed
+ * before it are out, so no command overtakes an earlier one on another
+ * connection. */
+void client_set_proto(struct client *c, int proto);
 
 /* The private upstream of `c` failed or was released. */
 void client_priv_gone(struct client *c, int failed);

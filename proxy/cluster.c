@@ -1,7 +1,9 @@
 /* Topology: nodes, the slot map, redirections and refresh.
  *
  *   cluster.nodes: [node A] [node B] [node C] ...   each with npool shared
- *                     ^        ^                    upstreams
+ *                     ^        ^                    upstreams (and npool
+ *                     |        |                    RESP3 ones, opened for
+ *                     |        |                    the first RESP3 client)
  *   cluster.slot[0..16383] --+--------+  (borrowed: the master of a slot)
  *
  *   refresh:  req "CLUSTER SLOTS" --(a READY node's upstream)--> reply
@@ -26,6 +28,7 @@
 #include "conf/conf.h"
 #include "parser/keyspec.h"
 #include "parser/resp.h"
+#include "parser/resp_enc.h"
 #include "parser/resp_value.h"
 #include "proxy/client.h"
 #include "proxy/log.h"
@@ -120,7 +123,7 @@ static struct node *cluster_node_get(const char *host, size_t hlen, int port)
     n->npool = server.conf->upstream_pool;
     n->pool = px_calloc(n->npool, sizeof(*n->pool));
     for (i = 0; i < n->npool; i++) {
-        n->pool[i] = upstream_new(&n->sa, n->name, n);
+        n->pool[i] = upstream_new(&n->sa, n->name, n, RESP_PROTO2);
     }
     queue_insert_tail(&cl->nodes, &n->link);
     cl->nnodes++;
@@ -143,16 +146,40 @@ static void cluster_node_drop(struct node *n, const char *why)
     for (i = 0; i < n->npool; i++) {
         n->pool[i]->node = NULL;
         upstream_destroy(n->pool[i], why);
+        if (n->pool3 != NULL) {
+            n->pool3[i]->node = NULL;
+            upstream_destroy(n->pool3[i], why);
+        }
     }
     queue_remove(&n->link);
     cl->nnodes--;
     px_free(n->pool);
+    px_free(n->pool3);
     px_free(n);
 }
 
 struct upstream *cluster_upstream(const struct node *node, uint64_t cid)
 {
     return node->pool[cid % node->npool];
+}
+
+struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
+                                        int proto)
+{
+    unsigned i;
+
+    if (proto != RESP_PROTO3) {
+        return cluster_upstream(node, cid);
+    }
+    if (node->pool3 == NULL) {
+        log_info("node %s: opening RESP3 connections", node->name);
+        node->pool3 = px_calloc(node->npool, sizeof(*node->pool3));
+        for (i = 0; i < node->npool; i++) {
+            node->pool3[i] =
+                upstream_new(&node->sa, node->name, node, RESP_PROTO3);
+        }
+    }
+    return node->pool3[cid % node->npool];
 }
 
 struct node *cluster_node_for_slot(unsigned slot)
@@ -479,6 +506,10 @@ void cluster_cron(uint64_t now_ms)
         for (i = 0; i < n->npool; i++) {
             upstream_check_timeout(n->pool[i], now_ms,
                                    server.conf->command_timeout_ms);
+            if (n->pool3 != NULL) {
+                upstream_check_timeout(n->pool3[i], now_ms,
+                                       server.conf->command_timeout_ms);
+            }
         }
     }
 }
@@ -578,9 +609,9 @@ int cluster_redirect(struct req *req, const char *frame, size_t len)
         }
         a = req_new(NULL, cmd);
         a->swallow = 1;
-        upstream_send(cluster_upstream(n, req->cid), a);
+        upstream_send(cluster_upstream_proto(n, req->cid, req->proto), a);
     }
-    upstream_send(cluster_upstream(n, req->cid), req);
+    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
     return 1;
 }
 

@@ -27,8 +27,11 @@ struct node {
     char host[256];             /* as the topology names it */
     int port;                   /* TCP port */
     struct sockaddr_storage sa; /* resolved address */
-    struct upstream **pool;     /* owned array of shared upstreams */
-    unsigned npool;             /* length of pool */
+    struct upstream **pool;     /* owned array of shared upstreams (RESP2) */
+    struct upstream **pool3;    /* owned array of npool shared RESP3
+                                   upstreams, NULL until a RESP3 client
+                                   needs this node */
+    unsigned npool;             /* length of pool (and of pool3) */
     struct queue link;          /* link in cluster.nodes */
     unsigned gen;               /* last slot map that listed it */
     unsigned seed : 1;          /* from the configuration: never dropped */
@@ -76,10 +79,16 @@ struct node *cluster_node_for_slot(unsigned slot);
 /* A node for keyless commands: single mode's node, or a master. */
 struct node *cluster_any_node(void);
 
-/* The shared connection of `node` that the client with id `cid` uses.
- * Each client sticks to one connection per node, so its commands stay in
- * order. */
+/* The shared RESP2 connection of `node` that the client with id `cid`
+ * uses. Each client sticks to one connection per node, so its commands stay
+ * in order. The proxy's own requests (limiter scripts) use these too. */
 struct upstream *cluster_upstream(const struct node *node, uint64_t cid);
+
+/* The same in protocol `proto` (RESP_PROTO2 or RESP_PROTO3). The RESP3
+ * pool of a node is opened here, the first time a RESP3 client needs it, so
+ * RESP2-only deployments never open one. */
+struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
+                                        int proto);
 
 /* The masters of the current map, each once, sorted by name (a stable
  * order: SCAN cursors name a master by its index). Writes at most `max`

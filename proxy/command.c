@@ -1,5 +1,9 @@
 /* The command table and the handlers of proxy-local commands.
  *
+ * Replies built here are spelled in the protocol of the request (req->proto,
+ * the client's at the time): a null is `$-1` for RESP2 clients and `_` for
+ * RESP3 ones, HELLO's reply an array or a map.
+ *
  * The table is sorted by name and searched with bsearch. It is small on
  * purpose: a command that is not here is forwarded byte for byte, so newer
  * Redis and module commands work without a table edit. Fixed replies are
@@ -7,6 +11,7 @@
 #include "proxy/command.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +23,7 @@
 #include "proxy/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
+#include "proxy/upstream.h"
 #include "proxy/util.h"
 
 /* Longest command name we look up; longer names are never in the table. */
@@ -26,7 +32,6 @@
 static const char reply_ok[] = "+OK\r\n";
 static const char reply_pong[] = "+PONG\r\n";
 static const char reply_reset[] = "+RESET\r\n";
-static const char reply_nil[] = "$-1\r\n";
 
 /* ---------------- Helpers ---------------- */
 
@@ -53,6 +58,39 @@ static int cmd_arg_ll(const struct req *req, int i, long long *out)
     }
     *out = strtoll(tmp, &end, 10);
     return *end == '\0' ? 0 : -1;
+}
+
+/* Parses argument i as Redis's string2ll does (what HELLO's protover goes
+ * through): an optional '-', no '+', no leading zeros, no blanks. 0 or -1. */
+static int cmd_arg_strict_ll(const struct req *req, int i, long long *out)
+{
+    size_t len;
+    const char *p = cmd_arg(req, i, &len);
+    unsigned long long v = 0, max = (unsigned long long)LLONG_MAX;
+    size_t k = 0;
+    int neg = 0;
+
+    if (len == 1 && p[0] == '0') {
+        *out = 0;
+        return 0;
+    }
+    if (len > 0 && p[0] == '-') {
+        neg = 1;
+        k = 1;
+        max++; /* LLONG_MIN */
+    }
+    if (k == len || p[k] < '1' || p[k] > '9') {
+        return -1;
+    }
+    for (; k < len; k++) {
+        unsigned d = (unsigned)(p[k] - '0');
+        if (p[k] < '0' || p[k] > '9' || v > (max - d) / 10) {
+            return -1;
+        }
+        v = v * 10 + d;
+    }
+    *out = neg ? (long long)(0 - v) : (long long)v;
+    return 0;
 }
 
 static void reply_static(struct req *req, const char *wire, size_t n)
@@ -171,85 +209,7 @@ static void cmd_auth(struct req *req)
     reply_static(req, reply_ok, sizeof(reply_ok) - 1);
 }
 
-static void cmd_hello_reply(struct req *req)
-{
-    struct buf *b = &req->reply;
-    static const char version[] = PX_VERSION;
-
-    PX_CHECK_OOM(resp_enc_array_header(b, 14));
-    PX_CHECK_OOM(resp_enc_bulk(b, "server", 6));
-    PX_CHECK_OOM(resp_enc_bulk(b, "cellgate", 8));
-    PX_CHECK_OOM(resp_enc_bulk(b, "version", 7));
-    PX_CHECK_OOM(resp_enc_bulk(b, version, sizeof(version) - 1));
-    PX_CHECK_OOM(resp_enc_bulk(b, "proto", 5));
-    PX_CHECK_OOM(resp_enc_int(b, 2));
-    PX_CHECK_OOM(resp_enc_bulk(b, "id", 2));
-    PX_CHECK_OOM(resp_enc_int(b, (long long)req->client->id));
-    PX_CHECK_OOM(resp_enc_bulk(b, "mode", 4));
-    PX_CHECK_OOM(resp_enc_bulk(b, "standalone", 10));
-    PX_CHECK_OOM(resp_enc_bulk(b, "role", 4));
-    PX_CHECK_OOM(resp_enc_bulk(b, "master", 6));
-    PX_CHECK_OOM(resp_enc_bulk(b, "modules", 7));
-    PX_CHECK_OOM(resp_enc_array_header(b, 0));
-    req_reply_built(req);
-}
-
-static void cmd_hello(struct req *req)
-{
-    struct client *c = req->client;
-    int argc = req->cmd->argc, i;
-    long long ver;
-    const char *user = NULL, *pass = NULL, *name = NULL;
-    size_t ulen = 0, plen = 0, nlen = 0;
-
-    if (argc >= 2) {
-        if (cmd_arg_ll(req, 1, &ver) != 0) {
-            req_reply_error(req, "Protocol version is not an integer or out "
-                                 "of range");
-            return;
-        }
-        /* RESP3 needs its own upstream pool and framer: not in this build. */
-        if (ver != 2) {
-            req_reply_error(req, "NOPROTO unsupported protocol version");
-            return;
-        }
-    }
-    for (i = 2; i < argc; i++) {
-        if (resp_cmd_arg_is(req->cmd, i, "auth") && i + 2 < argc) {
-            user = cmd_arg(req, i + 1, &ulen);
-            pass = cmd_arg(req, i + 2, &plen);
-            i += 2;
-        } else if (resp_cmd_arg_is(req->cmd, i, "setname") && i + 1 < argc) {
-            name = cmd_arg(req, i + 1, &nlen);
-            i += 1;
-        } else {
-            size_t alen;
-            const char *a = cmd_arg(req, i, &alen);
-            req_reply_error(req, "Syntax error in HELLO option '%.*s'",
-                            (int)(alen > 128 ? 128 : alen), a);
-            return;
-        }
-    }
-    if (user != NULL && !cmd_check_auth(c, user, ulen, pass, plen)) {
-        req_reply_error(req, "WRONGPASS invalid username-password pair or "
-                             "user is disabled.");
-        return;
-    }
-    if (!c->authed) {
-        req_reply_error(req, "NOAUTH HELLO must be called with the client "
-                             "already authenticated, otherwise the HELLO "
-                             "<proto> AUTH <user> <pass> option can be used "
-                             "to authenticate the client and select the RESP "
-                             "protocol version at the same time");
-        return;
-    }
-    if (name != NULL) {
-        px_free(c->name);
-        c->name = nlen > 0 ? px_strndup(name, nlen) : NULL;
-    }
-    cmd_hello_reply(req);
-}
-
+/* Client names: printable ASCII without blanks (Redis's rule). */
 static int cmd_name_ok(const char *p, size_t len)
 {
     size_t k;
@@ -262,6 +222,124 @@ static int cmd_name_ok(const char *p, size_t len)
     return 1;
 }
 
+/* Sets the client's name from argument i (empty: no name). Returns 1, or 0
+ * after replying with Redis's error. */
+static int cmd_set_name(struct req *req, int i)
+{
+    struct client *c = req->client;
+    size_t len;
+    const char *p = cmd_arg(req, i, &len);
+
+    if (!cmd_name_ok(p, len)) {
+        req_reply_error(req, "Client names cannot contain spaces, "
+                             "newlines or special characters.");
+        return 0;
+    }
+    px_free(c->name);
+    c->name = len > 0 ? px_strndup(p, len) : NULL;
+    return 1;
+}
+
+/* HELLO's reply, shaped as Redis's: a map of seven fields in the client's
+ * (new) protocol, an array of 14 in RESP2. */
+static void cmd_hello_reply(struct req *req)
+{
+    struct buf *b = &req->reply;
+    static const char version[] = PX_VERSION;
+    int proto = req->client->proto;
+
+    req->proto = proto;
+    PX_CHECK_OOM(resp_enc_map_header(b, 7, proto));
+    PX_CHECK_OOM(resp_enc_bulk(b, "server", 6));
+    PX_CHECK_OOM(resp_enc_bulk(b, "cellgate", 8));
+    PX_CHECK_OOM(resp_enc_bulk(b, "version", 7));
+    PX_CHECK_OOM(resp_enc_bulk(b, version, sizeof(version) - 1));
+    PX_CHECK_OOM(resp_enc_bulk(b, "proto", 5));
+    PX_CHECK_OOM(resp_enc_int(b, proto));
+    PX_CHECK_OOM(resp_enc_bulk(b, "id", 2));
+    PX_CHECK_OOM(resp_enc_int(b, (long long)req->client->id));
+    PX_CHECK_OOM(resp_enc_bulk(b, "mode", 4));
+    PX_CHECK_OOM(resp_enc_bulk(b, "standalone", 10));
+    PX_CHECK_OOM(resp_enc_bulk(b, "role", 4));
+    PX_CHECK_OOM(resp_enc_bulk(b, "master", 6));
+    PX_CHECK_OOM(resp_enc_bulk(b, "modules", 7));
+    PX_CHECK_OOM(resp_enc_array_header(b, 0));
+    req_reply_built(req);
+}
+
+/* HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0 runs it:
+ * the options take effect one after the other (a bad one stops there), then
+ * the client must be authenticated, then the protocol switches. HELLO with
+ * no protover answers in the current protocol. */
+static void cmd_hello(struct req *req)
+{
+    struct client *c = req->client;
+    int argc = req->cmd->argc, i;
+    long long ver = 0;
+
+    if (c->proto == RESP_PROTO2 && (c->subs > 0 || c->ssubs > 0)) {
+        /* Redis refuses it before running it (processCommand). */
+        req_reply_error(req, "Can't execute 'hello': only (P|S)SUBSCRIBE / "
+                             "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
+                             "allowed in this context");
+        return;
+    }
+    if (argc >= 2) {
+        if (cmd_arg_strict_ll(req, 1, &ver) != 0) {
+            req_reply_error(req, "Protocol version is not an integer or out "
+                                 "of range");
+            return;
+        }
+        if (ver < RESP_PROTO2 || ver > RESP_PROTO3) {
+            req_reply_error(req, "NOPROTO unsupported protocol version");
+            return;
+        }
+    }
+    for (i = 2; i < argc; i++) {
+        if (resp_cmd_arg_is(req->cmd, i, "auth") && i + 2 < argc) {
+            size_t ulen, plen;
+            const char *user = cmd_arg(req, i + 1, &ulen);
+            const char *pass = cmd_arg(req, i + 2, &plen);
+            if (!cmd_check_auth(c, user, ulen, pass, plen)) {
+                req_reply_error(req, "WRONGPASS invalid username-password "
+                                     "pair or user is disabled.");
+                return;
+            }
+            i += 2;
+        } else if (resp_cmd_arg_is(req->cmd, i, "setname") && i + 1 < argc) {
+            if (!cmd_set_name(req, i + 1)) {
+                return;
+            }
+            i += 1;
+        } else {
+            size_t alen;
+            const char *a = cmd_arg(req, i, &alen);
+            req_reply_error(req, "Syntax error in HELLO option '%.*s'",
+                            (int)(alen > 128 ? 128 : alen), a);
+            return;
+        }
+    }
+    if (!c->authed) {
+        req_reply_error(req, "NOAUTH HELLO must be called with the client "
+                             "already authenticated, otherwise the HELLO "
+                             "AUTH <user> <pass> option can be used to "
+                             "authenticate the client and select the RESP "
+                             "protocol version at the same time");
+        return;
+    }
+    if (ver != 0 && ver != c->proto && (c->multi || c->multi_deferred)) {
+        /* The transaction's connection would queue the switch until EXEC;
+         * cellgate does not follow a protocol change there. */
+        req_reply_error(req, "cellgate cannot change the protocol inside "
+                             "MULTI");
+        return;
+    }
+    if (ver != 0) {
+        client_set_proto(c, (int)ver);
+    }
+    cmd_hello_reply(req);
+}
+
 /* CLIENT: SETNAME/GETNAME are the proxy's; subcommands that describe or
  * change the connection itself need a private upstream; the rest is
  * forwarded. */
@@ -272,8 +350,7 @@ static void cmd_client(struct req *req)
         "no-touch", "reply",    "setinfo", "tracking", "trackinginfo",
     };
     struct client *c = req->client;
-    size_t len, k;
-    const char *p;
+    size_t k;
 
     if (resp_cmd_arg_is(req->cmd, 1, "setname")) {
         if (req->cmd->argc != 3) {
@@ -281,23 +358,17 @@ static void cmd_client(struct req *req)
                                  "'client|setname' command");
             return;
         }
-        p = cmd_arg(req, 2, &len);
-        if (!cmd_name_ok(p, len)) {
-            req_reply_error(req, "Client names cannot contain spaces, "
-                                 "newlines or special characters.");
-            return;
+        if (cmd_set_name(req, 2)) {
+            reply_static(req, reply_ok, sizeof(reply_ok) - 1);
         }
-        px_free(c->name);
-        c->name = len > 0 ? px_strndup(p, len) : NULL;
-        reply_static(req, reply_ok, sizeof(reply_ok) - 1);
         return;
     }
     if (resp_cmd_arg_is(req->cmd, 1, "getname")) {
         if (c->name == NULL) {
-            reply_static(req, reply_nil, sizeof(reply_nil) - 1);
-            return;
+            PX_CHECK_OOM(resp_enc_null(&req->reply, req->proto));
+        } else {
+            PX_CHECK_OOM(resp_enc_bulk(&req->reply, c->name, strlen(c->name)));
         }
-        PX_CHECK_OOM(resp_enc_bulk(&req->reply, c->name, strlen(c->name)));
         req_reply_built(req);
         return;
     }
@@ -346,6 +417,13 @@ static void cmd_reset(struct req *req)
     c->ssubs = 0;
     c->db = 0;
     c->sticky = 0;
+    c->push_wait = 0;
+    /* RESET also brings the connection back to RESP2 (Redis); on the
+     * private connection Redis does the same itself. */
+    if (c->priv != NULL) {
+        c->priv->proto = RESP_PROTO2;
+    }
+    client_set_proto(c, RESP_PROTO2);
     if (c->priv != NULL) {
         router_send_private(req);
         return;

@@ -46,9 +46,6 @@
 #define LIMITER_KEY_MAX                                                        \
     (LIMITS_MAX_PREFIX_BYTES + 2 * LIMITS_MAX_PATH_BYTES + 64)
 
-/* Most limits one path can reach: every level, each with every limit. */
-#define LIMITER_MAX_LIMITS (LIMITS_MAX_DEPTH * LIMITS_MAX_LIMITS)
-
 /* Most CL.THROTTLE calls sent in one script call: enough to take the
  * per-call cost of EVALSHA off Redis under load, small enough that one
  * call never holds a node for long. */
@@ -404,6 +401,30 @@ void limiter_throttle(struct req *req)
 
 /* ---------------- The limits tree: CHECK, PEEK, RESET ---------------- */
 
+/* Room for a refund token of limiter.lua (a window start, log entries). */
+#define LIMITER_UNDO_MAX 64
+
+/* Calls of one check when run-time overrides keep changing under it. */
+#define LIMITER_MAX_TRIES 3
+
+/* Decimal room for one script argument. */
+#define LIMITER_ARG_MAX 24
+
+/* Cached run-time overrides past this many are forgotten at once: the
+ * scripts verify every assumption, so the cache only saves retries. */
+#define LIMITER_OVERRIDE_CACHE_MAX 100000
+
+/* One limit of a tree call. */
+struct limiter_lim {
+    enum limits_algo algo;       /* which model */
+    struct limits_limit lim;     /* parameters, overrides applied */
+    struct gcra_params p;        /* gcra: the parameters with the cost */
+    char *key;                   /* owned: the limit's key */
+    size_t klen;                 /* bytes of key */
+    unsigned group;              /* tag group: one script call */
+    char undo[LIMITER_UNDO_MAX]; /* what a refund takes back, NUL-ended */
+};
+
 /* One LIMITER CHECK/PEEK/RESET on its way through the nodes of its groups
  * (one group per hash tag: one slot, one script call). Owned by the
  * client's request through the parts working for it; freed by the last. */
@@ -414,18 +435,19 @@ struct limiter_multi {
         LIMITER_PEEK,
         LIMITER_RESET,
     } op;                     /* what the call does */
+    unsigned tries;           /* whole calls so far, 1.. */
     unsigned n;               /* limits */
     unsigned ngroups;         /* script calls */
     unsigned pending;         /* calls still owed */
-    struct gcra_params *p;    /* owned: n parameter sets */
-    char **keys;              /* owned: n keys */
-    size_t *klen;             /* owned: n key lengths */
-    unsigned *group;          /* owned: n group numbers */
-    struct gcra_result *res;  /* owned: n decisions */
-    struct gcra_result *peek; /* owned: n states without this request */
+    struct limits_levels *lv; /* owned: the path's levels */
+    struct limiter_lim *lim;  /* owned: n limits */
+    struct rl_decision *res;  /* owned: n decisions */
+    struct rl_decision *peek; /* owned: n states without this request */
     unsigned char *admitted;  /* owned: ngroups "check went through" */
     unsigned char *noscript;  /* owned: ngroups "retried with EVAL" */
+    unsigned char stale;      /* a group saw overrides we did not assume */
     long long deleted;        /* RESET: keys removed */
+    int64_t cost;             /* COST n (0 for PEEK) */
     int64_t wait_ns;          /* CHECK ... WAIT: the longest delay accepted */
     struct buf err;           /* owned: the first error reply */
 };
@@ -435,12 +457,10 @@ static void limiter_multi_free(struct limiter_multi *m)
     unsigned i;
 
     for (i = 0; i < m->n; i++) {
-        px_free(m->keys[i]);
+        px_free(m->lim[i].key);
     }
-    px_free(m->p);
-    px_free(m->keys);
-    px_free(m->klen);
-    px_free(m->group);
+    px_free(m->lv);
+    px_free(m->lim);
     px_free(m->res);
     px_free(m->peek);
     px_free(m->admitted);
@@ -449,7 +469,33 @@ static void limiter_multi_free(struct limiter_multi *m)
     px_free(m);
 }
 
-static void limiter_aggregate(const struct gcra_result *res, unsigned n,
+/* The reply of a check no limit applies to (an exempt identity, or every
+ * level lifted by an override): admitted, limit 0, which redis-cell never
+ * reports. */
+static const int64_t limiter_unlimited[5] = { 0, 0, 0, -1, 0 };
+
+/* Keys of group g. */
+static unsigned limiter_group_keys(const struct limiter_multi *m, unsigned g)
+{
+    unsigned i, nk = 0;
+
+    for (i = 0; i < m->n; i++) {
+        nk += m->lim[i].group == g;
+    }
+    return nk;
+}
+
+/* Keeps the first error of a call, as a RESP error line. */
+static void limiter_multi_error(struct limiter_multi *m, const char *text)
+{
+    if (m->err.len == 0) {
+        PX_CHECK_OOM(buf_append(&m->err, "-", 1));
+        PX_CHECK_OOM(buf_append_str(&m->err, text));
+        PX_CHECK_OOM(buf_append(&m->err, "\r\n", 2));
+    }
+}
+
+static void limiter_aggregate(const struct rl_decision *res, unsigned n,
                               struct rl_decision *out);
 
 /* The parameters that decide writes: with WAIT, a request due within the
@@ -527,14 +573,14 @@ void limiter_stop_waits(void)
 
 /* With WAIT: when every refusing limit is due within the wait, the
  * request was reserved; returns the delay (>= 0), else -1. */
-static int64_t limiter_wait_delay(const struct gcra_result *res, unsigned n,
+static int64_t limiter_wait_delay(const struct rl_decision *res, unsigned n,
                                   int64_t wait_ns)
 {
     int64_t delay = 0;
     unsigned i;
 
     for (i = 0; i < n; i++) {
-        const struct rl_decision *d = &res[i].d;
+        const struct rl_decision *d = &res[i];
         if (!d->limited) {
             continue;
         }
@@ -548,13 +594,14 @@ static int64_t limiter_wait_delay(const struct gcra_result *res, unsigned n,
     return delay;
 }
 
-/* Replies a tree check: at once, or when its reservation is due. A refused
- * check consumed nothing, so the levels that would have admitted report
- * their state without it (`peek`); a reserved one reports the state it
- * left: nothing remaining, reset after the reservation. */
-static void limiter_reply_check(struct req *root, struct gcra_result *res,
-                                const struct gcra_result *peek,
-                                const struct gcra_params *p, unsigned n,
+/* Replies a tree check: at once, or when its reservation is due (WAIT,
+ * gcra limits only). A refused check consumed nothing, so the limits that
+ * would have admitted report their state without it (`peek`); a reserved
+ * one reports the state it left: nothing remaining, reset after the
+ * reservation. */
+static void limiter_reply_check(struct req *root, struct rl_decision *res,
+                                const struct rl_decision *peek,
+                                const struct limiter_lim *lim, unsigned n,
                                 int64_t wait_ns)
 {
     struct rl_decision agg;
@@ -563,15 +610,15 @@ static void limiter_reply_check(struct req *root, struct gcra_result *res,
     int limited = 0;
 
     for (i = 0; i < n; i++) {
-        limited |= res[i].d.limited;
+        limited |= res[i].limited;
     }
     delay = limited && wait_ns > 0 ? limiter_wait_delay(res, n, wait_ns) : -1;
     if (delay >= 0) {
         limiter_aggregate(res, n, &agg);
         for (i = 0; i < n; i++) {
-            int64_t reset = res[i].d.reset_after_ns;
-            if (res[i].d.limited &&
-                !__builtin_add_overflow(reset, p[i].inc_ns, &reset) &&
+            int64_t reset = res[i].reset_after_ns;
+            if (res[i].limited &&
+                !__builtin_add_overflow(reset, lim[i].p.inc_ns, &reset) &&
                 reset > agg.reset_after_ns) {
                 agg.reset_after_ns = reset;
             }
@@ -585,7 +632,7 @@ static void limiter_reply_check(struct req *root, struct gcra_result *res,
     }
     if (limited) {
         for (i = 0; i < n; i++) {
-            if (!res[i].d.limited) {
+            if (!res[i].limited) {
                 res[i] = peek[i];
             }
         }
@@ -598,20 +645,20 @@ static void limiter_reply_check(struct req *root, struct gcra_result *res,
 /* The reply of a tree check: limited if any limit is; limit and remaining
  * from the most restrictive limit (the least remaining); retry_after the
  * largest among refusing limits; reset_after the largest of all. */
-static void limiter_aggregate(const struct gcra_result *res, unsigned n,
+static void limiter_aggregate(const struct rl_decision *res, unsigned n,
                               struct rl_decision *out)
 {
     unsigned i, best = 0;
     int never = 0;
 
-    *out = res[0].d;
+    *out = res[0];
     out->limited = 0;
     out->retry_after_ns = -RL_NS_PER_SEC;
     for (i = 0; i < n; i++) {
-        const struct rl_decision *d = &res[i].d;
-        if (d->remaining < res[best].d.remaining ||
-            (d->remaining == res[best].d.remaining &&
-             d->reset_after_ns > res[best].d.reset_after_ns)) {
+        const struct rl_decision *d = &res[i];
+        if (d->remaining < res[best].remaining ||
+            (d->remaining == res[best].remaining &&
+             d->reset_after_ns > res[best].reset_after_ns)) {
             best = i;
         }
         if (d->limited) {
@@ -629,16 +676,115 @@ static void limiter_aggregate(const struct gcra_result *res, unsigned n,
             out->reset_after_ns = d->reset_after_ns;
         }
     }
-    out->limit = res[best].d.limit;
-    out->remaining = res[best].d.remaining;
+    out->limit = res[best].limit;
+    out->remaining = res[best].remaining;
 }
+
+/* ---- Building the limits: the tree, its overrides, run-time overrides */
+
+/* The run-time override text of `path` this proxy knows of, or NULL: the
+ * embedded store's, or the cache of what the scripts reported. */
+static const char *limiter_override_known(const char *path, size_t len)
+{
+    if (!server.cluster.enabled && server.cluster.single == NULL) {
+        return store_local_override_get(&server.store, path, len);
+    }
+    return hmap_get(&server.limiter_overrides, path, len);
+}
+
+/* Records what a script found for `path` ("" or NULL: nothing). */
+static void limiter_override_learn(const char *path, size_t len,
+                                   const char *text, size_t tlen)
+{
+    if (text == NULL || tlen == 0) {
+        px_free(hmap_del(&server.limiter_overrides, path, len));
+        return;
+    }
+    if (hmap_get(&server.limiter_overrides, path, len) == NULL &&
+        server.limiter_overrides.count >= LIMITER_OVERRIDE_CACHE_MAX) {
+        hmap_free(&server.limiter_overrides, px_free);
+        hmap_init(&server.limiter_overrides);
+    }
+    px_free(
+        hmap_put(&server.limiter_overrides, path, len, px_strndup(text, tlen)));
+}
+
+/* Adds limit `l` (number k of its level) to m. NULL, or an error text. */
+static const char *limiter_add(struct limiter_multi *m,
+                               const struct limits_level *lev, size_t k,
+                               const struct limits_limit *l)
+{
+    struct limiter_lim *x = &m->lim[m->n];
+    char key[LIMITER_KEY_MAX];
+    const char *err = NULL;
+    int kl;
+
+    memset(x, 0, sizeof(*x));
+    x->algo = l->algo;
+    x->lim = *l;
+    if (l->algo == LIMITS_GCRA &&
+        gcra_params_init_ns(&x->p, l->u.gcra.max_burst, l->u.gcra.count,
+                            l->u.gcra.period_ms * RL_NS_PER_MS, m->cost,
+                            &err) != GCRA_OK) {
+        return err;
+    }
+    if (l->algo != LIMITS_GCRA && m->wait_ns > 0) {
+        return "the WAIT option needs gcra limits: the other algorithms "
+               "cannot reserve a later slot";
+    }
+    kl = limits_limit_key(lev, k, key, sizeof(key));
+    PX_ASSERT(kl > 0 && (size_t)kl < sizeof(key));
+    x->key = px_strndup(key, (size_t)kl);
+    x->klen = (size_t)kl;
+    x->group = lev->group;
+    m->n++;
+    return NULL;
+}
+
+/* Fills m->lim from the levels, with every override applied: a run-time
+ * one replaces the file's. NULL, or an error text. */
+static const char *limiter_build(struct limiter_multi *m)
+{
+    size_t l, k;
+
+    for (l = 0; l < m->lv->n; l++) {
+        const struct limits_level *lev = &m->lv->level[l];
+        const struct limits_limit *limits = lev->limits;
+        size_t nlimits = lev->unlimited ? 0 : lev->nlimits;
+        const char *text = limiter_override_known(lev->path, lev->path_len);
+        struct limits_runtime rt;
+        char why[256];
+
+        if (text != NULL) {
+            if (limits_runtime_parse_text(lev->base, lev->nbase, text,
+                                          strlen(text), &rt, why,
+                                          sizeof(why)) == LIMITS_OK) {
+                limits = rt.limits;
+                nlimits = rt.unlimited ? 0 : rt.nlimits;
+            } else {
+                log_warn("limits: override of %.*s ignored: %s",
+                         (int)lev->path_len, lev->path, why);
+            }
+        }
+        for (k = 0; k < nlimits; k++) {
+            const char *err = limiter_add(m, lev, k, &limits[k]);
+            if (err != NULL) {
+                return err;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* ---- Redis: one limiter.lua call per group */
 
 static void limiter_multi_send(struct limiter_multi *m, unsigned g,
                                const char *mode);
+static void limiter_tree_start(struct req *req, enum limiter_op op,
+                               unsigned tries);
 
-/* Every group answered: refund what was taken where another group refused,
- * then reply. Frees `m` unless refunds still owe it nothing (they carry no
- * context). */
+/* Every group answered: refund what was taken where another group refused
+ * (or where the overrides turned out stale), then reply or start over. */
 static void limiter_multi_done(struct limiter_multi *m)
 {
     struct req *root = m->root;
@@ -656,7 +802,7 @@ static void limiter_multi_done(struct limiter_multi *m)
         limiter_multi_free(m);
         return;
     }
-    if (m->err.len > 0 || m->n == 0) {
+    if (m->err.len > 0 || m->stale) {
         if (m->op == LIMITER_CHECK) {
             /* A group that failed may not have decided: give back what
              * the others took, so a failure never consumes. */
@@ -666,8 +812,25 @@ static void limiter_multi_done(struct limiter_multi *m)
                 }
             }
         }
+        if (m->err.len == 0 && m->tries < LIMITER_MAX_TRIES) {
+            enum limiter_op op = m->op;
+            unsigned tries = m->tries;
+            limiter_multi_free(m);
+            limiter_tree_start(root, op, tries + 1);
+            return;
+        }
+        if (m->err.len == 0) {
+            limiter_multi_error(m, "ERR limiter overrides kept changing "
+                                   "during the check, try again");
+        }
         req_reply(root, m->err.data, m->err.len);
         limiter_multi_free(m);
+        return;
+    }
+    if (m->n == 0) {
+        /* Every level is lifted by an override. */
+        limiter_multi_free(m);
+        limiter_reply_ints(root, limiter_unlimited);
         return;
     }
     limiter_aggregate(m->res, m->n, &agg);
@@ -680,7 +843,7 @@ static void limiter_multi_done(struct limiter_multi *m)
         }
     }
     if (m->op == LIMITER_CHECK) {
-        limiter_reply_check(root, m->res, m->peek, m->p, m->n, m->wait_ns);
+        limiter_reply_check(root, m->res, m->peek, m->lim, m->n, m->wait_ns);
         limiter_multi_free(m);
         return;
     }
@@ -689,13 +852,120 @@ static void limiter_multi_done(struct limiter_multi *m)
     limiter_reply_ints(root, v);
 }
 
+/* A reply element as an int64: an integer, or a decimal bulk string (the
+ * script sends durations past 2^53 us as text). 0, or -1. */
+static int limiter_elem_int(const struct resp_value *e, int64_t *out)
+{
+    if (e->type == ':') {
+        *out = e->integer;
+        return 0;
+    }
+    if (e->type == '$' && !e->null) {
+        return gcra_parse_int64(e->str, e->len, out) == GCRA_OK ? 0 : -1;
+    }
+    return -1;
+}
+
+/* Microseconds of the script as nanoseconds, saturating. */
+static int64_t limiter_us_to_ns(int64_t us)
+{
+    if (us > INT64_MAX / 1000) {
+        return INT64_MAX;
+    }
+    return us < INT64_MIN / 1000 ? INT64_MIN : us * 1000;
+}
+
+/* One limit's entry of a check/peek reply into m->res[i] and m->peek[i].
+ * 0, or -1 when malformed (m->err is set). */
+static int limiter_entry(struct limiter_multi *m, unsigned i,
+                         const struct resp_value *e,
+                         const struct gcra_script_reply *sr, int admitted)
+{
+    struct limiter_lim *x = &m->lim[i];
+    const char *err = NULL;
+    int64_t f[5];
+    unsigned j;
+
+    if (e->type != '*' || e->null) {
+        limiter_multi_error(m, GCRA_ERR_SCRIPT);
+        return -1;
+    }
+    if (x->algo == LIMITS_GCRA) {
+        struct gcra_script_reply r = *sr;
+        struct gcra_result res, pk;
+        struct gcra_params pp;
+        if (e->n != 1) {
+            limiter_multi_error(m, GCRA_ERR_SCRIPT);
+            return -1;
+        }
+        r.tat = e->elem[0].null ? NULL : e->elem[0].str;
+        r.tat_len = e->elem[0].null ? 0 : e->elem[0].len;
+        gcra_params_peek(&x->p, &pp);
+        if (gcra_decide_stored(&x->p, &r, &res, &err) != GCRA_OK ||
+            gcra_decide_stored(&pp, &r, &pk, &err) != GCRA_OK) {
+            limiter_multi_error(m, err);
+            return -1;
+        }
+        m->res[i] = res.d;
+        m->peek[i] = pk.d;
+        return 0;
+    }
+    if (e->n != 6 || e->elem[5].type != '$' || e->elem[5].null ||
+        e->elem[5].len >= LIMITER_UNDO_MAX) {
+        limiter_multi_error(m, GCRA_ERR_SCRIPT);
+        return -1;
+    }
+    for (j = 0; j < 5; j++) {
+        if (limiter_elem_int(&e->elem[j], &f[j]) != 0) {
+            limiter_multi_error(m, GCRA_ERR_SCRIPT);
+            return -1;
+        }
+    }
+    m->res[i].limited = f[0] != 0;
+    m->res[i].limit = f[1];
+    m->res[i].remaining = f[2];
+    m->res[i].retry_after_ns = limiter_us_to_ns(f[3]);
+    m->res[i].reset_after_ns = limiter_us_to_ns(f[4]);
+    memcpy(x->undo, e->elem[5].str, e->elem[5].len);
+    x->undo[e->elem[5].len] = '\0';
+    m->peek[i] = m->res[i];
+    if (admitted && m->cost > 0) {
+        /* Taken here, refunded if another slot refuses: the state without
+         * this request has its cost back. */
+        m->peek[i].remaining = m->res[i].remaining > m->res[i].limit - m->cost
+                                   ? m->res[i].limit
+                                   : m->res[i].remaining + m->cost;
+    }
+    return 0;
+}
+
+/* Group g's "override" reply: the values of its levels' paths, in the
+ * order they were sent. */
+static void limiter_group_overrides(struct limiter_multi *m, unsigned g,
+                                    const struct resp_value *v)
+{
+    size_t l, j = 1;
+
+    for (l = 0; l < m->lv->n && j < v->n; l++) {
+        const struct limits_level *lev = &m->lv->level[l];
+        const struct resp_value *e = &v->elem[j];
+        if (lev->group != g) {
+            continue;
+        }
+        j++;
+        limiter_override_learn(lev->path, lev->path_len,
+                               e->type == '$' && !e->null ? e->str : NULL,
+                               e->type == '$' && !e->null ? e->len : 0);
+    }
+    m->stale = 1;
+}
+
 /* One group's script reply: each of its limits' decision. */
 static void limiter_multi_group_reply(struct limiter_multi *m, unsigned g,
                                       const char *frame, size_t len)
 {
     struct gcra_script_reply sr;
     struct resp_value v;
-    const char *err = NULL;
     size_t used;
     unsigned i, k = 0;
 
@@ -716,12 +986,16 @@ static void limiter_multi_group_reply(struct limiter_multi *m, unsigned g,
         v.n = 0;
         v.elem = NULL;
     }
+    if (v.type == '*' && v.n >= 1 && v.elem[0].type == '$' &&
+        resp_value_is(&v.elem[0], "override")) {
+        limiter_group_overrides(m, g, &v);
+        resp_value_free(&v);
+        return;
+    }
     if (v.type != '*' || v.n < 3 || v.elem[0].type != ':' ||
         v.elem[1].type != ':' || v.elem[2].type != ':') {
         resp_value_free(&v);
-        if (m->err.len == 0) {
-            PX_CHECK_OOM(buf_append_str(&m->err, "-" GCRA_ERR_SCRIPT "\r\n"));
-        }
+        limiter_multi_error(m, GCRA_ERR_SCRIPT);
         return;
     }
     sr.limited = v.elem[0].integer;
@@ -729,24 +1003,15 @@ static void limiter_multi_group_reply(struct limiter_multi *m, unsigned g,
     sr.now_us = v.elem[2].integer;
     m->admitted[g] = m->op == LIMITER_CHECK && sr.limited == 0;
     for (i = 0; i < m->n; i++) {
-        const struct resp_value *t;
-        if (m->group[i] != g) {
+        if (m->lim[i].group != g) {
             continue;
         }
         if (3 + k >= v.n) {
+            limiter_multi_error(m, GCRA_ERR_SCRIPT);
             break;
         }
-        t = &v.elem[3 + k++];
-        sr.tat = t->null ? NULL : t->str;
-        sr.tat_len = t->null ? 0 : t->len;
-        struct gcra_params pp;
-        gcra_params_peek(&m->p[i], &pp);
-        if ((gcra_decide_stored(&m->p[i], &sr, &m->res[i], &err) != GCRA_OK ||
-             gcra_decide_stored(&pp, &sr, &m->peek[i], &err) != GCRA_OK) &&
-            m->err.len == 0) {
-            PX_CHECK_OOM(buf_append(&m->err, "-", 1));
-            PX_CHECK_OOM(buf_append_str(&m->err, err));
-            PX_CHECK_OOM(buf_append(&m->err, "\r\n", 2));
+        if (limiter_entry(m, i, &v.elem[3 + k++], &sr, m->admitted[g]) != 0) {
+            break;
         }
     }
     resp_value_free(&v);
@@ -780,72 +1045,148 @@ static void limiter_multi_on_reply(struct req *part, const char *frame,
     limiter_multi_done(m);
 }
 
-/* Sends group g's call: the gcra script over the group's keys in `mode`, or
- * DEL of them (RESET). A refund carries no context: its reply is dropped. */
+/* The four parameters of limit x as limiter.lua takes them: gcra's split
+ * INC and DVT, else the documented parameters in stored units ("" when
+ * unused; an infinite rate as "inf"). */
+static void limiter_lua_params(const struct limiter_multi *m,
+                               const struct limiter_lim *x,
+                               char out[4][LIMITER_ARG_MAX])
+{
+    int64_t v[LIMITS_MAX_PARAMS];
+    size_t nv, k;
+
+    memset(out, 0, 4 * LIMITER_ARG_MAX);
+    if (x->algo == LIMITS_GCRA) {
+        struct gcra_params wp;
+        struct gcra_script_args sa;
+        limiter_write_params(&x->p, m->wait_ns, &wp);
+        gcra_script_args(&wp, &sa);
+        for (k = 0; k < 4; k++) {
+            memcpy(out[k], sa.v[k], sa.len[k]);
+        }
+        return;
+    }
+    nv = limits_params(&x->lim, v);
+    for (k = 0; k < nv && k < 4; k++) {
+        if (v[k] == LIMITS_RATE_INF) {
+            memcpy(out[k], "inf", 4);
+        } else {
+            snprintf(out[k], LIMITER_ARG_MAX, "%lld", (long long)v[k]);
+        }
+    }
+}
+
+/* The override hash of a level's identity: "<prefix>{tag}#overrides". */
+static int limiter_override_key(const struct limits_level *lev, char *out,
+                                size_t outlen)
+{
+    return snprintf(out, outlen, "%s{%.*s}#overrides", server.conf->key_prefix,
+                    (int)lev->tag_len, lev->tag);
+}
+
+/* The first level of group g (every group has one). */
+static const struct limits_level *
+limiter_group_level(const struct limiter_multi *m, unsigned g)
+{
+    size_t l;
+
+    for (l = 0; l < m->lv->n; l++) {
+        if (m->lv->level[l].group == g) {
+            return &m->lv->level[l];
+        }
+    }
+    PX_ASSERT(0);
+    return NULL;
+}
+
+/* Sends group g's call: limiter.lua over the group's keys in `mode`, or
+ * DEL of them (RESET). A refund carries no context: its reply is dropped.
+ * Every call names the override hash of the group's tag last, which also
+ * routes a group whose levels an override lifted entirely. */
 static void limiter_multi_send(struct limiter_multi *m, unsigned g,
                                const char *mode)
 {
-    const struct scripts_lua *s = scripts_gcra();
+    const struct scripts_lua *s = scripts_limiter();
     int refund = strcmp(mode, "refund") == 0;
-    unsigned i, nk = 0, a = 0, cap = 4 + 5 * m->n;
+    unsigned i, nk = 0, a = 0, cap = 8 + 7 * m->n + 2 * m->lv->n;
     const char **argv = px_calloc(cap, sizeof(*argv));
     size_t *lens = px_calloc(cap, sizeof(*lens));
-    struct gcra_script_args *sa = px_calloc(m->n, sizeof(*sa));
-    char nkeys[16];
+    char(*args)[4][LIMITER_ARG_MAX] =
+        px_calloc(m->n > 0 ? m->n : 1, sizeof(*args));
+    char nkeys[16], cost[24], npaths[16], ovkey[LIMITER_KEY_MAX];
+    unsigned npath = 0;
     struct resp_cmd *cmd;
     struct req *part;
     struct node *n = NULL;
-    unsigned first = 0;
+    int ovlen;
+    size_t l;
 
-    for (i = 0; i < m->n; i++) {
-        if (m->group[i] == g) {
-            if (nk++ == 0) {
-                first = i;
-            }
-        }
-    }
+    ovlen =
+        limiter_override_key(limiter_group_level(m, g), ovkey, sizeof(ovkey));
+    PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
+    nk = limiter_group_keys(m, g);
     if (m->op == LIMITER_RESET) {
-        argv[a] = "DEL";
-        lens[a++] = 3;
+        argv[a++] = "DEL";
     } else {
-        argv[a] = m->noscript[g] ? "EVAL" : "EVALSHA";
-        lens[a] = strlen(argv[a]);
-        a++;
+        argv[a++] = m->noscript[g] ? "EVAL" : "EVALSHA";
         argv[a] = m->noscript[g] ? s->body : s->sha1;
         lens[a++] = m->noscript[g] ? s->len : SCRIPTS_SHA1_LEN;
-        snprintf(nkeys, sizeof(nkeys), "%u", nk);
-        argv[a] = nkeys;
-        lens[a] = strlen(nkeys);
-        a++;
+        snprintf(nkeys, sizeof(nkeys), "%u", nk + 1);
+        argv[a++] = nkeys;
     }
     for (i = 0; i < m->n; i++) {
-        if (m->group[i] == g) {
-            argv[a] = m->keys[i];
-            lens[a++] = m->klen[i];
+        if (m->lim[i].group == g) {
+            argv[a] = m->lim[i].key;
+            lens[a++] = m->lim[i].klen;
         }
     }
     if (m->op != LIMITER_RESET) {
+        argv[a] = ovkey;
+        lens[a++] = (size_t)ovlen;
+        argv[a++] = mode;
+        argv[a++] = "";
+        snprintf(cost, sizeof(cost), "%lld", (long long)m->cost);
+        argv[a++] = cost;
         for (i = 0; i < m->n; i++) {
             int k;
-            if (m->group[i] != g) {
+            if (m->lim[i].group != g) {
                 continue;
             }
-            struct gcra_params wp;
-            limiter_write_params(&m->p[i], m->wait_ns, &wp);
-            gcra_script_args(&wp, &sa[i]);
-            for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
-                argv[a] = sa[i].v[k];
-                lens[a++] = sa[i].len[k];
+            limiter_lua_params(m, &m->lim[i], args[i]);
+            argv[a++] = limits_algo_name(m->lim[i].algo);
+            for (k = 0; k < 4; k++) {
+                argv[a++] = args[i][k];
             }
+            argv[a++] = refund ? m->lim[i].undo : "";
         }
-        argv[a] = mode;
-        lens[a] = strlen(mode);
-        a++;
+        /* Refunds undo what was written; only checks verify overrides. */
+        for (l = 0; l < m->lv->n && !refund; l++) {
+            npath += m->lv->level[l].group == g;
+        }
+        snprintf(npaths, sizeof(npaths), "%u", npath);
+        argv[a++] = npaths;
+        for (l = 0; l < m->lv->n && !refund; l++) {
+            const struct limits_level *lev = &m->lv->level[l];
+            const char *known;
+            if (lev->group != g) {
+                continue;
+            }
+            known = limiter_override_known(lev->path, lev->path_len);
+            argv[a] = lev->path;
+            lens[a++] = lev->path_len;
+            argv[a++] = known != NULL ? known : "";
+        }
+    }
+    PX_ASSERT(a <= cap);
+    for (i = 0; i < a; i++) {
+        if (lens[i] == 0 && argv[i][0] != '\0') {
+            lens[i] = strlen(argv[i]);
+        }
     }
     cmd = resp_cmd_new((int)a, argv, lens);
     px_free(argv);
     px_free(lens);
-    px_free(sa);
+    px_free(args);
     if (cmd == NULL) {
         px_oom(0);
     }
@@ -854,7 +1195,7 @@ static void limiter_multi_send(struct limiter_multi *m, unsigned g,
     part->ctx = refund ? NULL : m;
     part->part = g;
     part->cid = m->root->cid;
-    n = cluster_node_for_slot(slot_for_key(m->keys[first], m->klen[first]));
+    n = cluster_node_for_slot(slot_for_key(ovkey, (size_t)ovlen));
     if (n == NULL) {
         req_reply_error(part, "CLUSTERDOWN Hash slot not served");
         return;
@@ -866,8 +1207,9 @@ static void limiter_multi_send(struct limiter_multi *m, unsigned g,
  * when all admit (CHECK), none written otherwise. */
 static void limiter_multi_local(struct limiter_multi *m)
 {
-    struct rl_decision agg;
+    struct store_local_limit *sl;
     struct gcra_params *wp;
+    struct rl_decision agg;
     const char *err = NULL;
     int64_t v[5];
     unsigned i;
@@ -876,26 +1218,37 @@ static void limiter_multi_local(struct limiter_multi *m)
     if (m->op == LIMITER_RESET) {
         for (i = 0; i < m->n; i++) {
             m->deleted +=
-                store_local_del(&server.store, m->keys[i], m->klen[i]);
+                store_local_del(&server.store, m->lim[i].key, m->lim[i].klen);
         }
         PX_CHECK_OOM(resp_enc_int(&m->root->reply, m->deleted));
         req_reply_built(m->root);
         return;
     }
+    if (m->n == 0) {
+        limiter_reply_ints(m->root, limiter_unlimited);
+        return;
+    }
+    sl = px_calloc(m->n, sizeof(*sl));
     wp = px_calloc(m->n, sizeof(*wp));
     for (i = 0; i < m->n; i++) {
-        limiter_write_params(&m->p[i], m->wait_ns, &wp[i]);
+        limiter_write_params(&m->lim[i].p, m->wait_ns, &wp[i]);
+        sl[i].algo = m->lim[i].algo;
+        sl[i].lim = &m->lim[i].lim;
+        sl[i].p = &m->lim[i].p;
+        sl[i].p_write = &wp[i];
+        sl[i].key = m->lim[i].key;
+        sl[i].klen = m->lim[i].klen;
     }
-    rc = store_local_gcra_all(&server.store, m->n, (const char *const *)m->keys,
-                              m->klen, m->p, wp, m->op == LIMITER_CHECK, m->res,
-                              m->peek, &err);
+    rc = store_local_check(&server.store, m->n, sl, m->cost,
+                           m->op == LIMITER_CHECK, m->res, m->peek, &err);
+    px_free(sl);
     px_free(wp);
-    if (rc != GCRA_OK) {
+    if (rc != 0) {
         req_reply_error(m->root, "%s", err);
         return;
     }
     if (m->op == LIMITER_CHECK) {
-        limiter_reply_check(m->root, m->res, m->peek, m->p, m->n, m->wait_ns);
+        limiter_reply_check(m->root, m->res, m->peek, m->lim, m->n, m->wait_ns);
         return;
     }
     limiter_aggregate(m->res, m->n, &agg);
@@ -941,16 +1294,37 @@ static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
     return 0;
 }
 
-/* LIMITER CHECK|PEEK|RESET <path> [COST n]. */
-static void limiter_tree_op(struct req *req, enum limiter_op op)
+/* Resolves `path` into a new limits_levels. NULL after replying an error
+ * (also for a path no node of the tree knows). */
+static struct limits_levels *limiter_resolve(struct req *req, const char *path,
+                                             size_t plen)
 {
     const struct conf *conf = server.conf;
+    const char *err = NULL;
+    /* About 40 KB (room for the longest paths): not for the stack. */
+    struct limits_levels *lv = px_malloc(sizeof(*lv));
+
+    if (limits_resolve(server.limits, path, plen, conf->key_prefix,
+                       strlen(conf->key_prefix), lv, &err) != LIMITS_OK) {
+        px_free(lv);
+        req_reply_error(req, "%s", err);
+        return NULL;
+    }
+    return lv;
+}
+
+/* LIMITER CHECK|PEEK|RESET <path> [COST n] [WAIT ms]; `tries` counts the
+ * calls when run-time overrides changed under the previous ones. */
+static void limiter_tree_start(struct req *req, enum limiter_op op,
+                               unsigned tries)
+{
     struct limits_levels *lv;
     struct limiter_multi *m;
-    const char *err = NULL, *path;
-    size_t plen, l, k;
+    const char *err, *path;
+    size_t plen;
     int64_t cost = 1, wait_ms = 0;
-    unsigned g;
+    unsigned g, cap = 0;
+    size_t l;
 
     if (req->cmd->argc < 3) {
         req_reply_error(req, "wrong number of arguments for 'limiter' "
@@ -968,96 +1342,54 @@ static void limiter_tree_op(struct req *req, enum limiter_op op)
         cost = 0;
     }
     path = resp_cmd_arg(req->cmd, 2, &plen);
-    /* About 40 KB (room for the longest paths): not for the stack. */
-    lv = px_malloc(sizeof(*lv));
-    if (limits_resolve(server.limits, path, plen, conf->key_prefix,
-                       strlen(conf->key_prefix), lv, &err) != LIMITS_OK) {
-        px_free(lv);
-        req_reply_error(req, "%s", err);
-        return;
-    }
-    if (lv->n == 0 && lv->matched > 0) {
-        /* The tree knows the path, but no level on it has limits (an
-         * exempt identity): not limited, shown by limit 0, which
-         * redis-cell never reports. */
-        static const int64_t unlimited[5] = { 0, 0, 0, -1, 0 };
-        px_free(lv);
-        if (op == LIMITER_RESET) {
-            PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
-            req_reply_built(req);
-        } else {
-            limiter_reply_ints(req, unlimited);
-        }
+    lv = limiter_resolve(req, path, plen);
+    if (lv == NULL) {
         return;
     }
     if (lv->n == 0) {
-        /* Not even the first segment is in the tree: most likely a
-         * typo, which silently admitting would hide. */
+        int known = lv->matched > 0;
         px_free(lv);
-        req_reply_error(req, "no limits for path '%.*s'",
-                        (int)(plen > 128 ? 128 : plen), path);
+        if (!known) {
+            /* Not even the first segment is in the tree: most likely a
+             * typo, which silently admitting would hide. */
+            req_reply_error(req, "no limits for path '%.*s'",
+                            (int)(plen > 128 ? 128 : plen), path);
+        } else if (op == LIMITER_RESET) {
+            PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
+            req_reply_built(req);
+        } else {
+            /* The tree knows the path, but no level on it has limits (an
+             * exempt identity): not limited, shown by limit 0, which
+             * redis-cell never reports. */
+            limiter_reply_ints(req, limiter_unlimited);
+        }
         return;
     }
     m = px_calloc(1, sizeof(*m));
     m->root = req;
     m->op = op;
+    m->tries = tries;
+    m->lv = lv;
+    m->cost = cost;
     m->wait_ns = op == LIMITER_CHECK ? wait_ms * RL_NS_PER_MS : 0;
     buf_init(&m->err);
-    m->p = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->p));
-    m->keys = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->keys));
-    m->klen = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->klen));
-    m->group = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->group));
-    m->res = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->res));
-    m->peek = px_calloc(LIMITER_MAX_LIMITS, sizeof(*m->peek));
+    /* Room for every limit any override could give the levels: a
+     * run-time override has the node's own count, or none. */
     for (l = 0; l < lv->n; l++) {
-        const struct limits_level *lev = &lv->level[l];
-        if (lev->unlimited) {
-            continue; /* an override lifts this level */
-        }
-        for (k = 0; k < lev->nlimits; k++) {
-            const struct limits_limit *lim = &lev->limits[k];
-            char key[LIMITER_KEY_MAX];
-            int kl;
-            if (lim->algo != LIMITS_GCRA) {
-                px_free(lv);
-                limiter_multi_free(m);
-                req_reply_error(req,
-                                "algorithm '%s' is not available in this "
-                                "build",
-                                limits_algo_name(lim->algo));
-                return;
-            }
-            if (gcra_params_init_ns(&m->p[m->n], lim->u.gcra.max_burst,
-                                    lim->u.gcra.count,
-                                    lim->u.gcra.period_ms * RL_NS_PER_MS, cost,
-                                    &err) != GCRA_OK) {
-                px_free(lv);
-                limiter_multi_free(m);
-                req_reply_error(req, "%s", err);
-                return;
-            }
-            kl = limits_limit_key(lev, k, key, sizeof(key));
-            PX_ASSERT(kl > 0 && (size_t)kl < sizeof(key));
-            m->keys[m->n] = px_strndup(key, (size_t)kl);
-            m->klen[m->n] = (size_t)kl;
-            m->group[m->n] = lev->group;
-            m->n++;
-        }
+        cap += lv->level[l].nlimits > lv->level[l].nbase
+                   ? (unsigned)lv->level[l].nlimits
+                   : (unsigned)lv->level[l].nbase;
     }
+    m->lim = px_calloc(cap, sizeof(*m->lim));
+    m->res = px_calloc(cap, sizeof(*m->res));
+    m->peek = px_calloc(cap, sizeof(*m->peek));
     m->ngroups = lv->ngroups;
-    px_free(lv);
     m->admitted = px_calloc(m->ngroups, 1);
     m->noscript = px_calloc(m->ngroups, 1);
-    if (m->n == 0) {
-        /* Every level is lifted by an override: admitted, unlimited. */
-        static const int64_t v[5] = { 0, 0, 0, -1, 0 };
+    err = limiter_build(m);
+    if (err != NULL) {
         limiter_multi_free(m);
-        if (op == LIMITER_RESET) {
-            PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
-            req_reply_built(req);
-        } else {
-            limiter_reply_ints(req, v);
-        }
+        req_reply_error(req, "%s", err);
         return;
     }
     if (!server.cluster.enabled && server.cluster.single == NULL) {
@@ -1070,11 +1402,213 @@ static void limiter_tree_op(struct req *req, enum limiter_op op)
         cluster_hold(req);
         return;
     }
-    m->pending = m->ngroups;
+    if (op == LIMITER_RESET && m->n == 0) {
+        limiter_multi_free(m);
+        PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
+        req_reply_built(req);
+        return;
+    }
+    /* RESET deletes keys, so a group without any has nothing to do;
+     * checks call every group, to verify its overrides. */
+    for (g = 0; g < m->ngroups; g++) {
+        m->pending += op != LIMITER_RESET || limiter_group_keys(m, g) > 0;
+    }
     req->children++;
     for (g = 0; g < m->ngroups; g++) {
-        limiter_multi_send(m, g, op == LIMITER_PEEK ? "peek" : "check");
+        if (op != LIMITER_RESET || limiter_group_keys(m, g) > 0) {
+            limiter_multi_send(m, g, op == LIMITER_PEEK ? "peek" : "check");
+        }
     }
+}
+
+static void limiter_tree_op(struct req *req, enum limiter_op op)
+{
+    limiter_tree_start(req, op, 1);
+}
+
+/* ---------------- LIMITER OVERRIDE SET|DEL|GET ---------------- */
+
+/* Most words of an override: FACTOR f, or every parameter with a value. */
+#define LIMITER_OVERRIDE_MAX_WORDS 16
+
+/* The node's reply to an OVERRIDE command, relayed (SET's integer as
+ * +OK). */
+static void limiter_override_on_reply(struct req *part, const char *frame,
+                                      size_t len)
+{
+    static const char reply_ok[] = "+OK\r\n";
+    struct req *root = part->ctx;
+
+    root->children--;
+    if (root->client == NULL) {
+        req_free(root);
+        return;
+    }
+    if (part->part == 1 && frame[0] == ':') {
+        req_reply(root, reply_ok, sizeof(reply_ok) - 1);
+        return;
+    }
+    req_reply(root, frame, len);
+}
+
+/* Sends argv to the node of `key` (argv[1]) for root, relaying the reply;
+ * `set` turns an integer reply into +OK. */
+static void limiter_override_send(struct req *root, int argc, const char **argv,
+                                  size_t *lens, int set)
+{
+    struct resp_cmd *cmd;
+    struct req *part;
+    struct node *n;
+
+    for (int i = 0; i < argc; i++) {
+        if (lens[i] == 0) {
+            lens[i] = strlen(argv[i]);
+        }
+    }
+    cmd = resp_cmd_new(argc, argv, lens);
+    if (cmd == NULL) {
+        px_oom(0);
+    }
+    part = req_new(NULL, cmd);
+    part->on_reply = limiter_override_on_reply;
+    part->ctx = root;
+    part->part = (unsigned)set;
+    part->cid = root->cid;
+    root->children++;
+    n = cluster_node_for_slot(slot_for_key(argv[1], lens[1]));
+    if (n == NULL) {
+        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
+        return;
+    }
+    upstream_send(cluster_upstream(n, part->cid), part);
+}
+
+/* Joins the override words of SET (argv[4..]) into `out` after checking
+ * them against the level. 0, or -1 after replying an error. */
+static int limiter_override_text(struct req *req,
+                                 const struct limits_level *lev, char *out,
+                                 size_t outlen, size_t *olen)
+{
+    const char *words[LIMITER_OVERRIDE_MAX_WORDS];
+    size_t lens[LIMITER_OVERRIDE_MAX_WORDS], used = 0;
+    struct limits_runtime rt;
+    char why[256];
+    int i, nw = req->cmd->argc - 4;
+
+    if (nw < 1 || nw > LIMITER_OVERRIDE_MAX_WORDS) {
+        req_reply_error(req, "syntax error: LIMITER OVERRIDE SET <path> "
+                             "FACTOR f | UNLIMITED | <param> <value> ...");
+        return -1;
+    }
+    for (i = 0; i < nw; i++) {
+        words[i] = resp_cmd_arg(req->cmd, 4 + i, &lens[i]);
+        if (lens[i] == 0 || memchr(words[i], ' ', lens[i]) != NULL ||
+            used + lens[i] + 1 > outlen) {
+            req_reply_error(req,
+                            "override words must be non-empty, without "
+                            "spaces, %d bytes in all at most",
+                            LIMITS_RUNTIME_MAX_BYTES - 1);
+            return -1;
+        }
+        if (i > 0) {
+            out[used++] = ' ';
+        }
+        memcpy(out + used, words[i], lens[i]);
+        used += lens[i];
+    }
+    out[used] = '\0';
+    if (limits_runtime_parse(lev->base, lev->nbase, nw, words, lens, &rt, why,
+                             sizeof(why)) != LIMITS_OK) {
+        req_reply_error(req, "%s", why);
+        return -1;
+    }
+    *olen = used;
+    return 0;
+}
+
+/* LIMITER OVERRIDE SET <path> <words...> | DEL <path> | GET <path>: a
+ * run-time override of one node with limits, kept in the override hash of
+ * the path's identity, where every proxy's checks verify it. */
+static void limiter_override(struct req *req)
+{
+    enum { OV_SET = 1, OV_DEL, OV_GET } what = 0;
+    char key[LIMITER_KEY_MAX], text[LIMITS_RUNTIME_MAX_BYTES];
+    const struct limits_level *lev;
+    struct limits_levels *lv;
+    const char *path, *argv[4];
+    size_t plen, lens[4], tlen = 0;
+    int kl;
+
+    if (req->cmd->argc >= 3 && resp_cmd_arg_is(req->cmd, 2, "set")) {
+        what = OV_SET;
+    } else if (req->cmd->argc >= 3 && resp_cmd_arg_is(req->cmd, 2, "del")) {
+        what = OV_DEL;
+    } else if (req->cmd->argc >= 3 && resp_cmd_arg_is(req->cmd, 2, "get")) {
+        what = OV_GET;
+    }
+    if (what == 0 || req->cmd->argc < 4 ||
+        (what != OV_SET && req->cmd->argc != 4)) {
+        req_reply_error(req, "syntax error: LIMITER OVERRIDE SET|DEL|GET "
+                             "<path> ...");
+        return;
+    }
+    path = resp_cmd_arg(req->cmd, 3, &plen);
+    lv = limiter_resolve(req, path, plen);
+    if (lv == NULL) {
+        return;
+    }
+    lev = lv->n > 0 ? &lv->level[lv->n - 1] : NULL;
+    if (lev == NULL || lev->path_len != plen || lv->matched != lv->nsegments) {
+        px_free(lv);
+        req_reply_error(req,
+                        "no limits at path '%.*s' (an override names a "
+                        "node with limits)",
+                        (int)(plen > 128 ? 128 : plen), path);
+        return;
+    }
+    if (what == OV_SET &&
+        limiter_override_text(req, lev, text, sizeof(text), &tlen) != 0) {
+        px_free(lv);
+        return;
+    }
+    kl = limiter_override_key(lev, key, sizeof(key));
+    px_free(lv);
+    PX_ASSERT(kl > 0 && (size_t)kl < sizeof(key));
+    if (!server.cluster.enabled && server.cluster.single == NULL) {
+        const char *have = store_local_override_get(&server.store, path, plen);
+        if (what == OV_GET && have == NULL) {
+            PX_CHECK_OOM(resp_enc_nil(&req->reply));
+        } else if (what == OV_GET) {
+            PX_CHECK_OOM(resp_enc_bulk(&req->reply, have, strlen(have)));
+        } else if (what == OV_DEL) {
+            PX_CHECK_OOM(resp_enc_int(
+                &req->reply,
+                store_local_override_set(&server.store, path, plen, NULL, 0)));
+        } else {
+            store_local_override_set(&server.store, path, plen, text, tlen);
+            PX_CHECK_OOM(resp_enc_simple(&req->reply, "OK"));
+        }
+        req_reply_built(req);
+        return;
+    }
+    if (!cluster_ready()) {
+        cluster_hold(req);
+        return;
+    }
+    if (what != OV_GET) {
+        /* This proxy applies it at once; the others on their next check. */
+        limiter_override_learn(path, plen, what == OV_SET ? text : NULL, tlen);
+    }
+    argv[0] = what == OV_SET ? "HSET" : what == OV_DEL ? "HDEL" : "HGET";
+    argv[1] = key;
+    argv[2] = path;
+    argv[3] = text;
+    lens[0] = 0;
+    lens[1] = (size_t)kl;
+    lens[2] = plen;
+    lens[3] = tlen;
+    limiter_override_send(req, what == OV_SET ? 4 : 3, argv, lens,
+                          what == OV_SET);
 }
 
 /* ---------------- The limits tree: RULES, RELOAD ---------------- */
@@ -1098,6 +1632,8 @@ void limiter_shutdown(void)
 {
     limits_free(server.limits);
     server.limits = NULL;
+    hmap_free(&server.limiter_overrides, px_free);
+    hmap_init(&server.limiter_overrides);
 }
 
 static void limiter_rules(struct req *req)
@@ -1170,6 +1706,10 @@ void limiter_command(struct req *req)
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "rules")) {
         limiter_rules(req);
+    } else if (resp_cmd_arg_is(req->cmd, 1, "override")) {
+        if (limiter_admin_ok(req)) {
+            limiter_override(req);
+        }
     } else if (resp_cmd_arg_is(req->cmd, 1, "reload")) {
         if (limiter_admin_ok(req)) {
             limiter_reload(req);

@@ -14,7 +14,13 @@
  *
  * A split is not atomic across slots (Redis itself refuses such commands);
  * `split_multikey: no` turns splitting off. The first error among the parts
- * becomes the whole reply, as a single node's error would. */
+ * becomes the whole reply, as a single node's error would.
+ *
+ * Parts travel in the root's protocol (over the nodes' RESP3 pools for a
+ * RESP3 client), so the elements copied into a merged reply (MGET's values
+ * and nulls, KEYS's names) are already spelled for the client; what the merge
+ * writes itself is spelled for it too (INFO is a verbatim string in RESP3,
+ * as Redis sends it). */
 #include "proxy/merge.h"
 
 #include <inttypes.h>
@@ -31,6 +37,9 @@
 #include "proxy/server.h"
 #include "proxy/upstream.h"
 #include "proxy/util.h"
+
+/* A RESP3 verbatim string starts with its format and a colon: "txt:". */
+#define MERGE_VERBATIM_FMT 4
 
 /* SCAN cursors carry the index of the master being walked in their low
  * part: cursor = node_cursor * MERGE_SCAN_NODES + index. */
@@ -191,7 +200,8 @@ static void merge_scan(struct merge *mg, struct resp_value *v, struct buf *out)
 
 /* INFO: a "# Proxy" section of cellgate's own, then every node's INFO
  * under a "# Node host:port" header, as one bulk string. */
-static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out)
+static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out,
+                       int proto)
 {
     const struct cluster *cl = &server.cluster;
     struct buf text;
@@ -225,16 +235,22 @@ static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out)
              cl->nnodes, mg->nparts, cl->enabled ? covered : CLUSTER_SLOTS);
     PX_CHECK_OOM(buf_append_str(&text, line));
     for (i = 0; i < mg->nparts; i++) {
+        const char *p = v[i].str;
+        size_t n = v[i].len;
+        if (v[i].type == '=' && n >= MERGE_VERBATIM_FMT) {
+            p += MERGE_VERBATIM_FMT; /* "txt:" */
+            n -= MERGE_VERBATIM_FMT;
+        }
         snprintf(line, sizeof(line), "\r\n# Node %s\r\n", mg->names[i]);
         PX_CHECK_OOM(buf_append_str(&text, line));
-        PX_CHECK_OOM(buf_append(&text, v[i].str, v[i].len));
+        PX_CHECK_OOM(buf_append(&text, p, n));
     }
-    PX_CHECK_OOM(resp_enc_bulk(out, text.data, text.len));
+    PX_CHECK_OOM(resp_enc_verbatim(out, "txt", text.data, text.len, proto));
     buf_free(&text);
 }
 
-/* Builds the root's reply from its parts' replies. */
-static void merge_build(struct merge *mg, struct buf *out)
+/* Builds the root's reply from its parts' replies, in protocol `proto`. */
+static void merge_build(struct merge *mg, struct buf *out, int proto)
 {
     static const char type_of[] = {
         [MERGE_BY_KEY] = '*', [MERGE_SUM] = ':',  [MERGE_ALL_OK] = '+',
@@ -242,9 +258,15 @@ static void merge_build(struct merge *mg, struct buf *out)
         [MERGE_SCAN] = '*',   [MERGE_INFO] = '$',
     };
     struct resp_value *v = px_calloc(mg->nparts, sizeof(*v));
-    int bad = merge_parse_all(mg, v, type_of[mg->kind]);
+    char type = type_of[mg->kind];
     unsigned i;
     size_t j;
+    int bad;
+
+    if (mg->kind == MERGE_INFO && proto == RESP_PROTO3) {
+        type = '='; /* INFO is a verbatim string in RESP3 */
+    }
+    bad = merge_parse_all(mg, v, type);
 
     if (bad >= 0) {
         merge_reply_bad(out, mg, v, bad);
@@ -296,7 +318,7 @@ static void merge_build(struct merge *mg, struct buf *out)
         merge_scan(mg, v, out);
         break;
     case MERGE_INFO:
-        merge_info(mg, v, out);
+        merge_info(mg, v, out, proto);
         break;
     }
 out:
@@ -319,7 +341,7 @@ static void merge_on_part(struct req *part, const char *frame, size_t len)
         req_free(root); /* its client left meanwhile */
         return;
     }
-    merge_build(mg, &root->reply);
+    merge_build(mg, &root->reply, root->proto);
     req_reply_built(root);
 }
 
@@ -335,11 +357,12 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
     part->ctx = root;
     part->part = i;
     part->cid = root->cid;
+    part->proto = root->proto;
     if (n == NULL) {
         req_reply_error(part, "CLUSTERDOWN Hash slot not served");
         return;
     }
-    upstream_send(cluster_upstream(n, root->cid), part);
+    upstream_send(cluster_upstream_proto(n, root->cid, root->proto), part);
 }
 
 /* ---------------- Split by slot ---------------- */

@@ -45,6 +45,10 @@ struct req {
     unsigned part;             /* a part's index in its root's merge */
     unsigned children;         /* proxy-made requests still working for
                                   this one (limiter script calls) */
+    int proto;                 /* protocol of its reply: the client's when
+                                  the command was parsed (RESP_PROTO2 for
+                                  the proxy's own requests); picks the
+                                  connection pool */
     unsigned done : 1;         /* the reply is complete */
     unsigned swallow : 1;      /* proxy's own request: reply is dropped */
     unsigned close_after : 1;  /* close the client once this reply is out */

@@ -9,7 +9,19 @@
  * Connection state (MULTI, WATCH, subscriptions, SELECT n, MONITOR, CLIENT
  * TRACKING...) lives on a private upstream; every command of that client goes
  * there while any state is left, so the client's commands keep their order.
- * client_priv_maybe_release() returns the client to the shared path. */
+ * client_priv_maybe_release() returns the client to the shared path.
+ *
+ * The protocol is the client's: a RESP3 client (HELLO 3) is served by the
+ * nodes' RESP3 pools and its private upstream speaks RESP3 too, so replies
+ * are forwarded byte for byte. RESP3 differences the router knows about:
+ * - (un)subscribe commands are answered by pushes only, never by a reply
+ *   (upstream_send_pushed);
+ * - a RESP3 client that is only subscribed may run ordinary commands (Redis
+ *   allows it): in cluster mode those whose keys live on another node than
+ *   its subscriptions take the shared path instead of failing there;
+ * - an unsubscribe with no subscription is answered here in both protocols
+ *   (Redis answers one frame per channel: on a shared connection the extra
+ *   frames would be matched to other requests). */
 #include "proxy/router.h"
 
 #include <ctype.h>
@@ -18,6 +30,7 @@
 #include "conf/conf.h"
 #include "parser/keyspec.h"
 #include "parser/resp.h"
+#include "parser/resp_enc.h"
 #include "parser/slot.h"
 #include "proxy/client.h"
 #include "proxy/cluster.h"
@@ -58,6 +71,56 @@ static int router_keys_allowed(struct req *req, const int *keys, int nkeys)
         }
     }
     return 1;
+}
+
+/* Drops the reply of a command the proxy sent for itself. */
+static void router_drop_reply(struct req *part, const char *frame, size_t len)
+{
+    (void)part;
+    (void)frame;
+    (void)len;
+}
+
+/* The key guard for a command bound for the client's private connection
+ * (router_node applies it on the way to shared ones). 1 when allowed; else
+ * replies. Inside a transaction already open upstream, a refused command
+ * must also make EXEC abort, as Redis does for a command it refuses while
+ * queuing: so the proxy queues a command Redis itself refuses (GET without
+ * a key), whose error it drops; EXEC then answers EXECABORT. */
+static int router_priv_allowed(struct req *req)
+{
+    const struct keyspec *ks = cluster_keyspec();
+    int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, ok = 1;
+    struct client *c = req->client;
+
+    if (c->admin || ks == NULL) {
+        return 1;
+    }
+    if (req->cmd->argc > ROUTER_STACK_KEYS) {
+        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
+    }
+    if (keyspec_find(ks, req->cmd, keys, &nkeys) == KEYSPEC_OK) {
+        ok = router_keys_allowed(req, keys, nkeys);
+    }
+    if (keys != stack) {
+        px_free(keys);
+    }
+    if (!ok && c->multi && c->priv != NULL) {
+        const char *argv[1] = { "GET" };
+        size_t lens[1] = { 3 };
+        struct resp_cmd *cmd = resp_cmd_new(1, argv, lens);
+        struct req *poison;
+        if (cmd == NULL) {
+            px_oom(0);
+        }
+        poison = req_new(NULL, cmd);
+        poison->on_reply = router_drop_reply;
+        poison->cid = c->id;
+        upstream_send(c->priv, poison);
+    } else if (!ok && c->multi_deferred) {
+        c->tx_failed = 1;
+    }
+    return ok;
 }
 
 /* Keys of several slots: split the command by slot when it is one that
@@ -240,8 +303,28 @@ void router_send_private(struct req *req)
         if (c->multi_deferred) {
             router_send_deferred_multi(c);
         }
+    } else if (!router_priv_allowed(req)) {
+        return;
+    }
+    if (c->priv->proto == RESP_PROTO3 && !c->multi && req->def != NULL &&
+        (req->def->flags & (CMD_F_PUBSUB | CMD_F_UNSUB))) {
+        /* Answered by pushes only, which are relayed as they come; the
+         * connection stays until the first of them tells the count. */
+        c->push_wait = 1;
+        upstream_send_pushed(c->priv, req);
+        return;
     }
     upstream_send(c->priv, req);
+}
+
+/* True when the private upstream of `c` holds nothing but RESP3
+ * subscriptions and owes no reply, so ordinary commands need not go there. */
+static int router_priv_optional(const struct client *c)
+{
+    return c->priv->proto == RESP_PROTO3 &&
+           (c->subs > 0 || c->ssubs > 0 || c->push_wait) && !c->multi &&
+           !c->multi_deferred && !c->watching && c->db == 0 && !c->sticky &&
+           queue_empty(&c->priv->inflight);
 }
 
 void router_forward(struct req *req)
@@ -249,8 +332,10 @@ void router_forward(struct req *req)
     struct client *c = req->client;
     struct node *n;
 
-    if (c->priv != NULL) {
-        upstream_send(c->priv, req);
+    if (c->priv != NULL && !router_priv_optional(c)) {
+        if (router_priv_allowed(req)) {
+            upstream_send(c->priv, req);
+        }
         return;
     }
     if (!cluster_ready()) {
@@ -264,9 +349,47 @@ void router_forward(struct req *req)
     if (n == NULL) {
         return;
     }
+    if (c->priv != NULL && strcmp(c->priv->name, n->name) == 0) {
+        /* Subscribed RESP3 client: its subscriptions' node serves it over
+         * the private connection, in order with them. */
+        upstream_send(c->priv, req);
+        return;
+    }
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */
-    upstream_send(cluster_upstream(n, req->cid), req);
+    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+}
+
+/* UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE from a client with no private
+ * connection, hence no subscription: Redis's answer, one confirmation per
+ * channel named (or one with a null channel), each with a count of 0. */
+static void router_unsubscribe_none(struct req *req)
+{
+    struct buf *b = &req->reply;
+    size_t nlen, klen, len;
+    const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
+    char kind[16];
+    int i, n = req->cmd->argc > 1 ? req->cmd->argc - 1 : 1;
+
+    for (klen = 0; klen < nlen && klen < sizeof(kind); klen++) {
+        kind[klen] = (char)tolower((unsigned char)name[klen]);
+    }
+    for (i = 0; i < n; i++) {
+        if (req->proto == RESP_PROTO3) {
+            PX_CHECK_OOM(buf_append(b, ">3\r\n", 4));
+        } else {
+            PX_CHECK_OOM(resp_enc_array_header(b, 3));
+        }
+        PX_CHECK_OOM(resp_enc_bulk(b, kind, klen));
+        if (req->cmd->argc > 1) {
+            const char *ch = resp_cmd_arg(req->cmd, i + 1, &len);
+            PX_CHECK_OOM(resp_enc_bulk(b, ch, len));
+        } else {
+            PX_CHECK_OOM(resp_enc_null(b, req->proto));
+        }
+        PX_CHECK_OOM(resp_enc_int(b, 0));
+    }
+    req_reply_built(req);
 }
 
 /* XREAD/XREADGROUP block only when a BLOCK option precedes STREAMS. */
@@ -335,6 +458,14 @@ void router_dispatch(struct req *req)
                  CMD_F_STICKY) ||
         ((flags & CMD_F_XBLOCK) && router_xread_blocks(req))) {
         router_send_private(req);
+        return;
+    }
+    if (flags & CMD_F_UNSUB) {
+        if (c->priv == NULL) {
+            router_unsubscribe_none(req);
+        } else {
+            router_send_private(req);
+        }
         return;
     }
     router_forward(req);

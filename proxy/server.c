@@ -224,6 +224,7 @@ int server_init(const struct conf *conf)
     queue_init(&server.limiter_waits);
     queue_init(&server.limiter_pending);
     store_local_init(&server.store);
+    hmap_init(&server.limiter_overrides);
     uv_prepare_init(server.loop, &server.flush);
     uv_prepare_start(&server.flush, server_on_flush);
     uv_timer_init(server.loop, &server.cron);

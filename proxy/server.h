@@ -44,6 +44,9 @@ struct server {
     struct cluster cluster;           /* the upstream topology */
     struct store_local store;         /* embedded limiter state */
     struct limits_tree *limits;       /* owned: limits.yaml, or NULL */
+    struct hmap limiter_overrides;    /* path -> owned text: the run-time
+                                         overrides the scripts reported (a
+                                         cache they verify on every call) */
     uv_signal_t sighup;               /* LIMITER RELOAD */
     struct queue limiter_waits;       /* replies held by CHECK ... WAIT */
     struct queue limiter_pending;     /* CL.THROTTLE calls of this turn */

@@ -1,23 +1,56 @@
 /* Embedded limiter store (see store_local.h).
  *
- * An entry is the stored value of one key (a GCRA TAT) and the wall-clock
- * time it expires, mirroring Redis's SET ... PX. Expired entries read as
- * missing; the cron frees them a few buckets at a time, so memory follows
- * the identities active within their periods, never the ones seen once. */
+ * An entry is the stored state of one key and the wall-clock time it
+ * expires, mirroring Redis's PEXPIRE: a GCRA TAT (CL.THROTTLE and gcra
+ * limits), a bucket, a window, or the list of a sliding window's slots or
+ * a sliding log's timestamps. Each entry says which algorithm wrote it, so
+ * a key never feeds one model another's state (Redis would answer
+ * WRONGTYPE or a malformed state; we answer WRONGTYPE). Expired entries
+ * read as missing; the cron frees them a few buckets at a time, so memory
+ * follows the identities active within their windows, never the ones seen
+ * once. */
 #include "proxy/store_local.h"
 
+#include <string.h>
 #include <time.h>
 
+#include "algorithms/fixed_window.h"
 #include "algorithms/gcra.h"
+#include "algorithms/leaky_bucket.h"
+#include "algorithms/sliding_counter.h"
+#include "algorithms/sliding_log.h"
+#include "algorithms/sliding_window.h"
+#include "algorithms/token_bucket.h"
 #include "proxy/util.h"
 
 /* Buckets the cron sweeps per tick (100 ms): a million entries are
  * visited in well under a minute without a pause worth noticing. */
 #define STORE_LOCAL_SWEEP_BUCKETS 2048
 
+#define STORE_LOCAL_WRONGTYPE                                                  \
+    "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+/* The state of one key. */
 struct store_entry {
-    int64_t tat_ns;       /* the stored TAT */
-    int64_t expire_at_ns; /* wall clock when Redis would have dropped it */
+    enum limits_algo algo; /* the model that wrote it */
+    int64_t expire_at_ns;  /* wall clock when Redis would have dropped it */
+    union {
+        int64_t tat_ns; /* gcra */
+        struct token_bucket_state tb;
+        struct leaky_bucket_state lb;
+        struct fixed_window_state fw;
+        struct sliding_counter_state sc;
+    } u;
+    size_t n;   /* entries of list */
+    void *list; /* owned: sliding_window slots, sliding_log timestamps */
+};
+
+/* A decision's write, held until every limit of the check has decided. */
+struct store_pending {
+    int write;               /* 0 none, 1 set, 2 delete, 3 set also when
+                                the check is refused (sliding_log) */
+    int64_t expiry_ms;       /* of a set */
+    struct store_entry next; /* the state to set (list owned until set) */
 };
 
 int64_t store_local_now_ns(void)
@@ -30,18 +63,25 @@ int64_t store_local_now_ns(void)
 
 static void store_entry_free(void *val)
 {
-    px_free(val);
+    struct store_entry *e = val;
+
+    if (e != NULL) {
+        px_free(e->list);
+        px_free(e);
+    }
 }
 
 void store_local_init(struct store_local *st)
 {
     hmap_init(&st->map);
+    hmap_init(&st->overrides);
     st->sweep_cursor = 0;
 }
 
 void store_local_free(struct store_local *st)
 {
     hmap_free(&st->map, store_entry_free);
+    hmap_free(&st->overrides, px_free);
 }
 
 int store_local_gcra(struct store_local *st, const char *key, size_t len,
@@ -59,28 +99,44 @@ static struct store_entry *store_local_live(struct store_local *st,
     struct store_entry *e = hmap_get(&st->map, key, len);
 
     if (e != NULL && e->expire_at_ns <= now) {
-        px_free(hmap_del(&st->map, key, len));
+        store_entry_free(hmap_del(&st->map, key, len));
         e = NULL;
     }
     return e;
 }
 
-/* Applies a decision's write to key. */
+/* Applies a pending write to key (taking the list it carries). */
 static void store_local_apply(struct store_local *st, const char *key,
-                              size_t len, const struct gcra_result *r,
-                              int64_t now)
+                              size_t len, struct store_pending *w, int64_t now)
 {
     struct store_entry *e = hmap_get(&st->map, key, len);
 
-    if (r->write == GCRA_WRITE_SET) {
+    if (w->write == 1 || w->write == 3) {
         if (e == NULL) {
-            e = px_malloc(sizeof(*e));
+            e = px_calloc(1, sizeof(*e));
             hmap_put(&st->map, key, len, e);
         }
-        e->tat_ns = r->new_tat_ns;
-        e->expire_at_ns = now + r->expiry_ms * INT64_C(1000000);
-    } else if (r->write == GCRA_WRITE_DEL && e != NULL) {
-        px_free(hmap_del(&st->map, key, len));
+        px_free(e->list);
+        *e = w->next;
+        e->expire_at_ns = now + w->expiry_ms * RL_NS_PER_MS;
+        w->next.list = NULL;
+    } else if (w->write == 2 && e != NULL) {
+        store_entry_free(hmap_del(&st->map, key, len));
+    }
+}
+
+/* A gcra decision as a pending write. */
+static void store_local_gcra_pending(const struct gcra_result *r,
+                                     struct store_pending *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->next.algo = LIMITS_GCRA;
+    if (r->write == GCRA_WRITE_SET) {
+        w->write = 1;
+        w->expiry_ms = r->expiry_ms;
+        w->next.u.tat_ns = r->new_tat_ns;
+    } else if (r->write == GCRA_WRITE_DEL) {
+        w->write = 2;
     }
 }
 
@@ -99,7 +155,12 @@ int store_local_gcra_all(struct store_local *st, unsigned n,
     for (i = 0; i < n && rc == GCRA_OK; i++) {
         struct store_entry *e = store_local_live(st, keys[i], lens[i], now);
         int have = e != NULL;
-        int64_t tat = have ? e->tat_ns : 0;
+        int64_t tat = have ? e->u.tat_ns : 0;
+        if (have && e->algo != LIMITS_GCRA) {
+            *err = STORE_LOCAL_WRONGTYPE;
+            rc = GCRA_EARGS;
+            break;
+        }
         rc = gcra_decide(&p[i], have, tat, now, &out[i], err);
         if (rc == GCRA_OK && peek != NULL) {
             struct gcra_params pp;
@@ -117,11 +178,229 @@ int store_local_gcra_all(struct store_local *st, unsigned n,
     }
     if (rc == GCRA_OK && commit && !limited) {
         for (i = 0; i < n; i++) {
-            store_local_apply(st, keys[i], lens[i], &w[i], now);
+            struct store_pending pw;
+            store_local_gcra_pending(&w[i], &pw);
+            store_local_apply(st, keys[i], lens[i], &pw, now);
         }
     }
     px_free(w);
     return rc;
+}
+
+/* ---------------- The other algorithms ---------------- */
+
+/* Decides one non-gcra limit from entry e (NULL: missing) at now with
+ * cost into *d, and what to write into *w. 0, or -1 with *err. */
+static int store_local_decide(const struct limits_limit *lim,
+                              const struct store_entry *e, int64_t now,
+                              int64_t cost, struct rl_decision *d,
+                              struct store_pending *w, const char **err)
+{
+    memset(w, 0, sizeof(*w));
+    w->next.algo = lim->algo;
+    if (e != NULL && e->algo != lim->algo) {
+        *err = STORE_LOCAL_WRONGTYPE;
+        return -1;
+    }
+    switch (lim->algo) {
+    case LIMITS_TOKEN_BUCKET: {
+        struct token_bucket_params p;
+        struct token_bucket_result r;
+        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
+                                     lim->u.token_bucket.refill_per_sec_micro,
+                                     err) != TOKEN_BUCKET_OK ||
+            token_bucket_decide(&p, e ? &e->u.tb : NULL, now, cost, &r, err) !=
+                TOKEN_BUCKET_OK) {
+            return -1;
+        }
+        *d = r.d;
+        w->write = r.write == TOKEN_BUCKET_WRITE_SET;
+        w->expiry_ms = r.expiry_ms;
+        w->next.u.tb = r.next;
+        return 0;
+    }
+    case LIMITS_LEAKY_BUCKET: {
+        struct leaky_bucket_params p;
+        struct leaky_bucket_result r;
+        if (leaky_bucket_params_init(
+                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
+                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+            leaky_bucket_decide(&p, e ? &e->u.lb : NULL, now, cost, &r, err) !=
+                LEAKY_BUCKET_OK) {
+            return -1;
+        }
+        *d = r.d;
+        w->write = r.write == LEAKY_BUCKET_WRITE_SET;
+        w->expiry_ms = r.expiry_ms;
+        w->next.u.lb = r.next;
+        return 0;
+    }
+    case LIMITS_FIXED_WINDOW: {
+        struct fixed_window_params p;
+        struct fixed_window_result r;
+        if (fixed_window_params_init(&p, lim->u.fixed_window.max,
+                                     lim->u.fixed_window.window_ms,
+                                     err) != FIXED_WINDOW_OK ||
+            fixed_window_decide(&p, e ? &e->u.fw : NULL, now, cost, &r, err) !=
+                FIXED_WINDOW_OK) {
+            return -1;
+        }
+        *d = r.d;
+        w->write = r.write == FIXED_WINDOW_WRITE_SET;
+        w->expiry_ms = r.expiry_ms;
+        w->next.u.fw = r.next;
+        return 0;
+    }
+    case LIMITS_SLIDING_COUNTER: {
+        struct sliding_counter_params p;
+        struct sliding_counter_result r;
+        if (sliding_counter_params_init(&p, lim->u.sliding_counter.max,
+                                        lim->u.sliding_counter.window_ms,
+                                        err) != SLIDING_COUNTER_OK ||
+            sliding_counter_decide(&p, e ? &e->u.sc : NULL, now, cost, &r,
+                                   err) != SLIDING_COUNTER_OK) {
+            return -1;
+        }
+        *d = r.d;
+        w->write = r.write == SLIDING_COUNTER_WRITE_SET;
+        w->expiry_ms = r.expiry_ms;
+        w->next.u.sc = r.next;
+        return 0;
+    }
+    case LIMITS_SLIDING_WINDOW: {
+        struct sliding_window_params p;
+        struct sliding_window_result r;
+        struct sliding_window_slot *next;
+        if (sliding_window_params_init(&p, lim->u.sliding_window.max,
+                                       lim->u.sliding_window.window_ms,
+                                       lim->u.sliding_window.resolution_ms,
+                                       err) != SLIDING_WINDOW_OK) {
+            return -1;
+        }
+        next = px_malloc((size_t)p.nslots * sizeof(*next));
+        if (sliding_window_decide(&p, e ? e->list : NULL, e ? e->n : 0, now,
+                                  cost, next, (size_t)p.nslots, &r,
+                                  err) != SLIDING_WINDOW_OK) {
+            px_free(next);
+            return -1;
+        }
+        *d = r.d;
+        w->write = r.write == SLIDING_WINDOW_WRITE_SET;
+        w->expiry_ms = r.expiry_ms;
+        w->next.n = r.next_n;
+        w->next.list = next;
+        return 0;
+    }
+    case LIMITS_SLIDING_LOG: {
+        struct sliding_log_params p;
+        struct sliding_log_result r;
+        int64_t *next;
+        if (sliding_log_params_init(
+                &p, lim->u.sliding_log.max, lim->u.sliding_log.window_ms,
+                lim->u.sliding_log.min_interval_ms, err) != SLIDING_LOG_OK) {
+            return -1;
+        }
+        next = px_malloc((size_t)p.max * sizeof(*next));
+        if (sliding_log_decide(&p, e ? e->list : NULL, e ? e->n : 0, now, cost,
+                               next, (size_t)p.max, &r,
+                               err) != SLIDING_LOG_OK) {
+            px_free(next);
+            return -1;
+        }
+        *d = r.d;
+        /* The log keeps refused attempts: write 3 = "also when refused". */
+        w->write = r.write == SLIDING_LOG_WRITE_SET ? (r.d.limited ? 3 : 1) : 0;
+        w->expiry_ms = r.expiry_ms;
+        w->next.n = r.next_n;
+        w->next.list = next;
+        return 0;
+    }
+    case LIMITS_GCRA:
+        break;
+    }
+    *err = "unknown algorithm";
+    return -1;
+}
+
+int store_local_check(struct store_local *st, unsigned n,
+                      const struct store_local_limit *l, int64_t cost,
+                      int commit, struct rl_decision *out,
+                      struct rl_decision *peek, const char **err)
+{
+    int64_t now = store_local_now_ns();
+    struct store_pending *w = px_calloc(n, sizeof(*w));
+    int limited = 0, rc = 0;
+    unsigned i;
+
+    for (i = 0; i < n && rc == 0; i++) {
+        struct store_entry *e = store_local_live(st, l[i].key, l[i].klen, now);
+        if (l[i].algo == LIMITS_GCRA) {
+            struct gcra_result r, pk, wr;
+            struct gcra_params pp;
+            int have = e != NULL;
+            if (have && e->algo != LIMITS_GCRA) {
+                *err = STORE_LOCAL_WRONGTYPE;
+                rc = -1;
+                break;
+            }
+            gcra_params_peek(l[i].p, &pp);
+            if (gcra_decide(l[i].p, have, have ? e->u.tat_ns : 0, now, &r,
+                            err) != GCRA_OK ||
+                gcra_decide(&pp, have, have ? e->u.tat_ns : 0, now, &pk, err) !=
+                    GCRA_OK ||
+                gcra_decide(l[i].p_write, have, have ? e->u.tat_ns : 0, now,
+                            &wr, err) != GCRA_OK) {
+                rc = -1;
+                break;
+            }
+            out[i] = r.d;
+            peek[i] = pk.d;
+            store_local_gcra_pending(&wr, &w[i]);
+            limited |= wr.d.limited;
+            continue;
+        }
+        struct store_pending pw;
+        if (store_local_decide(l[i].lim, e, now, cost, &out[i], &w[i], err) !=
+                0 ||
+            store_local_decide(l[i].lim, e, now, 0, &peek[i], &pw, err) != 0) {
+            rc = -1;
+            break;
+        }
+        px_free(pw.next.list);
+        limited |= out[i].limited;
+    }
+    if (rc == 0 && commit) {
+        for (i = 0; i < n; i++) {
+            if (!limited || w[i].write == 3) {
+                store_local_apply(st, l[i].key, l[i].klen, &w[i], now);
+            }
+        }
+    }
+    for (i = 0; i < n; i++) {
+        px_free(w[i].next.list);
+    }
+    px_free(w);
+    return rc;
+}
+
+/* ---------------- Overrides, keys ---------------- */
+
+const char *store_local_override_get(struct store_local *st, const char *path,
+                                     size_t len)
+{
+    return hmap_get(&st->overrides, path, len);
+}
+
+int store_local_override_set(struct store_local *st, const char *path,
+                             size_t len, const char *text, size_t tlen)
+{
+    char *old = hmap_del(&st->overrides, path, len);
+
+    px_free(old);
+    if (text != NULL) {
+        hmap_put(&st->overrides, path, len, px_strndup(text, tlen));
+    }
+    return old != NULL;
 }
 
 int store_local_del(struct store_local *st, const char *key, size_t len)
@@ -132,7 +411,7 @@ int store_local_del(struct store_local *st, const char *key, size_t len)
     if (e == NULL) {
         return 0;
     }
-    px_free(hmap_del(&st->map, key, len));
+    store_entry_free(hmap_del(&st->map, key, len));
     return 1;
 }
 
@@ -144,7 +423,7 @@ static int store_local_expired(void *val, void *arg)
     if (e->expire_at_ns > *now) {
         return 0;
     }
-    px_free(e);
+    store_entry_free(e);
     return 1;
 }
 

@@ -1,22 +1,36 @@
 /* The embedded limiter store: used when no Redis is configured. It keeps
- * each key's state in a hash map in the proxy and runs the same C model as
+ * each key's state in a hash map in the proxy and runs the same C models as
  * the scripts run in Redis, so replies are the same. State expires as it
- * would in Redis, checked on access and swept a little on every cron. */
+ * would in Redis, checked on access and swept a little on every cron. The
+ * run-time overrides (LIMITER OVERRIDE) live here too, by path. */
 #ifndef PX_PROXY_STORE_LOCAL_H
 #define PX_PROXY_STORE_LOCAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf/limits.h"
 #include "proxy/hmap.h"
 
 struct gcra_params;
 struct gcra_result;
+struct rl_decision;
 
 /* The store, embedded in the server struct. */
 struct store_local {
-    struct hmap map;     /* key -> owned struct store_entry */
-    size_t sweep_cursor; /* next bucket the cron sweeps */
+    struct hmap map;       /* key -> owned struct store_entry */
+    struct hmap overrides; /* path -> owned NUL-ended override text */
+    size_t sweep_cursor;   /* next bucket the cron sweeps */
+};
+
+/* One limit of a LIMITER check in the embedded store. */
+struct store_local_limit {
+    enum limits_algo algo;             /* which model */
+    const struct limits_limit *lim;    /* parameters (not gcra) */
+    const struct gcra_params *p;       /* gcra: decides the reply */
+    const struct gcra_params *p_write; /* gcra: decides the write (WAIT) */
+    const char *key;                   /* the limit's key */
+    size_t klen;                       /* bytes of key */
 };
 
 void store_local_init(struct store_local *st);
@@ -43,6 +57,25 @@ int store_local_gcra_all(struct store_local *st, unsigned n,
                          const struct gcra_params *p_write, int commit,
                          struct gcra_result *out, struct gcra_result *peek,
                          const char **err);
+
+/* Decides every limit l[i] with `cost` at one instant into out[i] (and
+ * its state without this request into peek[i]); when `commit` and every
+ * one admits, writes them all, else writes none, except what an algorithm
+ * writes for a refused attempt (sliding_log). A key that holds another
+ * algorithm's state is WRONGTYPE. 0, or -1 with `*err` the reply text. */
+int store_local_check(struct store_local *st, unsigned n,
+                      const struct store_local_limit *l, int64_t cost,
+                      int commit, struct rl_decision *out,
+                      struct rl_decision *peek, const char **err);
+
+/* The run-time override of `path`, NUL-ended, or NULL. */
+const char *store_local_override_get(struct store_local *st, const char *path,
+                                     size_t len);
+
+/* Sets (text != NULL) or removes the run-time override of `path`.
+ * Returns 1 when an override was there before, else 0. */
+int store_local_override_set(struct store_local *st, const char *path,
+                             size_t len, const char *text, size_t tlen);
 
 /* Forgets key. Returns 1 when it was there (and not expired), else 0. */
 int store_local_del(struct store_local *st, const char *key, size_t len);

@@ -7,6 +7,14 @@
  * Redis answers a connection's requests in order, so the i-th reply frame
  * belongs to the i-th owed request. Frames on a private upstream with no
  * request owed are pushes (pub/sub messages) and go to the owning client.
+ * On a RESP3 connection a push frame (`>`) is never matched to a request,
+ * wherever it falls between replies: it goes to the owning client, or is
+ * dropped on a shared connection.
+ *
+ * A new connection first sends the proxy's own requests, whose replies are
+ * dropped: AUTH (when upstream_password is set), then HELLO 3 on a RESP3
+ * connection. A refused HELLO 3 fails the connection (a RESP3 client must
+ * never get RESP2 replies).
  *
  * States: CONNECTING -> READY -> (error) CLOSING -> IDLE -(backoff)->
  * CONNECTING. While IDLE or CLOSING a request fails at once with
@@ -23,6 +31,7 @@
 
 #include "conf/conf.h"
 #include "parser/resp.h"
+#include "parser/resp_enc.h"
 #include "proxy/client.h"
 #include "proxy/cluster.h"
 #include "proxy/log.h"
@@ -174,13 +183,58 @@ static void upstream_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     *b = uv_buf_init(buf_tail(&up->in), (unsigned)buf_avail(&up->in));
 }
 
-/* Hands one complete reply frame to its request. Returns 0, or -1 when the
- * upstream stopped being usable while delivering. */
-static int upstream_deliver(struct upstream *up, const char *frame, size_t len)
+/* The reply to one of the proxy's own requests (AUTH, HELLO 3, ASKING,
+ * a deferred MULTI), which the client never sees. An error to HELLO fails the
+ * connection. Frees `req`. */
+static void upstream_swallowed(struct upstream *up, struct req *req,
+                               const char *frame, size_t len)
+{
+    int hello = resp_cmd_arg_is(req->cmd, 0, "hello");
+    int shown = (int)(len > 200 ? 200 : len - 2);
+    char name[16];
+    size_t nlen;
+    const char *p = resp_cmd_arg(req->cmd, 0, &nlen);
+
+    snprintf(name, sizeof(name), "%.*s", (int)nlen, p);
+    req_reply(req, frame, len);
+    if (frame[0] != '-') {
+        return;
+    }
+    if (!hello) {
+        log_error("upstream %s: %s failed: %.*s", up->name, name, shown, frame);
+        return;
+    }
+    upstream_fail(up, "unavailable: RESP3 refused (HELLO 3: %.*s)",
+                  (int)(len > 100 ? 100 : len - 2), frame + 1);
+}
+
+/* A RESP3 push frame: it answers no request. */
+static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
+{
+    struct client *owner = up->owner;
+
+    if (owner == NULL) {
+        log_debug("upstream %s: push frame on a shared connection dropped",
+                  up->name);
+        return 0;
+    }
+    client_note_priv_frame(owner, frame, len);
+    client_push(owner, frame, len);
+    return up->state == UP_READY ? 0 : -1;
+}
+
+/* Hands one complete reply frame (its value of type `type`) to its request.
+ * Returns 0, or -1 when the upstream stopped being usable while
+ * delivering. */
+static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
+                            char type)
 {
     struct client *owner = up->owner;
     struct req *req;
 
+    if (type == '>' && up->proto == RESP_PROTO3) {
+        return upstream_on_push(up, frame, len);
+    }
     if (owner != NULL) {
         client_note_priv_frame(owner, frame, len);
     }
@@ -188,6 +242,11 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len)
         if (owner == NULL) {
             upstream_fail(up, "sent a reply nobody asked for");
             return -1;
+        }
+        if (frame[0] == '-') {
+            /* A pub/sub command's own error (RESP3: it waited for pushes
+             * that will not come). */
+            owner->push_wait = 0;
         }
         client_push(owner, frame, len);
         return up->state == UP_READY ? 0 : -1;
@@ -202,11 +261,11 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len)
         cluster_private_redirect(req, owner, frame, len)) {
         return up->state == UP_READY ? 0 : -1;
     }
-    if (req->swallow && frame[0] == '-') {
-        log_error("upstream %s: AUTH failed: %.*s", up->name,
-                  (int)(len > 200 ? 200 : len - 2), frame);
+    if (req->swallow) {
+        upstream_swallowed(up, req, frame, len);
+    } else {
+        req_reply(req, frame, len);
     }
-    req_reply(req, frame, len);
     return up->state == UP_READY ? 0 : -1;
 }
 
@@ -214,6 +273,7 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     struct upstream *up = container_of(s, struct upstream, tcp);
     size_t off = 0, len;
+    char type;
     int rc;
 
     PX_UNUSED(b);
@@ -234,8 +294,8 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         RESP_OK) {
         px_oom((size_t)nread);
     }
-    while ((rc = resp_framer_next(up->fr, &len)) == RESP_OK) {
-        if (upstream_deliver(up, up->in.data + off, len) != 0) {
+    while ((rc = resp_framer_next_typed(up->fr, &len, &type)) == RESP_OK) {
+        if (upstream_deliver(up, up->in.data + off, len, type) != 0) {
             return;
         }
         off += len;
@@ -288,31 +348,14 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     server_mark_upstream(up);
 }
 
-/* Queues AUTH as the first request of a new connection; its reply is
- * swallowed. */
-static void upstream_queue_auth(struct upstream *up)
+/* Queues one of the proxy's own requests behind what is already queued
+ * (first of all on a new connection); its reply is swallowed. */
+static void upstream_queue_own(struct upstream *up, int argc,
+                               const char *const *argv, const size_t *lens)
 {
-    const struct conf *conf = server.conf;
-    const char *argv[3];
-    size_t lens[3];
-    int argc = 0;
-    struct resp_cmd *cmd;
+    struct resp_cmd *cmd = resp_cmd_new(argc, argv, lens);
     struct req *req;
 
-    if (conf->upstream_password == NULL) {
-        return;
-    }
-    argv[argc] = "AUTH";
-    lens[argc++] = 4;
-    if (conf->upstream_user != NULL) {
-        argv[argc] = conf->upstream_user;
-        lens[argc] = strlen(conf->upstream_user);
-        argc++;
-    }
-    argv[argc] = conf->upstream_password;
-    lens[argc] = strlen(conf->upstream_password);
-    argc++;
-    cmd = resp_cmd_new(argc, argv, lens);
     if (cmd == NULL) {
         px_oom(0);
     }
@@ -320,6 +363,42 @@ static void upstream_queue_auth(struct upstream *up)
     req->swallow = 1;
     PX_CHECK_OOM(buf_append(&up->wq.out, cmd->raw, cmd->raw_len));
     queue_insert_tail(&up->inflight, &req->unode);
+}
+
+/* Queues `HELLO <proto>`. */
+static void upstream_queue_hello(struct upstream *up, int proto)
+{
+    const char *argv[2] = { "HELLO", proto == RESP_PROTO3 ? "3" : "2" };
+    size_t lens[2] = { 5, 1 };
+
+    upstream_queue_own(up, 2, argv, lens);
+}
+
+/* Queues AUTH (when configured), then HELLO 3 on a RESP3 connection, as the
+ * first requests of a new connection. */
+static void upstream_queue_setup(struct upstream *up)
+{
+    const struct conf *conf = server.conf;
+    const char *argv[3];
+    size_t lens[3];
+    int argc = 0;
+
+    if (conf->upstream_password != NULL) {
+        argv[argc] = "AUTH";
+        lens[argc++] = 4;
+        if (conf->upstream_user != NULL) {
+            argv[argc] = conf->upstream_user;
+            lens[argc] = strlen(conf->upstream_user);
+            argc++;
+        }
+        argv[argc] = conf->upstream_password;
+        lens[argc] = strlen(conf->upstream_password);
+        argc++;
+        upstream_queue_own(up, argc, argv, lens);
+    }
+    if (up->proto == RESP_PROTO3) {
+        upstream_queue_hello(up, RESP_PROTO3);
+    }
 }
 
 static void upstream_connect(struct upstream *up)
@@ -337,7 +416,7 @@ static void upstream_connect(struct upstream *up)
     uv_tcp_init(server.loop, &up->tcp);
     up->tcp_open = 1;
     uv_tcp_nodelay(&up->tcp, 1);
-    upstream_queue_auth(up);
+    upstream_queue_setup(up);
     rc = uv_tcp_connect(&up->connect_req, &up->tcp,
                         (const struct sockaddr *)&up->sa, upstream_on_connect);
     if (rc < 0) {
@@ -374,13 +453,14 @@ static struct upstream *upstream_alloc(void)
 }
 
 struct upstream *upstream_new(const struct sockaddr_storage *sa,
-                              const char *name, struct node *node)
+                              const char *name, struct node *node, int proto)
 {
     struct upstream *up = upstream_alloc();
 
     memcpy(&up->sa, sa, sizeof(up->sa));
     snprintf(up->name, sizeof(up->name), "%s", name);
     up->node = node;
+    up->proto = proto;
     upstream_connect(up);
     return up;
 }
@@ -403,13 +483,16 @@ struct upstream *upstream_new_private(const struct upstream *like,
     memcpy(&up->sa, &like->sa, sizeof(up->sa));
     memcpy(up->name, like->name, sizeof(up->name));
     up->owner = c;
+    up->proto = c->proto;
     upstream_connect(up);
     return up;
 }
 
 /* ---------------- Sending ---------------- */
 
-void upstream_send(struct upstream *up, struct req *req)
+/* Completes `req` with "unavailable" when `up` cannot take requests now.
+ * Returns 1 when it did (`req` may be freed). */
+static int upstream_refuse(struct upstream *up, struct req *req)
 {
     if (up->state != UP_READY && up->state != UP_CONNECTING) {
         /* last_err may already say "unavailable: <why>" (a failed
@@ -419,6 +502,14 @@ void upstream_send(struct upstream *up, struct req *req)
             why += 13;
         }
         req_reply_error(req, "upstream %s unavailable: %s", up->name, why);
+        return 1;
+    }
+    return 0;
+}
+
+void upstream_send(struct upstream *up, struct req *req)
+{
+    if (upstream_refuse(up, req)) {
         return;
     }
     PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
@@ -426,6 +517,32 @@ void upstream_send(struct upstream *up, struct req *req)
     queue_insert_tail(&up->inflight, &req->unode);
     if (up->state == UP_READY) {
         server_mark_upstream(up);
+    }
+}
+
+void upstream_send_pushed(struct upstream *up, struct req *req)
+{
+    if (upstream_refuse(up, req)) {
+        return;
+    }
+    PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
+    if (up->state == UP_READY) {
+        server_mark_upstream(up);
+    }
+    req_reply(req, "", 0);
+}
+
+void upstream_switch_proto(struct upstream *up, int proto)
+{
+    if (up->proto == proto) {
+        return;
+    }
+    up->proto = proto;
+    if (upstream_is_usable(up)) {
+        upstream_queue_hello(up, proto);
+        if (up->state == UP_READY) {
+            server_mark_upstream(up);
+        }
     }
 }
 

@@ -3,7 +3,13 @@
  * Shared upstreams carry many clients' requests (pipelined, one write per
  * loop turn) and reconnect with backoff forever. A private upstream belongs to
  * one client (transactions, pub/sub, blocking calls, SELECT n) and is closed
- * when that state ends or the client leaves. */
+ * when that state ends or the client leaves.
+ *
+ * Every connection speaks one protocol (`proto`): RESP3 ones say HELLO 3
+ * right after AUTH, so replies reach RESP3 clients byte for byte as Redis
+ * wrote them. On a RESP3 connection a push frame (`>`) answers no request:
+ * it goes to the owning client (pub/sub messages, tracking invalidations),
+ * and is dropped on a shared connection, where nobody asked for one. */
 #ifndef PX_PROXY_UPSTREAM_H
 #define PX_PROXY_UPSTREAM_H
 
@@ -46,21 +52,35 @@ struct upstream {
     char last_err[160];         /* why the last attempt failed */
     uint64_t last_read_ms;      /* loop time bytes last arrived */
     int pending_closes;         /* handles still closing (free at 0) */
+    int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
     unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
 };
 
 /* A shared upstream of `node` to the resolved address `sa` (named `name` in
- * logs and errors), connecting at once. */
+ * logs and errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3),
+ * connecting at once. */
 struct upstream *upstream_new(const struct sockaddr_storage *sa,
-                              const char *name, struct node *node);
+                              const char *name, struct node *node, int proto);
 
-/* A private upstream for client `c` to the same node as `like`. */
+/* A private upstream for client `c` to the same node as `like`, in the
+ * client's protocol. */
 struct upstream *upstream_new_private(const struct upstream *like,
                                       struct client *c);
 
 /* Queues `req` (its command's wire bytes) on `up`. If `up` cannot take
  * requests now, completes `req` with an error at once (may free it). */
 void upstream_send(struct upstream *up, struct req *req);
+
+/* Queues `req` on `up` when Redis answers it with RESP3 pushes only
+ * (SUBSCRIBE and the rest of the family on a RESP3 connection): its bytes are
+ * written, but it waits for no reply of its own, and completes at once with
+ * an empty reply; the pushes reach the client as they arrive. May free
+ * `req`. */
+void upstream_send_pushed(struct upstream *up, struct req *req);
+
+/* Switches a private upstream to `proto` (the client said HELLO): queues a
+ * HELLO whose reply is dropped, ahead of the client's next commands. */
+void upstream_switch_proto(struct upstream *up, int proto);
 
 /* True when connected. */
 int upstream_is_ready(const struct upstream *up);

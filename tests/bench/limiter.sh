@@ -6,7 +6,7 @@
 #
 # Starts one redis-server, one cellgate in front of it and one embedded
 # cellgate on free loopback ports; loads algorithms/gcra.lua into the redis
-# with SCRIPT LOAD; then runs redis-benchmark against each target in turn
+# with SCRIPT LOAD (as built: <build>/algorithms/gcra.lua); then runs redis-benchmark against each target in turn
 # (alternating, so drift hits every target alike), R times per pipeline
 # depth, over KEYSPACE random keys (__rand_int__):
 #   cellgate   CL.THROTTLE key:__rand_int__ B C P         -> cellgate -> redis
@@ -20,8 +20,15 @@
 # starts from the same state.
 #
 # Prints the median rps, p50 and p99 per target and the ratios
-# cellgate/evalsha and embedded/evalsha. It prints; it never asserts. Exit
-# status is 0 unless the setup fails.
+# cellgate/evalsha and embedded/evalsha.
+#
+# Then one row per algorithm of limits.yaml: LIMITER CHECK <algo>:<id>
+# through a cellgate whose tree has one node per algorithm (each about 100
+# per minute), over KEYSPACE random identities, with its rps relative to
+# the EVALSHA baseline above, and the Redis memory one identity costs
+# (MEMORY USAGE of its key after 1 check and after 100, i.e. full).
+#
+# It prints; it never asserts. Exit status is 0 unless the setup fails.
 #
 # Environment (all optional):
 #   CELLGATE   cellgate binary (default build/cellgate; use a Release build)
@@ -31,18 +38,21 @@
 #   PIPELINES  pipeline depths (default "1 16")
 #   KEYSPACE   redis-benchmark -r (default 100000)
 #   LIMIT      "max_burst count period" (default "15 30 60")
+#   ALGOS      algorithms of the per-algorithm rows (default: all seven;
+#              "" skips them)
 set -euo pipefail
 
 # shellcheck source=tests/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 LIMIT=${LIMIT:-"15 30 60"}
-SCRIPT=algorithms/gcra.lua
 NS_PER_S=1000000000
 
 require_redis_tools
 require_cellgate
-[[ -r $SCRIPT ]] || die "$SCRIPT not found"
+# The script as built (its shared parts pasted in), beside the binary.
+SCRIPT=$(dirname "$CELLGATE")/algorithms/gcra.lua
+[[ -r $SCRIPT ]] || die "$SCRIPT not found (build cellgate first)"
 
 # The script arguments cellgate sends for LIMIT and quantity 1 (DESIGN.md
 # "CL.THROTTLE, exactly"; gcra.h: split as s = d / 1e9, ns = d % 1e9).
@@ -146,4 +156,83 @@ for pl in $PIPELINES; do
         "$(ratio "$(median 3 embedded "$pl")" "$l_rps")" \
         "$(ratio "$(median 5 cellgate "$pl")" "$l_p99")" \
         "$(ratio "$(median 5 embedded "$pl")" "$l_p99")"
+done
+
+# ---------------- One row per algorithm ----------------
+
+ALGOS=${ALGOS-"gcra token_bucket leaky_bucket fixed_window sliding_window sliding_log sliding_counter"}
+[[ -n $ALGOS ]] || exit 0
+
+# About 100 per minute each, so most random identities admit.
+declare -A limit_of=(
+    [gcra]="[99, 100, 60]"
+    [token_bucket]="[{algorithm: token_bucket, capacity: 100, refill_per_sec: 1.67}]"
+    [leaky_bucket]="[{algorithm: leaky_bucket, size: 100, drip_ms: 600}]"
+    [fixed_window]="[{algorithm: fixed_window, max: 100, window: 1m}]"
+    [sliding_window]="[{algorithm: sliding_window, max: 100, window: 1m, resolution: 1s}]"
+    [sliding_log]="[{algorithm: sliding_log, max: 100, window: 1m}]"
+    [sliding_counter]="[{algorithm: sliding_counter, max: 100, window: 1m}]"
+)
+tree=$workdir/limits.yaml
+: >"$tree"
+for a in $ALGOS; do
+    [[ -n ${limit_of[$a]:-} ]] || die "ALGOS: unknown algorithm $a"
+    printf '%s:\n  children:\n    "*":\n      limits: %s\n' "$a" \
+        "${limit_of[$a]}" >>"$tree"
+done
+tport=$(free_port)
+start_bg "cellgate (tree)" "$tport" "$workdir/tree.log" \
+    "$CELLGATE" --listen "127.0.0.1:$tport" --upstream "127.0.0.1:$rport" \
+    --limits "$tree" --log-level warn
+
+# Memory of one identity: its key after 1 check, and after 100 (full).
+declare -A mem1_of mem100_of
+redis-cli -p "$rport" FLUSHALL >/dev/null
+for a in $ALGOS; do
+    out=$(redis-cli -p "$tport" LIMITER CHECK "$a:mem" 2>&1)
+    [[ $(grep -c . <<<"$out") -eq 5 ]] || die "LIMITER CHECK $a:mem: $out"
+    key="cellgate:{$a:mem}#0:$a"
+    mem1_of[$a]=$(redis-cli -p "$rport" MEMORY USAGE "$key" | tr -d '\r')
+    for _ in $(seq 2 100); do
+        echo "LIMITER CHECK $a:mem"
+    done | redis-cli -p "$tport" >/dev/null
+    mem100_of[$a]=$(redis-cli -p "$rport" MEMORY USAGE "$key" | tr -d '\r')
+done
+
+# The EVALSHA baseline per depth, before the results file is reused.
+lua_results=$workdir/lua.results
+for pl in $PIPELINES; do
+    echo "$pl $(median 3 evalsha "$pl")"
+done >"$lua_results"
+: >"$results"
+algo_one() {
+    redis-cli -p "$rport" FLUSHALL >/dev/null
+    bench_csv "$1" -h 127.0.0.1 -p "$tport" -c "$C" -n "$N" -r "$KEYSPACE" \
+        -P "$2" LIMITER CHECK "$1:__rand_int__"
+    tr -d '"' <"$workdir/bench.csv" |
+        awk -F, -v t="$1" -v p="$2" \
+            '$1 != "test" && NF >= 7 { print t, p, $2, $5, $7 }' \
+            >>"$results"
+}
+for rep in $(seq 1 "$R"); do
+    for pl in $PIPELINES; do
+        for a in $ALGOS; do
+            echo "run $rep/$R: LIMITER CHECK $a -P $pl" >&2
+            algo_one "$a" "$pl"
+        done
+    done
+done
+
+echo
+echo "LIMITER CHECK per algorithm through cellgate (Redis memory per identity: MEMORY USAGE of its key)"
+printf '%8s %-16s %10s %9s %9s %12s %8s %8s\n' pipeline algorithm rps p50_ms \
+    p99_ms rps/evalsha mem_1 mem_full
+for pl in $PIPELINES; do
+    l_rps=$(awk -v p="$pl" '$1 == p { print $2 }' "$lua_results")
+    for a in $ALGOS; do
+        printf '%8s %-16s %10s %9s %9s %12s %8s %8s\n' "$pl" "$a" \
+            "$(median 3 "$a" "$pl")" "$(median 4 "$a" "$pl")" \
+            "$(median 5 "$a" "$pl")" "$(ratio "$(median 3 "$a" "$pl")" "$l_rps")" \
+            "${mem1_of[$a]}" "${mem100_of[$a]}"
+    done
 done

@@ -62,6 +62,33 @@ same "redis-cli: -r 100 incr (repeat)" -r 100 incr {}r
 same "redis-cli: -x (value from stdin)" -x set {}x </etc/hostname
 same "redis-cli: client setname + getname" client setname cli-app
 
+# redis-cli -3 speaks RESP3 (HELLO 3): maps, sets, doubles, nulls as Redis
+# sends them, rendered by redis-cli's RESP3 printer.
+same "redis-cli -3: hgetall (map)" -e "1# \"f\" => \"v\"${nl}[exit 0]" -3 --no-raw hgetall {}h
+same "redis-cli -3: zadd" -e "2${nl}[exit 0]" -3 zadd {}z 1.5 a 2 b
+same "redis-cli -3: zrange withscores (doubles)" \
+    -e "1) 1) \"a\"${nl}   2) (double) 1.5${nl}2) 1) \"b\"${nl}   2) (double) 2${nl}[exit 0]" \
+    -3 --no-raw zrange {}z 0 -1 withscores
+same "redis-cli -3: sadd" -e "1${nl}[exit 0]" -3 sadd {}s m
+same "redis-cli -3: smembers (set)" -e "1~ \"m\"${nl}[exit 0]" -3 --no-raw smembers {}s
+same "redis-cli -3: get of a missing key (null)" -e "(nil)${nl}[exit 0]" -3 --no-raw get {}missing
+same "redis-cli -3: client getname (null)" -e "(nil)${nl}[exit 0]" -3 --no-raw client getname
+same "redis-cli -3: a double from Lua" -e "(double) 1.5${nl}[exit 0]" -3 --no-raw eval "return {double=1.5}" 0
+same "redis-cli -3: error reply" -3 --no-raw incr {}k
+out=$(timeout 10 redis-cli -3 -p "$P" --no-raw cl.throttle cli3:user 15 30 60 2>&1)
+want="1) (integer) 0${nl}2) (integer) 16${nl}3) (integer) 15${nl}4) (integer) -1${nl}5) (integer) 2"
+if [ "$out" = "$want" ]; then ok "redis-cli -3: cl.throttle through cellgate"
+else notok "redis-cli -3: cl.throttle through cellgate" "printed '$(echo "$out" | one_line)'"; fi
+out=$(timeout 10 redis-cli -3 -p "$P" --no-raw hello 3 2>&1)
+if echo "$out" | grep -qx '3# "proto" => (integer) 3' && echo "$out" | grep -qx '1# "server" => "cellgate"'; then
+    ok "redis-cli -3: hello 3 is a map with proto 3"
+else
+    notok "redis-cli -3: hello 3 is a map with proto 3" "printed '$(echo "$out" | one_line)'"
+fi
+out=$(timeout 10 redis-cli -3 -p "$P" info server 2>&1 | head -n 1 | tr -d '\r')
+if [ "$out" = "# Proxy" ]; then ok "redis-cli -3: info (verbatim string, proxy section first)"
+else notok "redis-cli -3: info (verbatim string, proxy section first)" "first line '$out'"; fi
+
 # Commands on standard input, one per line (no arguments after the port).
 d=$(printf 'set cli:stdin:d 1\nincr cli:stdin:d\nget cli:stdin:d\nping\n' | timeout 10 redis-cli -p "$R" 2>&1)
 p=$(printf 'set cli:stdin:p 1\nincr cli:stdin:p\nget cli:stdin:p\nping\n' | timeout 10 redis-cli -p "$P" 2>&1)
@@ -119,6 +146,19 @@ if [ "$n" = 1 ] && [ "$(tr '\n' '|' <"$T/sub.out")" = "subscribe|cli:chan|1|mess
     ok "redis-cli: subscribe + publish"
 else
     notok "redis-cli: subscribe + publish" "publish said '$n', subscriber printed '$(one_line <"$T/sub.out")'"
+fi
+
+# The same with -3: the confirmation and the message are RESP3 pushes.
+timeout 10 redis-cli -3 -p "$P" subscribe cli3:chan >"$T/sub3.out" 2>&1 &
+BG=$!
+for _ in $(seq 1 50); do grep -q '^1$' "$T/sub3.out" 2>/dev/null && break; sleep 0.1; done
+n=$(timeout 5 redis-cli -p "$P" publish cli3:chan "hi there")
+for _ in $(seq 1 50); do grep -q '^hi there$' "$T/sub3.out" 2>/dev/null && break; sleep 0.1; done
+kill "$BG" 2>/dev/null; wait "$BG" 2>/dev/null; BG=""
+if [ "$n" = 1 ] && [ "$(tr '\n' '|' <"$T/sub3.out")" = "subscribe|cli3:chan|1|message|cli3:chan|hi there|" ]; then
+    ok "redis-cli -3: subscribe + publish (pushes)"
+else
+    notok "redis-cli -3: subscribe + publish (pushes)" "publish said '$n', subscriber printed '$(one_line <"$T/sub3.out")'"
 fi
 
 # ---------------------------------------------------------------- redis-benchmark

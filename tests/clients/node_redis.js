@@ -1,20 +1,30 @@
 'use strict';
 // node-redis (the `redis` package) against cellgate, compared with the same
-// calls straight against Redis. Default createClient options.
+// calls straight against Redis.
 //
-// Pinned to redis 5.x: node-redis 6 speaks RESP3 by default (it opens with
-// HELLO 3 and has no RESP2 fallback), which cellgate does not serve yet.
-// Environment: PROXY_PORT, REDIS_PORT.
+//   node node_redis.js                 (redis 5.x, default options: RESP2)
+//   node node_redis.js redis --resp3   (redis 5.x, createClient({ RESP: 3 }))
+//   node node_redis.js redis6          (redis 6.x, default options: it opens
+//                                       with HELLO 3 and has no RESP2 fallback)
+// Further arguments select checks by name. Environment: PROXY_PORT,
+// REDIS_PORT.
 const H = require('./harness');
-const { createClient, RESP_TYPES, WatchError, ErrorReply } = require('redis');
 
-const VERSION = require('redis/package.json').version;
-const TAG = 'node-redis';
-const only = process.argv.slice(2);
+const args = process.argv.slice(2);
+const MOD = args.length && /^redis\d*$/.test(args[0]) ? args.shift() : 'redis';
+const WANT_RESP3 = args.includes('--resp3');
+const only = args.filter((a) => a !== '--resp3');
+const { createClient, RESP_TYPES, WatchError, ErrorReply } = require(MOD);
+
+const VERSION = require(`${MOD}/package.json`).version;
+const MAJOR = Number(VERSION.split('.')[0]);
+const OPTIONS = WANT_RESP3 ? { RESP: 3 } : {}; // else the defaults
+const R3 = WANT_RESP3 || MAJOR >= 6; // node-redis 6 speaks RESP3 by default
+const TAG = MAJOR >= 6 ? `node-redis${MAJOR}` : WANT_RESP3 ? 'node-redis-resp3' : 'node-redis';
 
 const opened = [];
 async function connect(port) {
-  const c = createClient({ url: `redis://${H.HOST}:${port}` }); // default options
+  const c = createClient({ url: `redis://${H.HOST}:${port}`, ...OPTIONS });
   c.on('error', () => {}); // connection trouble shows up in the failing check
   opened.push(c);
   await H.withTimeout(c.connect(), 5000, `connect to ${port}`);
@@ -38,9 +48,16 @@ const errorOf = async (p) => {
   return e && [e[0], e[1]];
 };
 
-check('connects with default options', async () => {
-  console.log(`# node-redis ${VERSION} (RESP2 by default)`);
+check(WANT_RESP3 ? 'connects with RESP: 3' : 'connects with default options', async () => {
+  console.log(`# node-redis ${VERSION} (${R3 ? 'RESP3' : 'RESP2'}${WANT_RESP3 ? ', asked for' : ' by default'})`);
   await same(async (t) => t.r.isReady, true);
+  // What the server said it speaks: HELLO's map (an array in RESP2).
+  await same(async (t) => {
+    const hello = await t.r.sendCommand(['HELLO']);
+    const get = (f) => (hello instanceof Map ? hello.get(f) : Array.isArray(hello)
+      ? hello[hello.indexOf(f) + 1] : hello[f]);
+    return Number(get('proto'));
+  }, R3 ? 3 : 2);
 });
 
 check('ping and echo', async () => {
@@ -282,6 +299,53 @@ check('Lua EVAL / EVALSHA', async () => {
       await r.evalSha(sha, { keys: [k('lua')], arguments: ['5'] }), sha.length];
   }, [5, 10, 40]);
 });
+
+// ---------------------------------------------------------------- RESP3 only
+
+if (R3) {
+  check('RESP3: ordinary commands on a subscribed connection', async () => {
+    await same(async (t) => {
+      const sub = await t.other();
+      const ch = t.k('r3chan');
+      let resolveMsg;
+      const got = new Promise((res) => { resolveMsg = res; });
+      await sub.subscribe(ch, (message) => resolveMsg(message));
+      // RESP3 lets a subscribed connection keep running commands.
+      const set = await sub.set(t.k('r3sub'), 'v');
+      const get = await sub.get(t.k('r3sub'));
+      const receivers = await t.r.publish(ch, 'while busy');
+      const msg = await H.withTimeout(got, 5000, `${t.label} message`);
+      const hash = await sub.hGetAll(t.k('r3nohash'));
+      await sub.unsubscribe(ch);
+      const after = await sub.get(t.k('r3sub'));
+      sub.destroy();
+      return [set, get, receivers, msg, hash, after];
+    }, ['OK', 'v', 1, 'while busy', {}, 'v']);
+  });
+
+  check('RESP3: client-side cache invalidated by another connection', async () => {
+    await same(async (t) => {
+      const key = t.k('csc');
+      await t.r.set(key, 'old');
+      const cached = createClient({ url: `redis://${H.HOST}:${t.port}`, RESP: 3,
+        clientSideCache: { ttl: 0, maxEntries: 0 } });
+      cached.on('error', () => {});
+      opened.push(cached);
+      await H.withTimeout(cached.connect(), 5000, `${t.label} connect (cache)`);
+      const first = await cached.get(key); // a miss: asks the server, tracked
+      const second = await cached.get(key); // a hit: served from the cache
+      const hits = cached.clientSideCache.stats().hitCount;
+      await t.r.set(key, 'new'); // the server pushes an invalidation
+      let third = second;
+      for (let i = 0; i < 100 && third === 'old'; i++) {
+        await H.sleep(20);
+        third = await cached.get(key);
+      }
+      cached.destroy();
+      return [first, second, hits, third];
+    }, ['old', 'old', 1, 'new']);
+  });
+}
 
 (async () => {
   let failed = 1;

@@ -50,7 +50,7 @@ if [ -z "$PY" ]; then
     $SUDO apt-get install -y -qq --no-install-recommends python3-redis >/dev/null
     PY=/usr/bin/python3
 fi
-if [ ! -d "$HERE/node_modules" ] || ! (cd "$HERE" && node -e 'require("ioredis");require("ioredis5");require("redis")' 2>/dev/null); then
+if [ ! -d "$HERE/node_modules" ] || ! (cd "$HERE" && node -e 'require("ioredis");require("ioredis5");require("redis");require("redis6")' 2>/dev/null); then
     echo "clients: npm ci in tests/clients" >&2
     (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error) >&2
 fi
@@ -127,12 +127,14 @@ echo "clients: redis-server on 127.0.0.1:$RPORT, cellgate ($CG) on 127.0.0.1:$PP
 export PROXY_PORT=$PPORT REDIS_PORT=$RPORT
 
 # ---------------------------------------------------------------- parts
-# name, time limit (s), command. The limits add up to well under 3 minutes.
+# name, time limit (s), command. The limits add up to about 3 minutes.
 PARTS=(
     "py|40|$PY $HERE/py_clients.py"
     "ioredis6|20|node $HERE/node_ioredis.js ioredis"
     "ioredis5|20|node $HERE/node_ioredis.js ioredis5"
     "node-redis|20|node $HERE/node_redis.js"
+    "node-redis-resp3|20|node $HERE/node_redis.js redis --resp3"
+    "node-redis6|20|node $HERE/node_redis.js redis6"
     "cli|40|bash $HERE/cli_bench.sh"
 )
 

@@ -189,6 +189,20 @@ Test(it_auth, limiter_keys_are_refused_to_clients_that_are_not_admin,
     px_check_error(px_cmd(c, "DEL a cellgate:y"), noperm);
     px_check_error(px_cmd(c, "EVAL %s 1 cellgate:z", "return 1"), noperm);
     px_check_nil(px_cmd(direct, "GET cellgate:x"));
+    /* The same on a private connection: inside MULTI the refusal also
+     * aborts the transaction, as a command Redis refuses while queuing
+     * does; the connection keeps working after it. */
+    px_check_status(px_cmd(c, "MULTI"), "OK");
+    px_check_status(px_cmd(c, "SET tx:k 1"), "QUEUED");
+    px_check_error(px_cmd(c, "DEL cellgate:x"), noperm);
+    px_check_error(px_cmd(c, "EXEC"),
+                   "EXECABORT Transaction discarded because of previous "
+                   "errors.");
+    px_check_nil(px_cmd(direct, "GET tx:k"));
+    px_check_status(px_cmd(c, "WATCH w"), "OK");
+    px_check_error(px_cmd(c, "SET cellgate:x forged"), noperm);
+    px_check_status(px_cmd(c, "UNWATCH"), "OK");
+    px_check_nil(px_cmd(direct, "GET cellgate:x"));
     /* Other keys, values that merely contain the prefix, and limiter
      * commands themselves are untouched. */
     px_check_status(px_cmd(c, "SET k cellgate:value"), "OK");

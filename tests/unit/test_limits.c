@@ -1798,3 +1798,100 @@ Test(limits, describe_is_cut_after_one_mebibyte)
     free(yaml);
     limits_free(t);
 }
+
+/* ---------------- Run-time overrides (LIMITER OVERRIDE) ---------------- */
+
+/* The node's own limits of `path` in `yaml` into *lv (asserting it has
+ * them). */
+static void base_of(struct limits_tree *t, const char *path,
+                    struct limits_levels *lv)
+{
+    const char *err = NULL;
+
+    cr_assert_eq(limits_resolve(t, path, strlen(path), NULL, 0, lv, &err),
+                 LIMITS_OK, "%s: %s", path, err ? err : "");
+    cr_assert_geq(lv->n, 1, "%s has limits", path);
+}
+
+Test(limits, runtime_overrides_apply_to_the_nodes_own_limits)
+{
+    static struct limits_levels lv; /* about 40 KB: not on the stack */
+    struct limits_tree *t =
+        load_ok("tb:\n  children:\n    \"*\":\n      limits:\n"
+                "        - {algorithm: token_bucket, capacity: 10, "
+                "refill_per_sec: 2}\n"
+                "two:\n  limits:\n    - {max_burst: 3, count: 6, period: 60}\n"
+                "    - {algorithm: fixed_window, max: 100, window: 1h}\n"
+                "overrides:\n  tb:alex: {factor: 2}\n");
+    struct limits_runtime rt;
+    char err[256];
+
+    base_of(t, "tb:alex", &lv);
+    /* The file's override applies to the level; the base stays. */
+    cr_assert_eq(lv.level[0].limits[0].u.token_bucket.capacity, 5);
+    cr_assert_eq(lv.level[0].base[0].u.token_bucket.capacity, 10);
+
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, lv.level[0].nbase,
+                                           "capacity 50 refill_per_sec 0.5", 30,
+                                           &rt, err, sizeof(err)),
+                 LIMITS_OK, "%s", err);
+    cr_assert(!rt.unlimited);
+    cr_assert_eq(rt.nlimits, 1);
+    cr_assert_eq(rt.limits[0].u.token_bucket.capacity, 50);
+    cr_assert_eq(rt.limits[0].u.token_bucket.refill_per_sec_micro, 500000);
+
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "FACTOR 4", 8,
+                                           &rt, err, sizeof(err)),
+                 LIMITS_OK, "%s", err);
+    cr_assert_eq(rt.limits[0].u.token_bucket.capacity, 2); /* 10 / 4 */
+    cr_assert_eq(rt.limits[0].u.token_bucket.refill_per_sec_micro, 500000);
+
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "inf", 3, &rt,
+                                           err, sizeof(err)),
+                 LIMITS_OK);
+    cr_assert(rt.unlimited);
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "Unlimited", 9,
+                                           &rt, err, sizeof(err)),
+                 LIMITS_OK);
+    cr_assert(rt.unlimited);
+
+    /* Refused, each with its reason. */
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "", 0, &rt, err,
+                                           sizeof(err)),
+                 LIMITS_ERR);
+    cr_assert_str_eq(err, "an override needs FACTOR f, UNLIMITED or "
+                          "parameters with values");
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "size 3", 6,
+                                           &rt, err, sizeof(err)),
+                 LIMITS_ERR);
+    cr_assert_str_eq(err, "unknown parameter 'size' of token_bucket "
+                          "(expected capacity, refill_per_sec)");
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "capacity 1.5",
+                                           12, &rt, err, sizeof(err)),
+                 LIMITS_ERR);
+    cr_assert_str_eq(err, "capacity: expected a positive integer, got "
+                          "\"1.5\"");
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "factor 0", 8,
+                                           &rt, err, sizeof(err)),
+                 LIMITS_ERR);
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "factor 2 3",
+                                           10, &rt, err, sizeof(err)),
+                 LIMITS_ERR);
+    cr_assert_str_eq(err, "FACTOR takes one number");
+
+    /* Two limits: a factor scales both; parameters are refused. */
+    base_of(t, "two", &lv);
+    cr_assert_eq(lv.level[0].nbase, 2);
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 2, "factor 0.5",
+                                           10, &rt, err, sizeof(err)),
+                 LIMITS_OK, "%s", err);
+    cr_assert_eq(rt.nlimits, 2);
+    cr_assert_eq(rt.limits[0].u.gcra.max_burst, 6);
+    cr_assert_eq(rt.limits[1].u.fixed_window.max, 200);
+    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 2, "max 5", 5, &rt,
+                                           err, sizeof(err)),
+                 LIMITS_ERR);
+    cr_assert_str_eq(err, "parameters need a node with exactly one limit, "
+                          "this one has 2 (use FACTOR or UNLIMITED)");
+    limits_free(t);
+}

@@ -1,4 +1,5 @@
-/* RESP2 encoders: the exact bytes of every encoder. */
+/* RESP encoders: the exact bytes of every encoder, in both protocols where
+ * they differ. */
 #include "tests/support/px_test.h"
 
 #include <limits.h>
@@ -140,5 +141,73 @@ Test(resp_enc, oversized_bulk_fails_without_writing)
     buf_init(&b);
     cr_assert_eq(buf_append_str(&b, "keep"), BUF_OK);
     cr_assert_eq(resp_enc_bulk(&b, "x", (size_t)-1), BUF_ENOMEM);
+    expect(&b, B("keep"));
+}
+
+Test(resp_enc, null_is_spelled_per_protocol)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_null(&b, RESP_PROTO2), BUF_OK);
+    expect(&b, B("$-1\r\n"));
+    cr_assert_eq(resp_enc_null(&b, RESP_PROTO3), BUF_OK);
+    expect(&b, B("_\r\n"));
+}
+
+Test(resp_enc, map_is_an_array_of_pairs_in_resp2)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_map_header(&b, 7, RESP_PROTO3), BUF_OK);
+    expect(&b, B("%7\r\n"));
+    cr_assert_eq(resp_enc_map_header(&b, 7, RESP_PROTO2), BUF_OK);
+    expect(&b, B("*14\r\n"));
+    cr_assert_eq(resp_enc_map_header(&b, 0, RESP_PROTO3), BUF_OK);
+    expect(&b, B("%0\r\n"));
+    cr_assert_eq(resp_enc_map_header(&b, 0, RESP_PROTO2), BUF_OK);
+    expect(&b, B("*0\r\n"));
+}
+
+Test(resp_enc, set_is_an_array_in_resp2)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_set_header(&b, 3, RESP_PROTO3), BUF_OK);
+    expect(&b, B("~3\r\n"));
+    cr_assert_eq(resp_enc_set_header(&b, 3, RESP_PROTO2), BUF_OK);
+    expect(&b, B("*3\r\n"));
+}
+
+/* Redis 7.0 sends INFO as `=<n>\r\ntxt:<text>\r\n` to RESP3 clients. */
+Test(resp_enc, verbatim_string_carries_its_format_in_resp3_only)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(
+        resp_enc_verbatim(&b, "txt", B("# Server\r\nx:1\r\n"), RESP_PROTO3),
+        BUF_OK);
+    expect(&b, B("=19\r\ntxt:# Server\r\nx:1\r\n\r\n"));
+    cr_assert_eq(
+        resp_enc_verbatim(&b, "txt", B("# Server\r\nx:1\r\n"), RESP_PROTO2),
+        BUF_OK);
+    expect(&b, B("$15\r\n# Server\r\nx:1\r\n\r\n"));
+    cr_assert_eq(resp_enc_verbatim(&b, "txt", NULL, 0, RESP_PROTO3), BUF_OK);
+    expect(&b, B("=4\r\ntxt:\r\n"));
+}
+
+Test(resp_enc, verbatim_refuses_a_bad_format_without_writing)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(buf_append_str(&b, "keep"), BUF_OK);
+    cr_assert_eq(resp_enc_verbatim(&b, "text", B("x"), RESP_PROTO3),
+                 BUF_ENOMEM);
+    cr_assert_eq(resp_enc_verbatim(&b, "txt", "x", (size_t)-1, RESP_PROTO3),
+                 BUF_ENOMEM);
     expect(&b, B("keep"));
 }

@@ -1,7 +1,9 @@
-/* Reply framer: frame lengths for every RESP2 type, pipelined and split.
+/* Reply framer: frame lengths for every RESP2 and RESP3 type, pipelined and
+ * split, with the type of each frame (a push must be told from a reply).
  *
  * The case table is run fed whole, one byte at a time, and split into two
- * chunks at every position; each must report the same frame lengths. These
+ * chunks at every position; each must report the same frame lengths and
+ * types. These
  * tests also pin the hiredis 0.14.1 cursor arithmetic the framer relies on
  * (frame end = bytes fed - (r->len - r->pos)), including across the 1 KiB
  * point after which hiredis trims its buffer. */
@@ -19,7 +21,7 @@ PX_TEST_SUITE(resp_framer);
 
 #define B(s) s, sizeof(s) - 1
 
-#define MAX_FRAMES 8
+#define MAX_FRAMES 10
 
 /* One framing case: the expected frame lengths, then maybe an error. */
 struct fcase {
@@ -28,55 +30,151 @@ struct fcase {
     size_t in_len;
     size_t frames[MAX_FRAMES]; /* lengths, ended by 0 */
     int fails;                 /* the stream ends in a protocol error */
+    const char *types;         /* type of each frame, or NULL: the first
+                                  byte of each */
 };
 
 static const struct fcase CASES[] = {
-    { "simple_string", B("+OK\r\n"), { 5 }, 0 },
-    { "error", B("-ERR unknown command\r\n"), { 22 }, 0 },
-    { "integer", B(":12345\r\n"), { 8 }, 0 },
-    { "negative_integer", B(":-5\r\n"), { 5 }, 0 },
-    { "bulk", B("$3\r\nfoo\r\n"), { 9 }, 0 },
-    { "empty_bulk", B("$0\r\n\r\n"), { 6 }, 0 },
-    { "binary_bulk", B("$6\r\n\r\n\0\r\n\n\r\n"), { 12 }, 0 },
-    { "nil_bulk", B("$-1\r\n"), { 5 }, 0 },
-    { "nil_array", B("*-1\r\n"), { 5 }, 0 },
-    { "empty_array", B("*0\r\n"), { 4 }, 0 },
+    { "simple_string", B("+OK\r\n"), { 5 }, 0, NULL },
+    { "error", B("-ERR unknown command\r\n"), { 22 }, 0, NULL },
+    { "integer", B(":12345\r\n"), { 8 }, 0, NULL },
+    { "negative_integer", B(":-5\r\n"), { 5 }, 0, NULL },
+    { "bulk", B("$3\r\nfoo\r\n"), { 9 }, 0, NULL },
+    { "empty_bulk", B("$0\r\n\r\n"), { 6 }, 0, NULL },
+    { "binary_bulk", B("$6\r\n\r\n\0\r\n\n\r\n"), { 12 }, 0, NULL },
+    { "nil_bulk", B("$-1\r\n"), { 5 }, 0, NULL },
+    { "nil_array", B("*-1\r\n"), { 5 }, 0, NULL },
+    { "empty_array", B("*0\r\n"), { 4 }, 0, NULL },
     { "array_of_mixed_types",
       B("*4\r\n+a\r\n:1\r\n$-1\r\n$2\r\nxy\r\n"),
       { 25 },
-      0 },
-    { "nested_arrays", B("*2\r\n*1\r\n:1\r\n*2\r\n$-1\r\n*0\r\n"), { 25 }, 0 },
+      0,
+      NULL },
+    { "nested_arrays",
+      B("*2\r\n*1\r\n:1\r\n*2\r\n$-1\r\n*0\r\n"),
+      { 25 },
+      0,
+      NULL },
     { "nested_seven_deep",
       B("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
       { 32 },
-      0 },
+      0,
+      NULL },
     { "pipelined_replies",
       B("+OK\r\n:1\r\n$1\r\na\r\n*2\r\n:1\r\n:2\r\n-ERR x\r\n$-1\r\n"),
       { 5, 4, 7, 12, 8, 5 },
-      0 },
+      0,
+      NULL },
     /* Deeper than hiredis 0.14's limit of 7, as COMMAND DOCS replies are. */
     { "nested_twelve_deep",
       B("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n"
         "*1\r\n*2\r\n:1\r\n$1\r\nx\r\n"),
       { 59 },
-      0 },
+      0,
+      NULL },
     { "resp3_map_set_double_bool_null",
       B("%2\r\n+a\r\n,1.5\r\n+b\r\n~2\r\n#t\r\n_\r\n"),
       { 29 },
-      0 },
-    { "resp3_push_then_reply", B(">2\r\n+m\r\n:1\r\n+OK\r\n"), { 12, 5 }, 0 },
+      0,
+      NULL },
+    { "resp3_push_then_reply",
+      B(">2\r\n+m\r\n:1\r\n+OK\r\n"),
+      { 12, 5 },
+      0,
+      NULL },
     { "resp3_attribute_belongs_to_next_value",
       B("|1\r\n+k\r\n:1\r\n$2\r\nhi\r\n+OK\r\n"),
       { 20, 5 },
-      0 },
+      0,
+      "$+" },
     { "resp3_blob_error_and_verbatim",
       B("!3\r\nERR\r\n=7\r\ntxt:abc\r\n(12345\r\n"),
       { 9, 13, 8 },
-      0 },
-    { "negative_length_other_than_minus_one", B("$-2\r\n"), { 0 }, 1 },
-    { "garbage_type_byte", B("?foo\r\n"), { 0 }, 1 },
-    { "garbage_after_reply", B("+OK\r\n?foo\r\n"), { 5 }, 1 },
-    { "garbage_inside_array", B("*2\r\n:1\r\n?\r\n"), { 0 }, 1 },
+      0,
+      NULL },
+    /* Every RESP3 scalar, one frame each, as Redis 7.0 sends them
+     * (DEBUG PROTOCOL). */
+    { "resp3_every_scalar_type",
+      B("_\r\n,3.141\r\n,-inf\r\n#t\r\n#f\r\n"
+        "(1234567999999999999999999999999999999\r\n"
+        "=29\r\ntxt:This is a verbatim\nstring\r\n!0\r\n\r\n"),
+      { 3, 8, 7, 4, 4, 40, 36, 6 },
+      0,
+      NULL },
+    { "resp3_empty_aggregates",
+      B("%0\r\n~0\r\n>0\r\n*0\r\n"),
+      { 4, 4, 4, 4 },
+      0,
+      NULL },
+    { "resp3_map_of_bools",
+      B("%3\r\n:0\r\n#f\r\n:1\r\n#t\r\n:2\r\n#f\r\n"),
+      { 28 },
+      0,
+      NULL },
+    /* Redis 7.0's EXEC of a SUBSCRIBE queued in RESP3: a push inside an
+     * array is part of the reply. */
+    { "resp3_push_nested_in_a_reply_is_not_a_frame",
+      B("*1\r\n>3\r\n$9\r\nsubscribe\r\n$1\r\nq\r\n:1\r\n"),
+      { 34 },
+      0,
+      NULL },
+    { "resp3_nested_map_set_push_and_attribute",
+      B("%1\r\n~2\r\n%1\r\n+k\r\n|1\r\n+a\r\n#t\r\n,1e3\r\n_\r\n"
+        "*2\r\n|0\r\n:7\r\n>1\r\n(9\r\n"),
+      { 57 },
+      0,
+      NULL },
+    /* Pushes (pub/sub, invalidations) fall between replies on one
+     * connection; each is a frame of its own, typed '>'. */
+    { "resp3_pushes_between_replies",
+      B("+OK\r\n>3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"
+        "$1\r\nv\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"
+        "_\r\n"),
+      { 5, 33, 7, 32, 3 },
+      0,
+      NULL },
+    { "resp3_attribute_before_a_push_types_it_as_a_push",
+      B("|1\r\n+a\r\n:1\r\n>1\r\n+p\r\n:2\r\n"),
+      { 20, 4 },
+      0,
+      ">:" },
+    { "resp3_attribute_with_no_pairs", B("|0\r\n:5\r\n"), { 8 }, 0, ":" },
+    { "resp3_deep_attributes_inside_aggregates",
+      B("~1\r\n|1\r\n|1\r\n+x\r\n+y\r\n+k\r\n+v\r\n+e\r\n"),
+      { 32 },
+      0,
+      "~" },
+    { "negative_length_other_than_minus_one", B("$-2\r\n"), { 0 }, 1, NULL },
+    { "null_map_is_not_resp", B("%-1\r\n"), { 0 }, 1, NULL },
+    { "streamed_aggregate_is_refused", B("*?\r\n"), { 0 }, 1, NULL },
+    /* Lengths no reply can have are refused from their header, before any
+     * byte of the payload: they must not wrap the arithmetic. */
+    { "bulk_length_over_int64_refused",
+      B("$9300000000000000000\r\n"),
+      { 0 },
+      1,
+      NULL },
+    { "bulk_length_of_twenty_digits_refused",
+      B("+OK\r\n$18446744073709551617\r\n"),
+      { 5 },
+      1,
+      NULL },
+    { "array_over_four_billion_elements_refused",
+      B("*4294967296\r\n"),
+      { 0 },
+      1,
+      NULL },
+    { "map_whose_pairs_double_past_the_limit_refused",
+      B("%9223372036854775807\r\n"),
+      { 0 },
+      1,
+      NULL },
+    { "push_with_a_huge_count_refused", B(">99999999999\r\n"), { 0 }, 1, NULL },
+    { "length_without_digits_refused", B("$\r\n"), { 0 }, 1, NULL },
+    { "length_with_a_stray_byte_refused", B("*1x\r\n"), { 0 }, 1, NULL },
+    { "garbage_type_byte", B("?foo\r\n"), { 0 }, 1, NULL },
+    { "garbage_after_reply", B("+OK\r\n?foo\r\n"), { 5 }, 1, NULL },
+    { "garbage_inside_array", B("*2\r\n:1\r\n?\r\n"), { 0 }, 1, NULL },
 };
 
 #define NCASES (sizeof(CASES) / sizeof(CASES[0]))
@@ -84,6 +182,7 @@ static const struct fcase CASES[] = {
 /* What a run produced. */
 struct fresult {
     size_t frames[MAX_FRAMES + 1];
+    char types[MAX_FRAMES + 1];
     size_t n;
     int rc;
 };
@@ -91,10 +190,12 @@ struct fresult {
 static void drain(struct resp_framer *fr, struct fresult *r)
 {
     size_t len = 0;
+    char type = 0;
     int rc;
 
-    while ((rc = resp_framer_next(fr, &len)) == RESP_OK) {
+    while ((rc = resp_framer_next_typed(fr, &len, &type)) == RESP_OK) {
         cr_assert_lt(r->n, MAX_FRAMES, "too many frames");
+        r->types[r->n] = type;
         r->frames[r->n++] = len;
     }
     cr_assert(rc == RESP_AGAIN || rc == RESP_EPROTO, "unexpected rc %d", rc);
@@ -136,9 +237,13 @@ static void check(const struct fcase *tc, const struct fresult *r,
     size_t i, sum = 0;
 
     for (i = 0; i < MAX_FRAMES && tc->frames[i] != 0; i++) {
+        char want = tc->types != NULL ? tc->types[i] : tc->in[sum];
+
         cr_assert_lt(i, r->n, "%s (%s): missing frame %zu", tc->name, how, i);
         cr_assert_eq(r->frames[i], tc->frames[i], "%s (%s): frame %zu",
                      tc->name, how, i);
+        cr_assert_eq(r->types[i], want, "%s (%s): frame %zu is '%c', not '%c'",
+                     tc->name, how, i, r->types[i], want);
         sum += tc->frames[i];
     }
     cr_assert_eq(r->n, i, "%s (%s): extra frames", tc->name, how);

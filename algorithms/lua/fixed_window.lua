@@ -1,0 +1,73 @@
+-- fixed_window: the twin of algorithms/fixed_window.c (see its header for
+-- the semantics). State: one HASH per key, start (the window's start, us
+-- since the epoch) and count, written when a request passes with cost >= 1,
+-- with PEXPIRE the time until the window ends. Times are microseconds; the
+-- model's nanoseconds are exactly them times 1000.
+--
+-- Undo token: the start (us) of the window the check counted in. A refund
+-- takes the cost back from that window while it is the stored one.
+
+--#include xint
+
+local FW_ERR_MAX = 'ERR fixed_window max must be between 1 and 2^53 - 1'
+local FW_ERR_WINDOW = 'ERR fixed_window window must be between 1 ms and 3650 days'
+local FW_ERR_STATE = 'ERR fixed_window state is malformed (negative start or count)'
+
+ALGO.fixed_window = {
+  decide = function(key, a1, a2, a3, a4, now, cost)
+    local max, w = tw_window_args(a1, a2, FW_ERR_MAX, FW_ERR_WINDOW)
+    if not max then
+      return nil, w
+    end
+    local have, s_start, s_count = tw_read(key, FW_ERR_STATE, 'start',
+                                           'count')
+    if have == nil then
+      return nil, s_start
+    end
+    local start, count = now - math.fmod(now, w), 0
+    if have and s_start >= start then
+      -- The current window, or a later one when the clock is behind.
+      start, count = s_start, s_count
+    end
+    local untl, ms = xint_dur(xint_sum(start - now, w), 0)
+    local r = {limited = false, limit = max, retry = -1000000, undo = ''}
+    if cost > max then
+      r.limited = true
+    elseif count <= max - cost then
+      count = count + cost
+    else
+      r.limited = true
+      r.retry = untl
+    end
+    r.remaining = count < max and max - count or 0
+    r.reset = count > 0 and untl or 0
+    if not r.limited and cost > 0 then
+      r.undo = lib_str(start)
+      r.commit = function()
+        redis.call('HSET', key, 'start', lib_str(start), 'count',
+                   lib_str(count))
+        redis.call('PEXPIRE', key, lib_str(ms))
+      end
+    end
+    return r
+  end,
+
+  refund = function(key, a1, a2, a3, a4, now, cost, undo)
+    local max, w = tw_window_args(a1, a2, FW_ERR_MAX, FW_ERR_WINDOW)
+    if not max or cost <= 0 then
+      return
+    end
+    local have, start, count = tw_read(key, FW_ERR_STATE, 'start', 'count')
+    if not have or lib_int(undo) ~= start then
+      return
+    end
+    count = count > cost and count - cost or 0
+    -- Nothing counted in now's own window is no key; any other window
+    -- (a later one, or one of another length) still holds its place.
+    if count == 0 and start == now - math.fmod(now, w) then
+      redis.call('DEL', key)
+    else
+      redis.call('HSET', key, 'count', lib_str(count))
+    end
+  end,
+}

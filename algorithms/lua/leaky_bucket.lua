@@ -1,0 +1,157 @@
+-- leaky_bucket: the Lua twin of algorithms/leaky_bucket.c, whose header
+-- defines the semantics and the store. Times are integer microseconds
+-- (the C model's ns are these times 1000): a drip is drip_ms * 1000 us.
+--
+-- The stored HASH holds level and ts (the last drip boundary, us). The
+-- drain compares drips with ceil(level / drip_size) instead of multiplying
+-- them, and the waits go through SPAN.after, so nothing passes 2^53.
+--
+-- Undo token: the stored ts after the check, in us. A refund gives the
+-- cost back only while the bucket keeps that drip phase (ts moved by whole
+-- drips from the token): a bucket that emptied and restarted is another
+-- bucket.
+
+--#include span
+
+local LB = {
+  MAX_DRIP_MS = 315360000000, -- 3650 days
+  ERR_SIZE = 'ERR leaky_bucket size must be between 1 and 2^53 - 1',
+  ERR_DRIP_MS = 'ERR leaky_bucket drip_ms must be between 1 and 315360000000 (3650 days)',
+  ERR_DRIP_SIZE = 'ERR leaky_bucket drip_size must be between 1 and 2^53 - 1',
+  ERR_STATE = 'ERR leaky_bucket state is malformed (negative level or time)',
+}
+
+-- The parameters (size, drip_ms, drip_size), checked in the order of
+-- leaky_bucket_params_init(); or nil and the error.
+function LB.params(a1, a2, a3)
+  local size, drip_ms, drip_size = lib_int(a1), lib_int(a2), lib_int(a3)
+  if size == nil or size < 1 then
+    return nil, LB.ERR_SIZE
+  end
+  if drip_ms == nil or drip_ms < 1 or drip_ms > LB.MAX_DRIP_MS then
+    return nil, LB.ERR_DRIP_MS
+  end
+  if drip_size == nil or drip_size < 1 then
+    return nil, LB.ERR_DRIP_SIZE
+  end
+  return {size = size, drip_ms = drip_ms, drip_us = drip_ms * 1000,
+          drip_size = drip_size}
+end
+
+-- The stored state: true, level, ts; false when the key is missing; nil
+-- and the error for a wrong type or a malformed field (not an integer in
+-- 0 .. 2^53 - 1: legal use never stores more).
+function LB.read(key)
+  local have = lib_type(key, 'hash')
+  if have == nil then
+    return nil, WRONGTYPE
+  end
+  if not have then
+    return false
+  end
+  local f = redis.call('HMGET', key, 'level', 'ts')
+  local level, ts = lib_int(f[1]), lib_int(f[2])
+  if level == nil or ts == nil or level < 0 or ts < 0 then
+    return nil, LB.ERR_STATE
+  end
+  return true, level, ts
+end
+
+-- level and ts after the whole drips that fell by now (none when now is
+-- behind ts); drips * drip_size is never formed.
+function LB.drain(p, level, ts, now)
+  if level == 0 or now <= ts then
+    return level, ts
+  end
+  local drips = lib_divmod(now - ts, p.drip_us)
+  if drips == 0 then
+    return level, ts
+  end
+  if drips >= lib_ceildiv(level, p.drip_size) then
+    level = 0
+  else
+    level = level - drips * p.drip_size -- < level: exact
+  end
+  return level, ts + drips * p.drip_us -- <= now
+end
+
+-- The time until the bucket is empty: the reply value and the expiry (ms).
+function LB.reset(p, level, ts, now)
+  if level == 0 then
+    return 0, 0
+  end
+  return SPAN.after(lib_ceildiv(level, p.drip_size), p.drip_ms, ts - now)
+end
+
+-- Stores level and ts, expiring when the bucket is empty.
+function LB.store(key, p, level, ts, now)
+  local _, ms = LB.reset(p, level, ts, now)
+  redis.call('HSET', key, 'level', lib_str(level), 'ts', lib_str(ts))
+  redis.call('PEXPIRE', key, lib_str(ms))
+end
+
+function LB.decide(key, a1, a2, a3, a4, now, cost)
+  local p, err = LB.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local have, level, ts = LB.read(key)
+  if have == nil then
+    return nil, level
+  end
+  if have then
+    level, ts = LB.drain(p, level, ts, now)
+  else
+    level, ts = 0, now
+  end
+  if level == 0 then
+    ts = now -- empty: no phase, the drip clock starts now
+  end
+
+  local r = {limited = false, limit = p.size, retry = -1000000, undo = ''}
+  if cost > p.size then
+    r.limited = true
+  elseif level <= p.size - cost then
+    level = level + cost
+  else
+    -- Drips needed until level - k * drip_size <= size - cost.
+    local k = lib_ceildiv(level - (p.size - cost), p.drip_size)
+    r.limited = true
+    r.retry = SPAN.after(k, p.drip_ms, ts - now)
+  end
+  r.remaining = 0
+  if level < p.size then
+    r.remaining = p.size - level
+  end
+  r.reset = LB.reset(p, level, ts, now)
+  if not r.limited and cost > 0 then
+    r.undo = lib_str(ts)
+    r.commit = function()
+      LB.store(key, p, level, ts, now)
+    end
+  end
+  return r
+end
+
+function LB.refund(key, a1, a2, a3, a4, now, cost, undo)
+  local p = LB.params(a1, a2, a3)
+  local t0 = lib_int(undo)
+  if p == nil or t0 == nil or cost <= 0 then
+    return
+  end
+  local have, level, ts = LB.read(key)
+  if not have or ts < t0 or math.fmod(ts - t0, p.drip_us) ~= 0 then
+    return -- gone, or another bucket since the check
+  end
+  level, ts = LB.drain(p, level, ts, now)
+  if level == 0 then
+    return -- what the check poured has drained already
+  end
+  if level <= cost then
+    redis.call('DEL', key)
+  else
+    LB.store(key, p, level - cost, ts, now)
+  end
+end
+
+ALGO.leaky_bucket = {decide = LB.decide, refund = LB.refund}

@@ -1,0 +1,137 @@
+-- sliding_counter: the twin of algorithms/sliding_counter.c (see its header
+-- for the semantics). State: one HASH per key, start (the start of the
+-- counted window, us since the epoch), count and prev, written when a
+-- request passes with cost >= 1, with PEXPIRE the end of the window after
+-- the current one. Times are microseconds; the model's nanoseconds are
+-- exactly them times 1000, so its weights and tests come out the same.
+--
+-- Undo token: the start (us) of the window the check counted in. A refund
+-- takes the cost back from that window's count while it is the stored one.
+
+--#include xint
+
+local SC_ERR_MAX = 'ERR sliding_counter max must be between 1 and 2^53 - 1'
+local SC_ERR_WINDOW = 'ERR sliding_counter window must be between 1 ms and 3650 days'
+local SC_ERR_STATE = 'ERR sliding_counter state is malformed (negative or too large field)'
+
+-- ceil(prev * rem / w), at most prev (rem <= w).
+local function sc_weighted(prev, rem, w)
+  local p = prev * rem -- exact below 2^53; at or above it, so is the product
+  if p < P53 then
+    return lib_ceildiv(p, w)
+  end
+  local num = xint_add(xint_mul(xint_of(prev), xint_of(rem)), xint_of(w - 1))
+  return xint_num((xint_divmod(num, w)))
+end
+
+-- The model's sc_retry() in nanoseconds (an xint): the least wait after
+-- which a refused request of cost <= max passes, with count c, previous
+-- prev, until_end = until us (a number or an xint) to the end of the
+-- effective window.
+local function sc_retry(max, w, c, prev, untl, cost)
+  local wn = xint_mul(xint_of(w), XINT_1000)
+  local un = xint_mul(type(untl) == 'number' and xint_of(untl) or untl,
+                      XINT_1000)
+  if xint_cmp(un, XINT_I64MAX) > 0 then
+    un = XINT_I64MAX
+  end
+  local room1, room2 = (max - cost) - c, max - cost
+  local f
+  if room1 >= 0 and prev > 0 then
+    -- Phase 1: prev fades in this window; the request fits once the time
+    -- left in it is at most f.
+    f = xint_divmod(xint_mul(xint_of(room1), wn), prev)
+    if (#f > 1 or f[1] > 0) and xint_cmp(f, un) < 0 then
+      return xint_sub(un, f)
+    end
+  end
+  -- Phase 2: in the next window c is the previous count and fades.
+  f = wn
+  if c > 0 then
+    f = xint_divmod(xint_mul(xint_of(room2), wn), c)
+    if xint_cmp(f, wn) > 0 then
+      f = wn
+    end
+  end
+  f = xint_add(un, xint_sub(wn, f))
+  if xint_cmp(f, XINT_I64MAX) > 0 then
+    f = XINT_I64MAX
+  end
+  return f
+end
+
+ALGO.sliding_counter = {
+  decide = function(key, a1, a2, a3, a4, now, cost)
+    local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+    if not max then
+      return nil, w
+    end
+    local have, s_start, s_count, s_prev = tw_read(key, SC_ERR_STATE,
+                                                   'start', 'count', 'prev')
+    if have == nil then
+      return nil, s_start
+    end
+    -- Roll the stored window over to now's (a later one stays).
+    local start, c, prev = now - math.fmod(now, w), 0, 0
+    if have and s_start >= start then
+      start, c, prev = s_start, s_count, s_prev
+    elseif have and s_start >= start - w then
+      prev = s_count
+    end
+    local untl = xint_sum(start - now, w)
+    local rem = w
+    if type(untl) == 'number' and untl < w then
+      rem = untl
+    end
+    local weighted = prev > 0 and sc_weighted(prev, rem, w) or 0
+    -- Below 2^54: inexact only where it exceeds every max - cost.
+    local est = c + weighted
+    local r = {limited = false, limit = max, retry = -1000000, reset = 0,
+               undo = ''}
+    if cost > max then
+      r.limited = true
+    elseif est <= max - cost then
+      c, est = c + cost, est + cost
+    else
+      r.limited = true
+      r.retry = xint_out((xint_divmod(sc_retry(max, w, c, prev, untl, cost),
+                                      1000)))
+    end
+    r.remaining = est < max and max - est or 0
+    local ms
+    if c > 0 then
+      r.reset, ms = xint_dur(xint_sum(untl, w), 0)
+    elseif prev > 0 then
+      r.reset = xint_dur(untl, 0)
+    end
+    if not r.limited and cost > 0 then
+      r.undo = lib_str(start)
+      r.commit = function()
+        redis.call('HSET', key, 'start', lib_str(start), 'count', lib_str(c),
+                   'prev', lib_str(prev))
+        redis.call('PEXPIRE', key, lib_str(ms))
+      end
+    end
+    return r
+  end,
+
+  refund = function(key, a1, a2, a3, a4, now, cost, undo)
+    local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+    if not max or cost <= 0 then
+      return
+    end
+    local have, start, count, prev = tw_read(key, SC_ERR_STATE, 'start',
+                                             'count', 'prev')
+    if not have or lib_int(undo) ~= start then
+      return
+    end
+    count = count > cost and count - cost or 0
+    -- Nothing counted in now's own window nor before it is no key; any
+    -- other window (a later one, or one of another length) holds its place.
+    if count == 0 and prev == 0 and start == now - math.fmod(now, w) then
+      redis.call('DEL', key)
+    else
+      redis.call('HSET', key, 'count', lib_str(count))
+    end
+  end,
+}

@@ -1,0 +1,246 @@
+-- sliding_log: the Lua twin of algorithms/sliding_log.c, whose header
+-- defines the semantics and the store. Times are integer microseconds
+-- (the C model's ns are these times 1000).
+--
+-- The ZSET scores are the timestamps; the log is never read whole. The
+-- decision needs only counts (ZCOUNT of the horizon, the window and the
+-- future), the oldest and newest entries, and for a retry one entry by
+-- rank; the log after a decision (the kept entries with this request's
+-- added at now, capped at max) is known from those without building it:
+-- in it the entries after now come first, then the added ones, then the
+-- older ones.
+--
+-- Members are "<ts>:<L><j>": ts the score, j = 1, 2, ... numbering the
+-- entries of one timestamp (a write takes j above the largest stored for
+-- it), L a letter giving the digits of j ('a' for 1 digit, 'b' for 2, ...),
+-- so that members of one score sort by j.
+--
+-- Undo token: the timestamp (us) of the entries an admission logged. A
+-- refund removes up to cost entries with that timestamp, the newest
+-- numbered first: entries of one timestamp are interchangeable, and an
+-- admission never caps a live entry away, so the log decides as it did
+-- before the check. Refused attempts stay logged (their token is '').
+
+--#include span
+
+local SL = {
+  MAX_ENTRIES = 100000,
+  MAX_DURATION_MS = 315360000000, -- 3650 days
+  ERR_MAX = 'ERR sliding_log max must be between 1 and 100000',
+  ERR_WINDOW = 'ERR sliding_log window must be between 1 ms and 3650 days',
+  ERR_INTERVAL = 'ERR sliding_log min_interval must be between 0 and 3650 days',
+  ERR_STATE = 'ERR sliding_log state is malformed (negative or unsorted timestamps)',
+}
+
+-- The parameters (max, window_ms, min_interval_ms), checked in the order
+-- of sliding_log_params_init(); or nil and the error.
+function SL.params(a1, a2, a3)
+  local max, w, mi = lib_int(a1), lib_int(a2), lib_int(a3)
+  if max == nil or max < 1 or max > SL.MAX_ENTRIES then
+    return nil, SL.ERR_MAX
+  end
+  if w == nil or w < 1 or w > SL.MAX_DURATION_MS then
+    return nil, SL.ERR_WINDOW
+  end
+  if mi == nil or mi < 0 or mi > SL.MAX_DURATION_MS then
+    return nil, SL.ERR_INTERVAL
+  end
+  local h = math.max(w, mi)
+  return {max = max, w_ms = w, w_us = w * 1000, mi_ms = mi, mi_us = mi * 1000,
+          h_ms = h, h_us = h * 1000}
+end
+
+-- A stored score as a timestamp, or nil when it is not an integer in
+-- 0 .. 2^53 - 1 (the timestamps the twin writes always are).
+function SL.score(s)
+  local v = tonumber(s)
+  if v == nil or v < 0 or v >= P53 or v ~= math.floor(v) then
+    return nil
+  end
+  return v
+end
+
+-- The score of the stored entry at rank r counted from the newest (0), or
+-- nil when it is malformed.
+function SL.at(key, r)
+  return SL.score(redis.call('ZREVRANGE', key, r, r, 'WITHSCORES')[2])
+end
+
+-- What the decision needs of the stored log at now: kept (entries in the
+-- horizon), live (in the window), fut (after now) and newest (nil when the
+-- log is empty). nil and the error for a wrong type or a malformed score
+-- (the oldest and newest are checked; the rest lie between them).
+function SL.read(key, p, now)
+  local have = lib_type(key, 'zset')
+  if have == nil then
+    return nil, WRONGTYPE
+  end
+  local st = {kept = 0, live = 0, fut = 0}
+  if not have then
+    return st
+  end
+  local oldest = SL.score(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  local newest = SL.score(redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
+  if oldest == nil or newest == nil then
+    return nil, SL.ERR_STATE
+  end
+  st.newest = newest
+  st.kept = redis.call('ZCOUNT', key, '(' .. lib_str(now - p.h_us), '+inf')
+  st.live = redis.call('ZCOUNT', key, '(' .. lib_str(now - p.w_us), '+inf')
+  if newest > now then
+    st.fut = redis.call('ZCOUNT', key, '(' .. lib_str(now), '+inf')
+  end
+  return st
+end
+
+-- The entry at rank r from the newest of the log after the decision, add
+-- entries at now merged in (nil when malformed).
+function SL.nth(key, st, add, r, now)
+  if add > 0 then
+    if r < st.fut then
+      return SL.at(key, r)
+    end
+    if r < st.fut + add then
+      return now
+    end
+    r = r - add
+  end
+  return SL.at(key, r)
+end
+
+-- The retry of a refused cost <= max against the log after the decision
+-- (m entries, `live` of them in the window, the newest at `newest`): the
+-- latest of 0, newest + min_interval (requests only) and the moment the
+-- (max - cost + 1)-th newest entry leaves the window. Each candidate is
+-- (t - now) + ms, kept as (t, ms) and compared exactly; only the latest
+-- goes through SPAN.after (saturating is monotonic). nil when malformed.
+function SL.retry(key, p, st, add, m, live, newest, now, cost)
+  local bt, bms = now, 0
+  local function later(t, ms)
+    if (t - bt) + (ms - bms) * 1000 > 0 then
+      bt, bms = t, ms
+    end
+  end
+  if cost > 0 and p.mi_us > 0 and m > 0 then
+    later(newest, p.mi_ms)
+  end
+  local room = p.max - cost
+  if live > room then
+    local t = SL.nth(key, st, add, room, now)
+    if t == nil then
+      return nil
+    end
+    later(t, p.w_ms)
+  end
+  return (SPAN.after(1, bms, bt - now))
+end
+
+-- Logs a entries at now after dropping those older than the horizon, caps
+-- the log at max (the oldest go) and sets the expiry.
+function SL.store(key, p, now, a, ms)
+  local ts = lib_str(now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', lib_str(now - p.h_us))
+  if a > 0 then
+    local top = redis.call('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
+    local j = 0
+    if top then
+      j = tonumber(string.match(top, '^%d+:[a-p](%d+)$')) or 0
+    end
+    local args = {}
+    for i = 1, a do
+      local s = lib_str(j + i)
+      args[#args + 1] = ts
+      args[#args + 1] = ts .. ':' .. string.char(96 + #s) .. s
+    end
+    SPAN.batch('ZADD', key, args, 2)
+  end
+  redis.call('ZREMRANGEBYRANK', key, 0, -(p.max + 1))
+  redis.call('PEXPIRE', key, lib_str(ms))
+end
+
+function SL.decide(key, a1, a2, a3, a4, now, cost)
+  local p, err = SL.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local st, e = SL.read(key, p, now)
+  if st == nil then
+    return nil, e
+  end
+
+  local add, refused = 0, false
+  if cost == 0 then
+    refused = st.live > p.max
+  elseif cost > p.max then
+    refused = true
+  else
+    local spaced = p.mi_us == 0 or st.kept == 0 or
+        (st.newest <= now and now - st.newest >= p.mi_us)
+    refused = not spaced or st.live > p.max - cost
+    add = cost -- logged whether it passes or not
+  end
+
+  -- The log as the store holds it afterwards: m entries, live in the
+  -- window, the newest at newest. Without an addition it is the kept part,
+  -- uncapped, as in the model.
+  local size = math.min(st.kept + add, p.max)
+  local m, live, newest = st.kept, st.live, st.newest
+  if add > 0 then
+    m = size
+    live = math.min(st.live + add, size) -- the live ones are the newest
+    if st.fut == 0 then
+      newest = now
+    end
+  end
+
+  local r = {limited = refused, limit = p.max, retry = -1000000, undo = '',
+             remaining = 0, reset = 0}
+  if live < p.max then
+    r.remaining = p.max - live
+  end
+  if refused and cost <= p.max then
+    r.retry = SL.retry(key, p, st, add, m, live, newest, now, cost)
+    if r.retry == nil then
+      return nil, SL.ERR_STATE
+    end
+  end
+  local ms
+  if m > 0 then
+    r.reset, ms = SPAN.after(1, p.h_ms, newest - now)
+  end
+  if add > 0 then
+    -- The added entries that survive the cap: the future ones go first.
+    local a = math.max(0, math.min(add, size - st.fut))
+    local write = function()
+      SL.store(key, p, now, a, ms)
+    end
+    if refused then
+      r.commit_refused = write
+    else
+      r.commit = write
+      r.undo = lib_str(now)
+    end
+  end
+  return r
+end
+
+function SL.refund(key, a1, a2, a3, a4, now, cost, undo)
+  local p = SL.params(a1, a2, a3)
+  local ts = lib_int(undo)
+  if p == nil or ts == nil or ts < 0 or cost <= 0 or cost > p.max or
+      lib_type(key, 'zset') ~= true then
+    return
+  end
+  local t, left = lib_str(ts), cost
+  while left > 0 do
+    local got = redis.call('ZREVRANGEBYSCORE', key, t, t, 'LIMIT', 0,
+                           math.min(left, SPAN.BATCH))
+    if #got == 0 then
+      break
+    end
+    redis.call('ZREM', key, unpack(got))
+    left = left - #got
+  end
+end
+
+ALGO.sliding_log = {decide = SL.decide, refund = SL.refund}

@@ -1,0 +1,235 @@
+-- sliding_window: the Lua twin of algorithms/sliding_window.c, whose header
+-- defines the semantics and the store. Times are integer microseconds
+-- (the C model's ns are these times 1000).
+--
+-- The HASH maps each slot start (us, decimal) to its count, plus "total".
+-- The work is proportional to the stored slots (at most N after any
+-- admission), never to N itself: the live slots are collected in a table
+-- keyed by slot number and sorted once.
+--
+-- Undo token: the start (us) of the slot the check counted its cost in. A
+-- refund takes the cost back from that slot while it is still in the
+-- window.
+
+--#include span
+
+local SW = {
+  MAX_WINDOW_MS = 315360000000, -- 3650 days
+  MAX_SLOTS = 3600,
+  ERR_MAX = 'ERR sliding_window max must be between 1 and 2^53 - 1',
+  ERR_WINDOW = 'ERR sliding_window window must be between 1 ms and 3650 days',
+  ERR_RESOLUTION = 'ERR sliding_window resolution must be at least 1 ms and divide the window',
+  ERR_SLOTS = 'ERR sliding_window window / resolution must be at most 3600 slots',
+  ERR_STATE = 'ERR sliding_window state is malformed (negative slot start or count, or counts whose sum does not fit)',
+}
+
+-- The parameters (max, window_ms, resolution_ms), checked in the order of
+-- sliding_window_params_init(); or nil and the error.
+function SW.params(a1, a2, a3)
+  local max, window_ms, res_ms = lib_int(a1), lib_int(a2), lib_int(a3)
+  if max == nil or max < 1 then
+    return nil, SW.ERR_MAX
+  end
+  if window_ms == nil or window_ms < 1 or window_ms > SW.MAX_WINDOW_MS then
+    return nil, SW.ERR_WINDOW
+  end
+  if res_ms == nil or res_ms < 1 or math.fmod(window_ms, res_ms) ~= 0 then
+    return nil, SW.ERR_RESOLUTION
+  end
+  local n = window_ms / res_ms -- exact: res_ms divides window_ms
+  if n > SW.MAX_SLOTS then
+    return nil, SW.ERR_SLOTS
+  end
+  return {max = max, window_ms = window_ms, res_us = res_ms * 1000, n = n}
+end
+
+-- The time until slot k leaves the window, (k * res - now) + window: the
+-- reply value and the expiry (ms). k * res never exceeds a stored start
+-- or now, so it is exact.
+function SW.until_expired(p, k, now)
+  return SPAN.after(1, p.window_ms, k * p.res_us - now)
+end
+
+-- Reads the key: true and its fields as a flat list (HGETALL); false when
+-- it is missing; nil and the error for a wrong type.
+function SW.read(key)
+  local have = lib_type(key, 'hash')
+  if have == nil then
+    return nil, WRONGTYPE
+  end
+  if not have then
+    return false, {}
+  end
+  return true, redis.call('HGETALL', key)
+end
+
+-- The live slots of the stored fields at now: a table slot number ->
+-- count (duplicates merged), their sorted numbers, their total, and the
+-- effective slot (the later of now's slot and the newest non-empty stored
+-- one). nil when a field is malformed: a start or count that is not an
+-- integer in 0 .. 2^53 - 1, or a total of 2^53 or more (legal use keeps it
+-- at most max). "total" itself is not read, as in the model.
+function SW.slots(p, f, now)
+  local starts, counts = {}, {}
+  local k_eff = lib_divmod(now, p.res_us)
+  for i = 1, #f, 2 do
+    if f[i] ~= 'total' then
+      local s, c = lib_int(f[i]), lib_int(f[i + 1])
+      if s == nil or c == nil or s < 0 or c < 0 then
+        return nil
+      end
+      local k = lib_divmod(s, p.res_us)
+      if c > 0 then
+        starts[#starts + 1] = k
+        counts[#counts + 1] = c
+        if k > k_eff then
+          k_eff = k
+        end
+      end
+    end
+  end
+  local base = k_eff - (p.n - 1)
+  local live, ks, total = {}, {}, 0
+  for i = 1, #starts do
+    local k = starts[i]
+    if k >= base then
+      if live[k] == nil then
+        live[k] = 0
+        ks[#ks + 1] = k
+      end
+      live[k] = live[k] + counts[i]
+      total = total + counts[i]
+      if total >= P53 then
+        return nil
+      end
+    end
+  end
+  table.sort(ks)
+  return live, ks, total, k_eff
+end
+
+-- For a refused cost <= max: the time until the oldest slots whose counts
+-- free enough room have left the window (the newest frees everything).
+function SW.retry(p, live, ks, total, now, cost)
+  local left = total
+  for i = 1, #ks do
+    left = left - live[ks[i]]
+    if left <= p.max - cost then
+      return (SW.until_expired(p, ks[i], now))
+    end
+  end
+  return (SW.until_expired(p, ks[#ks], now)) -- not reached
+end
+
+-- Makes the HASH hold exactly the live slots and their total (f: the
+-- fields it holds now), expiring after ms: stale, empty and duplicate
+-- fields go, changed counts are set.
+function SW.store(key, p, f, live, ks, total, ms)
+  local want, del, set = {}, {}, {}
+  for i = 1, #ks do
+    want[lib_str(ks[i] * p.res_us)] = lib_str(live[ks[i]])
+  end
+  for i = 1, #f, 2 do
+    if f[i] ~= 'total' then
+      if want[f[i]] == f[i + 1] then
+        want[f[i]] = nil -- already stored as it should be
+      elseif want[f[i]] == nil then
+        del[#del + 1] = f[i]
+      end
+    end
+  end
+  if #del > 0 then
+    SPAN.batch('HDEL', key, del, 1)
+  end
+  for field, count in pairs(want) do
+    set[#set + 1] = field
+    set[#set + 1] = count
+  end
+  set[#set + 1] = 'total'
+  set[#set + 1] = lib_str(total)
+  SPAN.batch('HSET', key, set, 2)
+  redis.call('PEXPIRE', key, lib_str(ms))
+end
+
+function SW.decide(key, a1, a2, a3, a4, now, cost)
+  local p, err = SW.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local have, f = SW.read(key)
+  if have == nil then
+    return nil, f
+  end
+  local live, ks, total, k_eff = SW.slots(p, f, now)
+  if live == nil then
+    return nil, SW.ERR_STATE
+  end
+
+  local r = {limited = false, limit = p.max, retry = -1000000, undo = ''}
+  if cost > p.max then
+    r.limited = true
+  elseif total <= p.max - cost then
+    if cost > 0 then
+      if live[k_eff] == nil then
+        live[k_eff] = 0
+        ks[#ks + 1] = k_eff -- the newest slot: ks stays sorted
+      end
+      live[k_eff] = live[k_eff] + cost
+      total = total + cost
+    end
+  else
+    r.limited = true
+    r.retry = SW.retry(p, live, ks, total, now, cost)
+  end
+  r.remaining = 0
+  if total < p.max then
+    r.remaining = p.max - total
+  end
+  r.reset = 0
+  local ms
+  if #ks > 0 then
+    r.reset, ms = SW.until_expired(p, ks[#ks], now)
+  end
+  if not r.limited and cost > 0 then
+    r.undo = lib_str(k_eff * p.res_us)
+    r.commit = function()
+      SW.store(key, p, f, live, ks, total, ms)
+    end
+  end
+  return r
+end
+
+function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
+  local p = SW.params(a1, a2, a3)
+  local s = lib_int(undo)
+  if p == nil or s == nil or s < 0 or cost <= 0 or
+      lib_type(key, 'hash') ~= true then
+    return
+  end
+  -- Out of the window at now: it counts for nothing any more.
+  local k = lib_divmod(s, p.res_us)
+  if k < lib_divmod(now, p.res_us) - (p.n - 1) then
+    return
+  end
+  local c = lib_int(redis.call('HGET', key, undo))
+  if c == nil or c <= 0 then
+    return
+  end
+  local x = math.min(c, cost)
+  if c == x then
+    redis.call('HDEL', key, undo)
+  else
+    redis.call('HSET', key, undo, lib_str(c - x))
+  end
+  local t = lib_int(redis.call('HGET', key, 'total'))
+  if t ~= nil and t >= x then
+    redis.call('HSET', key, 'total', lib_str(t - x))
+  end
+  -- Only "total" left: the key is worth nothing.
+  if redis.call('HLEN', key) == 1 and
+      redis.call('HEXISTS', key, 'total') == 1 then
+    redis.call('DEL', key)
+  end
+end
+
+ALGO.sliding_window = {decide = SW.decide, refund = SW.refund}

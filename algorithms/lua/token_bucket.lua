@@ -1,0 +1,195 @@
+-- token_bucket: the twin of algorithms/token_bucket.c (see its header for
+-- the semantics). State: one HASH per key, tokens (whole), frac (1e-15
+-- tokens) and ts (refill credited up to here, microseconds), written when a
+-- request passes with cost >= 1, with PEXPIRE the time until the bucket is
+-- full again. Times are microseconds; the model's nanoseconds are exactly
+-- them times 1000, so one unit of frac is still what 1 ns of refill at one
+-- millionth of a token per second brings.
+--
+-- Undo token: the instant (us) at which the bucket this check stored is
+-- full again. A refund gives the cost back (capped at full) unless the
+-- stored refill point has reached that instant: by then the bucket was
+-- full, or the key is a new one, and there is nothing left to give back.
+
+--#include xint
+
+local TB_FRAC_ONE = 1000000000000000 -- one token in frac units, 1e15
+local TB_MAX_RATE = 1000000000000000 -- 1e9 tokens/s in millionths
+local TB_ERR_CAPACITY = 'ERR token_bucket capacity must be between 1 and 2^53 - 1'
+local TB_ERR_RATE = 'ERR token_bucket refill_per_sec must be positive and at most 1e9, or inf'
+local TB_ERR_STATE = 'ERR token_bucket state is malformed (negative or out-of-range field)'
+
+-- capacity and rate (millionths of a token per second, false for inf), or
+-- nil and the error.
+local function tb_args(a1, a2)
+  local cap = lib_int(a1)
+  if cap == nil or cap < 1 then
+    return nil, TB_ERR_CAPACITY
+  end
+  if a2 == 'inf' or a2 == '9223372036854775807' then
+    return cap, false
+  end
+  local rate = lib_int(a2)
+  if rate == nil or rate < 1 or rate > TB_MAX_RATE then
+    return nil, TB_ERR_RATE
+  end
+  return cap, rate
+end
+
+-- The stored state {tokens, frac, ts}, false for no key, or nil and the
+-- error.
+local function tb_read(key)
+  local have, tok, frac, ts = tw_read(key, TB_ERR_STATE, 'tokens', 'frac',
+                                      'ts')
+  if not have then
+    return have, tok
+  end
+  if frac >= TB_FRAC_ONE then
+    return nil, TB_ERR_STATE
+  end
+  return {tokens = tok, frac = frac, ts = ts}
+end
+
+-- Credits e > 0 us of refill to the level tok + frac / 1e15 (capped at
+-- cap, where frac is 0). The refill is e * rate * 1000 frac units; e * rate
+-- (up to 2^103) is formed from 1e6 halves, none of whose products reaches
+-- 2^53.
+local function tb_refill(cap, rate, tok, frac, e)
+  if tok >= cap then
+    return tok, frac
+  end
+  local e1, e0 = lib_divmod(e, 1000000)
+  local r1, r0 = lib_divmod(rate, 1000000)
+  local hh = e1 * r1
+  if hh >= P53 then
+    return cap, 0
+  end
+  local a1, a0 = lib_divmod(e1 * r0, 1000000)
+  local b1, b0 = lib_divmod(e0 * r1, 1000000)
+  local lh, low = lib_divmod((a0 + b0) * 1000000 + e0 * r0, 1000000000000)
+  -- e * rate = ph * 1e12 + low, so the refill is ph * 1e15 + low * 1000.
+  local ph = hh + a1 + b1 + lh
+  local g, rem = lib_divmod(low * 1000 + frac, TB_FRAC_ONE)
+  if ph + g >= cap - tok then
+    return cap, 0
+  end
+  return tok + ph + g, rem
+end
+
+-- The level at now: tok, frac, the refill point ts and the gap (us) by
+-- which the clock is behind it (token_bucket_decide's first half).
+local function tb_level(cap, rate, st, now)
+  local tok, frac, ts
+  if not st or st.tokens >= cap then
+    tok, frac = cap, 0
+    ts = (not st or st.ts < now) and now or st.ts
+  else
+    tok, frac, ts = st.tokens, st.frac, st.ts
+  end
+  if now < ts then
+    return tok, frac, ts, ts - now
+  end
+  if now > ts then
+    tok, frac = tb_refill(cap, rate, tok, frac, now - ts)
+  end
+  return tok, frac, now, 0
+end
+
+-- The refill time until the level reaches n > tok whole tokens,
+-- ceil(((n - tok) * 1e15 - frac) / rate) ns, as us = floor(ns / 1000) (a
+-- number below 2^53, else an xint) and x = ns mod 1000. With k = n - tok - 1
+-- and 1e15 = q1 * rate + r1 the quotient is k * q1 + floor((k * r1 + tail)
+-- / rate), in plain numbers whenever those stay below 2^53.
+local function tb_wait(rate, tok, frac, n)
+  local k = n - tok - 1
+  local tail = (TB_FRAC_ONE - frac) + (rate - 1) -- < 2e15
+  local q1, r1 = lib_divmod(TB_FRAC_ONE, rate)
+  local kr = k * r1
+  if kr < 7e15 then
+    local q = k * q1 + lib_divmod(kr + tail, rate)
+    if q < P53 then
+      return lib_divmod(q, 1000)
+    end
+  end
+  local num = xint_add(xint_mul(xint_of(k), XINT_FRAC_ONE), xint_of(tail))
+  return xint_divmod((xint_divmod(num, rate)), 1000)
+end
+
+-- Duration (reply value, expiry ms) of gap us plus the wait to n tokens.
+local function tb_dur(rate, tok, frac, n, gap)
+  local us, x = tb_wait(rate, tok, frac, n)
+  return xint_dur(xint_sum(us, gap), x)
+end
+
+-- Stores the level tok + frac / 1e15 credited up to ts, expiring in ms.
+local function tb_store(key, tok, frac, ts, ms)
+  redis.call('HSET', key, 'tokens', lib_str(tok), 'frac', lib_str(frac),
+             'ts', lib_str(ts))
+  redis.call('PEXPIRE', key, lib_str(ms))
+end
+
+ALGO.token_bucket = {
+  decide = function(key, a1, a2, a3, a4, now, cost)
+    local cap, rate = tb_args(a1, a2)
+    if not cap then
+      return nil, rate
+    end
+    local st, err = tb_read(key)
+    if st == nil then
+      return nil, err
+    end
+    local r = {limited = false, limit = cap, remaining = cap,
+               retry = -1000000, reset = 0, undo = ''}
+    if not rate then
+      return r
+    end
+    local tok, frac, ts, gap = tb_level(cap, rate, st, now)
+    if cost > cap then
+      r.limited = true
+    elseif tok >= cost then
+      tok = tok - cost
+    else
+      r.limited = true
+      r.retry = tb_dur(rate, tok, frac, cost, gap)
+    end
+    r.remaining = tok
+    if tok >= cap then
+      return r
+    end
+    local us, x = tb_wait(rate, tok, frac, cap)
+    local ms
+    r.reset, ms = xint_dur(xint_sum(us, gap), x)
+    if not r.limited and cost > 0 then
+      -- The instant the bucket is full again: ts + ceil(wait).
+      us = xint_sum(xint_sum(us, x > 0 and 1 or 0), ts)
+      r.undo = type(us) == 'number' and lib_str(us) or xint_str(us)
+      r.commit = function()
+        tb_store(key, tok, frac, ts, ms)
+      end
+    end
+    return r
+  end,
+
+  refund = function(key, a1, a2, a3, a4, now, cost, undo)
+    local cap, rate = tb_args(a1, a2)
+    if not cap or not rate or cost <= 0 or not string.match(undo, '^%d+$') then
+      return
+    end
+    local st = tb_read(key)
+    local full = lib_int(undo) -- nil: beyond any stored time
+    if not st or (full and st.ts >= full) then
+      return
+    end
+    local tok, frac, ts, gap = tb_level(cap, rate, st, now)
+    tok = tok + cost
+    if tok < cap then
+      local _, ms = tb_dur(rate, tok, frac, cap, gap)
+      tb_store(key, tok, frac, ts, ms)
+    elseif gap > 0 then
+      -- Full, but the clock is behind ts: that still differs from no key.
+      tb_store(key, cap, 0, ts, lib_ceildiv(gap, 1000))
+    else
+      redis.call('DEL', key)
+    end
+  end,
+}

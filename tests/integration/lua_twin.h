@@ -1,0 +1,159 @@
+/* Calls algorithms/limiter.lua for one limit on a real redis-server, as the
+ * differential tests of the algorithms' Lua twins need it: an explicit
+ * clock (the script's ARGV[2]), one key, one algorithm, and the reply
+ * entry parsed. The C model side stays in each test.
+ *
+ * Durations come back in microseconds, floored, as the script sends them;
+ * lua_twin_expect() compares them with a C model's rl_decision, whose
+ * nanoseconds floor to the same microseconds when the twins agree. */
+#ifndef PX_TESTS_INTEGRATION_LUA_TWIN_H
+#define PX_TESTS_INTEGRATION_LUA_TWIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "algorithms/rl.h"
+
+#define LUA_TWIN_UNDO_BYTES 128
+
+/* One limit's entry of the script's reply (not gcra). */
+struct lua_twin_out {
+    int limited;   /* the limit's own decision, 0 or 1 */
+    int64_t limit; /* the five integers, durations in us */
+    int64_t remaining;
+    int64_t retry_us;
+    int64_t reset_us;
+    char undo[LUA_TWIN_UNDO_BYTES]; /* the refund token, NUL-ended */
+    int64_t now_us;                 /* the time the script used */
+};
+
+/* A connection to the test's redis (px_env()->redis) with limiter.lua
+ * loaded; asserts the sha Redis computes is the embedded one. */
+redisContext *lua_twin_connect(void);
+
+/* Runs `mode` ("check", "peek", "refund") for one limit: `algo` with its
+ * parameters p[0..3] (NULL for unused) on `key` at now_us (-1: the node's
+ * TIME) with `cost`; `undo` is the token for refund (NULL otherwise).
+ * Returns 0 with *out filled (refund fills only now_us), or -1 with the
+ * error reply's text in err. Asserts the reply's shape. */
+int lua_twin_call(redisContext *c, const char *mode, const char *key,
+                  const char *algo, const char *const p[4], int64_t now_us,
+                  int64_t cost, const char *undo, struct lua_twin_out *out,
+                  char *err, size_t errlen);
+
+/* Asserts that the twin's entry equals the model's decision: limited,
+ * limit, remaining, and each duration floored to microseconds. `ctx`
+ * names the step in failure messages. */
+void lua_twin_expect(const struct lua_twin_out *o, const struct rl_decision *d,
+                     const char *ctx);
+
+/* PTTL of key in ms (-2 missing, -1 no expiry). */
+long long lua_twin_pttl(redisContext *c, const char *key);
+
+/* ---- The script call in pieces, for MULTI ----
+ * lua_twin_call() reads its reply at once, which a transaction cannot do
+ * (the reply comes inside EXEC's). These two are its halves. */
+
+/* Appends the EVALSHA of lua_twin_call() (same arguments) to c's output
+ * buffer without reading a reply. */
+void lua_twin_append(redisContext *c, const char *mode, const char *key,
+                     const char *algo, const char *const p[4], int64_t now_us,
+                     int64_t cost, const char *undo);
+
+/* Parses a script reply `r` (a whole reply or an EXEC element) as
+ * lua_twin_call() does; `ctx` names the call in failure messages. */
+int lua_twin_parse(const redisReply *r, const char *mode, const char *ctx,
+                   struct lua_twin_out *out, char *err, size_t errlen);
+
+/* An integer reply element, or a decimal bulk string (durations of 2^53
+ * us and more come as text); asserts it is one or the other. */
+int64_t lua_twin_reply_int(const redisReply *r, const char *ctx);
+
+/* A script call made in MULTI with the reads that must see what it left
+ * (PTTL, a state read, PERSIST), so that wall time never expires the key
+ * of a test whose clock is simulated. */
+struct lua_twin_txn {
+    struct lua_twin_out out;   /* the entry (check, peek) */
+    const redisReply *entry;   /* the raw entry, borrowed from exec */
+    int failed;                /* the script replied with an error */
+    char err[256];             /* its text */
+    long long pttl;            /* PTTL right after the script */
+    const redisReply *state;   /* the state read right after it, borrowed */
+    long long elapsed_ms;      /* wall time of the transaction, + 1 */
+    redisReply *exec;          /* the EXEC reply, owned by the caller */
+};
+
+/* Runs `mode` as lua_twin_call() would, in MULTI with PTTL, `read_fmt`
+ * (one %s for the key, e.g. "HGETALL %s") and PERSIST of the key. The
+ * caller frees k->exec. */
+void lua_twin_call_multi(redisContext *c, const char *mode, const char *key,
+                         const char *algo, const char *const p[4],
+                         int64_t now_us, int64_t cost, const char *undo,
+                         const char *read_fmt, struct lua_twin_txn *k,
+                         const char *ctx);
+
+/* lua_twin_call() that asserts success; returns the entry. */
+struct lua_twin_out lua_twin_ok(redisContext *c, const char *mode,
+                                const char *key, const char *algo,
+                                const char *const p[4], int64_t now_us,
+                                int64_t cost, const char *undo);
+
+/* Asserts a check on key fails with exactly the error text `want`. */
+void lua_twin_expect_error(redisContext *c, const char *key, const char *algo,
+                           const char *const p[4], int64_t now_us,
+                           int64_t cost, const char *want);
+
+/* ---- The stored key, read in one transaction ----
+ * One MULTI, so Redis expires no key in the middle of the reads. */
+
+/* Redis's clock in ms (TIME): the clock its expiries are set by. */
+long long lua_twin_redis_ms(redisContext *c);
+
+/* Reads the HASH at key, its PEXPIRETIME (into *pexat) and Redis's clock
+ * after it (into *t_ms, as lua_twin_redis_ms), then makes the key
+ * persistent. Returns 0 when the key is missing; else asserts it holds
+ * exactly the n fields `names`, each a decimal integer, into v[0..n-1]. */
+int lua_twin_read_hash(redisContext *c, const char *key,
+                       const char *const *names, int n, int64_t *v,
+                       long long *pexat, long long *t_ms);
+
+/* Asserts that a key expiring at pexat (PEXPIRETIME) got an expiry of
+ * want_ms at a time between t0 and t1 (lua_twin_redis_ms before, after). */
+void lua_twin_expect_expiry(long long pexat, long long t0, long long t1,
+                            long long want_ms, const char *ctx);
+
+/* Parses a decimal int64 in canonical form (what the twins write); 0 when
+ * s is not one. */
+int lua_twin_dec(const char *s, int64_t *v);
+
+/* ---- Decisions ---- */
+
+/* Whether two model decisions are the same five values. */
+int lua_twin_same_decision(const struct rl_decision *a,
+                           const struct rl_decision *b);
+
+/* Asserts lua_twin_same_decision(), printing both on failure. */
+void lua_twin_expect_same_decision(const struct rl_decision *a,
+                                   const struct rl_decision *b,
+                                   const char *ctx);
+
+/* ---- Reproducible randomness ----
+ * Every randomized sequence prints its seed and takes it back from an
+ * environment variable, so a failure replays exactly. */
+
+/* xorshift64*: the next number of the stream in *s (never 0). */
+uint64_t lua_twin_rnd(uint64_t *s);
+
+/* A number in [lo, hi] (hi - lo < 2^63). */
+int64_t lua_twin_rnd_in(uint64_t *s, int64_t lo, int64_t hi);
+
+/* One of v[0..n-1]. */
+int64_t lua_twin_pick(uint64_t *s, const int64_t *v, size_t n);
+
+/* The run's seed: the decimal in environment variable `env`, or one from
+ * the clock and pid; printed as "<suite>: <env>=<seed>" for a replay. */
+uint64_t lua_twin_seed(const char *suite, const char *env);
+
+#endif /* PX_TESTS_INTEGRATION_LUA_TWIN_H */
