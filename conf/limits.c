@@ -2007,7 +2007,7 @@ int limits_scale(const struct limits_limit *in, uint64_t factor_micro,
 
 /* ---------------- Public API: run-time overrides ---------------- */
 
-/* Word i of a run-time override equals `name`, ignoring case. */
+/* A word of a run-time override equals `name`, ignoring case. */
 static bool limits_word_is(const char *w, size_t len, const char *name)
 {
     return strlen(name) == len && strncasecmp(w, name, len) == 0;

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "algorithms/scripts.h"
 
@@ -26,7 +28,7 @@ redisContext *lua_twin_connect(void)
 
 /* An integer reply element, or a decimal bulk string (the script sends
  * durations of 2^53 us and more as text). */
-static int64_t twin_int(const redisReply *r, const char *ctx)
+int64_t lua_twin_reply_int(const redisReply *r, const char *ctx)
 {
     if (r->type == REDIS_REPLY_INTEGER) {
         return r->integer;
@@ -40,14 +42,12 @@ static int64_t twin_int(const redisReply *r, const char *ctx)
     return v;
 }
 
-int lua_twin_call(redisContext *c, const char *mode, const char *key,
-                  const char *algo, const char *const p[4], int64_t now_us,
-                  int64_t cost, const char *undo, struct lua_twin_out *out,
-                  char *err, size_t errlen)
+void lua_twin_append(redisContext *c, const char *mode, const char *key,
+                     const char *algo, const char *const p[4], int64_t now_us,
+                     int64_t cost, const char *undo)
 {
     char now[24] = "", costs[24];
     const char *argv[TWIN_ARGC];
-    redisReply *r;
     int argc = 0;
 
     if (now_us >= 0) {
@@ -68,39 +68,273 @@ int lua_twin_call(redisContext *c, const char *mode, const char *key,
     }
     argv[argc++] = undo != NULL ? undo : "";
     argv[argc++] = "0";
-    r = redisCommandArgv(c, argc, argv, NULL);
-    cr_assert_not_null(r, "EVALSHA: %s", c->errstr);
+    /* hiredis copies the arguments into its output buffer. */
+    cr_assert_eq(redisAppendCommandArgv(c, argc, argv, NULL), REDIS_OK,
+                 "EVALSHA: %s", c->errstr);
+}
+
+int lua_twin_parse(const redisReply *r, const char *mode, const char *ctx,
+                   struct lua_twin_out *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof(*out));
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "%s", r->str);
-        freeReplyObject(r);
         return -1;
     }
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s %s: reply type %d", mode, algo,
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s %s: reply type %d", mode, ctx,
                  r->type);
-    cr_assert_geq(r->elements, 3, "%s %s: elements", mode, algo);
+    cr_assert_geq(r->elements, 3, "%s %s: elements", mode, ctx);
     out->now_us = r->element[1]->integer * 1000000 + r->element[2]->integer;
     if (strcmp(mode, "refund") == 0) {
-        cr_assert_eq(r->elements, 3, "refund %s: elements", algo);
-        freeReplyObject(r);
+        cr_assert_eq(r->elements, 3, "refund %s: elements", ctx);
         return 0;
     }
-    cr_assert_eq(r->elements, 4, "%s %s: elements", mode, algo);
+    cr_assert_eq(r->elements, 4, "%s %s: elements", mode, ctx);
     const redisReply *e = r->element[3];
-    cr_assert_eq(e->type, REDIS_REPLY_ARRAY, "%s %s: entry type", mode, algo);
-    cr_assert_eq(e->elements, 6, "%s %s: entry elements", mode, algo);
-    out->limited = (int)twin_int(e->element[0], "limited");
+    cr_assert_eq(e->type, REDIS_REPLY_ARRAY, "%s %s: entry type", mode, ctx);
+    cr_assert_eq(e->elements, 6, "%s %s: entry elements", mode, ctx);
+    out->limited = (int)lua_twin_reply_int(e->element[0], ctx);
     cr_assert_eq(r->element[0]->integer, out->limited, "%s %s: limited", mode,
-                 algo);
-    out->limit = twin_int(e->element[1], "limit");
-    out->remaining = twin_int(e->element[2], "remaining");
-    out->retry_us = twin_int(e->element[3], "retry");
-    out->reset_us = twin_int(e->element[4], "reset");
-    cr_assert_eq(e->element[5]->type, REDIS_REPLY_STRING, "undo type");
-    cr_assert_lt(e->element[5]->len, sizeof(out->undo), "undo length");
+                 ctx);
+    out->limit = lua_twin_reply_int(e->element[1], ctx);
+    out->remaining = lua_twin_reply_int(e->element[2], ctx);
+    out->retry_us = lua_twin_reply_int(e->element[3], ctx);
+    out->reset_us = lua_twin_reply_int(e->element[4], ctx);
+    cr_assert_eq(e->element[5]->type, REDIS_REPLY_STRING, "%s: undo type", ctx);
+    cr_assert_lt(e->element[5]->len, sizeof(out->undo), "%s: undo length", ctx);
     memcpy(out->undo, e->element[5]->str, e->element[5]->len);
-    freeReplyObject(r);
     return 0;
+}
+
+int lua_twin_call(redisContext *c, const char *mode, const char *key,
+                  const char *algo, const char *const p[4], int64_t now_us,
+                  int64_t cost, const char *undo, struct lua_twin_out *out,
+                  char *err, size_t errlen)
+{
+    redisReply *r = NULL;
+    int rc;
+
+    lua_twin_append(c, mode, key, algo, p, now_us, cost, undo);
+    cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK, "EVALSHA: %s",
+                 c->errstr);
+    cr_assert_not_null(r, "EVALSHA: %s", c->errstr);
+    rc = lua_twin_parse(r, mode, algo, out, err, errlen);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* The commands of lua_twin_call_multi() inside MULTI ... EXEC. */
+#define TWIN_TXN_ELEMS 4 /* EVALSHA, PTTL, the state read, PERSIST */
+
+void lua_twin_call_multi(redisContext *c, const char *mode, const char *key,
+                         const char *algo, const char *const p[4],
+                         int64_t now_us, int64_t cost, const char *undo,
+                         const char *read_fmt, struct lua_twin_txn *k,
+                         const char *ctx)
+{
+    long long t0 = px_now_ms();
+    const redisReply *e;
+
+    memset(k, 0, sizeof(*k));
+    redisAppendCommand(c, "MULTI");
+    lua_twin_append(c, mode, key, algo, p, now_us, cost, undo);
+    redisAppendCommand(c, "PTTL %s", key);
+    redisAppendCommand(c, read_fmt, key);
+    redisAppendCommand(c, "PERSIST %s", key);
+    redisAppendCommand(c, "EXEC");
+    px_check_status(px_next(c), "OK");
+    for (int i = 0; i < TWIN_TXN_ELEMS; i++) {
+        px_check_status(px_next(c), "QUEUED");
+    }
+    k->exec = px_next(c);
+    k->elapsed_ms = px_now_ms() - t0 + 1;
+    cr_assert_eq(k->exec->type, REDIS_REPLY_ARRAY, "%s: EXEC", ctx);
+    cr_assert_eq(k->exec->elements, TWIN_TXN_ELEMS, "%s: EXEC", ctx);
+    k->pttl = k->exec->element[1]->integer;
+    k->state = k->exec->element[2];
+    e = k->exec->element[0];
+    if (lua_twin_parse(e, mode, ctx, &k->out, k->err, sizeof(k->err)) != 0) {
+        k->failed = 1;
+        return;
+    }
+    if (strcmp(mode, "refund") != 0) {
+        k->entry = e->element[3];
+    }
+}
+
+struct lua_twin_out lua_twin_ok(redisContext *c, const char *mode,
+                                const char *key, const char *algo,
+                                const char *const p[4], int64_t now_us,
+                                int64_t cost, const char *undo)
+{
+    struct lua_twin_out o;
+    char err[256];
+
+    cr_assert_eq(lua_twin_call(c, mode, key, algo, p, now_us, cost, undo, &o,
+                               err, sizeof(err)),
+                 0, "%s %s %" PRId64 ": %s", algo, mode, cost, err);
+    return o;
+}
+
+void lua_twin_expect_error(redisContext *c, const char *key, const char *algo,
+                           const char *const p[4], int64_t now_us, int64_t cost,
+                           const char *want)
+{
+    struct lua_twin_out o;
+    char err[256];
+
+    cr_assert_eq(lua_twin_call(c, "check", key, algo, p, now_us, cost, NULL, &o,
+                               err, sizeof(err)),
+                 -1, "%s %s: no error", p[0], p[1]);
+    cr_assert_str_eq(err, want);
+}
+
+/* Milliseconds of a TIME reply. */
+static long long twin_time_ms(const redisReply *t)
+{
+    cr_assert_eq(t->type, REDIS_REPLY_ARRAY);
+    return strtoll(t->element[0]->str, NULL, 10) * 1000 +
+           strtoll(t->element[1]->str, NULL, 10) / 1000;
+}
+
+long long lua_twin_redis_ms(redisContext *c)
+{
+    redisReply *r = px_cmd(c, "TIME");
+    long long ms = twin_time_ms(r);
+
+    freeReplyObject(r);
+    return ms;
+}
+
+/* The integer value of field `name` in an HGETALL reply; asserts there
+ * is one. */
+static int64_t twin_field(const redisReply *h, const char *name)
+{
+    int found = 0;
+    int64_t v = 0;
+
+    for (size_t j = 0; j < h->elements; j += 2) {
+        if (strcmp(h->element[j]->str, name) == 0) {
+            char *end;
+            v = strtoll(h->element[j + 1]->str, &end, 10);
+            cr_assert(*end == '\0' && end != h->element[j + 1]->str,
+                      "field %s = '%s'", name, h->element[j + 1]->str);
+            found = 1;
+        }
+    }
+    cr_assert(found, "no field %s", name);
+    return v;
+}
+
+int lua_twin_read_hash(redisContext *c, const char *key,
+                       const char *const *names, int n, int64_t *v,
+                       long long *pexat, long long *t_ms)
+{
+    redisReply *x, *h, *e;
+
+    redisAppendCommand(c, "MULTI");
+    redisAppendCommand(c, "HGETALL %s", key);
+    redisAppendCommand(c, "PEXPIRETIME %s", key);
+    redisAppendCommand(c, "TIME");
+    redisAppendCommand(c, "PERSIST %s", key);
+    redisAppendCommand(c, "EXEC");
+    for (int i = 0; i < 5; i++) {
+        freeReplyObject(px_next(c)); /* OK, QUEUED */
+    }
+    x = px_next(c);
+    cr_assert_eq(x->type, REDIS_REPLY_ARRAY, "EXEC type %d", x->type);
+    h = x->element[0];
+    e = x->element[1];
+    cr_assert_eq(h->type, REDIS_REPLY_ARRAY, "HGETALL type %d", h->type);
+    cr_assert_eq(e->type, REDIS_REPLY_INTEGER);
+    *pexat = e->integer;
+    *t_ms = twin_time_ms(x->element[2]);
+    if (h->elements == 0) {
+        cr_assert_eq(*pexat, -2, "no fields, but a key");
+        freeReplyObject(x);
+        return 0;
+    }
+    cr_assert_eq(h->elements, 2 * (size_t)n, "fields: %zu", h->elements / 2);
+    for (int i = 0; i < n; i++) {
+        v[i] = twin_field(h, names[i]);
+    }
+    freeReplyObject(x);
+    return 1;
+}
+
+void lua_twin_expect_expiry(long long pexat, long long t0, long long t1,
+                            long long want_ms, const char *ctx)
+{
+    cr_assert(pexat - want_ms >= t0 && pexat - want_ms <= t1,
+              "%s: expires at %lld: %lld ms after %lld, not %lld ms after a "
+              "time in [%lld, %lld]",
+              ctx, pexat, pexat - t0, t0, want_ms, t0, t1);
+}
+
+int lua_twin_dec(const char *s, int64_t *v)
+{
+    char *end, back[24];
+
+    if (*s == '\0') {
+        return 0;
+    }
+    *v = strtoll(s, &end, 10);
+    snprintf(back, sizeof(back), "%" PRId64, *v);
+    return *end == '\0' && strcmp(back, s) == 0;
+}
+
+int lua_twin_same_decision(const struct rl_decision *a,
+                           const struct rl_decision *b)
+{
+    return a->limited == b->limited && a->limit == b->limit &&
+           a->remaining == b->remaining &&
+           a->retry_after_ns == b->retry_after_ns &&
+           a->reset_after_ns == b->reset_after_ns;
+}
+
+void lua_twin_expect_same_decision(const struct rl_decision *a,
+                                   const struct rl_decision *b, const char *ctx)
+{
+    cr_assert(lua_twin_same_decision(a, b),
+              "%s: decisions differ: [%d %" PRId64 " %" PRId64 " %" PRId64
+              " %" PRId64 "] vs [%d %" PRId64 " %" PRId64 " %" PRId64
+              " %" PRId64 "]",
+              ctx, a->limited, a->limit, a->remaining, a->retry_after_ns,
+              a->reset_after_ns, b->limited, b->limit, b->remaining,
+              b->retry_after_ns, b->reset_after_ns);
+}
+
+uint64_t lua_twin_rnd(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * UINT64_C(2685821657736338717);
+}
+
+int64_t lua_twin_rnd_in(uint64_t *s, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(lua_twin_rnd(s) % ((uint64_t)(hi - lo) + 1));
+}
+
+int64_t lua_twin_pick(uint64_t *s, const int64_t *v, size_t n)
+{
+    return v[lua_twin_rnd(s) % n];
+}
+
+uint64_t lua_twin_seed(const char *suite, const char *env)
+{
+    const char *val = getenv(env);
+    struct timespec ts;
+    uint64_t seed;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    seed = val != NULL
+               ? strtoull(val, NULL, 10)
+               : ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                     (uint64_t)getpid();
+    fprintf(stderr, "%s: %s=%llu\n", suite, env, (unsigned long long)seed);
+    return seed;
 }
 
 /* floor(ns / 1000), also for the -1 s of "allowed". */
@@ -138,4 +372,84 @@ long long lua_twin_pttl(redisContext *c, const char *key)
     v = r->integer;
     freeReplyObject(r);
     return v;
+}
+
+/* The latest microsecond the script accepts (2^53 - 1). */
+#define TWIN_NOW_MAX INT64_C(9007199254740991)
+
+int64_t lua_twin_rnd_cost(uint64_t *s, int64_t max)
+{
+    switch (lua_twin_rnd_in(s, 0, 9)) {
+    case 0:
+        return 0;
+    case 1:
+        return max;
+    case 2:
+        return max < TWIN_NOW_MAX ? max + 1 : max;
+    case 3:
+        return lua_twin_rnd_in(s, 0, TWIN_NOW_MAX);
+    case 4:
+        return lua_twin_rnd_in(s, 1, max);
+    default:
+        return lua_twin_rnd_in(s, 1, max < 3 ? max : 3);
+    }
+}
+
+void lua_twin_rnd_limit(uint64_t *s, int64_t max_max, int64_t max_win,
+                        int64_t *max, int64_t *win_ms)
+{
+    switch (lua_twin_rnd_in(s, 0, 4)) {
+    case 0:
+        *max = 1;
+        break;
+    case 1:
+        *max = max_max - lua_twin_rnd_in(s, 0, 1);
+        break;
+    case 2:
+        *max = lua_twin_rnd_in(s, 1, INT64_C(1) << lua_twin_rnd_in(s, 10, 52));
+        break;
+    default:
+        *max = lua_twin_rnd_in(s, 1, 20);
+        break;
+    }
+    switch (lua_twin_rnd_in(s, 0, 5)) {
+    case 0:
+        *win_ms = lua_twin_rnd_in(s, 1, 3);
+        break;
+    case 1:
+        *win_ms = max_win - lua_twin_rnd_in(s, 0, 1);
+        break;
+    case 2:
+        *win_ms = lua_twin_rnd_in(s, 1, max_win);
+        break;
+    default:
+        *win_ms = lua_twin_rnd_in(s, 1, 5) * 1000;
+        break;
+    }
+}
+
+int64_t lua_twin_rnd_start(uint64_t *s)
+{
+    switch (lua_twin_rnd_in(s, 0, 3)) {
+    case 0:
+        return lua_twin_rnd_in(s, 0, INT64_C(1000000));
+    case 1:
+        return TWIN_NOW_MAX - lua_twin_rnd_in(s, 0, INT64_C(1) << 40);
+    default:
+        /* 2023-11-14T22:13:20Z */
+        return INT64_C(1700000000000000) +
+               lua_twin_rnd_in(s, 0, INT64_C(1) << 40);
+    }
+}
+
+void lua_twin_tally_report(const char *suite, const struct lua_twin_tally *t)
+{
+    fprintf(stderr,
+            "%s: %ld calls, %ld limited, %ld writes, %ld refunds, %ld "
+            "expiries, %ld gone in real time\n",
+            suite, t->calls, t->limited, t->writes, t->refunds, t->expired,
+            t->gone);
+    cr_assert_gt(t->limited, 0);
+    cr_assert_gt(t->writes, 0);
+    cr_assert_gt(t->refunds, 0);
 }

@@ -75,14 +75,14 @@ int64_t lua_twin_reply_int(const redisReply *r, const char *ctx);
  * (PTTL, a state read, PERSIST), so that wall time never expires the key
  * of a test whose clock is simulated. */
 struct lua_twin_txn {
-    struct lua_twin_out out;   /* the entry (check, peek) */
-    const redisReply *entry;   /* the raw entry, borrowed from exec */
-    int failed;                /* the script replied with an error */
-    char err[256];             /* its text */
-    long long pttl;            /* PTTL right after the script */
-    const redisReply *state;   /* the state read right after it, borrowed */
-    long long elapsed_ms;      /* wall time of the transaction, + 1 */
-    redisReply *exec;          /* the EXEC reply, owned by the caller */
+    struct lua_twin_out out; /* the entry (check, peek) */
+    const redisReply *entry; /* the raw entry, borrowed from exec */
+    int failed;              /* the script replied with an error */
+    char err[256];           /* its text */
+    long long pttl;          /* PTTL right after the script */
+    const redisReply *state; /* the state read right after it, borrowed */
+    long long elapsed_ms;    /* wall time of the transaction, + 1 */
+    redisReply *exec;        /* the EXEC reply, owned by the caller */
 };
 
 /* Runs `mode` as lua_twin_call() would, in MULTI with PTTL, `read_fmt`
@@ -102,8 +102,8 @@ struct lua_twin_out lua_twin_ok(redisContext *c, const char *mode,
 
 /* Asserts a check on key fails with exactly the error text `want`. */
 void lua_twin_expect_error(redisContext *c, const char *key, const char *algo,
-                           const char *const p[4], int64_t now_us,
-                           int64_t cost, const char *want);
+                           const char *const p[4], int64_t now_us, int64_t cost,
+                           const char *want);
 
 /* ---- The stored key, read in one transaction ----
  * One MULTI, so Redis expires no key in the middle of the reads. */
@@ -155,5 +155,29 @@ int64_t lua_twin_pick(uint64_t *s, const int64_t *v, size_t n);
 /* The run's seed: the decimal in environment variable `env`, or one from
  * the clock and pid; printed as "<suite>: <env>=<seed>" for a replay. */
 uint64_t lua_twin_seed(const char *suite, const char *env);
+
+/* ---- The hash-state twins' randomized sequences ----
+ * fixed_window, sliding_counter and token_bucket draw alike: these are
+ * their common draws and tallies. */
+
+/* A cost: 0, 1, max, just above it, anything up to 2^53 - 1, or small. */
+int64_t lua_twin_rnd_cost(uint64_t *s, int64_t max);
+
+/* A count limit in [1, max_max] and a window in [1, max_win] ms, from tiny
+ * to the conf maxima. */
+void lua_twin_rnd_limit(uint64_t *s, int64_t max_max, int64_t max_win,
+                        int64_t *max, int64_t *win_ms);
+
+/* A sequence's first time (us): near 0, near 2^53 - 1, or realistic. */
+int64_t lua_twin_rnd_start(uint64_t *s);
+
+/* Counts of what the sequences reached. */
+struct lua_twin_tally {
+    long calls, limited, writes, refunds, expired, gone;
+};
+
+/* Prints the tally under `suite` and asserts the run was limited,
+ * wrote and refunded at least once. */
+void lua_twin_tally_report(const char *suite, const struct lua_twin_tally *t);
 
 #endif /* PX_TESTS_INTEGRATION_LUA_TWIN_H */

@@ -20,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "algorithms/fixed_window.h"
 #include "algorithms/rl.h"
@@ -36,6 +34,10 @@ PX_TEST_SUITE(it_lua_fixed_window);
 #define T0 INT64_C(1700000000000000)
 /* The last microsecond the script accepts (2^53 - 1). */
 #define NOW_MAX INT64_C(9007199254740991)
+
+#define ALGO        "fixed_window"
+#define PARAMS(m)   (m)->a_max, (m)->a_win
+#define COST_MAX(m) (m)->p.max
 
 #define SEQUENCES   12 /* randomized sequences per run */
 #define OPS_PER_SEQ 24 /* operations in each */
@@ -84,44 +86,11 @@ static struct fixed_window_result fw_decide(const struct fixed_window_params *p,
     return r;
 }
 
-static int same_decision(const struct rl_decision *a,
-                         const struct rl_decision *b)
-{
-    return a->limited == b->limited && a->limit == b->limit &&
-           a->remaining == b->remaining &&
-           a->retry_after_ns == b->retry_after_ns &&
-           a->reset_after_ns == b->reset_after_ns;
-}
-
 /* ---------------- The key, as Redis holds it ---------------- */
 
-/* Redis's clock in ms (TIME): the clock its expiries are set by. */
-static long long redis_ms(redisContext *c)
-{
-    redisReply *r = px_cmd(c, "TIME");
-    long long ms;
-
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-    ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-         strtoll(r->element[1]->str, NULL, 10) / 1000;
-    freeReplyObject(r);
-    return ms;
-}
-
-/* Asserts that a key expiring at pexat (PEXPIRETIME) got an expiry of
- * want_ms at a time between t0 and t1 (redis_ms before and after). */
-static void expect_expiry(long long pexat, long long t0, long long t1,
-                          long long want_ms, const char *ctx)
-{
-    cr_assert(pexat - want_ms >= t0 && pexat - want_ms <= t1,
-              "%s: expires at %lld: %lld ms after %lld, not %lld ms after a "
-              "time in [%lld, %lld]",
-              ctx, pexat, pexat - t0, t0, want_ms, t0, t1);
-}
-
 /* Reads the key's HASH, PEXPIRETIME (into *pexat) and Redis's clock after
- * it (into *t_ms, see redis_ms), then makes the key persistent. Returns 0 when
- * the key is missing; else asserts it holds exactly start and count as
+ * it (into *t_ms), then makes the key persistent (lua_twin_read_hash). Returns
+ * 0 when the key is missing; else asserts it holds exactly start and count as
  * decimal integers and fills st (start converted to ns). */
 static int fw_read(redisContext *c, const char *key,
                    struct fixed_window_state *st, long long *pexat,
@@ -129,49 +98,10 @@ static int fw_read(redisContext *c, const char *key,
 {
     static const char *const names[2] = { "start", "count" };
     int64_t v[2];
-    redisReply *x, *h, *e, *t;
 
-    /* One transaction: Redis expires no key in the middle of it. */
-    redisAppendCommand(c, "MULTI");
-    redisAppendCommand(c, "HGETALL %s", key);
-    redisAppendCommand(c, "PEXPIRETIME %s", key);
-    redisAppendCommand(c, "TIME");
-    redisAppendCommand(c, "PERSIST %s", key);
-    redisAppendCommand(c, "EXEC");
-    for (int i = 0; i < 5; i++) {
-        freeReplyObject(px_next(c)); /* OK, QUEUED */
-    }
-    x = px_next(c);
-    cr_assert_eq(x->type, REDIS_REPLY_ARRAY, "EXEC type %d", x->type);
-    h = x->element[0];
-    e = x->element[1];
-    t = x->element[2];
-    cr_assert_eq(h->type, REDIS_REPLY_ARRAY, "HGETALL type %d", h->type);
-    cr_assert_eq(e->type, REDIS_REPLY_INTEGER);
-    cr_assert_eq(t->type, REDIS_REPLY_ARRAY);
-    *pexat = e->integer;
-    *t_ms = strtoll(t->element[0]->str, NULL, 10) * 1000 +
-            strtoll(t->element[1]->str, NULL, 10) / 1000;
-    if (h->elements == 0) {
-        cr_assert_eq(*pexat, -2, "no fields, but a key");
-        freeReplyObject(x);
+    if (!lua_twin_read_hash(c, key, names, 2, v, pexat, t_ms)) {
         return 0;
     }
-    cr_assert_eq(h->elements, 4, "fields: %zu", h->elements / 2);
-    for (int i = 0; i < 2; i++) {
-        int found = 0;
-        for (size_t j = 0; j < h->elements; j += 2) {
-            if (strcmp(h->element[j]->str, names[i]) == 0) {
-                char *end;
-                v[i] = strtoll(h->element[j + 1]->str, &end, 10);
-                cr_assert(*end == '\0' && end != h->element[j + 1]->str,
-                          "field %s = '%s'", names[i], h->element[j + 1]->str);
-                found = 1;
-            }
-        }
-        cr_assert(found, "no field %s", names[i]);
-    }
-    freeReplyObject(x);
     st->start_ns = v[0] * US;
     st->count = v[1];
     return 1;
@@ -219,10 +149,10 @@ static struct fixed_window_result fw_call(redisContext *c, const char *key,
         fw_decide(&m->p, m->have ? &m->st : NULL, now_us, cost);
     struct lua_twin_out o;
     char err[256], buf[ARG_BYTES];
-    long long t0 = redis_ms(c);
+    long long t0 = lua_twin_redis_ms(c);
 
-    cr_assert_eq(lua_twin_call(c, mode, key, "fixed_window", p, now_us, cost,
-                               NULL, &o, err, sizeof(err)),
+    cr_assert_eq(lua_twin_call(c, mode, key, ALGO, p, now_us, cost, NULL, &o,
+                               err, sizeof(err)),
                  0, "%s: %s", ctx, err);
     cr_assert_eq(o.now_us, now_us, "%s: the script's clock", ctx);
     lua_twin_expect(&o, &want.d, ctx);
@@ -254,7 +184,7 @@ static struct fixed_window_result fw_call(redisContext *c, const char *key,
               "%s: stored %lld %lld, model %lld %lld", ctx,
               (long long)got.start_ns, (long long)got.count,
               (long long)want.next.start_ns, (long long)want.next.count);
-    expect_expiry(pexat, t0, t1, want.expiry_ms, ctx);
+    lua_twin_expect_expiry(pexat, t0, t1, want.expiry_ms, ctx);
     m->have = 1;
     m->st = want.next;
     m->exp_valid = 1;
@@ -266,87 +196,20 @@ static void fw_refund(redisContext *c, const char *key,
                       const struct fw_model *m, int64_t now_us, int64_t cost,
                       const char *undo)
 {
-    const char *p[4] = { m->a_max, m->a_win, NULL, NULL };
-    struct lua_twin_out o;
-    char err[256];
+    const char *p[4] = { PARAMS(m), NULL, NULL };
 
-    cr_assert_eq(lua_twin_call(c, "refund", key, "fixed_window", p, now_us,
-                               cost, undo, &o, err, sizeof(err)),
-                 0, "refund: %s", err);
+    lua_twin_ok(c, "refund", key, ALGO, p, now_us, cost, undo);
 }
 
 /* ---------------- Randomized sequences ---------------- */
-
-/* xorshift64*: a seeded, reproducible stream. */
-static uint64_t rnd(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * UINT64_C(2685821657736338717);
-}
-
-/* A number in [lo, hi]. */
-static int64_t rnd_in(uint64_t *s, int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rnd(s) % (uint64_t)(hi - lo + 1));
-}
 
 /* Parameters from tiny to the conf maxima. */
 static void rnd_params(uint64_t *s, struct fw_model *m)
 {
     int64_t max, win;
 
-    switch (rnd_in(s, 0, 4)) {
-    case 0:
-        max = 1;
-        break;
-    case 1:
-        max = MAX - rnd_in(s, 0, 1);
-        break;
-    case 2:
-        max = rnd_in(s, 1, INT64_C(1) << rnd_in(s, 10, 52));
-        break;
-    default:
-        max = rnd_in(s, 1, 20);
-        break;
-    }
-    switch (rnd_in(s, 0, 5)) {
-    case 0:
-        win = rnd_in(s, 1, 3);
-        break;
-    case 1:
-        win = WIN - rnd_in(s, 0, 1);
-        break;
-    case 2:
-        win = rnd_in(s, 1, WIN);
-        break;
-    default:
-        win = rnd_in(s, 1, 5) * 1000;
-        break;
-    }
+    lua_twin_rnd_limit(s, MAX, WIN, &max, &win);
     fw_set_params(m, max, win);
-}
-
-/* A cost: 0, 1, max, just above it, or anything. */
-static int64_t rnd_cost(uint64_t *s, const struct fw_model *m)
-{
-    int64_t max = m->p.max;
-
-    switch (rnd_in(s, 0, 9)) {
-    case 0:
-        return 0;
-    case 1:
-        return max;
-    case 2:
-        return max < NOW_MAX ? max + 1 : max;
-    case 3:
-        return rnd_in(s, 0, NOW_MAX);
-    case 4:
-        return rnd_in(s, 1, max);
-    default:
-        return rnd_in(s, 1, max < 3 ? max : 3);
-    }
 }
 
 /* The next time: same, a little later, exactly a window edge (or one us
@@ -355,35 +218,33 @@ static int64_t rnd_time(uint64_t *s, int64_t now, const struct fw_model *m)
 {
     int64_t w = m->p.window_ns / US, dt = 0;
 
-    switch (rnd_in(s, 0, 9)) {
+    switch (lua_twin_rnd_in(s, 0, 9)) {
     case 0:
         break;
     case 1:
-        dt = rnd_in(s, 1, 1000);
+        dt = lua_twin_rnd_in(s, 1, 1000);
         break;
     case 2:
     case 3:
         /* The next window's start, or the one after. */
-        dt = w - now % w + rnd_in(s, -1, 1) + (rnd_in(s, 0, 3) == 0 ? w : 0);
+        dt = w - now % w + lua_twin_rnd_in(s, -1, 1) +
+             (lua_twin_rnd_in(s, 0, 3) == 0 ? w : 0);
         break;
     case 4:
-        dt = rnd_in(s, 1, INT64_C(4000) * 86400 * SEC); /* up to 11 years */
+        dt = lua_twin_rnd_in(s, 1,
+                             INT64_C(4000) * 86400 * SEC); /* up to 11 years */
         break;
     case 5:
-        dt = -rnd_in(s, 1, rnd_in(s, 0, 1) ? 2 * w : 100 * SEC); /* jump back */
+        dt = -lua_twin_rnd_in(
+            s, 1, lua_twin_rnd_in(s, 0, 1) ? 2 * w : 100 * SEC); /* jump back */
         break;
     default:
-        dt = rnd_in(s, 1, w < 3 * SEC ? w : 3 * SEC);
+        dt = lua_twin_rnd_in(s, 1, w < 3 * SEC ? w : 3 * SEC);
         break;
     }
     now += dt;
     return now < 0 ? 0 : now > NOW_MAX ? NOW_MAX : now;
 }
-
-/* Counts of what the sequences reached. */
-struct fw_tally {
-    long calls, limited, writes, refunds, expired, gone;
-};
 
 /* peek, check, refund and peek again at one time: the refund leaves the
  * state of before the check, rolled to now's window (no key when nothing
@@ -391,9 +252,10 @@ struct fw_tally {
  * place), with the check's expiry; and the peeks agree. */
 static void fw_check_refund(redisContext *c, const char *key,
                             struct fw_model *m, int64_t now, uint64_t *s,
-                            struct fw_tally *t, const char *ctx)
+                            struct lua_twin_tally *t, const char *ctx)
 {
-    int64_t cost = rnd_cost(s, m), pc = rnd_cost(s, m);
+    int64_t cost = lua_twin_rnd_cost(s, COST_MAX(m)),
+            pc = lua_twin_rnd_cost(s, COST_MAX(m));
     char undo[LUA_TWIN_UNDO_BYTES];
     struct fixed_window_state after;
     struct fixed_window_result a, r, b, want;
@@ -424,14 +286,14 @@ static void fw_check_refund(redisContext *c, const char *key,
     }
     m->exp_valid = 0;
     b = fw_call(c, key, m, "peek", now, pc, undo, ctx);
-    cr_assert(same_decision(&a.d, &b.d), "%s: peeks differ around a refund",
-              ctx);
+    cr_assert(lua_twin_same_decision(&a.d, &b.d),
+              "%s: peeks differ around a refund", ctx);
 }
 
 /* Past the expiry on the model's clock the state must read like no key;
  * then the test drops the key as Redis would (or keeps it, still alike). */
 static void fw_expire(redisContext *c, const char *key, struct fw_model *m,
-                      int64_t now, uint64_t *s, struct fw_tally *t,
+                      int64_t now, uint64_t *s, struct lua_twin_tally *t,
                       const char *ctx)
 {
     const int64_t costs[3] = { 0, 1, m->p.max };
@@ -442,11 +304,11 @@ static void fw_expire(redisContext *c, const char *key, struct fw_model *m,
     for (int i = 0; i < 3; i++) {
         struct fixed_window_result x = fw_decide(&m->p, &m->st, now, costs[i]);
         struct fixed_window_result y = fw_decide(&m->p, NULL, now, costs[i]);
-        cr_assert(same_decision(&x.d, &y.d),
+        cr_assert(lua_twin_same_decision(&x.d, &y.d),
                   "%s: an expired state differs from none", ctx);
     }
     t->expired++;
-    if (rnd_in(s, 0, 1)) {
+    if (lua_twin_rnd_in(s, 0, 1)) {
         freeReplyObject(px_cmd(c, "DEL %s", key));
         m->have = 0;
     }
@@ -459,30 +321,30 @@ static void fw_plant_random(redisContext *c, const char *key,
 {
     int64_t w = m->p.window_ns / US, start;
 
-    switch (rnd_in(s, 0, 3)) {
+    switch (lua_twin_rnd_in(s, 0, 3)) {
     case 0:
         start = now - now % w;
         break;
     case 1:
-        start = now - rnd_in(s, 0, 2 * w);
+        start = now - lua_twin_rnd_in(s, 0, 2 * w);
         break;
     case 2:
-        start = now + rnd_in(s, 0, 2 * w);
+        start = now + lua_twin_rnd_in(s, 0, 2 * w);
         break;
     default:
-        start = rnd_in(s, 0, NOW_MAX);
+        start = lua_twin_rnd_in(s, 0, NOW_MAX);
         break;
     }
     start = start < 0 ? 0 : start > NOW_MAX ? NOW_MAX : start;
     m->st.start_ns = start * US;
-    m->st.count = rnd_in(s, 0, m->p.max < MAX ? m->p.max + 1 : MAX);
+    m->st.count = lua_twin_rnd_in(s, 0, m->p.max < MAX ? m->p.max + 1 : MAX);
     m->have = 1;
     m->exp_valid = 0;
     fw_plant(c, key, &m->st);
 }
 
 static void fw_sequence(redisContext *c, uint64_t *s, int seq,
-                        unsigned long long seed, struct fw_tally *t)
+                        unsigned long long seed, struct lua_twin_tally *t)
 {
     struct fw_model m;
     char key[32], ctx[96], undo[LUA_TWIN_UNDO_BYTES];
@@ -492,32 +354,23 @@ static void fw_sequence(redisContext *c, uint64_t *s, int seq,
     memset(&m, 0, sizeof(m));
     snprintf(key, sizeof(key), "fw:%d", seq);
     rnd_params(s, &m);
-    switch (rnd_in(s, 0, 3)) {
-    case 0:
-        now = rnd_in(s, 0, SEC);
-        break;
-    case 1:
-        now = NOW_MAX - rnd_in(s, 0, INT64_C(1) << 40);
-        break;
-    default:
-        now = T0 + rnd_in(s, 0, INT64_C(1) << 40);
-        break;
-    }
+    now = lua_twin_rnd_start(s);
     for (int op = 0; op < OPS_PER_SEQ; op++) {
-        int64_t kind = rnd_in(s, 0, 99);
+        int64_t kind = lua_twin_rnd_in(s, 0, 99);
 
         snprintf(ctx, sizeof(ctx), "seed %llu seq %d op %d", seed, seq, op);
         now = rnd_time(s, now, &m);
         fw_expire(c, key, &m, now, s, t, ctx);
         if (kind < 55) {
-            last =
-                fw_call(c, key, &m, "check", now, rnd_cost(s, &m), undo, ctx);
+            last = fw_call(c, key, &m, "check", now,
+                           lua_twin_rnd_cost(s, COST_MAX(&m)), undo, ctx);
             t->calls++;
             t->limited += last.d.limited;
             t->writes += last.write == FIXED_WINDOW_WRITE_SET;
             t->gone += last.write == FIXED_WINDOW_WRITE_SET && !m.have;
         } else if (kind < 70) {
-            fw_call(c, key, &m, "peek", now, rnd_cost(s, &m), undo, ctx);
+            fw_call(c, key, &m, "peek", now, lua_twin_rnd_cost(s, COST_MAX(&m)),
+                    undo, ctx);
             t->calls++;
         } else if (kind < 85) {
             fw_check_refund(c, key, &m, now, s, t, ctx);
@@ -533,29 +386,14 @@ Test(it_lua_fixed_window, randomized_sequences_match_the_c_model,
      .init = it_init, .fini = px_env_fini, .timeout = 120)
 {
     redisContext *c = lua_twin_connect();
-    const char *env = getenv("PX_LUA_FW_SEED");
-    struct timespec ts;
-    uint64_t seed, s;
-    struct fw_tally t;
+    uint64_t seed = lua_twin_seed("it_lua_fixed_window", "PX_LUA_FW_SEED"),
+             s = seed | 1;
+    struct lua_twin_tally t = { 0 };
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    seed = env != NULL ? strtoull(env, NULL, 10)
-                       : (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec ^
-                             ((uint64_t)getpid() << 32);
-    s = seed | 1;
-    memset(&t, 0, sizeof(t));
-    fprintf(stderr, "it_lua_fixed_window: PX_LUA_FW_SEED=%llu\n",
-            (unsigned long long)seed);
     for (int seq = 0; seq < SEQUENCES; seq++) {
         fw_sequence(c, &s, seq, (unsigned long long)seed, &t);
     }
-    fprintf(stderr,
-            "it_lua_fixed_window: %ld calls, %ld limited, %ld writes, %ld "
-            "refunds, %ld expiries, %ld gone in real time\n",
-            t.calls, t.limited, t.writes, t.refunds, t.expired, t.gone);
-    cr_assert_gt(t.limited, 0);
-    cr_assert_gt(t.writes, 0);
-    cr_assert_gt(t.refunds, 0);
+    lua_twin_tally_report("it_lua_fixed_window", &t);
     redisFree(c);
 }
 
@@ -566,13 +404,7 @@ static struct lua_twin_out fw_at(redisContext *c, const char *mode,
                                  const char *const p[4], int64_t now,
                                  int64_t cost, const char *undo)
 {
-    struct lua_twin_out o;
-    char err[256];
-
-    cr_assert_eq(lua_twin_call(c, mode, "k", "fixed_window", p, now, cost, undo,
-                               &o, err, sizeof(err)),
-                 0, "%s %" PRId64 ": %s", mode, cost, err);
-    return o;
+    return lua_twin_ok(c, mode, "k", ALGO, p, now, cost, undo);
 }
 
 Test(it_lua_fixed_window, peek_and_refusal_write_nothing, .init = it_init,
@@ -698,13 +530,7 @@ Test(it_lua_fixed_window, huge_durations_come_back_exact_or_saturated,
 static void expect_error(redisContext *c, const char *key,
                          const char *const p[4], int64_t cost, const char *want)
 {
-    struct lua_twin_out o;
-    char err[256];
-
-    cr_assert_eq(lua_twin_call(c, "check", key, "fixed_window", p, T0, cost,
-                               NULL, &o, err, sizeof(err)),
-                 -1, "%s %s: no error", p[0], p[1]);
-    cr_assert_str_eq(err, want);
+    lua_twin_expect_error(c, key, ALGO, p, T0, cost, want);
 }
 
 Test(it_lua_fixed_window, bad_parameters_give_the_c_model_errors,

@@ -21,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "algorithms/leaky_bucket.h"
 #include "algorithms/rl.h"
@@ -44,7 +42,6 @@ PX_TEST_SUITE(it_lua_leaky_bucket);
 #define DIGITS     24 /* an int64 in decimal, sign and NUL */
 #define ERR_BYTES  256
 #define CTX_BYTES  160
-#define EXEC_ELEMS 4 /* EVALSHA, PTTL, READ_STATE, PERSIST */
 #define READ_STATE "HGETALL %s"
 
 #define E_WRONGTYPE                                                            \
@@ -53,40 +50,6 @@ PX_TEST_SUITE(it_lua_leaky_bucket);
 static void it_init(void)
 {
     px_redis_start(&px_env()->redis, NULL);
-}
-
-/* ---------------- Randomness ---------------- */
-
-/* xorshift64*: a seeded, reproducible stream. */
-static uint64_t rnd(uint64_t *st)
-{
-    *st ^= *st >> 12;
-    *st ^= *st << 25;
-    *st ^= *st >> 27;
-    return *st * UINT64_C(2685821657736338717);
-}
-
-/* A number in [lo, hi] (hi - lo < 2^63). */
-static int64_t rnd_in(uint64_t *st, int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rnd(st) % ((uint64_t)(hi - lo) + 1));
-}
-
-/* The run's seed: PX_LUA_TWIN_SEED, or the time; printed for a replay. */
-static uint64_t seed_get(void)
-{
-    const char *env = getenv(SEED_ENV);
-    struct timespec ts;
-    uint64_t seed;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    seed = env != NULL
-               ? strtoull(env, NULL, 10)
-               : ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-                     (uint64_t)getpid();
-    fprintf(stderr, "it_lua_" ALGO ": " SEED_ENV "=%llu\n",
-            (unsigned long long)seed);
-    return seed;
 }
 
 /* ---------------- Parameters and the model ---------------- */
@@ -140,124 +103,7 @@ static struct leaky_bucket_result model_at(const struct conf *cf,
     return r;
 }
 
-/* Asserts two decisions are the same five values. */
-static void same_decision(const struct rl_decision *a,
-                          const struct rl_decision *b, const char *ctx)
-{
-    cr_assert(a->limited == b->limited && a->limit == b->limit &&
-                  a->remaining == b->remaining &&
-                  a->retry_after_ns == b->retry_after_ns &&
-                  a->reset_after_ns == b->reset_after_ns,
-              "%s: decisions differ: [%d %" PRId64 " %" PRId64 " %" PRId64
-              " %" PRId64 "] vs [%d %" PRId64 " %" PRId64 " %" PRId64
-              " %" PRId64 "]",
-              ctx, a->limited, a->limit, a->remaining, a->retry_after_ns,
-              a->reset_after_ns, b->limited, b->limit, b->remaining,
-              b->retry_after_ns, b->reset_after_ns);
-}
-
 /* ---------------- Script calls ---------------- */
-
-/* An integer reply element, or a decimal bulk string (durations of 2^53
- * us and more come as text). */
-static int64_t reply_int(const redisReply *r, const char *ctx)
-{
-    char *end;
-    long long v;
-
-    if (r->type == REDIS_REPLY_INTEGER) {
-        return r->integer;
-    }
-    cr_assert_eq(r->type, REDIS_REPLY_STRING, "%s: element type %d", ctx,
-                 r->type);
-    v = strtoll(r->str, &end, 10);
-    cr_assert(r->len > 0 && end == r->str + r->len, "%s: '%s' no integer", ctx,
-              r->str);
-    return v;
-}
-
-/* A script call made in MULTI with the reads that must see what it left. */
-struct call {
-    struct lua_twin_out out; /* the entry (check, peek) */
-    const redisReply *entry; /* the raw entry, borrowed from exec */
-    int failed;              /* the script replied with an error */
-    char err[ERR_BYTES];     /* its text */
-    long long pttl;          /* PTTL right after the script */
-    const redisReply *state; /* READ_STATE right after it, borrowed */
-    long long elapsed_ms;    /* wall time of the transaction, + 1 */
-    redisReply *exec;        /* the EXEC reply (owned) */
-};
-
-/* Runs `mode` in MULTI with PTTL, READ_STATE and PERSIST of the key. The
- * caller frees k->exec. */
-static void call_exec(redisContext *c, const char *mode, const char *key,
-                      const struct conf *cf, int64_t now, int64_t cost,
-                      const char *undo, struct call *k, const char *ctx)
-{
-    char nows[DIGITS], costs[DIGITS];
-    const char *argv[] = { "EVALSHA",
-                           scripts_limiter()->sha1,
-                           "2",
-                           key,
-                           "lua-twin-test#overrides",
-                           mode,
-                           nows,
-                           costs,
-                           ALGO,
-                           cf->v[0],
-                           cf->v[1],
-                           cf->v[2],
-                           "",
-                           undo != NULL ? undo : "",
-                           "0" };
-    long long t0 = px_now_ms();
-    const redisReply *e;
-
-    memset(k, 0, sizeof(*k));
-    snprintf(nows, sizeof(nows), "%" PRId64, now);
-    snprintf(costs, sizeof(costs), "%" PRId64, cost);
-    redisAppendCommand(c, "MULTI");
-    redisAppendCommandArgv(c, (int)(sizeof(argv) / sizeof(*argv)), argv, NULL);
-    redisAppendCommand(c, "PTTL %s", key);
-    redisAppendCommand(c, READ_STATE, key);
-    redisAppendCommand(c, "PERSIST %s", key);
-    redisAppendCommand(c, "EXEC");
-    px_check_status(px_next(c), "OK");
-    for (int i = 0; i < EXEC_ELEMS; i++) {
-        px_check_status(px_next(c), "QUEUED");
-    }
-    k->exec = px_next(c);
-    k->elapsed_ms = px_now_ms() - t0 + 1;
-    cr_assert_eq(k->exec->type, REDIS_REPLY_ARRAY, "%s: EXEC", ctx);
-    cr_assert_eq(k->exec->elements, EXEC_ELEMS, "%s: EXEC", ctx);
-    k->pttl = k->exec->element[1]->integer;
-    k->state = k->exec->element[2];
-    e = k->exec->element[0];
-    if (e->type == REDIS_REPLY_ERROR) {
-        k->failed = 1;
-        snprintf(k->err, sizeof(k->err), "%s", e->str);
-        return;
-    }
-    cr_assert_eq(e->type, REDIS_REPLY_ARRAY, "%s: reply type %d", ctx, e->type);
-    k->out.now_us = e->element[1]->integer * 1000000 + e->element[2]->integer;
-    if (strcmp(mode, "refund") == 0) {
-        cr_assert_eq(e->elements, 3, "%s: refund reply", ctx);
-        return;
-    }
-    cr_assert_eq(e->elements, 4, "%s: reply elements", ctx);
-    k->entry = e->element[3];
-    cr_assert_eq(k->entry->type, REDIS_REPLY_ARRAY, "%s: entry", ctx);
-    cr_assert_eq(k->entry->elements, 6, "%s: entry", ctx);
-    k->out.limited = (int)reply_int(k->entry->element[0], ctx);
-    cr_assert_eq(e->element[0]->integer, k->out.limited, "%s: limited", ctx);
-    k->out.limit = reply_int(k->entry->element[1], ctx);
-    k->out.remaining = reply_int(k->entry->element[2], ctx);
-    k->out.retry_us = reply_int(k->entry->element[3], ctx);
-    k->out.reset_us = reply_int(k->entry->element[4], ctx);
-    cr_assert_eq(k->entry->element[5]->type, REDIS_REPLY_STRING, "%s", ctx);
-    cr_assert_lt(k->entry->element[5]->len, sizeof(k->out.undo), "%s", ctx);
-    memcpy(k->out.undo, k->entry->element[5]->str, k->entry->element[5]->len);
-}
 
 /* A peek (or any mode) through lua_twin_call; asserts it succeeded. */
 static void call_plain(redisContext *c, const char *mode, const char *key,
@@ -290,7 +136,7 @@ static int parse_state(const redisReply *r, struct leaky_bucket_state *st,
     cr_assert_eq(r->elements, 4, "%s: fields of the HASH", ctx);
     for (size_t i = 0; i < r->elements; i += 2) {
         const char *f = r->element[i]->str;
-        int64_t v = reply_int(r->element[i + 1], ctx);
+        int64_t v = lua_twin_reply_int(r->element[i + 1], ctx);
 
         if (strcmp(f, "level") == 0) {
             st->level = v;
@@ -347,10 +193,11 @@ static struct leaky_bucket_result check(redisContext *c, const char *key,
                                         struct lua_twin_out *o, const char *ctx)
 {
     struct leaky_bucket_result want = model_at(cf, m, now, cost, ctx);
-    struct call k;
+    struct lua_twin_txn k;
     char tok[DIGITS];
 
-    call_exec(c, "check", key, cf, now, cost, NULL, &k, ctx);
+    lua_twin_call_multi(c, "check", key, ALGO, cf->v, now, cost, NULL,
+                        READ_STATE, &k, ctx);
     cr_assert(!k.failed, "%s: %s", ctx, k.err);
     cr_assert_eq(k.out.now_us, now, "%s: the script's clock", ctx);
     lua_twin_expect(&k.out, &want.d, ctx);
@@ -406,14 +253,15 @@ static int refund_cycle(redisContext *c, const char *key, const struct conf *cf,
     struct model pre = *m;
     struct lua_twin_out before, after, o;
     struct leaky_bucket_result r;
-    struct call k;
+    struct lua_twin_txn k;
 
     call_plain(c, "peek", key, cf, now, cost, NULL, &before, ctx);
     r = check(c, key, cf, m, now, cost, &o, ctx);
     if (r.d.limited || cost == 0) {
         return 0;
     }
-    call_exec(c, "refund", key, cf, now, cost, o.undo, &k, ctx);
+    lua_twin_call_multi(c, "refund", key, ALGO, cf->v, now, cost, o.undo,
+                        READ_STATE, &k, ctx);
     cr_assert(!k.failed, "%s: refund: %s", ctx, k.err);
     m->have = parse_state(k.state, &m->st, ctx);
     if (m->have) {
@@ -446,34 +294,30 @@ static int refund_cycle(redisContext *c, const char *key, const struct conf *cf,
         struct leaky_bucket_result a = model_at(cf, &pre, when, cost, ctx);
         struct leaky_bucket_result b = model_at(cf, m, when, cost, ctx);
 
-        same_decision(&a.d, &b.d, ctx);
+        lua_twin_expect_same_decision(&a.d, &b.d, ctx);
     }
     return 1;
 }
 
 /* ---------------- Randomized sequences ---------------- */
 
-static int64_t pick(uint64_t *rs, const int64_t *v, size_t n)
-{
-    return v[rnd(rs) % n];
-}
-
 /* Random parameters: small, ordinary and the maxima. */
 static void rnd_conf(uint64_t *rs, struct conf *cf)
 {
     static const int64_t sizes[] = { 1, 2, 3, 5, 10, 1000, MAX_N, 0 };
     static const int64_t drips[] = { 1, 2, 10, 1000, 60000, MAX_DRIP, 0 };
-    int64_t size = pick(rs, sizes, sizeof(sizes) / sizeof(*sizes));
-    int64_t drip = pick(rs, drips, sizeof(drips) / sizeof(*drips));
+    int64_t size = lua_twin_pick(rs, sizes, sizeof(sizes) / sizeof(*sizes));
+    int64_t drip = lua_twin_pick(rs, drips, sizeof(drips) / sizeof(*drips));
     int64_t ds;
 
     if (size == 0) {
-        size = rnd_in(rs, 1, rnd_in(rs, 0, 1) ? 100 : MAX_N);
+        size = lua_twin_rnd_in(rs, 1, lua_twin_rnd_in(rs, 0, 1) ? 100 : MAX_N);
     }
     if (drip == 0) {
-        drip = rnd_in(rs, 1, rnd_in(rs, 0, 1) ? 5000 : MAX_DRIP);
+        drip =
+            lua_twin_rnd_in(rs, 1, lua_twin_rnd_in(rs, 0, 1) ? 5000 : MAX_DRIP);
     }
-    switch (rnd_in(rs, 0, 5)) {
+    switch (lua_twin_rnd_in(rs, 0, 5)) {
     case 0:
         ds = size;
         break;
@@ -481,10 +325,10 @@ static void rnd_conf(uint64_t *rs, struct conf *cf)
         ds = MAX_N;
         break;
     case 2:
-        ds = rnd_in(rs, 1, MAX_N);
+        ds = lua_twin_rnd_in(rs, 1, MAX_N);
         break;
     default:
-        ds = rnd_in(rs, 1, 3);
+        ds = lua_twin_rnd_in(rs, 1, 3);
         break;
     }
     conf_set(cf, size, drip, ds);
@@ -493,7 +337,7 @@ static void rnd_conf(uint64_t *rs, struct conf *cf)
 /* A cost: 0, 1, exactly the size, above it, or anything up to it. */
 static int64_t rnd_cost(uint64_t *rs, const struct conf *cf)
 {
-    switch (rnd_in(rs, 0, 9)) {
+    switch (lua_twin_rnd_in(rs, 0, 9)) {
     case 0:
         return 0;
     case 1:
@@ -501,9 +345,9 @@ static int64_t rnd_cost(uint64_t *rs, const struct conf *cf)
     case 2:
         return cf->size < MAX_N ? cf->size + 1 : MAX_N;
     case 3:
-        return rnd_in(rs, 1, cf->size);
+        return lua_twin_rnd_in(rs, 1, cf->size);
     default:
-        return rnd_in(rs, 1, cf->size < 3 ? cf->size : 3);
+        return lua_twin_rnd_in(rs, 1, cf->size < 3 ? cf->size : 3);
     }
 }
 
@@ -513,28 +357,28 @@ static int64_t rnd_time(uint64_t *rs, int64_t now, int64_t unit, int64_t anchor)
 {
     int64_t t = now;
 
-    switch (rnd_in(rs, 0, 9)) {
+    switch (lua_twin_rnd_in(rs, 0, 9)) {
     case 0:
         break;
     case 1:
     case 2: {
-        int64_t k = rnd_in(rs, 1, 3);
+        int64_t k = lua_twin_rnd_in(rs, 1, 3);
         int64_t b = anchor <= now ? anchor + ((now - anchor) / unit + k) * unit
                                   : anchor + (k - 1) * unit;
-        t = b - rnd_in(rs, 0, 1);
+        t = b - lua_twin_rnd_in(rs, 0, 1);
         break;
     }
     case 3:
-        t = now + rnd_in(rs, unit, 20 * unit);
+        t = now + lua_twin_rnd_in(rs, unit, 20 * unit);
         break;
     case 4:
-        t = now + rnd_in(rs, 1, 400) * DAY_US;
+        t = now + lua_twin_rnd_in(rs, 1, 400) * DAY_US;
         break;
     case 5:
-        t = now - rnd_in(rs, 1, 2 * unit);
+        t = now - lua_twin_rnd_in(rs, 1, 2 * unit);
         break;
     default:
-        t = now + rnd_in(rs, 0, unit / 2 + 1);
+        t = now + lua_twin_rnd_in(rs, 0, unit / 2 + 1);
         break;
     }
     if (t < 0 || t > US_MAX) {
@@ -547,7 +391,7 @@ Test(it_lua_leaky_bucket, randomized_sequences_match_the_c_model,
      .init = it_init, .fini = px_env_fini, .timeout = 120)
 {
     redisContext *c = lua_twin_connect();
-    uint64_t seed = seed_get(), rs = seed | 1;
+    uint64_t seed = lua_twin_seed("it_lua_" ALGO, SEED_ENV), rs = seed | 1;
     struct tally n = { 0 };
 
     for (int seq = 0; seq < SEQUENCES; seq++) {
@@ -556,13 +400,15 @@ Test(it_lua_leaky_bucket, randomized_sequences_match_the_c_model,
         struct conf cf;
         struct lua_twin_out o;
         char key[32];
-        int64_t now = pick(&rs, starts, 3) + rnd_in(&rs, 0, 1000000);
+        int64_t now =
+            lua_twin_pick(&rs, starts, 3) + lua_twin_rnd_in(&rs, 0, 1000000);
 
         snprintf(key, sizeof(key), "lb:%d", seq);
         rnd_conf(&rs, &cf);
         for (int op = 0; op < OPS; op++) {
             char ctx[CTX_BYTES];
-            int64_t kind = rnd_in(&rs, 0, 99), cost = rnd_cost(&rs, &cf);
+            int64_t kind = lua_twin_rnd_in(&rs, 0, 99),
+                    cost = rnd_cost(&rs, &cf);
             int64_t unit = cf.drip_ms * 1000;
 
             now = rnd_time(&rs, now, unit, m.have ? m.st.ts_ns / 1000 : now);
@@ -583,7 +429,7 @@ Test(it_lua_leaky_bucket, randomized_sequences_match_the_c_model,
             } else if (kind < 87) {
                 /* Equal decisions from then on; before now, the drain
                  * the check stored differs. */
-                int64_t later = now + rnd_in(&rs, 0, 3 * unit);
+                int64_t later = now + lua_twin_rnd_in(&rs, 0, 3 * unit);
 
                 n.refunds += refund_cycle(c, key, &cf, &m, now, cost,
                                           later <= US_MAX ? later : now, ctx);
@@ -601,7 +447,7 @@ Test(it_lua_leaky_bucket, randomized_sequences_match_the_c_model,
                 struct leaky_bucket_result b =
                     model_at(&cf, &none, now, 1, ctx);
 
-                same_decision(&a.d, &b.d, ctx);
+                lua_twin_expect_same_decision(&a.d, &b.d, ctx);
                 px_check_int(px_cmd(c, "DEL %s", key), 1);
                 m.have = 0;
                 n.expiries++;
@@ -638,7 +484,7 @@ static struct model plant(redisContext *c, const char *key, int64_t level,
 }
 
 /* The reply type of the entry's reset (4) or retry (3) element. */
-static int entry_type(const struct call *k, size_t i)
+static int entry_type(const struct lua_twin_txn *k, size_t i)
 {
     return k->entry->element[i]->type;
 }
@@ -650,7 +496,7 @@ Test(it_lua_leaky_bucket, durations_past_2_53_us_are_exact_text_then_saturate,
     struct conf cf;
     struct model m;
     struct lua_twin_out o;
-    struct call k;
+    struct lua_twin_txn k;
     struct leaky_bucket_result r;
 
     /* 9007199254741 drips of 1 ms, 8 us into the phase: exactly 2^53 us,
@@ -659,11 +505,13 @@ Test(it_lua_leaky_bucket, durations_past_2_53_us_are_exact_text_then_saturate,
     m = plant(c, "k", INT64_C(9007199254741), T0);
     r = check(c, "k", &cf, &m, T0 + 8, 0, &o, "2^53");
     cr_assert_eq(o.reset_us, INT64_C(9007199254740992));
-    call_exec(c, "peek", "k", &cf, T0 + 8, 0, NULL, &k, "2^53 type");
+    lua_twin_call_multi(c, "peek", "k", ALGO, cf.v, T0 + 8, 0, NULL, READ_STATE,
+                        &k, "2^53 type");
     cr_assert_eq(entry_type(&k, 4), REDIS_REPLY_STRING);
     cr_assert_str_eq(k.entry->element[4]->str, "9007199254740992");
     freeReplyObject(k.exec);
-    call_exec(c, "peek", "k", &cf, T0 + 9, 0, NULL, &k, "2^53 - 1 type");
+    lua_twin_call_multi(c, "peek", "k", ALGO, cf.v, T0 + 9, 0, NULL, READ_STATE,
+                        &k, "2^53 - 1 type");
     cr_assert_eq(entry_type(&k, 4), REDIS_REPLY_INTEGER);
     cr_assert_eq(k.entry->element[4]->integer, INT64_C(9007199254740991));
     freeReplyObject(k.exec);
@@ -684,7 +532,8 @@ Test(it_lua_leaky_bucket, durations_past_2_53_us_are_exact_text_then_saturate,
     cr_assert_eq(o.reset_us, SAT_US);
     r = check(c, "k", &cf, &m, T0 + 5, 1, &o, "one drip");
     cr_assert_eq(o.retry_us, MAX_DRIP * 1000 - 5);
-    call_exec(c, "peek", "k", &cf, T0 + 5, MAX_N, NULL, &k, "saturated");
+    lua_twin_call_multi(c, "peek", "k", ALGO, cf.v, T0 + 5, MAX_N, NULL,
+                        READ_STATE, &k, "saturated");
     cr_assert_eq(entry_type(&k, 3), REDIS_REPLY_STRING);
     cr_assert_str_eq(k.entry->element[3]->str, "9223372036854775");
     cr_assert_str_eq(k.entry->element[4]->str, "9223372036854775");
@@ -840,18 +689,6 @@ static const struct bad_case BAD[] = {
     { { "10", "1000", "" }, LEAKY_BUCKET_ERR_DRIP_SIZE },
 };
 
-/* Parses a decimal int64; 0 when s is not one. */
-static int dec(const char *s, int64_t *v)
-{
-    char *end;
-
-    if (*s == '\0') {
-        return 0;
-    }
-    *v = strtoll(s, &end, 10);
-    return *end == '\0';
-}
-
 Test(it_lua_leaky_bucket, bad_parameters_give_the_c_model_errors,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
@@ -865,7 +702,8 @@ Test(it_lua_leaky_bucket, bad_parameters_give_the_c_model_errors,
         int64_t n[3];
 
         snprintf(want, sizeof(want), "ERR %s", b->err);
-        if (dec(b->p[0], &n[0]) && dec(b->p[1], &n[1]) && dec(b->p[2], &n[2])) {
+        if (lua_twin_dec(b->p[0], &n[0]) && lua_twin_dec(b->p[1], &n[1]) &&
+            lua_twin_dec(b->p[2], &n[2])) {
             struct leaky_bucket_params p;
             const char *cerr = NULL;
 

@@ -23,8 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "algorithms/rl.h"
 #include "algorithms/scripts.h"
@@ -49,7 +47,6 @@ PX_TEST_SUITE(it_lua_sliding_window);
 #define DIGITS     24   /* an int64 in decimal, sign and NUL */
 #define ERR_BYTES  256
 #define CTX_BYTES  200
-#define EXEC_ELEMS 4 /* EVALSHA, PTTL, READ_STATE, PERSIST */
 #define READ_STATE "HGETALL %s"
 
 #define E_WRONGTYPE                                                            \
@@ -58,40 +55,6 @@ PX_TEST_SUITE(it_lua_sliding_window);
 static void it_init(void)
 {
     px_redis_start(&px_env()->redis, NULL);
-}
-
-/* ---------------- Randomness ---------------- */
-
-/* xorshift64*: a seeded, reproducible stream. */
-static uint64_t rnd(uint64_t *st)
-{
-    *st ^= *st >> 12;
-    *st ^= *st << 25;
-    *st ^= *st >> 27;
-    return *st * UINT64_C(2685821657736338717);
-}
-
-/* A number in [lo, hi] (hi - lo < 2^63). */
-static int64_t rnd_in(uint64_t *st, int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rnd(st) % ((uint64_t)(hi - lo) + 1));
-}
-
-/* The run's seed: PX_LUA_TWIN_SEED, or the time; printed for a replay. */
-static uint64_t seed_get(void)
-{
-    const char *env = getenv(SEED_ENV);
-    struct timespec ts;
-    uint64_t seed;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    seed = env != NULL
-               ? strtoull(env, NULL, 10)
-               : ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-                     (uint64_t)getpid();
-    fprintf(stderr, "it_lua_" ALGO ": " SEED_ENV "=%llu\n",
-            (unsigned long long)seed);
-    return seed;
 }
 
 /* ---------------- Parameters and the model ---------------- */
@@ -153,124 +116,7 @@ static struct sliding_window_result model_at(const struct conf *cf,
     return r;
 }
 
-/* Asserts two decisions are the same five values. */
-static void same_decision(const struct rl_decision *a,
-                          const struct rl_decision *b, const char *ctx)
-{
-    cr_assert(a->limited == b->limited && a->limit == b->limit &&
-                  a->remaining == b->remaining &&
-                  a->retry_after_ns == b->retry_after_ns &&
-                  a->reset_after_ns == b->reset_after_ns,
-              "%s: decisions differ: [%d %" PRId64 " %" PRId64 " %" PRId64
-              " %" PRId64 "] vs [%d %" PRId64 " %" PRId64 " %" PRId64
-              " %" PRId64 "]",
-              ctx, a->limited, a->limit, a->remaining, a->retry_after_ns,
-              a->reset_after_ns, b->limited, b->limit, b->remaining,
-              b->retry_after_ns, b->reset_after_ns);
-}
-
 /* ---------------- Script calls ---------------- */
-
-/* An integer reply element, or a decimal bulk string (durations of 2^53
- * us and more come as text). */
-static int64_t reply_int(const redisReply *r, const char *ctx)
-{
-    char *end;
-    long long v;
-
-    if (r->type == REDIS_REPLY_INTEGER) {
-        return r->integer;
-    }
-    cr_assert_eq(r->type, REDIS_REPLY_STRING, "%s: element type %d", ctx,
-                 r->type);
-    v = strtoll(r->str, &end, 10);
-    cr_assert(r->len > 0 && end == r->str + r->len, "%s: '%s' no integer", ctx,
-              r->str);
-    return v;
-}
-
-/* A script call made in MULTI with the reads that must see what it left. */
-struct call {
-    struct lua_twin_out out; /* the entry (check, peek) */
-    const redisReply *entry; /* the raw entry, borrowed from exec */
-    int failed;              /* the script replied with an error */
-    char err[ERR_BYTES];     /* its text */
-    long long pttl;          /* PTTL right after the script */
-    const redisReply *state; /* HGETALL right after it, borrowed */
-    long long elapsed_ms;    /* wall time of the transaction, + 1 */
-    redisReply *exec;        /* the EXEC reply (owned) */
-};
-
-/* Runs `mode` in MULTI with PTTL, HGETALL and PERSIST of the key. The
- * caller frees k->exec. */
-static void call_exec(redisContext *c, const char *mode, const char *key,
-                      const struct conf *cf, int64_t now, int64_t cost,
-                      const char *undo, struct call *k, const char *ctx)
-{
-    char nows[DIGITS], costs[DIGITS];
-    const char *argv[] = { "EVALSHA",
-                           scripts_limiter()->sha1,
-                           "2",
-                           key,
-                           "lua-twin-test#overrides",
-                           mode,
-                           nows,
-                           costs,
-                           ALGO,
-                           cf->v[0],
-                           cf->v[1],
-                           cf->v[2],
-                           "",
-                           undo != NULL ? undo : "",
-                           "0" };
-    long long t0 = px_now_ms();
-    const redisReply *e;
-
-    memset(k, 0, sizeof(*k));
-    snprintf(nows, sizeof(nows), "%" PRId64, now);
-    snprintf(costs, sizeof(costs), "%" PRId64, cost);
-    redisAppendCommand(c, "MULTI");
-    redisAppendCommandArgv(c, (int)(sizeof(argv) / sizeof(*argv)), argv, NULL);
-    redisAppendCommand(c, "PTTL %s", key);
-    redisAppendCommand(c, READ_STATE, key);
-    redisAppendCommand(c, "PERSIST %s", key);
-    redisAppendCommand(c, "EXEC");
-    px_check_status(px_next(c), "OK");
-    for (int i = 0; i < EXEC_ELEMS; i++) {
-        px_check_status(px_next(c), "QUEUED");
-    }
-    k->exec = px_next(c);
-    k->elapsed_ms = px_now_ms() - t0 + 1;
-    cr_assert_eq(k->exec->type, REDIS_REPLY_ARRAY, "%s: EXEC", ctx);
-    cr_assert_eq(k->exec->elements, EXEC_ELEMS, "%s: EXEC", ctx);
-    k->pttl = k->exec->element[1]->integer;
-    k->state = k->exec->element[2];
-    e = k->exec->element[0];
-    if (e->type == REDIS_REPLY_ERROR) {
-        k->failed = 1;
-        snprintf(k->err, sizeof(k->err), "%s", e->str);
-        return;
-    }
-    cr_assert_eq(e->type, REDIS_REPLY_ARRAY, "%s: reply type %d", ctx, e->type);
-    k->out.now_us = e->element[1]->integer * 1000000 + e->element[2]->integer;
-    if (strcmp(mode, "refund") == 0) {
-        cr_assert_eq(e->elements, 3, "%s: refund reply", ctx);
-        return;
-    }
-    cr_assert_eq(e->elements, 4, "%s: reply elements", ctx);
-    k->entry = e->element[3];
-    cr_assert_eq(k->entry->type, REDIS_REPLY_ARRAY, "%s: entry", ctx);
-    cr_assert_eq(k->entry->elements, 6, "%s: entry", ctx);
-    k->out.limited = (int)reply_int(k->entry->element[0], ctx);
-    cr_assert_eq(e->element[0]->integer, k->out.limited, "%s: limited", ctx);
-    k->out.limit = reply_int(k->entry->element[1], ctx);
-    k->out.remaining = reply_int(k->entry->element[2], ctx);
-    k->out.retry_us = reply_int(k->entry->element[3], ctx);
-    k->out.reset_us = reply_int(k->entry->element[4], ctx);
-    cr_assert_eq(k->entry->element[5]->type, REDIS_REPLY_STRING, "%s", ctx);
-    cr_assert_lt(k->entry->element[5]->len, sizeof(k->out.undo), "%s", ctx);
-    memcpy(k->out.undo, k->entry->element[5]->str, k->entry->element[5]->len);
-}
 
 /* A peek (or any mode) through lua_twin_call; asserts it succeeded. */
 static void call_plain(redisContext *c, const char *mode, const char *key,
@@ -288,20 +134,6 @@ static void call_plain(redisContext *c, const char *mode, const char *key,
 
 /* ---------------- The stored state ---------------- */
 
-/* Parses a decimal int64 in canonical form (what the twin writes); 0 when
- * s is not one. */
-static int dec(const char *s, int64_t *v)
-{
-    char *end, back[DIGITS];
-
-    if (*s == '\0') {
-        return 0;
-    }
-    *v = strtoll(s, &end, 10);
-    snprintf(back, sizeof(back), "%" PRId64, *v);
-    return *end == '\0' && strcmp(back, s) == 0;
-}
-
 /* An HGETALL reply as a model state (slot fields and total); asserts
  * every field is canonical. */
 static void parse_state(const redisReply *r, struct model *m, const char *ctx)
@@ -318,11 +150,11 @@ static void parse_state(const redisReply *r, struct model *m, const char *ctx)
         m->have = 1;
         if (strcmp(f, "total") == 0) {
             m->has_total = 1;
-            cr_assert(dec(v, &m->total), "%s: total '%s'", ctx, v);
+            cr_assert(lua_twin_dec(v, &m->total), "%s: total '%s'", ctx, v);
             continue;
         }
-        cr_assert(dec(f, &start) && dec(v, &count), "%s: field '%s' = '%s'",
-                  ctx, f, v);
+        cr_assert(lua_twin_dec(f, &start) && lua_twin_dec(v, &count),
+                  "%s: field '%s' = '%s'", ctx, f, v);
         cr_assert_lt(m->n, (size_t)CARRY, "%s: slots", ctx);
         m->s[m->n].start_ns = start * 1000;
         m->s[m->n].count = count;
@@ -398,9 +230,10 @@ check(redisContext *c, const char *key, const struct conf *cf, struct model *m,
       int64_t now, int64_t cost, struct lua_twin_out *o, const char *ctx)
 {
     struct sliding_window_result want = model_at(cf, m, now, cost, ctx);
-    struct call k;
+    struct lua_twin_txn k;
 
-    call_exec(c, "check", key, cf, now, cost, NULL, &k, ctx);
+    lua_twin_call_multi(c, "check", key, ALGO, cf->v, now, cost, NULL,
+                        READ_STATE, &k, ctx);
     cr_assert(!k.failed, "%s: %s", ctx, k.err);
     cr_assert_eq(k.out.now_us, now, "%s: the script's clock", ctx);
     lua_twin_expect(&k.out, &want.d, ctx);
@@ -460,7 +293,7 @@ static int refund_cycle(redisContext *c, const char *key, const struct conf *cf,
     static struct model pre;
     struct lua_twin_out before, after, o;
     struct sliding_window_result r;
-    struct call k;
+    struct lua_twin_txn k;
 
     pre = *m;
     call_plain(c, "peek", key, cf, now, cost, NULL, &before, ctx);
@@ -468,7 +301,8 @@ static int refund_cycle(redisContext *c, const char *key, const struct conf *cf,
     if (r.d.limited || cost == 0) {
         return 0;
     }
-    call_exec(c, "refund", key, cf, now, cost, o.undo, &k, ctx);
+    lua_twin_call_multi(c, "refund", key, ALGO, cf->v, now, cost, o.undo,
+                        READ_STATE, &k, ctx);
     cr_assert(!k.failed, "%s: refund: %s", ctx, k.err);
     parse_state(k.state, m, ctx);
     /* The refund sets no expiry (the check's was removed by the test). */
@@ -498,17 +332,12 @@ static int refund_cycle(redisContext *c, const char *key, const struct conf *cf,
         struct sliding_window_result a = model_at(cf, &pre, when, cost, ctx);
         struct sliding_window_result b = model_at(cf, m, when, cost, ctx);
 
-        same_decision(&a.d, &b.d, ctx);
+        lua_twin_expect_same_decision(&a.d, &b.d, ctx);
     }
     return 1;
 }
 
 /* ---------------- Randomized sequences ---------------- */
-
-static int64_t pick(uint64_t *rs, const int64_t *v, size_t n)
-{
-    return v[rnd(rs) % n];
-}
 
 /* Random parameters: small, ordinary and the maxima (3600 slots, 3650
  * days, 2^53 - 1). */
@@ -517,20 +346,21 @@ static void rnd_conf(uint64_t *rs, struct conf *cf)
     static const int64_t maxes[] = { 1, 2, 5, 100, MAX_N, 0 };
     static const int64_t slots[] = { 1, 2, 3, 10, 60, MAX_SLOTS, 0 };
     static const int64_t ress[] = { 1, 7, 1000, 60000, -1, 0 };
-    int64_t max = pick(rs, maxes, sizeof(maxes) / sizeof(*maxes));
-    int64_t n = pick(rs, slots, sizeof(slots) / sizeof(*slots));
-    int64_t res = pick(rs, ress, sizeof(ress) / sizeof(*ress));
+    int64_t max = lua_twin_pick(rs, maxes, sizeof(maxes) / sizeof(*maxes));
+    int64_t n = lua_twin_pick(rs, slots, sizeof(slots) / sizeof(*slots));
+    int64_t res = lua_twin_pick(rs, ress, sizeof(ress) / sizeof(*ress));
 
     if (max == 0) {
-        max = rnd_in(rs, 1, rnd_in(rs, 0, 1) ? 50 : MAX_N);
+        max = lua_twin_rnd_in(rs, 1, lua_twin_rnd_in(rs, 0, 1) ? 50 : MAX_N);
     }
     if (n == 0) {
-        n = rnd_in(rs, 1, MAX_SLOTS);
+        n = lua_twin_rnd_in(rs, 1, MAX_SLOTS);
     }
     if (res == -1) {
         res = MAX_WIN / n; /* the longest window with n slots */
     } else if (res == 0) {
-        res = rnd_in(rs, 1, rnd_in(rs, 0, 1) ? 2000 : MAX_WIN / n);
+        res = lua_twin_rnd_in(rs, 1,
+                              lua_twin_rnd_in(rs, 0, 1) ? 2000 : MAX_WIN / n);
     }
     conf_set(cf, max, res * n, res);
 }
@@ -538,7 +368,7 @@ static void rnd_conf(uint64_t *rs, struct conf *cf)
 /* A cost: 0, 1, exactly max, above it, or anything up to it. */
 static int64_t rnd_cost(uint64_t *rs, const struct conf *cf)
 {
-    switch (rnd_in(rs, 0, 9)) {
+    switch (lua_twin_rnd_in(rs, 0, 9)) {
     case 0:
         return 0;
     case 1:
@@ -546,9 +376,9 @@ static int64_t rnd_cost(uint64_t *rs, const struct conf *cf)
     case 2:
         return cf->max < MAX_N ? cf->max + 1 : MAX_N;
     case 3:
-        return rnd_in(rs, 1, cf->max);
+        return lua_twin_rnd_in(rs, 1, cf->max);
     default:
-        return rnd_in(rs, 1, cf->max < 3 ? cf->max : 3);
+        return lua_twin_rnd_in(rs, 1, cf->max < 3 ? cf->max : 3);
     }
 }
 
@@ -573,31 +403,33 @@ static int64_t rnd_time(uint64_t *rs, const struct conf *cf,
 {
     int64_t unit = cf->res_ms * 1000, w = cf->window_ms * 1000, t = now;
 
-    switch (rnd_in(rs, 0, 11)) {
+    switch (lua_twin_rnd_in(rs, 0, 11)) {
     case 0:
         break;
     case 1:
     case 2:
-        t = (now / unit + rnd_in(rs, 1, 2)) * unit - rnd_in(rs, 0, 1);
+        t = (now / unit + lua_twin_rnd_in(rs, 1, 2)) * unit -
+            lua_twin_rnd_in(rs, 0, 1);
         break;
     case 3:
     case 4:
-        t = oldest_us(m, now) / unit * unit + w - rnd_in(rs, 0, 1);
+        t = oldest_us(m, now) / unit * unit + w - lua_twin_rnd_in(rs, 0, 1);
         if (t < now) {
             t = now + w;
         }
         break;
     case 5:
-        t = now + rnd_in(rs, unit, 2 * w);
+        t = now + lua_twin_rnd_in(rs, unit, 2 * w);
         break;
     case 6:
-        t = now + rnd_in(rs, 1, 400) * DAY_US;
+        t = now + lua_twin_rnd_in(rs, 1, 400) * DAY_US;
         break;
     case 7:
-        t = now - rnd_in(rs, 1, rnd_in(rs, 0, 1) ? 2 * unit : w);
+        t = now -
+            lua_twin_rnd_in(rs, 1, lua_twin_rnd_in(rs, 0, 1) ? 2 * unit : w);
         break;
     default:
-        t = now + rnd_in(rs, 0, unit / 2 + 1);
+        t = now + lua_twin_rnd_in(rs, 0, unit / 2 + 1);
         break;
     }
     if (t < 0 || t > US_MAX) {
@@ -613,7 +445,7 @@ static int plant(redisContext *c, uint64_t *rs, const char *key,
                  const struct conf *cf, struct model *m, int64_t now)
 {
     int64_t unit = cf->res_ms * 1000, w = cf->window_ms * 1000;
-    int64_t start, count = rnd_in(rs, 1, 3), sum = 0;
+    int64_t start, count = lua_twin_rnd_in(rs, 1, 3), sum = 0;
 
     for (size_t i = 0; i < m->n; i++) {
         sum += m->s[i].count;
@@ -621,19 +453,19 @@ static int plant(redisContext *c, uint64_t *rs, const char *key,
     if (m->n >= PLANTED || sum > MAX_N / 2) {
         return 0; /* the twin refuses totals of 2^53 and more */
     }
-    switch (rnd_in(rs, 0, 3)) {
+    switch (lua_twin_rnd_in(rs, 0, 3)) {
     case 0:
         start = now / unit * unit;
         count = 0;
         break;
     case 1:
-        start = now - w - rnd_in(rs, 0, w);
+        start = now - w - lua_twin_rnd_in(rs, 0, w);
         break;
     case 2:
-        start = now - rnd_in(rs, 0, w - 1);
+        start = now - lua_twin_rnd_in(rs, 0, w - 1);
         break;
     default:
-        start = now + rnd_in(rs, 1, 2 * unit);
+        start = now + lua_twin_rnd_in(rs, 1, 2 * unit);
         break;
     }
     if (start < 0 || start > US_MAX) {
@@ -659,7 +491,7 @@ Test(it_lua_sliding_window, randomized_sequences_match_the_c_model,
 {
     static struct model m;
     redisContext *c = lua_twin_connect();
-    uint64_t seed = seed_get(), rs = seed | 1;
+    uint64_t seed = lua_twin_seed("it_lua_" ALGO, SEED_ENV), rs = seed | 1;
     struct tally n = { 0 };
 
     for (int seq = 0; seq < SEQUENCES; seq++) {
@@ -667,14 +499,16 @@ Test(it_lua_sliding_window, randomized_sequences_match_the_c_model,
         struct conf cf;
         struct lua_twin_out o;
         char key[32];
-        int64_t now = pick(&rs, starts, 3) + rnd_in(&rs, 0, 1000000);
+        int64_t now =
+            lua_twin_pick(&rs, starts, 3) + lua_twin_rnd_in(&rs, 0, 1000000);
 
         memset(&m, 0, sizeof(m));
         snprintf(key, sizeof(key), "sw:%d", seq);
         rnd_conf(&rs, &cf);
         for (int op = 0; op < OPS; op++) {
             char ctx[CTX_BYTES];
-            int64_t kind = rnd_in(&rs, 0, 99), cost = rnd_cost(&rs, &cf);
+            int64_t kind = lua_twin_rnd_in(&rs, 0, 99),
+                    cost = rnd_cost(&rs, &cf);
 
             now = rnd_time(&rs, &cf, &m, now);
             snprintf(ctx, sizeof(ctx),
@@ -693,7 +527,8 @@ Test(it_lua_sliding_window, randomized_sequences_match_the_c_model,
                 n.peeks++;
             } else if (kind < 80) {
                 /* Equal decisions from then on. */
-                int64_t later = now + rnd_in(&rs, 0, 2 * cf.window_ms * 1000);
+                int64_t later =
+                    now + lua_twin_rnd_in(&rs, 0, 2 * cf.window_ms * 1000);
 
                 n.refunds += refund_cycle(c, key, &cf, &m, now, cost,
                                           later <= US_MAX ? later : now, ctx);
@@ -713,7 +548,7 @@ Test(it_lua_sliding_window, randomized_sequences_match_the_c_model,
                 struct sliding_window_result b =
                     model_at(&cf, &none, now, 1, ctx);
 
-                same_decision(&a.d, &b.d, ctx);
+                lua_twin_expect_same_decision(&a.d, &b.d, ctx);
                 px_check_int(px_cmd(c, "DEL %s", key), 1);
                 m.have = 0;
                 m.n = 0;
@@ -760,7 +595,7 @@ Test(it_lua_sliding_window, durations_past_2_53_us_are_exact_text_then_saturate,
     redisContext *c = lua_twin_connect();
     struct conf cf;
     struct lua_twin_out o;
-    struct call k;
+    struct lua_twin_txn k;
     struct sliding_window_result r;
     const int64_t res = MAX_WIN * 1000; /* one slot of 3650 days, us */
 
@@ -770,12 +605,14 @@ Test(it_lua_sliding_window, durations_past_2_53_us_are_exact_text_then_saturate,
     plant_one(c, "k", &m, 28 * res, 1);
     r = check(c, "k", &cf, &m, 0, 0, &o, "2^53");
     cr_assert_eq(o.reset_us, 29 * res);
-    call_exec(c, "peek", "k", &cf, 0, 0, NULL, &k, "2^53 type");
+    lua_twin_call_multi(c, "peek", "k", ALGO, cf.v, 0, 0, NULL, READ_STATE, &k,
+                        "2^53 type");
     cr_assert_eq(k.entry->element[4]->type, REDIS_REPLY_STRING);
     cr_assert_str_eq(k.entry->element[4]->str, "9145440000000000");
     freeReplyObject(k.exec);
     /* Seen from its own start, a number. */
-    call_exec(c, "peek", "k", &cf, 28 * res, 0, NULL, &k, "number");
+    lua_twin_call_multi(c, "peek", "k", ALGO, cf.v, 28 * res, 0, NULL,
+                        READ_STATE, &k, "number");
     cr_assert_eq(k.entry->element[4]->type, REDIS_REPLY_INTEGER);
     cr_assert_eq(k.entry->element[4]->integer, res);
     freeReplyObject(k.exec);
@@ -792,7 +629,8 @@ Test(it_lua_sliding_window, durations_past_2_53_us_are_exact_text_then_saturate,
     r = check(c, "k", &cf, &m, 0, 0, &o, "saturated reset");
     cr_assert_eq(r.d.reset_after_ns, INT64_MAX);
     cr_assert_eq(o.reset_us, SAT_US);
-    call_exec(c, "peek", "k", &cf, 0, 1, NULL, &k, "saturated retry");
+    lua_twin_call_multi(c, "peek", "k", ALGO, cf.v, 0, 1, NULL, READ_STATE, &k,
+                        "saturated retry");
     cr_assert_eq(k.entry->element[3]->type, REDIS_REPLY_STRING);
     cr_assert_str_eq(k.entry->element[3]->str, "9223372036854775");
     freeReplyObject(k.exec);
@@ -939,7 +777,8 @@ Test(it_lua_sliding_window, bad_parameters_give_the_c_model_errors,
         int64_t n[3];
 
         snprintf(want, sizeof(want), "ERR %s", b->err);
-        if (dec(b->p[0], &n[0]) && dec(b->p[1], &n[1]) && dec(b->p[2], &n[2])) {
+        if (lua_twin_dec(b->p[0], &n[0]) && lua_twin_dec(b->p[1], &n[1]) &&
+            lua_twin_dec(b->p[2], &n[2])) {
             struct sliding_window_params p;
             const char *cerr = NULL;
 

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "algorithms/rl.h"
 #include "algorithms/token_bucket.h"
@@ -37,6 +36,10 @@ PX_TEST_SUITE(it_lua_token_bucket);
 #define T0 INT64_C(1700000000000000)
 /* The last microsecond the script accepts (2^53 - 1). */
 #define NOW_MAX INT64_C(9007199254740991)
+
+#define ALGO        "token_bucket"
+#define PARAMS(m)   (m)->a_cap, (m)->a_rate
+#define COST_MAX(m) (m)->p.capacity
 
 #define SEQUENCES   12 /* randomized sequences per run */
 #define OPS_PER_SEQ 24 /* operations in each */
@@ -89,96 +92,22 @@ static struct token_bucket_result tb_decide(const struct token_bucket_params *p,
     return r;
 }
 
-static int same_decision(const struct rl_decision *a,
-                         const struct rl_decision *b)
-{
-    return a->limited == b->limited && a->limit == b->limit &&
-           a->remaining == b->remaining &&
-           a->retry_after_ns == b->retry_after_ns &&
-           a->reset_after_ns == b->reset_after_ns;
-}
-
 /* ---------------- The key, as Redis holds it ---------------- */
 
-static const char *const TB_FIELDS[3] = { "tokens", "frac", "ts" };
-
-/* Redis's clock in ms (TIME): the clock its expiries are set by. */
-static long long redis_ms(redisContext *c)
-{
-    redisReply *r = px_cmd(c, "TIME");
-    long long ms;
-
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-    ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-         strtoll(r->element[1]->str, NULL, 10) / 1000;
-    freeReplyObject(r);
-    return ms;
-}
-
-/* Asserts that a key expiring at pexat (PEXPIRETIME) got an expiry of
- * want_ms at a time between t0 and t1 (redis_ms before and after). */
-static void expect_expiry(long long pexat, long long t0, long long t1,
-                          long long want_ms, const char *ctx)
-{
-    cr_assert(pexat - want_ms >= t0 && pexat - want_ms <= t1,
-              "%s: expires at %lld: %lld ms after %lld, not %lld ms after a "
-              "time in [%lld, %lld]",
-              ctx, pexat, pexat - t0, t0, want_ms, t0, t1);
-}
-
 /* Reads the key's HASH, PEXPIRETIME (into *pexat) and Redis's clock after
- * it (into *t_ms, see redis_ms), then makes the key persistent. Returns 0 when
- * the key is missing; else asserts it holds exactly the three fields as
+ * it (into *t_ms), then makes the key persistent (lua_twin_read_hash). Returns
+ * 0 when the key is missing; else asserts it holds exactly the three fields as
  * decimal integers and fills st (ts converted to ns). */
 static int tb_read(redisContext *c, const char *key,
                    struct token_bucket_state *st, long long *pexat,
                    long long *t_ms)
 {
+    static const char *const names[3] = { "tokens", "frac", "ts" };
     int64_t v[3];
-    redisReply *x, *h, *e, *t;
 
-    /* One transaction: Redis expires no key in the middle of it. */
-    redisAppendCommand(c, "MULTI");
-    redisAppendCommand(c, "HGETALL %s", key);
-    redisAppendCommand(c, "PEXPIRETIME %s", key);
-    redisAppendCommand(c, "TIME");
-    redisAppendCommand(c, "PERSIST %s", key);
-    redisAppendCommand(c, "EXEC");
-    for (int i = 0; i < 5; i++) {
-        freeReplyObject(px_next(c)); /* OK, QUEUED */
-    }
-    x = px_next(c);
-    cr_assert_eq(x->type, REDIS_REPLY_ARRAY, "EXEC type %d", x->type);
-    h = x->element[0];
-    e = x->element[1];
-    t = x->element[2];
-    cr_assert_eq(h->type, REDIS_REPLY_ARRAY, "HGETALL type %d", h->type);
-    cr_assert_eq(e->type, REDIS_REPLY_INTEGER);
-    cr_assert_eq(t->type, REDIS_REPLY_ARRAY);
-    *pexat = e->integer;
-    *t_ms = strtoll(t->element[0]->str, NULL, 10) * 1000 +
-            strtoll(t->element[1]->str, NULL, 10) / 1000;
-    if (h->elements == 0) {
-        cr_assert_eq(*pexat, -2, "no fields, but a key");
-        freeReplyObject(x);
+    if (!lua_twin_read_hash(c, key, names, 3, v, pexat, t_ms)) {
         return 0;
     }
-    cr_assert_eq(h->elements, 6, "fields: %zu", h->elements / 2);
-    for (int i = 0; i < 3; i++) {
-        int found = 0;
-        for (size_t j = 0; j < h->elements; j += 2) {
-            if (strcmp(h->element[j]->str, TB_FIELDS[i]) == 0) {
-                char *end;
-                v[i] = strtoll(h->element[j + 1]->str, &end, 10);
-                cr_assert(*end == '\0' && end != h->element[j + 1]->str,
-                          "field %s = '%s'", TB_FIELDS[i],
-                          h->element[j + 1]->str);
-                found = 1;
-            }
-        }
-        cr_assert(found, "no field %s", TB_FIELDS[i]);
-    }
-    freeReplyObject(x);
     st->tokens = v[0];
     st->frac = v[1];
     st->ts_ns = v[2] * US;
@@ -245,10 +174,10 @@ static struct token_bucket_result tb_call(redisContext *c, const char *key,
         tb_decide(&m->p, m->have ? &m->st : NULL, now_us, cost);
     struct lua_twin_out o;
     char err[256];
-    long long t0 = redis_ms(c);
+    long long t0 = lua_twin_redis_ms(c);
 
-    cr_assert_eq(lua_twin_call(c, mode, key, "token_bucket", p, now_us, cost,
-                               NULL, &o, err, sizeof(err)),
+    cr_assert_eq(lua_twin_call(c, mode, key, ALGO, p, now_us, cost, NULL, &o,
+                               err, sizeof(err)),
                  0, "%s: %s", ctx, err);
     cr_assert_eq(o.now_us, now_us, "%s: the script's clock", ctx);
     lua_twin_expect(&o, &want.d, ctx);
@@ -288,7 +217,7 @@ static struct token_bucket_result tb_call(redisContext *c, const char *key,
               (long long)got.tokens, (long long)got.frac, (long long)got.ts_ns,
               (long long)want.next.tokens, (long long)want.next.frac,
               (long long)want.next.ts_ns);
-    expect_expiry(pexat, t0, t1, want.expiry_ms, ctx);
+    lua_twin_expect_expiry(pexat, t0, t1, want.expiry_ms, ctx);
     m->have = 1;
     m->st = want.next;
     m->exp_valid = 1;
@@ -299,90 +228,51 @@ static struct token_bucket_result tb_call(redisContext *c, const char *key,
 static void tb_refund(redisContext *c, const char *key, struct tb_model *m,
                       int64_t now_us, int64_t cost, const char *undo)
 {
-    const char *p[4] = { m->a_cap, m->a_rate, NULL, NULL };
-    struct lua_twin_out o;
-    char err[256];
+    const char *p[4] = { PARAMS(m), NULL, NULL };
 
-    cr_assert_eq(lua_twin_call(c, "refund", key, "token_bucket", p, now_us,
-                               cost, undo, &o, err, sizeof(err)),
-                 0, "refund: %s", err);
+    lua_twin_ok(c, "refund", key, ALGO, p, now_us, cost, undo);
 }
 
 /* ---------------- Randomized sequences ---------------- */
-
-/* xorshift64*: a seeded, reproducible stream. */
-static uint64_t rnd(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * UINT64_C(2685821657736338717);
-}
-
-/* A number in [lo, hi]. */
-static int64_t rnd_in(uint64_t *s, int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rnd(s) % (uint64_t)(hi - lo + 1));
-}
 
 /* Parameters from tiny to the conf maxima. */
 static void rnd_params(uint64_t *s, struct tb_model *m)
 {
     int64_t cap, rate;
 
-    switch (rnd_in(s, 0, 5)) {
+    switch (lua_twin_rnd_in(s, 0, 5)) {
     case 0:
         cap = 1;
         break;
     case 1:
-        cap = CAP - rnd_in(s, 0, 1);
+        cap = CAP - lua_twin_rnd_in(s, 0, 1);
         break;
     case 2:
-        cap = rnd_in(s, 1, INT64_C(1) << rnd_in(s, 20, 52));
+        cap = lua_twin_rnd_in(s, 1, INT64_C(1) << lua_twin_rnd_in(s, 20, 52));
         break;
     default:
-        cap = rnd_in(s, 1, 50);
+        cap = lua_twin_rnd_in(s, 1, 50);
         break;
     }
-    switch (rnd_in(s, 0, 7)) {
+    switch (lua_twin_rnd_in(s, 0, 7)) {
     case 0:
-        rate = rnd_in(s, 1, 10); /* a token every ~10^5 s and slower */
+        rate = lua_twin_rnd_in(s, 1, 10); /* a token every ~10^5 s and slower */
         break;
     case 1:
-        rate = TOKEN_BUCKET_MAX_RATE_MICRO - rnd_in(s, 0, 1);
+        rate = TOKEN_BUCKET_MAX_RATE_MICRO - lua_twin_rnd_in(s, 0, 1);
         break;
     case 2:
-        rate = rnd_in(s, 1, TOKEN_BUCKET_MAX_RATE_MICRO);
+        rate = lua_twin_rnd_in(s, 1, TOKEN_BUCKET_MAX_RATE_MICRO);
         break;
     case 3:
-        rate = rnd_in(s, 0, 19) == 0 ? TOKEN_BUCKET_RATE_INF : 7 * M;
+        rate = lua_twin_rnd_in(s, 0, 19) == 0 ? TOKEN_BUCKET_RATE_INF : 7 * M;
         break;
     default:
-        rate = rnd_in(s, 1, 100) * (rnd_in(s, 0, 1) ? M : M / 10 + 7);
+        rate = lua_twin_rnd_in(s, 1, 100) *
+               (lua_twin_rnd_in(s, 0, 1) ? M : M / 10 + 7);
         break;
     }
     tb_set_params(m, cap, rate);
-}
-
-/* A cost: 0, 1, capacity, just above it, or anything. */
-static int64_t rnd_cost(uint64_t *s, const struct tb_model *m)
-{
-    int64_t cap = m->p.capacity;
-
-    switch (rnd_in(s, 0, 9)) {
-    case 0:
-        return 0;
-    case 1:
-        return cap;
-    case 2:
-        return cap < NOW_MAX ? cap + 1 : cap;
-    case 3:
-        return rnd_in(s, 0, NOW_MAX);
-    case 4:
-        return rnd_in(s, 1, cap);
-    default:
-        return rnd_in(s, 1, cap < 3 ? cap : 3);
-    }
 }
 
 /* The next time: same, a little later, exactly the last retry or reset,
@@ -393,29 +283,30 @@ static int64_t rnd_time(uint64_t *s, int64_t now,
     int64_t dt = 0;
     int64_t edge;
 
-    switch (rnd_in(s, 0, 9)) {
+    switch (lua_twin_rnd_in(s, 0, 9)) {
     case 0:
         break;
     case 1:
-        dt = rnd_in(s, 1, 1000);
+        dt = lua_twin_rnd_in(s, 1, 1000);
         break;
     case 2:
     case 3:
-        edge =
-            rnd_in(s, 0, 1) ? last->d.retry_after_ns : last->d.reset_after_ns;
+        edge = lua_twin_rnd_in(s, 0, 1) ? last->d.retry_after_ns
+                                        : last->d.reset_after_ns;
         if (edge > 0 && edge < INT64_MAX / 2) {
             /* Just before, at, or just after the edge on the us grid. */
-            dt = edge / US + rnd_in(s, -1, 1);
+            dt = edge / US + lua_twin_rnd_in(s, -1, 1);
         }
         break;
     case 4:
-        dt = rnd_in(s, 1, INT64_C(400) * 86400 * SEC); /* idle up to a year */
+        dt = lua_twin_rnd_in(
+            s, 1, INT64_C(400) * 86400 * SEC); /* idle up to a year */
         break;
     case 5:
-        dt = -rnd_in(s, 1, 100 * SEC); /* the clock jumps back */
+        dt = -lua_twin_rnd_in(s, 1, 100 * SEC); /* the clock jumps back */
         break;
     default:
-        dt = rnd_in(s, 1, 3 * SEC);
+        dt = lua_twin_rnd_in(s, 1, 3 * SEC);
         break;
     }
     now += dt;
@@ -428,8 +319,8 @@ static void tb_expect_like_none(const struct tb_model *m,
                                 const struct token_bucket_state *st,
                                 int64_t now_us, uint64_t *s, const char *ctx)
 {
-    const int64_t costs[4] = { 0, 1, m->p.capacity, rnd_in(s, 1, 5) };
-    const int64_t later[3] = { 0, 1, rnd_in(s, 1, 10 * SEC) };
+    const int64_t costs[4] = { 0, 1, m->p.capacity, lua_twin_rnd_in(s, 1, 5) };
+    const int64_t later[3] = { 0, 1, lua_twin_rnd_in(s, 1, 10 * SEC) };
 
     for (int i = 0; i < 4; i++) {
         for (int j = 0; j < 3; j++) {
@@ -437,7 +328,7 @@ static void tb_expect_like_none(const struct tb_model *m,
                 now_us > NOW_MAX - later[j] ? now_us : now_us + later[j];
             struct token_bucket_result x = tb_decide(&m->p, st, t, costs[i]);
             struct token_bucket_result y = tb_decide(&m->p, NULL, t, costs[i]);
-            cr_assert(same_decision(&x.d, &y.d),
+            cr_assert(lua_twin_same_decision(&x.d, &y.d),
                       "%s: an expired state differs from none for cost %" PRId64
                       " at +%" PRId64 " us",
                       ctx, costs[i], later[j]);
@@ -445,19 +336,15 @@ static void tb_expect_like_none(const struct tb_model *m,
     }
 }
 
-/* Counts of what the sequences reached. */
-struct tb_tally {
-    long calls, limited, writes, refunds, expired, gone;
-};
-
 /* peek, check, refund and peek again at one time: the refund leaves the
  * state of before the check, refilled to now (no key when that is full),
  * expiring when it is full; and the peeks agree. */
 static void tb_check_refund(redisContext *c, const char *key,
                             struct tb_model *m, int64_t now, uint64_t *s,
-                            struct tb_tally *t, const char *ctx)
+                            struct lua_twin_tally *t, const char *ctx)
 {
-    int64_t cost = rnd_cost(s, m), pc = rnd_cost(s, m);
+    int64_t cost = lua_twin_rnd_cost(s, COST_MAX(m)),
+            pc = lua_twin_rnd_cost(s, COST_MAX(m));
     char undo[LUA_TWIN_UNDO_BYTES];
     struct token_bucket_state after;
     struct token_bucket_result a, r, b, want;
@@ -475,7 +362,7 @@ static void tb_check_refund(redisContext *c, const char *key,
     full = want.next.tokens >= m->p.capacity;
     expiry_ms = full ? rl_ceil_ms(want.next.ts_ns - now * US)
                      : rl_ceil_ms(want.d.reset_after_ns);
-    t0 = redis_ms(c);
+    t0 = lua_twin_redis_ms(c);
     tb_refund(c, key, m, now, cost, undo);
     t->refunds++;
     m->have = tb_read(c, key, &after, &pexat, &t1);
@@ -492,21 +379,21 @@ static void tb_check_refund(redisContext *c, const char *key,
                   (long long)after.tokens, (long long)after.frac,
                   (long long)after.ts_ns, (long long)want.next.tokens,
                   (long long)want.next.frac, (long long)want.next.ts_ns);
-        expect_expiry(pexat, t0, t1, expiry_ms, ctx);
+        lua_twin_expect_expiry(pexat, t0, t1, expiry_ms, ctx);
         m->st = after;
     }
     m->exp_valid = 0;
     if (m->have || expiry_ms == 0) {
         b = tb_call(c, key, m, "peek", now, pc, undo, ctx);
-        cr_assert(same_decision(&a.d, &b.d), "%s: peeks differ around a refund",
-                  ctx);
+        cr_assert(lua_twin_same_decision(&a.d, &b.d),
+                  "%s: peeks differ around a refund", ctx);
     }
 }
 
 /* Past the expiry on the model's clock the state must read like no key;
  * then the test drops the key as Redis would (or keeps it, still alike). */
 static void tb_expire(redisContext *c, const char *key, struct tb_model *m,
-                      int64_t now, uint64_t *s, struct tb_tally *t,
+                      int64_t now, uint64_t *s, struct lua_twin_tally *t,
                       const char *ctx)
 {
     if (!m->have || !m->exp_valid || now < m->exp_at_us) {
@@ -514,14 +401,14 @@ static void tb_expire(redisContext *c, const char *key, struct tb_model *m,
     }
     tb_expect_like_none(m, &m->st, now, s, ctx);
     t->expired++;
-    if (rnd_in(s, 0, 1)) {
+    if (lua_twin_rnd_in(s, 0, 1)) {
         freeReplyObject(px_cmd(c, "DEL %s", key));
         m->have = 0;
     }
 }
 
 static void tb_sequence(redisContext *c, uint64_t *s, int seq,
-                        unsigned long long seed, struct tb_tally *t)
+                        unsigned long long seed, struct lua_twin_tally *t)
 {
     struct tb_model m;
     char key[32], ctx[96], undo[LUA_TWIN_UNDO_BYTES];
@@ -532,32 +419,23 @@ static void tb_sequence(redisContext *c, uint64_t *s, int seq,
     memset(&last, 0, sizeof(last));
     snprintf(key, sizeof(key), "tb:%d", seq);
     rnd_params(s, &m);
-    switch (rnd_in(s, 0, 3)) {
-    case 0:
-        now = rnd_in(s, 0, SEC);
-        break;
-    case 1:
-        now = NOW_MAX - rnd_in(s, 0, INT64_C(1) << 40);
-        break;
-    default:
-        now = T0 + rnd_in(s, 0, INT64_C(1) << 40);
-        break;
-    }
+    now = lua_twin_rnd_start(s);
     for (int op = 0; op < OPS_PER_SEQ; op++) {
-        int64_t kind = rnd_in(s, 0, 99);
+        int64_t kind = lua_twin_rnd_in(s, 0, 99);
 
         snprintf(ctx, sizeof(ctx), "seed %llu seq %d op %d", seed, seq, op);
         now = rnd_time(s, now, &last);
         tb_expire(c, key, &m, now, s, t, ctx);
         if (kind < 55) {
-            last =
-                tb_call(c, key, &m, "check", now, rnd_cost(s, &m), undo, ctx);
+            last = tb_call(c, key, &m, "check", now,
+                           lua_twin_rnd_cost(s, COST_MAX(&m)), undo, ctx);
             t->calls++;
             t->limited += last.d.limited;
             t->writes += last.write == TOKEN_BUCKET_WRITE_SET;
             t->gone += last.write == TOKEN_BUCKET_WRITE_SET && !m.have;
         } else if (kind < 70) {
-            last = tb_call(c, key, &m, "peek", now, rnd_cost(s, &m), undo, ctx);
+            last = tb_call(c, key, &m, "peek", now,
+                           lua_twin_rnd_cost(s, COST_MAX(&m)), undo, ctx);
             t->calls++;
         } else if (kind < 85) {
             tb_check_refund(c, key, &m, now, s, t, ctx);
@@ -566,12 +444,16 @@ static void tb_sequence(redisContext *c, uint64_t *s, int seq,
         } else {
             /* A valid state in an unusual place: above capacity, a refill
              * point in the future or far in the past. */
-            int64_t ts = rnd_in(s, 0, 2) == 0 ? now + rnd_in(s, 0, 100 * SEC)
-                                              : rnd_in(s, 0, now);
+            int64_t ts = lua_twin_rnd_in(s, 0, 2) == 0
+                             ? now + lua_twin_rnd_in(s, 0, 100 * SEC)
+                             : lua_twin_rnd_in(s, 0, now);
             int64_t top = m.p.capacity < CAP ? m.p.capacity + 1 : CAP;
 
-            m.st.tokens = rnd_in(s, 0, rnd_in(s, 0, 3) == 0 ? top : top - 1);
-            m.st.frac = rnd_in(s, 0, 3) == 0 ? 0 : rnd_in(s, 0, ONE - 1);
+            m.st.tokens = lua_twin_rnd_in(
+                s, 0, lua_twin_rnd_in(s, 0, 3) == 0 ? top : top - 1);
+            m.st.frac = lua_twin_rnd_in(s, 0, 3) == 0
+                            ? 0
+                            : lua_twin_rnd_in(s, 0, ONE - 1);
             m.st.ts_ns = (ts > NOW_MAX ? NOW_MAX : ts) * US;
             m.have = 1;
             m.exp_valid = 0;
@@ -584,29 +466,14 @@ Test(it_lua_token_bucket, randomized_sequences_match_the_c_model,
      .init = it_init, .fini = px_env_fini, .timeout = 120)
 {
     redisContext *c = lua_twin_connect();
-    const char *env = getenv("PX_LUA_TB_SEED");
-    struct timespec ts;
-    uint64_t seed, s;
-    struct tb_tally t;
+    uint64_t seed = lua_twin_seed("it_lua_token_bucket", "PX_LUA_TB_SEED"),
+             s = seed | 1;
+    struct lua_twin_tally t = { 0 };
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    seed = env != NULL ? strtoull(env, NULL, 10)
-                       : (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec ^
-                             ((uint64_t)getpid() << 32);
-    s = seed | 1;
-    memset(&t, 0, sizeof(t));
-    fprintf(stderr, "it_lua_token_bucket: PX_LUA_TB_SEED=%llu\n",
-            (unsigned long long)seed);
     for (int seq = 0; seq < SEQUENCES; seq++) {
         tb_sequence(c, &s, seq, (unsigned long long)seed, &t);
     }
-    fprintf(stderr,
-            "it_lua_token_bucket: %ld calls, %ld limited, %ld writes, %ld "
-            "refunds, %ld expiries, %ld gone in real time\n",
-            t.calls, t.limited, t.writes, t.refunds, t.expired, t.gone);
-    cr_assert_gt(t.limited, 0);
-    cr_assert_gt(t.writes, 0);
-    cr_assert_gt(t.refunds, 0);
+    lua_twin_tally_report("it_lua_token_bucket", &t);
     redisFree(c);
 }
 
@@ -621,12 +488,12 @@ Test(it_lua_token_bucket, peek_and_refusal_write_nothing, .init = it_init,
     char err[256];
 
     /* No key: a peek and a refused check create none. */
-    cr_assert_eq(lua_twin_call(c, "peek", "k", "token_bucket", p, T0, 3, NULL,
-                               &o, err, sizeof(err)),
+    cr_assert_eq(lua_twin_call(c, "peek", "k", ALGO, p, T0, 3, NULL, &o, err,
+                               sizeof(err)),
                  0, "%s", err);
     cr_assert_eq(o.remaining, 2);
-    cr_assert_eq(lua_twin_call(c, "check", "k", "token_bucket", p, T0, 6, NULL,
-                               &o, err, sizeof(err)),
+    cr_assert_eq(lua_twin_call(c, "check", "k", ALGO, p, T0, 6, NULL, &o, err,
+                               sizeof(err)),
                  0, "%s", err);
     cr_assert_eq(o.limited, 1);
     px_check_int(px_cmd(c, "EXISTS k"), 0);
@@ -634,14 +501,14 @@ Test(it_lua_token_bucket, peek_and_refusal_write_nothing, .init = it_init,
     /* A stored bucket with an expiry of our own: neither touches it. */
     px_check_int(px_cmd(c, "HSET k tokens 1 frac 5 ts %lld", (long long)T0), 3);
     px_check_int(px_cmd(c, "PEXPIRE k 900000"), 1);
-    cr_assert_eq(lua_twin_call(c, "peek", "k", "token_bucket", p, T0 + 1, 1,
-                               NULL, &o, err, sizeof(err)),
+    cr_assert_eq(lua_twin_call(c, "peek", "k", ALGO, p, T0 + 1, 1, NULL, &o,
+                               err, sizeof(err)),
                  0, "%s", err);
     cr_assert_eq(o.limited, 0);
     cr_assert_eq(o.remaining, 0);
     cr_assert_str_neq(o.undo, "", "a peek names what a check would do");
-    cr_assert_eq(lua_twin_call(c, "check", "k", "token_bucket", p, T0 + 1, 4,
-                               NULL, &o, err, sizeof(err)),
+    cr_assert_eq(lua_twin_call(c, "check", "k", ALGO, p, T0 + 1, 4, NULL, &o,
+                               err, sizeof(err)),
                  0, "%s", err);
     cr_assert_eq(o.limited, 1);
     cr_assert_str_eq(o.undo, "");
@@ -651,8 +518,8 @@ Test(it_lua_token_bucket, peek_and_refusal_write_nothing, .init = it_init,
     cr_assert_gt(lua_twin_pttl(c, "k"), 800000);
     /* Unlimited: admitted, nothing written either. */
     p[1] = "inf";
-    cr_assert_eq(lua_twin_call(c, "check", "k", "token_bucket", p, T0 + 1, 99,
-                               NULL, &o, err, sizeof(err)),
+    cr_assert_eq(lua_twin_call(c, "check", "k", ALGO, p, T0 + 1, 99, NULL, &o,
+                               err, sizeof(err)),
                  0, "%s", err);
     cr_assert_eq(o.limited, 0);
     cr_assert_eq(o.remaining, 5);
@@ -668,13 +535,7 @@ static struct lua_twin_out tb_at(redisContext *c, const char *mode,
                                  const char *const p[4], int64_t now,
                                  int64_t cost, const char *undo)
 {
-    struct lua_twin_out o;
-    char err[256];
-
-    cr_assert_eq(lua_twin_call(c, mode, "k", "token_bucket", p, now, cost, undo,
-                               &o, err, sizeof(err)),
-                 0, "%s %" PRId64 ": %s", mode, cost, err);
-    return o;
+    return lua_twin_ok(c, mode, "k", ALGO, p, now, cost, undo);
 }
 
 static void expect_same(const struct lua_twin_out *a,
@@ -834,13 +695,7 @@ Test(it_lua_token_bucket, huge_durations_come_back_exact_or_saturated,
 static void expect_error(redisContext *c, const char *key,
                          const char *const p[4], int64_t cost, const char *want)
 {
-    struct lua_twin_out o;
-    char err[256];
-
-    cr_assert_eq(lua_twin_call(c, "check", key, "token_bucket", p, T0, cost,
-                               NULL, &o, err, sizeof(err)),
-                 -1, "%s %s: no error", p[0], p[1]);
-    cr_assert_str_eq(err, want);
+    lua_twin_expect_error(c, key, ALGO, p, T0, cost, want);
 }
 
 Test(it_lua_token_bucket, bad_parameters_give_the_c_model_errors,
@@ -933,7 +788,7 @@ Test(it_lua_token_bucket, wrong_type_and_malformed_state_give_errors,
 /* A number of `bits` random bits (0 .. 53). */
 static int64_t rnd_bits(uint64_t *s, int bits)
 {
-    return bits == 0 ? 0 : (int64_t)(rnd(s) >> (64 - bits));
+    return bits == 0 ? 0 : (int64_t)(lua_twin_rnd(s) >> (64 - bits));
 }
 
 Test(it_lua_token_bucket, xint_part_divides_like_rl_muladd_div, .init = it_init,
@@ -967,22 +822,22 @@ Test(it_lua_token_bucket, xint_part_divides_like_rl_muladd_div, .init = it_init,
     cr_assert_not_null(script);
     snprintf(script, len, "%s\n%s\n%s", lib, xint, driver);
     for (int i = 0; i < N; i++) {
-        int64_t q = rnd_bits(&s, (int)rnd_in(&s, 0, 53));
-        int64_t d = rnd_bits(&s, (int)rnd_in(&s, 1, 53)) | 1;
+        int64_t q = rnd_bits(&s, (int)lua_twin_rnd_in(&s, 0, 53));
+        int64_t d = rnd_bits(&s, (int)lua_twin_rnd_in(&s, 1, 53)) | 1;
 
         if (i % 5 < 2) {
             /* q * d + c for c at 0, d - 1 or d: quotient limbs on the
              * edge of a floating-point estimate. */
             v[i][0] = q;
             v[i][1] = d;
-            v[i][2] = (i % 5 == 0) ? 0 : d - (rnd_in(&s, 0, 1));
+            v[i][2] = (i % 5 == 0) ? 0 : d - (lua_twin_rnd_in(&s, 0, 1));
         } else {
-            v[i][0] = rnd_bits(&s, (int)rnd_in(&s, 0, 53));
-            v[i][1] = rnd_bits(&s, (int)rnd_in(&s, 0, 53));
-            v[i][2] = rnd_bits(&s, (int)rnd_in(&s, 0, 53));
+            v[i][0] = rnd_bits(&s, (int)lua_twin_rnd_in(&s, 0, 53));
+            v[i][1] = rnd_bits(&s, (int)lua_twin_rnd_in(&s, 0, 53));
+            v[i][2] = rnd_bits(&s, (int)lua_twin_rnd_in(&s, 0, 53));
         }
-        v[i][3] = i % 7 == 0 ? NOW_MAX - rnd_in(&s, 0, 1)
-                             : (i % 11 == 0 ? rnd_in(&s, 1, 3) : d);
+        v[i][3] = i % 7 == 0 ? NOW_MAX - lua_twin_rnd_in(&s, 0, 1)
+                             : (i % 11 == 0 ? lua_twin_rnd_in(&s, 1, 3) : d);
         for (int k = 0; k < 4; k++) {
             snprintf(txt[i][k], ARG_BYTES, "%" PRId64, v[i][k]);
             argv[3 + 4 * i + k] = txt[i][k];
