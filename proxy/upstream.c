@@ -170,6 +170,9 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
     buf_clear(&up->in);
     buf_clear(&up->wq.out);
     upstream_close_tcp(up);
+    /* A node that went away may have lost its slots to a replica: ask for
+     * the map soon rather than at the next period. */
+    cluster_upstream_down(up);
 }
 
 /* ---------------- Reading replies ---------------- */
