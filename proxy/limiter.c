@@ -174,6 +174,33 @@ static void limiter_call_done(struct limiter_call *call,
     limiter_call_free(call);
 }
 
+/* Sends `cmd` (owned from here; NULL means it could not be built) as a
+ * proxy-made part to the node that owns `key`: its reply goes to fn with
+ * ctx and the part number, or it fails at once when no node serves the
+ * slot. */
+static void limiter_part_send(struct resp_cmd *cmd, req_reply_fn *fn, void *ctx,
+                              unsigned partno, uint64_t cid, const char *key,
+                              size_t klen)
+{
+    struct req *part;
+    struct node *n;
+
+    if (cmd == NULL) {
+        px_oom(0);
+    }
+    part = req_new(NULL, cmd);
+    part->on_reply = fn;
+    part->ctx = ctx;
+    part->part = partno;
+    part->cid = cid;
+    n = cluster_node_for_slot(slot_for_key(key, klen));
+    if (n == NULL) {
+        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
+        return;
+    }
+    upstream_send(cluster_upstream(n, part->cid), part);
+}
+
 static void limiter_batch_send(struct limiter_batch *b);
 
 static void limiter_on_batch(struct req *part, const char *frame, size_t len)
@@ -243,8 +270,6 @@ static void limiter_batch_send(struct limiter_batch *b)
     const struct limiter_call *c0 = b->call[0];
     char nkeys[16];
     struct resp_cmd *cmd;
-    struct req *part;
-    struct node *n;
     int k;
 
     argv[a] = b->noscript ? "EVAL" : "EVALSHA";
@@ -273,19 +298,8 @@ static void limiter_batch_send(struct limiter_batch *b)
     px_free(argv);
     px_free(lens);
     px_free(sa);
-    if (cmd == NULL) {
-        px_oom(a);
-    }
-    part = req_new(NULL, cmd);
-    part->on_reply = limiter_on_batch;
-    part->ctx = b;
-    part->cid = c0->root->cid;
-    n = cluster_node_for_slot(slot_for_key(c0->key, c0->klen));
-    if (n == NULL) {
-        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
-        return;
-    }
-    upstream_send(cluster_upstream(n, part->cid), part);
+    limiter_part_send(cmd, limiter_on_batch, b, 0, c0->root->cid, c0->key,
+                      c0->klen);
 }
 
 void limiter_flush(void)
@@ -1116,8 +1130,6 @@ static void limiter_multi_send(struct limiter_multi *m, unsigned g,
     char nkeys[16], cost[24], npaths[16], ovkey[LIMITER_KEY_MAX];
     unsigned npath = 0;
     struct resp_cmd *cmd;
-    struct req *part;
-    struct node *n = NULL;
     int ovlen;
     size_t l;
 
@@ -1187,20 +1199,8 @@ static void limiter_multi_send(struct limiter_multi *m, unsigned g,
     px_free(argv);
     px_free(lens);
     px_free(args);
-    if (cmd == NULL) {
-        px_oom(0);
-    }
-    part = req_new(NULL, cmd);
-    part->on_reply = limiter_multi_on_reply;
-    part->ctx = refund ? NULL : m;
-    part->part = g;
-    part->cid = m->root->cid;
-    n = cluster_node_for_slot(slot_for_key(ovkey, (size_t)ovlen));
-    if (n == NULL) {
-        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
-        return;
-    }
-    upstream_send(cluster_upstream(n, part->cid), part);
+    limiter_part_send(cmd, limiter_multi_on_reply, refund ? NULL : m, g,
+                      m->root->cid, ovkey, (size_t)ovlen);
 }
 
 /* The embedded store: every limit decided at one instant, all written only
@@ -1457,8 +1457,6 @@ static void limiter_override_send(struct req *root, int argc, const char **argv,
                                   size_t *lens, int set)
 {
     struct resp_cmd *cmd;
-    struct req *part;
-    struct node *n;
 
     for (int i = 0; i < argc; i++) {
         if (lens[i] == 0) {
@@ -1466,21 +1464,9 @@ static void limiter_override_send(struct req *root, int argc, const char **argv,
         }
     }
     cmd = resp_cmd_new(argc, argv, lens);
-    if (cmd == NULL) {
-        px_oom(0);
-    }
-    part = req_new(NULL, cmd);
-    part->on_reply = limiter_override_on_reply;
-    part->ctx = root;
-    part->part = (unsigned)set;
-    part->cid = root->cid;
     root->children++;
-    n = cluster_node_for_slot(slot_for_key(argv[1], lens[1]));
-    if (n == NULL) {
-        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
-        return;
-    }
-    upstream_send(cluster_upstream(n, part->cid), part);
+    limiter_part_send(cmd, limiter_override_on_reply, root, (unsigned)set,
+                      root->cid, argv[1], lens[1]);
 }
 
 /* Joins the override words of SET (argv[4..]) into `out` after checking

@@ -73,56 +73,6 @@ static int router_keys_allowed(struct req *req, const int *keys, int nkeys)
     return 1;
 }
 
-/* Drops the reply of a command the proxy sent for itself. */
-static void router_drop_reply(struct req *part, const char *frame, size_t len)
-{
-    (void)part;
-    (void)frame;
-    (void)len;
-}
-
-/* The key guard for a command bound for the client's private connection
- * (router_node applies it on the way to shared ones). 1 when allowed; else
- * replies. Inside a transaction already open upstream, a refused command
- * must also make EXEC abort, as Redis does for a command it refuses while
- * queuing: so the proxy queues a command Redis itself refuses (GET without
- * a key), whose error it drops; EXEC then answers EXECABORT. */
-static int router_priv_allowed(struct req *req)
-{
-    const struct keyspec *ks = cluster_keyspec();
-    int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, ok = 1;
-    struct client *c = req->client;
-
-    if (c->admin || ks == NULL) {
-        return 1;
-    }
-    if (req->cmd->argc > ROUTER_STACK_KEYS) {
-        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
-    }
-    if (keyspec_find(ks, req->cmd, keys, &nkeys) == KEYSPEC_OK) {
-        ok = router_keys_allowed(req, keys, nkeys);
-    }
-    if (keys != stack) {
-        px_free(keys);
-    }
-    if (!ok && c->multi && c->priv != NULL) {
-        const char *argv[1] = { "GET" };
-        size_t lens[1] = { 3 };
-        struct resp_cmd *cmd = resp_cmd_new(1, argv, lens);
-        struct req *poison;
-        if (cmd == NULL) {
-            px_oom(0);
-        }
-        poison = req_new(NULL, cmd);
-        poison->on_reply = router_drop_reply;
-        poison->cid = c->id;
-        upstream_send(c->priv, poison);
-    } else if (!ok && c->multi_deferred) {
-        c->tx_failed = 1;
-    }
-    return ok;
-}
-
 /* Keys of several slots: split the command by slot when it is one that
  * splits, else Redis's own error. May complete `req`. */
 static void router_cross_slot(struct req *req, const int *keys, int nkeys)
@@ -261,12 +211,12 @@ static int router_defer_multi(struct req *req)
     return 0;
 }
 
-/* Sends the MULTI a deferred transaction owes, ahead of its first command.
- * Its +OK was already given to the client, so the reply is dropped. */
-static void router_send_deferred_multi(struct client *c)
+/* Sends a one-word command of the proxy's own on the client's private
+ * connection; its reply is dropped. */
+static void router_send_swallowed(struct client *c, const char *word)
 {
-    const char *argv[1] = { "MULTI" };
-    size_t lens[1] = { 5 };
+    const char *argv[1] = { word };
+    size_t lens[1] = { strlen(word) };
     struct resp_cmd *cmd = resp_cmd_new(1, argv, lens);
     struct req *m;
 
@@ -276,7 +226,44 @@ static void router_send_deferred_multi(struct client *c)
     m = req_new(NULL, cmd);
     m->swallow = 1;
     upstream_send(c->priv, m);
+}
+
+/* Sends the MULTI a deferred transaction owes, ahead of its first command.
+ * Its +OK was already given to the client, so the reply is dropped. */
+static void router_send_deferred_multi(struct client *c)
+{
+    router_send_swallowed(c, "MULTI");
     c->multi_deferred = 0;
+}
+
+/* The key guard for a command bound for the client's private connection
+ * (router_node applies it on the way to shared ones). 1 when allowed; else
+ * replies. Inside a transaction already open upstream, a refused command
+ * must also make EXEC abort, as Redis does for a command it refuses while
+ * queuing: so the proxy queues a command Redis itself refuses (GET without
+ * a key), whose error it drops; EXEC then answers EXECABORT. */
+static int router_priv_allowed(struct req *req)
+{
+    const struct keyspec *ks = cluster_keyspec();
+    int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, ok = 1;
+    struct client *c = req->client;
+
+    if (c->admin || ks == NULL) {
+        return 1;
+    }
+    if (req->cmd->argc > ROUTER_STACK_KEYS) {
+        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
+    }
+    if (keyspec_find(ks, req->cmd, keys, &nkeys) == KEYSPEC_OK) {
+        ok = router_keys_allowed(req, keys, nkeys);
+    }
+    if (keys != stack) {
+        px_free(keys);
+    }
+    if (!ok && c->multi) {
+        router_send_swallowed(c, "GET");
+    }
+    return ok;
 }
 
 void router_send_private(struct req *req)

@@ -84,13 +84,6 @@ void store_local_free(struct store_local *st)
     hmap_free(&st->overrides, px_free);
 }
 
-int store_local_gcra(struct store_local *st, const char *key, size_t len,
-                     const struct gcra_params *p, struct gcra_result *out,
-                     const char **err)
-{
-    return store_local_gcra_all(st, 1, &key, &len, p, NULL, 1, out, NULL, err);
-}
-
 /* The live entry of key, dropping it when expired. */
 static struct store_entry *store_local_live(struct store_local *st,
                                             const char *key, size_t len,
@@ -140,50 +133,24 @@ static void store_local_gcra_pending(const struct gcra_result *r,
     }
 }
 
-int store_local_gcra_all(struct store_local *st, unsigned n,
-                         const char *const *keys, const size_t *lens,
-                         const struct gcra_params *p,
-                         const struct gcra_params *p_write, int commit,
-                         struct gcra_result *out, struct gcra_result *peek,
-                         const char **err)
+int store_local_gcra(struct store_local *st, const char *key, size_t len,
+                     const struct gcra_params *p, struct gcra_result *out,
+                     const char **err)
 {
     int64_t now = store_local_now_ns();
-    struct gcra_result *w = px_calloc(n, sizeof(*w));
-    int limited = 0, rc = GCRA_OK;
-    unsigned i;
+    struct store_entry *e = store_local_live(st, key, len, now);
+    struct store_pending w;
+    int rc;
 
-    for (i = 0; i < n && rc == GCRA_OK; i++) {
-        struct store_entry *e = store_local_live(st, keys[i], lens[i], now);
-        int have = e != NULL;
-        int64_t tat = have ? e->u.tat_ns : 0;
-        if (have && e->algo != LIMITS_GCRA) {
-            *err = STORE_LOCAL_WRONGTYPE;
-            rc = GCRA_EARGS;
-            break;
-        }
-        rc = gcra_decide(&p[i], have, tat, now, &out[i], err);
-        if (rc == GCRA_OK && peek != NULL) {
-            struct gcra_params pp;
-            gcra_params_peek(&p[i], &pp);
-            rc = gcra_decide(&pp, have, tat, now, &peek[i], err);
-        }
-        if (rc == GCRA_OK && p_write != NULL) {
-            rc = gcra_decide(&p_write[i], have, tat, now, &w[i], err);
-        } else if (rc == GCRA_OK) {
-            w[i] = out[i];
-        }
-        if (rc == GCRA_OK) {
-            limited |= w[i].d.limited;
-        }
+    if (e != NULL && e->algo != LIMITS_GCRA) {
+        *err = STORE_LOCAL_WRONGTYPE;
+        return GCRA_EARGS;
     }
-    if (rc == GCRA_OK && commit && !limited) {
-        for (i = 0; i < n; i++) {
-            struct store_pending pw;
-            store_local_gcra_pending(&w[i], &pw);
-            store_local_apply(st, keys[i], lens[i], &pw, now);
-        }
+    rc = gcra_decide(p, e != NULL, e != NULL ? e->u.tat_ns : 0, now, out, err);
+    if (rc == GCRA_OK && !out->d.limited) {
+        store_local_gcra_pending(out, &w);
+        store_local_apply(st, key, len, &w, now);
     }
-    px_free(w);
     return rc;
 }
 
@@ -359,15 +326,26 @@ int store_local_check(struct store_local *st, unsigned n,
             limited |= wr.d.limited;
             continue;
         }
-        struct store_pending pw;
         if (store_local_decide(l[i].lim, e, now, cost, &out[i], &w[i], err) !=
-                0 ||
-            store_local_decide(l[i].lim, e, now, 0, &peek[i], &pw, err) != 0) {
+            0) {
             rc = -1;
             break;
         }
-        px_free(pw.next.list);
+        peek[i] = out[i];
         limited |= out[i].limited;
+    }
+    /* A refused check reports the limits that admitted without its cost:
+     * decided again with cost 0, only then (a sliding log's decision
+     * copies up to `max` entries). */
+    for (i = 0; i < n && rc == 0 && limited && cost > 0; i++) {
+        struct store_pending pw;
+        if (l[i].algo == LIMITS_GCRA || out[i].limited) {
+            continue;
+        }
+        rc = store_local_decide(l[i].lim,
+                                store_local_live(st, l[i].key, l[i].klen, now),
+                                now, 0, &peek[i], &pw, err);
+        px_free(pw.next.list);
     }
     if (rc == 0 && commit) {
         for (i = 0; i < n; i++) {

@@ -44,22 +44,9 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
                      const struct gcra_params *p, struct gcra_result *out,
                      const char **err);
 
-/* Decides every limit i (keys[i], p[i]) at one instant into out[i]; when
- * `commit` and every one admits, writes them all, else writes none (a
- * LIMITER CHECK over several levels). `p_write` (NULL: p) are the
- * parameters that decide the writes: LIMITER CHECK ... WAIT widens the
- * tolerance so a request due within the wait is reserved. `peek` (may be
- * NULL) receives each limit's state without this request. A GCRA_* code;
- * `*err` on error. */
-int store_local_gcra_all(struct store_local *st, unsigned n,
-                         const char *const *keys, const size_t *lens,
-                         const struct gcra_params *p,
-                         const struct gcra_params *p_write, int commit,
-                         struct gcra_result *out, struct gcra_result *peek,
-                         const char **err);
-
-/* Decides every limit l[i] with `cost` at one instant into out[i] (and
- * its state without this request into peek[i]); when `commit` and every
+/* Decides every limit l[i] with `cost` at one instant into out[i], and
+ * into peek[i] what a refused check reports for it (for a limit that
+ * admitted, its state without this request); when `commit` and every
  * one admits, writes them all, else writes none, except what an algorithm
  * writes for a refused attempt (sliding_log). A key that holds another
  * algorithm's state is WRONGTYPE. 0, or -1 with `*err` the reply text. */
