@@ -432,7 +432,8 @@ static enum rd_line rd_header_line(struct resp_reader *rd, size_t *cr)
     return RD_LINE_OK;
 }
 
-/* The `*<count>` line. `*0` and `*-1` are skipped as Redis does. */
+/* The `*<count>` line. A count of zero or less is skipped, as Redis does
+ * (processMultibulkBuffer ignores a non-positive multibulk length). */
 static int rd_step_count(struct resp_reader *rd)
 {
     enum rd_line lr;
@@ -450,11 +451,11 @@ static int rd_step_count(struct resp_reader *rd)
         rd_parse_ll(rd_base(rd) + rd->line, cr - rd->line, &n) != 0) {
         return rd_fail(rd, ERR_MBULK_LEN);
     }
-    if (n == 0 || n == -1) {
+    if (n <= 0) {
         rd_consume(rd, cr + 2);
         return RD_NEXT;
     }
-    if (n < 0 || n > INT_MAX || (unsigned long long)n > rd->lim.max_elements) {
+    if (n > INT_MAX || (unsigned long long)n > rd->lim.max_elements) {
         return rd_fail(rd, ERR_MBULK_LEN);
     }
     rd->nargs = (int)n;

@@ -93,8 +93,8 @@ int resp_reader_feed(struct resp_reader *rd, const char *p, size_t n);
 
 /* Next complete command. RESP_OK sets `*out` (caller owns it), RESP_AGAIN
  * means more bytes are needed, RESP_EPROTO is sticky: the reader stays failed
- * and resp_reader_error() tells why. Empty lines and `*0`/`*-1` arrays are
- * skipped as Redis does. */
+ * and resp_reader_error() tells why. Empty lines and arrays of a count of
+ * zero or less (`*0`, `*-1`, `*-10`) are skipped as Redis does. */
 int resp_reader_next(struct resp_reader *rd, struct resp_cmd **out);
 
 /* The reason of the last RESP_EPROTO, in Redis's words, for example

@@ -3,9 +3,15 @@
  *
  * Why our own and not hiredis: the hiredis reader in Debian (0.14.1) refuses
  * replies nested deeper than 7 levels, and Redis sends deeper ones (COMMAND
- * DOCS, for example, which redis-cli asks for at startup); it also reads
- * RESP2 only. This is a byte-at-a-time state machine with an explicit stack,
- * so a reply split across any number of reads is scanned exactly once.
+ * DOCS; a Lua script that returns a table holding itself makes Redis nest
+ * thousands of levels); it also reads RESP2 only.
+ *
+ * Framing needs no stack: a frame is complete when no value is owed any
+ * more. `owed` starts at 1 for the frame's value; every value read pays one,
+ * an aggregate header adds its element count, and an attribute (`|`) adds
+ * its 2n elements without paying, because the value it describes follows it.
+ * So a reply of any depth is framed in constant memory, and a reply split
+ * across any number of reads is scanned exactly once.
  *
  * It understands every RESP2 and RESP3 type: lines (+ - : _ , # ( ), blobs
  * ($ ! = with a length, -1 meaning null for $), aggregates (* ~ > with n
@@ -21,9 +27,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Deepest nesting accepted. Redis's own replies stay far below it. */
-#define FR_MAX_DEPTH 128
 
 /* Longest length accepted: 19 digits, so the number cannot wrap. */
 #define FR_MAX_DIGITS 19
@@ -58,10 +61,10 @@ struct resp_framer {
     char top;                /* type of the top-level value being read */
     unsigned long long num;  /* the length being parsed */
     unsigned long long skip; /* blob bytes (with CRLF) left to skip */
-    int depth;               /* open aggregates */
-    unsigned long long left[FR_MAX_DEPTH]; /* elements left per level */
-    unsigned char attr[FR_MAX_DEPTH];      /* level is an attribute */
-    unsigned long long fed;                /* stream offset scanned up to */
+    unsigned long long owed; /* values still owed by the current frame,
+                                0 between frames */
+    int top_known;           /* the frame's value type is known */
+    unsigned long long fed;  /* stream offset scanned up to */
     unsigned long long last; /* stream offset where the last frame ended */
     struct fr_end *ends;     /* owned: complete, unreported frames */
     size_t nends;            /* used entries of ends */
@@ -113,34 +116,28 @@ static int fr_push_end(struct resp_framer *fr, unsigned long long end)
     return RESP_OK;
 }
 
-/* A value just ended at stream offset `end`: count it in its parent, close
- * finished aggregates, and record a frame when the top level completes. */
+/* A value just ended at stream offset `end`: pay for it, and record a
+ * frame when nothing is owed any more. */
 static int fr_value_done(struct resp_framer *fr, unsigned long long end)
 {
-    while (fr->depth > 0) {
-        int top = fr->depth - 1;
-        if (--fr->left[top] > 0) {
-            return RESP_OK;
-        }
-        fr->depth--;
-        if (fr->attr[top]) {
-            /* An attribute is followed by the value it describes: that
-             * value, not the attribute, counts as the element. */
-            return RESP_OK;
-        }
+    if (--fr->owed > 0) {
+        return RESP_OK;
     }
     return fr_push_end(fr, end);
 }
 
-/* Opens an aggregate of `n` elements (n > 0). */
+/* An aggregate header of `n` elements (n > 0): they are owed now. An
+ * attribute adds them without paying for itself (the value it describes
+ * is still owed); any other aggregate pays for itself with its last
+ * element, so it adds n - 1. */
 static int fr_open(struct resp_framer *fr, unsigned long long n, int attr)
 {
-    if (fr->depth == FR_MAX_DEPTH) {
+    unsigned long long add = attr ? n : n - 1;
+
+    if (fr->owed > ~0ULL - add) {
         return RESP_EPROTO;
     }
-    fr->left[fr->depth] = n;
-    fr->attr[fr->depth] = (unsigned char)attr;
-    fr->depth++;
+    fr->owed += add;
     return RESP_OK;
 }
 
@@ -189,8 +186,16 @@ static int fr_scan(struct resp_framer *fr, const char *p, size_t n)
         switch (fr->state) {
         case FR_TYPE:
             fr->type = ch;
-            if (fr->depth == 0 && ch != '|') {
-                fr->top = ch; /* the value an attribute describes */
+            if (fr->owed == 0) {
+                fr->owed = 1; /* a new frame */
+                fr->top_known = 0;
+            }
+            if (!fr->top_known && fr->owed == 1 && ch != '|') {
+                /* Only the frame's own value (or, after a top-level
+                 * attribute, the value it describes) starts when one
+                 * value is owed and no type is known yet. */
+                fr->top = ch;
+                fr->top_known = 1;
             }
             i++;
             if (strchr("+-:_,#(", ch) != NULL && ch != '\0') {

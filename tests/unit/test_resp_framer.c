@@ -395,3 +395,42 @@ Test(resp_framer, empty_feed_and_free_null_are_harmless)
     resp_framer_free(fr);
     resp_framer_free(NULL);
 }
+
+/* What Redis sends for a Lua table that holds itself: thousands of nested
+ * `*1` ending in an error. Framing counts what is still owed, so any depth
+ * is one frame, fed whole or a byte at a time, and the next reply after it
+ * is framed as usual. */
+Test(resp_framer, reply_nested_100000_deep_is_one_frame)
+{
+    static const char tail[] = "-ERR reached lua stack limit\r\n";
+    const size_t depth = 100000, step[] = { 0, 1, 777 };
+    size_t total = depth * 4 + sizeof(tail) - 1, k, s;
+    char *in = malloc(total + 5);
+
+    cr_assert_not_null(in);
+    for (k = 0; k < depth; k++) {
+        memcpy(in + k * 4, "*1\r\n", 4);
+    }
+    memcpy(in + depth * 4, tail, sizeof(tail) - 1);
+    memcpy(in + total, "+OK\r\n", 5);
+    for (s = 0; s < sizeof(step) / sizeof(step[0]); s++) {
+        struct resp_framer *fr = resp_framer_new();
+        size_t pos = 0, len = 0, chunk = step[s] ? step[s] : total + 5;
+        char type = 0;
+
+        while (pos < total + 5) {
+            k = total + 5 - pos < chunk ? total + 5 - pos : chunk;
+            cr_assert_eq(resp_framer_feed(fr, in + pos, k), RESP_OK);
+            pos += k;
+        }
+        cr_assert_eq(resp_framer_next_typed(fr, &len, &type), RESP_OK);
+        cr_assert_eq(len, total, "step %zu", step[s]);
+        cr_assert_eq(type, '*');
+        cr_assert_eq(resp_framer_next_typed(fr, &len, &type), RESP_OK);
+        cr_assert_eq(len, 5);
+        cr_assert_eq(type, '+');
+        cr_assert_eq(resp_framer_next(fr, &len), RESP_AGAIN);
+        resp_framer_free(fr);
+    }
+    free(in);
+}

@@ -127,9 +127,13 @@ static const struct rcase CASES[] = {
       .max_bulk = 4,
       .max_elements = 2 },
 
+    /* Redis ignores a non-positive multibulk length, whatever it is. */
+    { .name = "count_negative_is_skipped",
+      IN("*-10\r\n*-2\r\n*0\r\n*1\r\n$4\r\nPING\r\n"),
+      WANT("*1\r\n$4\r\nPING\r\n") },
+
     /* array header errors */
     { .name = "count_not_a_number", IN("*abc\r\n"), .err = E_MBULK_LEN },
-    { .name = "count_negative", IN("*-2\r\n"), .err = E_MBULK_LEN },
     { .name = "count_with_plus_sign", IN("*+1\r\n"), .err = E_MBULK_LEN },
     { .name = "count_leading_zero", IN("*01\r\n"), .err = E_MBULK_LEN },
     { .name = "count_empty", IN("*\r\n"), .err = E_MBULK_LEN },
