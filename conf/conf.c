@@ -51,10 +51,17 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
  * after 1 s by default; connecting gets the same budget. */
 #define CONF_DEFAULT_CONNECT_TIMEOUT_MS 1000
 #define CONF_DEFAULT_COMMAND_TIMEOUT_MS 1000
-#define CONF_DEFAULT_MAX_CLIENTS        10000 /* Redis maxclients default */
-#define CONF_DEFAULT_UPSTREAM_POOL      2
-#define CONF_MAX_UPSTREAM_POOL          64 /* beyond this, pipelining wins */
-#define CONF_DEFAULT_MAX_PIPELINE       1024
+/* Redis's own default busy-reply-threshold (lua-time-limit): until then a
+ * silent node is running one long command, not failing. */
+#define CONF_DEFAULT_BUSY_REPLY_THRESHOLD_MS 5000
+/* Idle private connections kept per node for reuse: enough for a few job
+ * workers that each open a MULTI per job, small enough to cost Redis
+ * little. */
+#define CONF_DEFAULT_PRIVATE_POOL  4
+#define CONF_DEFAULT_MAX_CLIENTS   10000 /* Redis maxclients default */
+#define CONF_DEFAULT_UPSTREAM_POOL 2
+#define CONF_MAX_UPSTREAM_POOL     64 /* beyond this, pipelining wins */
+#define CONF_DEFAULT_MAX_PIPELINE  1024
 /* Redis proto-max-bulk-len default. */
 #define CONF_DEFAULT_MAX_BULK_BYTES (512ULL * 1024 * 1024)
 /* Redis's historical multibulk length limit (1M elements). */
@@ -141,6 +148,10 @@ static const struct conf_command conf_commands[] = {
              UINT_MAX, CONF_WANT_POSITIVE),
     CONF_CMD("command_timeout_ms", conf_set_uint, command_timeout_ms, 0,
              UINT_MAX, "a non-negative integer"),
+    CONF_CMD("busy_reply_threshold_ms", conf_set_uint, busy_reply_threshold_ms,
+             0, UINT_MAX, "a non-negative integer"),
+    CONF_CMD("private_pool", conf_set_uint, private_pool, 0, 1024,
+             "an integer from 0 to 1024"),
     CONF_CMD("max_clients", conf_set_uint, max_clients, 1, UINT_MAX,
              CONF_WANT_POSITIVE),
     CONF_CMD("upstream_pool", conf_set_uint, upstream_pool, 1,
@@ -756,6 +767,8 @@ int conf_init(struct conf *c)
     c->store_down = CONF_DEFAULT_STORE_DOWN;
     c->connect_timeout_ms = CONF_DEFAULT_CONNECT_TIMEOUT_MS;
     c->command_timeout_ms = CONF_DEFAULT_COMMAND_TIMEOUT_MS;
+    c->busy_reply_threshold_ms = CONF_DEFAULT_BUSY_REPLY_THRESHOLD_MS;
+    c->private_pool = CONF_DEFAULT_PRIVATE_POOL;
     c->max_clients = CONF_DEFAULT_MAX_CLIENTS;
     c->upstream_pool = CONF_DEFAULT_UPSTREAM_POOL;
     c->split_multikey = 1;

@@ -52,6 +52,10 @@ struct conf {
     enum conf_store_down store_down;     /* default fail_closed */
     unsigned connect_timeout_ms;         /* default 1000 */
     unsigned command_timeout_ms;         /* default 1000; 0 = none */
+    unsigned busy_reply_threshold_ms;    /* Redis's busy-reply-threshold,
+                                            default 5000 */
+    unsigned private_pool;               /* idle private connections kept
+                                            per node, default 4 */
     unsigned max_clients;                /* default 10000 */
     unsigned upstream_pool;              /* shared connections per node, 2 */
     unsigned max_pipeline;               /* pending requests before pausing */

@@ -25,6 +25,7 @@
 #define KS_F_FIRST    3
 #define KS_F_LAST     4
 #define KS_F_STEP     5
+#define KS_F_ACL      6
 #define KS_F_SUBCMDS  9
 #define KS_MIN_FIELDS 6
 
@@ -32,6 +33,7 @@ struct ks_entry {
     char name[KS_NAME_MAX + 1]; /* lower case, "container|sub" for subs */
     int arity;                  /* Redis convention */
     int first, last, step;      /* key range; first 0 = no fixed keys */
+    unsigned flags;             /* KEYSPEC_F_* */
     unsigned movable : 1;       /* keys depend on the arguments */
     unsigned container : 1;     /* has subcommands */
 };
@@ -96,8 +98,20 @@ static int ks_add(struct keyspec *ks, const struct resp_value *v, int depth)
     e.last = (int)f[KS_F_LAST].integer;
     e.step = (int)f[KS_F_STEP].integer;
     for (k = 0; k < f[KS_F_FLAGS].n; k++) {
-        if (resp_value_is(&f[KS_F_FLAGS].elem[k], "movablekeys")) {
+        const struct resp_value *fl = &f[KS_F_FLAGS].elem[k];
+        if (resp_value_is(fl, "movablekeys")) {
             e.movable = 1;
+        } else if (resp_value_is(fl, "blocking")) {
+            e.flags |= KEYSPEC_F_BLOCKING;
+        } else if (resp_value_is(fl, "pubsub")) {
+            e.flags |= KEYSPEC_F_PUBSUB;
+        } else if (resp_value_is(fl, "admin")) {
+            e.flags |= KEYSPEC_F_ADMIN;
+        }
+    }
+    for (k = 0; v->n > KS_F_ACL && k < f[KS_F_ACL].n; k++) {
+        if (resp_value_is(&f[KS_F_ACL].elem[k], "@connection")) {
+            e.flags |= KEYSPEC_F_CONNECTION;
         }
     }
     if (depth == 0 && v->n > KS_F_SUBCMDS && f[KS_F_SUBCMDS].n > 0) {
@@ -378,24 +392,27 @@ static void ks_range(const struct ks_entry *e, const struct resp_cmd *cmd,
     }
 }
 
-int keyspec_find(const struct keyspec *ks, const struct resp_cmd *cmd,
-                 int *keys, int *nkeys)
+/* The entry of `cmd` (its subcommand's when there is one) and, in `name`,
+ * the command's lower-case name. `*exact` tells whether a container's
+ * subcommand was found (else the container's entry is returned). */
+static const struct ks_entry *ks_entry_of(const struct keyspec *ks,
+                                          const struct resp_cmd *cmd,
+                                          char *name, int *exact)
 {
-    char name[2 * KS_NAME_MAX + 2];
     const struct ks_entry *e;
     size_t len, sublen;
     const char *p = resp_cmd_arg(cmd, 0, &len);
-    int rc;
 
-    *nkeys = 0;
+    *exact = 0;
     if (len == 0 || len > KS_NAME_MAX) {
-        return KEYSPEC_UNKNOWN;
+        return NULL;
     }
     ks_lower(name, p, len);
     e = ks_lookup(ks, name);
     if (e == NULL) {
-        return KEYSPEC_UNKNOWN;
+        return NULL;
     }
+    *exact = !e->container;
     if (e->container && cmd->argc >= 2) {
         const struct ks_entry *sub;
         p = resp_cmd_arg(cmd, 1, &sublen);
@@ -405,9 +422,40 @@ int keyspec_find(const struct keyspec *ks, const struct resp_cmd *cmd,
             sub = ks_lookup(ks, name);
             if (sub != NULL) {
                 e = sub;
+                *exact = 1;
             }
             name[len] = '\0';
         }
+    }
+    return e;
+}
+
+int keyspec_flags(const struct keyspec *ks, const struct resp_cmd *cmd,
+                  unsigned *flags)
+{
+    char name[2 * KS_NAME_MAX + 2];
+    int exact;
+    const struct ks_entry *e = ks_entry_of(ks, cmd, name, &exact);
+
+    *flags = 0;
+    if (e == NULL || !exact) {
+        return KEYSPEC_UNKNOWN;
+    }
+    *flags = e->flags;
+    return KEYSPEC_OK;
+}
+
+int keyspec_find(const struct keyspec *ks, const struct resp_cmd *cmd,
+                 int *keys, int *nkeys)
+{
+    char name[2 * KS_NAME_MAX + 2];
+    const struct ks_entry *e;
+    int rc, exact;
+
+    *nkeys = 0;
+    e = ks_entry_of(ks, cmd, name, &exact);
+    if (e == NULL) {
+        return KEYSPEC_UNKNOWN;
     }
     if (e->movable && ks_movable(name, cmd, keys, nkeys, &rc)) {
         return rc;

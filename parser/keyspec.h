@@ -19,6 +19,15 @@ struct keyspec;
 #define KEYSPEC_EMOVABLE -1 /* movable keys that cellgate cannot locate */
 #define KEYSPEC_ESYNTAX  -2 /* bad numkeys or the like: let Redis say why */
 
+/* What COMMAND says about a command, as far as a proxy cares: whether
+ * Redis may hold the connection (blocking), whether it is part of the
+ * subscription machinery, and whether it acts on the connection itself
+ * (the @connection ACL category). */
+#define KEYSPEC_F_BLOCKING   (1u << 0) /* flag "blocking" */
+#define KEYSPEC_F_PUBSUB     (1u << 1) /* flag "pubsub" */
+#define KEYSPEC_F_CONNECTION (1u << 2) /* ACL category "@connection" */
+#define KEYSPEC_F_ADMIN      (1u << 3) /* flag "admin" */
+
 /* A table built from the reply to `COMMAND` (RESP2 bytes of one frame).
  * NULL when the reply is not a COMMAND reply (or on ENOMEM). */
 struct keyspec *keyspec_new(const char *reply, size_t len);
@@ -35,5 +44,11 @@ size_t keyspec_count(const struct keyspec *ks);
  * KEYSPEC_ESYNTAX. */
 int keyspec_find(const struct keyspec *ks, const struct resp_cmd *cmd,
                  int *keys, int *nkeys);
+
+/* The KEYSPEC_F_* flags of `cmd` (of its subcommand, for a command with
+ * subcommands). Returns KEYSPEC_OK, or KEYSPEC_UNKNOWN when this Redis
+ * does not know the command or the subcommand. */
+int keyspec_flags(const struct keyspec *ks, const struct resp_cmd *cmd,
+                  unsigned *flags);
 
 #endif /* PX_PARSER_KEYSPEC_H */

@@ -358,9 +358,7 @@ static size_t rd_end(const struct resp_reader *rd)
 
 /* ---------------- Request reader: RESP frames ---------------- */
 
-/* Parses a decimal long long the way Redis's string2ll does: optional '-',
- * no '+', no blanks, no leading zeros, no overflow. 0 on success. */
-static int rd_parse_ll(const char *p, size_t n, long long *v)
+int resp_parse_ll(const char *p, size_t n, long long *v)
 {
     unsigned long long m = 0;
     int neg = 0;
@@ -448,7 +446,7 @@ static int rd_step_count(struct resp_reader *rd)
         return rd_fail(rd, ERR_MBULK_BIG);
     }
     if (lr == RD_LINE_BAD ||
-        rd_parse_ll(rd_base(rd) + rd->line, cr - rd->line, &n) != 0) {
+        resp_parse_ll(rd_base(rd) + rd->line, cr - rd->line, &n) != 0) {
         return rd_fail(rd, ERR_MBULK_LEN);
     }
     if (n <= 0) {
@@ -498,8 +496,8 @@ static int rd_step_header(struct resp_reader *rd)
         return rd_fail(rd, ERR_BULK_BIG);
     }
     if (lr == RD_LINE_BAD ||
-        rd_parse_ll(rd_base(rd) + rd->line, cr - rd->line, &n) != 0 || n < 0 ||
-        (unsigned long long)n > rd->lim.max_bulk) {
+        resp_parse_ll(rd_base(rd) + rd->line, cr - rd->line, &n) != 0 ||
+        n < 0 || (unsigned long long)n > rd->lim.max_bulk) {
         return rd_fail(rd, ERR_BULK_LEN);
     }
     rd->body = (unsigned long long)n + 2;

@@ -72,6 +72,11 @@ static inline int resp_cmd_arg_is(const struct resp_cmd *c, int i,
     return resp_word_is(p, len, word);
 }
 
+/* Parses p[0..n) as a signed 64-bit decimal the way Redis's string2ll
+ * does: an optional '-', no '+', no blanks, no leading zeros, no overflow.
+ * 0 on success, -1 otherwise. */
+int resp_parse_ll(const char *p, size_t n, long long *v);
+
 /* Frees a command. Accepts NULL. */
 void resp_cmd_free(struct resp_cmd *c);
 

@@ -17,15 +17,24 @@
  * A protocol switch (HELLO 3, RESET) pauses the same way until every reply
  * owed before it is out: later commands go over the other protocol's
  * connections and must not overtake earlier ones.
- * A client whose unwritten output passes client_max_output_bytes is closed. */
+ * A client is closed when the replies waiting behind the one being written
+ * pass client_max_output_bytes: the limit is for output piling up behind a
+ * client that does not read, never for one reply in transit (a 70 MB value
+ * reaches a client that reads it).
+ *
+ * CLIENT REPLY OFF/SKIP marks requests `silent` as they are parsed: they
+ * run as usual and their replies are dropped when they complete (pushes
+ * relayed meanwhile are kept). */
 #include "proxy/client.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
+#include "proxy/cluster.h"
 #include "proxy/log.h"
 #include "proxy/merge.h"
 #include "proxy/req.h"
@@ -44,6 +53,8 @@ static void client_on_close(uv_handle_t *h)
     resp_reader_free(c->rd);
     wq_free(&c->wq);
     px_free(c->name);
+    px_free(c->lib_name);
+    px_free(c->lib_ver);
     px_free(c);
 }
 
@@ -70,21 +81,28 @@ void client_close(struct client *c)
         }
     }
     if (c->priv != NULL) {
-        struct upstream *up = c->priv;
-        c->priv = NULL;
-        up->owner = NULL;
-        upstream_destroy(up, NULL);
+        client_priv_release(c);
     }
     queue_remove(&c->node);
     server.nclients--;
     uv_close((uv_handle_t *)&c->tcp, client_on_close);
 }
 
+/* Appends `n` bytes of output. The first bytes queued behind the write in
+ * flight (one reply, however large) are not counted against the limit. */
+static void client_out_append(struct client *c, const char *p, size_t n)
+{
+    if (c->wq.out.len == 0) {
+        c->out_head = n;
+    }
+    PX_CHECK_OOM(buf_append(&c->wq.out, p, n));
+}
+
 static void client_check_output(struct client *c)
 {
     unsigned long long limit = server.conf->client_max_output_bytes;
 
-    if (wq_pending(&c->wq) > limit) {
+    if (c->wq.out.len > c->out_head && c->wq.out.len - c->out_head > limit) {
         server.stats.output_limit++;
         log_warn("client %llu: output buffer over %llu bytes, closing",
                  (unsigned long long)c->id, limit);
@@ -102,7 +120,7 @@ static void client_drain(struct client *c)
         if (!req->done) {
             break;
         }
-        PX_CHECK_OOM(buf_append(&c->wq.out, req->reply.data, req->reply.len));
+        client_out_append(c, req->reply.data, req->reply.len);
         moved = 1;
         if (req->close_after) {
             /* QUIT or a protocol error: nothing after this is answered. */
@@ -143,7 +161,7 @@ void client_push(struct client *c, const char *p, size_t n)
         return;
     }
     if (queue_empty(&c->reqs)) {
-        PX_CHECK_OOM(buf_append(&c->wq.out, p, n));
+        client_out_append(c, p, n);
         server_mark_client(c);
         client_check_output(c);
         return;
@@ -152,6 +170,45 @@ void client_push(struct client *c, const char *p, size_t n)
      * reply that came before it on the wire. */
     tail = container_of(queue_tail(&c->reqs), struct req, cnode);
     PX_CHECK_OOM(buf_append(&tail->reply, p, n));
+    if (!tail->done) {
+        tail->npush += n; /* kept even if the reply is dropped */
+    }
+}
+
+/* Remembers the command being run, for CLIENT LIST's cmd= and idle=:
+ * "get", or "client|list" for a command with subcommands. */
+static void client_note_command(struct client *c, const struct resp_cmd *cmd)
+{
+    static const char *const containers[] = {
+        "acl",      "client",  "cluster", "command", "config", "debug",
+        "function", "latency", "memory",  "module",  "object", "pubsub",
+        "script",   "slowlog", "xgroup",  "xinfo",
+    };
+    size_t len, k, n = 0, slen;
+    const char *p = resp_cmd_arg(cmd, 0, &len);
+
+    c->last_ms = server_now_ms();
+    for (k = 0; k < len && n < 24; k++) {
+        c->last_cmd[n++] = (char)tolower((unsigned char)p[k]);
+    }
+    c->last_cmd[n] = '\0';
+    if (cmd->argc < 2) {
+        return;
+    }
+    for (k = 0; k < ARRAY_SIZE(containers); k++) {
+        if (strcmp(c->last_cmd, containers[k]) == 0) {
+            break;
+        }
+    }
+    if (k == ARRAY_SIZE(containers)) {
+        return;
+    }
+    p = resp_cmd_arg(cmd, 1, &slen);
+    c->last_cmd[n++] = '|';
+    for (k = 0; k < slen && n < sizeof(c->last_cmd) - 1; k++) {
+        c->last_cmd[n++] = (char)tolower((unsigned char)p[k]);
+    }
+    c->last_cmd[n] = '\0';
 }
 
 /* Parses and dispatches buffered commands until the reader runs dry or the
@@ -180,6 +237,9 @@ static void client_process(struct client *c)
         if (rc == RESP_OK) {
             server.stats.commands++;
             req = req_new(c, cmd);
+            req->silent = c->reply_off || c->skip_next;
+            c->skip_next = 0;
+            client_note_command(c, cmd);
             router_dispatch(req);
             continue;
         }
@@ -337,14 +397,15 @@ void client_set_proto(struct client *c, int proto)
     }
 }
 
-void client_priv_gone(struct client *c, int failed)
+int client_has_state(const struct client *c)
 {
-    struct req *req;
-    int had_state;
+    return c->multi || c->watching || c->subs > 0 || c->ssubs > 0 ||
+           c->db != 0 || c->sticky || c->tracking || c->no_touch ||
+           c->monitor || c->push_wait;
+}
 
-    c->priv = NULL;
-    had_state = c->multi || c->watching || c->subs > 0 || c->ssubs > 0 ||
-                c->db != 0 || c->sticky;
+void client_clear_state_flags(struct client *c)
+{
     c->multi = 0;
     c->multi_deferred = 0;
     c->tx_failed = 0;
@@ -353,7 +414,20 @@ void client_priv_gone(struct client *c, int failed)
     c->ssubs = 0;
     c->db = 0;
     c->sticky = 0;
+    c->tracking = 0;
+    c->no_touch = 0;
+    c->monitor = 0;
     c->push_wait = 0;
+}
+
+void client_priv_gone(struct client *c, int failed)
+{
+    struct req *req;
+    int had_state;
+
+    c->priv = NULL;
+    had_state = client_has_state(c) && !c->push_wait;
+    client_clear_state_flags(c);
     if (failed && had_state && !c->closing) {
         /* Its Redis-side state (subscriptions, db, transaction) is gone:
          * close after the replies already owed, as Redis would have. */
@@ -363,18 +437,37 @@ void client_priv_gone(struct client *c, int failed)
     }
 }
 
+void client_priv_release(struct client *c)
+{
+    struct upstream *up = c->priv;
+
+    c->priv = NULL;
+    up->owner = NULL;
+    /* A connection in the Lua debugger cannot be reset; the rest can. */
+    cluster_private_put(up, c->sticky && !c->monitor);
+}
+
 void client_priv_maybe_release(struct client *c)
 {
     struct upstream *up = c->priv;
 
-    if (up == NULL || !queue_empty(&up->inflight) || c->multi || c->watching ||
-        c->subs > 0 || c->ssubs > 0 || c->db != 0 || c->sticky ||
-        c->push_wait) {
+    if (up == NULL || !queue_empty(&up->inflight) || client_has_state(c)) {
         return;
     }
-    c->priv = NULL;
-    up->owner = NULL;
-    upstream_destroy(up, NULL);
+    client_priv_release(c);
+}
+
+struct client *client_by_id(uint64_t id)
+{
+    struct queue *q;
+
+    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
+        struct client *c = container_of(q, struct client, node);
+        if (c->id == id && !c->closing) {
+            return c;
+        }
+    }
+    return NULL;
 }
 
 void client_accept(uv_stream_t *listener)
@@ -391,6 +484,9 @@ void client_accept(uv_stream_t *listener)
     wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);
     c->authed = conf->requirepass == NULL;
     c->proto = RESP_PROTO2;
+    c->ctime_ms = server_now_ms();
+    c->last_ms = c->ctime_ms;
+    memcpy(c->last_cmd, "NULL", 5);
     lim.max_bulk = conf->max_bulk_bytes;
     lim.max_elements = conf->max_elements;
     lim.max_inline = conf->max_inline_bytes;

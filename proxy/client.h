@@ -1,6 +1,13 @@
 /* One client connection: read -> parse -> dispatch, and replies back in
  * request order, in the protocol the client chose with HELLO (RESP2 until
- * it says HELLO 3). */
+ * it says HELLO 3).
+ *
+ * The session belongs to cellgate: name, lib-name/lib-ver, protocol, reply
+ * mode, db 0 and flags live here, so commands that only set or read them
+ * never reach Redis and never bind a connection. Only real server-side
+ * state (a transaction, WATCH, subscriptions, a blocking call, MONITOR,
+ * CLIENT TRACKING, SELECT n) holds a private upstream, and only while it
+ * lasts. */
 #ifndef PX_PROXY_CLIENT_H
 #define PX_PROXY_CLIENT_H
 
@@ -22,14 +29,23 @@ struct client {
     struct queue reqs;           /* struct req, arrival order */
     unsigned nreqs;              /* length of reqs */
     struct wq wq;                /* reply bytes */
+    size_t out_head;             /* bytes of the first reply queued in
+                                    wq.out: not counted against the
+                                    output limit */
     struct queue node;           /* link in server.clients */
     struct queue dirty_node;     /* link in server.dirty_clients */
     struct upstream *priv;       /* owned: private upstream, or NULL */
     char *name;                  /* owned: CLIENT SETNAME, or NULL */
+    char *lib_name;              /* owned: CLIENT SETINFO LIB-NAME, or NULL */
+    char *lib_ver;               /* owned: CLIENT SETINFO LIB-VER, or NULL */
     long db;                     /* selected database */
     int proto;                   /* RESP_PROTO2 or RESP_PROTO3 (HELLO) */
     unsigned subs;               /* channels + patterns subscribed */
     unsigned ssubs;              /* shard channels subscribed */
+    int multi_count;             /* commands queued since MULTI */
+    uint64_t ctime_ms;           /* loop time of accept */
+    uint64_t last_ms;            /* loop time of the last command */
+    char last_cmd[48];           /* the last command, "client|list" style */
     unsigned authed : 1;         /* passed AUTH (or none required) */
     unsigned admin : 1;          /* authenticated as admin */
     unsigned closing : 1;        /* client_close() ran */
@@ -41,7 +57,18 @@ struct client {
                                     the first command picks the node */
     unsigned tx_failed : 1;  /* a deferred transaction had a refused command */
     unsigned watching : 1;   /* WATCH active */
-    unsigned sticky : 1;     /* private upstream kept for good */
+    unsigned sticky : 1;     /* private upstream kept for good (MONITOR,
+                                SCRIPT DEBUG, a connection command cellgate
+                                does not know) */
+    unsigned tracking : 1;   /* CLIENT TRACKING on: private upstream */
+    unsigned no_touch : 1;   /* CLIENT NO-TOUCH on: private upstream */
+    unsigned no_evict : 1;   /* CLIENT NO-EVICT on (shown only) */
+    unsigned readonly : 1;   /* READONLY (shown only: replicas are not
+                                read from) */
+    unsigned reply_off : 1;  /* CLIENT REPLY OFF: replies are dropped */
+    unsigned skip_next : 1;  /* CLIENT REPLY SKIP: the next command's
+                                reply is dropped */
+    unsigned monitor : 1;    /* MONITOR: the private upstream streams */
     unsigned proto_wait : 1; /* the protocol changed while replies were
                                 owed: parse nothing more until they are
                                 out (the next commands use other
@@ -82,6 +109,21 @@ void client_set_proto(struct client *c, int proto);
 
 /* The private upstream of `c` failed or was released. */
 void client_priv_gone(struct client *c, int failed);
+
+/* True while `c` holds server-side state that lives on its private
+ * upstream (transaction, WATCH, subscriptions, SELECT n, tracking, ...). */
+int client_has_state(const struct client *c);
+
+/* Gives the private upstream of `c` back (to the node's idle pool when it
+ * can be reset, else closed). */
+void client_priv_release(struct client *c);
+
+/* Forgets the state that lived on the private upstream (transaction,
+ * WATCH, subscriptions, db, tracking, MONITOR...). */
+void client_clear_state_flags(struct client *c);
+
+/* The client with id `id`, or NULL. */
+struct client *client_by_id(uint64_t id);
 
 /* Called after each reply on the private upstream: releases it once no
  * connection state is left. */

@@ -21,6 +21,7 @@
  * while it reconnects, so nothing piles up behind a dead master. */
 #include "proxy/cluster.h"
 
+#include <limits.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,6 +121,7 @@ static struct node *cluster_node_get(const char *host, size_t hlen, int port)
         px_free(n);
         return NULL;
     }
+    queue_init(&n->idle);
     n->npool = server.conf->upstream_pool;
     n->pool = px_calloc(n->npool, sizeof(*n->pool));
     for (i = 0; i < n->npool; i++) {
@@ -143,6 +145,12 @@ static void cluster_node_drop(struct node *n, const char *why)
             cl->slot[i] = NULL;
         }
     }
+    while (!queue_empty(&n->idle)) {
+        struct upstream *up =
+            container_of(queue_head(&n->idle), struct upstream, idle_link);
+        upstream_destroy(up, why); /* unlinks it */
+    }
+    n->nidle = 0;
     for (i = 0; i < n->npool; i++) {
         n->pool[i]->node = NULL;
         upstream_destroy(n->pool[i], why);
@@ -180,6 +188,66 @@ struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
         }
     }
     return node->pool3[cid % node->npool];
+}
+
+struct node *cluster_node_by_name(const char *name)
+{
+    struct queue *q;
+
+    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
+        struct node *n = container_of(q, struct node, link);
+        if (strcmp(n->name, name) == 0) {
+            return n;
+        }
+    }
+    return NULL;
+}
+
+struct upstream *cluster_private_take(struct node *node, struct client *owner,
+                                      int proto)
+{
+    struct upstream *up;
+
+    while (!queue_empty(&node->idle)) {
+        up = container_of(queue_head(&node->idle), struct upstream, idle_link);
+        queue_remove(&up->idle_link);
+        node->nidle--;
+        up->home = NULL;
+        if (!upstream_is_usable(up)) {
+            upstream_destroy(up, NULL);
+            continue;
+        }
+        up->owner = owner;
+        upstream_switch_proto(up, proto);
+        return up;
+    }
+    return upstream_new_private(&node->sa, node->name, owner, proto);
+}
+
+void cluster_private_put(struct upstream *up, int close)
+{
+    struct node *n = cluster_node_by_name(up->name);
+
+    up->owner = NULL;
+    up->oneshot = 0;
+    if (close || n == NULL || !queue_empty(&up->inflight) ||
+        !upstream_is_usable(up) || n->nidle >= server.conf->private_pool ||
+        server.shutting_down) {
+        upstream_destroy(up, NULL);
+        return;
+    }
+    upstream_reset(up);
+    up->home = n;
+    queue_insert_tail(&n->idle, &up->idle_link);
+    n->nidle++;
+}
+
+void cluster_send_oneshot(struct node *node, struct req *req)
+{
+    struct upstream *up = cluster_private_take(node, NULL, req->proto);
+
+    up->oneshot = 1;
+    upstream_send(up, req);
 }
 
 struct node *cluster_node_for_slot(unsigned slot)
@@ -490,7 +558,7 @@ void cluster_upstream_down(struct upstream *up)
 void cluster_cron(uint64_t now_ms)
 {
     struct queue *q;
-    unsigned i;
+    unsigned i, silent_ms;
 
     if (cl->enabled && now_ms >= cl->refresh_after_ms) {
         cluster_refresh(now_ms);
@@ -501,14 +569,21 @@ void cluster_cron(uint64_t now_ms)
         cluster_ask(cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
     }
     cluster_expire_held(now_ms);
+    /* A shared connection is failed only when the node stays silent past
+     * the time Redis itself would take to call the server busy: one
+     * client's slow command (a long script, DEBUG SLEEP, CLIENT PAUSE)
+     * costs the others latency, not errors. */
+    silent_ms = server.conf->command_timeout_ms;
+    if (silent_ms > 0) {
+        unsigned busy = server.conf->busy_reply_threshold_ms;
+        silent_ms = silent_ms > UINT_MAX - busy ? UINT_MAX : silent_ms + busy;
+    }
     for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
         struct node *n = container_of(q, struct node, link);
         for (i = 0; i < n->npool; i++) {
-            upstream_check_timeout(n->pool[i], now_ms,
-                                   server.conf->command_timeout_ms);
+            upstream_check_timeout(n->pool[i], now_ms, silent_ms);
             if (n->pool3 != NULL) {
-                upstream_check_timeout(n->pool3[i], now_ms,
-                                       server.conf->command_timeout_ms);
+                upstream_check_timeout(n->pool3[i], now_ms, silent_ms);
             }
         }
     }

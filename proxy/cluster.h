@@ -32,6 +32,9 @@ struct node {
                                    upstreams, NULL until a RESP3 client
                                    needs this node */
     unsigned npool;             /* length of pool (and of pool3) */
+    struct queue idle;          /* idle private upstreams, reset, ready for
+                                   the next client that needs one */
+    unsigned nidle;             /* length of idle */
     struct queue link;          /* link in cluster.nodes */
     unsigned gen;               /* last slot map that listed it */
     unsigned seed : 1;          /* from the configuration: never dropped */
@@ -89,6 +92,24 @@ struct upstream *cluster_upstream(const struct node *node, uint64_t cid);
  * RESP2-only deployments never open one. */
 struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
                                         int proto);
+
+/* A private upstream to `node` for `owner` (NULL: lent for one request),
+ * speaking `proto`: an idle one of the node's pool when there is one, else
+ * a new connection. */
+struct upstream *cluster_private_take(struct node *node, struct client *owner,
+                                      int proto);
+
+/* Gives back a private upstream nobody uses any more: reset and kept in
+ * its node's idle pool (up to `private_pool`), or closed when `close` is
+ * set, when it still owes replies, or when the pool is full. */
+void cluster_private_put(struct upstream *up, int close);
+
+/* Sends `req` on a private upstream of `node` lent for this one request
+ * (SCRIPT KILL must not queue behind the busy script on a shared one). */
+void cluster_send_oneshot(struct node *node, struct req *req);
+
+/* The node named "host:port", or NULL. */
+struct node *cluster_node_by_name(const char *name);
 
 /* The masters of the current map, each once, sorted by name (a stable
  * order: SCAN cursors name a master by its index). Writes at most `max`

@@ -23,6 +23,7 @@
 #include "proxy/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
+#include "proxy/session.h"
 #include "proxy/upstream.h"
 #include "proxy/util.h"
 
@@ -40,57 +41,14 @@ static const char *cmd_arg(const struct req *req, int i, size_t *len)
     return resp_cmd_arg(req->cmd, i, len);
 }
 
-/* Parses a whole argument as a signed decimal long long. 0 or -1. */
-static int cmd_arg_ll(const struct req *req, int i, long long *out)
-{
-    char tmp[32];
-    size_t len;
-    const char *p = cmd_arg(req, i, &len);
-    char *end;
-
-    if (len == 0 || len >= sizeof(tmp)) {
-        return -1;
-    }
-    memcpy(tmp, p, len);
-    tmp[len] = '\0';
-    if (!isdigit((unsigned char)tmp[0]) && tmp[0] != '-' && tmp[0] != '+') {
-        return -1;
-    }
-    *out = strtoll(tmp, &end, 10);
-    return *end == '\0' ? 0 : -1;
-}
-
 /* Parses argument i as Redis's string2ll does (what HELLO's protover goes
- * through): an optional '-', no '+', no leading zeros, no blanks. 0 or -1. */
+ * through). 0 or -1. */
 static int cmd_arg_strict_ll(const struct req *req, int i, long long *out)
 {
     size_t len;
     const char *p = cmd_arg(req, i, &len);
-    unsigned long long v = 0, max = (unsigned long long)LLONG_MAX;
-    size_t k = 0;
-    int neg = 0;
 
-    if (len == 1 && p[0] == '0') {
-        *out = 0;
-        return 0;
-    }
-    if (len > 0 && p[0] == '-') {
-        neg = 1;
-        k = 1;
-        max++; /* LLONG_MIN */
-    }
-    if (k == len || p[k] < '1' || p[k] > '9') {
-        return -1;
-    }
-    for (; k < len; k++) {
-        unsigned d = (unsigned)(p[k] - '0');
-        if (p[k] < '0' || p[k] > '9' || v > (max - d) / 10) {
-            return -1;
-        }
-        v = v * 10 + d;
-    }
-    *out = neg ? (long long)(0 - v) : (long long)v;
-    return 0;
+    return resp_parse_ll(p, len, out);
 }
 
 static void reply_static(struct req *req, const char *wire, size_t n)
@@ -268,13 +226,15 @@ static void cmd_hello_reply(struct req *req)
 }
 
 /* HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0 runs it:
- * the options take effect one after the other (a bad one stops there), then
- * the client must be authenticated, then the protocol switches. HELLO with
- * no protover answers in the current protocol. */
+ * the options are checked one after the other (a bad one stops there, and
+ * AUTH takes effect in its turn), then the client must be authenticated,
+ * then the name is set and the protocol switches. Redis 7.0 sets the name
+ * before the credentials are checked; 7.2 does not, and neither does
+ * cellgate. HELLO with no protover answers in the current protocol. */
 static void cmd_hello(struct req *req)
 {
     struct client *c = req->client;
-    int argc = req->cmd->argc, i;
+    int argc = req->cmd->argc, i, name_at = 0;
     long long ver = 0;
 
     if (c->proto == RESP_PROTO2 && (c->subs > 0 || c->ssubs > 0)) {
@@ -307,9 +267,14 @@ static void cmd_hello(struct req *req)
             }
             i += 2;
         } else if (resp_cmd_arg_is(req->cmd, i, "setname") && i + 1 < argc) {
-            if (!cmd_set_name(req, i + 1)) {
+            size_t nlen;
+            const char *name = cmd_arg(req, i + 1, &nlen);
+            if (!cmd_name_ok(name, nlen)) {
+                req_reply_error(req, "Client names cannot contain spaces, "
+                                     "newlines or special characters.");
                 return;
             }
+            name_at = i + 1; /* set once the client is authenticated */
             i += 1;
         } else {
             size_t alen;
@@ -334,46 +299,38 @@ static void cmd_hello(struct req *req)
                              "MULTI");
         return;
     }
+    if (name_at > 0) {
+        cmd_set_name(req, name_at);
+    }
     if (ver != 0) {
         client_set_proto(c, (int)ver);
     }
     cmd_hello_reply(req);
 }
 
-/* CLIENT: SETNAME/GETNAME are the proxy's; subcommands that describe or
- * change the connection itself need a private upstream; the rest is
- * forwarded. */
-static void cmd_client(struct req *req)
+/* SCRIPT: KILL must reach the node at once, on a connection of its own
+ * (the shared ones are stuck behind the busy script); DEBUG turns the
+ * connection into a Lua debugger session, so it gets a private one; the
+ * rest is forwarded (fanned out in cluster mode). */
+static void cmd_script(struct req *req)
 {
-    static const char *const sticky[] = {
-        "caching",  "getredir", "id",      "info",     "no-evict",
-        "no-touch", "reply",    "setinfo", "tracking", "trackinginfo",
-    };
     struct client *c = req->client;
-    size_t k;
 
-    if (resp_cmd_arg_is(req->cmd, 1, "setname")) {
-        if (req->cmd->argc != 3) {
-            req_reply_error(req, "wrong number of arguments for "
-                                 "'client|setname' command");
+    if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
+        router_send_kill(req);
+        return;
+    }
+    if (resp_cmd_arg_is(req->cmd, 1, "debug") && req->cmd->argc == 3) {
+        if (resp_cmd_arg_is(req->cmd, 2, "no")) {
+            if (c->priv != NULL) {
+                router_send_private(req);
+            } else {
+                reply_static(req, reply_ok, sizeof(reply_ok) - 1);
+            }
             return;
         }
-        if (cmd_set_name(req, 2)) {
-            reply_static(req, reply_ok, sizeof(reply_ok) - 1);
-        }
-        return;
-    }
-    if (resp_cmd_arg_is(req->cmd, 1, "getname")) {
-        if (c->name == NULL) {
-            PX_CHECK_OOM(resp_enc_null(&req->reply, req->proto));
-        } else {
-            PX_CHECK_OOM(resp_enc_bulk(&req->reply, c->name, strlen(c->name)));
-        }
-        req_reply_built(req);
-        return;
-    }
-    for (k = 0; k < ARRAY_SIZE(sticky); k++) {
-        if (resp_cmd_arg_is(req->cmd, 1, sticky[k])) {
+        if (resp_cmd_arg_is(req->cmd, 2, "yes") ||
+            resp_cmd_arg_is(req->cmd, 2, "sync")) {
             c->sticky = 1;
             router_send_private(req);
             return;
@@ -382,25 +339,19 @@ static void cmd_client(struct req *req)
     router_forward(req);
 }
 
-static void cmd_select(struct req *req)
+/* FUNCTION KILL: like SCRIPT KILL. */
+static void cmd_function(struct req *req)
 {
-    struct client *c = req->client;
-    long long db;
-
-    if (cmd_arg_ll(req, 1, &db) != 0) {
-        /* Let Redis word the error. */
-        router_forward(req);
+    if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
+        router_send_kill(req);
         return;
     }
-    if (db == 0 && c->priv == NULL) {
-        c->db = 0;
-        reply_static(req, reply_ok, sizeof(reply_ok) - 1);
-        return;
-    }
-    c->db = (long)db;
-    router_send_private(req);
+    router_forward(req);
 }
 
+/* RESET: the session goes back to a new connection's (name, protocol,
+ * auth, reply mode, flags; lib-name and lib-ver stay, as in Redis), and the
+ * private upstream, if any, is given back (its pool resets it). */
 static void cmd_reset(struct req *req)
 {
     struct client *c = req->client;
@@ -409,25 +360,25 @@ static void cmd_reset(struct req *req)
     c->name = NULL;
     c->authed = server.conf->requirepass == NULL;
     c->admin = 0;
-    c->multi = 0;
-    c->multi_deferred = 0;
-    c->tx_failed = 0;
-    c->watching = 0;
-    c->subs = 0;
-    c->ssubs = 0;
-    c->db = 0;
-    c->sticky = 0;
-    c->push_wait = 0;
-    /* RESET also brings the connection back to RESP2 (Redis); on the
-     * private connection Redis does the same itself. */
-    if (c->priv != NULL) {
+    c->reply_off = 0;
+    c->skip_next = 0;
+    req->silent = 0;
+    c->no_evict = 0;
+    c->readonly = 0;
+    if (c->priv != NULL && !queue_empty(&c->priv->inflight)) {
+        /* Owed replies come first: the RESET queues behind them, and
+         * Redis clears the connection's state itself. */
+        client_clear_state_flags(c);
         c->priv->proto = RESP_PROTO2;
-    }
-    client_set_proto(c, RESP_PROTO2);
-    if (c->priv != NULL) {
+        client_set_proto(c, RESP_PROTO2);
         router_send_private(req);
         return;
     }
+    if (c->priv != NULL) {
+        client_priv_release(c);
+    }
+    client_clear_state_flags(c);
+    client_set_proto(c, RESP_PROTO2);
     reply_static(req, reply_reset, sizeof(reply_reset) - 1);
 }
 
@@ -435,6 +386,10 @@ static void cmd_reset(struct req *req)
 
 /* Sorted by name (test_command checks it). */
 static const struct cmd_def cmd_defs[] = {
+    { .name = "asking",
+      .arity = 1,
+      .flags = CMD_F_LOCAL,
+      .proc = session_asking },
     { .name = "auth",
       .arity = -2,
       .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
@@ -451,10 +406,20 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -1,
       .flags = CMD_F_LOCAL,
       .proc = limiter_throttle },
-    { .name = "client", .arity = -2, .flags = CMD_F_LOCAL, .proc = cmd_client },
+    { .name = "client",
+      .arity = -2,
+      .flags = CMD_F_LOCAL,
+      .proc = session_client },
+    /* DEBUG SLEEP, DEBUG RELOAD...: a connection of its own for the call,
+     * so nothing queues behind it on a shared one. */
+    { .name = "debug", .arity = -2, .flags = CMD_F_BLOCKING },
     { .name = "discard", .arity = 1, .flags = CMD_F_TXEND },
     { .name = "echo", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_echo },
     { .name = "exec", .arity = 1, .flags = CMD_F_TXEND },
+    { .name = "function",
+      .arity = -2,
+      .flags = CMD_F_LOCAL,
+      .proc = cmd_function },
     { .name = "hello",
       .arity = -1,
       .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
@@ -463,25 +428,41 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -1,
       .flags = CMD_F_LOCAL,
       .proc = limiter_command },
-    { .name = "monitor", .arity = 1, .flags = CMD_F_STICKY },
+    { .name = "monitor", .arity = 1, .flags = CMD_F_MONITOR },
     { .name = "multi", .arity = 1, .flags = CMD_F_MULTI },
     { .name = "ping", .arity = -1, .flags = CMD_F_LOCAL, .proc = cmd_ping },
     { .name = "psubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
-    { .name = "psync", .arity = -3, .flags = CMD_F_STICKY },
+    { .name = "psync", .arity = -3, .flags = CMD_F_REFUSE },
     { .name = "punsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
     { .name = "quit",
       .arity = -1,
       .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
       .proc = cmd_quit },
+    { .name = "readonly",
+      .arity = 1,
+      .flags = CMD_F_LOCAL,
+      .proc = session_readonly },
+    { .name = "readwrite",
+      .arity = 1,
+      .flags = CMD_F_LOCAL,
+      .proc = session_readonly },
+    /* REPLCONF ACK/GETACK have no reply, SYNC/PSYNC turn the connection
+     * into a replication link: on a shared connection every later reply
+     * would go to the wrong request. */
+    { .name = "replconf", .arity = -1, .flags = CMD_F_REFUSE },
     { .name = "reset",
       .arity = 1,
       .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
       .proc = cmd_reset },
-    { .name = "select", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_select },
+    { .name = "script", .arity = -2, .flags = CMD_F_LOCAL, .proc = cmd_script },
+    { .name = "select",
+      .arity = 2,
+      .flags = CMD_F_LOCAL,
+      .proc = session_select },
     { .name = "ssubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
     { .name = "subscribe", .arity = -2, .flags = CMD_F_PUBSUB },
     { .name = "sunsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
-    { .name = "sync", .arity = 1, .flags = CMD_F_STICKY },
+    { .name = "sync", .arity = 1, .flags = CMD_F_REFUSE },
     { .name = "unsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
     { .name = "unwatch", .arity = 1, .flags = CMD_F_UNWATCH },
     { .name = "wait", .arity = 3, .flags = CMD_F_BLOCKING },

@@ -12,17 +12,23 @@ struct req;
 typedef void cmd_proc_fn(struct req *req);
 
 /* Flags. */
-#define CMD_F_LOCAL    (1u << 0)  /* answered (or routed) by proc */
-#define CMD_F_NOAUTH   (1u << 1)  /* allowed before AUTH */
-#define CMD_F_MULTI    (1u << 2)  /* starts a transaction: private conn */
-#define CMD_F_TXEND    (1u << 3)  /* EXEC/DISCARD: ends MULTI and WATCH */
-#define CMD_F_WATCH    (1u << 4)  /* WATCH: private conn while watching */
-#define CMD_F_UNWATCH  (1u << 5)  /* UNWATCH */
-#define CMD_F_PUBSUB   (1u << 6)  /* subscribe family: private conn */
-#define CMD_F_UNSUB    (1u << 7)  /* unsubscribe family */
-#define CMD_F_BLOCKING (1u << 8)  /* may block: private conn for the call */
-#define CMD_F_XBLOCK   (1u << 9)  /* blocks only with a BLOCK option */
-#define CMD_F_STICKY   (1u << 10) /* binds the connection for good */
+#define CMD_F_LOCAL   (1u << 0) /* answered (or routed) by proc */
+#define CMD_F_NOAUTH  (1u << 1) /* allowed before AUTH */
+#define CMD_F_MULTI   (1u << 2) /* starts a transaction: private conn */
+#define CMD_F_TXEND   (1u << 3) /* EXEC/DISCARD: ends MULTI and WATCH */
+#define CMD_F_WATCH   (1u << 4) /* WATCH: private conn while watching */
+#define CMD_F_UNWATCH (1u << 5) /* UNWATCH */
+#define CMD_F_PUBSUB  (1u << 6) /* subscribe family: private conn */
+#define CMD_F_UNSUB   (1u << 7) /* unsubscribe family */
+#define CMD_F_BLOCKING                                                         \
+    (1u << 8)                   /* may block or hold the node: private         \
+                                   conn for the call */
+#define CMD_F_XBLOCK (1u << 9)  /* blocks only with a BLOCK option */
+#define CMD_F_STICKY (1u << 10) /* binds the connection for good */
+#define CMD_F_REFUSE                                                           \
+    (1u << 11)                   /* would break a shared connection and        \
+                                    has no use through a proxy */
+#define CMD_F_MONITOR (1u << 12) /* MONITOR: private, until RESET/QUIT */
 
 struct cmd_def {
     const char *name;  /* lower case */

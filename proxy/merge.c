@@ -35,6 +35,7 @@
 #include "proxy/cluster.h"
 #include "proxy/req.h"
 #include "proxy/server.h"
+#include "proxy/session.h"
 #include "proxy/upstream.h"
 #include "proxy/util.h"
 
@@ -54,18 +55,25 @@ enum merge_kind {
     MERGE_AND,    /* SCRIPT EXISTS: 1 only where every node says 1 */
     MERGE_SCAN,   /* SCAN: one node's page, cursor rewritten */
     MERGE_INFO,   /* INFO: the proxy's section, then each node's text */
+    MERGE_ANY_OK, /* SCRIPT KILL, FUNCTION KILL: +OK when one node killed
+                     something, else the first error */
 };
 
 struct merge {
-    enum merge_kind kind; /* how the parts combine */
-    unsigned nparts;      /* parts sent */
-    unsigned npending;    /* parts still owed */
-    struct buf *parts;    /* owned: each part's reply */
-    unsigned *key_part;   /* owned, MERGE_BY_KEY: part of each key */
-    unsigned nkeys;       /* length of key_part */
-    unsigned scan_node;   /* MERGE_SCAN: index of the master asked */
-    unsigned nmasters;    /* MERGE_SCAN: masters when asked */
-    char (*names)[300];   /* owned, MERGE_INFO: node of each part */
+    enum merge_kind kind;    /* how the parts combine */
+    unsigned nparts;         /* parts sent */
+    unsigned npending;       /* parts still owed */
+    struct buf *parts;       /* owned: each part's reply */
+    unsigned *key_part;      /* owned, MERGE_BY_KEY: part of each key */
+    unsigned nkeys;          /* length of key_part */
+    unsigned scan_node;      /* MERGE_SCAN: index of the master asked */
+    unsigned nmasters;       /* MERGE_SCAN: masters when asked */
+    char (*names)[300];      /* owned, MERGE_INFO: node of each part */
+    unsigned info_proxy : 1; /* MERGE_INFO: the proxy's section was asked
+                                for (no section, all, default, proxy) */
+    unsigned oneshot : 1;    /* parts travel on connections lent for the call
+                                (the shared ones may be stuck behind a busy
+                                script) */
 };
 
 static const char merge_bad_reply[] =
@@ -198,6 +206,38 @@ static void merge_scan(struct merge *mg, struct resp_value *v, struct buf *out)
     PX_CHECK_OOM(buf_append(out, v[0].elem[1].raw, v[0].elem[1].raw_len));
 }
 
+/* The "# Proxy" section of INFO: cellgate's own numbers. */
+static void merge_info_proxy(const struct merge *mg, struct buf *out,
+                             unsigned covered)
+{
+    const struct cluster *cl = &server.cluster;
+    char line[256];
+
+    snprintf(line, sizeof(line),
+             "# Proxy\r\ncellgate_version:%s\r\nproxy_mode:%s\r\n"
+             "connected_clients:%u\r\ntotal_connections_received:%llu\r\n"
+             "total_commands_processed:%llu\r\n",
+             PX_VERSION, cl->enabled ? "cluster" : "single", server.nclients,
+             (unsigned long long)server.stats.connections,
+             (unsigned long long)server.stats.commands);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line),
+             "proxy_error_replies:%llu\r\nrejected_connections:%llu\r\n"
+             "client_output_limit_disconnections:%llu\r\n"
+             "limiter_fail_open:%llu\r\n",
+             (unsigned long long)server.stats.errors,
+             (unsigned long long)server.stats.rejected_conns,
+             (unsigned long long)server.stats.output_limit,
+             (unsigned long long)server.stats.fail_open);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line),
+             "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
+             "cluster_slots_covered:%u\r\n",
+             cl->nnodes, mg->nparts, cl->enabled ? covered : CLUSTER_SLOTS);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    session_info_libs(out);
+}
+
 /* INFO: a "# Proxy" section of cellgate's own, then every node's INFO
  * under a "# Node host:port" header, as one bulk string. */
 static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out,
@@ -212,28 +252,9 @@ static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out,
         covered += cl->slot[i] != NULL;
     }
     buf_init(&text);
-    snprintf(line, sizeof(line),
-             "# Proxy\r\ncellgate_version:%s\r\nproxy_mode:%s\r\n"
-             "connected_clients:%u\r\ntotal_connections_received:%llu\r\n"
-             "total_commands_processed:%llu\r\n",
-             PX_VERSION, cl->enabled ? "cluster" : "single", server.nclients,
-             (unsigned long long)server.stats.connections,
-             (unsigned long long)server.stats.commands);
-    PX_CHECK_OOM(buf_append_str(&text, line));
-    snprintf(line, sizeof(line),
-             "proxy_error_replies:%llu\r\nrejected_connections:%llu\r\n"
-             "client_output_limit_disconnections:%llu\r\n"
-             "limiter_fail_open:%llu\r\n",
-             (unsigned long long)server.stats.errors,
-             (unsigned long long)server.stats.rejected_conns,
-             (unsigned long long)server.stats.output_limit,
-             (unsigned long long)server.stats.fail_open);
-    PX_CHECK_OOM(buf_append_str(&text, line));
-    snprintf(line, sizeof(line),
-             "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
-             "cluster_slots_covered:%u\r\n",
-             cl->nnodes, mg->nparts, cl->enabled ? covered : CLUSTER_SLOTS);
-    PX_CHECK_OOM(buf_append_str(&text, line));
+    if (mg->info_proxy) {
+        merge_info_proxy(mg, &text, covered);
+    }
     for (i = 0; i < mg->nparts; i++) {
         const char *p = v[i].str;
         size_t n = v[i].len;
@@ -255,7 +276,7 @@ static void merge_build(struct merge *mg, struct buf *out, int proto)
     static const char type_of[] = {
         [MERGE_BY_KEY] = '*', [MERGE_SUM] = ':',  [MERGE_ALL_OK] = '+',
         [MERGE_CONCAT] = '*', [MERGE_SAME] = '$', [MERGE_AND] = '*',
-        [MERGE_SCAN] = '*',   [MERGE_INFO] = '$',
+        [MERGE_SCAN] = '*',   [MERGE_INFO] = '$', [MERGE_ANY_OK] = '+',
     };
     struct resp_value *v = px_calloc(mg->nparts, sizeof(*v));
     char type = type_of[mg->kind];
@@ -265,6 +286,19 @@ static void merge_build(struct merge *mg, struct buf *out, int proto)
 
     if (mg->kind == MERGE_INFO && proto == RESP_PROTO3) {
         type = '='; /* INFO is a verbatim string in RESP3 */
+    }
+    if (mg->kind == MERGE_ANY_OK) {
+        for (i = 0; i < mg->nparts; i++) {
+            if (mg->parts[i].len > 0 && mg->parts[i].data[0] == '+') {
+                PX_CHECK_OOM(
+                    buf_append(out, mg->parts[i].data, mg->parts[i].len));
+                px_free(v);
+                return;
+            }
+        }
+        PX_CHECK_OOM(buf_append(out, mg->parts[0].data, mg->parts[0].len));
+        px_free(v);
+        return;
     }
     bad = merge_parse_all(mg, v, type);
 
@@ -320,6 +354,8 @@ static void merge_build(struct merge *mg, struct buf *out, int proto)
     case MERGE_INFO:
         merge_info(mg, v, out, proto);
         break;
+    case MERGE_ANY_OK:
+        break; /* built above */
     }
 out:
     for (i = 0; i < mg->nparts; i++) {
@@ -360,6 +396,10 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
     part->proto = root->proto;
     if (n == NULL) {
         req_reply_error(part, "CLUSTERDOWN Hash slot not served");
+        return;
+    }
+    if (root->mg->oneshot) {
+        cluster_send_oneshot(n, part);
         return;
     }
     upstream_send(cluster_upstream_proto(n, root->cid, root->proto), part);
@@ -544,6 +584,28 @@ static int merge_scan_start(struct req *req, struct node **masters,
     return 1;
 }
 
+/* True when INFO's arguments ask for the proxy's section: none, or one
+ * of all, everything, default, proxy (as Redis picks its sections). */
+static int merge_info_wants_proxy(const struct req *req)
+{
+    static const char *const picks[] = { "all", "everything", "default",
+                                         "proxy" };
+    int i;
+    size_t k;
+
+    if (req->cmd->argc == 1) {
+        return 1;
+    }
+    for (i = 1; i < req->cmd->argc; i++) {
+        for (k = 0; k < ARRAY_SIZE(picks); k++) {
+            if (resp_cmd_arg_is(req->cmd, i, picks[k])) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* The merge kind of a fanned-out command, or -1 when it is not one. */
 static int merge_fanout_kind(const struct req *req)
 {
@@ -573,11 +635,24 @@ static int merge_fanout_kind(const struct req *req)
         if (resp_cmd_arg_is(req->cmd, 1, "flush")) {
             return MERGE_ALL_OK;
         }
+        if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
+            return MERGE_ANY_OK;
+        }
         return -1;
     }
-    if (resp_cmd_arg_is(req->cmd, 0, "function") &&
-        resp_cmd_arg_is(req->cmd, 1, "load")) {
-        return MERGE_SAME;
+    if (resp_cmd_arg_is(req->cmd, 0, "function")) {
+        if (resp_cmd_arg_is(req->cmd, 1, "load")) {
+            return MERGE_SAME;
+        }
+        if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
+            return MERGE_ANY_OK;
+        }
+        return -1;
+    }
+    if (resp_cmd_arg_is(req->cmd, 0, "client") &&
+        (resp_cmd_arg_is(req->cmd, 1, "pause") ||
+         resp_cmd_arg_is(req->cmd, 1, "unpause"))) {
+        return MERGE_ALL_OK; /* the whole cluster pauses */
     }
     return -1;
 }
@@ -611,6 +686,8 @@ int merge_fanout(struct req *req)
         merge_scan_start(req, masters, n);
     } else {
         req->mg = merge_new((enum merge_kind)kind, n);
+        req->mg->oneshot = kind == MERGE_ANY_OK;
+        req->mg->info_proxy = kind == MERGE_INFO && merge_info_wants_proxy(req);
         if (kind == MERGE_INFO) {
             req->mg->names = px_calloc(n, sizeof(*req->mg->names));
             for (i = 0; i < n; i++) {

@@ -65,6 +65,11 @@ void req_reply_built(struct req *req)
         req_free(req);
         return;
     }
+    if (req->silent) {
+        /* CLIENT REPLY OFF/SKIP: the command ran, its reply is dropped;
+         * pushes relayed before it stay. */
+        req->reply.len = req->npush;
+    }
     req->done = 1;
     client_req_done(req->client, req);
 }
@@ -80,7 +85,9 @@ void req_reply(struct req *req, const char *p, size_t n)
         req_free(req);
         return;
     }
-    PX_CHECK_OOM(buf_append(&req->reply, p, n));
+    if (!req->silent) {
+        PX_CHECK_OOM(buf_append(&req->reply, p, n));
+    }
     req_reply_built(req);
 }
 

@@ -49,9 +49,15 @@ struct req {
                                   the command was parsed (RESP_PROTO2 for
                                   the proxy's own requests); picks the
                                   connection pool */
+    size_t npush;              /* bytes of relayed pushes at the start of
+                                  reply, that came before the reply */
     unsigned done : 1;         /* the reply is complete */
+    unsigned silent : 1;       /* CLIENT REPLY OFF/SKIP: the reply is
+                                  dropped, pushes are kept */
     unsigned swallow : 1;      /* proxy's own request: reply is dropped */
     unsigned close_after : 1;  /* close the client once this reply is out */
+    unsigned until_reset : 1;  /* proxy's own RESET: frames before its
+                                  +RESET belong to the state it ends */
 };
 
 /* A new request of `c` owning `cmd`, appended to c's FIFO. `c` may be NULL

@@ -6,10 +6,27 @@
  *               |yes                              |no
  *        private upstream (opened on demand)   shared upstream of the client
  *
+ * The shared-connection invariant: a command goes on a shared upstream only
+ * if Redis answers it with exactly one reply and it leaves the connection as
+ * it found it, since the next bytes on that connection are another client's.
+ * The command table names what breaks it (REPLCONF, SYNC, PSYNC are refused;
+ * MONITOR, the subscribe family, MULTI, WATCH, SCRIPT DEBUG get a private
+ * upstream), and what the node's COMMAND reply says covers the rest: a
+ * "blocking" command gets a private upstream for the call, a @connection
+ * command cellgate does not answer itself gets one for good.
+ *
  * Connection state (MULTI, WATCH, subscriptions, SELECT n, MONITOR, CLIENT
- * TRACKING...) lives on a private upstream; every command of that client goes
- * there while any state is left, so the client's commands keep their order.
- * client_priv_maybe_release() returns the client to the shared path.
+ * TRACKING...) lives on a private upstream, taken from the node's idle pool.
+ * In single mode every command of that client goes there while any state is
+ * left, so the client's commands keep their order. In cluster mode a command
+ * for another node's keys is served over that node's shared connection,
+ * except inside MULTI and WATCH (whose connection decides) and in RESP2
+ * subscribed mode (which Redis restricts). client_priv_maybe_release()
+ * returns the client to the shared path.
+ *
+ * In cluster mode PUBLISH and SUBSCRIBE go to the node that owns the
+ * channel's slot: one publisher's messages keep their order, and PUBLISH
+ * counts the subscribers cellgate holds for that channel.
  *
  * The protocol is the client's: a RESP3 client (HELLO 3) is served by the
  * nodes' RESP3 pools and its private upstream speaks RESP3 too, so replies
@@ -116,6 +133,19 @@ static struct node *router_node(struct req *req)
         /* Single mode before COMMAND answered: every key is on the one
          * node anyway. */
         return server.cluster.single;
+    }
+    if (server.cluster.enabled && cmd->argc >= 2 &&
+        (resp_cmd_arg_is(cmd, 0, "publish") ||
+         resp_cmd_arg_is(cmd, 0, "subscribe"))) {
+        /* The channel's slot: any node would relay the message, but only
+         * its subscribers count, and one node keeps one publisher's
+         * messages in order. */
+        p = resp_cmd_arg(cmd, 1, &len);
+        n = cluster_node_for_slot(slot_for_key(p, len));
+        if (n == NULL) {
+            req_reply_error(req, "CLUSTERDOWN Hash slot not served");
+        }
+        return n;
     }
     if (cmd->argc > ROUTER_STACK_KEYS) {
         keys = px_malloc((size_t)cmd->argc * sizeof(*keys));
@@ -266,27 +296,28 @@ static int router_priv_allowed(struct req *req)
     return ok;
 }
 
-void router_send_private(struct req *req)
+void router_send_private_to(struct req *req, struct node *n)
 {
     struct client *c = req->client;
-    struct node *n;
 
     if (router_defer_multi(req)) {
         return;
     }
     if (c->priv == NULL) {
-        if (!cluster_ready()) {
+        if (n == NULL && !cluster_ready()) {
             cluster_hold(req);
             return;
         }
-        n = router_node(req);
+        if (n == NULL) {
+            n = router_node(req);
+        }
         if (n == NULL) {
             /* Refused here (CROSSSLOT, slot not served): Redis would
              * flag the transaction, so EXEC must abort. */
             c->tx_failed = c->multi_deferred;
             return;
         }
-        c->priv = upstream_new_private(n->pool[0], c);
+        c->priv = cluster_private_take(n, c, c->proto);
         if (c->multi_deferred) {
             router_send_deferred_multi(c);
         }
@@ -304,14 +335,35 @@ void router_send_private(struct req *req)
     upstream_send(c->priv, req);
 }
 
-/* True when the private upstream of `c` holds nothing but RESP3
- * subscriptions and owes no reply, so ordinary commands need not go there. */
-static int router_priv_optional(const struct client *c)
+void router_send_private(struct req *req)
 {
-    return c->priv->proto == RESP_PROTO3 &&
-           (c->subs > 0 || c->ssubs > 0 || c->push_wait) && !c->multi &&
-           !c->multi_deferred && !c->watching && c->db == 0 && !c->sticky &&
-           queue_empty(&c->priv->inflight);
+    router_send_private_to(req, NULL);
+}
+
+/* True when every command of `c` must go to its private upstream: its
+ * state there decides (a transaction, WATCH, RESP2 subscribed mode, a
+ * selected db, MONITOR, the Lua debugger), or single mode, where the
+ * private upstream is on the one node and keeps the client's order. The
+ * other case, a RESP3 subscriber that owes nothing there, uses the shared
+ * path too. */
+static int router_priv_required(const struct client *c)
+{
+    int resp3_subscriber_only = c->priv->proto == RESP_PROTO3 &&
+                                (c->subs > 0 || c->ssubs > 0 || c->push_wait) &&
+                                !c->multi && !c->multi_deferred &&
+                                !c->watching && c->db == 0 && !c->sticky &&
+                                !c->monitor && !c->tracking && !c->no_touch &&
+                                queue_empty(&c->priv->inflight);
+
+    if (resp3_subscriber_only) {
+        return 0;
+    }
+    if (!server.cluster.enabled) {
+        return 1;
+    }
+    return c->multi || c->multi_deferred || c->watching || c->db != 0 ||
+           c->sticky || c->monitor ||
+           ((c->subs > 0 || c->ssubs > 0) && c->proto == RESP_PROTO2);
 }
 
 void router_forward(struct req *req)
@@ -319,7 +371,7 @@ void router_forward(struct req *req)
     struct client *c = req->client;
     struct node *n;
 
-    if (c->priv != NULL && !router_priv_optional(c)) {
+    if (c->priv != NULL && router_priv_required(c)) {
         if (router_priv_allowed(req)) {
             upstream_send(c->priv, req);
         }
@@ -337,14 +389,30 @@ void router_forward(struct req *req)
         return;
     }
     if (c->priv != NULL && strcmp(c->priv->name, n->name) == 0) {
-        /* Subscribed RESP3 client: its subscriptions' node serves it over
-         * the private connection, in order with them. */
+        /* The private connection's node serves it there, in order with
+         * what the client sent before (a blocking call, tracked reads). */
         upstream_send(c->priv, req);
         return;
     }
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */
     upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+}
+
+void router_send_kill(struct req *req)
+{
+    if (!server.cluster.enabled && server.cluster.single == NULL) {
+        req_reply_error(req, "no upstream configured");
+        return;
+    }
+    if (!cluster_ready()) {
+        cluster_hold(req);
+        return;
+    }
+    if (merge_fanout(req)) {
+        return; /* cluster mode: every master */
+    }
+    cluster_send_oneshot(server.cluster.single, req);
 }
 
 /* UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE from a client with no private
@@ -395,6 +463,33 @@ static int router_xread_blocks(const struct req *req)
     return 0;
 }
 
+/* How a command the table does not list is handled, from what the node's
+ * COMMAND reply says about it: a blocking command gets a private
+ * connection for the call, a @connection command one for good (it may
+ * change the connection's state), a subscription command of a newer Redis
+ * one for as long as it subscribes. Everything else is forwarded. */
+static unsigned router_node_flags(const struct req *req)
+{
+    const struct keyspec *ks = cluster_keyspec();
+    unsigned f;
+
+    if (ks == NULL || keyspec_flags(ks, req->cmd, &f) != KEYSPEC_OK) {
+        return 0;
+    }
+    if (f & KEYSPEC_F_BLOCKING) {
+        return CMD_F_BLOCKING;
+    }
+    if (f & KEYSPEC_F_CONNECTION) {
+        return CMD_F_STICKY;
+    }
+    if ((f & KEYSPEC_F_PUBSUB) && !resp_cmd_arg_is(req->cmd, 0, "publish") &&
+        !resp_cmd_arg_is(req->cmd, 0, "spublish") &&
+        !resp_cmd_arg_is(req->cmd, 0, "pubsub")) {
+        return CMD_F_STICKY;
+    }
+    return 0;
+}
+
 void router_dispatch(struct req *req)
 {
     struct client *c = req->client;
@@ -414,15 +509,24 @@ void router_dispatch(struct req *req)
         req_reply_error(req, "NOAUTH Authentication required.");
         return;
     }
-    flags = def != NULL ? def->flags : 0;
+    flags = def != NULL ? def->flags : router_node_flags(req);
     if (c->multi && !(flags & CMD_F_NOAUTH)) {
         /* Inside MULTI Redis queues (or refuses) every command, PING and
          * ECHO included: the transaction's connection decides. */
         if (flags & CMD_F_TXEND) {
             c->multi = 0;
             c->watching = 0;
+        } else {
+            c->multi_count++;
         }
         router_send_private(req);
+        return;
+    }
+    if (flags & CMD_F_REFUSE) {
+        req_reply_error(req,
+                        "'%s' is not available through cellgate: it would "
+                        "take over a connection other clients share",
+                        def->name);
         return;
     }
     if (flags & CMD_F_LOCAL) {
@@ -431,6 +535,7 @@ void router_dispatch(struct req *req)
     }
     if (flags & CMD_F_MULTI) {
         c->multi = 1;
+        c->multi_count = 0;
     } else if (flags & CMD_F_TXEND) {
         c->multi = 0;
         c->watching = 0;
@@ -440,9 +545,11 @@ void router_dispatch(struct req *req)
         c->watching = 0;
     } else if (flags & CMD_F_STICKY) {
         c->sticky = 1;
+    } else if (flags & CMD_F_MONITOR) {
+        c->monitor = 1;
     }
     if (flags & (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_BLOCKING |
-                 CMD_F_STICKY) ||
+                 CMD_F_STICKY | CMD_F_MONITOR) ||
         ((flags & CMD_F_XBLOCK) && router_xread_blocks(req))) {
         router_send_private(req);
         return;

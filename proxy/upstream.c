@@ -21,7 +21,11 @@
  * "-ERR upstream <addr> unavailable: <reason>"; when a connection is lost
  * every owed request fails with "connection lost" (nothing is re-sent, so
  * nothing runs twice). A private upstream never reconnects: it dies with its
- * first error and its client is told. */
+ * first error and its client is told.
+ *
+ * A private upstream learns its Redis client id (CLIENT ID, asked right
+ * after the setup), so CLIENT UNBLOCK and CLIENT TRACKING ... REDIRECT,
+ * which name clients by cellgate's ids, can be translated. */
 #include "proxy/upstream.h"
 
 #include <stdarg.h>
@@ -60,6 +64,7 @@ static void upstream_maybe_free(struct upstream *up)
     }
     queue_remove(&up->link);
     queue_remove(&up->dirty_node);
+    queue_remove(&up->idle_link);
     resp_framer_free(up->fr);
     buf_free(&up->in);
     wq_free(&up->wq);
@@ -131,6 +136,8 @@ void upstream_destroy(struct upstream *up, const char *why)
     }
     up->state = UP_DEAD;
     up->owner = NULL;
+    queue_remove(&up->idle_link);
+    up->home = NULL;
     if (owner != NULL) {
         client_priv_gone(owner, why != NULL);
     }
@@ -156,7 +163,7 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    if (up->owner != NULL) {
+    if (up->priv) {
         log_debug("upstream %s (private): %s", up->name, why);
         upstream_destroy(up, why);
         return;
@@ -255,8 +262,14 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
         return up->state == UP_READY ? 0 : -1;
     }
     req = container_of(queue_head(&up->inflight), struct req, unode);
+    if (req->until_reset &&
+        !(len == 8 && memcmp(frame, "+RESET\r\n", 8) == 0)) {
+        /* A message of the subscription (or a MONITOR line) that the
+         * RESET ahead of it ends: nobody wants it any more. */
+        return 0;
+    }
     queue_remove(&req->unode);
-    if (frame[0] == '-' && owner == NULL && cluster_redirect(req, frame, len)) {
+    if (frame[0] == '-' && !up->priv && cluster_redirect(req, frame, len)) {
         /* Re-sent to the node the cluster named. */
         return up->state == UP_READY ? 0 : -1;
     }
@@ -310,6 +323,9 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     buf_consume(&up->in, off);
     if (up->owner != NULL) {
         client_priv_maybe_release(up->owner);
+    } else if (up->oneshot && queue_empty(&up->inflight)) {
+        up->oneshot = 0;
+        cluster_private_put(up, 0);
     }
 }
 
@@ -345,7 +361,7 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     }
     up->state = UP_READY;
     up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
-    if (up->owner == NULL) {
+    if (!up->priv) {
         log_info("upstream %s: connected", up->name);
     }
     server_mark_upstream(up);
@@ -353,8 +369,9 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
 
 /* Queues one of the proxy's own requests behind what is already queued
  * (first of all on a new connection); its reply is swallowed. */
-static void upstream_queue_own(struct upstream *up, int argc,
-                               const char *const *argv, const size_t *lens)
+static struct req *upstream_queue_own(struct upstream *up, int argc,
+                                      const char *const *argv,
+                                      const size_t *lens)
 {
     struct resp_cmd *cmd = resp_cmd_new(argc, argv, lens);
     struct req *req;
@@ -366,6 +383,35 @@ static void upstream_queue_own(struct upstream *up, int argc,
     req->swallow = 1;
     PX_CHECK_OOM(buf_append(&up->wq.out, cmd->raw, cmd->raw_len));
     queue_insert_tail(&up->inflight, &req->unode);
+    return req;
+}
+
+/* The reply to CLIENT ID on a private upstream. */
+static void upstream_on_client_id(struct req *req, const char *frame,
+                                  size_t len)
+{
+    struct upstream *up = req->ctx;
+    unsigned long long id = 0;
+    size_t k;
+
+    for (k = 1; frame[0] == ':' && k < len && frame[k] >= '0' &&
+                frame[k] <= '9' && id < 1000000000000000000ULL;
+         k++) {
+        id = id * 10 + (unsigned long long)(frame[k] - '0');
+    }
+    up->rid = id;
+}
+
+/* Queues CLIENT ID; its reply sets up->rid. */
+static void upstream_queue_client_id(struct upstream *up)
+{
+    const char *argv[2] = { "CLIENT", "ID" };
+    size_t lens[2] = { 6, 2 };
+    struct req *req = upstream_queue_own(up, 2, argv, lens);
+
+    req->swallow = 0;
+    req->on_reply = upstream_on_client_id;
+    req->ctx = up;
 }
 
 /* Queues `HELLO <proto>`. */
@@ -379,7 +425,8 @@ static void upstream_queue_hello(struct upstream *up, int proto)
 
 /* Queues AUTH (when configured), then HELLO 3 on a RESP3 connection, as the
  * first requests of a new connection. */
-static void upstream_queue_setup(struct upstream *up)
+/* Queues AUTH when an upstream password is configured. */
+static void upstream_queue_auth(struct upstream *up)
 {
     const struct conf *conf = server.conf;
     const char *argv[3];
@@ -399,8 +446,34 @@ static void upstream_queue_setup(struct upstream *up)
         argc++;
         upstream_queue_own(up, argc, argv, lens);
     }
+}
+
+static void upstream_queue_setup(struct upstream *up)
+{
+    upstream_queue_auth(up);
     if (up->proto == RESP_PROTO3) {
         upstream_queue_hello(up, RESP_PROTO3);
+    }
+    if (up->priv) {
+        upstream_queue_client_id(up);
+    }
+}
+
+void upstream_reset(struct upstream *up)
+{
+    const char *argv[1] = { "RESET" };
+    size_t lens[1] = { 5 };
+    struct req *req;
+
+    if (!upstream_is_usable(up)) {
+        return;
+    }
+    req = upstream_queue_own(up, 1, argv, lens);
+    req->until_reset = 1;
+    upstream_queue_auth(up);
+    up->proto = RESP_PROTO2; /* RESET goes back to RESP2 */
+    if (up->state == UP_READY) {
+        server_mark_upstream(up);
     }
 }
 
@@ -446,6 +519,7 @@ static struct upstream *upstream_alloc(void)
     queue_init(&up->inflight);
     queue_init(&up->link);
     queue_init(&up->dirty_node);
+    queue_init(&up->idle_link);
     buf_init(&up->in);
     wq_init(&up->wq, (uv_stream_t *)&up->tcp, upstream_on_wq_event);
     uv_timer_init(server.loop, &up->timer);
@@ -478,15 +552,17 @@ int upstream_is_usable(const struct upstream *up)
     return up->state == UP_READY || up->state == UP_CONNECTING;
 }
 
-struct upstream *upstream_new_private(const struct upstream *like,
-                                      struct client *c)
+struct upstream *upstream_new_private(const struct sockaddr_storage *sa,
+                                      const char *name, struct client *c,
+                                      int proto)
 {
     struct upstream *up = upstream_alloc();
 
-    memcpy(&up->sa, &like->sa, sizeof(up->sa));
-    memcpy(up->name, like->name, sizeof(up->name));
+    memcpy(&up->sa, sa, sizeof(up->sa));
+    snprintf(up->name, sizeof(up->name), "%s", name);
     up->owner = c;
-    up->proto = c->proto;
+    up->priv = 1;
+    up->proto = proto;
     upstream_connect(up);
     return up;
 }
@@ -568,7 +644,7 @@ void upstream_check_timeout(struct upstream *up, uint64_t now_ms,
     struct req *req;
     uint64_t start;
 
-    if (up->owner != NULL || up->state != UP_READY || timeout_ms == 0 ||
+    if (up->priv || up->state != UP_READY || timeout_ms == 0 ||
         queue_empty(&up->inflight)) {
         return;
     }

@@ -2,8 +2,10 @@
  *
  * Shared upstreams carry many clients' requests (pipelined, one write per
  * loop turn) and reconnect with backoff forever. A private upstream belongs to
- * one client (transactions, pub/sub, blocking calls, SELECT n) and is closed
- * when that state ends or the client leaves.
+ * one client (transactions, pub/sub, blocking calls, SELECT n) while that
+ * state lasts; then it goes back to its node's idle pool, reset with RESET
+ * (see cluster_private_put), or is closed. A private upstream never
+ * reconnects: it dies with its first error.
  *
  * Every connection speaks one protocol (`proto`): RESP3 ones say HELLO 3
  * right after AUTH, so replies reach RESP3 clients byte for byte as Redis
@@ -46,14 +48,23 @@ struct upstream {
     struct wq wq;               /* request bytes to write */
     struct queue link;          /* link in server.upstreams */
     struct queue dirty_node;    /* link in server.dirty_upstreams */
-    struct client *owner;       /* borrowed; non-NULL for a private upstream */
+    struct client *owner;       /* borrowed: the client of a private
+                                   upstream, NULL while pooled or lent */
     struct node *node;          /* borrowed: the node of a shared upstream */
+    struct node *home;          /* borrowed: the node whose idle pool holds
+                                   this private upstream, or NULL */
+    struct queue idle_link;     /* link in home->idle while pooled */
+    uint64_t rid;               /* Redis's CLIENT ID of a private upstream,
+                                   0 until known */
     unsigned backoff_ms;        /* next reconnect delay */
     char last_err[160];         /* why the last attempt failed */
     uint64_t last_read_ms;      /* loop time bytes last arrived */
     int pending_closes;         /* handles still closing (free at 0) */
     int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
     unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
+    unsigned priv : 1;          /* private: never shared, never reconnects */
+    unsigned oneshot : 1;       /* private, lent for the requests in flight
+                                   (SCRIPT KILL): pooled when they are done */
 };
 
 /* A shared upstream of `node` to the resolved address `sa` (named `name` in
@@ -62,10 +73,17 @@ struct upstream {
 struct upstream *upstream_new(const struct sockaddr_storage *sa,
                               const char *name, struct node *node, int proto);
 
-/* A private upstream for client `c` to the same node as `like`, in the
- * client's protocol. */
-struct upstream *upstream_new_private(const struct upstream *like,
-                                      struct client *c);
+/* A private upstream to the node at `sa` (named `name`), for client `c`
+ * (may be NULL: pooled or lent), speaking `proto`, connecting at once. */
+struct upstream *upstream_new_private(const struct sockaddr_storage *sa,
+                                      const char *name, struct client *c,
+                                      int proto);
+
+/* Queues RESET on an idle private upstream (and AUTH again when
+ * configured: RESET logs the connection out), so the next client finds it
+ * as new. Frames that arrive before +RESET (messages of a subscription
+ * the reset ends) are dropped. */
+void upstream_reset(struct upstream *up);
 
 /* Queues `req` (its command's wire bytes) on `up`. If `up` cannot take
  * requests now, completes `req` with an error at once (may free it). */

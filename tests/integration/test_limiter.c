@@ -53,11 +53,12 @@ PX_TEST_SUITE(it_limiter);
 #define REF_EI    (2 * NS)
 #define REF_DVT   (32 * NS)
 
-#define KEY_MAX        64    /* room for every key the tests build */
-#define PREFIX_TRIES   10000 /* bound of the search for a tag on a master */
-#define RECOVER_MS     15000 /* bound of the wait for a restarted store */
-#define RECOVER_STEP   100   /* ms between two probes of that wait */
-#define DOWN_TIMEOUT   "command_timeout_ms: 300\n" /* a stopped Redis */
+#define KEY_MAX      64    /* room for every key the tests build */
+#define PREFIX_TRIES 10000 /* bound of the search for a tag on a master */
+#define RECOVER_MS   15000 /* bound of the wait for a restarted store */
+#define RECOVER_STEP 100   /* ms between two probes of that wait */
+/* A stopped Redis, failed fast (no allowance for a long command). */
+#define DOWN_TIMEOUT   "command_timeout_ms: 300\nbusy_reply_threshold_ms: 0\n"
 #define FAILOVER_KEYS  6     /* limited keys on the master that fails over */
 #define FAILOVER_WAIT  20000 /* ms allowed for the proxy to follow it */
 #define FAILOVER_STEP  20    /* ms between two rounds during it */

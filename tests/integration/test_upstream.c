@@ -104,6 +104,29 @@ static void init_debug(void)
     px_proxy_start_for(&px_env()->proxy, &px_env()->redis, NULL);
 }
 
+/* Returns once a PING straight to Redis goes unanswered for 100 ms: it is
+ * running a long command. */
+static void wait_until_redis_busy(int port)
+{
+    struct timeval tv = { 0, 100 * 1000 };
+    int i;
+
+    for (i = 0; i < 100; i++) {
+        redisContext *d = redisConnectWithTimeout("127.0.0.1", port, tv);
+        redisReply *r;
+        cr_assert(d != NULL && d->err == 0, "connect to Redis");
+        redisSetTimeout(d, tv);
+        r = redisCommand(d, "PING");
+        redisFree(d);
+        if (r == NULL) {
+            return;
+        }
+        freeReplyObject(r);
+        px_sleep_ms(20);
+    }
+    cr_assert_fail("Redis never got busy");
+}
+
 Test(it_upstream, requests_in_flight_when_redis_dies_get_an_error,
      .init = init_debug, .fini = px_env_fini, .timeout = 60)
 {
@@ -111,14 +134,15 @@ Test(it_upstream, requests_in_flight_when_redis_dies_get_an_error,
     redisContext *c = px_connect(e->proxy.port);
     redisContext *other = px_connect(e->proxy.port);
 
-    /* If the kill comes before redis starts sleeping, the requests are
-     * still unanswered and must fail the same way. */
+    /* DEBUG SLEEP runs on a connection of its own; once Redis sleeps,
+     * `other`'s GET waits on a shared one. Both fail when Redis dies. */
     redisAppendCommand(c, "DEBUG SLEEP 3");
     redisAppendCommand(c, "GET k");
     px_flush(c);
+    wait_until_redis_busy(e->redis.port);
     redisAppendCommand(other, "GET k");
     px_flush(other);
-    px_sleep_ms(200);
+    px_sleep_ms(100);
     px_redis_kill(&e->redis, SIGKILL);
 
     px_check_error_prefix(px_next(c), UPSTREAM_ERR);
@@ -132,13 +156,14 @@ Test(it_upstream, requests_in_flight_when_redis_dies_get_an_error,
     redisFree(other);
 }
 
-/* The proxy gives up on a request after 300 ms. */
+/* The proxy gives up on a silent node after 300 ms (no allowance for a
+ * long command). */
 static void init_short_timeout(void)
 {
     px_env_prepare();
     px_redis_start(&px_env()->redis, NULL);
     px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
-                       "command_timeout_ms: 300\n");
+                       "command_timeout_ms: 300\nbusy_reply_threshold_ms: 0\n");
 }
 
 Test(it_upstream, timed_out_reply_is_never_given_to_a_later_request,

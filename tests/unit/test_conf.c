@@ -35,6 +35,8 @@ static const char *const all_keys[] = {
     "store_down_policy",
     "connect_timeout_ms",
     "command_timeout_ms",
+    "busy_reply_threshold_ms",
+    "private_pool",
     "max_clients",
     "upstream_pool",
     "max_pipeline",
@@ -81,6 +83,8 @@ static void assert_defaults(const struct conf *c)
     cr_assert_eq(c->store_down, CONF_FAIL_CLOSED);
     cr_assert_eq(c->connect_timeout_ms, 1000);
     cr_assert_eq(c->command_timeout_ms, 1000);
+    cr_assert_eq(c->busy_reply_threshold_ms, 5000);
+    cr_assert_eq(c->private_pool, 4);
     cr_assert_eq(c->max_clients, 10000);
     cr_assert_eq(c->upstream_pool, 2);
     cr_assert_eq(c->max_pipeline, 1024);

@@ -160,3 +160,79 @@ Test(keyspec, refuses_a_reply_that_is_not_a_command_table)
     cr_assert_null(keyspec_new("*1\r\n:1\r\n", 8));
     cr_assert_null(keyspec_new("*2\r\n", 4));
 }
+
+/* One COMMAND entry with the given flags and ACL categories. */
+static void entry_flags(struct buf *b, const char *name, const char *flag,
+                        const char *acl, int nsub)
+{
+    resp_enc_array_header(b, 10);
+    resp_enc_bulk(b, name, strlen(name));
+    resp_enc_int(b, -2);
+    resp_enc_array_header(b, 1);
+    resp_enc_simple(b, flag);
+    resp_enc_int(b, 0);
+    resp_enc_int(b, 0);
+    resp_enc_int(b, 0);
+    resp_enc_array_header(b, 1);
+    resp_enc_simple(b, acl);
+    resp_enc_array_header(b, 0);
+    resp_enc_array_header(b, 0);
+    resp_enc_array_header(b, nsub);
+}
+
+/* A command of `argc` (1 or 2) arguments. */
+static struct resp_cmd *cmd_of(int argc, const char *a0, const char *a1)
+{
+    const char *argv[2] = { a0, a1 };
+    size_t lens[2] = { strlen(a0), strlen(a1) };
+    struct resp_cmd *cmd = resp_cmd_new(argc, argv, lens);
+
+    cr_assert_not_null(cmd);
+    return cmd;
+}
+
+/* The flags the router reads to keep shared connections clean: a module's
+ * blocking command, the subscription family, @connection commands (per
+ * subcommand), and nothing for what the node does not know. */
+Test(keyspec, flags_come_from_command_flags_and_acl_categories)
+{
+    struct buf b;
+    struct keyspec *ks;
+    unsigned f = 99;
+    struct resp_cmd *cmd;
+
+    buf_init(&b);
+    resp_enc_array_header(&b, 4);
+    entry_flags(&b, "mod.bpop", "blocking", "@list", 0);
+    entry_flags(&b, "ssubscribe", "pubsub", "@pubsub", 0);
+    entry_flags(&b, "client", "slow", "@slow", 1);
+    entry_flags(&b, "client|setinfo", "fast", "@connection", 0);
+    entry_flags(&b, "get", "readonly", "@read", 0);
+    ks = keyspec_new(b.data, b.len);
+    buf_free(&b);
+    cr_assert_not_null(ks);
+
+    cmd = cmd_of(1, "MOD.BPOP", "");
+    cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_OK);
+    cr_assert_eq(f, KEYSPEC_F_BLOCKING);
+    resp_cmd_free(cmd);
+    cmd = cmd_of(2, "ssubscribe", "ch");
+    cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_OK);
+    cr_assert_eq(f, KEYSPEC_F_PUBSUB);
+    resp_cmd_free(cmd);
+    cmd = cmd_of(2, "client", "SetInfo");
+    cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_OK);
+    cr_assert_eq(f, KEYSPEC_F_CONNECTION);
+    resp_cmd_free(cmd);
+    cmd = cmd_of(2, "client", "nosuchsub");
+    cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_UNKNOWN);
+    resp_cmd_free(cmd);
+    cmd = cmd_of(2, "get", "k");
+    cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_OK);
+    cr_assert_eq(f, 0);
+    resp_cmd_free(cmd);
+    cmd = cmd_of(1, "nosuchcommand", "");
+    cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_UNKNOWN);
+    resp_cmd_free(cmd);
+    keyspec_free(ks);
+}

@@ -1,0 +1,926 @@
+/* Session commands (see session.h).
+ *
+ * A client's session is cellgate's: these handlers read and write
+ * struct client and answer in Redis 7.2's words and validation, whatever
+ * the version of the Redis behind (7.0 knows no CLIENT SETINFO). The ids,
+ * addresses and names in CLIENT ID/INFO/LIST/KILL are cellgate's own
+ * clients': the connections cellgate holds to Redis are an implementation
+ * detail no client should see or kill.
+ *
+ *   CLIENT SETNAME/GETNAME/SETINFO/ID/INFO/LIST/NO-EVICT/REPLY,
+ *   CLIENT KILL, SELECT 0, READONLY, READWRITE, ASKING   -> answered here
+ *   CLIENT TRACKING on, NO-TOUCH on, SELECT n            -> private upstream
+ *   CLIENT UNBLOCK <id>                                  -> translated to the
+ *                                   Redis id of that client's private one
+ *   CLIENT PAUSE/UNPAUSE/HELP/CACHING, unknown subcommands -> forwarded
+ *   (a subcommand the node knows and cellgate does not: private upstream,
+ *    since it may change the connection) */
+#include "proxy/session.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "parser/buf.h"
+#include "parser/keyspec.h"
+#include "parser/resp.h"
+#include "parser/resp_enc.h"
+#include "proxy/client.h"
+#include "proxy/cluster.h"
+#include "proxy/req.h"
+#include "proxy/router.h"
+#include "proxy/server.h"
+#include "proxy/upstream.h"
+#include "proxy/util.h"
+
+/* Shows at most this much of a client's argument in an error. */
+#define SESSION_ARG_SHOWN 128
+
+/* Room for "[v6 address]:port". */
+#define SESSION_ADDR_MAX 64
+
+static const char reply_ok[] = "+OK\r\n";
+
+/* ---------------- Helpers ---------------- */
+
+static void session_ok(struct req *req)
+{
+    req_reply(req, reply_ok, sizeof(reply_ok) - 1);
+}
+
+/* Argument i as a strict decimal (Redis's string2ll). 0 or -1. */
+static int session_arg_ll(const struct req *req, int i, long long *out)
+{
+    size_t len;
+    const char *p = resp_cmd_arg(req->cmd, i, &len);
+
+    return resp_parse_ll(p, len, out);
+}
+
+/* Printable ASCII without blanks: Redis's rule for names and lib info, so
+ * CLIENT LIST stays splittable on spaces. */
+static int session_attr_ok(const char *p, size_t len)
+{
+    size_t k;
+
+    for (k = 0; k < len; k++) {
+        if (p[k] < '!' || p[k] > '~') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Replaces an owned string with argument i (empty: none). */
+static void session_set_attr(char **field, const struct req *req, int i)
+{
+    size_t len;
+    const char *p = resp_cmd_arg(req->cmd, i, &len);
+
+    px_free(*field);
+    *field = len > 0 ? px_strndup(p, len) : NULL;
+}
+
+/* "ip:port" of a socket address, as Redis prints it ("[v6]:port"). */
+static void session_format_addr(const struct sockaddr_storage *sa, char *out,
+                                size_t outlen)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)sa;
+        uv_ip6_name(a, ip, sizeof(ip));
+        snprintf(out, outlen, "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+    } else if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)sa;
+        uv_ip4_name(a, ip, sizeof(ip));
+        snprintf(out, outlen, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
+    } else {
+        snprintf(out, outlen, "?:0");
+    }
+}
+
+static void session_peer(const struct client *c, char *out, size_t outlen)
+{
+    struct sockaddr_storage sa;
+    int len = sizeof(sa);
+
+    memset(&sa, 0, sizeof(sa));
+    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len);
+    session_format_addr(&sa, out, outlen);
+}
+
+static void session_local(const struct client *c, char *out, size_t outlen)
+{
+    struct sockaddr_storage sa;
+    int len = sizeof(sa);
+
+    memset(&sa, 0, sizeof(sa));
+    uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&sa, &len);
+    session_format_addr(&sa, out, outlen);
+}
+
+/* Client types of CLIENT LIST TYPE and CLIENT KILL TYPE. cellgate's
+ * clients are never masters or replicas. */
+enum session_type {
+    SESSION_T_NORMAL,
+    SESSION_T_PUBSUB,
+    SESSION_T_REPLICA,
+    SESSION_T_MASTER,
+    SESSION_T_BAD,
+};
+
+static enum session_type session_type_arg(const struct req *req, int i)
+{
+    if (resp_cmd_arg_is(req->cmd, i, "normal")) {
+        return SESSION_T_NORMAL;
+    }
+    if (resp_cmd_arg_is(req->cmd, i, "pubsub")) {
+        return SESSION_T_PUBSUB;
+    }
+    if (resp_cmd_arg_is(req->cmd, i, "replica") ||
+        resp_cmd_arg_is(req->cmd, i, "slave")) {
+        return SESSION_T_REPLICA;
+    }
+    if (resp_cmd_arg_is(req->cmd, i, "master")) {
+        return SESSION_T_MASTER;
+    }
+    return SESSION_T_BAD;
+}
+
+static enum session_type session_type_of(const struct client *c)
+{
+    return c->subs > 0 || c->ssubs > 0 ? SESSION_T_PUBSUB : SESSION_T_NORMAL;
+}
+
+static void session_unknown_type(struct req *req, int i)
+{
+    size_t len;
+    const char *p = resp_cmd_arg(req->cmd, i, &len);
+
+    req_reply_error(req, "Unknown client type '%.*s'",
+                    (int)(len > SESSION_ARG_SHOWN ? SESSION_ARG_SHOWN : len),
+                    p);
+}
+
+/* ---------------- CLIENT LIST / INFO ---------------- */
+
+/* The flags letters of CLIENT LIST, in Redis's order. */
+static void session_flags(const struct client *c, char *out)
+{
+    char *p = out;
+
+    if (c->monitor) {
+        *p++ = 'O';
+    }
+    if (c->subs > 0 || c->ssubs > 0) {
+        *p++ = 'P';
+    }
+    if (c->multi || c->multi_deferred) {
+        *p++ = 'x';
+    }
+    if (c->priv != NULL && !client_has_state(c) &&
+        !queue_empty(&c->priv->inflight)) {
+        *p++ = 'b'; /* a blocking call holds its private connection */
+    }
+    if (c->tracking) {
+        *p++ = 't';
+    }
+    if (c->quitting || c->input_done) {
+        *p++ = 'c';
+    }
+    if (c->readonly) {
+        *p++ = 'r';
+    }
+    if (c->no_evict) {
+        *p++ = 'e';
+    }
+    if (c->no_touch) {
+        *p++ = 'T';
+    }
+    if (p == out) {
+        *p++ = 'N';
+    }
+    *p = '\0';
+}
+
+/* Appends the CLIENT LIST line of `c`, with its final newline. */
+static void session_client_line(struct buf *b, const struct client *c)
+{
+    char addr[SESSION_ADDR_MAX], laddr[SESSION_ADDR_MAX], flags[16];
+    char line[768];
+    uint64_t now = server_now_ms();
+    size_t omem = wq_pending(&c->wq), qbuf = resp_reader_pending(c->rd);
+    uv_os_fd_t fd = -1;
+    int n;
+
+    session_peer(c, addr, sizeof(addr));
+    session_local(c, laddr, sizeof(laddr));
+    session_flags(c, flags);
+    uv_fileno((const uv_handle_t *)&c->tcp, &fd);
+    n = snprintf(
+        line, sizeof(line),
+        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu "
+        "flags=%s db=%ld sub=%u psub=0 ssub=%u multi=%d qbuf=%zu "
+        "qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%u "
+        "omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=%d resp=%d "
+        "lib-name=%s lib-ver=%s\n",
+        (unsigned long long)c->id, addr, laddr, (int)fd,
+        c->name != NULL ? c->name : "",
+        (unsigned long long)((now - c->ctime_ms) / 1000),
+        (unsigned long long)((now - c->last_ms) / 1000), flags, c->db, c->subs,
+        c->ssubs, c->multi || c->multi_deferred ? c->multi_count : -1, qbuf,
+        c->nreqs, omem, omem + qbuf + sizeof(*c), omem > 0 ? "rw" : "r",
+        c->last_cmd, c->admin ? "admin" : "default", c->tracking ? 0 : -1,
+        c->proto, c->lib_name != NULL ? c->lib_name : "",
+        c->lib_ver != NULL ? c->lib_ver : "");
+    if (n > 0) {
+        PX_CHECK_OOM(buf_append(
+            b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1));
+    }
+}
+
+/* Replies with `text` as Redis replies CLIENT LIST: a verbatim string in
+ * RESP3, a bulk string in RESP2. Frees nothing. */
+static void session_reply_text(struct req *req, const struct buf *text)
+{
+    PX_CHECK_OOM(resp_enc_verbatim(&req->reply, "txt", text->data, text->len,
+                                   req->proto));
+    req_reply_built(req);
+}
+
+static void session_client_info(struct req *req)
+{
+    struct buf text;
+
+    buf_init(&text);
+    session_client_line(&text, req->client);
+    session_reply_text(req, &text);
+    buf_free(&text);
+}
+
+/* CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]] */
+static void session_client_list(struct req *req)
+{
+    int argc = req->cmd->argc, i, type = -1;
+    struct buf text;
+    struct queue *q;
+
+    buf_init(&text);
+    if (argc == 4 && resp_cmd_arg_is(req->cmd, 2, "type")) {
+        type = (int)session_type_arg(req, 3);
+        if (type == SESSION_T_BAD) {
+            session_unknown_type(req, 3);
+            return;
+        }
+    } else if (argc > 3 && resp_cmd_arg_is(req->cmd, 2, "id")) {
+        for (i = 3; i < argc; i++) {
+            long long id;
+            struct client *c;
+            if (session_arg_ll(req, i, &id) != 0) {
+                buf_free(&text);
+                req_reply_error(req, "Invalid client ID");
+                return;
+            }
+            c = id > 0 ? client_by_id((uint64_t)id) : NULL;
+            if (c != NULL) {
+                session_client_line(&text, c);
+            }
+        }
+        session_reply_text(req, &text);
+        buf_free(&text);
+        return;
+    } else if (argc != 2) {
+        req_reply_error(req, "syntax error");
+        return;
+    }
+    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
+        struct client *c = container_of(q, struct client, node);
+        if (!c->closing && (type < 0 || (int)session_type_of(c) == type)) {
+            session_client_line(&text, c);
+        }
+    }
+    session_reply_text(req, &text);
+    buf_free(&text);
+}
+
+/* ---------------- CLIENT KILL ---------------- */
+
+/* The filters of CLIENT KILL. */
+struct session_kill {
+    const char *addr, *laddr; /* borrowed from the command, or NULL */
+    size_t addr_len, laddr_len;
+    int type;    /* enum session_type, or -1 */
+    int user;    /* 0 default, 1 admin, -1 any */
+    uint64_t id; /* 0 any */
+    int skipme;  /* leave the caller alone */
+};
+
+/* Parses the new-style filters. 0, or -1 after replying with the error. */
+static int session_kill_parse(struct req *req, struct session_kill *k)
+{
+    int argc = req->cmd->argc, i;
+    size_t len;
+    const char *p;
+
+    for (i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            req_reply_error(req, "syntax error");
+            return -1;
+        }
+        p = resp_cmd_arg(req->cmd, i + 1, &len);
+        if (resp_cmd_arg_is(req->cmd, i, "id")) {
+            long long id;
+            if (session_arg_ll(req, i + 1, &id) != 0 || id < 1) {
+                req_reply_error(req, "client-id should be greater than 0");
+                return -1;
+            }
+            k->id = (uint64_t)id;
+        } else if (resp_cmd_arg_is(req->cmd, i, "type")) {
+            k->type = (int)session_type_arg(req, i + 1);
+            if (k->type == SESSION_T_BAD) {
+                session_unknown_type(req, i + 1);
+                return -1;
+            }
+        } else if (resp_cmd_arg_is(req->cmd, i, "addr")) {
+            k->addr = p;
+            k->addr_len = len;
+        } else if (resp_cmd_arg_is(req->cmd, i, "laddr")) {
+            k->laddr = p;
+            k->laddr_len = len;
+        } else if (resp_cmd_arg_is(req->cmd, i, "user")) {
+            if (resp_word_is(p, len, "default")) {
+                k->user = 0;
+            } else if (resp_word_is(p, len, "admin") &&
+                       server.conf->admin_password != NULL) {
+                k->user = 1;
+            } else {
+                req_reply_error(
+                    req, "No such user '%.*s'",
+                    (int)(len > SESSION_ARG_SHOWN ? SESSION_ARG_SHOWN : len),
+                    p);
+                return -1;
+            }
+        } else if (resp_cmd_arg_is(req->cmd, i, "skipme")) {
+            if (resp_word_is(p, len, "yes")) {
+                k->skipme = 1;
+            } else if (resp_word_is(p, len, "no")) {
+                k->skipme = 0;
+            } else {
+                req_reply_error(req, "syntax error");
+                return -1;
+            }
+        } else {
+            req_reply_error(req, "syntax error");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int session_kill_matches(const struct session_kill *k,
+                                const struct client *c, const struct client *me)
+{
+    char a[SESSION_ADDR_MAX];
+
+    if (c->closing || (c == me && k->skipme)) {
+        return 0;
+    }
+    if (k->id != 0 && c->id != k->id) {
+        return 0;
+    }
+    if (k->type >= 0 && (int)session_type_of(c) != k->type) {
+        return 0;
+    }
+    if (k->user >= 0 && (int)c->admin != k->user) {
+        return 0;
+    }
+    if (k->addr != NULL) {
+        session_peer(c, a, sizeof(a));
+        if (strlen(a) != k->addr_len || memcmp(a, k->addr, k->addr_len) != 0) {
+            return 0;
+        }
+    }
+    if (k->laddr != NULL) {
+        session_local(c, a, sizeof(a));
+        if (strlen(a) != k->laddr_len ||
+            memcmp(a, k->laddr, k->laddr_len) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* CLIENT KILL addr:port | CLIENT KILL <filter> <value> ...: closes
+ * cellgate's own clients (admin only when admin_password is set). */
+static void session_client_kill(struct req *req)
+{
+    struct session_kill k = { .type = -1, .user = -1, .skipme = 1 };
+    struct client *me = req->client;
+    struct queue *q, *next;
+    long long killed = 0;
+    int old_style = req->cmd->argc == 3, kill_me = 0;
+
+    if (server.conf->admin_password != NULL && !me->admin) {
+        req_reply_error(req, "NOPERM this user has no permissions to run the "
+                             "'client|kill' command");
+        return;
+    }
+    if (old_style) {
+        k.addr = resp_cmd_arg(req->cmd, 2, &k.addr_len);
+        k.skipme = 0; /* the old form may kill the caller */
+    } else if (session_kill_parse(req, &k) != 0) {
+        return;
+    }
+    for (q = queue_head(&server.clients); q != &server.clients; q = next) {
+        struct client *c = container_of(q, struct client, node);
+        next = q->next;
+        if (!session_kill_matches(&k, c, me)) {
+            continue;
+        }
+        killed++;
+        if (c == me) {
+            kill_me = 1;
+        } else {
+            client_close(c);
+        }
+    }
+    if (kill_me) {
+        /* After this reply, as Redis does: nothing after it is read. */
+        client_stop_reading(me);
+        req->close_after = 1;
+    }
+    if (!old_style) {
+        PX_CHECK_OOM(resp_enc_int(&req->reply, killed));
+        req_reply_built(req);
+    } else if (killed == 0) {
+        req_reply_error(req, "No such client");
+    } else {
+        session_ok(req);
+    }
+}
+
+/* ---------------- Other CLIENT subcommands ---------------- */
+
+static void session_client_id(struct req *req)
+{
+    PX_CHECK_OOM(resp_enc_int(&req->reply, (long long)req->client->id));
+    req_reply_built(req);
+}
+
+static void session_client_setname(struct req *req)
+{
+    size_t len;
+    const char *p = resp_cmd_arg(req->cmd, 2, &len);
+
+    if (!session_attr_ok(p, len)) {
+        req_reply_error(req, "Client names cannot contain spaces, newlines "
+                             "or special characters.");
+        return;
+    }
+    session_set_attr(&req->client->name, req, 2);
+    session_ok(req);
+}
+
+static void session_client_getname(struct req *req)
+{
+    const char *name = req->client->name;
+
+    if (name == NULL) {
+        PX_CHECK_OOM(resp_enc_null(&req->reply, req->proto));
+    } else {
+        PX_CHECK_OOM(resp_enc_bulk(&req->reply, name, strlen(name)));
+    }
+    req_reply_built(req);
+}
+
+/* CLIENT SETINFO LIB-NAME|LIB-VER <value> (Redis 7.2). */
+static void session_client_setinfo(struct req *req)
+{
+    struct client *c = req->client;
+    size_t alen, vlen;
+    const char *attr = resp_cmd_arg(req->cmd, 2, &alen);
+    const char *val = resp_cmd_arg(req->cmd, 3, &vlen);
+    int shown = (int)(alen > SESSION_ARG_SHOWN ? SESSION_ARG_SHOWN : alen);
+    char **field;
+
+    if (resp_word_is(attr, alen, "lib-name")) {
+        field = &c->lib_name;
+    } else if (resp_word_is(attr, alen, "lib-ver")) {
+        field = &c->lib_ver;
+    } else {
+        req_reply_error(req, "Unrecognized option '%.*s'", shown, attr);
+        return;
+    }
+    if (!session_attr_ok(val, vlen)) {
+        req_reply_error(req,
+                        "%.*s cannot contain spaces, newlines or special "
+                        "characters.",
+                        shown, attr);
+        return;
+    }
+    session_set_attr(field, req, 3);
+    session_ok(req);
+}
+
+/* Parses argument 2 as ON or OFF into *on. 0, or -1 after replying. */
+static int session_on_off(struct req *req, int *on)
+{
+    if (resp_cmd_arg_is(req->cmd, 2, "on")) {
+        *on = 1;
+    } else if (resp_cmd_arg_is(req->cmd, 2, "off")) {
+        *on = 0;
+    } else {
+        req_reply_error(req, "syntax error");
+        return -1;
+    }
+    return 0;
+}
+
+static void session_client_no_evict(struct req *req)
+{
+    int on;
+
+    if (session_on_off(req, &on) == 0) {
+        req->client->no_evict = (unsigned)on;
+        session_ok(req);
+    }
+}
+
+/* CLIENT NO-TOUCH changes what Redis does on reads: on, it needs a private
+ * connection; off, the connection is given back once idle. */
+static void session_client_no_touch(struct req *req)
+{
+    struct client *c = req->client;
+    int on;
+
+    if (session_on_off(req, &on) != 0) {
+        return;
+    }
+    if (on) {
+        c->no_touch = 1;
+        router_send_private(req);
+        return;
+    }
+    c->no_touch = 0;
+    if (c->priv != NULL) {
+        router_send_private(req);
+        return;
+    }
+    session_ok(req);
+}
+
+/* CLIENT REPLY ON|OFF|SKIP: cellgate drops the replies itself; the
+ * commands still run. OFF and SKIP have no reply of their own. */
+static void session_client_reply(struct req *req)
+{
+    struct client *c = req->client;
+
+    if (resp_cmd_arg_is(req->cmd, 2, "on")) {
+        c->reply_off = 0;
+        c->skip_next = 0;
+        req->silent = 0;
+        session_ok(req);
+    } else if (resp_cmd_arg_is(req->cmd, 2, "off")) {
+        c->reply_off = 1;
+        req->silent = 1;
+        req_reply(req, "", 0);
+    } else if (resp_cmd_arg_is(req->cmd, 2, "skip")) {
+        c->skip_next = !c->reply_off;
+        req->silent = 1;
+        req_reply(req, "", 0);
+    } else {
+        req_reply_error(req, "syntax error");
+    }
+}
+
+/* The private upstream of the client with cellgate id `id` and a known
+ * Redis id, or NULL. */
+static struct upstream *session_priv_of(long long id)
+{
+    struct client *t = id > 0 ? client_by_id((uint64_t)id) : NULL;
+
+    if (t == NULL || t->priv == NULL || t->priv->rid == 0) {
+        return NULL;
+    }
+    return t->priv;
+}
+
+/* Replaces argument i of the request with `text` (a new command). */
+static void session_rewrite_arg(struct req *req, int i, const char *text)
+{
+    int argc = req->cmd->argc, k;
+    const char **argv = px_calloc((size_t)argc, sizeof(*argv));
+    size_t *lens = px_calloc((size_t)argc, sizeof(*lens));
+    struct resp_cmd *cmd;
+
+    for (k = 0; k < argc; k++) {
+        argv[k] = resp_cmd_arg(req->cmd, k, &lens[k]);
+    }
+    argv[i] = text;
+    lens[i] = strlen(text);
+    cmd = resp_cmd_new(argc, argv, lens);
+    if (cmd == NULL) {
+        px_oom((size_t)argc);
+    }
+    px_free(argv);
+    px_free(lens);
+    resp_cmd_free(req->cmd);
+    req->cmd = cmd;
+}
+
+/* CLIENT UNBLOCK <id> [TIMEOUT|ERROR]: `id` is a cellgate client; the
+ * call it is blocked in runs on its private connection, whose Redis id
+ * the node knows. */
+static void session_client_unblock(struct req *req)
+{
+    struct upstream *up;
+    struct node *n;
+    long long id;
+    char rid[24];
+
+    if (session_arg_ll(req, 2, &id) != 0) {
+        req_reply_error(req, "value is not an integer or out of range");
+        return;
+    }
+    if (req->cmd->argc == 4 && !resp_cmd_arg_is(req->cmd, 3, "timeout") &&
+        !resp_cmd_arg_is(req->cmd, 3, "error")) {
+        req_reply_error(req, "CLIENT UNBLOCK reason should be TIMEOUT or "
+                             "ERROR");
+        return;
+    }
+    up = session_priv_of(id);
+    n = up != NULL ? cluster_node_by_name(up->name) : NULL;
+    if (n == NULL || queue_empty(&up->inflight)) {
+        PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
+        req_reply_built(req);
+        return;
+    }
+    snprintf(rid, sizeof(rid), "%llu", (unsigned long long)up->rid);
+    session_rewrite_arg(req, 2, rid);
+    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+}
+
+/* CLIENT TRACKING ON|OFF [REDIRECT id] ...: tracking lives on a private
+ * connection; REDIRECT names a cellgate client, whose private connection
+ * (subscribed to __redis__:invalidate) has its own Redis id. */
+static void session_client_tracking(struct req *req)
+{
+    struct client *c = req->client;
+    struct upstream *target = NULL;
+    int on, i;
+
+    if (session_on_off(req, &on) != 0) {
+        return;
+    }
+    if (!on) {
+        if (c->priv == NULL) {
+            session_ok(req); /* not tracking: nothing to turn off */
+            return;
+        }
+        c->tracking = 0;
+        router_send_private(req);
+        return;
+    }
+    for (i = 3; i + 1 < req->cmd->argc; i++) {
+        if (resp_cmd_arg_is(req->cmd, i, "redirect")) {
+            long long id;
+            char rid[24];
+            if (session_arg_ll(req, i + 1, &id) != 0) {
+                req_reply_error(req, "value is not an integer or out of range");
+                return;
+            }
+            target = session_priv_of(id);
+            if (target == NULL) {
+                req_reply_error(req, "The client ID you want redirect to "
+                                     "does not exist");
+                return;
+            }
+            snprintf(rid, sizeof(rid), "%llu", (unsigned long long)target->rid);
+            session_rewrite_arg(req, i + 1, rid);
+            break;
+        }
+    }
+    c->tracking = 1;
+    if (c->priv == NULL && target != NULL) {
+        /* Invalidations go to the redirect target's node. */
+        struct node *n = cluster_node_by_name(target->name);
+        if (n != NULL) {
+            router_send_private_to(req, n);
+            return;
+        }
+    }
+    router_send_private(req);
+}
+
+/* Subcommands that only read tracking state: a client that does not track
+ * gets Redis's answer for that case here. */
+static void session_client_getredir(struct req *req)
+{
+    if (req->client->tracking) {
+        router_send_private(req);
+        return;
+    }
+    PX_CHECK_OOM(resp_enc_int(&req->reply, -1));
+    req_reply_built(req);
+}
+
+static void session_client_trackinginfo(struct req *req)
+{
+    struct buf *b = &req->reply;
+
+    if (req->client->tracking) {
+        router_send_private(req);
+        return;
+    }
+    PX_CHECK_OOM(resp_enc_map_header(b, 3, req->proto));
+    PX_CHECK_OOM(resp_enc_bulk(b, "flags", 5));
+    PX_CHECK_OOM(resp_enc_set_header(b, 1, req->proto));
+    PX_CHECK_OOM(resp_enc_bulk(b, "off", 3));
+    PX_CHECK_OOM(resp_enc_bulk(b, "redirect", 8));
+    PX_CHECK_OOM(resp_enc_int(b, -1));
+    PX_CHECK_OOM(resp_enc_bulk(b, "prefixes", 8));
+    PX_CHECK_OOM(resp_enc_array_header(b, 0));
+    req_reply_built(req);
+}
+
+/* CLIENT CACHING acts on the tracking connection, when there is one; else
+ * Redis refuses it, with no effect, on any connection. */
+static void session_client_caching(struct req *req)
+{
+    if (req->client->tracking) {
+        router_send_private(req);
+        return;
+    }
+    router_forward(req);
+}
+
+/* ---------------- The CLIENT table ---------------- */
+
+typedef void session_proc_fn(struct req *req);
+
+struct session_sub {
+    const char *name;      /* lower case */
+    int arity;             /* Redis convention, counting "client" */
+    session_proc_fn *proc; /* NULL: forwarded as it is */
+};
+
+static const struct session_sub session_subs[] = {
+    { "caching", 3, session_client_caching },
+    { "getname", 2, session_client_getname },
+    { "getredir", 2, session_client_getredir },
+    { "help", 2, NULL },
+    { "id", 2, session_client_id },
+    { "info", 2, session_client_info },
+    { "kill", -3, session_client_kill },
+    { "list", -2, session_client_list },
+    { "no-evict", 3, session_client_no_evict },
+    { "no-touch", 3, session_client_no_touch },
+    { "pause", -3, NULL },
+    { "reply", 3, session_client_reply },
+    { "setinfo", 4, session_client_setinfo },
+    { "setname", 3, session_client_setname },
+    { "tracking", -3, session_client_tracking },
+    { "trackinginfo", 2, session_client_trackinginfo },
+    { "unblock", -3, session_client_unblock },
+    { "unpause", 2, NULL },
+};
+
+void session_client(struct req *req)
+{
+    const struct keyspec *ks = cluster_keyspec();
+    const struct session_sub *s = NULL;
+    int argc = req->cmd->argc;
+    unsigned flags;
+    size_t k;
+
+    for (k = 0; k < ARRAY_SIZE(session_subs); k++) {
+        if (resp_cmd_arg_is(req->cmd, 1, session_subs[k].name)) {
+            s = &session_subs[k];
+            break;
+        }
+    }
+    if (s == NULL) {
+        /* A subcommand of a newer Redis may change the connection: give
+         * it a private one. One the node does not know gets its error. */
+        if (ks != NULL && keyspec_flags(ks, req->cmd, &flags) == KEYSPEC_OK) {
+            req->client->sticky = 1;
+            router_send_private(req);
+        } else {
+            router_forward(req);
+        }
+        return;
+    }
+    if ((s->arity >= 0 && argc != s->arity) ||
+        (s->arity < 0 && argc < -s->arity) ||
+        (strcmp(s->name, "unblock") == 0 && argc > 4)) {
+        req_reply_error(
+            req, "wrong number of arguments for 'client|%s' command", s->name);
+        return;
+    }
+    if (s->proc == NULL) {
+        router_forward(req);
+        return;
+    }
+    s->proc(req);
+}
+
+/* ---------------- SELECT, READONLY, READWRITE, ASKING ---------------- */
+
+void session_select(struct req *req)
+{
+    struct client *c = req->client;
+    long long db;
+
+    if (session_arg_ll(req, 1, &db) != 0) {
+        req_reply_error(req, "value is not an integer or out of range");
+        return;
+    }
+    if (db < INT_MIN || db > INT_MAX) {
+        req_reply_error(req, "value is out of range");
+        return;
+    }
+    if (server.cluster.enabled && db != 0) {
+        req_reply_error(req, "SELECT is not allowed in cluster mode");
+        return;
+    }
+    if (db < 0) {
+        req_reply_error(req, "DB index is out of range");
+        return;
+    }
+    if (db == 0 && (c->priv == NULL || c->db == 0)) {
+        c->db = 0;
+        session_ok(req);
+        return;
+    }
+    /* SELECT n, or back to 0 on the connection that selected n. The node
+     * checks the range. */
+    c->db = (long)db;
+    router_send_private(req);
+}
+
+void session_readonly(struct req *req)
+{
+    req->client->readonly = resp_cmd_arg_is(req->cmd, 0, "readonly");
+    session_ok(req);
+}
+
+void session_asking(struct req *req)
+{
+    session_ok(req);
+}
+
+/* ---------------- INFO ---------------- */
+
+/* Copies a lib-name into an INFO value: ',', '=' and ':' would break the
+ * line's format. */
+static void session_info_name(char *out, size_t outlen, const char *name)
+{
+    size_t k;
+
+    for (k = 0; name[k] != '\0' && k + 1 < outlen; k++) {
+        char ch = name[k];
+        out[k] = ch == ',' || ch == '=' || ch == ':' ? '_' : ch;
+    }
+    out[k] = '\0';
+}
+
+void session_info_libs(struct buf *b)
+{
+    const char *names[32];
+    unsigned counts[32], nnames = 0, other = 0, none = 0, i;
+    char name[80], item[128];
+    struct queue *q;
+
+    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
+        const struct client *c = container_of(q, struct client, node);
+        if (c->lib_name == NULL) {
+            none++;
+            continue;
+        }
+        for (i = 0; i < nnames && strcmp(names[i], c->lib_name) != 0; i++) {
+        }
+        if (i == nnames && nnames == ARRAY_SIZE(names)) {
+            other++;
+            continue;
+        }
+        if (i == nnames) {
+            names[nnames] = c->lib_name;
+            counts[nnames++] = 0;
+        }
+        counts[i]++;
+    }
+    PX_CHECK_OOM(buf_append_str(b, "clients_by_lib_name:"));
+    for (i = 0; i < nnames; i++) {
+        session_info_name(name, sizeof(name), names[i]);
+        snprintf(item, sizeof(item), "%s=%u,", name, counts[i]);
+        PX_CHECK_OOM(buf_append_str(b, item));
+    }
+    if (other > 0) {
+        snprintf(item, sizeof(item), "(other)=%u,", other);
+        PX_CHECK_OOM(buf_append_str(b, item));
+    }
+    snprintf(item, sizeof(item), "(none)=%u\r\n", none);
+    PX_CHECK_OOM(buf_append_str(b, item));
+}

@@ -1,0 +1,29 @@
+/* Session commands: what only sets or reads a client's own connection
+ * state (CLIENT and its subcommands, SELECT, READONLY, READWRITE, ASKING).
+ * cellgate answers them itself, in Redis 7.2's words, so a client
+ * library's handshake (CLIENT SETINFO, CLIENT SETNAME, ...) never binds a
+ * connection; the few that change what Redis does for the connection
+ * (CLIENT TRACKING, CLIENT NO-TOUCH on, SELECT n) go to a private one. */
+#ifndef PX_PROXY_SESSION_H
+#define PX_PROXY_SESSION_H
+
+struct buf;
+struct req;
+
+/* CLIENT <subcommand> ... */
+void session_client(struct req *req);
+
+/* SELECT <db>: 0 is answered here, n > 0 needs a private connection. */
+void session_select(struct req *req);
+
+/* READONLY and READWRITE: remembered for CLIENT LIST. */
+void session_readonly(struct req *req);
+
+/* ASKING: cellgate follows -ASK itself; on a shared connection the flag
+ * would land on another client's command. */
+void session_asking(struct req *req);
+
+/* Appends INFO's "connected clients by library" lines to `b`. */
+void session_info_libs(struct buf *b);
+
+#endif /* PX_PROXY_SESSION_H */
