@@ -214,7 +214,7 @@ static int router_defer_multi(struct req *req)
         return 0;
     }
     if ((flags & CMD_F_MULTI) && c->multi_deferred) {
-        req_reply_error(req, "MULTI calls can not be nested");
+        req_reply_error(req, "ERR MULTI calls can not be nested");
         return 1;
     }
     if (flags & CMD_F_MULTI) {
@@ -510,6 +510,11 @@ void router_dispatch(struct req *req)
         return;
     }
     flags = def != NULL ? def->flags : router_node_flags(req);
+    if (flags & (CMD_F_PUBSUB | CMD_F_UNSUB)) {
+        /* Subscription confirmations reach the client even with CLIENT
+         * REPLY OFF, as in Redis (they are pushes, not replies). */
+        req->silent = 0;
+    }
     if (c->multi && !(flags & CMD_F_NOAUTH)) {
         /* Inside MULTI Redis queues (or refuses) every command, PING and
          * ECHO included: the transaction's connection decides. */

@@ -646,7 +646,7 @@ static void session_client_unblock(struct req *req)
     }
     if (req->cmd->argc == 4 && !resp_cmd_arg_is(req->cmd, 3, "timeout") &&
         !resp_cmd_arg_is(req->cmd, 3, "error")) {
-        req_reply_error(req, "CLIENT UNBLOCK reason should be TIMEOUT or "
+        req_reply_error(req, "ERR CLIENT UNBLOCK reason should be TIMEOUT or "
                              "ERROR");
         return;
     }
@@ -838,15 +838,16 @@ void session_select(struct req *req)
         return;
     }
     if (db < INT_MIN || db > INT_MAX) {
-        req_reply_error(req, "value is out of range");
+        req_reply_error(req, "value is out of range, value must between "
+                             "-2147483648 and 2147483647");
         return;
     }
     if (server.cluster.enabled && db != 0) {
-        req_reply_error(req, "SELECT is not allowed in cluster mode");
+        req_reply_error(req, "ERR SELECT is not allowed in cluster mode");
         return;
     }
     if (db < 0) {
-        req_reply_error(req, "DB index is out of range");
+        req_reply_error(req, "ERR DB index is out of range");
         return;
     }
     if (db == 0 && (c->priv == NULL || c->db == 0)) {

@@ -1,0 +1,176 @@
+/* Sessions in front of a Redis Cluster: client-library handshakes stay
+ * multiplexed and never pin a client to one node, a client bound to a node
+ * (a blocking call, CLIENT TRACKING) is served on the others, and PUBLISH
+ * and SUBSCRIBE of a channel meet on the channel's node, so one
+ * publisher's messages arrive in order and PUBLISH counts the subscriber. */
+#include "tests/support/px_test.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/integration/cluster_fixture.h"
+#include "tests/integration/fixture.h"
+
+PX_TEST_SUITE(it_session_cluster);
+
+#define NCLIENTS 30 /* default-handshake clients */
+#define NKEYS    60 /* keys per client, over every master */
+
+static void init(void)
+{
+    px_cluster_init();
+    px_cluster_proxy_start(&px_env()->proxy, px_cluster(), NULL);
+}
+
+/* Normal connections a node sees (not its replicas' links), less the one
+ * asking. */
+static int node_connections(int node)
+{
+    redisContext *d = px_cluster_connect(px_cluster(), node);
+    redisReply *r = px_cmd(d, "CLIENT LIST TYPE normal");
+    int n = 0;
+
+    for (const char *p = r->str; (p = strchr(p, '\n')) != NULL; p++) {
+        n++;
+    }
+    freeReplyObject(r);
+    redisFree(d);
+    return n - 1;
+}
+
+Test(it_session_cluster, handshake_clients_use_every_node_over_shared_conns,
+     .init = init, .fini = px_cluster_fini, .timeout = 180)
+{
+    struct px_cluster *cl = px_cluster();
+    redisContext *c[NCLIENTS];
+    char key[32], want[32];
+    int i, k, node;
+
+    for (i = 0; i < NCLIENTS; i++) {
+        c[i] = px_connect(px_env()->proxy.port);
+        redisAppendCommand(c[i], "CLIENT SETINFO lib-name node-redis");
+        redisAppendCommand(c[i], "CLIENT SETINFO lib-ver 4.6.%d", i);
+        redisAppendCommand(c[i], "CLIENT SETNAME worker%d", i);
+        redisAppendCommand(c[i], "SELECT 0");
+        redisAppendCommand(c[i], "READONLY");
+        for (k = 0; k < 5; k++) {
+            px_check_status(px_next(c[i]), "OK");
+        }
+    }
+    for (i = 0; i < NCLIENTS; i++) {
+        for (k = 0; k < NKEYS; k++) {
+            redisAppendCommand(c[i], "SET hk:%d:%d v%d", i, k, k);
+        }
+        redisAppendCommand(c[i], "MSET hm:%d:a 1 hm:%d:b 2 hm:%d:c 3", i, i, i);
+        for (k = 0; k < NKEYS + 1; k++) {
+            px_check_status(px_next(c[i]), "OK");
+        }
+    }
+    for (i = 0; i < NCLIENTS; i++) {
+        redisReply *r = px_cmd(c[i], "MGET hm:%d:a hm:%d:b hm:%d:c", i, i, i);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        cr_assert_eq(r->elements, 3);
+        cr_assert_str_eq(r->element[2]->str, "3");
+        freeReplyObject(r);
+        for (k = 0; k < NKEYS; k += 7) {
+            snprintf(key, sizeof(key), "hk:%d:%d", i, k);
+            snprintf(want, sizeof(want), "v%d", k);
+            px_check_str(px_cmd(c[i], "GET %s", key), want);
+        }
+    }
+    for (node = 0; node < cl->nnodes; node++) {
+        int n;
+        if (!px_cluster_is_master(cl, node)) {
+            continue;
+        }
+        n = node_connections(node);
+        cr_log_info("master %d sees %d connections", node, n);
+        /* upstream_pool (2): no client has a connection of its own. */
+        cr_assert_leq(n, 2, "master %d: %d connections for %d clients", node, n,
+                      NCLIENTS);
+    }
+    for (i = 0; i < NCLIENTS; i++) {
+        redisFree(c[i]);
+    }
+}
+
+Test(it_session_cluster, a_client_bound_to_a_node_is_served_on_the_others,
+     .init = init, .fini = px_cluster_fini, .timeout = 180)
+{
+    redisContext *t = px_connect(px_env()->proxy.port);
+    redisContext *b = px_connect(px_env()->proxy.port);
+    redisContext *p = px_connect(px_env()->proxy.port);
+    redisReply *r;
+    char want[32];
+    int k;
+
+    /* Tracking binds a private connection on one node; reads of keys on
+     * every node still work. */
+    px_check_status(px_cmd(t, "CLIENT TRACKING on"), "OK");
+    for (k = 0; k < 40; k++) {
+        px_check_status(px_cmd(p, "SET tk:%d %d", k, k), "OK");
+        snprintf(want, sizeof(want), "%d", k);
+        px_check_str(px_cmd(t, "GET tk:%d", k), want);
+    }
+    px_check_status(px_cmd(t, "CLIENT TRACKING off"), "OK");
+
+    /* A blocking call holds its node; the commands pipelined after it
+     * for keys of other nodes are served, and replies keep their order. */
+    redisAppendCommand(b, "BLPOP queue 10");
+    for (k = 0; k < 40; k++) {
+        redisAppendCommand(b, "GET tk:%d", k);
+    }
+    px_flush(b);
+    px_sleep_ms(200);
+    px_check_int(px_cmd(p, "RPUSH queue job"), 1);
+    r = px_next(b);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_str_eq(r->element[1]->str, "job");
+    freeReplyObject(r);
+    for (k = 0; k < 40; k++) {
+        snprintf(want, sizeof(want), "%d", k);
+        px_check_str(px_next(b), want);
+    }
+    redisFree(t);
+    redisFree(b);
+    redisFree(p);
+}
+
+Test(it_session_cluster, publish_reaches_subscribers_in_order_and_counts_them,
+     .init = init, .fini = px_cluster_fini, .timeout = 180)
+{
+    redisContext *sub = px_connect(px_env()->proxy.port);
+    redisContext *pub = px_connect(px_env()->proxy.port);
+    redisReply *r;
+    char want[16];
+    int i, ch;
+
+    for (ch = 0; ch < 4; ch++) {
+        r = px_cmd(sub, "SUBSCRIBE chan%d", ch);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        freeReplyObject(r);
+    }
+    r = px_cmd(sub, "UNSUBSCRIBE chan1 chan2 chan3");
+    freeReplyObject(r);
+    for (i = 0; i < 2; i++) {
+        freeReplyObject(px_next(sub));
+    }
+    /* One publisher, pipelined: the order it sent. */
+    for (i = 1; i <= 6; i++) {
+        redisAppendCommand(pub, "PUBLISH chan0 m%d", i);
+    }
+    for (i = 1; i <= 6; i++) {
+        px_check_int(px_next(pub), 1);
+    }
+    for (i = 1; i <= 6; i++) {
+        r = px_next(sub);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        cr_assert_str_eq(r->element[0]->str, "message");
+        snprintf(want, sizeof(want), "m%d", i);
+        cr_assert_str_eq(r->element[2]->str, want);
+        freeReplyObject(r);
+    }
+    px_check_int(px_cmd(pub, "PUBLISH nobody-listens x"), 0);
+    redisFree(sub);
+    redisFree(pub);
+}
