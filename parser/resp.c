@@ -299,6 +299,29 @@ struct resp_cmd *resp_cmd_new(int argc, const char *const *argv,
     return cmd_encode(argc, &a);
 }
 
+struct resp_cmd *resp_cmd_with_arg(const struct resp_cmd *c, int i,
+                                   const char *p, size_t n)
+{
+    const char **ptrs = malloc((size_t)c->argc * sizeof(*ptrs));
+    size_t *lens = malloc((size_t)c->argc * sizeof(*lens));
+    struct resp_cmd *out = NULL;
+    int k;
+
+    if (ptrs != NULL && lens != NULL) {
+        for (k = 0; k < c->argc; k++) {
+            ptrs[k] = resp_cmd_arg(c, k, &lens[k]);
+        }
+        if (i >= 0 && i < c->argc) {
+            ptrs[i] = p;
+            lens[i] = n;
+        }
+        out = resp_cmd_new(c->argc, ptrs, lens);
+    }
+    free(ptrs);
+    free(lens);
+    return out;
+}
+
 /* ---------------- Request reader: errors and buffer ---------------- */
 
 /* Enters the sticky failed state with `msg` (static storage or rd->errbuf)

@@ -85,6 +85,11 @@ void resp_cmd_free(struct resp_cmd *c);
 struct resp_cmd *resp_cmd_new(int argc, const char *const *argv,
                               const size_t *lens);
 
+/* A copy of `c` whose argument i is p[0..n) instead (i out of range: an
+ * exact copy). NULL on allocation failure. */
+struct resp_cmd *resp_cmd_with_arg(const struct resp_cmd *c, int i,
+                                   const char *p, size_t n);
+
 struct resp_reader;
 
 /* A reader with the given limits (NULL: the defaults). NULL on ENOMEM. */

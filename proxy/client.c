@@ -83,6 +83,7 @@ void client_close(struct client *c)
     if (c->priv != NULL) {
         client_priv_release(c);
     }
+    client_aux_release(c);
     queue_remove(&c->node);
     server.nclients--;
     uv_close((uv_handle_t *)&c->tcp, client_on_close);
@@ -420,12 +421,25 @@ void client_clear_state_flags(struct client *c)
     c->push_wait = 0;
 }
 
-void client_priv_gone(struct client *c, int failed)
+void client_priv_gone(struct client *c, struct upstream *up, int failed)
 {
     struct req *req;
     int had_state;
 
+    if (up != c->priv) {
+        /* An aux upstream: the invalidations of its node are lost, so the
+         * client's cache cannot be trusted any more; close it after the
+         * replies owed, as a dropped Redis connection would. */
+        queue_remove(&up->aux_link);
+        if (failed && !c->closing) {
+            req = req_new(c, NULL);
+            req->close_after = 1;
+            req_reply_built(req);
+        }
+        return;
+    }
     c->priv = NULL;
+    client_aux_release(c); /* tracking ends with the first connection */
     had_state = client_has_state(c) && !c->push_wait;
     client_clear_state_flags(c);
     if (failed && had_state && !c->closing) {
@@ -457,6 +471,57 @@ void client_priv_maybe_release(struct client *c)
     client_priv_release(c);
 }
 
+void client_aux_release(struct client *c)
+{
+    while (!queue_empty(&c->aux)) {
+        struct upstream *up =
+            container_of(queue_head(&c->aux), struct upstream, aux_link);
+        queue_remove(&up->aux_link);
+        up->owner = NULL;
+        cluster_private_put(up, 0);
+    }
+    resp_cmd_free(c->tracking_cmd);
+    c->tracking_cmd = NULL;
+}
+
+struct upstream *client_tracking_upstream(struct client *c, struct node *node)
+{
+    if (c->priv == NULL || !c->tracking) {
+        return NULL;
+    }
+    if (strcmp(c->priv->name, node->name) == 0) {
+        return c->priv;
+    }
+    return c->tracking_cmd != NULL ? client_aux_for(c, node) : NULL;
+}
+
+struct upstream *client_aux_for(struct client *c, struct node *node)
+{
+    struct queue *q;
+    struct upstream *up;
+    struct resp_cmd *cmd;
+    struct req *t;
+
+    for (q = queue_head(&c->aux); q != &c->aux; q = q->next) {
+        up = container_of(q, struct upstream, aux_link);
+        if (strcmp(up->name, node->name) == 0) {
+            return up;
+        }
+    }
+    up = cluster_private_take(node, c, c->proto);
+    queue_insert_tail(&c->aux, &up->aux_link);
+    /* The same CLIENT TRACKING on, ahead of the client's command; its
+     * reply is the proxy's. */
+    cmd = resp_cmd_with_arg(c->tracking_cmd, -1, NULL, 0);
+    if (cmd == NULL) {
+        px_oom(0);
+    }
+    t = req_new(NULL, cmd);
+    t->swallow = 1;
+    upstream_send(up, t);
+    return up;
+}
+
 struct client *client_by_id(uint64_t id)
 {
     struct queue *q;
@@ -479,6 +544,7 @@ void client_accept(uv_stream_t *listener)
 
     c->id = ++server.next_client_id;
     queue_init(&c->reqs);
+    queue_init(&c->aux);
     queue_init(&c->node);
     queue_init(&c->dirty_node);
     wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);

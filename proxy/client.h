@@ -18,43 +18,50 @@
 #include "proxy/queue.h"
 #include "proxy/wq.h"
 
+struct node;
 struct req;
+struct resp_cmd;
 struct resp_reader;
 struct upstream;
 
 struct client {
-    uint64_t id;                 /* unique, from 1 */
-    uv_tcp_t tcp;                /* embedded socket */
-    struct resp_reader *rd;      /* owned: request parser */
-    struct queue reqs;           /* struct req, arrival order */
-    unsigned nreqs;              /* length of reqs */
-    struct wq wq;                /* reply bytes */
-    size_t out_head;             /* bytes of the first reply queued in
-                                    wq.out: not counted against the
-                                    output limit */
-    struct queue node;           /* link in server.clients */
-    struct queue dirty_node;     /* link in server.dirty_clients */
-    struct upstream *priv;       /* owned: private upstream, or NULL */
-    char *name;                  /* owned: CLIENT SETNAME, or NULL */
-    char *lib_name;              /* owned: CLIENT SETINFO LIB-NAME, or NULL */
-    char *lib_ver;               /* owned: CLIENT SETINFO LIB-VER, or NULL */
-    long db;                     /* selected database */
-    int proto;                   /* RESP_PROTO2 or RESP_PROTO3 (HELLO) */
-    unsigned subs;               /* channels + patterns subscribed */
-    unsigned ssubs;              /* shard channels subscribed */
-    int multi_count;             /* commands queued since MULTI */
-    uint64_t ctime_ms;           /* loop time of accept */
-    uint64_t last_ms;            /* loop time of the last command */
-    char last_cmd[48];           /* the last command, "client|list" style */
-    unsigned authed : 1;         /* passed AUTH (or none required) */
-    unsigned admin : 1;          /* authenticated as admin */
-    unsigned closing : 1;        /* client_close() ran */
-    unsigned input_done : 1;     /* QUIT or protocol error: parse no more */
-    unsigned quitting : 1;       /* close once the output is written */
-    unsigned paused : 1;         /* reading stopped (pipeline limit) */
-    unsigned multi : 1;          /* inside MULTI */
-    unsigned multi_deferred : 1; /* cluster: MULTI answered, not yet sent:
-                                    the first command picks the node */
+    uint64_t id;                   /* unique, from 1 */
+    uv_tcp_t tcp;                  /* embedded socket */
+    struct resp_reader *rd;        /* owned: request parser */
+    struct queue reqs;             /* struct req, arrival order */
+    unsigned nreqs;                /* length of reqs */
+    struct wq wq;                  /* reply bytes */
+    size_t out_head;               /* bytes of the first reply queued in
+                                      wq.out: not counted against the
+                                      output limit */
+    struct queue node;             /* link in server.clients */
+    struct queue dirty_node;       /* link in server.dirty_clients */
+    struct upstream *priv;         /* owned: private upstream, or NULL */
+    struct queue aux;              /* owned: cluster mode, a tracking client's
+                                      private upstreams on the other nodes
+                                      (struct upstream, aux_link) */
+    struct resp_cmd *tracking_cmd; /* owned: the CLIENT TRACKING on that
+                                      each aux upstream replays, or NULL */
+    char *name;                    /* owned: CLIENT SETNAME, or NULL */
+    char *lib_name;                /* owned: CLIENT SETINFO LIB-NAME, or NULL */
+    char *lib_ver;                 /* owned: CLIENT SETINFO LIB-VER, or NULL */
+    long db;                       /* selected database */
+    int proto;                     /* RESP_PROTO2 or RESP_PROTO3 (HELLO) */
+    unsigned subs;                 /* channels + patterns subscribed */
+    unsigned ssubs;                /* shard channels subscribed */
+    int multi_count;               /* commands queued since MULTI */
+    uint64_t ctime_ms;             /* loop time of accept */
+    uint64_t last_ms;              /* loop time of the last command */
+    char last_cmd[48];             /* the last command, "client|list" style */
+    unsigned authed : 1;           /* passed AUTH (or none required) */
+    unsigned admin : 1;            /* authenticated as admin */
+    unsigned closing : 1;          /* client_close() ran */
+    unsigned input_done : 1;       /* QUIT or protocol error: parse no more */
+    unsigned quitting : 1;         /* close once the output is written */
+    unsigned paused : 1;           /* reading stopped (pipeline limit) */
+    unsigned multi : 1;            /* inside MULTI */
+    unsigned multi_deferred : 1;   /* cluster: MULTI answered, not yet sent:
+                                      the first command picks the node */
     unsigned tx_failed : 1;  /* a deferred transaction had a refused command */
     unsigned watching : 1;   /* WATCH active */
     unsigned sticky : 1;     /* private upstream kept for good (MONITOR,
@@ -107,8 +114,22 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n);
  * connection. */
 void client_set_proto(struct client *c, int proto);
 
-/* The private upstream of `c` failed or was released. */
-void client_priv_gone(struct client *c, int failed);
+/* The private upstream `up` of `c` (its priv, or an aux one) failed or was
+ * released. */
+void client_priv_gone(struct client *c, struct upstream *up, int failed);
+
+/* Cluster mode, a tracking client: its private upstream on `node` that
+ * tracks like the first one (opened and told CLIENT TRACKING on first). */
+struct upstream *client_aux_for(struct client *c, struct node *node);
+
+/* Where a tracking client's command for `node` must go so that the keys
+ * it reads are tracked: its private upstream there, an aux one, or NULL
+ * (not tracking, or tracking that cannot span nodes: REDIRECT). */
+struct upstream *client_tracking_upstream(struct client *c, struct node *node);
+
+/* Gives back every aux upstream of `c` (tracking ended or the client
+ * left). */
+void client_aux_release(struct client *c);
 
 /* True while `c` holds server-side state that lives on its private
  * upstream (transaction, WATCH, subscriptions, SELECT n, tracking, ...). */

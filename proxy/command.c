@@ -365,6 +365,7 @@ static void cmd_reset(struct req *req)
     req->silent = 0;
     c->no_evict = 0;
     c->readonly = 0;
+    client_aux_release(c);
     if (c->priv != NULL && !queue_empty(&c->priv->inflight)) {
         /* Owed replies come first: the RESET queues behind them, and
          * Redis clears the connection's state itself. */

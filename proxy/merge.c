@@ -32,6 +32,7 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
+#include "proxy/client.h"
 #include "proxy/cluster.h"
 #include "proxy/req.h"
 #include "proxy/server.h"
@@ -401,6 +402,14 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
     if (root->mg->oneshot) {
         cluster_send_oneshot(n, part);
         return;
+    }
+    if (root->client != NULL && root->client->tracking) {
+        /* A tracking client's reads are tracked on each node. */
+        struct upstream *t = client_tracking_upstream(root->client, n);
+        if (t != NULL) {
+            upstream_send(t, part);
+            return;
+        }
     }
     upstream_send(cluster_upstream_proto(n, root->cid, root->proto), part);
 }

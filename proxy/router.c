@@ -394,6 +394,14 @@ void router_forward(struct req *req)
         upstream_send(c->priv, req);
         return;
     }
+    if (c->tracking) {
+        /* Reads of a tracking client must be tracked on every node. */
+        struct upstream *t = client_tracking_upstream(c, n);
+        if (t != NULL) {
+            upstream_send(t, req);
+            return;
+        }
+    }
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */
     upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);

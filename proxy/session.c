@@ -610,22 +610,11 @@ static struct upstream *session_priv_of(long long id)
 /* Replaces argument i of the request with `text` (a new command). */
 static void session_rewrite_arg(struct req *req, int i, const char *text)
 {
-    int argc = req->cmd->argc, k;
-    const char **argv = px_calloc((size_t)argc, sizeof(*argv));
-    size_t *lens = px_calloc((size_t)argc, sizeof(*lens));
-    struct resp_cmd *cmd;
+    struct resp_cmd *cmd = resp_cmd_with_arg(req->cmd, i, text, strlen(text));
 
-    for (k = 0; k < argc; k++) {
-        argv[k] = resp_cmd_arg(req->cmd, k, &lens[k]);
-    }
-    argv[i] = text;
-    lens[i] = strlen(text);
-    cmd = resp_cmd_new(argc, argv, lens);
     if (cmd == NULL) {
-        px_oom((size_t)argc);
+        px_oom((size_t)req->cmd->argc);
     }
-    px_free(argv);
-    px_free(lens);
     resp_cmd_free(req->cmd);
     req->cmd = cmd;
 }
@@ -675,6 +664,7 @@ static void session_client_tracking(struct req *req)
         return;
     }
     if (!on) {
+        client_aux_release(c);
         if (c->priv == NULL) {
             session_ok(req); /* not tracking: nothing to turn off */
             return;
@@ -703,6 +693,15 @@ static void session_client_tracking(struct req *req)
         }
     }
     c->tracking = 1;
+    if (server.cluster.enabled && target == NULL) {
+        /* Keys of other nodes are read over private connections there
+         * that track the same way (see client_aux_for). */
+        resp_cmd_free(c->tracking_cmd);
+        c->tracking_cmd = resp_cmd_with_arg(req->cmd, -1, NULL, 0);
+        if (c->tracking_cmd == NULL) {
+            px_oom((size_t)req->cmd->argc);
+        }
+    }
     if (c->priv == NULL && target != NULL) {
         /* Invalidations go to the redirect target's node. */
         struct node *n = cluster_node_by_name(target->name);

@@ -65,6 +65,7 @@ static void upstream_maybe_free(struct upstream *up)
     queue_remove(&up->link);
     queue_remove(&up->dirty_node);
     queue_remove(&up->idle_link);
+    queue_remove(&up->aux_link);
     resp_framer_free(up->fr);
     buf_free(&up->in);
     wq_free(&up->wq);
@@ -139,7 +140,7 @@ void upstream_destroy(struct upstream *up, const char *why)
     queue_remove(&up->idle_link);
     up->home = NULL;
     if (owner != NULL) {
-        client_priv_gone(owner, why != NULL);
+        client_priv_gone(owner, up, why != NULL);
     }
     upstream_fail_inflight(up, why != NULL ? why : "connection closed");
     queue_remove(&up->dirty_node);
@@ -520,6 +521,7 @@ static struct upstream *upstream_alloc(void)
     queue_init(&up->link);
     queue_init(&up->dirty_node);
     queue_init(&up->idle_link);
+    queue_init(&up->aux_link);
     buf_init(&up->in);
     wq_init(&up->wq, (uv_stream_t *)&up->tcp, upstream_on_wq_event);
     uv_timer_init(server.loop, &up->timer);

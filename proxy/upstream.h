@@ -54,6 +54,7 @@ struct upstream {
     struct node *home;          /* borrowed: the node whose idle pool holds
                                    this private upstream, or NULL */
     struct queue idle_link;     /* link in home->idle while pooled */
+    struct queue aux_link;      /* link in owner->aux (cluster tracking) */
     uint64_t rid;               /* Redis's CLIENT ID of a private upstream,
                                    0 until known */
     unsigned backoff_ms;        /* next reconnect delay */

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
@@ -173,4 +174,60 @@ Test(it_session_cluster, publish_reaches_subscribers_in_order_and_counts_them,
     px_check_int(px_cmd(pub, "PUBLISH nobody-listens x"), 0);
     redisFree(sub);
     redisFree(pub);
+}
+
+/* Client-side caching across the cluster: a RESP3 client that tracks gets
+ * the invalidation of every key it read, whichever node owns it. */
+Test(it_session_cluster, tracking_covers_keys_of_every_node, .init = init,
+     .fini = px_cluster_fini, .timeout = 180)
+{
+    struct px_cluster *cl = px_cluster();
+    redisContext *w = px_connect(px_env()->proxy.port);
+    int fd = px_raw_connect(px_env()->proxy.port, 0), closed = 0;
+    char keys[3][32], req[512], got[65536];
+    int seen[PX_CLUSTER_MAX_NODES] = { 0 }, nkeys = 0, i, found;
+    size_t n = 0;
+    long long deadline;
+
+    for (i = 0; nkeys < 3 && i < 1000; i++) {
+        char k[32];
+        int m;
+        snprintf(k, sizeof(k), "cache:%d", i);
+        m = px_cluster_master_of_key(cl, k, strlen(k));
+        if (!seen[m]) {
+            seen[m] = 1;
+            memcpy(keys[nkeys++], k, sizeof(k));
+            px_check_status(px_cmd(w, "SET %s v", k), "OK");
+        }
+    }
+    cr_assert_eq(nkeys, 3);
+    snprintf(req, sizeof(req),
+             "HELLO 3\r\nCLIENT TRACKING on\r\nGET %s\r\nGET %s\r\n"
+             "GET %s\r\nPING\r\n",
+             keys[0], keys[1], keys[2]);
+    cr_assert_eq(px_raw_send(fd, req, strlen(req)), 0);
+    deadline = px_now_ms() + 5000;
+    while (px_now_ms() < deadline &&
+           (n < 7 || memcmp(got + n - 7, "+PONG\r\n", 7) != 0)) {
+        n += px_raw_read(fd, got + n, sizeof(got) - 1 - n, 100, &closed);
+    }
+    cr_assert(n >= 7 && memcmp(got + n - 7, "+PONG\r\n", 7) == 0,
+              "no PONG after the reads");
+    for (i = 0; i < 3; i++) {
+        px_check_status(px_cmd(w, "SET %s changed", keys[i]), "OK");
+    }
+    n = 0;
+    deadline = px_now_ms() + 5000;
+    do {
+        n += px_raw_read(fd, got + n, sizeof(got) - 1 - n, 100, &closed);
+        got[n] = '\0';
+        for (found = 0, i = 0; i < 3; i++) {
+            found += strstr(got, keys[i]) != NULL;
+        }
+    } while (found < 3 && px_now_ms() < deadline && !closed);
+    cr_assert_not_null(strstr(got, "invalidate"), "no invalidation: %s", got);
+    cr_assert_eq(found, 3, "invalidations for %d of 3 nodes' keys: %s", found,
+                 got);
+    close(fd);
+    redisFree(w);
 }
