@@ -148,9 +148,8 @@ static void cluster_node_drop(struct node *n, const char *why)
     while (!queue_empty(&n->idle)) {
         struct upstream *up =
             container_of(queue_head(&n->idle), struct upstream, idle_link);
-        upstream_destroy(up, why); /* unlinks it */
+        upstream_destroy(up, why); /* unlinks it, counts it out */
     }
-    n->nidle = 0;
     for (i = 0; i < n->npool; i++) {
         n->pool[i]->node = NULL;
         upstream_destroy(n->pool[i], why);

@@ -137,8 +137,12 @@ void upstream_destroy(struct upstream *up, const char *why)
     }
     up->state = UP_DEAD;
     up->owner = NULL;
-    queue_remove(&up->idle_link);
-    up->home = NULL;
+    if (up->home != NULL) {
+        /* A pooled idle connection that failed (Redis's idle timeout). */
+        queue_remove(&up->idle_link);
+        up->home->nidle--;
+        up->home = NULL;
+    }
     if (owner != NULL) {
         client_priv_gone(owner, up, why != NULL);
     }
