@@ -37,6 +37,7 @@
 #include "proxy/cluster.h"
 #include "proxy/log.h"
 #include "proxy/merge.h"
+#include "proxy/pubsub.h"
 #include "proxy/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
@@ -84,6 +85,7 @@ void client_close(struct client *c)
         client_priv_release(c);
     }
     client_aux_release(c);
+    pubsub_client_gone(c);
     queue_remove(&c->node);
     server.nclients--;
     uv_close((uv_handle_t *)&c->tcp, client_on_close);
@@ -326,6 +328,28 @@ void client_flush(struct client *c)
     }
 }
 
+/* Cluster mode: tells the subscription registry about a confirmation of
+ * kind k (0 subscribe, 1 psubscribe, 3 unsubscribe, 4 punsubscribe) whose
+ * channel element starts p[0..n). */
+static void client_note_subscription(struct client *c, size_t k, const char *p,
+                                     size_t n)
+{
+    size_t len = 0, i = 1;
+
+    if (!server.cluster.enabled || c->priv == NULL || n < 4 || p[0] != '$' ||
+        p[1] == '-') {
+        return; /* single mode counts right, or a null channel */
+    }
+    while (i < n && p[i] >= '0' && p[i] <= '9' && len < ((size_t)1 << 30)) {
+        len = len * 10 + (size_t)(p[i] - '0');
+        i++;
+    }
+    if (i + 2 + len > n) {
+        return;
+    }
+    pubsub_note(c, c->priv->name, k == 1 || k == 4, k < 3, p + i + 2, len);
+}
+
 /* Subscription confirmations are *3 $<kind> <channel or nil> :<count> in
  * RESP2 and the same as a push (>3) in RESP3; the count is the client's
  * total. */
@@ -335,7 +359,7 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n)
         "subscribe",   "psubscribe",   "ssubscribe",
         "unsubscribe", "punsubscribe", "sunsubscribe",
     };
-    size_t k, klen = 0, i = 5;
+    size_t k, klen = 0, i = 5, name_at;
     long long count = 0;
     const char *kind;
 
@@ -351,6 +375,7 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n)
         return;
     }
     kind = p + i + 2;
+    name_at = i + 2 + klen + 2;
     for (k = 0; k < ARRAY_SIZE(kinds); k++) {
         if (strlen(kinds[k]) == klen &&
             strncasecmp_ascii(kind, kinds[k], klen) == 0) {
@@ -378,6 +403,7 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n)
         c->ssubs = (unsigned)count;
     } else {
         c->subs = (unsigned)count;
+        client_note_subscription(c, k, p + name_at, n - name_at);
     }
     c->push_wait = 0;
 }
@@ -407,6 +433,7 @@ int client_has_state(const struct client *c)
 
 void client_clear_state_flags(struct client *c)
 {
+    pubsub_client_gone(c);
     c->multi = 0;
     c->multi_deferred = 0;
     c->tx_failed = 0;
@@ -457,6 +484,7 @@ void client_priv_release(struct client *c)
 
     c->priv = NULL;
     up->owner = NULL;
+    pubsub_client_gone(c); /* the reset ends its subscriptions */
     /* A connection in the Lua debugger cannot be reset; the rest can. */
     cluster_private_put(up, c->sticky && !c->monitor);
 }

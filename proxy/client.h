@@ -18,6 +18,7 @@
 #include "proxy/queue.h"
 #include "proxy/wq.h"
 
+struct hmap;
 struct node;
 struct req;
 struct resp_cmd;
@@ -48,6 +49,9 @@ struct client {
     long db;                       /* selected database */
     int proto;                     /* RESP_PROTO2 or RESP_PROTO3 (HELLO) */
     unsigned subs;                 /* channels + patterns subscribed */
+    struct hmap *subs_map;         /* owned, cluster mode: the channels and
+                                      patterns subscribed (pubsub.c) */
+    char *subs_node;               /* owned: the node they live on */
     unsigned ssubs;                /* shard channels subscribed */
     int multi_count;               /* commands queued since MULTI */
     uint64_t ctime_ms;             /* loop time of accept */

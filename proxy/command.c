@@ -413,6 +413,9 @@ static const struct cmd_def cmd_defs[] = {
       .proc = session_client },
     /* DEBUG SLEEP, DEBUG RELOAD...: a connection of its own for the call,
      * so nothing queues behind it on a shared one. */
+    /* COMMAND is a @connection command that changes nothing: forwarded
+     * (the entry keeps the @connection rule of the router off it). */
+    { .name = "command", .arity = -1, .flags = 0 },
     { .name = "debug", .arity = -2, .flags = CMD_F_BLOCKING },
     { .name = "discard", .arity = 1, .flags = CMD_F_TXEND },
     { .name = "echo", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_echo },

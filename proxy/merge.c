@@ -58,7 +58,11 @@ enum merge_kind {
     MERGE_INFO,   /* INFO: the proxy's section, then each node's text */
     MERGE_ANY_OK, /* SCRIPT KILL, FUNCTION KILL: +OK when one node killed
                      something, else the first error */
+    MERGE_NUMSUB, /* PUBSUB NUMSUB: [channel, count ...], counts summed */
 };
+
+/* How many kinds there are (the last one plus one). */
+#define MERGE_KINDS (MERGE_NUMSUB + 1)
 
 struct merge {
     enum merge_kind kind;    /* how the parts combine */
@@ -207,6 +211,31 @@ static void merge_scan(struct merge *mg, struct resp_value *v, struct buf *out)
     PX_CHECK_OOM(buf_append(out, v[0].elem[1].raw, v[0].elem[1].raw_len));
 }
 
+/* PUBSUB NUMSUB: every node counts its own subscribers of each channel;
+ * the channels are the same, in the same order, in every part. */
+static void merge_numsub(struct merge *mg, struct resp_value *v,
+                         struct buf *out)
+{
+    size_t j;
+    unsigned i;
+
+    PX_CHECK_OOM(resp_enc_array_header(out, (long long)v[0].n));
+    for (j = 0; j < v[0].n; j++) {
+        long long sum = 0;
+        if (j % 2 == 0) {
+            PX_CHECK_OOM(
+                buf_append(out, v[0].elem[j].raw, v[0].elem[j].raw_len));
+            continue;
+        }
+        for (i = 0; i < mg->nparts; i++) {
+            if (j < v[i].n) {
+                sum += v[i].elem[j].integer;
+            }
+        }
+        PX_CHECK_OOM(resp_enc_int(out, sum));
+    }
+}
+
 /* The "# Proxy" section of INFO: cellgate's own numbers. */
 static void merge_info_proxy(const struct merge *mg, struct buf *out,
                              unsigned covered)
@@ -263,7 +292,9 @@ static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out,
             p += MERGE_VERBATIM_FMT; /* "txt:" */
             n -= MERGE_VERBATIM_FMT;
         }
-        snprintf(line, sizeof(line), "\r\n# Node %s\r\n", mg->names[i]);
+        /* A blank line between sections, none before the first. */
+        snprintf(line, sizeof(line), "%s# Node %s\r\n",
+                 text.len > 0 ? "\r\n" : "", mg->names[i]);
         PX_CHECK_OOM(buf_append_str(&text, line));
         PX_CHECK_OOM(buf_append(&text, p, n));
     }
@@ -274,10 +305,11 @@ static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out,
 /* Builds the root's reply from its parts' replies, in protocol `proto`. */
 static void merge_build(struct merge *mg, struct buf *out, int proto)
 {
-    static const char type_of[] = {
+    static const char type_of[MERGE_KINDS] = {
         [MERGE_BY_KEY] = '*', [MERGE_SUM] = ':',  [MERGE_ALL_OK] = '+',
         [MERGE_CONCAT] = '*', [MERGE_SAME] = '$', [MERGE_AND] = '*',
         [MERGE_SCAN] = '*',   [MERGE_INFO] = '$', [MERGE_ANY_OK] = '+',
+        [MERGE_NUMSUB] = '*',
     };
     struct resp_value *v = px_calloc(mg->nparts, sizeof(*v));
     char type = type_of[mg->kind];
@@ -357,6 +389,9 @@ static void merge_build(struct merge *mg, struct buf *out, int proto)
         break;
     case MERGE_ANY_OK:
         break; /* built above */
+    case MERGE_NUMSUB:
+        merge_numsub(mg, v, out);
+        break;
     }
 out:
     for (i = 0; i < mg->nparts; i++) {
@@ -655,6 +690,15 @@ static int merge_fanout_kind(const struct req *req)
         }
         if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
             return MERGE_ANY_OK;
+        }
+        return -1;
+    }
+    if (resp_cmd_arg_is(req->cmd, 0, "pubsub")) {
+        if (resp_cmd_arg_is(req->cmd, 1, "numsub")) {
+            return MERGE_NUMSUB; /* subscribers are spread over nodes */
+        }
+        if (resp_cmd_arg_is(req->cmd, 1, "channels")) {
+            return MERGE_CONCAT;
         }
         return -1;
     }

@@ -49,6 +49,9 @@ struct req {
                                   the command was parsed (RESP_PROTO2 for
                                   the proxy's own requests); picks the
                                   connection pool */
+    long long add_int;         /* PUBLISH, cluster mode: subscribers cellgate
+                                  holds on other nodes, added to the count
+                                  of the node that answered */
     size_t npush;              /* bytes of relayed pushes at the start of
                                   reply, that came before the reply */
     unsigned done : 1;         /* the reply is complete */

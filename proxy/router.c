@@ -53,6 +53,7 @@
 #include "proxy/cluster.h"
 #include "proxy/command.h"
 #include "proxy/merge.h"
+#include "proxy/pubsub.h"
 #include "proxy/req.h"
 #include "proxy/server.h"
 #include "proxy/upstream.h"
@@ -136,12 +137,20 @@ static struct node *router_node(struct req *req)
     }
     if (server.cluster.enabled && cmd->argc >= 2 &&
         (resp_cmd_arg_is(cmd, 0, "publish") ||
-         resp_cmd_arg_is(cmd, 0, "subscribe"))) {
+         resp_cmd_arg_is(cmd, 0, "subscribe") ||
+         resp_cmd_arg_is(cmd, 0, "psubscribe") ||
+         (resp_cmd_arg_is(cmd, 0, "pubsub") &&
+          resp_cmd_arg_is(cmd, 1, "numpat")))) {
         /* The channel's slot: any node would relay the message, but only
          * its subscribers count, and one node keeps one publisher's
-         * messages in order. */
-        p = resp_cmd_arg(cmd, 1, &len);
-        n = cluster_node_for_slot(slot_for_key(p, len));
+         * messages in order. Patterns have no slot: they all live on the
+         * master of slot 0. */
+        if (resp_cmd_arg_is(cmd, 0, "publish") ||
+            resp_cmd_arg_is(cmd, 0, "subscribe")) {
+            p = resp_cmd_arg(cmd, 1, &len);
+            slot = slot_for_key(p, len);
+        }
+        n = cluster_node_for_slot(slot);
         if (n == NULL) {
             req_reply_error(req, "CLUSTERDOWN Hash slot not served");
         }
@@ -401,6 +410,12 @@ void router_forward(struct req *req)
             upstream_send(t, req);
             return;
         }
+    }
+    if (server.cluster.enabled && req->cmd->argc == 3 &&
+        resp_cmd_arg_is(req->cmd, 0, "publish")) {
+        size_t len;
+        const char *ch = resp_cmd_arg(req->cmd, 1, &len);
+        req->add_int = pubsub_held_elsewhere(n->name, ch, len);
     }
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */

@@ -20,6 +20,7 @@
 #include "proxy/client.h"
 #include "proxy/limiter.h"
 #include "proxy/log.h"
+#include "proxy/pubsub.h"
 #include "proxy/upstream.h"
 #include "proxy/util.h"
 
@@ -207,6 +208,7 @@ static int server_init_failed(void)
     uv_loop_close(server.loop);
     store_local_free(&server.store);
     limiter_shutdown();
+    pubsub_free();
     return PX_ERR;
 }
 
@@ -225,6 +227,8 @@ int server_init(const struct conf *conf)
     queue_init(&server.limiter_pending);
     store_local_init(&server.store);
     hmap_init(&server.limiter_overrides);
+    hmap_init(&server.pubsub_chans);
+    hmap_init(&server.pubsub_pats);
     uv_prepare_init(server.loop, &server.flush);
     uv_prepare_start(&server.flush, server_on_flush);
     uv_timer_init(server.loop, &server.cron);
@@ -280,6 +284,7 @@ int server_run(void)
     uv_run(server.loop, UV_RUN_DEFAULT);
     store_local_free(&server.store);
     limiter_shutdown();
+    pubsub_free();
     rc = uv_loop_close(server.loop);
     if (rc != 0) {
         uv_walk(server.loop, server_on_walk, NULL);

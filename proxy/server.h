@@ -48,6 +48,9 @@ struct server {
                                          overrides the scripts reported (a
                                          cache they verify on every call) */
     uv_signal_t sighup;               /* LIMITER RELOAD */
+    struct hmap pubsub_chans;         /* cluster mode: channels cellgate's
+                                         clients subscribed to (pubsub.c) */
+    struct hmap pubsub_pats;          /* ... and patterns */
     struct queue limiter_waits;       /* replies held by CHECK ... WAIT */
     struct queue limiter_pending;     /* CL.THROTTLE calls of this turn */
     uint64_t next_client_id;          /* last id given */

@@ -172,7 +172,51 @@ Test(it_session_cluster, publish_reaches_subscribers_in_order_and_counts_them,
         freeReplyObject(r);
     }
     px_check_int(px_cmd(pub, "PUBLISH nobody-listens x"), 0);
+    /* NUMSUB counts the subscribers of every node. */
+    r = px_cmd(pub, "PUBSUB NUMSUB chan0 chan1 chan9");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 6);
+    cr_assert_str_eq(r->element[0]->str, "chan0");
+    cr_assert_eq(r->element[1]->integer, 1);
+    cr_assert_str_eq(r->element[2]->str, "chan1");
+    cr_assert_eq(r->element[3]->integer, 0);
+    cr_assert_eq(r->element[5]->integer, 0);
+    freeReplyObject(r);
     redisFree(sub);
+
+    /* A client's channels of other nodes and its patterns live on its one
+     * connection; PUBLISH still counts them, and stops when it leaves. */
+    {
+        struct px_cluster *cl = px_cluster();
+        char x[32], y[32];
+        int mx, k = 0, left;
+        redisContext *s2 = px_connect(px_env()->proxy.port);
+
+        snprintf(x, sizeof(x), "ch:%d", k);
+        mx = px_cluster_master_of_key(cl, x, strlen(x));
+        do {
+            snprintf(y, sizeof(y), "ch:%d", ++k);
+        } while (px_cluster_master_of_key(cl, y, strlen(y)) == mx);
+        r = px_cmd(s2, "SUBSCRIBE %s %s", x, y);
+        freeReplyObject(r);
+        freeReplyObject(px_next(s2));
+        r = px_cmd(s2, "PSUBSCRIBE pat*");
+        freeReplyObject(r);
+        px_check_int(px_cmd(pub, "PUBLISH %s hi", y), 1);
+        px_check_int(px_cmd(pub, "PUBLISH %s hi", x), 1);
+        for (k = 0; k < 8; k++) {
+            px_check_int(px_cmd(pub, "PUBLISH pat-%d hi", k), 1);
+        }
+        px_check_int(px_cmd(pub, "PUBLISH pattern hi"), 1);
+        redisFree(s2);
+        for (k = 0, left = 1; k < 100 && left != 0; k++) {
+            r = px_cmd(pub, "PUBLISH %s hi", y);
+            left = (int)r->integer;
+            freeReplyObject(r);
+            px_sleep_ms(20);
+        }
+        cr_assert_eq(left, 0, "the subscriber left, PUBLISH still counts it");
+    }
     redisFree(pub);
 }
 
