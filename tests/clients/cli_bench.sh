@@ -3,10 +3,15 @@
 # the proxy must equal its output straight against Redis (same commands, key
 # prefixes differ). redis-benchmark: a smoke test (exit 0, non-zero rates;
 # no timing assertions).
-# Environment: PROXY_PORT, REDIS_PORT.
+# Environment: PROXY_PORT, REDIS_PORT, DIRECT_TAG (cluster mode: every
+# direct key carries this hash tag, REDIS_PORT is the master that owns it),
+# NODE_PORTS and CG_PID (for upstream_conns.sh).
 set -uo pipefail
 P=$PROXY_PORT
 R=$REDIS_PORT
+HERE=$(cd "$(dirname "$0")" && pwd)
+DP="${DIRECT_TAG:-}cli:d:"  # key prefix straight to Redis
+PP="cli:p:"                 # key prefix through cellgate
 T=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-cli.XXXXXX")
 BG=""
 trap '[ -n "$BG" ] && kill $BG 2>/dev/null; rm -rf "$T"' EXIT
@@ -30,12 +35,12 @@ same() {  # name [-e expected] args...
     local want="" have_want=0
     if [ "$1" = -e ]; then want=$2; have_want=1; shift 2; fi
     local pa=() da=() a
-    for a in "$@"; do pa+=("${a//\{\}/cli:p:}"); da+=("${a//\{\}/cli:d:}"); done
+    for a in "$@"; do pa+=("${a//\{\}/$PP}"); da+=("${a//\{\}/$DP}"); done
     local d p
     d=$(cli "$R" "${da[@]}")
     p=$(cli "$P" "${pa[@]}")
-    d=${d//cli:d:/}
-    p=${p//cli:p:/}
+    d=${d//"$DP"/}
+    p=${p//"$PP"/}
     if [ "$have_want" -eq 1 ] && [ "$d" != "$want" ]; then
         notok "$name" "direct Redis gave '$(echo "$d" | one_line)', test expects '$(echo "$want" | one_line)' (test bug?)"
     elif [ "$p" != "$d" ]; then
@@ -44,6 +49,30 @@ same() {  # name [-e expected] args...
         ok "$name"
     fi
 }
+
+# 20 redis-cli processes with default options, each holding its connection
+# while the Redis nodes are asked how many connections cellgate has
+# (upstream_conns.sh). Commands come on standard input, one line each, as
+# from a person or a script: redis-cli's REPL, whose handshake is
+# COMMAND DOCS (for its hints); a command, 2 s idle, a command again.
+name="redis-cli: 20 clients with default options use only cellgate's shared upstream connections"
+pids=()
+for i in $(seq 1 20); do
+    { echo "incr ${PP}cc:$i"; sleep 2; echo "incr ${PP}cc:$i"; } |
+        timeout 10 redis-cli -h 127.0.0.1 -p "$P" >"$T/cc-$i.out" 2>&1 &
+    pids+=($!)
+done
+for _ in $(seq 1 50); do  # until every one ran its first command
+    n=0
+    for i in $(seq 1 20); do [ -s "$T/cc-$i.out" ] && n=$((n + 1)); done
+    [ "$n" -eq 20 ] && break
+    sleep 0.05
+done
+line=$(bash "$HERE/upstream_conns.sh"); rc=$?
+echo "# redis-cli: cellgate's connections per Redis node, 20 redis-cli open ($n had answered): $line"
+wait "${pids[@]}"
+if [ "$rc" -eq 0 ] && [ "$n" -eq 20 ]; then ok "$name"
+else notok "$name" "too many connections from cellgate, or clients not connected ($n of 20 answered): $line"; fi
 
 nl=$'\n'
 same "redis-cli: ping" -e "PONG${nl}[exit 0]" ping
@@ -85,14 +114,28 @@ if echo "$out" | grep -qx '3# "proto" => (integer) 3' && echo "$out" | grep -qx 
 else
     notok "redis-cli -3: hello 3 is a map with proto 3" "printed '$(echo "$out" | one_line)'"
 fi
-out=$(timeout 10 redis-cli -3 -p "$P" info server 2>&1 | head -n 1 | tr -d '\r')
+out=$(timeout 10 redis-cli -3 -p "$P" info 2>&1 | head -n 1 | tr -d '\r')
 if [ "$out" = "# Proxy" ]; then ok "redis-cli -3: info (verbatim string, proxy section first)"
 else notok "redis-cli -3: info (verbatim string, proxy section first)" "first line '$out'"; fi
+out=$(timeout 10 redis-cli -3 -p "$P" info server 2>&1 | tr -d '\r')
+if grep -q '^redis_version:' <<<"$out" && ! grep -q '^used_memory:' <<<"$out"; then
+    ok "redis-cli -3: info server (one section, forwarded)"
+else
+    notok "redis-cli -3: info server (one section, forwarded)" "printed '$(echo "$out" | head -n 5 | one_line)'"
+fi
 
-# Commands on standard input, one per line (no arguments after the port).
-d=$(printf 'set cli:stdin:d 1\nincr cli:stdin:d\nget cli:stdin:d\nping\n' | timeout 10 redis-cli -p "$R" 2>&1)
-p=$(printf 'set cli:stdin:p 1\nincr cli:stdin:p\nget cli:stdin:p\nping\n' | timeout 10 redis-cli -p "$P" 2>&1)
-want="OK${nl}2${nl}2${nl}PONG"
+# Commands on standard input, one per line (no arguments after the port):
+# redis-cli's REPL, which opens with COMMAND DOCS. Three keys whose hash
+# tags a, b, c (slots 15495, 3300, 7365) lie on three different masters of
+# a 3-master cluster, so every master is asked, whichever node the session
+# started on.
+stdin_cmds() {  # k1 k2 k3
+    printf 'set %s 1\nset %s 1\nset %s 1\nincr %s\nincr %s\nget %s\nget %s\nping\n' \
+        "$1" "$2" "$3" "$1" "$2" "$3" "$1"
+}
+d=$(stdin_cmds "${DP}stdin:a" "${DP}stdin:b" "${DP}stdin:c" | timeout 10 redis-cli -p "$R" 2>&1)
+p=$(stdin_cmds "${PP}stdin:{a}" "${PP}stdin:{b}" "${PP}stdin:{c}" | timeout 10 redis-cli -p "$P" 2>&1)
+want="OK${nl}OK${nl}OK${nl}2${nl}2${nl}1${nl}2${nl}PONG"
 if [ "$p" = "$want" ] && [ "$d" = "$want" ]; then ok "redis-cli: commands on stdin"
 else notok "redis-cli: commands on stdin" "through cellgate '$(echo "$p" | one_line)', straight to Redis '$(echo "$d" | one_line)'"; fi
 
@@ -109,11 +152,11 @@ gen_pipe() {  # prefix
     resp INCR "$1pipe:1"   # an error reply: the value is not an integer
     resp RPUSH "$1pipe:list" a b c
 }
-gen_pipe cli:p: >"$T/pipe-p.resp"
-gen_pipe cli:d: >"$T/pipe-d.resp"
+gen_pipe "$PP" >"$T/pipe-p.resp"
+gen_pipe "$DP" >"$T/pipe-d.resp"
 pout=$(timeout 20 redis-cli -p "$P" --pipe <"$T/pipe-p.resp" 2>&1); prc=$?
 dout=$(timeout 20 redis-cli -p "$R" --pipe <"$T/pipe-d.resp" 2>&1); drc=$?
-pv=$(timeout 5 redis-cli -p "$R" get cli:p:pipe:777)
+pv=$(timeout 5 redis-cli -c -p "$R" get cli:p:pipe:777)  # -c: its node, in cluster mode
 if [ "$prc" -eq 1 ] && [ "$drc" -eq 1 ] && echo "$pout" | grep -q '^errors: 1, replies: 1003$' \
         && echo "$dout" | grep -q '^errors: 1, replies: 1003$' && [ "$pv" = "value 777" ]; then
     ok "redis-cli: --pipe with RESP input (1003 commands, one error)"
@@ -129,8 +172,9 @@ else
     notok "redis-cli: --pipe without errors exits 0" "exit $prc '$(echo "$pout" | one_line)'"
 fi
 
-# --scan walks the keyspace with SCAN.
-timeout 10 redis-cli -p "$R" eval "for i=1,150 do redis.call('set', 'cli:scan:'..i, i) end" 0 >/dev/null
+# --scan walks the keyspace with SCAN (in cluster mode, every master's).
+for i in $(seq 1 150); do resp SET "cli:scan:$i" "$i"; done >"$T/scan.resp"
+timeout 10 redis-cli -p "$P" --pipe <"$T/scan.resp" >/dev/null
 n=$(timeout 20 redis-cli -p "$P" --scan --pattern 'cli:scan:*' | sort -u | wc -l)
 if [ "$n" -eq 150 ]; then ok "redis-cli: --scan --pattern (150 keys)"
 else notok "redis-cli: --scan --pattern (150 keys)" "found $n distinct keys"; fi
@@ -187,7 +231,7 @@ bench "redis-benchmark: set,get pipelined (-P 16)" set,get -n 20000 -c 10 -P 16
 
 # The data it wrote reads back through the proxy like any other.
 v=$(timeout 5 redis-cli -p "$P" get key:__rand_int__)
-dv=$(timeout 5 redis-cli -p "$R" get key:__rand_int__)
+dv=$(timeout 5 redis-cli -c -p "$R" get key:__rand_int__)
 if [ -n "$v" ] && [ "$v" = "$dv" ] && [ "${#v}" -eq 3 ]; then ok "redis-benchmark: written value reads back"
 else notok "redis-benchmark: written value reads back" "get key:__rand_int__ through cellgate '$v', straight to Redis '$dv'"; fi
 

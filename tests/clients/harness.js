@@ -3,16 +3,25 @@
 // `not ok - name: why`, each bounded by a timeout, and comparison of a
 // scenario run straight against Redis with the same scenario through cellgate.
 const assert = require('node:assert');
+const path = require('node:path');
+const { execFile } = require('node:child_process');
 const util = require('node:util');
 
 const HOST = '127.0.0.1';
 const PROXY_PORT = Number(process.env.PROXY_PORT);
 const REDIS_PORT = Number(process.env.REDIS_PORT);
+// Cluster mode (run.sh): REDIS_PORT is the master that owns the hash tag
+// DIRECT_TAG, which every direct key carries; keys through cellgate spread
+// over every master, except those a command needs on one node (they share a
+// tag in their name).
+const CLUSTER = process.env.CG_MODE === 'cluster';
+const DIRECT_TAG = process.env.DIRECT_TAG || '';
+const NODE_PORTS = (process.env.NODE_PORTS || String(REDIS_PORT)).split(',').map(Number);
 const CHECK_TIMEOUT_MS = 10000;
 
 const checks = [];
-function check(name, fn) {
-  checks.push({ name, fn });
+function check(name, fn, timeoutMs = CHECK_TIMEOUT_MS) {
+  checks.push({ name, fn, timeoutMs });
 }
 
 class Fail extends Error {}
@@ -101,12 +110,39 @@ function nextEvent(emitter, event, pred = () => true, ms = 5000) {
   });
 }
 
+// cellgate's connections on every Redis node (upstream_conns.sh):
+// { ok, line }, ok false when a node sees more than the limit.
+function upstreamConns() {
+  return new Promise((resolve) => {
+    execFile('bash', [path.join(__dirname, 'upstream_conns.sh')], { timeout: 30000 }, (err, stdout) => {
+      resolve({ ok: !err, line: String(stdout).trim() || (err && err.message) });
+    });
+  });
+}
+
+// The connection-count check: `open(i)` opens one client with the library's
+// default options and runs a few ordinary commands on it; all 20 stay
+// connected while the nodes are asked; `close(c)` closes one.
+async function connCount(tag, what, open, close) {
+  const clients = [];
+  try {
+    for (let i = 0; i < 20; i++) clients.push(await open(i));
+    const { ok, line } = await upstreamConns();
+    console.log(`# ${tag}: cellgate's connections per Redis node, 20 ${what} open: ${line}`);
+    expect(ok, `too many connections from cellgate: ${line}`);
+  } finally {
+    for (const c of clients) {
+      try { await close(c); } catch { /* already closed */ }
+    }
+  }
+}
+
 async function runAll(only) {
   let failed = 0;
-  for (const { name, fn } of checks) {
+  for (const { name, fn, timeoutMs } of checks) {
     if (only.length && !only.some((o) => name.includes(o))) continue;
     try {
-      await withTimeout(Promise.resolve().then(fn), CHECK_TIMEOUT_MS, 'check');
+      await withTimeout(Promise.resolve().then(fn), timeoutMs, 'check');
       console.log(`ok - ${name}`);
     } catch (e) {
       failed++;
@@ -118,6 +154,6 @@ async function runAll(only) {
 }
 
 module.exports = {
-  HOST, PROXY_PORT, REDIS_PORT, check, expect, Fail, same, errorOf, sleep,
+  HOST, PROXY_PORT, REDIS_PORT, CLUSTER, DIRECT_TAG, NODE_PORTS, upstreamConns, connCount, check, expect, Fail, same, errorOf, sleep,
   withTimeout, nextEvent, runAll, short, isEqual,
 };

@@ -5,7 +5,8 @@
 //   node node_ioredis.js ioredis     (the pinned ioredis 6: offers RESP3 with
 //                                     HELLO 3, falls back to RESP2 on NOPROTO)
 //   node node_ioredis.js ioredis5    (the pinned ioredis 5: RESP2 only)
-// Environment: PROXY_PORT, REDIS_PORT.
+// Environment: PROXY_PORT, REDIS_PORT, CG_MODE, DIRECT_TAG, NODE_PORTS (see
+// harness.js).
 const H = require('./harness');
 
 const MOD = process.argv[2] || 'ioredis';
@@ -31,7 +32,7 @@ function target(label, port, prefix) {
 }
 
 const T = {
-  direct: target('redis', H.REDIS_PORT, `${TAG}:d:`),
+  direct: target('redis', H.REDIS_PORT, `${H.DIRECT_TAG}${TAG}:d:`),
   proxy: target('cellgate', H.PROXY_PORT, `${TAG}:p:`),
 };
 const same = (sc, exp) => H.same(T, sc, exp);
@@ -45,6 +46,17 @@ check('connects with default options', async () => {
   // Which protocol ioredis ended up with (6.x offers RESP3 first).
   const proto = (t) => (t.r.condition && t.r.condition.protocol) || 2;
   console.log(`# ${TAG} ${VERSION}: protocol through cellgate ${proto(T.proxy)}, straight to Redis ${proto(T.direct)}`);
+});
+
+check('20 clients with default options use only cellgate\'s shared upstream connections', async () => {
+  await H.connCount(TAG, `${MOD} clients`, async (i) => {
+    const r = new Redis(H.PROXY_PORT, H.HOST); // default options
+    r.on('error', () => {});
+    await r.set(T.proxy.k(`cc:${i}`), String(i));
+    H.expect(await r.get(T.proxy.k(`cc:${i}`)) === String(i), `client ${i} read back a wrong value`);
+    await r.incr(T.proxy.k('cc:n'));
+    return r;
+  }, (r) => r.disconnect());
 });
 
 check('ping and echo', async () => {
@@ -101,17 +113,17 @@ check('lists', async () => {
   await same(async ({ r, k }) => [
     await r.rpush(k('l'), 'a', 'b', 'c'), await r.lpush(k('l'), 'z'), await r.lrange(k('l'), 0, -1),
     await r.llen(k('l')), await r.lindex(k('l'), -1), await r.lpop(k('l')), await r.rpop(k('l')),
-    await r.lpop(k('l'), 5), await r.lpop(k('l')), await r.rpush(k('l2'), 1, 2, 3),
-    await r.lmove(k('l2'), k('l3'), 'LEFT', 'RIGHT'), await r.lrange(k('l3'), 0, -1),
+    await r.lpop(k('l'), 5), await r.lpop(k('l')), await r.rpush(k('{l}2'), 1, 2, 3),
+    await r.lmove(k('{l}2'), k('{l}3'), 'LEFT', 'RIGHT'), await r.lrange(k('{l}3'), 0, -1),
   ], [3, 4, ['z', 'a', 'b', 'c'], 4, 'c', 'z', 'c', ['a', 'b'], null, 3, '1', ['1']]);
 });
 
 check('sets', async () => {
   await same(async ({ r, k }) => [
-    await r.sadd(k('set'), 'a', 'b', 'c'), (await r.smembers(k('set'))).sort(),
-    await r.sismember(k('set'), 'b'), await r.srem(k('set'), 'a'), await r.scard(k('set')),
-    await r.sadd(k('set2'), 'b', 'd'), (await r.sinter(k('set'), k('set2'))).sort(),
-    (await r.sunion(k('set'), k('set2'))).sort(), await r.smembers(k('nope')),
+    await r.sadd(k('{set}'), 'a', 'b', 'c'), (await r.smembers(k('{set}'))).sort(),
+    await r.sismember(k('{set}'), 'b'), await r.srem(k('{set}'), 'a'), await r.scard(k('{set}')),
+    await r.sadd(k('{set}2'), 'b', 'd'), (await r.sinter(k('{set}'), k('{set}2'))).sort(),
+    (await r.sunion(k('{set}'), k('{set}2'))).sort(), await r.smembers(k('nope')),
   ], [3, ['a', 'b', 'c'], 1, 1, 2, 2, ['b'], ['b', 'c', 'd'], []]);
 });
 
@@ -171,13 +183,13 @@ check('1000 concurrent commands on one connection', async () => {
 check('multi/exec', async () => {
   const flat = (res) => res && res.map(([e, v]) => (e ? ['error', e.message] : v));
   await same(async ({ r, k }) => {
-    await r.set(k('tx:s'), 'x');
+    await r.set(k('{tx}:s'), 'x');
     return [
-      flat(await r.multi().set(k('tx:a'), '1').incr(k('tx:a')).get(k('tx:a')).lpush(k('tx:l'), 'x').exec()),
-      flat(await r.multi().incr(k('tx:s')).set(k('tx:b'), '2').exec()),
-      await r.get(k('tx:b')),
-      await H.errorOf(r.multi().set(k('tx:c'), '1').call('SET', k('tx:d')).exec()) !== null,
-      await r.exists(k('tx:c')),
+      flat(await r.multi().set(k('{tx}:a'), '1').incr(k('{tx}:a')).get(k('{tx}:a')).lpush(k('{tx}:l'), 'x').exec()),
+      flat(await r.multi().incr(k('{tx}:s')).set(k('{tx}:b'), '2').exec()),
+      await r.get(k('{tx}:b')),
+      await H.errorOf(r.multi().set(k('{tx}:c'), '1').call('SET', k('{tx}:d')).exec()) !== null,
+      await r.exists(k('{tx}:c')),
     ];
   }, [['OK', 2, '2', 1], [['error', 'ERR value is not an integer or out of range'], 'OK'], '2', true, 0]);
 });
@@ -267,6 +279,10 @@ check('info (forwarded)', async () => {
   const d = await T.direct.r.info();
   const p = await T.proxy.r.info();
   for (const f of ['redis_version', 'redis_mode', 'tcp_port']) {
+    if (f === 'tcp_port' && H.CLUSTER) { // one section per master
+      H.expect(H.NODE_PORTS.includes(Number(field(p, f))), `INFO tcp_port: cellgate ${field(p, f)}, masters ${H.NODE_PORTS}`);
+      continue;
+    }
     H.expect(field(p, f) !== undefined && field(p, f) === field(d, f), `INFO ${f}: cellgate ${field(p, f)}, Redis ${field(d, f)}`);
   }
   H.expect(/used_memory:/.test(await T.proxy.r.info('memory')), 'INFO memory lacks used_memory');

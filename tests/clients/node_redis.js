@@ -7,7 +7,7 @@
 //   node node_redis.js redis6          (redis 6.x, default options: it opens
 //                                       with HELLO 3 and has no RESP2 fallback)
 // Further arguments select checks by name. Environment: PROXY_PORT,
-// REDIS_PORT.
+// REDIS_PORT, CG_MODE, DIRECT_TAG, NODE_PORTS (see harness.js).
 const H = require('./harness');
 
 const args = process.argv.slice(2);
@@ -58,6 +58,18 @@ check(WANT_RESP3 ? 'connects with RESP: 3' : 'connects with default options', as
       ? hello[hello.indexOf(f) + 1] : hello[f]);
     return Number(get('proto'));
   }, R3 ? 3 : 2);
+});
+
+check('20 clients with default options use only cellgate\'s shared upstream connections', async () => {
+  await H.connCount(TAG, `${MOD} clients${WANT_RESP3 ? ' (RESP: 3)' : ''}`, async (i) => {
+    const c = createClient({ url: `redis://${H.HOST}:${H.PROXY_PORT}`, ...OPTIONS });
+    c.on('error', () => {});
+    await H.withTimeout(c.connect(), 5000, `client ${i} connect`);
+    await c.set(T.proxy.k(`cc:${i}`), String(i));
+    H.expect(await c.get(T.proxy.k(`cc:${i}`)) === String(i), `client ${i} read back a wrong value`);
+    await c.incr(T.proxy.k('cc:n'));
+    return c;
+  }, (c) => c.destroy());
 });
 
 check('ping and echo', async () => {
@@ -114,9 +126,9 @@ check('lists', async () => {
 
 check('sets', async () => {
   await same(async ({ r, k }) => [
-    await r.sAdd(k('set'), ['a', 'b', 'c']), (await r.sMembers(k('set'))).sort(),
-    await r.sIsMember(k('set'), 'b'), await r.sRem(k('set'), 'a'), await r.sCard(k('set')),
-    await r.sAdd(k('set2'), ['b', 'd']), await r.sInter([k('set'), k('set2')]),
+    await r.sAdd(k('{set}'), ['a', 'b', 'c']), (await r.sMembers(k('{set}'))).sort(),
+    await r.sIsMember(k('{set}'), 'b'), await r.sRem(k('{set}'), 'a'), await r.sCard(k('{set}')),
+    await r.sAdd(k('{set}2'), ['b', 'd']), await r.sInter([k('{set}'), k('{set}2')]),
   ], [3, ['a', 'b', 'c'], 1, 1, 2, 2, ['b']]);
 });
 
@@ -176,10 +188,10 @@ check('1000 concurrent commands (automatic pipelining)', async () => {
 
 check('multi/exec', async () => {
   await same(async ({ r, k }) => {
-    await r.set(k('tx:s'), 'x');
-    const ok = await r.multi().set(k('tx:a'), '1').incr(k('tx:a')).get(k('tx:a')).lPush(k('tx:l'), 'x').exec();
-    const withErr = await errorOf(r.multi().incr(k('tx:s')).set(k('tx:b'), '2').exec());
-    return [ok, withErr && withErr[0], await r.get(k('tx:b'))];
+    await r.set(k('{tx}:s'), 'x');
+    const ok = await r.multi().set(k('{tx}:a'), '1').incr(k('{tx}:a')).get(k('{tx}:a')).lPush(k('{tx}:l'), 'x').exec();
+    const withErr = await errorOf(r.multi().incr(k('{tx}:s')).set(k('{tx}:b'), '2').exec());
+    return [ok, withErr && withErr[0], await r.get(k('{tx}:b'))];
   }, [['OK', 2, '2', 1], 'MultiErrorReply', '2']);
 });
 
@@ -274,6 +286,10 @@ check('info (forwarded)', async () => {
   const d = await T.direct.r.info();
   const p = await T.proxy.r.info();
   for (const f of ['redis_version', 'redis_mode', 'tcp_port']) {
+    if (f === 'tcp_port' && H.CLUSTER) { // one section per master
+      H.expect(H.NODE_PORTS.includes(Number(field(p, f))), `INFO tcp_port: cellgate ${field(p, f)}, masters ${H.NODE_PORTS}`);
+      continue;
+    }
     H.expect(field(p, f) !== undefined && field(p, f) === field(d, f), `INFO ${f}: cellgate ${field(p, f)}, Redis ${field(d, f)}`);
   }
 });
@@ -350,7 +366,7 @@ if (R3) {
 (async () => {
   let failed = 1;
   try {
-    T.direct = await target('redis', H.REDIS_PORT, `${TAG}:d:`);
+    T.direct = await target('redis', H.REDIS_PORT, `${H.DIRECT_TAG}${TAG}:d:`);
     T.proxy = await target('cellgate', H.PROXY_PORT, `${TAG}:p:`);
     failed = await H.runAll(only);
   } catch (e) {

@@ -7,11 +7,17 @@ scenario once against Redis directly and once through the proxy (each on its
 own key prefix) and compares the results; most also compare with the value
 Redis is known to give, so "both wrong the same way" does not pass.
 
-Environment: PROXY_PORT, REDIS_PORT (127.0.0.1). Prints `ok - name` or
-`not ok - name: why` per check; exits 1 if any check failed.
+Environment (run.sh sets it): PROXY_PORT, REDIS_PORT (127.0.0.1), CG_MODE
+(single or cluster), DIRECT_TAG (the hash tag of every direct key in cluster
+mode, where REDIS_PORT is the master that owns it), NODE_PORTS, CG_PID (for
+upstream_conns.sh). Keys that a command must find on one node (MSETNX, SINTER,
+RPOPLPUSH, a transaction...) share a hash tag in their name; the others spread
+over every master in cluster mode. Prints `ok - name` or `not ok - name: why`
+per check; exits 1 if any check failed.
 """
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -22,6 +28,10 @@ import redis
 HOST = "127.0.0.1"
 PROXY_PORT = int(os.environ["PROXY_PORT"])
 REDIS_PORT = int(os.environ["REDIS_PORT"])
+CLUSTER = os.environ.get("CG_MODE") == "cluster"
+DIRECT_TAG = os.environ.get("DIRECT_TAG", "")
+NODE_PORTS = [int(p) for p in os.environ.get("NODE_PORTS", str(REDIS_PORT)).split(",")]
+HERE = os.path.dirname(os.path.abspath(__file__))
 # Bounds every network wait: a hang becomes a failed check, not a stuck suite.
 SOCK_TIMEOUT = 5.0
 
@@ -53,7 +63,7 @@ class Target:
         return client(self.port, decode=decode)
 
 
-DIRECT = Target("redis", REDIS_PORT, "py:d:")
+DIRECT = Target("redis", REDIS_PORT, DIRECT_TAG + "py:d:")
 PROXY = Target("cellgate", PROXY_PORT, "py:p:")
 
 CHECKS = []
@@ -110,6 +120,35 @@ def error_of(fn):
     return None
 
 
+# ---------------------------------------------------------------- connection count
+
+def upstream_conns():
+    """(exit status, summary line) of upstream_conns.sh: cellgate's
+    connections on every Redis node, and whether one is over the limit."""
+    r = subprocess.run(["bash", os.path.join(HERE, "upstream_conns.sh")],
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout.strip()
+
+
+@check("py: 20 clients with default options use only cellgate's shared upstream connections")
+def _():
+    # Each its own redis.Redis (its own pool), as 20 processes of an
+    # application would; every one runs commands over keys of many slots
+    # and keeps its connection open while the nodes are asked.
+    conns = [redis.Redis(host=HOST, port=PROXY_PORT) for _ in range(20)]
+    try:
+        for i, c in enumerate(conns):
+            c.set(PROXY.k(f"cc:{i}"), i)
+            expect(c.get(PROXY.k(f"cc:{i}")) == str(i).encode(), f"client {i} read back a wrong value")
+            c.incr(PROXY.k("cc:n"))
+        rc, line = upstream_conns()
+        print(f"# py: cellgate's connections per Redis node, 20 redis-py clients open: {line}", flush=True)
+        expect(rc == 0, f"too many connections from cellgate: {line}")
+    finally:
+        for c in conns:
+            c.close()
+
+
 # ---------------------------------------------------------------- basics
 
 @check("py: ping")
@@ -140,7 +179,7 @@ def _():
                r.setrange(k("s1"), 0, "V"), r.get(k("s1")),
                r.mset({k("m1"): "a", k("m2"): "b", k("m3"): ""}),
                r.mget([k("m1"), k("m2"), k("m3"), k("nope")]),
-               r.msetnx({k("m1"): "x", k("m9"): "y"}),
+               r.set(k("{nx}1"), "a"), r.msetnx({k("{nx}1"): "x", k("{nx}9"): "y"}),
                r.setnx(k("n1"), "first"), r.setnx(k("n1"), "second"),
                r.get(k("n1")), r.getdel(k("n1")), r.exists(k("n1")),
                r.exists(k("m1"), k("m2"), k("nope")),
@@ -148,7 +187,7 @@ def _():
                r.type(k("s1"))]
         return out
     same(sc, [True, "v1", None, None, True, "v3", 7, 7, "4-ta", 7, "V4-tail",
-              True, ["a", "b", "", None], False, True, False, "first", "first",
+              True, ["a", "b", "", None], True, False, True, False, "first", "first",
               0, 2, 2, "string"])
 
 
@@ -211,10 +250,10 @@ def _():
                 r.lset(k("l"), 1, "A"), r.linsert(k("l"), "after", "b", "b2"),
                 r.lrem(k("l"), 0, "b2"), r.lpop(k("l")), r.rpop(k("l")),
                 r.lpop(k("l"), 5), r.lpop(k("l")), r.llen(k("l")),
-                r.rpush(k("l2"), *range(10)), r.ltrim(k("l2"), 2, 5),
-                r.lrange(k("l2"), 0, -1), r.lpos(k("l2"), "4"),
-                r.rpoplpush(k("l2"), k("l3")), r.lmove(k("l3"), k("l2"), "LEFT", "LEFT"),
-                r.lrange(k("l2"), 0, -1)]
+                r.rpush(k("{l}2"), *range(10)), r.ltrim(k("{l}2"), 2, 5),
+                r.lrange(k("{l}2"), 0, -1), r.lpos(k("{l}2"), "4"),
+                r.rpoplpush(k("{l}2"), k("{l}3")), r.lmove(k("{l}3"), k("{l}2"), "LEFT", "LEFT"),
+                r.lrange(k("{l}2"), 0, -1)]
     same(sc, [3, 4, ["z", "a", "b", "c"], 4, "a", True, 5, 1, "z", "c", ["A", "b"],
               None, 0, 10, True, ["2", "3", "4", "5"], 2, "5", "5",
               ["5", "2", "3", "4"]])
@@ -224,14 +263,14 @@ def _():
 def _():
     def sc(t):
         r, k = t.r, t.k
-        return [r.sadd(k("s"), "a", "b", "c", "a"), r.scard(k("s")),
-                sorted(r.smembers(k("s"))), r.sismember(k("s"), "b"),
-                r.sismember(k("s"), "x"), r.smismember(k("s"), ["a", "x"]),
-                r.srem(k("s"), "a", "x"), r.sadd(k("s2"), "b", "d"),
-                sorted(r.sinter(k("s"), k("s2"))), sorted(r.sunion(k("s"), k("s2"))),
-                sorted(r.sdiff(k("s"), k("s2"))),
-                r.sinterstore(k("s3"), [k("s"), k("s2")]), r.smembers(k("s3")),
-                r.smove(k("s"), k("s2"), "c"), sorted(r.smembers(k("s2"))),
+        return [r.sadd(k("{s}"), "a", "b", "c", "a"), r.scard(k("{s}")),
+                sorted(r.smembers(k("{s}"))), r.sismember(k("{s}"), "b"),
+                r.sismember(k("{s}"), "x"), r.smismember(k("{s}"), ["a", "x"]),
+                r.srem(k("{s}"), "a", "x"), r.sadd(k("{s}2"), "b", "d"),
+                sorted(r.sinter(k("{s}"), k("{s}2"))), sorted(r.sunion(k("{s}"), k("{s}2"))),
+                sorted(r.sdiff(k("{s}"), k("{s}2"))),
+                r.sinterstore(k("{s}3"), [k("{s}"), k("{s}2")]), r.smembers(k("{s}3")),
+                r.smove(k("{s}"), k("{s}2"), "c"), sorted(r.smembers(k("{s}2"))),
                 r.smembers(k("nope"))]
     same(sc, [3, 3, ["a", "b", "c"], True, False, [1, 0], 1, 2, ["b"],
               ["b", "c", "d"], ["c"], 1, {"b"}, True, ["b", "c", "d"], set()])
@@ -287,15 +326,15 @@ def _():
 def _():
     def sc(t):
         r, b, k = t.r, t.b, t.k
-        r.rpush(k("km:l"), "a", "b")
-        dumped = b.dump(k("km:l"))  # binary serialization payload
-        return [r.rename(k("km:l"), k("km:l2")), r.exists(k("km:l")),
-                r.renamenx(k("km:l2"), k("km:l2")), r.copy(k("km:l2"), k("km:l3")),
-                r.type(k("km:l3")), b.restore(k("km:r"), 0, dumped),
-                r.lrange(k("km:r"), 0, -1), error_of(lambda: b.restore(k("km:r"), 0, dumped)),
-                error_of(lambda: b.restore(k("km:bad"), 0, b"\x00garbage")),
-                r.object("encoding", k("km:r")) in ("quicklist", "listpack", "ziplist"), r.unlink(k("km:r"), k("km:l3")),
-                r.touch(k("km:l2"))]
+        r.rpush(k("{km}:l"), "a", "b")
+        dumped = b.dump(k("{km}:l"))  # binary serialization payload
+        return [r.rename(k("{km}:l"), k("{km}:l2")), r.exists(k("{km}:l")),
+                r.renamenx(k("{km}:l2"), k("{km}:l2")), r.copy(k("{km}:l2"), k("{km}:l3")),
+                r.type(k("{km}:l3")), b.restore(k("{km}:r"), 0, dumped),
+                r.lrange(k("{km}:r"), 0, -1), error_of(lambda: b.restore(k("{km}:r"), 0, dumped)),
+                error_of(lambda: b.restore(k("{km}:bad"), 0, b"\x00garbage")),
+                r.object("encoding", k("{km}:r")) in ("quicklist", "listpack", "ziplist"), r.unlink(k("{km}:r"), k("{km}:l3")),
+                r.touch(k("{km}:l2"))]
     same(sc, [True, 0, False, True, "list", b"OK", ["a", "b"],
               ("ResponseError", "BUSYKEY Target key name already exists."),
               ("ResponseError", "DUMP payload version or checksum are wrong"),
@@ -354,9 +393,9 @@ def _():
     def sc(t):
         r, k = t.r, t.k
         p = r.pipeline(transaction=True)
-        p.set(k("tx:a"), "1").incr(k("tx:a")).incrby(k("tx:a"), 5).get(k("tx:a"))
-        p.lpush(k("tx:l"), "x", "y").lrange(k("tx:l"), 0, -1)
-        p.hset(k("tx:h"), "f", "v").hgetall(k("tx:h"))
+        p.set(k("{tx}:a"), "1").incr(k("{tx}:a")).incrby(k("{tx}:a"), 5).get(k("{tx}:a"))
+        p.lpush(k("{tx}:l"), "x", "y").lrange(k("{tx}:l"), 0, -1)
+        p.hset(k("{tx}:h"), "f", "v").hgetall(k("{tx}:h"))
         return p.execute()
     same(sc, [True, 2, 7, "7", 2, ["y", "x"], 1, {"f": "v"}])
 
@@ -365,9 +404,9 @@ def _():
 def _():
     def sc(t):
         r, k = t.r, t.k
-        r.set(k("txe:s"), "notanumber")
+        r.set(k("{txe}:s"), "notanumber")
         p = r.pipeline(transaction=True)
-        p.incr(k("txe:s")).set(k("txe:ok"), "1").get(k("txe:ok"))
+        p.incr(k("{txe}:s")).set(k("{txe}:ok"), "1").get(k("{txe}:ok"))
         res = p.execute(raise_on_error=False)
         return [type(x).__name__ if isinstance(x, Exception) else x for x in res] + [str(res[0])]
     same(sc, ["ResponseError", True, "1", "value is not an integer or out of range"])
@@ -378,13 +417,13 @@ def _():
     def sc(t):
         r, k = t.r, t.k
         p = r.pipeline(transaction=True)
-        p.set(k("txa:x"), "1")
-        p.execute_command("SET", k("txa:y"))  # wrong number of arguments
+        p.set(k("{txa}:x"), "1")
+        p.execute_command("SET", k("{txa}:y"))  # wrong number of arguments
         err = error_of(p.execute)
         err = err and (err[0], err[1].replace(t.prefix, ""))
-        return [err, r.exists(k("txa:x")), r.ping()]
+        return [err, r.exists(k("{txa}:x")), r.ping()]
     # redis-py names the queued command that Redis refused (EXECABORT).
-    same(sc, [("ResponseError", "Command # 2 (SET txa:y) of pipeline caused error: "
+    same(sc, [("ResponseError", "Command # 2 (SET {txa}:y) of pipeline caused error: "
                                 "wrong number of arguments for 'set' command"), 0, True])
 
 
@@ -560,7 +599,7 @@ def _():
 @check("py: BZPOPMIN and BLMOVE served by another connection")
 def _():
     def sc(t):
-        z, src, dst = t.k("bz"), t.k("bm:src"), t.k("bm:dst")
+        z, src, dst = t.k("bz"), t.k("{bm}:src"), t.k("{bm}:dst")
         v1, _ = served_by_other(t, lambda c: c.bzpopmin([z], timeout=4),
                                 lambda t: t.r.zadd(z, {"m": 1.5}))
         v2, _ = served_by_other(t, lambda c: c.blmove(src, dst, 4, "RIGHT", "LEFT"),
@@ -659,8 +698,15 @@ def _():
     d, p = DIRECT.r.info(), PROXY.r.info()
     for f in ("redis_version", "redis_mode", "os", "tcp_port"):
         expect(f in p, f"INFO through cellgate lacks {f}")
+        if f == "tcp_port" and CLUSTER:
+            # One section per master: the last one parsed names some master.
+            expect(p[f] in NODE_PORTS, f"INFO tcp_port: cellgate {p[f]!r}, masters {NODE_PORTS}")
+            continue
         expect(p[f] == d[f], f"INFO {f}: cellgate {p[f]!r}, Redis {d[f]!r}")
-    expect(PROXY.r.dbsize() == DIRECT.r.dbsize(), "DBSIZE differs")
+    # DBSIZE through cellgate: the one Redis, or the sum over the masters.
+    direct = sum(client(port).dbsize() for port in NODE_PORTS)
+    through = PROXY.r.dbsize()
+    expect(through == direct, f"DBSIZE: cellgate {through}, Redis {direct}")
     srv = PROXY.r.info("server")
     expect("redis_version" in srv and "used_memory" not in srv,
            f"INFO server section: {sorted(srv)[:10]}")
@@ -704,14 +750,14 @@ def _():
 def _():
     def sc(t):
         r = t.other()
-        key = t.k("mt:counter")
+        key = t.k("{mt}:counter")
         errors = []
 
         def worker(n):
             try:
                 for i in range(150):
                     r.incr(key)
-                    mine = t.k(f"mt:{n}:{i}")
+                    mine = t.k(f"{{mt}}:{n}:{i}")
                     r.set(mine, f"{n}-{i}")
                     v = r.get(mine)
                     if v != f"{n}-{i}":

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Client-compatibility suite: real client libraries (redis-py, ioredis,
-# node-redis, redis-cli, redis-benchmark) used as an application would,
-# pointed at cellgate and compared with the same operations straight against
-# Redis.
+# node-redis, redis-rb, phpredis, Perl Redis, redigo, BullMQ, redis-cli,
+# redis-benchmark) used as an application would, pointed at cellgate and
+# compared with the same operations straight against Redis.
 #
 #   bash tests/clients/run.sh [path/to/cellgate]      (default build-test/cellgate)
 #   ONLY="py ioredis6" bash tests/clients/run.sh ...  (a subset of the parts)
+#   MODE=single|cluster|both                          (default both)
 #
-# Starts a redis-server and cellgate on free loopback ports, runs every client
-# part with a time limit, stops both (also on failure or Ctrl-C), and ends
-# with the line `N passed, N failed`. Exits non-zero if any check failed.
+# Runs every part twice: `single` (cellgate in front of one redis-server) and
+# `cluster` (cellgate in front of a local 3-master Redis Cluster from
+# scripts/cluster.sh). Each mode starts its servers on free loopback ports,
+# runs every client part with a time limit, and stops them (also on failure or
+# Ctrl-C). Every check name is prefixed by its mode (`ok - cluster: py: ...`).
+# Ends with the line `N passed, N failed`; exits non-zero if any check failed.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -25,15 +29,30 @@ if [ ! -x "$CG" ]; then
 fi
 CG=$(cd "$(dirname "$CG")" && pwd)/$(basename "$CG")
 
+case "${MODE:-both}" in
+single) MODES=(single) ;;
+cluster) MODES=(cluster) ;;
+both) MODES=(single cluster) ;;
+*)
+    echo "clients: MODE must be single, cluster or both (not '${MODE}')" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+    ;;
+esac
+
 # Checks that fail because of a known cellgate bug, not because of this suite.
 # Each one still runs and still prints `not ok`; it is listed here only so the
-# lead's CI stays green until the bug is fixed. Names exactly as printed.
+# lead's CI stays green until the bug is fixed. Names exactly as printed,
+# mode prefix included (`single: py: ...`).
 KNOWN_FAIL=(
 )
 
 # ---------------------------------------------------------------- what the clients need
-# redis-py comes from Debian (python3-redis); it installs for the system
-# python (/usr/bin/python3), which may differ from the python3 on PATH.
+# Debian packages, installed only when missing: redis-py (python3-redis, for
+# the system python, which may differ from the python3 on PATH), redis-rb
+# (ruby-redis), phpredis (php-redis + php-cli), Perl's Redis (libredis-perl),
+# redigo (golang-github-gomodule-redigo-dev, built offline in GOPATH mode with
+# golang-go), ss (iproute2, for the connection counts).
 PY=""
 for cand in /usr/bin/python3 python3; do
     if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import redis' 2>/dev/null; then
@@ -41,16 +60,27 @@ for cand in /usr/bin/python3 python3; do
         break
     fi
 done
-if [ -z "$PY" ]; then
-    echo "clients: installing python3-redis" >&2
+GOPATH_DEBIAN=/usr/share/gocode
+REDIGO=$GOPATH_DEBIAN/src/github.com/gomodule/redigo/redis
+missing=()
+[ -n "$PY" ] || missing+=(python3-redis)
+ruby -e 'require "redis"' 2>/dev/null || missing+=(ruby-redis)
+command -v php >/dev/null || missing+=(php-cli)
+php -r 'exit(class_exists("Redis") ? 0 : 1);' 2>/dev/null || missing+=(php-redis)
+perl -MRedis -e 1 2>/dev/null || missing+=(libredis-perl)
+command -v go >/dev/null || missing+=(golang-go)
+[ -d "$REDIGO" ] || missing+=(golang-github-gomodule-redigo-dev)
+command -v ss >/dev/null || missing+=(iproute2)
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "clients: installing ${missing[*]}" >&2
     SUDO=""
     [ "$(id -u)" -ne 0 ] && SUDO=sudo
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq >/dev/null
-    $SUDO apt-get install -y -qq --no-install-recommends python3-redis >/dev/null
-    PY=/usr/bin/python3
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ ! -d "$HERE/node_modules" ] || ! (cd "$HERE" && node -e 'require("ioredis");require("ioredis5");require("redis");require("redis6")' 2>/dev/null); then
+[ -n "$PY" ] || PY=/usr/bin/python3
+if [ ! -d "$HERE/node_modules" ] || ! (cd "$HERE" && node -e 'require("ioredis");require("ioredis5");require("redis");require("redis6");require("bullmq")' 2>/dev/null); then
     echo "clients: npm ci in tests/clients" >&2
     (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error) >&2
 fi
@@ -62,6 +92,7 @@ done
 RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-clients.XXXXXX")
 R_PID=""
 CG_PID=""
+CLUSTER_DIR=""
 stop() {
     local pid=$1 _
     [ -n "$pid" ] || return 0
@@ -73,9 +104,18 @@ stop() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 }
-cleanup() {
+stop_servers() {
     stop "$CG_PID"
+    CG_PID=""
     stop "$R_PID"
+    R_PID=""
+    if [ -n "$CLUSTER_DIR" ]; then
+        bash "$ROOT/scripts/cluster.sh" stop "$CLUSTER_DIR" 2>/dev/null
+        CLUSTER_DIR=""
+    fi
+}
+cleanup() {
+    stop_servers
     rm -rf "$RUNDIR"
 }
 trap cleanup EXIT
@@ -93,41 +133,87 @@ wait_ping() {  # port
     return 1
 }
 
-start_servers() {
+# Waits until cellgate serves keys (in cluster mode: has the slot map).
+wait_serving() {  # port
     local _
-    for _ in 1 2 3; do  # a free port can be taken between asking and binding
-        RPORT=$(bash "$ROOT/scripts/freeport.sh")
-        PPORT=$(bash "$ROOT/scripts/freeport.sh")
-        [ "$RPORT" != "$PPORT" ] || continue
-        redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
-            --dir "$RUNDIR" --logfile "$RUNDIR/redis.log" &
-        R_PID=$!
-        if ! wait_ping "$RPORT"; then
-            stop "$R_PID"; R_PID=""; continue
-        fi
-        "$CG" --listen "127.0.0.1:$PPORT" --upstream "127.0.0.1:$RPORT" \
-            >"$RUNDIR/cellgate.log" 2>&1 &
-        CG_PID=$!
-        if wait_ping "$PPORT"; then
-            return 0
-        fi
-        stop "$CG_PID"; CG_PID=""
-        stop "$R_PID"; R_PID=""
+    for _ in $(seq 1 100); do
+        [ "$(timeout 2 redis-cli -p "$1" set clients:warmup 1 2>/dev/null)" = OK ] && return 0
+        sleep 0.1
     done
     return 1
 }
 
-if ! start_servers; then
-    echo "not ok - clients: start redis-server and cellgate: see below"
-    tail -n 20 "$RUNDIR/redis.log" "$RUNDIR/cellgate.log" 2>/dev/null
-    echo "0 passed, 1 failed"
-    exit 1
-fi
-echo "clients: redis-server on 127.0.0.1:$RPORT, cellgate ($CG) on 127.0.0.1:$PPORT"
-export PROXY_PORT=$PPORT REDIS_PORT=$RPORT
+start_cellgate() {  # log, upstream args...
+    local log=$1 _
+    shift
+    for _ in 1 2 3; do  # a free port can be taken between asking and binding
+        PPORT=$(bash "$ROOT/scripts/freeport.sh")
+        "$CG" --listen "127.0.0.1:$PPORT" "$@" >"$log" 2>&1 &
+        CG_PID=$!
+        if wait_ping "$PPORT" && wait_serving "$PPORT"; then
+            return 0
+        fi
+        stop "$CG_PID"; CG_PID=""
+    done
+    return 1
+}
+
+start_single() {
+    local _
+    for _ in 1 2 3; do
+        RPORT=$(bash "$ROOT/scripts/freeport.sh")
+        redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
+            --dir "$MODEDIR" --logfile "$MODEDIR/redis.log" &
+        R_PID=$!
+        if wait_ping "$RPORT"; then
+            break
+        fi
+        stop "$R_PID"; R_PID=""
+    done
+    [ -n "$R_PID" ] || return 1
+    NODE_PORTS=$RPORT
+    DIRECT_TAG=""
+    start_cellgate "$MODEDIR/cellgate.log" --upstream "127.0.0.1:$RPORT"
+}
+
+# Cluster mode: 3 masters, no replicas (REPLICAS=0: the suite needs no
+# failover, and three processes fewer on a 2-core machine). The direct side of
+# every comparison talks to the one master that owns the hash tag {cgd}, and
+# every direct key carries that tag (DIRECT_TAG); the keys through cellgate
+# have no common tag, so they spread over every master.
+start_cluster() {
+    local seeds slot
+    CLUSTER_DIR=$MODEDIR/cluster
+    seeds=$(REPLICAS=0 bash "$ROOT/scripts/cluster.sh" start "$CLUSTER_DIR" 2>"$MODEDIR/cluster-start.log") || return 1
+    NODE_PORTS=$(tr ',' '\n' <<<"$seeds" | sed 's/.*://' | paste -sd, -)
+    slot=$(timeout 5 redis-cli -p "${NODE_PORTS%%,*}" cluster keyslot cgd)
+    RPORT=$(timeout 5 redis-cli -p "${NODE_PORTS%%,*}" cluster nodes | awk -v s="$slot" '
+        $3 ~ /master/ {
+            for (i = 9; i <= NF; i++) {
+                n = split($i, r, "-"); lo = r[1]; hi = (n == 2 ? r[2] : r[1])
+                if ($i !~ /^\[/ && s + 0 >= lo + 0 && s + 0 <= hi + 0) {
+                    split($2, a, "@"); m = split(a[1], b, ":"); print b[m]; exit
+                }
+            }
+        }')
+    [ -n "$RPORT" ] || return 1
+    DIRECT_TAG="{cgd}"
+    start_cellgate "$MODEDIR/cellgate.log" --cluster "$seeds"
+}
 
 # ---------------------------------------------------------------- parts
-# name, time limit (s), command. The limits add up to about 3 minutes.
+# The Go part is built once, offline: redigo from Debian in GOPATH mode.
+GO_BIN=$RUNDIR/go_clients
+GO_ERR=""
+if [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" go "* ]]; then
+    if ! (cd "$HERE" && GO111MODULE=off GOPATH=$GOPATH_DEBIAN GOFLAGS='' GOPROXY=off \
+        timeout 120 go build -o "$GO_BIN" go_clients.go) >"$RUNDIR/go-build.log" 2>&1; then
+        GO_ERR=$(tr '\n' ' ' <"$RUNDIR/go-build.log" | cut -c1-300)
+    fi
+fi
+
+# name, time limit (s), command. The limits add up to about 6 minutes per
+# mode; a whole run (both modes) takes about 3.
 PARTS=(
     "py|40|$PY $HERE/py_clients.py"
     "ioredis6|20|node $HERE/node_ioredis.js ioredis"
@@ -135,50 +221,90 @@ PARTS=(
     "node-redis|20|node $HERE/node_redis.js"
     "node-redis-resp3|20|node $HERE/node_redis.js redis --resp3"
     "node-redis6|20|node $HERE/node_redis.js redis6"
+    "rb|30|ruby $HERE/rb_clients.rb"
+    "php|30|php $HERE/php_clients.php"
+    "perl|30|perl $HERE/perl_clients.pl"
+    "go|30|$GO_BIN"
+    "bullmq|60|node $HERE/node_bullmq.js"
     "cli|40|bash $HERE/cli_bench.sh"
 )
 
 OUT=$RUNDIR/results.txt
 : >"$OUT"
-for part in "${PARTS[@]}"; do
-    IFS='|' read -r name limit cmd <<<"$part"
-    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
-        continue
-    fi
-    echo "== clients: $name"
-    log=$RUNDIR/part-$name.txt
-    t0=$SECONDS
-    # shellcheck disable=SC2086  # cmd is a word list on purpose
-    timeout -k 5 "$limit" $cmd >"$log" 2>"$RUNDIR/part-$name.err"
-    rc=$?
-    cat "$log"
-    grep -E '^(ok|not ok) - ' "$log" >>"$OUT"
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-        echo "not ok - $name: timed out after ${limit}s" | tee -a "$OUT"
-    elif [ "$rc" -ne 0 ] && ! grep -q '^not ok - ' "$log"; then
-        echo "not ok - $name: exited with status $rc" | tee -a "$OUT"
-    fi
-    if [ "$rc" -ne 0 ] && [ -s "$RUNDIR/part-$name.err" ]; then
-        echo "-- $name stderr (last lines):"
-        tail -n 15 "$RUNDIR/part-$name.err"
-    fi
-    echo "-- $name: $((SECONDS - t0)) s"
-done
 
-# cellgate must have survived all of it, and without sanitizer reports.
-if kill -0 "$CG_PID" 2>/dev/null && [ "$(timeout 2 redis-cli -p "$PPORT" ping 2>/dev/null)" = PONG ]; then
-    echo "ok - cellgate still serving after every client" | tee -a "$OUT"
-else
-    echo "not ok - cellgate still serving after every client: it died or stopped answering" | tee -a "$OUT"
-fi
-stop "$CG_PID"
-CG_PID=""
-if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$RUNDIR/cellgate.log"; then
-    echo "not ok - cellgate: no sanitizer report: see its log below" | tee -a "$OUT"
-    grep -E -A30 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$RUNDIR/cellgate.log" | head -60
-else
-    echo "ok - cellgate: no sanitizer report" | tee -a "$OUT"
-fi
+run_mode() {  # mode
+    local mode=$1 part name limit cmd log err rc t0 tm
+    MODEDIR=$RUNDIR/$mode
+    mkdir -p "$MODEDIR"
+    tm=$SECONDS
+    if ! "start_$mode"; then
+        echo "not ok - $mode: clients: start Redis and cellgate: see below" | tee -a "$OUT"
+        tail -n 20 "$MODEDIR"/*.log 2>/dev/null
+        stop_servers
+        return
+    fi
+    echo "clients: mode $mode: Redis nodes on 127.0.0.1:{$NODE_PORTS} (direct side: $RPORT), cellgate ($CG) on 127.0.0.1:$PPORT"
+    # UPSTREAM_POOL, PRIVATE_POOL: cellgate's defaults (no proxy.yaml is given).
+    export PROXY_PORT=$PPORT REDIS_PORT=$RPORT CG_MODE=$mode DIRECT_TAG NODE_PORTS CG_PID UPSTREAM_POOL=2 PRIVATE_POOL=4 CLIENTS_DIR=$HERE
+    for part in "${PARTS[@]}"; do
+        IFS='|' read -r name limit cmd <<<"$part"
+        if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+            continue
+        fi
+        echo "== clients: $mode: $name"
+        log=$MODEDIR/part-$name.txt
+        err=$MODEDIR/part-$name.err
+        t0=$SECONDS
+        if [ "$name" = go ] && [ -n "$GO_ERR" ]; then
+            echo "not ok - $mode: $name: build with redigo (GOPATH mode, offline): $GO_ERR" >"$log"
+            : >"$err"
+            rc=1
+        else
+            # shellcheck disable=SC2086  # cmd is a word list on purpose
+            timeout -k 5 "$limit" $cmd >"$log.raw" 2>"$err"
+            rc=$?
+            # Every check and every information line names its mode.
+            sed -E "s/^(ok|not ok) - /\1 - $mode: /; s/^# /# $mode: /" "$log.raw" >"$log"
+        fi
+        cat "$log"
+        grep -E '^(ok|not ok) - ' "$log" >>"$OUT"
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            echo "not ok - $mode: $name: timed out after ${limit}s" | tee -a "$OUT"
+        elif [ "$rc" -ne 0 ] && ! grep -q '^not ok - ' "$log"; then
+            echo "not ok - $mode: $name: exited with status $rc" | tee -a "$OUT"
+        fi
+        if [ "$rc" -ne 0 ] && [ -s "$err" ]; then
+            echo "-- $mode: $name stderr (last lines):"
+            tail -n 15 "$err"
+        fi
+        echo "-- $mode: $name: $((SECONDS - t0)) s"
+    done
+
+    # cellgate must have survived all of it, and without sanitizer reports.
+    if kill -0 "$CG_PID" 2>/dev/null && [ "$(timeout 2 redis-cli -p "$PPORT" ping 2>/dev/null)" = PONG ]; then
+        echo "ok - $mode: cellgate still serving after every client" | tee -a "$OUT"
+    else
+        echo "not ok - $mode: cellgate still serving after every client: it died or stopped answering" | tee -a "$OUT"
+    fi
+    stop "$CG_PID"
+    CG_PID=""
+    if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$MODEDIR/cellgate.log"; then
+        echo "not ok - $mode: cellgate: no sanitizer report: see its log below" | tee -a "$OUT"
+        grep -E -A30 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$MODEDIR/cellgate.log" | head -60
+    else
+        echo "ok - $mode: cellgate: no sanitizer report" | tee -a "$OUT"
+    fi
+    if [ -n "${CLIENTS_KEEP_LOGS:-}" ]; then  # a directory: keep this mode's logs there
+        mkdir -p "$CLIENTS_KEEP_LOGS/$mode"
+        cp "$MODEDIR"/*.txt "$MODEDIR"/*.err "$MODEDIR"/*.log "$CLIENTS_KEEP_LOGS/$mode/" 2>/dev/null
+    fi
+    stop_servers
+    echo "-- mode $mode: $((SECONDS - tm)) s"
+}
+
+for mode in "${MODES[@]}"; do
+    run_mode "$mode"
+done
 
 # ---------------------------------------------------------------- summary
 is_known() {  # a `not ok - name: why` line
