@@ -226,7 +226,8 @@ static void client_process(struct client *c)
         if (c->proto_wait && c->nreqs == 0) {
             c->proto_wait = 0;
         }
-        if (c->nreqs >= server.conf->max_pipeline || c->proto_wait) {
+        if (c->nreqs >= server.conf->max_pipeline || c->proto_wait ||
+            c->rid_wait) {
             if (!c->paused) {
                 c->paused = 1;
                 uv_read_stop((uv_stream_t *)&c->tcp);
@@ -318,7 +319,7 @@ void client_flush(struct client *c)
         return;
     }
     if (c->paused && c->nreqs <= server.conf->max_pipeline / 2 &&
-        (!c->proto_wait || c->nreqs == 0)) {
+        (!c->proto_wait || c->nreqs == 0) && !c->rid_wait) {
         c->paused = 0;
         client_process(c);
         if (!c->paused && !c->closing && !c->quitting && !c->input_done) {
@@ -428,7 +429,7 @@ int client_has_state(const struct client *c)
 {
     return c->multi || c->watching || c->subs > 0 || c->ssubs > 0 ||
            c->db != 0 || c->sticky || c->tracking || c->no_touch ||
-           c->monitor || c->push_wait;
+           c->monitor || c->push_wait || c->redir_target;
 }
 
 void client_clear_state_flags(struct client *c)
@@ -445,6 +446,8 @@ void client_clear_state_flags(struct client *c)
     c->tracking = 0;
     c->no_touch = 0;
     c->monitor = 0;
+    c->tunnel = 0;
+    c->redir_target = 0;
     c->push_wait = 0;
 }
 

@@ -66,26 +66,34 @@ struct client {
     unsigned multi : 1;            /* inside MULTI */
     unsigned multi_deferred : 1;   /* cluster: MULTI answered, not yet sent:
                                       the first command picks the node */
-    unsigned tx_failed : 1;  /* a deferred transaction had a refused command */
-    unsigned watching : 1;   /* WATCH active */
-    unsigned sticky : 1;     /* private upstream kept for good (MONITOR,
-                                SCRIPT DEBUG, a connection command cellgate
-                                does not know) */
-    unsigned tracking : 1;   /* CLIENT TRACKING on: private upstream */
-    unsigned no_touch : 1;   /* CLIENT NO-TOUCH on: private upstream */
-    unsigned no_evict : 1;   /* CLIENT NO-EVICT on (shown only) */
-    unsigned readonly : 1;   /* READONLY (shown only: replicas are not
-                                read from) */
-    unsigned reply_off : 1;  /* CLIENT REPLY OFF: replies are dropped */
-    unsigned skip_next : 1;  /* CLIENT REPLY SKIP: the next command's
-                                reply is dropped */
-    unsigned monitor : 1;    /* MONITOR: the private upstream streams */
-    unsigned proto_wait : 1; /* the protocol changed while replies were
-                                owed: parse nothing more until they are
-                                out (the next commands use other
-                                connections) */
-    unsigned push_wait : 1;  /* RESP3: a pub/sub command was sent whose
-                                confirmation push has not arrived yet */
+    unsigned tx_failed : 1; /* a deferred transaction had a refused command */
+    unsigned watching : 1;  /* WATCH active */
+    unsigned sticky : 1;    /* private upstream kept for good (MONITOR,
+                               SCRIPT DEBUG, a connection command cellgate
+                               does not know) */
+    unsigned tracking : 1;  /* CLIENT TRACKING on: private upstream */
+    unsigned no_touch : 1;  /* CLIENT NO-TOUCH on: private upstream */
+    unsigned no_evict : 1;  /* CLIENT NO-EVICT on (shown only) */
+    unsigned readonly : 1;  /* READONLY (shown only: replicas are not
+                               read from) */
+    unsigned reply_off : 1; /* CLIENT REPLY OFF: replies are dropped */
+    unsigned skip_next : 1; /* CLIENT REPLY SKIP: the next command's
+                               reply is dropped */
+    unsigned monitor : 1;   /* MONITOR: the private upstream streams */
+    unsigned rid_wait : 1;  /* CLIENT TRACKING ... REDIRECT waits for the
+                               target's Redis id: parse nothing more */
+    unsigned redir_target : 1; /* another client's invalidations come to
+                                  its private upstream: kept while it
+                                  lives */
+    unsigned tunnel : 1;       /* SYNC/PSYNC: its private upstream relays the
+                                  replication stream; everything it sends
+                                  goes there */
+    unsigned proto_wait : 1;   /* the protocol changed while replies were
+                                  owed: parse nothing more until they are
+                                  out (the next commands use other
+                                  connections) */
+    unsigned push_wait : 1;    /* RESP3: a pub/sub command was sent whose
+                                  confirmation push has not arrived yet */
 };
 
 /* Accepts a connection from the listener. */

@@ -96,6 +96,10 @@ static int cmd_check_auth(struct client *c, const char *user, size_t ulen,
 
 /* ---------------- Local commands ---------------- */
 
+/* PING reaches Redis whenever there is one: it is the health check of
+ * clients and load balancers, and a PONG made up here would hide a node
+ * that is down, loading or busy (-BUSY from a long script). Only embedded
+ * mode answers it. */
 static void cmd_ping(struct req *req)
 {
     struct client *c = req->client;
@@ -105,6 +109,10 @@ static void cmd_ping(struct req *req)
     if (c->priv != NULL && (c->subs > 0 || c->ssubs > 0)) {
         /* Subscribed: Redis answers PING with a pub/sub shaped reply. */
         router_send_private(req);
+        return;
+    }
+    if (server.cluster.enabled || server.cluster.single != NULL) {
+        router_forward(req);
         return;
     }
     if (req->cmd->argc > 2) {
@@ -436,7 +444,7 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "multi", .arity = 1, .flags = CMD_F_MULTI },
     { .name = "ping", .arity = -1, .flags = CMD_F_LOCAL, .proc = cmd_ping },
     { .name = "psubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
-    { .name = "psync", .arity = -3, .flags = CMD_F_REFUSE },
+    { .name = "psync", .arity = -3, .flags = CMD_F_TUNNEL },
     { .name = "punsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
     { .name = "quit",
       .arity = -1,
@@ -450,9 +458,9 @@ static const struct cmd_def cmd_defs[] = {
       .arity = 1,
       .flags = CMD_F_LOCAL,
       .proc = session_readonly },
-    /* REPLCONF ACK/GETACK have no reply, SYNC/PSYNC turn the connection
-     * into a replication link: on a shared connection every later reply
-     * would go to the wrong request. */
+    /* REPLCONF ACK/GETACK have no reply: on a shared connection every
+     * later reply would go to the wrong request. (After SYNC it goes down
+     * the client's tunnel.) */
     { .name = "replconf", .arity = -1, .flags = CMD_F_REFUSE },
     { .name = "reset",
       .arity = 1,
@@ -466,7 +474,7 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "ssubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
     { .name = "subscribe", .arity = -2, .flags = CMD_F_PUBSUB },
     { .name = "sunsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
-    { .name = "sync", .arity = 1, .flags = CMD_F_REFUSE },
+    { .name = "sync", .arity = 1, .flags = CMD_F_TUNNEL },
     { .name = "unsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
     { .name = "unwatch", .arity = 1, .flags = CMD_F_UNWATCH },
     { .name = "wait", .arity = 3, .flags = CMD_F_BLOCKING },

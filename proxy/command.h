@@ -29,6 +29,9 @@ typedef void cmd_proc_fn(struct req *req);
     (1u << 11)                   /* would break a shared connection and        \
                                     has no use through a proxy */
 #define CMD_F_MONITOR (1u << 12) /* MONITOR: private, until RESET/QUIT */
+#define CMD_F_TUNNEL                                                           \
+    (1u << 13) /* SYNC/PSYNC: the private connection                           \
+                  becomes a byte tunnel for good */
 
 struct cmd_def {
     const char *name;  /* lower case */

@@ -85,6 +85,11 @@ void req_reply(struct req *req, const char *p, size_t n)
         req_free(req);
         return;
     }
+    if (req->filter != NULL && !req->silent) {
+        req->filter(req, p, n);
+        req_reply_built(req);
+        return;
+    }
     if (req->add_int != 0 && n > 3 && p[0] == ':') {
         long long v;
         if (resp_parse_ll(p + 1, n - 3, &v) == 0 && !req->silent) {

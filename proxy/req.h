@@ -26,6 +26,11 @@ struct req;
  * req is freed after the callback returns. */
 typedef void req_reply_fn(struct req *req, const char *frame, size_t len);
 
+/* Rewrites the reply of a client's request before it is kept (CLIENT
+ * GETREDIR names a Redis connection that the client knows by cellgate's
+ * id): appends what the client must see to req->reply. */
+typedef void req_filter_fn(struct req *req, const char *frame, size_t len);
+
 struct req {
     struct queue cnode;        /* link in client->reqs (arrival order) */
     struct queue unode;        /* link in upstream->inflight while owed */
@@ -35,32 +40,38 @@ struct req {
     struct buf reply;          /* owned: reply bytes (and relayed pushes) */
     uint64_t sent_ms;          /* loop time when queued upstream */
     req_reply_fn *on_reply;    /* proxy-made request's handler, or NULL */
-    void *ctx;                 /* borrowed: on_reply's context */
-    unsigned redirects;        /* MOVED/ASK followed so far */
-    uint64_t cid;              /* id of the client it serves: picks the
-                                  connection, so a client's commands keep
-                                  their order on each node */
-    struct merge *mg;          /* owned: parts of a split or fanned-out
-                                  request, NULL for a plain one */
-    unsigned part;             /* a part's index in its root's merge */
-    unsigned children;         /* proxy-made requests still working for
-                                  this one (limiter script calls) */
-    int proto;                 /* protocol of its reply: the client's when
-                                  the command was parsed (RESP_PROTO2 for
-                                  the proxy's own requests); picks the
-                                  connection pool */
-    long long add_int;         /* PUBLISH, cluster mode: subscribers cellgate
-                                  holds on other nodes, added to the count
-                                  of the node that answered */
-    size_t npush;              /* bytes of relayed pushes at the start of
-                                  reply, that came before the reply */
-    unsigned done : 1;         /* the reply is complete */
-    unsigned silent : 1;       /* CLIENT REPLY OFF/SKIP: the reply is
-                                  dropped, pushes are kept */
-    unsigned swallow : 1;      /* proxy's own request: reply is dropped */
-    unsigned close_after : 1;  /* close the client once this reply is out */
-    unsigned until_reset : 1;  /* proxy's own RESET: frames before its
-                                  +RESET belong to the state it ends */
+    req_filter_fn *filter;     /* a client request's reply rewriter, or
+                                  NULL */
+    void (*resume)(struct req *req); /* a request waiting for something
+                                        (upstream_wait_rid) goes on */
+    void *ctx;                       /* borrowed: on_reply's context */
+    unsigned redirects;              /* MOVED/ASK followed so far */
+    uint64_t cid;                    /* id of the client it serves: picks the
+                                        connection, so a client's commands keep
+                                        their order on each node */
+    struct merge *mg;                /* owned: parts of a split or fanned-out
+                                        request, NULL for a plain one */
+    unsigned part;                   /* a part's index in its root's merge */
+    unsigned children;               /* proxy-made requests still working for
+                                        this one (limiter script calls) */
+    int proto;                       /* protocol of its reply: the client's when
+                                        the command was parsed (RESP_PROTO2 for
+                                        the proxy's own requests); picks the
+                                        connection pool */
+    long long add_int;        /* PUBLISH, cluster mode: subscribers cellgate
+                                 holds on other nodes, added to the count
+                                 of the node that answered */
+    size_t npush;             /* bytes of relayed pushes at the start of
+                                 reply, that came before the reply */
+    unsigned done : 1;        /* the reply is complete */
+    unsigned silent : 1;      /* CLIENT REPLY OFF/SKIP: the reply is
+                                 dropped, pushes are kept */
+    unsigned swallow : 1;     /* proxy's own request: reply is dropped */
+    unsigned close_after : 1; /* close the client once this reply is out */
+    unsigned tunnel : 1;      /* SYNC/PSYNC: the stream after it is relayed
+                                 raw (upstream_send_tunnel) */
+    unsigned until_reset : 1; /* proxy's own RESET: frames before its
+                                 +RESET belong to the state it ends */
 };
 
 /* A new request of `c` owning `cmd`, appended to c's FIFO. `c` may be NULL

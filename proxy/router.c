@@ -9,11 +9,12 @@
  * The shared-connection invariant: a command goes on a shared upstream only
  * if Redis answers it with exactly one reply and it leaves the connection as
  * it found it, since the next bytes on that connection are another client's.
- * The command table names what breaks it (REPLCONF, SYNC, PSYNC are refused;
- * MONITOR, the subscribe family, MULTI, WATCH, SCRIPT DEBUG get a private
- * upstream), and what the node's COMMAND reply says covers the rest: a
- * "blocking" command gets a private upstream for the call, a @connection
- * command cellgate does not answer itself gets one for good.
+ * The command table names what breaks it (REPLCONF is refused; SYNC and
+ * PSYNC turn a private upstream into a byte tunnel; MONITOR, the subscribe
+ * family, MULTI, WATCH, SCRIPT DEBUG get a private upstream), and what the
+ * node's COMMAND reply says covers the rest: a "blocking" command gets a
+ * private upstream for the call, a @connection command cellgate does not answer
+ * itself gets one for good.
  *
  * Connection state (MULTI, WATCH, subscriptions, SELECT n, MONITOR, CLIENT
  * TRACKING...) lives on a private upstream, taken from the node's idle pool.
@@ -333,6 +334,10 @@ void router_send_private_to(struct req *req, struct node *n)
     } else if (!router_priv_allowed(req)) {
         return;
     }
+    if (c->tunnel) {
+        upstream_send_tunnel(c->priv, req);
+        return;
+    }
     if (c->priv->proto == RESP_PROTO3 && !c->multi && req->def != NULL &&
         (req->def->flags & (CMD_F_PUBSUB | CMD_F_UNSUB))) {
         /* Answered by pushes only, which are relayed as they come; the
@@ -547,6 +552,14 @@ void router_dispatch(struct req *req)
         } else {
             c->multi_count++;
         }
+        router_send_private(req);
+        return;
+    }
+    if (c->tunnel || (flags & CMD_F_TUNNEL)) {
+        /* A replica's link (redis-cli --replica, the test suite's
+         * replication-stream helper): a byte tunnel of its own. */
+        c->tunnel = 1;
+        c->sticky = 1;
         router_send_private(req);
         return;
     }

@@ -654,43 +654,27 @@ static void session_client_unblock(struct req *req)
 /* CLIENT TRACKING ON|OFF [REDIRECT id] ...: tracking lives on a private
  * connection; REDIRECT names a cellgate client, whose private connection
  * (subscribed to __redis__:invalidate) has its own Redis id. */
-static void session_client_tracking(struct req *req)
+/* Sends a CLIENT TRACKING on whose REDIRECT argument (at `at`, 0 when
+ * none) names a target that now has a known Redis id. */
+static void session_tracking_send(struct req *req, int at)
 {
     struct client *c = req->client;
     struct upstream *target = NULL;
-    int on, i;
 
-    if (session_on_off(req, &on) != 0) {
-        return;
-    }
-    if (!on) {
-        client_aux_release(c);
-        if (c->priv == NULL) {
-            session_ok(req); /* not tracking: nothing to turn off */
+    if (at > 0) {
+        size_t len;
+        long long id;
+        char rid[24];
+        const char *p = resp_cmd_arg(req->cmd, at, &len);
+
+        if (resp_parse_ll(p, len, &id) != 0 ||
+            (target = session_priv_of(id)) == NULL) {
+            req_reply_error(req, "The client ID you want redirect to does "
+                                 "not exist");
             return;
         }
-        c->tracking = 0;
-        router_send_private(req);
-        return;
-    }
-    for (i = 3; i + 1 < req->cmd->argc; i++) {
-        if (resp_cmd_arg_is(req->cmd, i, "redirect")) {
-            long long id;
-            char rid[24];
-            if (session_arg_ll(req, i + 1, &id) != 0) {
-                req_reply_error(req, "value is not an integer or out of range");
-                return;
-            }
-            target = session_priv_of(id);
-            if (target == NULL) {
-                req_reply_error(req, "The client ID you want redirect to "
-                                     "does not exist");
-                return;
-            }
-            snprintf(rid, sizeof(rid), "%llu", (unsigned long long)target->rid);
-            session_rewrite_arg(req, i + 1, rid);
-            break;
-        }
+        snprintf(rid, sizeof(rid), "%llu", (unsigned long long)target->rid);
+        session_rewrite_arg(req, at, rid);
     }
     c->tracking = 1;
     if (server.cluster.enabled && target == NULL) {
@@ -713,11 +697,154 @@ static void session_client_tracking(struct req *req)
     router_send_private(req);
 }
 
+/* The target's private connection learned its Redis id: the tracking
+ * client's request goes on, and the client reads again. */
+static void session_tracking_resume(struct req *req)
+{
+    struct client *c = req->client;
+
+    if (c == NULL) {
+        req_free(req); /* its client left meanwhile */
+        return;
+    }
+    c->rid_wait = 0;
+    session_tracking_send(req, (int)req->part);
+    server_mark_client(c);
+}
+
+/* CLIENT TRACKING ON|OFF [REDIRECT id] ...: tracking lives on a private
+ * connection; REDIRECT names a cellgate client, whose private connection
+ * (subscribed to __redis__:invalidate, or reading pushes in RESP3) has its
+ * own Redis id. A target without one gets a private connection now, and
+ * the tracking client waits (reading nothing more) until its id is known,
+ * so its later commands cannot overtake this one. */
+static void session_client_tracking(struct req *req)
+{
+    struct client *c = req->client, *t;
+    int on, i, at = 0;
+    long long id;
+
+    if (session_on_off(req, &on) != 0) {
+        return;
+    }
+    if (!on) {
+        client_aux_release(c);
+        if (c->priv == NULL) {
+            session_ok(req); /* not tracking: nothing to turn off */
+            return;
+        }
+        c->tracking = 0;
+        router_send_private(req);
+        return;
+    }
+    for (i = 3; i + 1 < req->cmd->argc && at == 0; i++) {
+        if (resp_cmd_arg_is(req->cmd, i, "redirect")) {
+            at = i + 1;
+        }
+    }
+    if (at == 0) {
+        session_tracking_send(req, 0);
+        return;
+    }
+    if (session_arg_ll(req, at, &id) != 0) {
+        req_reply_error(req, "value is not an integer or out of range");
+        return;
+    }
+    t = id > 0 ? client_by_id((uint64_t)id) : NULL;
+    if (t == NULL) {
+        req_reply_error(req, "The client ID you want redirect to does not "
+                             "exist");
+        return;
+    }
+    if (t->priv != NULL && t->priv->rid != 0) {
+        session_tracking_send(req, at);
+        return;
+    }
+    if (t->priv == NULL) {
+        struct node *n = c->priv != NULL ? cluster_node_by_name(c->priv->name)
+                                         : cluster_any_node();
+        if (n == NULL) {
+            req_reply_error(req, "CLUSTERDOWN Hash slot not served");
+            return;
+        }
+        t->priv = cluster_private_take(n, t, t->proto);
+        t->redir_target = 1;
+    }
+    req->part = (unsigned)at;
+    req->resume = session_tracking_resume;
+    c->rid_wait = 1;
+    upstream_wait_rid(t->priv, req);
+}
+
+/* The cellgate id of the client whose private connection Redis knows as
+ * `rid`, or `rid` itself when it is not one of them (0, -1). */
+static long long session_id_of_rid(long long rid)
+{
+    struct queue *q;
+
+    if (rid <= 0) {
+        return rid;
+    }
+    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
+        const struct client *c = container_of(q, struct client, node);
+        if (c->priv != NULL && (long long)c->priv->rid == rid) {
+            return (long long)c->id;
+        }
+    }
+    return rid;
+}
+
+/* Appends frame[0..len) with the integer that starts at `at` (just after
+ * its ':') replaced by the cellgate id it names. */
+static void session_put_redir(struct req *req, const char *frame, size_t len,
+                              size_t at)
+{
+    size_t end = at;
+    long long v;
+
+    while (end < len && frame[end] != '\r') {
+        end++;
+    }
+    if (end == len || resp_parse_ll(frame + at, end - at, &v) != 0) {
+        PX_CHECK_OOM(buf_append(&req->reply, frame, len));
+        return;
+    }
+    PX_CHECK_OOM(buf_append(&req->reply, frame, at - 1));
+    PX_CHECK_OOM(resp_enc_int(&req->reply, session_id_of_rid(v)));
+    PX_CHECK_OOM(buf_append(&req->reply, frame + end + 2, len - end - 2));
+}
+
+/* CLIENT GETREDIR: ":<redis id>". */
+static void session_filter_getredir(struct req *req, const char *frame,
+                                    size_t len)
+{
+    session_put_redir(req, frame, len, frame[0] == ':' ? 1 : len);
+}
+
+/* CLIENT TRACKINGINFO: the integer after the "redirect" field. The reply
+ * is Redis's own fixed map (flags, redirect, prefixes), so the field is
+ * found by its bytes. */
+static void session_filter_trackinginfo(struct req *req, const char *frame,
+                                        size_t len)
+{
+    static const char field[] = "$8\r\nredirect\r\n:";
+    size_t k, flen = sizeof(field) - 1;
+
+    for (k = 0; k + flen <= len; k++) {
+        if (memcmp(frame + k, field, flen) == 0) {
+            session_put_redir(req, frame, len, k + flen);
+            return;
+        }
+    }
+    PX_CHECK_OOM(buf_append(&req->reply, frame, len));
+}
+
 /* Subcommands that only read tracking state: a client that does not track
  * gets Redis's answer for that case here. */
 static void session_client_getredir(struct req *req)
 {
     if (req->client->tracking) {
+        req->filter = session_filter_getredir;
         router_send_private(req);
         return;
     }
@@ -730,6 +857,7 @@ static void session_client_trackinginfo(struct req *req)
     struct buf *b = &req->reply;
 
     if (req->client->tracking) {
+        req->filter = session_filter_trackinginfo;
         router_send_private(req);
         return;
     }

@@ -147,6 +147,19 @@ void upstream_destroy(struct upstream *up, const char *why)
         client_priv_gone(owner, up, why != NULL);
     }
     upstream_fail_inflight(up, why != NULL ? why : "connection closed");
+    while (!queue_empty(&up->rid_wait)) {
+        struct req *w =
+            container_of(queue_head(&up->rid_wait), struct req, unode);
+        queue_remove(&w->unode);
+        w->resume(w); /* finds no id and says so */
+    }
+    while (!queue_empty(&up->tunnel_wait)) {
+        struct req *sync =
+            container_of(queue_head(&up->tunnel_wait), struct req, unode);
+        queue_remove(&sync->unode);
+        req_reply_error(sync, "upstream %s %s", up->name,
+                        why != NULL ? why : "connection closed");
+    }
     queue_remove(&up->dirty_node);
     upstream_close_tcp(up);
     uv_timer_stop(&up->timer);
@@ -188,6 +201,38 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
 }
 
 /* ---------------- Reading replies ---------------- */
+
+/* True when the oldest owed request is a SYNC/PSYNC sent by
+ * upstream_send_tunnel: every byte from here on goes to its client. */
+static int upstream_tunnel_due(struct upstream *up)
+{
+    struct req *req;
+
+    if (queue_empty(&up->inflight)) {
+        return 0;
+    }
+    req = container_of(queue_head(&up->inflight), struct req, unode);
+    return req->tunnel;
+}
+
+/* Relays in[off..len) to the owner as it is, and every later byte; the
+ * SYNC request (if still owed) completes with no reply of its own. */
+static void upstream_tunnel_relay(struct upstream *up, size_t off)
+{
+    struct client *owner = up->owner;
+
+    if (!up->tunnel) {
+        struct req *req =
+            container_of(queue_head(&up->inflight), struct req, unode);
+        queue_remove(&req->unode);
+        up->tunnel = 1;
+        req_reply(req, "", 0);
+    }
+    if (owner != NULL && up->in.len > off) {
+        client_push(owner, up->in.data + off, up->in.len - off);
+    }
+    buf_clear(&up->in);
+}
 
 static void upstream_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
@@ -311,11 +356,25 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     up->last_read_ms = server_now_ms();
     buf_commit(&up->in, (size_t)nread);
+    if (up->tunnel) {
+        upstream_tunnel_relay(up, 0);
+        return;
+    }
     if (resp_framer_feed(up->fr, buf_tail(&up->in) - nread, (size_t)nread) !=
         RESP_OK) {
         px_oom((size_t)nread);
     }
-    while ((rc = resp_framer_next_typed(up->fr, &len, &type)) == RESP_OK) {
+    for (;;) {
+        if (upstream_tunnel_due(up)) {
+            /* SYNC/PSYNC: what follows is a replication stream (an RDB
+             * payload without CRLF, newlines as pings), not replies. */
+            upstream_tunnel_relay(up, off);
+            return;
+        }
+        rc = resp_framer_next_typed(up->fr, &len, &type);
+        if (rc != RESP_OK) {
+            break;
+        }
         if (upstream_deliver(up, up->in.data + off, len, type) != 0) {
             return;
         }
@@ -326,6 +385,12 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     buf_consume(&up->in, off);
+    if (!queue_empty(&up->tunnel_wait) && queue_empty(&up->inflight)) {
+        struct req *sync =
+            container_of(queue_head(&up->tunnel_wait), struct req, unode);
+        queue_remove(&sync->unode);
+        upstream_send(up, sync);
+    }
     if (up->owner != NULL) {
         client_priv_maybe_release(up->owner);
     } else if (up->oneshot && queue_empty(&up->inflight)) {
@@ -405,6 +470,21 @@ static void upstream_on_client_id(struct req *req, const char *frame,
         id = id * 10 + (unsigned long long)(frame[k] - '0');
     }
     up->rid = id;
+    while (!queue_empty(&up->rid_wait)) {
+        struct req *w =
+            container_of(queue_head(&up->rid_wait), struct req, unode);
+        queue_remove(&w->unode);
+        w->resume(w);
+    }
+}
+
+void upstream_wait_rid(struct upstream *up, struct req *req)
+{
+    if (up->rid != 0 || !upstream_is_usable(up)) {
+        req->resume(req);
+        return;
+    }
+    queue_insert_tail(&up->rid_wait, &req->unode);
 }
 
 /* Queues CLIENT ID; its reply sets up->rid. */
@@ -526,6 +606,8 @@ static struct upstream *upstream_alloc(void)
     queue_init(&up->dirty_node);
     queue_init(&up->idle_link);
     queue_init(&up->aux_link);
+    queue_init(&up->tunnel_wait);
+    queue_init(&up->rid_wait);
     buf_init(&up->in);
     wq_init(&up->wq, (uv_stream_t *)&up->tcp, upstream_on_wq_event);
     uv_timer_init(server.loop, &up->timer);
@@ -615,6 +697,33 @@ void upstream_send_pushed(struct upstream *up, struct req *req)
         server_mark_upstream(up);
     }
     req_reply(req, "", 0);
+}
+
+void upstream_send_tunnel(struct upstream *up, struct req *req)
+{
+    if (up->tunnel) {
+        /* REPLCONF ACK and the like: no reply comes back. */
+        if (!upstream_refuse(up, req)) {
+            PX_CHECK_OOM(
+                buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
+            if (up->state == UP_READY) {
+                server_mark_upstream(up);
+            }
+            req_reply(req, "", 0);
+        }
+        return;
+    }
+    req->tunnel = 1;
+    if (!queue_empty(&up->inflight) || !queue_empty(&up->tunnel_wait)) {
+        /* Redis refuses SYNC while it owes this connection replies (the
+         * setup's): it goes once they are in. Linked by unode, so a
+         * client that leaves meanwhile makes it an orphan. */
+        if (!upstream_refuse(up, req)) {
+            queue_insert_tail(&up->tunnel_wait, &req->unode);
+        }
+        return;
+    }
+    upstream_send(up, req);
 }
 
 void upstream_switch_proto(struct upstream *up, int proto)

@@ -55,6 +55,9 @@ struct upstream {
                                    this private upstream, or NULL */
     struct queue idle_link;     /* link in home->idle while pooled */
     struct queue aux_link;      /* link in owner->aux (cluster tracking) */
+    struct queue tunnel_wait;   /* struct req (unode): a SYNC waiting for
+                                   the replies owed before it */
+    struct queue rid_wait;      /* struct req (unode) waiting for rid */
     uint64_t rid;               /* Redis's CLIENT ID of a private upstream,
                                    0 until known */
     unsigned backoff_ms;        /* next reconnect delay */
@@ -64,6 +67,8 @@ struct upstream {
     int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
     unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
     unsigned priv : 1;          /* private: never shared, never reconnects */
+    unsigned tunnel : 1;        /* private, after SYNC/PSYNC: every byte
+                                   read goes to the owner as it is */
     unsigned oneshot : 1;       /* private, lent for the requests in flight
                                    (SCRIPT KILL): pooled when they are done */
 };
@@ -96,6 +101,17 @@ void upstream_send(struct upstream *up, struct req *req);
  * an empty reply; the pushes reach the client as they arrive. May free
  * `req`. */
 void upstream_send_pushed(struct upstream *up, struct req *req);
+
+/* Queues SYNC/PSYNC `req` on a private upstream: once every reply owed
+ * before it has arrived, the connection becomes a tunnel (the replication
+ * stream goes to the owner byte for byte) and `req` completes with no
+ * reply of its own. On a tunnel already, `req` (REPLCONF ACK...) is
+ * written and completes at once. May free `req`. */
+void upstream_send_tunnel(struct upstream *up, struct req *req);
+
+/* Holds `req` until the private upstream knows its Redis id, then calls
+ * req->resume(req) (or fails `req` when the connection dies first). */
+void upstream_wait_rid(struct upstream *up, struct req *req);
 
 /* Switches a private upstream to `proto` (the client said HELLO): queues a
  * HELLO whose reply is dropped, ahead of the client's next commands. */

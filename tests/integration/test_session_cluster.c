@@ -85,7 +85,7 @@ Test(it_session_cluster, handshake_clients_use_every_node_over_shared_conns,
             continue;
         }
         n = node_connections(node);
-        cr_log_info("master %d sees %d connections", node, n);
+        fprintf(stderr, "it_session: master %d sees %d connections\n", node, n);
         /* upstream_pool (2): no client has a connection of its own. */
         cr_assert_leq(n, 2, "master %d: %d connections for %d clients", node, n,
                       NCLIENTS);
