@@ -540,6 +540,7 @@ struct upstream *client_aux_for(struct client *c, struct node *node)
         }
     }
     up = cluster_private_take(node, c, c->proto);
+    up->tracked = 1;
     queue_insert_tail(&c->aux, &up->aux_link);
     /* The same CLIENT TRACKING on, ahead of the client's command; its
      * reply is the proxy's. */

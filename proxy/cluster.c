@@ -229,7 +229,7 @@ void cluster_private_put(struct upstream *up, int close)
 
     up->owner = NULL;
     up->oneshot = 0;
-    if (close || n == NULL || !queue_empty(&up->inflight) ||
+    if (close || up->tracked || n == NULL || !queue_empty(&up->inflight) ||
         !upstream_is_usable(up) || n->nidle >= server.conf->private_pool ||
         server.shutting_down) {
         upstream_destroy(up, NULL);
@@ -247,6 +247,20 @@ void cluster_send_oneshot(struct node *node, struct req *req)
 
     up->oneshot = 1;
     upstream_send(up, req);
+}
+
+struct upstream *cluster_upstream_unstalled(struct node *node, int proto)
+{
+    struct upstream **pool = proto == RESP_PROTO3 ? node->pool3 : node->pool;
+    uint64_t now = server_now_ms();
+    unsigned i;
+
+    for (i = 0; pool != NULL && i < node->npool; i++) {
+        if (upstream_is_ready(pool[i]) && !upstream_is_stalled(pool[i], now)) {
+            return pool[i];
+        }
+    }
+    return NULL;
 }
 
 struct node *cluster_node_for_slot(unsigned slot)

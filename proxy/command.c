@@ -175,19 +175,6 @@ static void cmd_auth(struct req *req)
     reply_static(req, reply_ok, sizeof(reply_ok) - 1);
 }
 
-/* Client names: printable ASCII without blanks (Redis's rule). */
-static int cmd_name_ok(const char *p, size_t len)
-{
-    size_t k;
-
-    for (k = 0; k < len; k++) {
-        if (p[k] < '!' || p[k] > '~') {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* Sets the client's name from argument i (empty: no name). Returns 1, or 0
  * after replying with Redis's error. */
 static int cmd_set_name(struct req *req, int i)
@@ -196,7 +183,7 @@ static int cmd_set_name(struct req *req, int i)
     size_t len;
     const char *p = cmd_arg(req, i, &len);
 
-    if (!cmd_name_ok(p, len)) {
+    if (!session_attr_ok(p, len)) {
         req_reply_error(req, "Client names cannot contain spaces, "
                              "newlines or special characters.");
         return 0;
@@ -277,7 +264,7 @@ static void cmd_hello(struct req *req)
         } else if (resp_cmd_arg_is(req->cmd, i, "setname") && i + 1 < argc) {
             size_t nlen;
             const char *name = cmd_arg(req, i + 1, &nlen);
-            if (!cmd_name_ok(name, nlen)) {
+            if (!session_attr_ok(name, nlen)) {
                 req_reply_error(req, "Client names cannot contain spaces, "
                                      "newlines or special characters.");
                 return;

@@ -338,6 +338,9 @@ void router_send_private_to(struct req *req, struct node *n)
         upstream_send_tunnel(c->priv, req);
         return;
     }
+    if (c->tracking) {
+        c->priv->tracked = 1;
+    }
     if (c->priv->proto == RESP_PROTO3 && !c->multi && req->def != NULL &&
         (req->def->flags & (CMD_F_PUBSUB | CMD_F_UNSUB))) {
         /* Answered by pushes only, which are relayed as they come; the
@@ -380,9 +383,25 @@ static int router_priv_required(const struct client *c)
            ((c->subs > 0 || c->ssubs > 0) && c->proto == RESP_PROTO2);
 }
 
+/* True when no earlier request of the client still waits for a reply. */
+static int router_owes_nothing(const struct req *req)
+{
+    const struct queue *q;
+
+    for (q = queue_head(&req->client->reqs); q != &req->client->reqs;
+         q = q->next) {
+        const struct req *r = container_of(q, struct req, cnode);
+        if (r != req && !r->done) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 void router_forward(struct req *req)
 {
     struct client *c = req->client;
+    struct upstream *up;
     struct node *n;
 
     if (c->priv != NULL && router_priv_required(c)) {
@@ -424,7 +443,18 @@ void router_forward(struct req *req)
     }
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */
-    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+    up = cluster_upstream_proto(n, req->cid, req->proto);
+    if (upstream_is_stalled(up, server_now_ms()) && router_owes_nothing(req)) {
+        /* Another client's long command holds that connection. With
+         * nothing of its own queued there, this client may use another:
+         * it gets what Redis would tell it (the answer, or -BUSY past
+         * Redis's busy-reply-threshold) instead of waiting. */
+        struct upstream *alt = cluster_upstream_unstalled(n, req->proto);
+        if (alt != NULL) {
+            up = alt;
+        }
+    }
+    upstream_send(up, req);
 }
 
 void router_send_kill(struct req *req)

@@ -58,9 +58,7 @@ static int session_arg_ll(const struct req *req, int i, long long *out)
     return resp_parse_ll(p, len, out);
 }
 
-/* Printable ASCII without blanks: Redis's rule for names and lib info, so
- * CLIENT LIST stays splittable on spaces. */
-static int session_attr_ok(const char *p, size_t len)
+int session_attr_ok(const char *p, size_t len)
 {
     size_t k;
 
@@ -101,23 +99,20 @@ static void session_format_addr(const struct sockaddr_storage *sa, char *out,
     }
 }
 
-static void session_peer(const struct client *c, char *out, size_t outlen)
+/* The client's address (`local` 0) or cellgate's end of its connection
+ * (1), as CLIENT LIST prints them. */
+static void session_addr(const struct client *c, int local, char *out,
+                         size_t outlen)
 {
     struct sockaddr_storage sa;
     int len = sizeof(sa);
 
     memset(&sa, 0, sizeof(sa));
-    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len);
-    session_format_addr(&sa, out, outlen);
-}
-
-static void session_local(const struct client *c, char *out, size_t outlen)
-{
-    struct sockaddr_storage sa;
-    int len = sizeof(sa);
-
-    memset(&sa, 0, sizeof(sa));
-    uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&sa, &len);
+    if (local) {
+        uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&sa, &len);
+    } else {
+        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len);
+    }
     session_format_addr(&sa, out, outlen);
 }
 
@@ -215,8 +210,8 @@ static void session_client_line(struct buf *b, const struct client *c)
     uv_os_fd_t fd = -1;
     int n;
 
-    session_peer(c, addr, sizeof(addr));
-    session_local(c, laddr, sizeof(laddr));
+    session_addr(c, 0, addr, sizeof(addr));
+    session_addr(c, 1, laddr, sizeof(laddr));
     session_flags(c, flags);
     uv_fileno((const uv_handle_t *)&c->tcp, &fd);
     n = snprintf(
@@ -397,13 +392,13 @@ static int session_kill_matches(const struct session_kill *k,
         return 0;
     }
     if (k->addr != NULL) {
-        session_peer(c, a, sizeof(a));
+        session_addr(c, 0, a, sizeof(a));
         if (strlen(a) != k->addr_len || memcmp(a, k->addr, k->addr_len) != 0) {
             return 0;
         }
     }
     if (k->laddr != NULL) {
-        session_local(c, a, sizeof(a));
+        session_addr(c, 1, a, sizeof(a));
         if (strlen(a) != k->laddr_len ||
             memcmp(a, k->laddr, k->laddr_len) != 0) {
             return 0;

@@ -7,8 +7,15 @@
 #ifndef PX_PROXY_SESSION_H
 #define PX_PROXY_SESSION_H
 
+#include <stddef.h>
+
 struct buf;
 struct req;
+
+/* True when p[0..len) may be a client name or library attribute:
+ * printable ASCII without blanks (Redis's rule), so CLIENT LIST stays
+ * splittable on spaces. */
+int session_attr_ok(const char *p, size_t len);
 
 /* CLIENT <subcommand> ... */
 void session_client(struct req *req);

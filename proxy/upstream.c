@@ -48,6 +48,11 @@
 #define UPSTREAM_BACKOFF_MIN_MS 50
 #define UPSTREAM_BACKOFF_MAX_MS 1000
 
+/* Silence, while replies are owed, after which a connection counts as
+ * stalled behind a long command: a client with nothing pending there may
+ * take another one. Far above a reply's normal latency. */
+#define UPSTREAM_STALL_MS 50
+
 /* Bytes reserved in `in` for each read. */
 #define UPSTREAM_READ_BYTES (64 * 1024)
 
@@ -751,6 +756,19 @@ void upstream_flush(struct upstream *up)
     if (rc < 0) {
         upstream_fail(up, "connection lost: %s", uv_strerror(rc));
     }
+}
+
+int upstream_is_stalled(const struct upstream *up, uint64_t now_ms)
+{
+    const struct req *req;
+    uint64_t start;
+
+    if (queue_empty(&up->inflight)) {
+        return 0;
+    }
+    req = container_of(queue_head(&up->inflight), struct req, unode);
+    start = req->sent_ms > up->last_read_ms ? req->sent_ms : up->last_read_ms;
+    return now_ms - start >= UPSTREAM_STALL_MS;
 }
 
 void upstream_check_timeout(struct upstream *up, uint64_t now_ms,

@@ -67,6 +67,9 @@ struct upstream {
     int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
     unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
     unsigned priv : 1;          /* private: never shared, never reconnects */
+    unsigned tracked : 1;       /* private, had CLIENT TRACKING on: Redis's
+                                   tracking table still names it for the
+                                   keys it read, so it is never reused */
     unsigned tunnel : 1;        /* private, after SYNC/PSYNC: every byte
                                    read goes to the owner as it is */
     unsigned oneshot : 1;       /* private, lent for the requests in flight
@@ -129,6 +132,10 @@ void upstream_destroy(struct upstream *up, const char *why);
 
 /* Writes the queued bytes (called by the server's flush pass). */
 void upstream_flush(struct upstream *up);
+
+/* True when `up` owes replies and has been silent for a while since the
+ * oldest was sent: something long runs ahead of them (a slow script). */
+int upstream_is_stalled(const struct upstream *up, uint64_t now_ms);
 
 /* Fails the connection when its oldest owed reply is late: no byte arrived
  * for `timeout_ms` since that request was sent or since the previous bytes,
