@@ -252,15 +252,22 @@ void cluster_send_oneshot(struct node *node, struct req *req)
 struct upstream *cluster_upstream_unstalled(struct node *node, int proto)
 {
     struct upstream **pool = proto == RESP_PROTO3 ? node->pool3 : node->pool;
+    struct upstream *moving = NULL;
     uint64_t now = server_now_ms();
     unsigned i;
 
     for (i = 0; pool != NULL && i < node->npool; i++) {
-        if (upstream_is_ready(pool[i]) && !upstream_is_stalled(pool[i], now)) {
-            return pool[i];
+        if (!upstream_is_ready(pool[i])) {
+            continue;
+        }
+        if (queue_empty(&pool[i]->inflight)) {
+            return pool[i]; /* idle: best */
+        }
+        if (moving == NULL && !upstream_is_stalled(pool[i], now)) {
+            moving = pool[i];
         }
     }
-    return NULL;
+    return moving;
 }
 
 struct node *cluster_node_for_slot(unsigned slot)

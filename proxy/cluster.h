@@ -111,8 +111,8 @@ void cluster_send_oneshot(struct node *node, struct req *req);
 /* The node named "host:port", or NULL. */
 struct node *cluster_node_by_name(const char *name);
 
-/* A shared connection of `node` in `proto` that is usable and not
- * stalled (upstream_is_stalled), or NULL. */
+/* A shared connection of `node` in `proto` that is ready and idle (owes
+ * nothing), else one that is not stalled (upstream_is_stalled), or NULL. */
 struct upstream *cluster_upstream_unstalled(struct node *node, int proto);
 
 /* The masters of the current map, each once, sorted by name (a stable

@@ -383,21 +383,6 @@ static int router_priv_required(const struct client *c)
            ((c->subs > 0 || c->ssubs > 0) && c->proto == RESP_PROTO2);
 }
 
-/* True when no earlier request of the client still waits for a reply. */
-static int router_owes_nothing(const struct req *req)
-{
-    const struct queue *q;
-
-    for (q = queue_head(&req->client->reqs); q != &req->client->reqs;
-         q = q->next) {
-        const struct req *r = container_of(q, struct req, cnode);
-        if (r != req && !r->done) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 void router_forward(struct req *req)
 {
     struct client *c = req->client;
@@ -444,11 +429,13 @@ void router_forward(struct req *req)
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */
     up = cluster_upstream_proto(n, req->cid, req->proto);
-    if (upstream_is_stalled(up, server_now_ms()) && router_owes_nothing(req)) {
-        /* Another client's long command holds that connection. With
-         * nothing of its own queued there, this client may use another:
-         * it gets what Redis would tell it (the answer, or -BUSY past
-         * Redis's busy-reply-threshold) instead of waiting. */
+    if (c->nreqs == 1 && !queue_empty(&up->inflight)) {
+        /* The client owes nothing else (this request is its only one in
+         * its FIFO), so no order binds it to that connection: it takes an
+         * idle one, or at least one that is not stalled behind another
+         * client's long command. It then gets what Redis would tell it
+         * (the answer, or -BUSY past Redis's busy-reply-threshold) instead
+         * of waiting behind someone else's script. */
         struct upstream *alt = cluster_upstream_unstalled(n, req->proto);
         if (alt != NULL) {
             up = alt;

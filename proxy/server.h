@@ -15,6 +15,16 @@ struct limits_tree;
 struct upstream;
 struct client;
 
+/* Redirect targets remembered after they leave (CLIENT TRACKINGINFO still
+ * names a broken redirect): the last this many. */
+#define SERVER_REDIR_IDS 64
+
+/* A CLIENT TRACKING REDIRECT target: its Redis id and cellgate's. */
+struct server_redir_id {
+    uint64_t rid; /* Redis's CLIENT ID of its private connection */
+    uint64_t cid; /* cellgate's id of the client */
+};
+
 /* Size of the shared read slab for client sockets (one read at a time). */
 #define SERVER_READ_SLAB (64 * 1024)
 
@@ -28,32 +38,35 @@ struct server_stats {
 };
 
 struct server {
-    uv_loop_t *loop;                  /* borrowed: the default loop */
-    const struct conf *conf;          /* borrowed from main */
-    int log_level;                    /* lowest level printed */
-    uv_tcp_t listener;                /* embedded */
-    uv_prepare_t flush;               /* pre-poll flush pass */
-    uv_timer_t cron;                  /* 100 ms housekeeping */
-    uv_signal_t sigint;               /* shutdown */
-    uv_signal_t sigterm;              /* shutdown */
-    struct queue clients;             /* every struct client */
-    unsigned nclients;                /* length of clients */
-    struct queue upstreams;           /* every struct upstream */
-    struct queue dirty_clients;       /* clients with output to flush */
-    struct queue dirty_upstreams;     /* upstreams with requests to write */
-    struct cluster cluster;           /* the upstream topology */
-    struct store_local store;         /* embedded limiter state */
-    struct limits_tree *limits;       /* owned: limits.yaml, or NULL */
-    struct hmap limiter_overrides;    /* path -> owned text: the run-time
-                                         overrides the scripts reported (a
-                                         cache they verify on every call) */
-    uv_signal_t sighup;               /* LIMITER RELOAD */
-    struct hmap pubsub_chans;         /* cluster mode: channels cellgate's
-                                         clients subscribed to (pubsub.c) */
-    struct hmap pubsub_pats;          /* ... and patterns */
-    struct queue limiter_waits;       /* replies held by CHECK ... WAIT */
-    struct queue limiter_pending;     /* CL.THROTTLE calls of this turn */
-    uint64_t next_client_id;          /* last id given */
+    uv_loop_t *loop;               /* borrowed: the default loop */
+    const struct conf *conf;       /* borrowed from main */
+    int log_level;                 /* lowest level printed */
+    uv_tcp_t listener;             /* embedded */
+    uv_prepare_t flush;            /* pre-poll flush pass */
+    uv_timer_t cron;               /* 100 ms housekeeping */
+    uv_signal_t sigint;            /* shutdown */
+    uv_signal_t sigterm;           /* shutdown */
+    struct queue clients;          /* every struct client */
+    unsigned nclients;             /* length of clients */
+    struct queue upstreams;        /* every struct upstream */
+    struct queue dirty_clients;    /* clients with output to flush */
+    struct queue dirty_upstreams;  /* upstreams with requests to write */
+    struct cluster cluster;        /* the upstream topology */
+    struct store_local store;      /* embedded limiter state */
+    struct limits_tree *limits;    /* owned: limits.yaml, or NULL */
+    struct hmap limiter_overrides; /* path -> owned text: the run-time
+                                      overrides the scripts reported (a
+                                      cache they verify on every call) */
+    uv_signal_t sighup;            /* LIMITER RELOAD */
+    struct hmap pubsub_chans;      /* cluster mode: channels cellgate's
+                                      clients subscribed to (pubsub.c) */
+    struct hmap pubsub_pats;       /* ... and patterns */
+    struct queue limiter_waits;    /* replies held by CHECK ... WAIT */
+    struct queue limiter_pending;  /* CL.THROTTLE calls of this turn */
+    uint64_t next_client_id;       /* last id given */
+    struct server_redir_id redir_ids[SERVER_REDIR_IDS]; /* ring of redirect
+                                                           targets */
+    unsigned next_redir;              /* next slot of redir_ids */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
     unsigned shutting_down : 1;       /* stop() ran */
     unsigned listening : 1;           /* listener handle initialised, open */

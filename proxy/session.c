@@ -646,9 +646,6 @@ static void session_client_unblock(struct req *req)
     upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
 }
 
-/* CLIENT TRACKING ON|OFF [REDIRECT id] ...: tracking lives on a private
- * connection; REDIRECT names a cellgate client, whose private connection
- * (subscribed to __redis__:invalidate) has its own Redis id. */
 /* Sends a CLIENT TRACKING on whose REDIRECT argument (at `at`, 0 when
  * none) names a target that now has a known Redis id. */
 static void session_tracking_send(struct req *req, int at)
@@ -670,6 +667,12 @@ static void session_tracking_send(struct req *req, int at)
         }
         snprintf(rid, sizeof(rid), "%llu", (unsigned long long)target->rid);
         session_rewrite_arg(req, at, rid);
+        /* Redis must see this connection go when its client goes (the
+         * tracking client then gets tracking-redir-broken): never pooled. */
+        target->tracked = 1;
+        server.redir_ids[server.next_redir % SERVER_REDIR_IDS] =
+            (struct server_redir_id){ .rid = target->rid, .cid = (uint64_t)id };
+        server.next_redir++;
     }
     c->tracking = 1;
     if (server.cluster.enabled && target == NULL) {
@@ -776,6 +779,7 @@ static void session_client_tracking(struct req *req)
 static long long session_id_of_rid(long long rid)
 {
     struct queue *q;
+    unsigned i;
 
     if (rid <= 0) {
         return rid;
@@ -784,6 +788,12 @@ static long long session_id_of_rid(long long rid)
         const struct client *c = container_of(q, struct client, node);
         if (c->priv != NULL && (long long)c->priv->rid == rid) {
             return (long long)c->id;
+        }
+    }
+    /* A redirect target that left: Redis still names it. */
+    for (i = 0; i < SERVER_REDIR_IDS; i++) {
+        if ((long long)server.redir_ids[i].rid == rid) {
+            return (long long)server.redir_ids[i].cid;
         }
     }
     return rid;
