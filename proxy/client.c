@@ -575,6 +575,7 @@ void client_accept(uv_stream_t *listener)
     int rc;
 
     c->id = ++server.next_client_id;
+    c->lane = c->id;
     queue_init(&c->reqs);
     queue_init(&c->aux);
     queue_init(&c->node);

@@ -27,6 +27,11 @@ struct upstream;
 
 struct client {
     uint64_t id;                   /* unique, from 1 */
+    uint64_t lane;                 /* picks its shared connection of each
+                                      node (lane % upstream_pool): its id at
+                                      first, moved only while it owes
+                                      nothing, so its commands keep their
+                                      order */
     uv_tcp_t tcp;                  /* embedded socket */
     struct resp_reader *rd;        /* owned: request parser */
     struct queue reqs;             /* struct req, arrival order */

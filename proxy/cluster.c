@@ -249,11 +249,11 @@ void cluster_send_oneshot(struct node *node, struct req *req)
     upstream_send(up, req);
 }
 
-struct upstream *cluster_upstream_unstalled(struct node *node, int proto)
+int cluster_upstream_unstalled(const struct node *node, int proto)
 {
     struct upstream **pool = proto == RESP_PROTO3 ? node->pool3 : node->pool;
-    struct upstream *moving = NULL;
     uint64_t now = server_now_ms();
+    int moving = -1;
     unsigned i;
 
     for (i = 0; pool != NULL && i < node->npool; i++) {
@@ -261,10 +261,10 @@ struct upstream *cluster_upstream_unstalled(struct node *node, int proto)
             continue;
         }
         if (queue_empty(&pool[i]->inflight)) {
-            return pool[i]; /* idle: best */
+            return (int)i; /* idle: best */
         }
-        if (moving == NULL && !upstream_is_stalled(pool[i], now)) {
-            moving = pool[i];
+        if (moving < 0 && !upstream_is_stalled(pool[i], now)) {
+            moving = (int)i;
         }
     }
     return moving;

@@ -111,9 +111,10 @@ void cluster_send_oneshot(struct node *node, struct req *req);
 /* The node named "host:port", or NULL. */
 struct node *cluster_node_by_name(const char *name);
 
-/* A shared connection of `node` in `proto` that is ready and idle (owes
- * nothing), else one that is not stalled (upstream_is_stalled), or NULL. */
-struct upstream *cluster_upstream_unstalled(struct node *node, int proto);
+/* The index in the pool of `node` (in `proto`) of a shared connection that
+ * is ready and idle (owes nothing), else of one that is not stalled
+ * (upstream_is_stalled), or -1. */
+int cluster_upstream_unstalled(const struct node *node, int proto);
 
 /* The masters of the current map, each once, sorted by name (a stable
  * order: SCAN cursors name a master by its index). Writes at most `max`

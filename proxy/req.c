@@ -29,7 +29,7 @@ struct req *req_new(struct client *c, struct resp_cmd *cmd)
     queue_init(&req->cnode);
     queue_init(&req->unode);
     req->client = c;
-    req->cid = c != NULL ? c->id : 0;
+    req->cid = c != NULL ? c->lane : 0;
     req->proto = c != NULL ? c->proto : RESP_PROTO2;
     req->cmd = cmd;
     buf_init(&req->reply);

@@ -431,14 +431,17 @@ void router_forward(struct req *req)
     up = cluster_upstream_proto(n, req->cid, req->proto);
     if (c->nreqs == 1 && !queue_empty(&up->inflight)) {
         /* The client owes nothing else (this request is its only one in
-         * its FIFO), so no order binds it to that connection: it takes an
-         * idle one, or at least one that is not stalled behind another
-         * client's long command. It then gets what Redis would tell it
-         * (the answer, or -BUSY past Redis's busy-reply-threshold) instead
-         * of waiting behind someone else's script. */
-        struct upstream *alt = cluster_upstream_unstalled(n, req->proto);
-        if (alt != NULL) {
-            up = alt;
+         * its FIFO), so no order binds it to that connection: it moves
+         * its lane to an idle one, or at least one that is not stalled
+         * behind another client's long command, and its next commands
+         * follow. It then gets what Redis would tell it (the answer, or
+         * -BUSY past Redis's busy-reply-threshold) instead of waiting
+         * behind someone else's script. */
+        int alt = cluster_upstream_unstalled(n, req->proto);
+        if (alt >= 0) {
+            c->lane = (uint64_t)alt;
+            req->cid = c->lane;
+            up = cluster_upstream_proto(n, req->cid, req->proto);
         }
     }
     upstream_send(up, req);

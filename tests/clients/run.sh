@@ -93,17 +93,8 @@ RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-clients.XXXXXX")
 R_PID=""
 CG_PID=""
 CLUSTER_DIR=""
-stop() {
-    local pid=$1 _
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
+# stop and wait_ping
+. "$ROOT/scripts/proc.sh"
 stop_servers() {
     stop "$CG_PID"
     CG_PID=""
@@ -123,15 +114,6 @@ trap 'exit 130' INT TERM
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-
-wait_ping() {  # port
-    local _
-    for _ in $(seq 1 100); do
-        [ "$(timeout 2 redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # Waits until cellgate serves keys (in cluster mode: has the slot map).
 wait_serving() {  # port

@@ -375,16 +375,23 @@ static void abandon(void)
 /* ---------------- redis-server ---------------- */
 
 /* True when redis on port answers PING (any reply, NOAUTH included). */
-static int redis_answers(int port)
+/* True when the redis-server with process id `pid` answers on `port`.
+ * The process id matters: when another run on the machine took the same
+ * free port first, a PING alone would be answered by its server, and this
+ * test would share (and flush) someone else's data. */
+static int redis_answers(int port, pid_t pid)
 {
     struct timeval tv = { .tv_sec = 0, .tv_usec = 200000 };
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     int ok = 0;
     if (c != NULL && c->err == 0) {
         redisSetTimeout(c, tv);
-        redisReply *r = redisCommand(c, "PING");
+        redisReply *r = redisCommand(c, "INFO server");
+        if (r != NULL && r->type == REDIS_REPLY_STRING) {
+            const char *p = strstr(r->str, "process_id:");
+            ok = p != NULL && atol(p + 11) == (long)pid;
+        }
         if (r != NULL) {
-            ok = 1;
             freeReplyObject(r);
         }
     }
@@ -394,16 +401,59 @@ static int redis_answers(int port)
     return ok;
 }
 
+/* Spawns redis-server for `r` on r->port and waits until it answers.
+ * Returns 1, or 0 when it exited first (the port was taken meanwhile). */
+static int redis_spawn(struct px_child *r)
+{
+    static const char *const fixed[] = {
+        "redis-server", "--bind", "127.0.0.1",   "--save", "",
+        "--appendonly", "no",     "--daemonize", "no",     NULL,
+    };
+    const char *argv[PX_MAX_ARGS + 16];
+    char port[16];
+    size_t n = 0;
+
+    snprintf(port, sizeof(port), "%d", r->port);
+    for (size_t i = 0; fixed[i] != NULL; i++) {
+        argv[n++] = fixed[i];
+    }
+    argv[n++] = "--port";
+    argv[n++] = port;
+    /* Its files (the RDB a SYNC writes) go to the test's own directory:
+     * one left in the working directory would be loaded by every later
+     * redis-server. */
+    argv[n++] = "--dir";
+    argv[n++] = px_env()->dir;
+    for (size_t i = 0; r->args[i] != NULL; i++) {
+        argv[n++] = r->args[i];
+    }
+    argv[n] = NULL;
+    r->pid = spawn(argv, r->log, NULL);
+
+    long long deadline = px_now_ms() + READY_TIMEOUT_MS;
+    while (!redis_answers(r->port, r->pid)) {
+        if (!px_child_alive(r)) {
+            return 0;
+        }
+        if (px_now_ms() >= deadline) {
+            dump_log_tail("redis", r->log);
+            abandon();
+            cr_assert_fail("redis-server on port %d did not start (pid %d)",
+                           r->port, (int)r->pid);
+        }
+        px_sleep_ms(POLL_STEP_MS);
+    }
+    return 1;
+}
+
 void px_redis_start(struct px_child *r, const char *const *extra)
 {
+    int picked = 0, attempt;
+
     px_env_prepare();
     if (r->port == 0) {
         r->port = px_free_port();
-    }
-    if (r->log[0] == '\0') {
-        char name[64];
-        snprintf(name, sizeof(name), "redis-%d.log", r->port);
-        px_path(r->log, sizeof(r->log), name);
+        picked = 1;
     }
     if (extra != NULL) {
         size_t i = 0;
@@ -413,36 +463,26 @@ void px_redis_start(struct px_child *r, const char *const *extra)
         }
         r->args[i] = NULL;
     }
-    char port[16];
-    snprintf(port, sizeof(port), "%d", r->port);
-    static const char *const fixed[] = {
-        "redis-server", "--bind", "127.0.0.1",   "--save", "",
-        "--appendonly", "no",     "--daemonize", "no",     NULL,
-    };
-    const char *argv[PX_MAX_ARGS + 16];
-    size_t n = 0;
-    for (size_t i = 0; fixed[i] != NULL; i++) {
-        argv[n++] = fixed[i];
-    }
-    argv[n++] = "--port";
-    argv[n++] = port;
-    for (size_t i = 0; r->args[i] != NULL; i++) {
-        argv[n++] = r->args[i];
-    }
-    argv[n] = NULL;
-    r->pid = spawn(argv, r->log, NULL);
-
-    long long deadline = px_now_ms() + READY_TIMEOUT_MS;
-    while (!redis_answers(r->port)) {
-        if (!px_child_alive(r) || px_now_ms() >= deadline) {
-            dump_log_tail("redis", r->log);
-            abandon();
-            cr_assert_fail("redis-server on port %d did not start (%s %d)",
-                           r->port, r->pid > 0 ? "pid" : "exit code",
-                           r->pid > 0 ? (int)r->pid : r->exit_code);
+    /* A free port can be taken by another run between asking and
+     * binding: a port this call picked is picked again. */
+    for (attempt = 0; attempt < 3; attempt++) {
+        if (r->log[0] == '\0' || (picked && attempt > 0)) {
+            char name[64];
+            snprintf(name, sizeof(name), "redis-%d.log", r->port);
+            px_path(r->log, sizeof(r->log), name);
         }
-        px_sleep_ms(POLL_STEP_MS);
+        if (redis_spawn(r)) {
+            return;
+        }
+        if (!picked) {
+            break;
+        }
+        r->port = px_free_port();
     }
+    dump_log_tail("redis", r->log);
+    abandon();
+    cr_assert_fail("redis-server on port %d did not start (exit code %d)",
+                   r->port, r->exit_code);
 }
 
 void px_redis_kill(struct px_child *r, int sig)
