@@ -390,6 +390,10 @@ static int redis_answers(int port, pid_t pid)
         if (r != NULL && r->type == REDIS_REPLY_STRING) {
             const char *p = strstr(r->str, "process_id:");
             ok = p != NULL && atol(p + 11) == (long)pid;
+        } else if (r != NULL && r->type == REDIS_REPLY_ERROR) {
+            /* A server with requirepass: it answers, and it is ours as
+             * long as our child is alive (the caller checks). */
+            ok = strncmp(r->str, "NOAUTH", 6) == 0;
         }
         if (r != NULL) {
             freeReplyObject(r);
@@ -443,7 +447,9 @@ static int redis_spawn(struct px_child *r)
         }
         px_sleep_ms(POLL_STEP_MS);
     }
-    return 1;
+    /* NOAUTH does not say whose server answered: ours is the one still
+     * running. */
+    return px_child_alive(r);
 }
 
 void px_redis_start(struct px_child *r, const char *const *extra)
