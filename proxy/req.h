@@ -68,6 +68,8 @@ struct req {
                                  dropped, pushes are kept */
     unsigned swallow : 1;     /* proxy's own request: reply is dropped */
     unsigned close_after : 1; /* close the client once this reply is out */
+    unsigned blocking : 1;    /* a blocking call (BLPOP...): CLIENT LIST
+                                 shows its client blocked until done */
     unsigned tunnel : 1;      /* SYNC/PSYNC: the stream after it is relayed
                                  raw (upstream_send_tunnel) */
     unsigned until_reset : 1; /* proxy's own RESET: frames before its

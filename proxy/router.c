@@ -609,9 +609,11 @@ void router_dispatch(struct req *req)
     } else if (flags & CMD_F_MONITOR) {
         c->monitor = 1;
     }
-    if (flags & (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_BLOCKING |
-                 CMD_F_STICKY | CMD_F_MONITOR) ||
-        ((flags & CMD_F_XBLOCK) && router_xread_blocks(req))) {
+    req->blocking = (flags & CMD_F_BLOCKING) ||
+                    ((flags & CMD_F_XBLOCK) && router_xread_blocks(req));
+    if (flags & (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_STICKY |
+                 CMD_F_MONITOR) ||
+        req->blocking) {
         router_send_private(req);
         return;
     }

@@ -161,6 +161,20 @@ static void session_unknown_type(struct req *req, int i)
 
 /* ---------------- CLIENT LIST / INFO ---------------- */
 
+/* True while a blocking call of `c` (BLPOP...) waits for its reply. */
+static int session_blocked(const struct client *c)
+{
+    const struct queue *q;
+
+    for (q = queue_head(&c->reqs); q != &c->reqs; q = q->next) {
+        const struct req *r = container_of(q, struct req, cnode);
+        if (r->blocking && !r->done) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The flags letters of CLIENT LIST, in Redis's order. */
 static void session_flags(const struct client *c, char *out)
 {
@@ -175,9 +189,8 @@ static void session_flags(const struct client *c, char *out)
     if (c->multi || c->multi_deferred) {
         *p++ = 'x';
     }
-    if (c->priv != NULL && !client_has_state(c) &&
-        !queue_empty(&c->priv->inflight)) {
-        *p++ = 'b'; /* a blocking call holds its private connection */
+    if (session_blocked(c)) {
+        *p++ = 'b';
     }
     if (c->tracking) {
         *p++ = 't';

@@ -178,6 +178,24 @@ Test(it_session, client_id_info_list_describe_cellgate_clients,
                    "ERR Unknown client type 'nope'");
     px_check_error(px_cmd(a, "CLIENT LIST ID x"), "ERR Invalid client ID");
     px_check_error(px_cmd(a, "CLIENT LIST foo"), "ERR syntax error");
+    /* A client blocked in BRPOP shows flags=b, also when its private
+     * connection holds a selected db. */
+    px_check_status(px_cmd(b, "SELECT 9"), "OK");
+    redisAppendCommand(b, "BRPOP nolist 5");
+    px_flush(b);
+    for (int k = 0; k < 100; k++) {
+        r = px_cmd(a, "CLIENT LIST ID %lld", idb);
+        info_field(r->str, "flags", f, sizeof(f));
+        freeReplyObject(r);
+        if (strcmp(f, "b") == 0) {
+            break;
+        }
+        px_sleep_ms(10);
+    }
+    cr_assert_str_eq(f, "b");
+    /* A push in db 0 does not wake b, which waits in db 9. */
+    px_check_int(px_cmd(a, "RPUSH nolist x"), 1);
+    px_check_int(px_cmd(a, "LLEN nolist"), 1);
     px_check_error(px_cmd(a, "CLIENT ID x"),
                    "ERR wrong number of arguments for 'client|id' command");
 
