@@ -1,5 +1,5 @@
-/* GCRA as redis-cell's CL.THROTTLE computes it (see gcra.h and DESIGN.md
- * "CL.THROTTLE, exactly").
+/* GCRA as redis-cell's CL.THROTTLE computes it (see gcra.h and
+ * docs/ARCHITECTURE.md "CL.THROTTLE, exactly").
  *
  * Flow: the limiter handler parses the request with gcra_parse_throttle()
  * (or builds the parameters from limits.yaml with gcra_params_init()), then
@@ -185,7 +185,7 @@ int gcra_parse_throttle(struct gcra_params *p, int argc,
 
 /* ---------------- The decision ---------------- */
 
-/* DESIGN step 7: what is left, computed in doubles over whole microseconds
+/* GCRA rule, step 7: what is left, computed in doubles over whole microseconds
  * exactly as redis-cell does. A sub-microsecond EI divides by zero there;
  * the results of that (inf or NaN, saturated) are spelled out here. */
 static int64_t gcra_remaining(const struct gcra_params *p, int64_t next_ns)

@@ -1,4 +1,4 @@
-/* GCRA, exactly as redis-cell's CL.THROTTLE (DESIGN.md "CL.THROTTLE,
+/* GCRA, exactly as redis-cell's CL.THROTTLE (docs/ARCHITECTURE.md "CL.THROTTLE,
  * exactly"), as a pure function of (parameters, stored TAT, now).
  *
  * The same operation runs inside Redis as algorithms/gcra.lua. The proxy
@@ -125,10 +125,10 @@ struct gcra_script_args {
  * included). */
 int gcra_parse_int64(const char *s, size_t len, int64_t *out);
 
-/* Validates B, C, P, Q and computes limit, EI, DVT and INC into *p (DESIGN
- * steps 2 and 3 plus the divergences above). Returns GCRA_OK, GCRA_EARGS
- * (zero or negative rate, negative quantity) or GCRA_ERANGE, with *err set
- * to a static text. */
+/* Validates B, C, P, Q and computes limit, EI, DVT and INC into *p (the GCRA
+ * rules of docs/ARCHITECTURE.md, steps 2 and 3 plus the divergences above).
+ * Returns GCRA_OK, GCRA_EARGS (zero or negative rate, negative quantity) or
+ * GCRA_ERANGE, with *err set to a static text. */
 int gcra_params_init(struct gcra_params *p, int64_t max_burst, int64_t count,
                      int64_t period_s, int64_t quantity, const char **err);
 
@@ -146,7 +146,7 @@ int gcra_parse_throttle(struct gcra_params *p, int argc,
                         const char *const *argv, const size_t *lens,
                         char *errbuf, size_t errlen);
 
-/* DESIGN steps 4 to 9: the decision for the stored TAT (have_tat == 0 when
+/* GCRA rules, steps 4 to 9: the decision for the stored TAT (have_tat == 0 when
  * the key does not exist) at now_ns (>= 0). Returns GCRA_OK with *out set,
  * or GCRA_ERANGE (*err = GCRA_ERR_TAT_RANGE) when the stored TAT makes the
  * arithmetic overflow; nothing may be written then. */

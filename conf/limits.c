@@ -290,7 +290,8 @@ static const char *limits_check(const struct limits_limit *l)
 
     switch (l->algo) {
     case LIMITS_GCRA:
-        /* Emission interval, as CL.THROTTLE computes it (DESIGN.md). */
+        /* Emission interval, as CL.THROTTLE computes it (docs/ARCHITECTURE.md).
+         */
         ei_ns = g->period_ms * LIMITS_NS_PER_MS / g->count;
         if (ei_ns < 1) {
             return "period / count is under 1 ns (zero rates are not "

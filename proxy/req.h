@@ -89,7 +89,7 @@ void req_reply(struct req *req, const char *p, size_t n);
 
 /* Completes `req` with an error built from fmt: prefixed with "ERR " unless
  * the text starts with an upper-case code, CR/LF replaced by spaces (the only
- * path for error replies, STYLE.md 3.3). May free `req`. */
+ * path for error replies, docs/ARCHITECTURE.md). May free `req`. */
 void req_reply_error(struct req *req, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -1,4 +1,4 @@
-/* Routing of one request (STYLE.md 2.4 step 4).
+/* Routing of one request (docs/ARCHITECTURE.md).
  *
  *   lookup -> arity -> auth -> local proc?
  *                                  |no

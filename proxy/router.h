@@ -1,6 +1,6 @@
-/* Routing: validate -> classify -> dispatch, in a fixed order (STYLE.md 2.4
- * step 4): lookup, arity, auth, connection class, then local handler,
- * private upstream or shared upstream. */
+/* Routing: validate -> classify -> dispatch, in a fixed order
+ * (docs/ARCHITECTURE.md): lookup, arity, auth, connection class, then local
+ * handler, private upstream or shared upstream. */
 #ifndef PX_PROXY_ROUTER_H
 #define PX_PROXY_ROUTER_H
 

@@ -1,5 +1,5 @@
-/* The server: THE one mutable global (STYLE.md 2.10). It owns the loop, the
- * listener, every client and upstream, the flush pass and the cron. */
+/* The server: THE one mutable global (docs/ARCHITECTURE.md). It owns the loop,
+ * the listener, every client and upstream, the flush pass and the cron. */
 #ifndef PX_PROXY_SERVER_H
 #define PX_PROXY_SERVER_H
 

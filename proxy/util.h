@@ -15,7 +15,8 @@
 #define PX_UNUSED(x)  ((void)(x))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Cast through void * so clang's -Wcast-align accepts it (STYLE.md 3.4). */
+/* Cast through void * so clang's -Wcast-align accepts it
+ * (docs/ARCHITECTURE.md). */
 #define container_of(p, type, m)                                               \
     ((type *)(void *)((char *)(p)-offsetof(type, m)))
 

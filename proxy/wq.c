@@ -1,11 +1,11 @@
 /* Write queue: batching of replies and requests into as few syscalls as
- * possible (Redis's handleClientsWithPendingWrites, STYLE.md 2.4 step 6).
+ * possible (Redis's handleClientsWithPendingWrites, docs/ARCHITECTURE.md).
  *
  *   appenders --> out --(uv_try_write)--> kernel
  *                  |
  *                  +--(rest, swapped)--> inflight --(uv_write)--> kernel
  *
- * `inflight` is never touched while `writing` is set (STYLE.md 2.9 rule 2). */
+ * `inflight` is never touched while `writing` is set (docs/ARCHITECTURE.md). */
 #include "proxy/wq.h"
 
 #include "proxy/util.h"

@@ -54,7 +54,7 @@ require_cellgate
 SCRIPT=$(dirname "$CELLGATE")/algorithms/gcra.lua
 [[ -r $SCRIPT ]] || die "$SCRIPT not found (build cellgate first)"
 
-# The script arguments cellgate sends for LIMIT and quantity 1 (DESIGN.md
+# The script arguments cellgate sends for LIMIT and quantity 1 (docs/ARCHITECTURE.md
 # "CL.THROTTLE, exactly"; gcra.h: split as s = d / 1e9, ns = d % 1e9).
 read -r B CNT P <<<"$LIMIT"
 [[ $B =~ ^[0-9]+$ && $CNT =~ ^[1-9][0-9]*$ && $P =~ ^[1-9][0-9]*$ ]] ||

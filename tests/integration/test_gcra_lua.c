@@ -358,8 +358,9 @@ Test(it_gcra_lua, script_flush_makes_evalsha_fail_with_noscript,
 
 /* ---------------- Reference values ---------------- */
 
-/* DESIGN.md's burst-4 table through the script. The clock is not stepped:
- * before each row the stored TAT moves back by the time the row adds. */
+/* docs/ARCHITECTURE.md's burst-4 table through the script. The clock is not
+ * stepped: before each row the stored TAT moves back by the time the row adds.
+ */
 struct burst_row {
     int64_t at_ms;
     int64_t q;

@@ -3,18 +3,18 @@
  * in-process store) and cluster (the script runs on the master that owns
  * the key).
  *
- * Replies are checked against the reference values of DESIGN.md ("CL.THROTTLE,
- * exactly"), which come from redis-cell itself; error texts byte for byte;
- * stored values straight from the node that holds them, against that node's
- * own TIME. Where a reply field depends on how much time passed between
+ * Replies are checked against the reference values of docs/ARCHITECTURE.md
+ * ("CL.THROTTLE, exactly"), which come from redis-cell itself; error texts byte
+ * for byte; stored values straight from the node that holds them, against that
+ * node's own TIME. Where a reply field depends on how much time passed between
  * steps that may be slow (a migration, a write straight to Redis), the
  * expected range is computed from TIME read before and after, or the limit
- * is slow enough not to care; the DESIGN.md reference rows themselves
- * assume back-to-back calls less than a second apart, as redis-cell's own
- * values do. Elapsed time is simulated by moving a stored TAT (SET ...
- * KEEPTTL), except in embedded mode, which has no store to edit (one 2 s
- * sleep there, whose outcome does not depend on how long it overran).
- * Nothing asserts how fast anything is. */
+ * is slow enough not to care; the docs/ARCHITECTURE.md reference rows
+ * themselves assume back-to-back calls less than a second apart, as
+ * redis-cell's own values do. Elapsed time is simulated by moving a stored TAT
+ * (SET ... KEEPTTL), except in embedded mode, which has no store to edit (one 2
+ * s sleep there, whose outcome does not depend on how long it overran). Nothing
+ * asserts how fast anything is. */
 #include "tests/support/px_test.h"
 
 #include <signal.h>
@@ -141,7 +141,7 @@ static void prefix_on_master(int m, const char *base, char *out, size_t outlen)
 
 /* ---------------- Replies ---------------- */
 
-/* DESIGN step 9: whole seconds of a duration, plus one when its sub-second
+/* GCRA rule, step 9: whole seconds of a duration, plus one when its sub-second
  * part is at least 1 ms. */
 static long long secs_of(int64_t d)
 {
@@ -150,7 +150,7 @@ static long long secs_of(int64_t d)
     return d % NS >= MS ? s + 1 : s;
 }
 
-/* DESIGN step 7: remaining for a ttl, in microseconds as redis-cell. */
+/* GCRA rule, step 7: remaining for a ttl, in microseconds as redis-cell. */
 static long long remaining_of(int64_t dvt, int64_t ei, int64_t ttl)
 {
     int64_t next = dvt - ttl;
@@ -219,7 +219,7 @@ static void check_fresh(redisContext *c, const char *key, size_t klen,
 
 /* ---------------- Shared bodies ---------------- */
 
-/* The DESIGN.md reference replies on keys under prefix p. */
+/* The docs/ARCHITECTURE.md reference replies on keys under prefix p. */
 static void reference_replies(redisContext *c, const char *p)
 {
     char k[KEY_MAX];
@@ -268,8 +268,8 @@ static void reference_replies(redisContext *c, const char *p)
 /* One step of the burst-4 table at t0 (CL.THROTTLE foo 4 1 1 q). */
 struct burst4_step {
     long long q;         /* quantity */
-    long long limited;   /* DESIGN.md */
-    long long remaining; /* DESIGN.md */
+    long long limited;   /* docs/ARCHITECTURE.md */
+    long long remaining; /* docs/ARCHITECTURE.md */
 };
 
 static const struct burst4_step burst4[] = {
@@ -279,8 +279,8 @@ static const struct burst4_step burst4[] = {
 
 #define BURST4_STEPS (sizeof(burst4) / sizeof(burst4[0]))
 
-/* Runs the t0 part of the burst-4 table on key, asserts the DESIGN.md
- * values and keeps the replies in out. */
+/* Runs the t0 part of the burst-4 table on key, asserts the
+ * docs/ARCHITECTURE.md values and keeps the replies in out. */
 static void burst4_run(redisContext *c, const char *key,
                        struct px_five out[BURST4_STEPS])
 {

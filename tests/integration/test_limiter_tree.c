@@ -2,10 +2,10 @@
  * real binary, in its three modes: single Redis, embedded (no Redis) and
  * cluster (3 masters).
  *
- * The tree of most tests is DESIGN.md's example (user -> "*" -> trade) plus
- * a level above a wildcard (global -> "*"), an exact child next to a
- * wildcard (user:vip), a node with two limits (api) and a limit whose
- * algorithm this build lacks (tb). Expected replies follow DESIGN.md
+ * The tree of most tests is docs/ARCHITECTURE.md's example (user -> "*" ->
+ * trade) plus a level above a wildcard (global -> "*"), an exact child next to
+ * a wildcard (user:vip), a node with two limits (api) and a limit whose
+ * algorithm this build lacks (tb). Expected replies follow docs/ARCHITECTURE.md
  * ("CL.THROTTLE, exactly"). They assume that the calls on one path run
  * back to back, all within half a second of the first (the shortest
  * emission interval is trade's 1.5 s), as redis-cell's own reference values
@@ -229,7 +229,8 @@ static void assert_same_five(struct px_five a, struct px_five b,
  * admitted (every level consumes) and, when it is refused, with the cost on
  * the refusing levels (which consume nothing) and quantity 0 on the others
  * (which must not consume either). The check's reply must then be the
- * aggregate of the mirrors' replies (DESIGN.md, "The limiter commands"). */
+ * aggregate of the mirrors' replies (docs/ARCHITECTURE.md, "The limiter
+ * commands"). */
 
 /* One level's CL.THROTTLE twin. */
 struct mirror {
@@ -375,8 +376,8 @@ static long long count_limiter_keys(void)
 
 /* ---------------- Shared bodies ---------------- */
 
-/* DESIGN.md's example: user:<a>:trade counts at both levels; the 7th trade
- * check within the burst is refused and leaves the user level as it was;
+/* docs/ARCHITECTURE.md's example: user:<a>:trade counts at both levels; the 7th
+ * trade check within the burst is refused and leaves the user level as it was;
  * user:<a> still works; user:<b> is independent. */
 static void design_tree(redisContext *c, const char *a, const char *b)
 {

@@ -1,6 +1,6 @@
 /* Test support shared by every criterion binary.
  *
- * LeakSanitizer alone does not fail a criterion test (STYLE.md section 0), so
+ * LeakSanitizer alone does not fail a criterion test (docs/ARCHITECTURE.md), so
  * PX_TEST_SUITE gives each suite a .fini that runs a recoverable leak check
  * and aborts when it finds one, which turns the run's exit code to 1. */
 #ifndef PX_TESTS_SUPPORT_PX_TEST_H

@@ -1,7 +1,7 @@
 /* GCRA as redis-cell computes it: argument parsing and error texts, the
- * decision with every reference value of DESIGN.md "CL.THROTTLE, exactly",
- * the store writes, overflow handling, and the C side of the Lua script
- * (split arguments, reply checking).
+ * decision with every reference value of docs/ARCHITECTURE.md "CL.THROTTLE,
+ * exactly", the store writes, overflow handling, and the C side of the Lua
+ * script (split arguments, reply checking).
  *
  * Time is a parameter: a test steps `now` explicitly, starting at T0, and a
  * tiny in-memory store applies the writes gcra_decide() asks for. */
@@ -24,7 +24,7 @@ PX_TEST_SUITE(gcra);
 /* A realistic clock: 2023-11-14T22:13:20Z in nanoseconds. */
 #define T0 INT64_C(1700000000000000000)
 
-/* The exact error texts of DESIGN.md and of our divergences. */
+/* The exact error texts of docs/ARCHITECTURE.md and of our divergences. */
 #define E_USAGE                                                                \
     "Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count "    \
     "per period> <period> [<quantity>]"
@@ -84,7 +84,7 @@ static void check_reply(const struct gcra_result *r, int64_t l, int64_t lim,
     rl_test_check_reply(&r->d, l, lim, rem, retry, reset);
 }
 
-/* ---------------- Reference values of DESIGN.md ---------------- */
+/* ---------------- Reference values of docs/ARCHITECTURE.md ---------------- */
 
 Test(gcra, user123_15_30_60_on_a_new_key_replies_0_16_15_minus1_2)
 {
@@ -118,7 +118,8 @@ Test(gcra, user123_0_1_2_allows_then_denies_then_allows_after_2_s)
     cr_assert_eq(m.tat, T0 + 4 * S);
 }
 
-/* One row of DESIGN.md's burst-4 table (`CL.THROTTLE foo 4 1 1 [q]`). */
+/* One row of docs/ARCHITECTURE.md's burst-4 table (`CL.THROTTLE foo 4 1 1
+ * [q]`). */
 struct burst_step {
     int64_t at_ms;     /* offset from T0 */
     int64_t q;         /* quantity */
