@@ -758,7 +758,10 @@ void upstream_flush(struct upstream *up)
     }
 }
 
-int upstream_is_stalled(const struct upstream *up, uint64_t now_ms)
+/* How long `up` has been silent while owing replies: since its oldest owed
+ * request was sent or its last bytes arrived, whichever is later. 0 when
+ * it owes nothing. */
+static uint64_t upstream_silent_ms(const struct upstream *up, uint64_t now_ms)
 {
     const struct req *req;
     uint64_t start;
@@ -768,22 +771,23 @@ int upstream_is_stalled(const struct upstream *up, uint64_t now_ms)
     }
     req = container_of(queue_head(&up->inflight), struct req, unode);
     start = req->sent_ms > up->last_read_ms ? req->sent_ms : up->last_read_ms;
-    return now_ms - start >= UPSTREAM_STALL_MS;
+    return now_ms - start;
+}
+
+int upstream_is_stalled(const struct upstream *up, uint64_t now_ms)
+{
+    return !queue_empty(&up->inflight) &&
+           upstream_silent_ms(up, now_ms) >= UPSTREAM_STALL_MS;
 }
 
 void upstream_check_timeout(struct upstream *up, uint64_t now_ms,
                             unsigned timeout_ms)
 {
-    struct req *req;
-    uint64_t start;
-
     if (up->priv || up->state != UP_READY || timeout_ms == 0 ||
         queue_empty(&up->inflight)) {
         return;
     }
-    req = container_of(queue_head(&up->inflight), struct req, unode);
-    start = req->sent_ms > up->last_read_ms ? req->sent_ms : up->last_read_ms;
-    if (now_ms - start > timeout_ms) {
+    if (upstream_silent_ms(up, now_ms) > timeout_ms) {
         upstream_fail(up, "command timed out after %u ms", timeout_ms);
     }
 }
