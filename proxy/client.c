@@ -34,15 +34,15 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
-#include "proxy/cluster.h"
-#include "proxy/log.h"
+#include "proxy/core/cluster.h"
+#include "proxy/core/log.h"
 #include "proxy/merge.h"
 #include "proxy/pubsub.h"
-#include "proxy/req.h"
+#include "proxy/core/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 static const char reply_max_clients[] =
     "-ERR max number of clients reached\r\n";

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "proxy/queue.h"
-#include "proxy/wq.h"
+#include "proxy/core/queue.h"
+#include "proxy/core/wq.h"
 
 struct hmap;
 struct node;

@@ -19,13 +19,13 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
-#include "proxy/limiter.h"
-#include "proxy/req.h"
+#include "proxy/limiter/limiter.h"
+#include "proxy/core/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 /* Longest command name we look up; longer names are never in the table. */
 #define CMD_NAME_MAX 32

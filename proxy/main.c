@@ -8,9 +8,9 @@
 
 #include "conf/conf.h"
 #include "conf/limits.h"
-#include "proxy/log.h"
+#include "proxy/core/log.h"
 #include "proxy/server.h"
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 /* Room for every error of a bad file. */
 #define MAIN_ERRBUF 8192

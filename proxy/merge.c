@@ -33,12 +33,12 @@
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
 #include "proxy/client.h"
-#include "proxy/cluster.h"
-#include "proxy/req.h"
+#include "proxy/core/cluster.h"
+#include "proxy/core/req.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 /* A RESP3 verbatim string starts with its format and a colon: "txt:". */
 #define MERGE_VERBATIM_FMT 4

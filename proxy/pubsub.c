@@ -14,9 +14,9 @@
 
 #include "parser/glob.h"
 #include "proxy/client.h"
-#include "proxy/hmap.h"
+#include "proxy/core/hmap.h"
 #include "proxy/server.h"
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 /* Subscriptions to one name held on one node. */
 struct pubsub_holder {

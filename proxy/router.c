@@ -51,14 +51,14 @@
 #include "parser/resp_enc.h"
 #include "parser/slot.h"
 #include "proxy/client.h"
-#include "proxy/cluster.h"
+#include "proxy/core/cluster.h"
 #include "proxy/command.h"
 #include "proxy/merge.h"
 #include "proxy/pubsub.h"
-#include "proxy/req.h"
+#include "proxy/core/req.h"
 #include "proxy/server.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 /* Shows at most this much of a client's command name in an error. */
 #define ROUTER_NAME_SHOWN 128

@@ -18,11 +18,11 @@
 
 #include "conf/conf.h"
 #include "proxy/client.h"
-#include "proxy/limiter.h"
-#include "proxy/log.h"
+#include "proxy/limiter/limiter.h"
+#include "proxy/core/log.h"
 #include "proxy/pubsub.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 /* Housekeeping period: command timeouts are checked at this granularity. */
 #define SERVER_CRON_MS 100

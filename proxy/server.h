@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "proxy/cluster.h"
-#include "proxy/queue.h"
-#include "proxy/store_local.h"
+#include "proxy/core/cluster.h"
+#include "proxy/core/queue.h"
+#include "proxy/limiter/store_local.h"
 
 struct conf;
 struct limits_tree;

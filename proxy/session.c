@@ -27,12 +27,12 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
-#include "proxy/cluster.h"
-#include "proxy/req.h"
+#include "proxy/core/cluster.h"
+#include "proxy/core/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 /* Shows at most this much of a client's argument in an error. */
 #define SESSION_ARG_SHOWN 128

@@ -6,9 +6,9 @@
  *                  +--(rest, swapped)--> inflight --(uv_write)--> kernel
  *
  * `inflight` is never touched while `writing` is set (docs/ARCHITECTURE.md). */
-#include "proxy/wq.h"
+#include "proxy/core/wq.h"
 
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 /* A buffer that grew beyond this is released once empty, so one large reply
  * does not pin memory for the connection's lifetime. */

@@ -8,7 +8,7 @@
  * A req is freed exactly once: by the client's flush pass after its reply is
  * written out, by client_close() if nobody owes it a reply, or here when it is
  * an orphan (its client left) or a swallowed proxy request. */
-#include "proxy/req.h"
+#include "proxy/core/req.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -20,7 +20,7 @@
 #include "proxy/client.h"
 #include "proxy/merge.h"
 #include "proxy/server.h"
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 struct req *req_new(struct client *c, struct resp_cmd *cmd)
 {

@@ -1,10 +1,10 @@
 /* Chained hash map (see hmap.h). FNV-1a over the key bytes; the table
  * doubles when it holds more entries than buckets, so chains stay short. */
-#include "proxy/hmap.h"
+#include "proxy/core/hmap.h"
 
 #include <string.h>
 
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 /* First table size. */
 #define HMAP_MIN_BUCKETS 64

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "proxy/queue.h"
+#include "proxy/core/queue.h"
 
 struct client;
 struct conf;

@@ -1,6 +1,6 @@
 /* Logging to stderr (container friendly). The level lives in the server
  * struct, the one mutable global, so there is no state here. */
-#include "proxy/log.h"
+#include "proxy/core/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "proxy/server.h"
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 static const char log_letters[] = { 'D', 'I', 'W', 'E' };
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "parser/buf.h"
-#include "proxy/queue.h"
+#include "proxy/core/queue.h"
 
 struct client;
 struct resp_cmd;

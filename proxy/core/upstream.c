@@ -26,7 +26,7 @@
  * A private upstream learns its Redis client id (CLIENT ID, asked right
  * after the setup), so CLIENT UNBLOCK and CLIENT TRACKING ... REDIRECT,
  * which name clients by cellgate's ids, can be translated. */
-#include "proxy/upstream.h"
+#include "proxy/core/upstream.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,11 +37,11 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
-#include "proxy/cluster.h"
-#include "proxy/log.h"
-#include "proxy/req.h"
+#include "proxy/core/cluster.h"
+#include "proxy/core/log.h"
+#include "proxy/core/req.h"
 #include "proxy/server.h"
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 /* Reconnect backoff: doubles from MIN to MAX, reset on success. Short enough
  * that a restarted Redis is back in service within a second. */

@@ -19,8 +19,8 @@
 #include <uv.h>
 
 #include "parser/buf.h"
-#include "proxy/queue.h"
-#include "proxy/wq.h"
+#include "proxy/core/queue.h"
+#include "proxy/core/wq.h"
 
 struct client;
 struct node;

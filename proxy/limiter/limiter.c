@@ -18,7 +18,7 @@
  * read, so the reply's rounding lives in one place (algorithms/). When the
  * node cannot answer, `store_down_policy` decides: fail_closed passes the
  * error on, fail_open admits and counts it. */
-#include "proxy/limiter.h"
+#include "proxy/limiter/limiter.h"
 
 #include <string.h>
 
@@ -31,13 +31,13 @@
 #include "parser/resp_value.h"
 #include "parser/slot.h"
 #include "proxy/client.h"
-#include "proxy/cluster.h"
-#include "proxy/log.h"
-#include "proxy/req.h"
+#include "proxy/core/cluster.h"
+#include "proxy/core/log.h"
+#include "proxy/core/req.h"
 #include "proxy/server.h"
-#include "proxy/store_local.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/limiter/store_local.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 /* Arguments of CL.THROTTLE, with its name: name key B C P [Q]. */
 #define LIMITER_MAX_ARGS 6

@@ -19,7 +19,7 @@
  * requests wait in `waiting` and fail after the command timeout. A slot
  * whose master is unknown or down fails fast: the node's upstream refuses
  * while it reconnects, so nothing piles up behind a dead master. */
-#include "proxy/cluster.h"
+#include "proxy/core/cluster.h"
 
 #include <limits.h>
 #include <netdb.h>
@@ -32,12 +32,12 @@
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
 #include "proxy/client.h"
-#include "proxy/log.h"
-#include "proxy/req.h"
+#include "proxy/core/log.h"
+#include "proxy/core/req.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
-#include "proxy/upstream.h"
-#include "proxy/util.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
 
 /* Periodic refresh of a healthy map: failovers and resharding done by an
  * operator show up within this time even without a MOVED. */

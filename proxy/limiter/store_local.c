@@ -9,7 +9,7 @@
  * read as missing; the cron frees them a few buckets at a time, so memory
  * follows the identities active within their windows, never the ones seen
  * once. */
-#include "proxy/store_local.h"
+#include "proxy/limiter/store_local.h"
 
 #include <string.h>
 #include <time.h>
@@ -21,7 +21,7 @@
 #include "algorithms/sliding_log.h"
 #include "algorithms/sliding_window.h"
 #include "algorithms/token_bucket.h"
-#include "proxy/util.h"
+#include "proxy/core/util.h"
 
 /* Buckets the cron sweeps per tick (100 ms): a million entries are
  * visited in well under a minute without a pause worth noticing. */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "conf/limits.h"
-#include "proxy/hmap.h"
+#include "proxy/core/hmap.h"
 
 struct gcra_params;
 struct gcra_result;
