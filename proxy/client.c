@@ -74,12 +74,7 @@ void client_close(struct client *c)
         struct req *req = container_of(queue_head(&c->reqs), struct req, cnode);
         queue_remove(&req->cnode);
         c->nreqs--;
-        if (queue_linked(&req->unode) || merge_pending(req) ||
-            req->children > 0) {
-            req->client = NULL;
-        } else {
-            req_free(req);
-        }
+        req_orphan(req);
     }
     if (c->priv != NULL) {
         client_priv_release(c);
@@ -113,6 +108,14 @@ static void client_check_output(struct client *c)
     }
 }
 
+/* Unlinks a request of `c` from its FIFO and frees it. */
+static void client_req_free(struct client *c, struct req *req)
+{
+    queue_remove(&req->cnode);
+    c->nreqs--;
+    req_free(req);
+}
+
 /* Moves done replies from the head of c->reqs to the output. */
 static void client_drain(struct client *c)
 {
@@ -128,11 +131,11 @@ static void client_drain(struct client *c)
         if (req->close_after) {
             /* QUIT or a protocol error: nothing after this is answered. */
             c->quitting = 1;
-            req_free(req);
+            client_req_free(c, req);
             uv_read_stop((uv_stream_t *)&c->tcp);
             break;
         }
-        req_free(req);
+        client_req_free(c, req);
     }
     if (moved && !c->closing) {
         server_mark_client(c);
@@ -140,14 +143,53 @@ static void client_drain(struct client *c)
     }
 }
 
-void client_req_done(struct client *c, struct req *req)
+/* The completion callback of every client request (req_reply): keeps the
+ * reply as the client must see it, then writes out what is in order. */
+static void client_on_reply(struct req *req, const char *p, size_t n)
 {
+    struct client *c = req->client;
+    long long v;
+
+    if (req->made_error) {
+        server.stats.errors++;
+    }
+    if (p == req->reply.data && n == req->reply.len) {
+        /* Built in place by the proxy. */
+        if (req->silent) {
+            /* CLIENT REPLY OFF/SKIP: the command ran, its reply is
+             * dropped; pushes relayed before it stay. */
+            req->reply.len = req->npush;
+        }
+    } else if (req->silent) {
+        /* dropped, pushes kept */
+    } else if (req->filter != NULL) {
+        req->filter(req, p, n);
+    } else if (req->add_int != 0 && n > 3 && p[0] == ':' &&
+               resp_parse_ll(p + 1, n - 3, &v) == 0) {
+        PX_CHECK_OOM(resp_enc_int(&req->reply, v + req->add_int));
+    } else {
+        PX_CHECK_OOM(buf_append(&req->reply, p, n));
+    }
+    req->done = 1;
     if (c->closing) {
         return;
     }
     if (queue_head(&c->reqs) == &req->cnode) {
         client_drain(c);
     }
+}
+
+struct req *client_req_new(struct client *c, struct resp_cmd *cmd)
+{
+    struct req *req = req_new(cmd);
+
+    req->client = c;
+    req->cid = c->lane;
+    req->proto = c->proto;
+    req->on_reply = client_on_reply;
+    queue_insert_tail(&c->reqs, &req->cnode);
+    c->nreqs++;
+    return req;
 }
 
 void client_stop_reading(struct client *c)
@@ -240,7 +282,7 @@ static void client_process(struct client *c)
         }
         if (rc == RESP_OK) {
             server.stats.commands++;
-            req = req_new(c, cmd);
+            req = client_req_new(c, cmd);
             req->silent = c->reply_off || c->skip_next;
             c->skip_next = 0;
             client_note_command(c, cmd);
@@ -251,7 +293,7 @@ static void client_process(struct client *c)
         log_debug("client %llu: %s", (unsigned long long)c->id,
                   resp_reader_error(c->rd));
         client_stop_reading(c);
-        req = req_new(c, NULL);
+        req = client_req_new(c, NULL);
         req->close_after = 1;
         req_reply_error(req, "%s",
                         rc == RESP_ENOMEM ? "out of memory"
@@ -462,7 +504,7 @@ void client_priv_gone(struct client *c, struct upstream *up, int failed)
          * replies owed, as a dropped Redis connection would. */
         queue_remove(&up->aux_link);
         if (failed && !c->closing) {
-            req = req_new(c, NULL);
+            req = client_req_new(c, NULL);
             req->close_after = 1;
             req_reply_built(req);
         }
@@ -475,7 +517,7 @@ void client_priv_gone(struct client *c, struct upstream *up, int failed)
     if (failed && had_state && !c->closing) {
         /* Its Redis-side state (subscriptions, db, transaction) is gone:
          * close after the replies already owed, as Redis would have. */
-        req = req_new(c, NULL);
+        req = client_req_new(c, NULL);
         req->close_after = 1;
         req_reply_built(req);
     }

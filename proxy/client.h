@@ -111,8 +111,10 @@ void client_close(struct client *c);
  * executed (QUIT, protocol errors). Replies already owed still go out. */
 void client_stop_reading(struct client *c);
 
-/* Called by req_reply: `req` of `c` has its reply in req->reply (done). */
-void client_req_done(struct client *c, struct req *req);
+/* A new request of `c` owning `cmd` (may be NULL: a reply made here),
+ * appended to its FIFO before it is dispatched, so it can never be
+ * overtaken. Its completion callback writes the reply out in order. */
+struct req *client_req_new(struct client *c, struct resp_cmd *cmd);
 
 /* Relays bytes that no request asked for (pub/sub messages) in order. */
 void client_push(struct client *c, const char *p, size_t n);

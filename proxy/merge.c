@@ -67,7 +67,6 @@ enum merge_kind {
 struct merge {
     enum merge_kind kind;    /* how the parts combine */
     unsigned nparts;         /* parts sent */
-    unsigned npending;       /* parts still owed */
     struct buf *parts;       /* owned: each part's reply */
     unsigned *key_part;      /* owned, MERGE_BY_KEY: part of each key */
     unsigned nkeys;          /* length of key_part */
@@ -100,9 +99,12 @@ void merge_free(struct merge *mg)
     px_free(mg);
 }
 
-int merge_pending(const struct req *req)
+/* Makes `mg` the parts of `req`: every part is owed until it comes back. */
+static void merge_attach(struct req *req, struct merge *mg)
 {
-    return req->mg != NULL && req->mg->npending > 0;
+    req->mg = mg;
+    req->mg_free = merge_free;
+    req->owed = mg->nparts;
 }
 
 static struct merge *merge_new(enum merge_kind kind, unsigned nparts)
@@ -112,7 +114,6 @@ static struct merge *merge_new(enum merge_kind kind, unsigned nparts)
 
     mg->kind = kind;
     mg->nparts = nparts;
-    mg->npending = nparts;
     mg->parts = px_calloc(nparts, sizeof(*mg->parts));
     for (i = 0; i < nparts; i++) {
         buf_init(&mg->parts[i]);
@@ -406,12 +407,8 @@ static void merge_on_part(struct req *part, const char *frame, size_t len)
     struct merge *mg = root->mg;
 
     PX_CHECK_OOM(buf_append(&mg->parts[part->part], frame, len));
-    if (--mg->npending > 0) {
-        return;
-    }
-    if (root->client == NULL) {
-        req_free(root); /* its client left meanwhile */
-        return;
+    if (!req_owed_back(root) || root->owed > 0) {
+        return; /* more to come, or its client left meanwhile */
     }
     merge_build(mg, &root->reply, root->proto);
     req_reply_built(root);
@@ -423,10 +420,8 @@ static void merge_on_part(struct req *part, const char *frame, size_t len)
 static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
                        struct node *n)
 {
-    struct req *part = req_new(NULL, cmd);
+    struct req *part = req_own(cmd, merge_on_part, root);
 
-    part->on_reply = merge_on_part;
-    part->ctx = root;
     part->part = i;
     part->cid = root->cid;
     part->proto = root->proto;
@@ -544,8 +539,7 @@ int merge_split(struct req *req, const int *keys, const unsigned *slots,
         buf_init(&mg->parts[i]);
     }
     mg->nparts = nparts;
-    mg->npending = nparts;
-    req->mg = mg;
+    merge_attach(req, mg);
     for (i = 0; i < nparts; i++) {
         unsigned first = order[start[i]];
         merge_send(req, i, cmds[i], cluster_node_for_slot(slots[first]));
@@ -621,7 +615,7 @@ static int merge_scan_start(struct req *req, struct node **masters,
         return 1;
     }
     n = snprintf(num, sizeof(num), "%llu", node_cursor);
-    req->mg = merge_new(MERGE_SCAN, 1);
+    merge_attach(req, merge_new(MERGE_SCAN, 1));
     req->mg->scan_node = idx;
     req->mg->nmasters = nmasters;
     merge_send(req, 0, merge_copy_cmd(req, 1, num, (size_t)n), masters[idx]);
@@ -738,7 +732,7 @@ int merge_fanout(struct req *req)
     } else if (kind == MERGE_SCAN) {
         merge_scan_start(req, masters, n);
     } else {
-        req->mg = merge_new((enum merge_kind)kind, n);
+        merge_attach(req, merge_new((enum merge_kind)kind, n));
         req->mg->oneshot = kind == MERGE_ANY_OK;
         req->mg->info_proxy = kind == MERGE_INFO && merge_info_wants_proxy(req);
         if (kind == MERGE_INFO) {

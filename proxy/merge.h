@@ -24,7 +24,5 @@ int merge_fanout(struct req *req);
 /* Frees a merge state (a root request's). Accepts NULL. */
 void merge_free(struct merge *mg);
 
-/* True while parts of the request are still owed by upstreams. */
-int merge_pending(const struct req *req);
 
 #endif /* PX_PROXY_MERGE_H */

@@ -21,6 +21,7 @@
 #include "proxy/limiter/limiter.h"
 #include "proxy/core/log.h"
 #include "proxy/pubsub.h"
+#include "proxy/router.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 
@@ -47,11 +48,6 @@ void server_mark_client(struct client *c)
     }
 }
 
-void server_mark_upstream(struct upstream *up)
-{
-    if (!queue_linked(&up->dirty_node)) {
-        queue_insert_tail(&server.dirty_upstreams, &up->dirty_node);
-    }
 }
 
 static void server_on_flush(uv_prepare_t *h)
@@ -60,9 +56,9 @@ static void server_on_flush(uv_prepare_t *h)
 
     PX_UNUSED(h);
     for (round = 0; round < SERVER_FLUSH_ROUNDS; round++) {
-        limiter_flush();
-        while (!queue_empty(&server.dirty_upstreams)) {
-            struct queue *n = queue_head(&server.dirty_upstreams);
+        limiter_flush(&server.limiter);
+        while (!queue_empty(&server.core.dirty_upstreams)) {
+            struct queue *n = queue_head(&server.core.dirty_upstreams);
             queue_remove(n);
             upstream_flush(container_of(n, struct upstream, dirty_node));
         }
@@ -71,7 +67,7 @@ static void server_on_flush(uv_prepare_t *h)
             queue_remove(n);
             client_flush(container_of(n, struct client, dirty_node));
         }
-        if (queue_empty(&server.dirty_upstreams)) {
+        if (queue_empty(&server.core.dirty_upstreams)) {
             break;
         }
     }
@@ -80,8 +76,8 @@ static void server_on_flush(uv_prepare_t *h)
 static void server_on_cron(uv_timer_t *t)
 {
     PX_UNUSED(t);
-    cluster_cron(server_now_ms());
-    store_local_cron(&server.store);
+    cluster_cron(&server.cluster, server_now_ms());
+    limiter_cron(&server.limiter);
 }
 
 static void server_on_connection(uv_stream_t *listener, int status)
@@ -99,6 +95,7 @@ static void server_stop(void)
         return;
     }
     server.shutting_down = 1;
+    server.core.shutting_down = 1;
     log_info("shutting down");
     if (server.listening) {
         uv_close((uv_handle_t *)&server.listener, NULL);
@@ -108,12 +105,11 @@ static void server_stop(void)
         client_close(
             container_of(queue_head(&server.clients), struct client, node));
     }
-    limiter_drop_pending();
-    limiter_stop_waits();
-    cluster_shutdown();
-    while (!queue_empty(&server.upstreams)) {
+    limiter_stop(&server.limiter);
+    cluster_shutdown(&server.cluster);
+    while (!queue_empty(&server.core.upstreams)) {
         struct upstream *up =
-            container_of(queue_head(&server.upstreams), struct upstream, link);
+            container_of(queue_head(&server.core.upstreams), struct upstream, link);
         queue_remove(&up->link);
         upstream_destroy(up, "proxy shutting down");
     }
@@ -137,7 +133,8 @@ static void server_on_sighup(uv_signal_t *h, int signum)
         return;
     }
     err[0] = '\0';
-    if (limiter_load(server.conf->limits_file, err, sizeof(err)) != PX_OK) {
+    if (limiter_load(&server.limiter, server.conf->limits_file, err,
+                     sizeof(err)) != PX_OK) {
         log_warn("SIGHUP: %s refused, old rules kept: %s",
                  server.conf->limits_file, err);
         return;
@@ -206,8 +203,7 @@ static int server_init_failed(void)
     server_stop();
     uv_run(server.loop, UV_RUN_DEFAULT);
     uv_loop_close(server.loop);
-    store_local_free(&server.store);
-    limiter_shutdown();
+    limiter_free(&server.limiter);
     pubsub_free();
     return PX_ERR;
 }
@@ -216,17 +212,13 @@ int server_init(const struct conf *conf)
 {
     server.loop = uv_default_loop();
     server.conf = conf;
-    server.log_level = (int)conf->log_level;
     queue_init(&server.clients);
-    queue_init(&server.upstreams);
     queue_init(&server.dirty_clients);
-    queue_init(&server.dirty_upstreams);
+    core_init(&server.core, server.loop, conf);
     queue_init(&server.cluster.nodes);
     queue_init(&server.cluster.waiting);
-    queue_init(&server.limiter_waits);
-    queue_init(&server.limiter_pending);
-    store_local_init(&server.store);
-    hmap_init(&server.limiter_overrides);
+    limiter_init(&server.limiter, &server.core, &server.cluster, conf,
+                 conf->nseeds == 0 && conf->upstream.port == 0);
     hmap_init(&server.pubsub_chans);
     hmap_init(&server.pubsub_pats);
     uv_prepare_init(server.loop, &server.flush);
@@ -244,7 +236,8 @@ int server_init(const struct conf *conf)
     {
         char err[1024];
         err[0] = '\0';
-        if (limiter_load(conf->limits_file, err, sizeof(err)) != PX_OK) {
+        if (limiter_load(&server.limiter, conf->limits_file, err,
+                         sizeof(err)) != PX_OK) {
             log_error("limits: %s", err);
             return server_init_failed();
         }
@@ -252,7 +245,8 @@ int server_init(const struct conf *conf)
     if (server_listen(conf) != PX_OK) {
         return server_init_failed();
     }
-    if (cluster_init(conf) != PX_OK) {
+    if (cluster_init(&server.cluster, &server.core, conf, router_dispatch) !=
+        PX_OK) {
         return server_init_failed();
     }
     if (conf->nseeds > 0) {
@@ -282,8 +276,7 @@ int server_run(void)
     int rc;
 
     uv_run(server.loop, UV_RUN_DEFAULT);
-    store_local_free(&server.store);
-    limiter_shutdown();
+    limiter_free(&server.limiter);
     pubsub_free();
     rc = uv_loop_close(server.loop);
     if (rc != 0) {

@@ -7,8 +7,10 @@
 #include <uv.h>
 
 #include "proxy/core/cluster.h"
+#include "proxy/core/core.h"
+#include "proxy/core/hmap.h"
 #include "proxy/core/queue.h"
-#include "proxy/limiter/store_local.h"
+#include "proxy/limiter/limiter.h"
 
 struct conf;
 struct limits_tree;
@@ -34,13 +36,11 @@ struct server_stats {
     uint64_t errors;         /* error replies made by the proxy */
     uint64_t rejected_conns; /* refused at max_clients */
     uint64_t output_limit;   /* clients closed at the output limit */
-    uint64_t fail_open;      /* limiter calls admitted with the store down */
 };
 
 struct server {
     uv_loop_t *loop;               /* borrowed: the default loop */
     const struct conf *conf;       /* borrowed from main */
-    int log_level;                 /* lowest level printed */
     uv_tcp_t listener;             /* embedded */
     uv_prepare_t flush;            /* pre-poll flush pass */
     uv_timer_t cron;               /* 100 ms housekeeping */
@@ -48,21 +48,15 @@ struct server {
     uv_signal_t sigterm;           /* shutdown */
     struct queue clients;          /* every struct client */
     unsigned nclients;             /* length of clients */
-    struct queue upstreams;        /* every struct upstream */
     struct queue dirty_clients;    /* clients with output to flush */
-    struct queue dirty_upstreams;  /* upstreams with requests to write */
+    struct core core;              /* the core layer's loop, configuration,
+                                      upstreams and dirty upstreams */
     struct cluster cluster;        /* the upstream topology */
-    struct store_local store;      /* embedded limiter state */
-    struct limits_tree *limits;    /* owned: limits.yaml, or NULL */
-    struct hmap limiter_overrides; /* path -> owned text: the run-time
-                                      overrides the scripts reported (a
-                                      cache they verify on every call) */
+    struct limiter limiter;        /* the limiter layer */
     uv_signal_t sighup;            /* LIMITER RELOAD */
     struct hmap pubsub_chans;      /* cluster mode: channels cellgate's
                                       clients subscribed to (pubsub.c) */
     struct hmap pubsub_pats;       /* ... and patterns */
-    struct queue limiter_waits;    /* replies held by CHECK ... WAIT */
-    struct queue limiter_pending;  /* CL.THROTTLE calls of this turn */
     uint64_t next_client_id;       /* last id given */
     struct server_redir_id redir_ids[SERVER_REDIR_IDS]; /* ring of redirect
                                                            targets */
@@ -82,9 +76,8 @@ int server_init(const struct conf *conf);
  * code. */
 int server_run(void);
 
-/* Queues `c` / `up` for the next flush pass. */
+/* Queues `c` for the next flush pass. */
 void server_mark_client(struct client *c);
-void server_mark_upstream(struct upstream *up);
 
 /* Current loop time in milliseconds. */
 uint64_t server_now_ms(void);

@@ -31,11 +31,10 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
-#include "proxy/client.h"
+#include "parser/slot.h"
+#include "proxy/core/core.h"
 #include "proxy/core/log.h"
 #include "proxy/core/req.h"
-#include "proxy/router.h"
-#include "proxy/server.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 
@@ -51,7 +50,59 @@
  * a map in flux settles in one or two; more means a loop. */
 #define CLUSTER_MAX_REDIRECTS 5
 
-#define cl (&server.cluster)
+
+static void cluster_on_down(struct upstream *up);
+static int cluster_on_error(struct upstream *up, struct req *req,
+                            const char *frame, size_t len);
+static void cluster_on_pooled_gone(struct upstream *up, int failed);
+static void cluster_on_oneshot_idle(struct upstream *up);
+
+/* Shared connections: redirections followed, a lost one refreshes the
+ * map. */
+static const struct upstream_ops cluster_shared_ops = {
+    .error = cluster_on_error,
+    .down = cluster_on_down,
+};
+
+/* Idle private connections in a node's pool. */
+static const struct upstream_ops cluster_pooled_ops = {
+    .gone = cluster_on_pooled_gone,
+};
+
+/* Private connections lent for the requests in flight (SCRIPT KILL). */
+static const struct upstream_ops cluster_oneshot_ops = {
+    .idle = cluster_on_oneshot_idle,
+};
+
+static void cluster_on_pooled_gone(struct upstream *up, int failed)
+{
+    PX_UNUSED(failed);
+    if (up->home != NULL) {
+        /* A pooled idle connection that failed (Redis's idle timeout). */
+        queue_remove(&up->idle_link);
+        up->home->nidle--;
+        up->home = NULL;
+    }
+}
+
+static void cluster_on_oneshot_idle(struct upstream *up)
+{
+    if (up->oneshot && queue_empty(&up->inflight)) {
+        up->oneshot = 0;
+        cluster_private_put(up->ctx, up, 0);
+    }
+}
+
+/* A shared upstream of `n` in `proto`. */
+static struct upstream *cluster_shared_new(struct cluster *cl, struct node *n,
+                                           int proto)
+{
+    struct upstream *up =
+        upstream_new(cl->core, &n->sa, n->name, n, proto, &cluster_shared_ops);
+
+    up->ctx = cl;
+    return up;
+}
 
 /* ---------------- Nodes ---------------- */
 
@@ -85,7 +136,7 @@ static int cluster_resolve(const char *host, int port,
     return PX_OK;
 }
 
-static struct node *cluster_find(const char *host, size_t hlen, int port)
+static struct node *cluster_find(struct cluster *cl, const char *host, size_t hlen, int port)
 {
     struct queue *q;
 
@@ -101,9 +152,9 @@ static struct node *cluster_find(const char *host, size_t hlen, int port)
 
 /* The node host:port, created (and connecting) when new. NULL when the
  * address does not resolve. */
-static struct node *cluster_node_get(const char *host, size_t hlen, int port)
+static struct node *cluster_node_get(struct cluster *cl, const char *host, size_t hlen, int port)
 {
-    struct node *n = cluster_find(host, hlen, port);
+    struct node *n = cluster_find(cl, host, hlen, port);
     unsigned i;
 
     if (n != NULL) {
@@ -122,10 +173,11 @@ static struct node *cluster_node_get(const char *host, size_t hlen, int port)
         return NULL;
     }
     queue_init(&n->idle);
-    n->npool = server.conf->upstream_pool;
+    n->cl = cl;
+    n->npool = cl->core->conf->upstream_pool;
     n->pool = px_calloc(n->npool, sizeof(*n->pool));
     for (i = 0; i < n->npool; i++) {
-        n->pool[i] = upstream_new(&n->sa, n->name, n, RESP_PROTO2);
+        n->pool[i] = cluster_shared_new(cl, n, RESP_PROTO2);
     }
     queue_insert_tail(&cl->nodes, &n->link);
     cl->nnodes++;
@@ -136,7 +188,7 @@ static struct node *cluster_node_get(const char *host, size_t hlen, int port)
 }
 
 /* Closes a node's connections (owed requests fail) and frees it. */
-static void cluster_node_drop(struct node *n, const char *why)
+static void cluster_node_drop(struct cluster *cl, struct node *n, const char *why)
 {
     unsigned i;
 
@@ -182,14 +234,13 @@ struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
         log_info("node %s: opening RESP3 connections", node->name);
         node->pool3 = px_calloc(node->npool, sizeof(*node->pool3));
         for (i = 0; i < node->npool; i++) {
-            node->pool3[i] =
-                upstream_new(&node->sa, node->name, node, RESP_PROTO3);
+            node->pool3[i] = cluster_shared_new(node->cl, node, RESP_PROTO3);
         }
     }
     return node->pool3[cid % node->npool];
 }
 
-struct node *cluster_node_by_name(const char *name)
+struct node *cluster_node_by_name(struct cluster *cl, const char *name)
 {
     struct queue *q;
 
@@ -202,8 +253,9 @@ struct node *cluster_node_by_name(const char *name)
     return NULL;
 }
 
-struct upstream *cluster_private_take(struct node *node, struct client *owner,
-                                      int proto)
+struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
+                                      int proto,
+                                      const struct upstream_ops *ops)
 {
     struct upstream *up;
 
@@ -216,22 +268,25 @@ struct upstream *cluster_private_take(struct node *node, struct client *owner,
             upstream_destroy(up, NULL);
             continue;
         }
-        up->owner = owner;
+        up->ops = ops;
         upstream_switch_proto(up, proto);
         return up;
     }
-    return upstream_new_private(&node->sa, node->name, owner, proto);
+    up = upstream_new_private(cl->core, &node->sa, node->name, proto, ops);
+    up->ctx = cl;
+    return up;
 }
 
-void cluster_private_put(struct upstream *up, int close)
+void cluster_private_put(struct cluster *cl, struct upstream *up, int close)
 {
-    struct node *n = cluster_node_by_name(up->name);
+    struct node *n = cluster_node_by_name(cl, up->name);
 
     up->owner = NULL;
     up->oneshot = 0;
+    up->ops = &cluster_pooled_ops;
     if (close || up->tracked || n == NULL || !queue_empty(&up->inflight) ||
-        !upstream_is_usable(up) || n->nidle >= server.conf->private_pool ||
-        server.shutting_down) {
+        !upstream_is_usable(up) || n->nidle >= cl->core->conf->private_pool ||
+        cl->core->shutting_down) {
         upstream_destroy(up, NULL);
         return;
     }
@@ -241,18 +296,36 @@ void cluster_private_put(struct upstream *up, int close)
     n->nidle++;
 }
 
-void cluster_send_oneshot(struct node *node, struct req *req)
+void cluster_send_oneshot(struct cluster *cl, struct node *node,
+                          struct req *req)
 {
-    struct upstream *up = cluster_private_take(node, NULL, req->proto);
+    struct upstream *up =
+        cluster_private_take(cl, node, req->proto, &cluster_oneshot_ops);
 
     up->oneshot = 1;
     upstream_send(up, req);
 }
 
+void cluster_send(struct cluster *cl, struct node *n, struct req *req)
+{
+    PX_UNUSED(cl);
+    if (n == NULL) {
+        req_reply_error(req, "CLUSTERDOWN Hash slot not served");
+        return;
+    }
+    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+}
+
+void cluster_send_key(struct cluster *cl, const char *key, size_t klen,
+                      struct req *req)
+{
+    cluster_send(cl, cluster_node_for_slot(cl, slot_for_key(key, klen)), req);
+}
+
 int cluster_upstream_unstalled(const struct node *node, int proto)
 {
     struct upstream **pool = proto == RESP_PROTO3 ? node->pool3 : node->pool;
-    uint64_t now = server_now_ms();
+    uint64_t now = core_now_ms(node->cl->core);
     int moving = -1;
     unsigned i;
 
@@ -270,7 +343,7 @@ int cluster_upstream_unstalled(const struct node *node, int proto)
     return moving;
 }
 
-struct node *cluster_node_for_slot(unsigned slot)
+struct node *cluster_node_for_slot(struct cluster *cl, unsigned slot)
 {
     if (!cl->enabled) {
         return cl->single;
@@ -278,7 +351,7 @@ struct node *cluster_node_for_slot(unsigned slot)
     return slot < CLUSTER_SLOTS ? cl->slot[slot] : NULL;
 }
 
-struct node *cluster_any_node(void)
+struct node *cluster_any_node(struct cluster *cl)
 {
     unsigned i, start;
 
@@ -297,7 +370,7 @@ struct node *cluster_any_node(void)
 }
 
 /* An upstream of some node that is connected, for control requests. */
-static struct upstream *cluster_pick_control(void)
+static struct upstream *cluster_pick_control(struct cluster *cl)
 {
     struct upstream *fallback = NULL;
     struct queue *q;
@@ -335,24 +408,24 @@ static struct upstream *cluster_pick_control(void)
 
 /* ---------------- Held requests ---------------- */
 
-int cluster_ready(void)
+int cluster_ready(struct cluster *cl)
 {
     return !cl->enabled || (cl->has_map && cl->keys != NULL);
 }
 
-const struct keyspec *cluster_keyspec(void)
+const struct keyspec *cluster_keyspec(struct cluster *cl)
 {
     return cl->keys;
 }
 
-void cluster_hold(struct req *req)
+void cluster_hold(struct cluster *cl, struct req *req)
 {
-    req->sent_ms = server_now_ms();
+    req->sent_ms = core_now_ms(cl->core);
     queue_insert_tail(&cl->waiting, &req->unode);
 }
 
 /* Routes every held request again (the map arrived), or fails them. */
-static void cluster_release(const char *fail_why)
+static void cluster_release(struct cluster *cl, const char *fail_why)
 {
     struct queue held;
 
@@ -366,21 +439,21 @@ static void cluster_release(const char *fail_why)
     while (!queue_empty(&held)) {
         struct req *req = container_of(queue_head(&held), struct req, unode);
         queue_remove(&req->unode);
-        if (req->client == NULL) {
-            req_free(req);
+        if (req->on_reply == NULL) {
+            req_free(req); /* its client left while it waited */
         } else if (fail_why != NULL) {
             req_reply_error(req, "CLUSTERDOWN %s", fail_why);
         } else {
             /* Routing starts over: the request may have been held on its
              * way to a private connection or a local handler. */
-            router_dispatch(req);
+            cl->route(req);
         }
     }
 }
 
-static void cluster_expire_held(uint64_t now_ms)
+static void cluster_expire_held(struct cluster *cl, uint64_t now_ms)
 {
-    unsigned timeout = server.conf->command_timeout_ms;
+    unsigned timeout = cl->core->conf->command_timeout_ms;
     char why[256];
 
     if (queue_empty(&cl->waiting) || timeout == 0) {
@@ -396,12 +469,12 @@ static void cluster_expire_held(uint64_t now_ms)
     snprintf(why, sizeof(why), "no slot map from the cluster yet (%s)",
              cl->last_err[0] ? cl->last_err : "no node answered");
     /* Fail the whole batch: they all waited for the same thing. */
-    cluster_release(why);
+    cluster_release(cl, why);
 }
 
 /* ---------------- Slot map ---------------- */
 
-static void cluster_refresh_soon(void)
+static void cluster_refresh_soon(struct cluster *cl)
 {
     uint64_t due = cl->last_refresh_ms + CLUSTER_REFRESH_MIN_MS;
 
@@ -411,8 +484,8 @@ static void cluster_refresh_soon(void)
 }
 
 /* Applies one CLUSTER SLOTS range entry. 0, or -1 when malformed. */
-static int cluster_apply_range(const struct resp_value *r,
-                               const struct upstream *asked, struct node **map)
+static int cluster_apply_range(struct cluster *cl, const struct resp_value *r,
+                               const char *asked, struct node **map)
 {
     const struct resp_value *m;
     struct node *n;
@@ -435,10 +508,10 @@ static int cluster_apply_range(const struct resp_value *r,
     hlen = m->elem[0].len;
     if (host == NULL || hlen == 0 || (hlen == 1 && host[0] == '?')) {
         /* The node we asked does not know its own address: use ours. */
-        host = asked->node != NULL ? asked->node->host : "";
+        host = asked;
         hlen = strlen(host);
     }
-    n = cluster_node_get(host, hlen, (int)m->elem[1].integer);
+    n = cluster_node_get(cl, host, hlen, (int)m->elem[1].integer);
     if (n == NULL) {
         return 0; /* unresolvable: its slots stay uncovered */
     }
@@ -451,7 +524,7 @@ static int cluster_apply_range(const struct resp_value *r,
 
 static void cluster_on_slots(struct req *req, const char *frame, size_t len)
 {
-    struct upstream *asked = req->ctx;
+    struct cluster *cl = req->ctx;
     struct node **map;
     struct resp_value v;
     struct queue *q;
@@ -461,7 +534,7 @@ static void cluster_on_slots(struct req *req, const char *frame, size_t len)
     cl->refreshing = 0;
     if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
         snprintf(cl->last_err, sizeof(cl->last_err), "bad CLUSTER SLOTS");
-        cluster_refresh_soon();
+        cluster_refresh_soon(cl);
         return;
     }
     if (v.type != '*' || v.n == 0) {
@@ -469,19 +542,19 @@ static void cluster_on_slots(struct req *req, const char *frame, size_t len)
                  (int)(v.len > 120 ? 120 : v.len), v.str ? v.str : "empty");
         log_warn("cluster: refresh failed: %s", cl->last_err);
         resp_value_free(&v);
-        cluster_refresh_soon();
+        cluster_refresh_soon(cl);
         return;
     }
     map = px_calloc(CLUSTER_SLOTS, sizeof(*map));
     for (k = 0; k < v.n && !bad; k++) {
-        bad = cluster_apply_range(&v.elem[k], asked, map) != 0;
+        bad = cluster_apply_range(cl, &v.elem[k], cl->asked_host, map) != 0;
     }
     resp_value_free(&v);
     if (bad) {
         px_free(map);
         snprintf(cl->last_err, sizeof(cl->last_err),
                  "malformed CLUSTER SLOTS reply");
-        cluster_refresh_soon();
+        cluster_refresh_soon(cl);
         return;
     }
     memcpy(cl->slot, map, sizeof(cl->slot));
@@ -495,21 +568,22 @@ static void cluster_on_slots(struct req *req, const char *frame, size_t len)
         q = q->next;
         if (n->gen != cl->gen && !n->seed) {
             log_info("node %s: no longer serves slots, closing", n->name);
-            cluster_node_drop(n, "connection closed: node left the map");
+            cluster_node_drop(cl, n, "connection closed: node left the map");
         }
     }
     if (!cl->has_map) {
         log_info("cluster: slot map loaded (%u nodes)", cl->nnodes);
     }
     cl->has_map = 1;
-    if (cluster_ready()) {
-        cluster_release(NULL);
+    if (cluster_ready(cl)) {
+        cluster_release(cl, NULL);
     }
 }
 
 static void cluster_on_command(struct req *req, const char *frame, size_t len)
 {
-    PX_UNUSED(req);
+    struct cluster *cl = req->ctx;
+
     cl->fetching_keys = 0;
     if (cl->keys != NULL) {
         return;
@@ -519,83 +593,78 @@ static void cluster_on_command(struct req *req, const char *frame, size_t len)
         snprintf(cl->last_err, sizeof(cl->last_err),
                  "COMMAND reply unusable: %.*s", (int)(len > 100 ? 100 : len),
                  frame);
-        cluster_refresh_soon();
+        cluster_refresh_soon(cl);
         return;
     }
     log_info("upstream: %zu command key specs loaded", keyspec_count(cl->keys));
-    if (cluster_ready()) {
-        cluster_release(NULL);
+    if (cluster_ready(cl)) {
+        cluster_release(cl, NULL);
     }
 }
 
-/* Sends a proxy-made command; its reply goes to `fn`. */
-static void cluster_ask(struct upstream *up, const char *a1, const char *a2,
-                        req_reply_fn *fn)
+/* Sends a proxy-made command on `up`; its reply goes to `fn`. */
+static void cluster_ask(struct cluster *cl, struct upstream *up,
+                        const char *a1, const char *a2, req_reply_fn *fn)
 {
     const char *argv[2] = { a1, a2 };
-    size_t lens[2] = { strlen(a1), a2 != NULL ? strlen(a2) : 0 };
-    struct resp_cmd *cmd = resp_cmd_new(a2 != NULL ? 2 : 1, argv, lens);
-    struct req *req;
 
-    if (cmd == NULL) {
-        px_oom(0);
-    }
-    req = req_new(NULL, cmd);
-    req->on_reply = fn;
-    req->ctx = up;
-    upstream_send(up, req);
+    snprintf(cl->asked_host, sizeof(cl->asked_host), "%s",
+             up->node != NULL ? up->node->host : "");
+    upstream_send(up, req_own_argv(a2 != NULL ? 2 : 1, argv, fn, cl));
 }
 
-static void cluster_refresh(uint64_t now_ms)
+static void cluster_refresh(struct cluster *cl, uint64_t now_ms)
 {
     struct upstream *up;
 
-    if (!cl->enabled || cl->refreshing || server.shutting_down) {
+    if (!cl->enabled || cl->refreshing || cl->core->shutting_down) {
         return;
     }
-    up = cluster_pick_control();
+    up = cluster_pick_control(cl);
     cl->last_refresh_ms = now_ms;
     cl->refresh_after_ms = now_ms + CLUSTER_REFRESH_MS;
     if (up == NULL) {
         return;
     }
     cl->refreshing = 1;
-    cluster_ask(up, "CLUSTER", "SLOTS", cluster_on_slots);
+    cluster_ask(cl, up, "CLUSTER", "SLOTS", cluster_on_slots);
     if (cl->keys == NULL && !cl->fetching_keys) {
         cl->fetching_keys = 1;
-        cluster_ask(up, "COMMAND", NULL, cluster_on_command);
+        cluster_ask(cl, up, "COMMAND", NULL, cluster_on_command);
     }
 }
 
-void cluster_upstream_down(struct upstream *up)
+/* A shared connection was lost: a failover may be under way. */
+static void cluster_on_down(struct upstream *up)
 {
-    PX_UNUSED(up);
+    struct cluster *cl = up->ctx;
+
     if (cl->enabled) {
-        cluster_refresh_soon();
+        cluster_refresh_soon(cl);
     }
 }
 
-void cluster_cron(uint64_t now_ms)
+void cluster_cron(struct cluster *cl, uint64_t now_ms)
 {
     struct queue *q;
     unsigned i, silent_ms;
 
     if (cl->enabled && now_ms >= cl->refresh_after_ms) {
-        cluster_refresh(now_ms);
+        cluster_refresh(cl, now_ms);
     }
     if (!cl->enabled && cl->single != NULL && cl->keys == NULL &&
         !cl->fetching_keys && upstream_is_ready(cl->single->pool[0])) {
         cl->fetching_keys = 1;
-        cluster_ask(cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
+        cluster_ask(cl, cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
     }
-    cluster_expire_held(now_ms);
+    cluster_expire_held(cl, now_ms);
     /* A shared connection is failed only when the node stays silent past
      * the time Redis itself would take to call the server busy: one
      * client's slow command (a long script, DEBUG SLEEP, CLIENT PAUSE)
      * costs the others latency, not errors. */
-    silent_ms = server.conf->command_timeout_ms;
+    silent_ms = cl->core->conf->command_timeout_ms;
     if (silent_ms > 0) {
-        unsigned busy = server.conf->busy_reply_threshold_ms;
+        unsigned busy = cl->core->conf->busy_reply_threshold_ms;
         silent_ms = silent_ms > UINT_MAX - busy ? UINT_MAX : silent_ms + busy;
     }
     for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
@@ -612,8 +681,8 @@ void cluster_cron(uint64_t now_ms)
 /* ---------------- Redirections ---------------- */
 
 /* Parses "MOVED 3999 127.0.0.1:6381" (after the '-'). 0 or -1. */
-static int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
-                                  const char **host, size_t *hlen, int *port)
+int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
+                           const char **host, size_t *hlen, int *port)
 {
     const char *sp, *colon, *end = p + n;
     unsigned long v = 0;
@@ -657,8 +726,11 @@ static int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
     return 0;
 }
 
-int cluster_redirect(struct req *req, const char *frame, size_t len)
+/* The error op of shared connections: follows -MOVED and -ASK. */
+static int cluster_on_error(struct upstream *up, struct req *req,
+                            const char *frame, size_t len)
 {
+    struct cluster *cl = up->ctx;
     struct node *n;
     const char *host;
     size_t hlen;
@@ -684,41 +756,32 @@ int cluster_redirect(struct req *req, const char *frame, size_t len)
                                &port) != 0) {
         return 0;
     }
-    n = cluster_node_get(host, hlen, port);
+    n = cluster_node_get(cl, host, hlen, port);
     if (n == NULL) {
         return 0;
     }
     req->redirects++;
     if (!ask) {
         cl->slot[slot] = n;
-        cluster_refresh_soon();
+        cluster_refresh_soon(cl);
     } else {
-        struct resp_cmd *cmd;
-        struct req *a;
         const char *argv[1] = { "ASKING" };
-        size_t lens[1] = { 6 };
-
-        cmd = resp_cmd_new(1, argv, lens);
-        if (cmd == NULL) {
-            px_oom(0);
-        }
-        a = req_new(NULL, cmd);
-        a->swallow = 1;
-        upstream_send(cluster_upstream_proto(n, req->cid, req->proto), a);
+        upstream_send(cluster_upstream_proto(n, req->cid, req->proto),
+                      req_own_argv(1, argv, NULL, NULL));
     }
     upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
     return 1;
 }
 
-int cluster_private_redirect(struct req *req, const struct client *owner,
-                             const char *frame, size_t len)
+int cluster_private_redirect(struct cluster *cl, struct req *req,
+                             int in_multi, const char *frame, size_t len)
 {
     if (!cl->enabled || len < 8 ||
         (memcmp(frame, "-MOVED ", 7) != 0 && memcmp(frame, "-ASK ", 5) != 0)) {
         return 0;
     }
-    cluster_refresh_soon();
-    if (owner->multi) {
+    cluster_refresh_soon(cl);
+    if (in_multi) {
         req_reply_error(req, "CROSSSLOT Keys in request don't hash to the "
                              "same slot");
     } else {
@@ -730,16 +793,23 @@ int cluster_private_redirect(struct req *req, const struct client *owner,
 
 /* ---------------- Lifetime ---------------- */
 
-int cluster_init(const struct conf *conf)
+int cluster_init(struct cluster *cl, struct core *core,
+                 const struct conf *conf, void (*route)(struct req *req))
 {
     int i;
+
+    memset(cl, 0, sizeof(*cl));
+    cl->core = core;
+    cl->route = route;
+    queue_init(&cl->nodes);
+    queue_init(&cl->waiting);
 
     if (conf->nseeds == 0) {
         if (conf->upstream.port == 0) {
             return PX_OK; /* embedded mode */
         }
         cl->single =
-            cluster_node_get(conf->upstream.host, strlen(conf->upstream.host),
+            cluster_node_get(cl, conf->upstream.host, strlen(conf->upstream.host),
                              conf->upstream.port);
         if (cl->single == NULL) {
             log_error("upstream %s:%d: cannot resolve", conf->upstream.host,
@@ -750,13 +820,13 @@ int cluster_init(const struct conf *conf)
         /* Key positions, for the limiter-key guard; routing does not
          * wait for them in single mode. */
         cl->fetching_keys = 1;
-        cluster_ask(cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
+        cluster_ask(cl, cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
         return PX_OK;
     }
     cl->enabled = 1;
     for (i = 0; i < conf->nseeds; i++) {
         struct node *n =
-            cluster_node_get(conf->seeds[i].host, strlen(conf->seeds[i].host),
+            cluster_node_get(cl, conf->seeds[i].host, strlen(conf->seeds[i].host),
                              conf->seeds[i].port);
         if (n == NULL) {
             log_error("cluster seed %s:%d: cannot resolve", conf->seeds[i].host,
@@ -766,15 +836,15 @@ int cluster_init(const struct conf *conf)
         n->seed = 1;
     }
     cl->refresh_after_ms = 0;
-    cluster_refresh(server_now_ms());
+    cluster_refresh(cl, core_now_ms(core));
     return PX_OK;
 }
 
-void cluster_shutdown(void)
+void cluster_shutdown(struct cluster *cl)
 {
-    cluster_release("proxy shutting down");
+    cluster_release(cl, "proxy shutting down");
     while (!queue_empty(&cl->nodes)) {
-        cluster_node_drop(
+        cluster_node_drop(cl, 
             container_of(queue_head(&cl->nodes), struct node, link),
             "proxy shutting down");
     }
@@ -789,7 +859,7 @@ static int cluster_cmp_name(const void *a, const void *b)
     return strcmp((*x)->name, (*y)->name);
 }
 
-unsigned cluster_masters(struct node **out, unsigned max)
+unsigned cluster_masters(struct cluster *cl, struct node **out, unsigned max)
 {
     struct node *last = NULL;
     unsigned n = 0, i, k;

@@ -13,11 +13,12 @@
 
 #include "proxy/core/queue.h"
 
-struct client;
 struct conf;
+struct core;
 struct keyspec;
 struct req;
 struct upstream;
+struct upstream_ops;
 
 #define CLUSTER_SLOTS 16384
 
@@ -36,12 +37,16 @@ struct node {
                                    the next client that needs one */
     unsigned nidle;             /* length of idle */
     struct queue link;          /* link in cluster.nodes */
+    struct cluster *cl;         /* borrowed: the topology it belongs to */
     unsigned gen;               /* last slot map that listed it */
     unsigned seed : 1;          /* from the configuration: never dropped */
 };
 
 /* The topology. Embedded in the server struct. */
 struct cluster {
+    struct core *core;                /* borrowed: loop, configuration */
+    void (*route)(struct req *req);   /* routes a held request again (the
+                                         top layer's router) */
     int enabled;                      /* cluster mode (else single) */
     struct node *slot[CLUSTER_SLOTS]; /* borrowed: master of each slot */
     struct queue nodes;               /* every struct node */
@@ -54,37 +59,61 @@ struct cluster {
     unsigned gen;                     /* slot maps loaded so far */
     unsigned next_ask;                /* rotates the node asked */
     char last_err[160];               /* why the last refresh failed */
+    char asked_host[256];             /* host of the node last asked for
+                                         the map (it may not know its own
+                                         address) */
     unsigned refreshing : 1;          /* a CLUSTER SLOTS is in flight */
     unsigned fetching_keys : 1;       /* a COMMAND is in flight */
     unsigned has_map : 1;             /* a slot map was loaded */
 };
 
 /* Creates the nodes of the configuration (the upstream, or the seeds) and,
- * in cluster mode, asks for the slot map. PX_OK or PX_ERR (logged). */
-int cluster_init(const struct conf *conf);
+ * in cluster mode, asks for the slot map. Held requests are given to
+ * `route` once the map is known. PX_OK or PX_ERR (logged). */
+int cluster_init(struct cluster *cl, struct core *core,
+                 const struct conf *conf, void (*route)(struct req *req));
 
 /* Closes every node (shutdown). Held requests fail. */
-void cluster_shutdown(void);
+void cluster_shutdown(struct cluster *cl);
 
 /* True once requests can be routed (always in single mode). */
-int cluster_ready(void);
+int cluster_ready(struct cluster *cl);
 
 /* Holds `req` until the slot map and the command table are known; it fails
  * after the command timeout. */
-void cluster_hold(struct req *req);
+void cluster_hold(struct cluster *cl, struct req *req);
 
-/* The key positions learned from COMMAND (cluster mode, once ready). */
-const struct keyspec *cluster_keyspec(void);
+/* The key positions learned from COMMAND (once known). */
+const struct keyspec *cluster_keyspec(struct cluster *cl);
+
+/* ---- The one way to send a request (a client's or the proxy's own) ----
+ * Each takes `req` and completes it through its own callback (req.h),
+ * with the reply, or with an error when the request cannot be sent. */
+
+/* To node `n` (NULL: fails with -CLUSTERDOWN, the slot is not served), on
+ * the shared connection of lane req->cid in protocol req->proto. */
+void cluster_send(struct cluster *cl, struct node *n, struct req *req);
+
+/* To the node that owns `key`. */
+void cluster_send_key(struct cluster *cl, const char *key, size_t klen,
+                      struct req *req);
+
+/* To `node` on a private upstream lent for this one request (SCRIPT KILL
+ * must not queue behind the busy script on a shared one). To reach every
+ * master, send one part to each of cluster_masters(). */
+void cluster_send_oneshot(struct cluster *cl, struct node *node,
+                          struct req *req);
+
+/* ---- Nodes and connections ---- */
 
 /* The node serving `slot`, or NULL when no master covers it. */
-struct node *cluster_node_for_slot(unsigned slot);
+struct node *cluster_node_for_slot(struct cluster *cl, unsigned slot);
 
 /* A node for keyless commands: single mode's node, or a master. */
-struct node *cluster_any_node(void);
+struct node *cluster_any_node(struct cluster *cl);
 
-/* The shared RESP2 connection of `node` that the client with id `cid`
- * uses. Each client sticks to one connection per node, so its commands stay
- * in order. The proxy's own requests (limiter scripts) use these too. */
+/* The shared RESP2 connection of `node` that lane `cid` uses. Each client
+ * sticks to one connection per node, so its commands stay in order. */
 struct upstream *cluster_upstream(const struct node *node, uint64_t cid);
 
 /* The same in protocol `proto` (RESP_PROTO2 or RESP_PROTO3). The RESP3
@@ -93,23 +122,20 @@ struct upstream *cluster_upstream(const struct node *node, uint64_t cid);
 struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
                                         int proto);
 
-/* A private upstream to `node` for `owner` (NULL: lent for one request),
- * speaking `proto`: an idle one of the node's pool when there is one, else
- * a new connection. */
-struct upstream *cluster_private_take(struct node *node, struct client *owner,
-                                      int proto);
+/* A private upstream to `node` speaking `proto`, telling `ops` (its new
+ * holder's): an idle one of the node's pool when there is one, else a new
+ * connection. The holder sets its `owner`. */
+struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
+                                      int proto,
+                                      const struct upstream_ops *ops);
 
 /* Gives back a private upstream nobody uses any more: reset and kept in
  * its node's idle pool (up to `private_pool`), or closed when `close` is
  * set, when it still owes replies, or when the pool is full. */
-void cluster_private_put(struct upstream *up, int close);
-
-/* Sends `req` on a private upstream of `node` lent for this one request
- * (SCRIPT KILL must not queue behind the busy script on a shared one). */
-void cluster_send_oneshot(struct node *node, struct req *req);
+void cluster_private_put(struct cluster *cl, struct upstream *up, int close);
 
 /* The node named "host:port", or NULL. */
-struct node *cluster_node_by_name(const char *name);
+struct node *cluster_node_by_name(struct cluster *cl, const char *name);
 
 /* The index in the pool of `node` (in `proto`) of a shared connection that
  * is ready and idle (owes nothing), else of one that is not stalled
@@ -119,26 +145,26 @@ int cluster_upstream_unstalled(const struct node *node, int proto);
 /* The masters of the current map, each once, sorted by name (a stable
  * order: SCAN cursors name a master by its index). Writes at most `max`
  * and returns how many there are. */
-unsigned cluster_masters(struct node **out, unsigned max);
+unsigned cluster_masters(struct cluster *cl, struct node **out, unsigned max);
 
-/* Handles a -MOVED or -ASK reply to `req`: updates the map and re-sends
- * `req` to the node named. Returns 1 when it took `req`, 0 when the reply is
- * to be delivered as it is (not a redirection, or too many of them). */
-int cluster_redirect(struct req *req, const char *frame, size_t len);
+/* ---- Redirections ---- */
 
-/* A -MOVED or -ASK on the private connection of `owner`: it cannot follow
- * (the connection holds the client's state), so inside a transaction the
- * reply becomes Redis's -CROSSSLOT (the node flagged the transaction, EXEC
- * aborts), and elsewhere -TRYAGAIN while the map refreshes. Returns 1 when
- * it completed `req` (which may be freed). */
-int cluster_private_redirect(struct req *req, const struct client *owner,
-                             const char *frame, size_t len);
+/* Parses a redirection "MOVED 3999 127.0.0.1:6381" or "ASK ..." (the
+ * error's text after '-', `n` bytes without CRLF): its slot, and host
+ * (not NUL-ended, `hlen` bytes) and port of the node. 0, or -1 when it is
+ * not one. Pure. */
+int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
+                           const char **host, size_t *hlen, int *port);
 
-/* An upstream of the topology lost its connection: refresh the map soon
- * (a failover may be under way). */
-void cluster_upstream_down(struct upstream *up);
+/* A -MOVED or -ASK on a private connection: it cannot follow (the
+ * connection holds the client's state), so inside a transaction
+ * (`in_multi`) the reply becomes Redis's -CROSSSLOT (the node flagged the
+ * transaction, EXEC aborts), and elsewhere -TRYAGAIN while the map
+ * refreshes. Returns 1 when it completed `req` (which may be freed). */
+int cluster_private_redirect(struct cluster *cl, struct req *req,
+                             int in_multi, const char *frame, size_t len);
 
 /* Periodic work: map refresh, held requests' timeouts, command timeouts. */
-void cluster_cron(uint64_t now_ms);
+void cluster_cron(struct cluster *cl, uint64_t now_ms);
 
 #endif /* PX_PROXY_CLUSTER_H */

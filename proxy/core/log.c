@@ -1,5 +1,9 @@
-/* Logging to stderr (container friendly). The level lives in the server
- * struct, the one mutable global, so there is no state here. */
+/* Logging to stderr (container friendly).
+ *
+ * The level is the one piece of file-scope state outside the server
+ * struct: it is set once at start, before the loop runs, and only read
+ * afterwards, so every layer can log without reaching for the server
+ * global (docs/ARCHITECTURE.md, "The global"). */
 #include "proxy/core/log.h"
 
 #include <stdarg.h>
@@ -8,19 +12,21 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "proxy/server.h"
 #include "proxy/core/util.h"
 
 static const char log_letters[] = { 'D', 'I', 'W', 'E' };
 
+/* Lowest level printed (see above). */
+static int log_min_level = LOG_INFO;
+
 void log_set_level(enum log_level level)
 {
-    server.log_level = level;
+    log_min_level = (int)level;
 }
 
 int log_enabled(enum log_level level)
 {
-    return (int)level >= server.log_level;
+    return (int)level >= log_min_level;
 }
 
 void log_write(enum log_level level, const char *fmt, ...)

@@ -5,9 +5,12 @@
  *                      +-- flushed to the client only from the head, while
  *                          the head is done: replies keep request order.
  *
- * A req is freed exactly once: by the client's flush pass after its reply is
- * written out, by client_close() if nobody owes it a reply, or here when it is
- * an orphan (its client left) or a swallowed proxy request. */
+ * A req is freed exactly once: by its client's flush pass after its reply is
+ * written out, here after the callback of a proxy-made request, or here
+ * when it is an orphan (its client left: req_orphan) or swallowed.
+ *
+ * Whoever creates a request sets its completion callback; the core calls
+ * it and nothing else, so nothing here knows about clients or merges. */
 #include "proxy/core/req.h"
 
 #include <ctype.h>
@@ -17,91 +20,99 @@
 
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
-#include "proxy/client.h"
-#include "proxy/merge.h"
-#include "proxy/server.h"
 #include "proxy/core/util.h"
 
-struct req *req_new(struct client *c, struct resp_cmd *cmd)
+struct req *req_new(struct resp_cmd *cmd)
 {
     struct req *req = px_calloc(1, sizeof(*req));
 
     queue_init(&req->cnode);
     queue_init(&req->unode);
-    req->client = c;
-    req->cid = c != NULL ? c->lane : 0;
-    req->proto = c != NULL ? c->proto : RESP_PROTO2;
+    req->proto = RESP_PROTO2;
     req->cmd = cmd;
     buf_init(&req->reply);
-    if (c != NULL) {
-        queue_insert_tail(&c->reqs, &req->cnode);
-        c->nreqs++;
-    }
     return req;
+}
+
+struct req *req_own(struct resp_cmd *cmd, req_reply_fn *fn, void *ctx)
+{
+    struct req *req;
+
+    if (cmd == NULL) {
+        px_oom(0);
+    }
+    req = req_new(cmd);
+    req->own = 1;
+    req->on_reply = fn;
+    req->ctx = ctx;
+    req->swallow = fn == NULL;
+    return req;
+}
+
+struct req *req_own_argv(int argc, const char *const *argv, req_reply_fn *fn,
+                         void *ctx)
+{
+    size_t lens[8];
+    int k;
+
+    PX_ASSERT(argc > 0 && argc <= (int)ARRAY_SIZE(lens));
+    for (k = 0; k < argc; k++) {
+        lens[k] = strlen(argv[k]);
+    }
+    return req_own(resp_cmd_new(argc, argv, lens), fn, ctx);
 }
 
 void req_free(struct req *req)
 {
-    if (queue_linked(&req->cnode)) {
-        PX_ASSERT(req->client != NULL);
-        queue_remove(&req->cnode);
-        req->client->nreqs--;
-    }
+    PX_ASSERT(!queue_linked(&req->cnode));
     queue_remove(&req->unode);
-    merge_free(req->mg);
+    if (req->mg != NULL) {
+        req->mg_free(req->mg);
+    }
     resp_cmd_free(req->cmd);
     buf_free(&req->reply);
     px_free(req);
 }
 
-void req_reply_built(struct req *req)
+void req_orphan(struct req *req)
 {
-    if (req->on_reply != NULL) {
-        req->on_reply(req, req->reply.data, req->reply.len);
+    req->client = NULL;
+    req->on_reply = NULL;
+    req->filter = NULL;
+    req->resume = NULL;
+    if (!queue_linked(&req->unode) && req->owed == 0) {
         req_free(req);
-        return;
     }
-    if (req->client == NULL || req->swallow) {
-        req_free(req);
-        return;
+}
+
+int req_owed_back(struct req *root)
+{
+    PX_ASSERT(root->owed > 0);
+    root->owed--;
+    if (root->on_reply != NULL) {
+        return 1;
     }
-    if (req->silent) {
-        /* CLIENT REPLY OFF/SKIP: the command ran, its reply is dropped;
-         * pushes relayed before it stay. */
-        req->reply.len = req->npush;
+    if (root->owed == 0 && !queue_linked(&root->unode)) {
+        req_free(root);
     }
-    req->done = 1;
-    client_req_done(req->client, req);
+    return 0;
 }
 
 void req_reply(struct req *req, const char *p, size_t n)
 {
-    if (req->on_reply != NULL) {
-        req->on_reply(req, p, n);
+    if (req->on_reply == NULL) {
+        req_free(req); /* swallowed, or its client left */
+        return;
+    }
+    req->on_reply(req, p, n);
+    if (req->own) {
         req_free(req);
-        return;
     }
-    if (req->client == NULL || req->swallow) {
-        req_free(req);
-        return;
-    }
-    if (req->filter != NULL && !req->silent) {
-        req->filter(req, p, n);
-        req_reply_built(req);
-        return;
-    }
-    if (req->add_int != 0 && n > 3 && p[0] == ':') {
-        long long v;
-        if (resp_parse_ll(p + 1, n - 3, &v) == 0 && !req->silent) {
-            PX_CHECK_OOM(resp_enc_int(&req->reply, v + req->add_int));
-            req_reply_built(req);
-            return;
-        }
-    }
-    if (!req->silent) {
-        PX_CHECK_OOM(buf_append(&req->reply, p, n));
-    }
-    req_reply_built(req);
+}
+
+void req_reply_built(struct req *req)
+{
+    req_reply(req, req->reply.data, req->reply.len);
 }
 
 void req_reply_error(struct req *req, const char *fmt, ...)
@@ -123,11 +134,11 @@ void req_reply_error(struct req *req, const char *fmt, ...)
             *p = ' ';
         }
     }
-    server.stats.errors++;
-    if (req->on_reply == NULL && (req->client == NULL || req->swallow)) {
+    if (req->on_reply == NULL) {
         req_free(req);
         return;
     }
+    req->made_error = 1;
     /* Redis convention: a text that starts with an upper-case word is
      * already "CODE message"; anything else is an ERR. redis-cell's texts
      * ("Cell error: ...") go out as the module sends them. */

@@ -4,8 +4,11 @@
  * FIFO (`cnode`) before it is dispatched, so a request that completes at once
  * can never overtake an earlier one. While an upstream owes its reply it is
  * also linked in that upstream's `inflight` FIFO (`unode`). If the client goes
- * away first, the req becomes an orphan (client == NULL) and is freed when
- * the upstream answers or fails. */
+ * away first, the req becomes an orphan (req_orphan) and is freed when the
+ * upstream answers or fails, or when its last owed part comes back.
+ *
+ * The core never looks into the client: a request reports completion
+ * through its one callback (`on_reply`), set by whoever made it. */
 #ifndef PX_PROXY_REQ_H
 #define PX_PROXY_REQ_H
 
@@ -21,9 +24,13 @@ struct cmd_def;
 struct merge;
 struct req;
 
-/* Receives the reply of a proxy-made request instead of a client (CLUSTER
- * SLOTS, COMMAND). `frame` is one complete reply, borrowed for the call; the
- * req is freed after the callback returns. */
+/* THE completion callback of a request, set by whoever creates it: the
+ * client (a client's request: keep the reply, write it out in order) or the
+ * proxy code that made it (CLUSTER SLOTS, a limiter script, a part of a
+ * split command). `frame` is one complete reply, borrowed for the call; it
+ * is req->reply itself when the proxy built the reply in place
+ * (req_reply_built). A proxy-made request (`own`) is freed after its
+ * callback returns; a client's request belongs to its client. */
 typedef void req_reply_fn(struct req *req, const char *frame, size_t len);
 
 /* Rewrites the reply of a client's request before it is kept (CLIENT
@@ -31,29 +38,40 @@ typedef void req_reply_fn(struct req *req, const char *frame, size_t len);
  * id): appends what the client must see to req->reply. */
 typedef void req_filter_fn(struct req *req, const char *frame, size_t len);
 
+/* Frees the state of a request served in parts (a merge). */
+typedef void req_parts_free_fn(struct merge *mg);
+
 struct req {
     struct queue cnode;        /* link in client->reqs (arrival order) */
-    struct queue unode;        /* link in upstream->inflight while owed */
-    struct client *client;     /* borrowed; NULL once orphaned */
-    struct resp_cmd *cmd;      /* owned; NULL for proxy-made requests */
+    struct queue unode;        /* link in upstream->inflight (or a wait
+                                  queue of the core) while owed */
+    struct client *client;     /* borrowed, never looked into by the core:
+                                  the client it serves; NULL for the
+                                  proxy's own requests and once orphaned */
+    struct resp_cmd *cmd;      /* owned; NULL for local replies */
     const struct cmd_def *def; /* borrowed from the command table, or NULL */
     struct buf reply;          /* owned: reply bytes (and relayed pushes) */
     uint64_t sent_ms;          /* loop time when queued upstream */
-    req_reply_fn *on_reply;    /* proxy-made request's handler, or NULL */
+    req_reply_fn *on_reply;    /* the completion callback (see above);
+                                  NULL: the reply is dropped and the
+                                  request freed (swallowed, orphaned) */
+    void *ctx;                 /* borrowed: on_reply's context */
     req_filter_fn *filter;     /* a client request's reply rewriter, or
                                   NULL */
     void (*resume)(struct req *req); /* a request waiting for something
                                         (upstream_wait_rid) goes on */
-    void *ctx;                       /* borrowed: on_reply's context */
     unsigned redirects;              /* MOVED/ASK followed so far */
-    uint64_t cid;                    /* id of the client it serves: picks the
+    uint64_t cid;                    /* lane of the client it serves: picks the
                                         connection, so a client's commands keep
                                         their order on each node */
     struct merge *mg;                /* owned: parts of a split or fanned-out
                                         request, NULL for a plain one */
+    req_parts_free_fn *mg_free;      /* frees mg */
     unsigned part;                   /* a part's index in its root's merge */
-    unsigned children;               /* proxy-made requests still working for
-                                        this one (limiter script calls) */
+    unsigned owed;                   /* THE count of what the request still
+                                        waits for besides its own reply:
+                                        parts, script calls, WAIT timers
+                                        (req_owed_back) */
     int proto;                       /* protocol of its reply: the client's when
                                         the command was parsed (RESP_PROTO2 for
                                         the proxy's own requests); picks the
@@ -64,6 +82,8 @@ struct req {
     size_t npush;             /* bytes of relayed pushes at the start of
                                  reply, that came before the reply */
     unsigned done : 1;        /* the reply is complete */
+    unsigned own : 1;         /* made by the proxy: freed after on_reply */
+    unsigned made_error : 1;  /* its reply is an error the proxy wrote */
     unsigned silent : 1;      /* CLIENT REPLY OFF/SKIP: the reply is
                                  dropped, pushes are kept */
     unsigned swallow : 1;     /* proxy's own request: reply is dropped */
@@ -76,14 +96,35 @@ struct req {
                                  +RESET belong to the state it ends */
 };
 
-/* A new request of `c` owning `cmd`, appended to c's FIFO. `c` may be NULL
- * for the proxy's own requests (swallowed replies). */
-struct req *req_new(struct client *c, struct resp_cmd *cmd);
+/* A new request owning `cmd` (may be NULL), linked nowhere. Its creator
+ * sets on_reply (and client, cid, proto for a client's request). */
+struct req *req_new(struct resp_cmd *cmd);
 
-/* Unlinks and frees a request, its command and its reply. */
+/* The proxy's own request: `cmd` (taken; NULL aborts as out of memory),
+ * whose reply goes to `fn` with `ctx` (NULL: dropped), freed afterwards.
+ * Send it with the cluster's send API or upstream_send. */
+struct req *req_own(struct resp_cmd *cmd, req_reply_fn *fn, void *ctx);
+
+/* The same for the command argv[0..argc). */
+struct req *req_own_argv(int argc, const char *const *argv, req_reply_fn *fn,
+                         void *ctx);
+
+/* Frees a request, its command, its reply and its parts. It must not be in
+ * a client's FIFO any more (the client unlinks it first). */
 void req_free(struct req *req);
 
-/* Completes `req` with the reply bytes `p`/`n` (copied). May free `req`:
+/* The client of `req` left: its request becomes an orphan, freed when what
+ * it waits for comes back (its reply, its last owed part), or at once when
+ * it waits for nothing. The one place orphans are made. */
+void req_orphan(struct req *req);
+
+/* One of the things `root` waits for (root->owed) came back. Returns 1 when
+ * the caller goes on with `root`; 0 when `root` is an orphan, in which case
+ * the result is dropped and `root` is freed once nothing more is owed. The
+ * one place orphans are freed, besides req_reply. */
+int req_owed_back(struct req *root);
+
+/* Completes `req` with the reply bytes `p`/`n` (borrowed). May free `req`:
  * do not touch it after this call. */
 void req_reply(struct req *req, const char *p, size_t n);
 

@@ -36,11 +36,9 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
-#include "proxy/client.h"
-#include "proxy/core/cluster.h"
+#include "proxy/core/core.h"
 #include "proxy/core/log.h"
 #include "proxy/core/req.h"
-#include "proxy/server.h"
 #include "proxy/core/util.h"
 
 /* Reconnect backoff: doubles from MIN to MAX, reset on success. Short enough
@@ -135,22 +133,14 @@ static void upstream_fail_inflight(struct upstream *up, const char *why)
 
 void upstream_destroy(struct upstream *up, const char *why)
 {
-    struct client *owner = up->owner;
-
     if (up->state == UP_DEAD) {
         return;
     }
     up->state = UP_DEAD;
+    if (up->ops->gone != NULL) {
+        up->ops->gone(up, why != NULL);
+    }
     up->owner = NULL;
-    if (up->home != NULL) {
-        /* A pooled idle connection that failed (Redis's idle timeout). */
-        queue_remove(&up->idle_link);
-        up->home->nidle--;
-        up->home = NULL;
-    }
-    if (owner != NULL) {
-        client_priv_gone(owner, up, why != NULL);
-    }
     upstream_fail_inflight(up, why != NULL ? why : "connection closed");
     while (!queue_empty(&up->rid_wait)) {
         struct req *w =
@@ -200,9 +190,11 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
     buf_clear(&up->in);
     buf_clear(&up->wq.out);
     upstream_close_tcp(up);
-    /* A node that went away may have lost its slots to a replica: ask for
-     * the map soon rather than at the next period. */
-    cluster_upstream_down(up);
+    /* A node that went away may have lost its slots to a replica: its
+     * opener asks for the map soon rather than at the next period. */
+    if (up->ops->down != NULL) {
+        up->ops->down(up);
+    }
 }
 
 /* ---------------- Reading replies ---------------- */
@@ -224,8 +216,6 @@ static int upstream_tunnel_due(struct upstream *up)
  * SYNC request (if still owed) completes with no reply of its own. */
 static void upstream_tunnel_relay(struct upstream *up, size_t off)
 {
-    struct client *owner = up->owner;
-
     if (!up->tunnel) {
         struct req *req =
             container_of(queue_head(&up->inflight), struct req, unode);
@@ -233,8 +223,8 @@ static void upstream_tunnel_relay(struct upstream *up, size_t off)
         up->tunnel = 1;
         req_reply(req, "", 0);
     }
-    if (owner != NULL && up->in.len > off) {
-        client_push(owner, up->in.data + off, up->in.len - off);
+    if (up->ops->push != NULL && up->in.len > off) {
+        up->ops->push(up, up->in.data + off, up->in.len - off);
     }
     buf_clear(&up->in);
 }
@@ -276,15 +266,15 @@ static void upstream_swallowed(struct upstream *up, struct req *req,
 /* A RESP3 push frame: it answers no request. */
 static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 {
-    struct client *owner = up->owner;
-
-    if (owner == NULL) {
+    if (up->ops->push == NULL) {
         log_debug("upstream %s: push frame on a shared connection dropped",
                   up->name);
         return 0;
     }
-    client_note_priv_frame(owner, frame, len);
-    client_push(owner, frame, len);
+    if (up->ops->frame != NULL) {
+        up->ops->frame(up, frame, len);
+    }
+    up->ops->push(up, frame, len);
     return up->state == UP_READY ? 0 : -1;
 }
 
@@ -294,26 +284,20 @@ static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
                             char type)
 {
-    struct client *owner = up->owner;
     struct req *req;
 
     if (type == '>' && up->proto == RESP_PROTO3) {
         return upstream_on_push(up, frame, len);
     }
-    if (owner != NULL) {
-        client_note_priv_frame(owner, frame, len);
+    if (up->ops->frame != NULL) {
+        up->ops->frame(up, frame, len);
     }
     if (queue_empty(&up->inflight)) {
-        if (owner == NULL) {
+        if (up->ops->push == NULL) {
             upstream_fail(up, "sent a reply nobody asked for");
             return -1;
         }
-        if (frame[0] == '-') {
-            /* A pub/sub command's own error (RESP3: it waited for pushes
-             * that will not come). */
-            owner->push_wait = 0;
-        }
-        client_push(owner, frame, len);
+        up->ops->push(up, frame, len);
         return up->state == UP_READY ? 0 : -1;
     }
     req = container_of(queue_head(&up->inflight), struct req, unode);
@@ -324,12 +308,9 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
         return 0;
     }
     queue_remove(&req->unode);
-    if (frame[0] == '-' && !up->priv && cluster_redirect(req, frame, len)) {
-        /* Re-sent to the node the cluster named. */
-        return up->state == UP_READY ? 0 : -1;
-    }
-    if (frame[0] == '-' && owner != NULL &&
-        cluster_private_redirect(req, owner, frame, len)) {
+    if (frame[0] == '-' && up->ops->error != NULL &&
+        up->ops->error(up, req, frame, len)) {
+        /* Re-sent to the node the cluster named, or answered. */
         return up->state == UP_READY ? 0 : -1;
     }
     if (req->swallow) {
@@ -359,7 +340,7 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (nread == 0 || up->state != UP_READY) {
         return;
     }
-    up->last_read_ms = server_now_ms();
+    up->last_read_ms = core_now_ms(up->core);
     buf_commit(&up->in, (size_t)nread);
     if (up->tunnel) {
         upstream_tunnel_relay(up, 0);
@@ -396,11 +377,8 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         queue_remove(&sync->unode);
         upstream_send(up, sync);
     }
-    if (up->owner != NULL) {
-        client_priv_maybe_release(up->owner);
-    } else if (up->oneshot && queue_empty(&up->inflight)) {
-        up->oneshot = 0;
-        cluster_private_put(up, 0);
+    if (up->ops->idle != NULL) {
+        up->ops->idle(up);
     }
 }
 
@@ -439,7 +417,7 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     if (!up->priv) {
         log_info("upstream %s: connected", up->name);
     }
-    server_mark_upstream(up);
+    upstream_mark(up);
 }
 
 /* Queues one of the proxy's own requests behind what is already queued
@@ -448,15 +426,9 @@ static struct req *upstream_queue_own(struct upstream *up, int argc,
                                       const char *const *argv,
                                       const size_t *lens)
 {
-    struct resp_cmd *cmd = resp_cmd_new(argc, argv, lens);
-    struct req *req;
+    struct req *req = req_own(resp_cmd_new(argc, argv, lens), NULL, NULL);
 
-    if (cmd == NULL) {
-        px_oom(0);
-    }
-    req = req_new(NULL, cmd);
-    req->swallow = 1;
-    PX_CHECK_OOM(buf_append(&up->wq.out, cmd->raw, cmd->raw_len));
+    PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
     queue_insert_tail(&up->inflight, &req->unode);
     return req;
 }
@@ -518,7 +490,7 @@ static void upstream_queue_hello(struct upstream *up, int proto)
 /* Queues AUTH when an upstream password is configured. */
 static void upstream_queue_auth(struct upstream *up)
 {
-    const struct conf *conf = server.conf;
+    const struct conf *conf = up->core->conf;
     const char *argv[3];
     size_t lens[3];
     int argc = 0;
@@ -563,7 +535,7 @@ void upstream_reset(struct upstream *up)
     upstream_queue_auth(up);
     up->proto = RESP_PROTO2; /* RESET goes back to RESP2 */
     if (up->state == UP_READY) {
-        server_mark_upstream(up);
+        upstream_mark(up);
     }
 }
 
@@ -579,7 +551,7 @@ static void upstream_connect(struct upstream *up)
     buf_clear(&up->in);
     buf_clear(&up->wq.out);
     up->state = UP_CONNECTING;
-    uv_tcp_init(server.loop, &up->tcp);
+    uv_tcp_init(up->core->loop, &up->tcp);
     up->tcp_open = 1;
     uv_tcp_nodelay(&up->tcp, 1);
     upstream_queue_setup(up);
@@ -590,7 +562,7 @@ static void upstream_connect(struct upstream *up)
         return;
     }
     uv_timer_start(&up->timer, upstream_on_connect_timeout,
-                   server.conf->connect_timeout_ms, 0);
+                   up->core->conf->connect_timeout_ms, 0);
 }
 
 static void upstream_on_wq_event(struct wq *wq, int status)
@@ -602,10 +574,20 @@ static void upstream_on_wq_event(struct wq *wq, int status)
     }
 }
 
-static struct upstream *upstream_alloc(void)
+void upstream_mark(struct upstream *up)
+{
+    if (!queue_linked(&up->dirty_node)) {
+        queue_insert_tail(&up->core->dirty_upstreams, &up->dirty_node);
+    }
+}
+
+static struct upstream *upstream_alloc(struct core *core,
+                                       const struct upstream_ops *ops)
 {
     struct upstream *up = px_calloc(1, sizeof(*up));
 
+    up->core = core;
+    up->ops = ops;
     queue_init(&up->inflight);
     queue_init(&up->link);
     queue_init(&up->dirty_node);
@@ -615,17 +597,19 @@ static struct upstream *upstream_alloc(void)
     queue_init(&up->rid_wait);
     buf_init(&up->in);
     wq_init(&up->wq, (uv_stream_t *)&up->tcp, upstream_on_wq_event);
-    uv_timer_init(server.loop, &up->timer);
+    uv_timer_init(up->core->loop, &up->timer);
     up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
     up->state = UP_IDLE;
-    queue_insert_tail(&server.upstreams, &up->link);
+    queue_insert_tail(&core->upstreams, &up->link);
     return up;
 }
 
-struct upstream *upstream_new(const struct sockaddr_storage *sa,
-                              const char *name, struct node *node, int proto)
+struct upstream *upstream_new(struct core *core,
+                              const struct sockaddr_storage *sa,
+                              const char *name, struct node *node, int proto,
+                              const struct upstream_ops *ops)
 {
-    struct upstream *up = upstream_alloc();
+    struct upstream *up = upstream_alloc(core, ops);
 
     memcpy(&up->sa, sa, sizeof(up->sa));
     snprintf(up->name, sizeof(up->name), "%s", name);
@@ -645,15 +629,15 @@ int upstream_is_usable(const struct upstream *up)
     return up->state == UP_READY || up->state == UP_CONNECTING;
 }
 
-struct upstream *upstream_new_private(const struct sockaddr_storage *sa,
-                                      const char *name, struct client *c,
-                                      int proto)
+struct upstream *upstream_new_private(struct core *core,
+                                      const struct sockaddr_storage *sa,
+                                      const char *name, int proto,
+                                      const struct upstream_ops *ops)
 {
-    struct upstream *up = upstream_alloc();
+    struct upstream *up = upstream_alloc(core, ops);
 
     memcpy(&up->sa, sa, sizeof(up->sa));
     snprintf(up->name, sizeof(up->name), "%s", name);
-    up->owner = c;
     up->priv = 1;
     up->proto = proto;
     upstream_connect(up);
@@ -685,10 +669,10 @@ void upstream_send(struct upstream *up, struct req *req)
         return;
     }
     PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
-    req->sent_ms = server_now_ms();
+    req->sent_ms = core_now_ms(up->core);
     queue_insert_tail(&up->inflight, &req->unode);
     if (up->state == UP_READY) {
-        server_mark_upstream(up);
+        upstream_mark(up);
     }
 }
 
@@ -699,7 +683,7 @@ void upstream_send_pushed(struct upstream *up, struct req *req)
     }
     PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
     if (up->state == UP_READY) {
-        server_mark_upstream(up);
+        upstream_mark(up);
     }
     req_reply(req, "", 0);
 }
@@ -712,7 +696,7 @@ void upstream_send_tunnel(struct upstream *up, struct req *req)
             PX_CHECK_OOM(
                 buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
             if (up->state == UP_READY) {
-                server_mark_upstream(up);
+                upstream_mark(up);
             }
             req_reply(req, "", 0);
         }
@@ -740,7 +724,7 @@ void upstream_switch_proto(struct upstream *up, int proto)
     if (upstream_is_usable(up)) {
         upstream_queue_hello(up, proto);
         if (up->state == UP_READY) {
-            server_mark_upstream(up);
+            upstream_mark(up);
         }
     }
 }

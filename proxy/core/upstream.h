@@ -23,9 +23,35 @@
 #include "proxy/core/wq.h"
 
 struct client;
+struct core;
 struct node;
 struct req;
 struct resp_framer;
+struct upstream;
+
+/* What an upstream tells the one who opened it, installed with it (the
+ * cluster for shared and pooled connections, the client for its private
+ * ones). Any entry may be NULL. */
+struct upstream_ops {
+    /* Bytes that answer no request: a RESP3 push, a message of a
+     * subscription, the replication stream of a tunnel. NULL: a push is
+     * dropped, and any other frame nobody asked for fails the
+     * connection. */
+    void (*push)(struct upstream *up, const char *p, size_t n);
+    /* Every reply frame, before it is matched to its request. */
+    void (*frame)(struct upstream *up, const char *p, size_t n);
+    /* An error reply to `req`, before it is delivered. Returns 1 when it
+     * took `req` (a redirection followed, or an error of its own made). */
+    int (*error)(struct upstream *up, struct req *req, const char *frame,
+                 size_t len);
+    /* A read pass delivered its replies (a good time to give the
+     * connection back). */
+    void (*idle)(struct upstream *up);
+    /* A shared connection was lost; it reconnects after a backoff. */
+    void (*down)(struct upstream *up);
+    /* The connection is closed for good (`failed`: by an error). */
+    void (*gone)(struct upstream *up, int failed);
+};
 
 enum upstream_state {
     UP_IDLE,       /* not connected; waiting for the backoff timer */
@@ -48,8 +74,13 @@ struct upstream {
     struct wq wq;               /* request bytes to write */
     struct queue link;          /* link in server.upstreams */
     struct queue dirty_node;    /* link in server.dirty_upstreams */
-    struct client *owner;       /* borrowed: the client of a private
-                                   upstream, NULL while pooled or lent */
+    struct core *core;          /* borrowed: loop, configuration, lists */
+    const struct upstream_ops *ops; /* borrowed: its opener's callbacks */
+    void *ctx;                  /* borrowed: the ops' context (the
+                                   cluster) */
+    struct client *owner;       /* borrowed, opaque here: the client of a
+                                   private upstream, NULL while pooled or
+                                   lent */
     struct node *node;          /* borrowed: the node of a shared upstream */
     struct node *home;          /* borrowed: the node whose idle pool holds
                                    this private upstream, or NULL */
@@ -77,16 +108,22 @@ struct upstream {
 };
 
 /* A shared upstream of `node` to the resolved address `sa` (named `name` in
- * logs and errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3),
- * connecting at once. */
-struct upstream *upstream_new(const struct sockaddr_storage *sa,
-                              const char *name, struct node *node, int proto);
+ * logs and errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3), telling
+ * `ops`, connecting at once. */
+struct upstream *upstream_new(struct core *core,
+                              const struct sockaddr_storage *sa,
+                              const char *name, struct node *node, int proto,
+                              const struct upstream_ops *ops);
 
-/* A private upstream to the node at `sa` (named `name`), for client `c`
- * (may be NULL: pooled or lent), speaking `proto`, connecting at once. */
-struct upstream *upstream_new_private(const struct sockaddr_storage *sa,
-                                      const char *name, struct client *c,
-                                      int proto);
+/* A private upstream to the node at `sa` (named `name`), speaking `proto`,
+ * telling `ops`, connecting at once. Its opener sets `owner`. */
+struct upstream *upstream_new_private(struct core *core,
+                                      const struct sockaddr_storage *sa,
+                                      const char *name, int proto,
+                                      const struct upstream_ops *ops);
+
+/* Queues `up` for the next flush pass. */
+void upstream_mark(struct upstream *up);
 
 /* Queues RESET on an idle private upstream (and AUTH again when
  * configured: RESET logs the connection out), so the next client finds it

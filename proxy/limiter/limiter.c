@@ -30,7 +30,6 @@
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
 #include "parser/slot.h"
-#include "proxy/client.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/log.h"
 #include "proxy/core/req.h"
@@ -52,14 +51,14 @@
 #define LIMITER_BATCH_MAX 64
 
 /* One CL.THROTTLE waiting for its script call. Queued in
- * server.limiter_pending until the flush pass, then owned by the batch
+ * server.limiter.pending until the flush pass, then owned by the batch
  * that carries it. */
 struct limiter_call {
     struct req *root;     /* borrowed: the client's request */
     struct gcra_params p; /* parsed arguments */
     char *key;            /* owned copy of the key */
     size_t klen;          /* bytes in key */
-    struct queue link;    /* link in server.limiter_pending */
+    struct queue link;    /* link in server.limiter.pending */
 };
 
 /* The calls of one script call (all for one node; in cluster mode all of
@@ -123,13 +122,12 @@ static void limiter_call_error(struct limiter_call *call, const char *frame,
 {
     struct req *root = call->root;
 
-    root->children--;
-    if (root->client == NULL) {
-        req_free(root); /* the client left while the node worked */
+    if (!req_owed_back(root)) {
+        /* the client left while the node worked */
     } else if (limiter_store_down(frame, len) &&
                server.conf->store_down == CONF_FAIL_OPEN) {
         int64_t admit[5] = { 0, call->p.limit, 0, -1, 0 };
-        server.stats.fail_open++;
+        server.limiter.fail_open++;
         limiter_reply_ints(root, admit);
     } else {
         req_reply(root, frame, len);
@@ -151,9 +149,8 @@ static void limiter_call_done(struct limiter_call *call,
     struct gcra_result res;
     const char *err = NULL;
 
-    root->children--;
-    if (root->client == NULL) {
-        req_free(root);
+    if (!req_owed_back(root)) {
+        /* the client left while the node worked */
     } else if (flag->integer == -1) {
         req_reply_error(root, "%s", wrongtype);
     } else if (flag->integer == -2) {
@@ -182,23 +179,11 @@ static void limiter_part_send(struct resp_cmd *cmd, req_reply_fn *fn, void *ctx,
                               unsigned partno, uint64_t cid, const char *key,
                               size_t klen)
 {
-    struct req *part;
-    struct node *n;
+    struct req *part = req_own(cmd, fn, ctx);
 
-    if (cmd == NULL) {
-        px_oom(0);
-    }
-    part = req_new(NULL, cmd);
-    part->on_reply = fn;
-    part->ctx = ctx;
     part->part = partno;
     part->cid = cid;
-    n = cluster_node_for_slot(slot_for_key(key, klen));
-    if (n == NULL) {
-        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
-        return;
-    }
-    upstream_send(cluster_upstream(n, part->cid), part);
+    cluster_send_key(&server.cluster, key, klen, part);
 }
 
 static void limiter_batch_send(struct limiter_batch *b);
@@ -302,8 +287,9 @@ static void limiter_batch_send(struct limiter_batch *b)
                       c0->klen);
 }
 
-void limiter_flush(void)
+void limiter_flush(struct limiter *lm)
 {
+    PX_UNUSED(lm);
     struct limiter_batch *open[LIMITER_BATCH_MAX];
     unsigned slot[LIMITER_BATCH_MAX];
     unsigned nopen = 0, i;
@@ -311,9 +297,9 @@ void limiter_flush(void)
     /* Calls that arrived this loop turn, grouped by node (single mode) or
      * slot (cluster mode: a script's keys must share a slot), in arrival
      * order within each group, so calls on one key keep their order. */
-    while (!queue_empty(&server.limiter_pending)) {
+    while (!queue_empty(&server.limiter.pending)) {
         struct limiter_call *call = container_of(
-            queue_head(&server.limiter_pending), struct limiter_call, link);
+            queue_head(&server.limiter.pending), struct limiter_call, link);
         unsigned sl =
             server.cluster.enabled ? slot_for_key(call->key, call->klen) : 0;
         struct limiter_batch *b = NULL;
@@ -351,13 +337,13 @@ void limiter_flush(void)
     }
 }
 
-void limiter_drop_pending(void)
+static void limiter_drop_pending(void)
 {
     static const char down[] = "-ERR proxy shutting down\r\n";
 
-    while (!queue_empty(&server.limiter_pending)) {
+    while (!queue_empty(&server.limiter.pending)) {
         struct limiter_call *call = container_of(
-            queue_head(&server.limiter_pending), struct limiter_call, link);
+            queue_head(&server.limiter.pending), struct limiter_call, link);
         queue_remove(&call->link);
         limiter_call_error(call, down, sizeof(down) - 1);
     }
@@ -367,7 +353,7 @@ void limiter_drop_pending(void)
 
 /* CL.THROTTLE and the raw LIMITER form: parse, then the local store or a
  * script call on the key's node. */
-void limiter_throttle(struct req *req)
+static void limiter_throttle_req(struct req *req)
 {
     const char *argv[LIMITER_MAX_ARGS];
     size_t lens[LIMITER_MAX_ARGS];
@@ -388,10 +374,10 @@ void limiter_throttle(struct req *req)
         req_reply_error(req, "%s", errbuf);
         return;
     }
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
+    if (server.limiter.embedded) {
         struct gcra_result res;
         const char *err = NULL;
-        if (store_local_gcra(&server.store, argv[1], lens[1], &p, &res, &err) !=
+        if (store_local_gcra(&server.limiter.local, argv[1], lens[1], &p, &res, &err) !=
             GCRA_OK) {
             req_reply_error(req, "%s", err);
             return;
@@ -399,8 +385,8 @@ void limiter_throttle(struct req *req)
         limiter_reply_result(req, &res);
         return;
     }
-    if (!cluster_ready()) {
-        cluster_hold(req);
+    if (!cluster_ready(&server.cluster)) {
+        cluster_hold(&server.cluster, req);
         return;
     }
     /* Sent by the flush pass, with the other calls of this loop turn. */
@@ -409,8 +395,8 @@ void limiter_throttle(struct req *req)
     call->p = p;
     call->key = px_strndup(argv[1], lens[1]);
     call->klen = lens[1];
-    req->children++;
-    queue_insert_tail(&server.limiter_pending, &call->link);
+    req->owed++;
+    queue_insert_tail(&server.limiter.pending, &call->link);
 }
 
 /* ---------------- The limits tree: CHECK, PEEK, RESET ---------------- */
@@ -532,7 +518,7 @@ struct limiter_wait {
     uv_timer_t timer;  /* embedded; container_of in the callback */
     struct req *root;  /* borrowed: the client's request */
     int64_t v[5];      /* the reply */
-    struct queue link; /* link in server.limiter_waits */
+    struct queue link; /* link in server.limiter.waits */
 };
 
 static void limiter_on_wait_close(uv_handle_t *h)
@@ -548,10 +534,7 @@ static void limiter_wait_end(struct limiter_wait *w, int on_time)
     queue_remove(&w->link);
     uv_timer_stop(&w->timer);
     uv_close((uv_handle_t *)&w->timer, limiter_on_wait_close);
-    root->children--;
-    if (root->client == NULL) {
-        req_free(root);
-    } else if (on_time) {
+    if (req_owed_back(root) && on_time) {
         limiter_reply_ints(root, w->v);
     }
 }
@@ -570,16 +553,16 @@ static void limiter_reply_later(struct req *root, const int64_t v[5],
 
     memcpy(w->v, v, sizeof(w->v));
     w->root = root;
-    root->children++;
-    queue_insert_tail(&server.limiter_waits, &w->link);
-    uv_timer_init(server.loop, &w->timer);
+    root->owed++;
+    queue_insert_tail(&server.limiter.waits, &w->link);
+    uv_timer_init(server.core.loop, &w->timer);
     uv_timer_start(&w->timer, limiter_on_wait, ms, 0);
 }
 
-void limiter_stop_waits(void)
+static void limiter_stop_waits(void)
 {
-    while (!queue_empty(&server.limiter_waits)) {
-        limiter_wait_end(container_of(queue_head(&server.limiter_waits),
+    while (!queue_empty(&server.limiter.waits)) {
+        limiter_wait_end(container_of(queue_head(&server.limiter.waits),
                                       struct limiter_wait, link),
                          0);
     }
@@ -700,10 +683,10 @@ static void limiter_aggregate(const struct rl_decision *res, unsigned n,
  * embedded store's, or the cache of what the scripts reported. */
 static const char *limiter_override_known(const char *path, size_t len)
 {
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
-        return store_local_override_get(&server.store, path, len);
+    if (server.limiter.embedded) {
+        return store_local_override_get(&server.limiter.local, path, len);
     }
-    return hmap_get(&server.limiter_overrides, path, len);
+    return hmap_get(&server.limiter.overrides, path, len);
 }
 
 /* Records what a script found for `path` ("" or NULL: nothing). */
@@ -711,16 +694,16 @@ static void limiter_override_learn(const char *path, size_t len,
                                    const char *text, size_t tlen)
 {
     if (text == NULL || tlen == 0) {
-        px_free(hmap_del(&server.limiter_overrides, path, len));
+        px_free(hmap_del(&server.limiter.overrides, path, len));
         return;
     }
-    if (hmap_get(&server.limiter_overrides, path, len) == NULL &&
-        server.limiter_overrides.count >= LIMITER_OVERRIDE_CACHE_MAX) {
-        hmap_free(&server.limiter_overrides, px_free);
-        hmap_init(&server.limiter_overrides);
+    if (hmap_get(&server.limiter.overrides, path, len) == NULL &&
+        server.limiter.overrides.count >= LIMITER_OVERRIDE_CACHE_MAX) {
+        hmap_free(&server.limiter.overrides, px_free);
+        hmap_init(&server.limiter.overrides);
     }
     px_free(
-        hmap_put(&server.limiter_overrides, path, len, px_strndup(text, tlen)));
+        hmap_put(&server.limiter.overrides, path, len, px_strndup(text, tlen)));
 }
 
 /* Adds limit `l` (number k of its level) to m. NULL, or an error text. */
@@ -1050,9 +1033,7 @@ static void limiter_multi_on_reply(struct req *part, const char *frame,
     if (--m->pending > 0) {
         return;
     }
-    m->root->children--;
-    if (m->root->client == NULL) {
-        req_free(m->root);
+    if (!req_owed_back(m->root)) {
         limiter_multi_free(m);
         return;
     }
@@ -1218,7 +1199,7 @@ static void limiter_multi_local(struct limiter_multi *m)
     if (m->op == LIMITER_RESET) {
         for (i = 0; i < m->n; i++) {
             m->deleted +=
-                store_local_del(&server.store, m->lim[i].key, m->lim[i].klen);
+                store_local_del(&server.limiter.local, m->lim[i].key, m->lim[i].klen);
         }
         PX_CHECK_OOM(resp_enc_int(&m->root->reply, m->deleted));
         req_reply_built(m->root);
@@ -1239,7 +1220,7 @@ static void limiter_multi_local(struct limiter_multi *m)
         sl[i].key = m->lim[i].key;
         sl[i].klen = m->lim[i].klen;
     }
-    rc = store_local_check(&server.store, m->n, sl, m->cost,
+    rc = store_local_check(&server.limiter.local, m->n, sl, m->cost,
                            m->op == LIMITER_CHECK, m->res, m->peek, &err);
     px_free(sl);
     px_free(wp);
@@ -1304,7 +1285,7 @@ static struct limits_levels *limiter_resolve(struct req *req, const char *path,
     /* About 40 KB (room for the longest paths): not for the stack. */
     struct limits_levels *lv = px_malloc(sizeof(*lv));
 
-    if (limits_resolve(server.limits, path, plen, conf->key_prefix,
+    if (limits_resolve(server.limiter.limits, path, plen, conf->key_prefix,
                        strlen(conf->key_prefix), lv, &err) != LIMITS_OK) {
         px_free(lv);
         req_reply_error(req, "%s", err);
@@ -1392,14 +1373,14 @@ static void limiter_tree_start(struct req *req, enum limiter_op op,
         req_reply_error(req, "%s", err);
         return;
     }
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
+    if (server.limiter.embedded) {
         limiter_multi_local(m);
         limiter_multi_free(m);
         return;
     }
-    if (!cluster_ready()) {
+    if (!cluster_ready(&server.cluster)) {
         limiter_multi_free(m);
-        cluster_hold(req);
+        cluster_hold(&server.cluster, req);
         return;
     }
     if (op == LIMITER_RESET && m->n == 0) {
@@ -1413,7 +1394,7 @@ static void limiter_tree_start(struct req *req, enum limiter_op op,
     for (g = 0; g < m->ngroups; g++) {
         m->pending += op != LIMITER_RESET || limiter_group_keys(m, g) > 0;
     }
-    req->children++;
+    req->owed++;
     for (g = 0; g < m->ngroups; g++) {
         if (op != LIMITER_RESET || limiter_group_keys(m, g) > 0) {
             limiter_multi_send(m, g, op == LIMITER_PEEK ? "peek" : "check");
@@ -1439,9 +1420,7 @@ static void limiter_override_on_reply(struct req *part, const char *frame,
     static const char reply_ok[] = "+OK\r\n";
     struct req *root = part->ctx;
 
-    root->children--;
-    if (root->client == NULL) {
-        req_free(root);
+    if (!req_owed_back(root)) {
         return;
     }
     if (part->part == 1 && frame[0] == ':') {
@@ -1464,7 +1443,7 @@ static void limiter_override_send(struct req *root, int argc, const char **argv,
         }
     }
     cmd = resp_cmd_new(argc, argv, lens);
-    root->children++;
+    root->owed++;
     limiter_part_send(cmd, limiter_override_on_reply, root, (unsigned)set,
                       root->cid, argv[1], lens[1]);
 }
@@ -1560,8 +1539,8 @@ static void limiter_override(struct req *req)
     kl = limiter_override_key(lev, key, sizeof(key));
     px_free(lv);
     PX_ASSERT(kl > 0 && (size_t)kl < sizeof(key));
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
-        const char *have = store_local_override_get(&server.store, path, plen);
+    if (server.limiter.embedded) {
+        const char *have = store_local_override_get(&server.limiter.local, path, plen);
         if (what == OV_GET && have == NULL) {
             PX_CHECK_OOM(resp_enc_nil(&req->reply));
         } else if (what == OV_GET) {
@@ -1569,16 +1548,16 @@ static void limiter_override(struct req *req)
         } else if (what == OV_DEL) {
             PX_CHECK_OOM(resp_enc_int(
                 &req->reply,
-                store_local_override_set(&server.store, path, plen, NULL, 0)));
+                store_local_override_set(&server.limiter.local, path, plen, NULL, 0)));
         } else {
-            store_local_override_set(&server.store, path, plen, text, tlen);
+            store_local_override_set(&server.limiter.local, path, plen, text, tlen);
             PX_CHECK_OOM(resp_enc_simple(&req->reply, "OK"));
         }
         req_reply_built(req);
         return;
     }
-    if (!cluster_ready()) {
-        cluster_hold(req);
+    if (!cluster_ready(&server.cluster)) {
+        cluster_hold(&server.cluster, req);
         return;
     }
     if (what != OV_GET) {
@@ -1599,8 +1578,10 @@ static void limiter_override(struct req *req)
 
 /* ---------------- The limits tree: RULES, RELOAD ---------------- */
 
-int limiter_load(const char *path, char *err, size_t errlen)
+int limiter_load(struct limiter *lm, const char *path, char *err,
+                 size_t errlen)
 {
+    PX_UNUSED(lm);
     struct limits_tree *t = NULL;
 
     if (path == NULL) {
@@ -1609,17 +1590,50 @@ int limiter_load(const char *path, char *err, size_t errlen)
     if (limits_load_file(path, &t, err, errlen) != LIMITS_OK) {
         return PX_ERR;
     }
-    limits_free(server.limits);
-    server.limits = t;
+    limits_free(server.limiter.limits);
+    server.limiter.limits = t;
     return PX_OK;
 }
 
-void limiter_shutdown(void)
+void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
+                  const struct conf *conf, int embedded)
 {
-    limits_free(server.limits);
-    server.limits = NULL;
-    hmap_free(&server.limiter_overrides, px_free);
-    hmap_init(&server.limiter_overrides);
+    memset(lm, 0, sizeof(*lm));
+    lm->core = core;
+    lm->cl = cl;
+    lm->conf = conf;
+    lm->embedded = embedded != 0;
+    hmap_init(&lm->overrides);
+    store_local_init(&lm->local);
+    queue_init(&lm->waits);
+    queue_init(&lm->pending);
+}
+
+void limiter_throttle(struct limiter *lm, struct req *req)
+{
+    PX_UNUSED(lm);
+    limiter_throttle_req(req);
+}
+
+void limiter_cron(struct limiter *lm)
+{
+    store_local_cron(&lm->local);
+}
+
+void limiter_stop(struct limiter *lm)
+{
+    PX_UNUSED(lm);
+    limiter_drop_pending();
+    limiter_stop_waits();
+}
+
+void limiter_free(struct limiter *lm)
+{
+    limits_free(lm->limits);
+    lm->limits = NULL;
+    hmap_free(&lm->overrides, px_free);
+    hmap_init(&lm->overrides);
+    store_local_free(&lm->local);
 }
 
 static void limiter_rules(struct req *req)
@@ -1627,12 +1641,12 @@ static void limiter_rules(struct req *req)
     char *text = NULL;
     size_t len = 0;
 
-    if (server.limits == NULL) {
+    if (server.limiter.limits == NULL) {
         req_reply_error(req, "no limits file loaded (limits_file or "
                              "--limits)");
         return;
     }
-    if (limits_describe(server.limits, &text, &len) != LIMITS_OK) {
+    if (limits_describe(server.limiter.limits, &text, &len) != LIMITS_OK) {
         px_oom(0);
     }
     PX_CHECK_OOM(resp_enc_bulk(&req->reply, text, len));
@@ -1651,7 +1665,8 @@ static void limiter_reload(struct req *req)
         return;
     }
     err[0] = '\0';
-    if (limiter_load(server.conf->limits_file, err, sizeof(err)) != PX_OK) {
+    if (limiter_load(&server.limiter, server.conf->limits_file, err,
+                     sizeof(err)) != PX_OK) {
         size_t len = strlen(err);
         while (len > 0 && (err[len - 1] == '\n' || err[len - 1] == ' ')) {
             err[--len] = '\0';
@@ -1666,17 +1681,18 @@ static void limiter_reload(struct req *req)
 
 /* Admin subcommands need `AUTH admin <password>` once an admin password
  * is configured. 1 when allowed; else replies and returns 0. */
-static int limiter_admin_ok(struct req *req)
+static int limiter_admin_ok(struct req *req, int admin)
 {
-    if (server.conf->admin_password == NULL || req->client->admin) {
+    if (server.conf->admin_password == NULL || admin) {
         return 1;
     }
     req_reply_error(req, "NOPERM this LIMITER subcommand needs AUTH admin");
     return 0;
 }
 
-void limiter_command(struct req *req)
+void limiter_command(struct limiter *lm, struct req *req, int admin)
 {
+    PX_UNUSED(lm);
     if (req->cmd->argc < 2) {
         req_reply_error(req, "wrong number of arguments for 'limiter' "
                              "command");
@@ -1687,20 +1703,20 @@ void limiter_command(struct req *req)
     } else if (resp_cmd_arg_is(req->cmd, 1, "peek")) {
         limiter_tree_op(req, LIMITER_PEEK);
     } else if (resp_cmd_arg_is(req->cmd, 1, "reset")) {
-        if (limiter_admin_ok(req)) {
+        if (limiter_admin_ok(req, admin)) {
             limiter_tree_op(req, LIMITER_RESET);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "rules")) {
         limiter_rules(req);
     } else if (resp_cmd_arg_is(req->cmd, 1, "override")) {
-        if (limiter_admin_ok(req)) {
+        if (limiter_admin_ok(req, admin)) {
             limiter_override(req);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "reload")) {
-        if (limiter_admin_ok(req)) {
+        if (limiter_admin_ok(req, admin)) {
             limiter_reload(req);
         }
     } else {
-        limiter_throttle(req);
+        limiter_throttle_req(req);
     }
 }

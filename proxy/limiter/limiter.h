@@ -1,36 +1,76 @@
-/* Handlers of the limiter commands (CL.THROTTLE, LIMITER). See limiter.c
- * for the flow of one call. */
-#ifndef PX_PROXY_LIMITER_H
-#define PX_PROXY_LIMITER_H
+/* The limiter layer: CL.THROTTLE (exactly as redis-cell) and LIMITER (the
+ * limits tree), answered by the proxy itself.
+ *
+ * It sits on the core (requests, the cluster's send API) and never calls
+ * the client or the router: the top layer hands it a request and the
+ * caller's rights, and the request's own completion callback takes the
+ * reply back. Its state is one struct limiter, embedded in the server and
+ * given everything it needs when it is created; the store (in-process, or
+ * the Redis nodes through scripts) is chosen once, at limiter_init. */
+#ifndef PX_PROXY_LIMITER_LIMITER_H
+#define PX_PROXY_LIMITER_LIMITER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "proxy/core/hmap.h"
+#include "proxy/core/queue.h"
+#include "proxy/limiter/store_local.h"
+
+struct cluster;
+struct conf;
+struct core;
+struct limits_tree;
 struct req;
 
+struct limiter {
+    struct core *core;          /* borrowed: the loop (WAIT timers) */
+    struct cluster *cl;         /* borrowed: where the Redis store lives */
+    const struct conf *conf;    /* borrowed */
+    struct limits_tree *limits; /* owned: limits.yaml, or NULL */
+    struct hmap overrides;      /* Redis store: path -> owned text, the
+                                   run-time overrides the scripts reported
+                                   (a cache they verify on every call) */
+    struct store_local local;   /* the in-process store */
+    struct queue waits;         /* replies held by CHECK ... WAIT */
+    struct queue pending;       /* CL.THROTTLE calls of this loop turn */
+    uint64_t fail_open;         /* calls admitted with the store down */
+    unsigned embedded : 1;      /* no Redis configured: the in-process
+                                   store (decided at limiter_init) */
+};
+
+/* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when
+ * `embedded`. */
+void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
+                  const struct conf *conf, int embedded);
+
 /* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>]. */
-void limiter_throttle(struct req *req);
+void limiter_throttle(struct limiter *lm, struct req *req);
 
 /* LIMITER <key> <max_burst> <count> <period> [<quantity>], and the
- * subcommands of the limits tree. */
-void limiter_command(struct req *req);
+ * subcommands of the limits tree. `admin`: the caller may use the admin
+ * subcommands (RESET, OVERRIDE, RELOAD). */
+void limiter_command(struct limiter *lm, struct req *req, int admin);
 
-/* Loads the limits tree from `path` (NULL: none) into the server, keeping
- * the old tree when the file is bad. PX_OK, or PX_ERR with every error in
- * `err` as "file:line:column: message". */
-int limiter_load(const char *path, char *err, size_t errlen);
+/* Loads the limits tree from `path` (NULL: none), keeping the old tree
+ * when the file is bad. PX_OK, or PX_ERR with every error in `err` as
+ * "file:line:column: message". */
+int limiter_load(struct limiter *lm, const char *path, char *err,
+                 size_t errlen);
 
 /* Sends the CL.THROTTLE calls that arrived this loop turn, batched per
  * node and slot into few script calls (called by the flush pass, before
  * the upstreams are written). */
-void limiter_flush(void);
+void limiter_flush(struct limiter *lm);
 
-/* Fails the calls not yet sent (shutdown). */
-void limiter_drop_pending(void);
+/* Periodic work: expires a little of the in-process store. */
+void limiter_cron(struct limiter *lm);
 
-/* Ends every reply held by LIMITER CHECK ... WAIT (shutdown). */
-void limiter_stop_waits(void);
+/* Shutdown: fails the calls not yet sent and ends every reply held by
+ * LIMITER CHECK ... WAIT. */
+void limiter_stop(struct limiter *lm);
 
-/* Frees the limits tree. */
-void limiter_shutdown(void);
+/* Frees the limits tree and the stores. */
+void limiter_free(struct limiter *lm);
 
-#endif /* PX_PROXY_LIMITER_H */
+#endif /* PX_PROXY_LIMITER_LIMITER_H */

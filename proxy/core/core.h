@@ -1,0 +1,35 @@
+/* What the core layer needs from the process, handed to it once.
+ *
+ * The core (requests, upstream connections, the topology) calls nothing
+ * above it and reads no global: the top layer embeds one struct core in the
+ * server, fills it at start and gives its address to the cluster, which
+ * gives it to every upstream it opens. The flush pass of the top layer
+ * writes the upstreams queued in `dirty_upstreams`. */
+#ifndef PX_PROXY_CORE_CORE_H
+#define PX_PROXY_CORE_CORE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "proxy/core/queue.h"
+
+struct conf;
+
+struct core {
+    uv_loop_t *loop;              /* borrowed: the loop everything runs on */
+    const struct conf *conf;      /* borrowed: timeouts, credentials, pools */
+    struct queue upstreams;       /* every struct upstream (link) */
+    struct queue dirty_upstreams; /* upstreams with bytes to write */
+    unsigned shutting_down : 1;   /* no new connections, nothing pooled */
+};
+
+/* Sets up an empty core on `loop` with `conf`. */
+void core_init(struct core *k, uv_loop_t *loop, const struct conf *conf);
+
+/* Loop time in milliseconds. */
+static inline uint64_t core_now_ms(const struct core *k)
+{
+    return uv_now(k->loop);
+}
+
+#endif /* PX_PROXY_CORE_CORE_H */
