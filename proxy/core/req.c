@@ -104,10 +104,12 @@ void req_reply(struct req *req, const char *p, size_t n)
         req_free(req); /* swallowed, or its client left */
         return;
     }
-    req->on_reply(req, p, n);
     if (req->own) {
+        req->on_reply(req, p, n);
         req_free(req);
+        return;
     }
+    req->on_reply(req, p, n); /* a client's: it may free `req` */
 }
 
 void req_reply_built(struct req *req)
