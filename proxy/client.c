@@ -523,6 +523,72 @@ void client_priv_gone(struct client *c, struct upstream *up, int failed)
     }
 }
 
+/* ---------------- Its private upstreams ----------------
+ * What a private upstream tells its client (installed when the client
+ * takes it, replaced by the pool's when it is given back). */
+
+static void client_up_push(struct upstream *up, const char *p, size_t n)
+{
+    struct client *c = up->owner;
+
+    if (c == NULL) {
+        return;
+    }
+    if (p[0] == '-') {
+        /* A pub/sub command's own error (RESP3: it waited for pushes
+         * that will not come). */
+        c->push_wait = 0;
+    }
+    client_push(c, p, n);
+}
+
+static void client_up_frame(struct upstream *up, const char *p, size_t n)
+{
+    if (up->owner != NULL) {
+        client_note_priv_frame(up->owner, p, n);
+    }
+}
+
+static int client_up_error(struct upstream *up, struct req *req,
+                           const char *frame, size_t len)
+{
+    return up->owner != NULL &&
+           cluster_private_redirect(&server.cluster, req, up->owner->multi,
+                                    frame, len);
+}
+
+static void client_up_idle(struct upstream *up)
+{
+    if (up->owner != NULL) {
+        client_priv_maybe_release(up->owner);
+    }
+}
+
+static void client_up_gone(struct upstream *up, int failed)
+{
+    if (up->owner != NULL) {
+        client_priv_gone(up->owner, up, failed);
+    }
+}
+
+static const struct upstream_ops client_priv_ops = {
+    .push = client_up_push,
+    .frame = client_up_frame,
+    .error = client_up_error,
+    .idle = client_up_idle,
+    .gone = client_up_gone,
+};
+
+struct upstream *client_priv_take(struct client *c, struct node *node)
+{
+    struct upstream *up =
+        cluster_private_take(&server.cluster, node, c->proto,
+                             &client_priv_ops);
+
+    up->owner = c;
+    return up;
+}
+
 void client_priv_release(struct client *c)
 {
     struct upstream *up = c->priv;
@@ -531,7 +597,7 @@ void client_priv_release(struct client *c)
     up->owner = NULL;
     pubsub_client_gone(c); /* the reset ends its subscriptions */
     /* A connection in the Lua debugger cannot be reset; the rest can. */
-    cluster_private_put(up, c->sticky && !c->monitor);
+    cluster_private_put(&server.cluster, up, c->sticky && !c->monitor);
 }
 
 void client_priv_maybe_release(struct client *c)
@@ -551,7 +617,7 @@ void client_aux_release(struct client *c)
             container_of(queue_head(&c->aux), struct upstream, aux_link);
         queue_remove(&up->aux_link);
         up->owner = NULL;
-        cluster_private_put(up, 0);
+        cluster_private_put(&server.cluster, up, 0);
     }
     resp_cmd_free(c->tracking_cmd);
     c->tracking_cmd = NULL;
@@ -573,7 +639,6 @@ struct upstream *client_aux_for(struct client *c, struct node *node)
     struct queue *q;
     struct upstream *up;
     struct resp_cmd *cmd;
-    struct req *t;
 
     for (q = queue_head(&c->aux); q != &c->aux; q = q->next) {
         up = container_of(q, struct upstream, aux_link);
@@ -581,18 +646,13 @@ struct upstream *client_aux_for(struct client *c, struct node *node)
             return up;
         }
     }
-    up = cluster_private_take(node, c, c->proto);
+    up = client_priv_take(c, node);
     up->tracked = 1;
     queue_insert_tail(&c->aux, &up->aux_link);
     /* The same CLIENT TRACKING on, ahead of the client's command; its
      * reply is the proxy's. */
     cmd = resp_cmd_with_arg(c->tracking_cmd, -1, NULL, 0);
-    if (cmd == NULL) {
-        px_oom(0);
-    }
-    t = req_new(NULL, cmd);
-    t->swallow = 1;
-    upstream_send(up, t);
+    upstream_send(up, req_own(cmd, NULL, NULL));
     return up;
 }
 

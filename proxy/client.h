@@ -137,6 +137,11 @@ void client_set_proto(struct client *c, int proto);
  * released. */
 void client_priv_gone(struct client *c, struct upstream *up, int failed);
 
+/* A private upstream of `c` to `node` (from the node's idle pool, or
+ * new), telling `c` what happens on it. The caller keeps it (c->priv, or
+ * an aux one). */
+struct upstream *client_priv_take(struct client *c, struct node *node);
+
 /* Cluster mode, a tracking client: its private upstream on `node` that
  * tracks like the first one (opened and told CLIENT TRACKING on first). */
 struct upstream *client_aux_for(struct client *c, struct node *node);

@@ -378,6 +378,18 @@ static void cmd_reset(struct req *req)
     reply_static(req, reply_reset, sizeof(reply_reset) - 1);
 }
 
+/* ---------------- The limiter commands ---------------- */
+
+static void cmd_cl_throttle(struct req *req)
+{
+    limiter_throttle(&server.limiter, req);
+}
+
+static void cmd_limiter(struct req *req)
+{
+    limiter_command(&server.limiter, req, req->client->admin);
+}
+
 /* ---------------- The table ---------------- */
 
 /* Sorted by name (test_command checks it). */
@@ -401,7 +413,7 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "cl.throttle",
       .arity = -1,
       .flags = CMD_F_LOCAL,
-      .proc = limiter_throttle },
+      .proc = cmd_cl_throttle },
     { .name = "client",
       .arity = -2,
       .flags = CMD_F_LOCAL,
@@ -426,7 +438,7 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "limiter",
       .arity = -1,
       .flags = CMD_F_LOCAL,
-      .proc = limiter_command },
+      .proc = cmd_limiter },
     { .name = "monitor", .arity = 1, .flags = CMD_F_MONITOR },
     { .name = "multi", .arity = 1, .flags = CMD_F_MULTI },
     { .name = "ping", .arity = -1, .flags = CMD_F_LOCAL, .proc = cmd_ping },

@@ -259,7 +259,7 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out,
              (unsigned long long)server.stats.errors,
              (unsigned long long)server.stats.rejected_conns,
              (unsigned long long)server.stats.output_limit,
-             (unsigned long long)server.stats.fail_open);
+             (unsigned long long)server.limiter.fail_open);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
              "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
@@ -430,7 +430,7 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
         return;
     }
     if (root->mg->oneshot) {
-        cluster_send_oneshot(n, part);
+        cluster_send_oneshot(&server.cluster, n, part);
         return;
     }
     if (root->client != NULL && root->client->tracking) {
@@ -542,7 +542,7 @@ int merge_split(struct req *req, const int *keys, const unsigned *slots,
     merge_attach(req, mg);
     for (i = 0; i < nparts; i++) {
         unsigned first = order[start[i]];
-        merge_send(req, i, cmds[i], cluster_node_for_slot(slots[first]));
+        merge_send(req, i, cmds[i], cluster_node_for_slot(&server.cluster, slots[first]));
     }
     px_free(cmds);
     px_free(order);
@@ -726,7 +726,7 @@ int merge_fanout(struct req *req)
         return 0;
     }
     masters = px_calloc(server.cluster.nnodes + 1, sizeof(*masters));
-    n = cluster_masters(masters, server.cluster.nnodes + 1);
+    n = cluster_masters(&server.cluster, masters, server.cluster.nnodes + 1);
     if (n == 0) {
         req_reply_error(req, "CLUSTERDOWN Hash slot not served");
     } else if (kind == MERGE_SCAN) {

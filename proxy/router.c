@@ -131,7 +131,7 @@ static struct node *router_node(struct req *req)
         req_reply_error(req, "no upstream configured");
         return NULL;
     }
-    if (cluster_keyspec() == NULL) {
+    if (cluster_keyspec(&server.cluster) == NULL) {
         /* Single mode before COMMAND answered: every key is on the one
          * node anyway. */
         return server.cluster.single;
@@ -151,7 +151,7 @@ static struct node *router_node(struct req *req)
             p = resp_cmd_arg(cmd, 1, &len);
             slot = slot_for_key(p, len);
         }
-        n = cluster_node_for_slot(slot);
+        n = cluster_node_for_slot(&server.cluster, slot);
         if (n == NULL) {
             req_reply_error(req, "CLUSTERDOWN Hash slot not served");
         }
@@ -160,7 +160,7 @@ static struct node *router_node(struct req *req)
     if (cmd->argc > ROUTER_STACK_KEYS) {
         keys = px_malloc((size_t)cmd->argc * sizeof(*keys));
     }
-    rc = keyspec_find(cluster_keyspec(), cmd, keys, &nkeys);
+    rc = keyspec_find(cluster_keyspec(&server.cluster), cmd, keys, &nkeys);
     if (rc == KEYSPEC_OK && !router_keys_allowed(req, keys, nkeys)) {
         n = NULL;
         goto out;
@@ -182,7 +182,7 @@ static struct node *router_node(struct req *req)
     if (rc != KEYSPEC_OK || nkeys == 0) {
         /* Keyless, unknown to the node, or malformed: any master answers
          * it (or words the error) as well as another. */
-        n = cluster_any_node();
+        n = cluster_any_node(&server.cluster);
         if (n == NULL) {
             req_reply_error(req, "CLUSTERDOWN Hash slot not served");
         }
@@ -199,7 +199,7 @@ static struct node *router_node(struct req *req)
         }
         slot = s;
     }
-    n = cluster_node_for_slot(slot);
+    n = cluster_node_for_slot(&server.cluster, slot);
     if (n == NULL) {
         req_reply_error(req, "CLUSTERDOWN Hash slot not served");
     }
@@ -256,16 +256,8 @@ static int router_defer_multi(struct req *req)
 static void router_send_swallowed(struct client *c, const char *word)
 {
     const char *argv[1] = { word };
-    size_t lens[1] = { strlen(word) };
-    struct resp_cmd *cmd = resp_cmd_new(1, argv, lens);
-    struct req *m;
 
-    if (cmd == NULL) {
-        px_oom(0);
-    }
-    m = req_new(NULL, cmd);
-    m->swallow = 1;
-    upstream_send(c->priv, m);
+    upstream_send(c->priv, req_own_argv(1, argv, NULL, NULL));
 }
 
 /* Sends the MULTI a deferred transaction owes, ahead of its first command.
@@ -284,7 +276,7 @@ static void router_send_deferred_multi(struct client *c)
  * a key), whose error it drops; EXEC then answers EXECABORT. */
 static int router_priv_allowed(struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec();
+    const struct keyspec *ks = cluster_keyspec(&server.cluster);
     int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, ok = 1;
     struct client *c = req->client;
 
@@ -314,8 +306,8 @@ void router_send_private_to(struct req *req, struct node *n)
         return;
     }
     if (c->priv == NULL) {
-        if (n == NULL && !cluster_ready()) {
-            cluster_hold(req);
+        if (n == NULL && !cluster_ready(&server.cluster)) {
+            cluster_hold(&server.cluster, req);
             return;
         }
         if (n == NULL) {
@@ -327,7 +319,7 @@ void router_send_private_to(struct req *req, struct node *n)
             c->tx_failed = c->multi_deferred;
             return;
         }
-        c->priv = cluster_private_take(n, c, c->proto);
+        c->priv = client_priv_take(c, n);
         if (c->multi_deferred) {
             router_send_deferred_multi(c);
         }
@@ -395,8 +387,8 @@ void router_forward(struct req *req)
         }
         return;
     }
-    if (!cluster_ready()) {
-        cluster_hold(req);
+    if (!cluster_ready(&server.cluster)) {
+        cluster_hold(&server.cluster, req);
         return;
     }
     if (merge_fanout(req)) {
@@ -453,14 +445,14 @@ void router_send_kill(struct req *req)
         req_reply_error(req, "no upstream configured");
         return;
     }
-    if (!cluster_ready()) {
-        cluster_hold(req);
+    if (!cluster_ready(&server.cluster)) {
+        cluster_hold(&server.cluster, req);
         return;
     }
     if (merge_fanout(req)) {
         return; /* cluster mode: every master */
     }
-    cluster_send_oneshot(server.cluster.single, req);
+    cluster_send_oneshot(&server.cluster, server.cluster.single, req);
 }
 
 /* UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE from a client with no private
@@ -518,7 +510,7 @@ static int router_xread_blocks(const struct req *req)
  * one for as long as it subscribes. Everything else is forwarded. */
 static unsigned router_node_flags(const struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec();
+    const struct keyspec *ks = cluster_keyspec(&server.cluster);
     unsigned f;
 
     if (ks == NULL || keyspec_flags(ks, req->cmd, &f) != KEYSPEC_OK) {

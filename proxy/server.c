@@ -48,8 +48,6 @@ void server_mark_client(struct client *c)
     }
 }
 
-}
-
 static void server_on_flush(uv_prepare_t *h)
 {
     int round;

@@ -648,7 +648,7 @@ static void session_client_unblock(struct req *req)
         return;
     }
     up = session_priv_of(id);
-    n = up != NULL ? cluster_node_by_name(up->name) : NULL;
+    n = up != NULL ? cluster_node_by_name(&server.cluster, up->name) : NULL;
     if (n == NULL || queue_empty(&up->inflight)) {
         PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
         req_reply_built(req);
@@ -699,7 +699,7 @@ static void session_tracking_send(struct req *req, int at)
     }
     if (c->priv == NULL && target != NULL) {
         /* Invalidations go to the redirect target's node. */
-        struct node *n = cluster_node_by_name(target->name);
+        struct node *n = cluster_node_by_name(&server.cluster, target->name);
         if (n != NULL) {
             router_send_private_to(req, n);
             return;
@@ -772,13 +772,13 @@ static void session_client_tracking(struct req *req)
         return;
     }
     if (t->priv == NULL) {
-        struct node *n = c->priv != NULL ? cluster_node_by_name(c->priv->name)
-                                         : cluster_any_node();
+        struct node *n = c->priv != NULL ? cluster_node_by_name(&server.cluster, c->priv->name)
+                                         : cluster_any_node(&server.cluster);
         if (n == NULL) {
             req_reply_error(req, "CLUSTERDOWN Hash slot not served");
             return;
         }
-        t->priv = cluster_private_take(n, t, t->proto);
+        t->priv = client_priv_take(t, n);
         t->redir_target = 1;
     }
     req->part = (unsigned)at;
@@ -934,7 +934,7 @@ static const struct session_sub session_subs[] = {
 
 void session_client(struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec();
+    const struct keyspec *ks = cluster_keyspec(&server.cluster);
     const struct session_sub *s = NULL;
     int argc = req->cmd->argc;
     unsigned flags;
