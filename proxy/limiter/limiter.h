@@ -22,6 +22,7 @@ struct conf;
 struct core;
 struct limits_tree;
 struct req;
+struct store_ops;
 
 struct limiter {
     struct core *core;          /* borrowed: the loop (WAIT timers) */
@@ -37,6 +38,9 @@ struct limiter {
     uint64_t fail_open;         /* calls admitted with the store down */
     unsigned embedded : 1;      /* no Redis configured: the in-process
                                    store (decided at limiter_init) */
+
+    /* THE store, chosen at limiter_init from `embedded` (store.h). */
+    const struct store_ops *store;
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when

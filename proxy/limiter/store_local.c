@@ -8,7 +8,11 @@
  * WRONGTYPE or a malformed state; we answer WRONGTYPE). Expired entries
  * read as missing; the cron frees them a few buckets at a time, so memory
  * follows the identities active within their windows, never the ones seen
- * once. */
+ * once.
+ *
+ * At the end, store_local_ops: the same store behind the limiter's store
+ * interface (store.h). Every call decides and completes at once, so it
+ * never holds a request nor counts one in req->owed. No libuv here. */
 #include "proxy/limiter/store_local.h"
 
 #include <string.h>
@@ -22,6 +26,8 @@
 #include "algorithms/sliding_window.h"
 #include "algorithms/token_bucket.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/limiter.h"
+#include "proxy/limiter/store.h"
 
 /* Buckets the cron sweeps per tick (100 ms): a million entries are
  * visited in well under a minute without a pause worth noticing. */
@@ -412,3 +418,130 @@ void store_local_cron(struct store_local *st)
     hmap_sweep(&st->map, &st->sweep_cursor, STORE_LOCAL_SWEEP_BUCKETS,
                store_local_expired, &now);
 }
+
+/* ---------------- The store interface (store.h) ---------------- */
+
+static int store_local_ready(struct limiter *lm, struct req *req)
+{
+    PX_UNUSED(lm);
+    PX_UNUSED(req);
+    return 1;
+}
+
+static void store_local_throttle(struct limiter *lm, struct req *req,
+                                 const struct gcra_params *p, const char *key,
+                                 size_t klen, store_done_fn *done)
+{
+    struct store_reply r = { .kind = STORE_REPLY_INTS };
+    struct gcra_result res;
+    const char *err = NULL;
+
+    if (store_local_gcra(&lm->local, key, klen, p, &res, &err) != GCRA_OK) {
+        r.kind = STORE_REPLY_ERROR;
+        r.text = err;
+    } else {
+        rl_reply_ints(&res.d, r.v);
+    }
+    done(lm, req, &r);
+}
+
+/* Every limit decided at one instant, all written only when all admit
+ * (CHECK), none written otherwise. */
+static void store_local_check_op(struct limiter *lm, struct store_check *c,
+                                 store_check_done_fn *done)
+{
+    struct store_local_limit *sl;
+    struct gcra_params *wp;
+    const char *err = NULL;
+    unsigned i;
+
+    c->done = done;
+    if (c->op == STORE_RESET) {
+        for (i = 0; i < c->n; i++) {
+            c->deleted +=
+                store_local_del(&lm->local, c->lim[i].key, c->lim[i].klen);
+        }
+        done(c);
+        return;
+    }
+    if (c->n == 0) {
+        done(c);
+        return;
+    }
+    sl = px_calloc(c->n, sizeof(*sl));
+    wp = px_calloc(c->n, sizeof(*wp));
+    for (i = 0; i < c->n; i++) {
+        store_write_params(&c->lim[i].p, c->wait_ns, &wp[i]);
+        sl[i].algo = c->lim[i].algo;
+        sl[i].lim = &c->lim[i].lim;
+        sl[i].p = &c->lim[i].p;
+        sl[i].p_write = &wp[i];
+        sl[i].key = c->lim[i].key;
+        sl[i].klen = c->lim[i].klen;
+    }
+    if (store_local_check(&lm->local, c->n, sl, c->cost, c->op == STORE_CHECK,
+                          c->res, c->peek, &err) != 0) {
+        c->err_text = err;
+    }
+    px_free(sl);
+    px_free(wp);
+    done(c);
+}
+
+/* Nothing to give back: a check that is refused anywhere writes nothing. */
+static void store_local_refund(struct limiter *lm, struct store_check *c)
+{
+    PX_UNUSED(lm);
+    PX_UNUSED(c);
+}
+
+static const char *store_local_override_known(struct limiter *lm,
+                                              const char *path, size_t len)
+{
+    return store_local_override_get(&lm->local, path, len);
+}
+
+static void store_local_override(struct limiter *lm, struct req *req,
+                                 enum store_override_op op,
+                                 const struct limits_level *lev,
+                                 const char *path, size_t plen,
+                                 const char *text, size_t tlen,
+                                 store_done_fn *done)
+{
+    struct store_reply r = { .kind = STORE_REPLY_OK };
+
+    PX_UNUSED(lev);
+    if (op == STORE_OVERRIDE_GET) {
+        r.kind = STORE_REPLY_BULK;
+        r.text = store_local_override_get(&lm->local, path, plen);
+        r.len = r.text != NULL ? strlen(r.text) : 0;
+    } else if (op == STORE_OVERRIDE_DEL) {
+        r.kind = STORE_REPLY_INT;
+        r.n = store_local_override_set(&lm->local, path, plen, NULL, 0);
+    } else {
+        store_local_override_set(&lm->local, path, plen, text, tlen);
+    }
+    done(lm, req, &r);
+}
+
+static void store_local_nothing(struct limiter *lm)
+{
+    PX_UNUSED(lm);
+}
+
+static void store_local_cron_op(struct limiter *lm)
+{
+    store_local_cron(&lm->local);
+}
+
+const struct store_ops store_local_ops = {
+    .ready = store_local_ready,
+    .throttle = store_local_throttle,
+    .check = store_local_check_op,
+    .refund = store_local_refund,
+    .override_known = store_local_override_known,
+    .override = store_local_override,
+    .flush = store_local_nothing,
+    .cron = store_local_cron_op,
+    .stop = store_local_nothing,
+};

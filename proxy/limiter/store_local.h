@@ -2,7 +2,10 @@
  * each key's state in a hash map in the proxy and runs the same C models as
  * the scripts run in Redis, so replies are the same. State expires as it
  * would in Redis, checked on access and swept a little on every cron. The
- * run-time overrides (LIMITER OVERRIDE) live here too, by path. */
+ * run-time overrides (LIMITER OVERRIDE) live here too, by path.
+ *
+ * store_local_ops is this store behind the limiter's store interface
+ * (store.h): every call completes at once. */
 #ifndef PX_PROXY_STORE_LOCAL_H
 #define PX_PROXY_STORE_LOCAL_H
 
@@ -15,8 +18,12 @@
 struct gcra_params;
 struct gcra_result;
 struct rl_decision;
+struct store_ops;
 
-/* The store, embedded in the server struct. */
+/* The in-process store behind the store interface (store.h). */
+extern const struct store_ops store_local_ops;
+
+/* The store, embedded in struct limiter. */
 struct store_local {
     struct hmap map;       /* key -> owned struct store_entry */
     struct hmap overrides; /* path -> owned NUL-ended override text */

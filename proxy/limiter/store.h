@@ -1,0 +1,176 @@
+/* The limiter's store: where the state of every limit lives, behind ONE
+ * interface with two implementations side by side.
+ *
+ *   limiter.c (the commands) --> lm->store->op(...) --+--> store_local.c
+ *        ^                                            |    (in the process,
+ *        |                                            |     completes at once)
+ *        +---- completion callback (store_done_fn, ---+--> store_redis.c
+ *              store_check_done_fn)                        (scripts on the
+ *                                                           nodes, later)
+ *
+ * The store is chosen once, at limiter_init (store_choose), from whether a
+ * Redis is configured; nothing else asks which store runs. A store never
+ * writes a reply: it hands what it found (struct store_reply, or the
+ * decisions inside a struct store_check) to the completion callback the
+ * commands gave it, and calls it only while the client still waits (a
+ * store that makes a request wait counts it in req->owed and frees the
+ * orphans through req_owed_back). See docs/ARCHITECTURE.md for the layers. */
+#ifndef PX_PROXY_LIMITER_STORE_H
+#define PX_PROXY_LIMITER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algorithms/gcra.h"
+#include "algorithms/rl.h"
+#include "conf/limits.h"
+#include "parser/buf.h"
+
+struct limiter;
+struct req;
+
+/* Room for a refund token of limiter.lua (a window start, log entries). */
+#define STORE_UNDO_MAX 64
+
+/* Room for the key of one limit: prefix, path, tag braces, "#i:algorithm". */
+#define STORE_KEY_MAX (LIMITS_MAX_PREFIX_BYTES + 2 * LIMITS_MAX_PATH_BYTES + 64)
+
+/* What a throttle or override call came to. */
+struct store_reply {
+    enum store_reply_kind {
+        STORE_REPLY_INTS,  /* v: redis-cell's five integers */
+        STORE_REPLY_ERROR, /* text: the proxy's error (req_reply_error) */
+        STORE_REPLY_FRAME, /* text, len: a node's reply, relayed as it is */
+        STORE_REPLY_INT,   /* n: an integer */
+        STORE_REPLY_BULK,  /* text, len: a bulk string; NULL text: nil */
+        STORE_REPLY_OK,    /* +OK */
+    } kind;
+    int64_t v[5];     /* STORE_REPLY_INTS */
+    long long n;      /* STORE_REPLY_INT */
+    const char *text; /* borrowed for the call */
+    size_t len;       /* bytes of text */
+};
+
+/* Completion of a throttle or override call of `req` (whose client still
+ * waits): writes the reply. */
+typedef void store_done_fn(struct limiter *lm, struct req *req,
+                           const struct store_reply *r);
+
+/* What a LIMITER call does with its limits. */
+enum store_op {
+    STORE_CHECK, /* decide and consume (all or nothing) */
+    STORE_PEEK,  /* decide, consume nothing */
+    STORE_RESET, /* forget the keys */
+};
+
+/* One limit of a tree call. */
+struct store_limit {
+    enum limits_algo algo;     /* which model */
+    struct limits_limit lim;   /* parameters, overrides applied */
+    struct gcra_params p;      /* gcra: the parameters with the cost */
+    char *key;                 /* owned: the limit's key */
+    size_t klen;               /* bytes of key */
+    unsigned group;            /* tag group: one script call */
+    char undo[STORE_UNDO_MAX]; /* what a refund takes back, NUL-ended */
+};
+
+struct store_check;
+
+/* Completion of a tree call (its client still waits): takes `c`. */
+typedef void store_check_done_fn(struct store_check *c);
+
+/* One LIMITER CHECK/PEEK/RESET: built by the commands (the limits of the
+ * path's levels), run by the store (for the Redis store, through the nodes
+ * of its groups: one group per hash tag, one slot, one script call), and
+ * ended by the commands' completion. Owned by whoever runs it; freed by
+ * store_check_free. */
+struct store_check {
+    struct limiter *lm;        /* borrowed: the limiter it runs in */
+    struct req *root;          /* borrowed: the client's request */
+    enum store_op op;          /* what the call does */
+    unsigned tries;            /* whole calls so far, 1.. */
+    unsigned n;                /* limits */
+    unsigned ngroups;          /* script calls */
+    unsigned pending;          /* calls still owed */
+    struct limits_levels *lv;  /* owned: the path's levels */
+    struct store_limit *lim;   /* owned: n limits */
+    struct rl_decision *res;   /* owned: n decisions */
+    struct rl_decision *peek;  /* owned: n states without this request */
+    unsigned char *admitted;   /* owned: ngroups "check went through" */
+    unsigned char *noscript;   /* owned: ngroups "retried with EVAL" */
+    unsigned char stale;       /* a group saw overrides we did not assume */
+    long long deleted;         /* RESET: keys removed */
+    int64_t cost;              /* COST n (0 for PEEK) */
+    int64_t wait_ns;           /* CHECK ... WAIT: the longest delay accepted */
+    struct buf err;            /* owned: the first error reply, a frame */
+    const char *err_text;      /* the store's error text (req_reply_error),
+                                  when err is empty */
+    store_check_done_fn *done; /* the completion */
+};
+
+/* What a LIMITER OVERRIDE call does. */
+enum store_override_op {
+    STORE_OVERRIDE_SET = 1,
+    STORE_OVERRIDE_DEL,
+    STORE_OVERRIDE_GET,
+};
+
+/* THE store interface. Every call that completes `req` does it through
+ * `done`, at once (in-process) or later (Redis). */
+struct store_ops {
+    /* 1 when the store takes calls now; else holds `req` until it can
+     * (it is routed again then) and returns 0. */
+    int (*ready)(struct limiter *lm, struct req *req);
+
+    /* One CL.THROTTLE of `req`: GCRA with `p` on `key`. */
+    void (*throttle)(struct limiter *lm, struct req *req,
+                     const struct gcra_params *p, const char *key, size_t klen,
+                     store_done_fn *done);
+
+    /* Runs `c` (takes it): every limit decided into c->res and c->peek
+     * (CHECK, PEEK), or their keys removed into c->deleted (RESET); an
+     * error in c->err or c->err_text; c->stale when run-time overrides
+     * changed under the call. Then done(c). */
+    void (*check)(struct limiter *lm, struct store_check *c,
+                  store_check_done_fn *done);
+
+    /* Gives back what a CHECK took where it was not taken everywhere (a
+     * group admitted while another refused or failed). */
+    void (*refund)(struct limiter *lm, struct store_check *c);
+
+    /* The run-time override text of `path` this proxy knows of, NUL-ended,
+     * or NULL. */
+    const char *(*override_known)(struct limiter *lm, const char *path,
+                                  size_t len);
+
+    /* LIMITER OVERRIDE SET|DEL|GET of `lev` (the level at `path`); SET
+     * with `text`. */
+    void (*override)(struct limiter *lm, struct req *req,
+                     enum store_override_op op, const struct limits_level *lev,
+                     const char *path, size_t plen, const char *text,
+                     size_t tlen, store_done_fn *done);
+
+    /* Sends what was queued this loop turn. */
+    void (*flush)(struct limiter *lm);
+
+    /* Periodic work. */
+    void (*cron)(struct limiter *lm);
+
+    /* Shutdown: fails the calls not yet sent. */
+    void (*stop)(struct limiter *lm);
+};
+
+/* The store of a limiter: in the process when `embedded`, else the Redis
+ * nodes. */
+const struct store_ops *store_choose(int embedded);
+
+/* Frees `c`, its limits and its decisions. */
+void store_check_free(struct store_check *c);
+
+/* The parameters that decide writes: with WAIT, a request due within the
+ * wait is reserved, so the tolerance grows by it (not for a request that
+ * can never pass: INC > DVT stays refused). */
+void store_write_params(const struct gcra_params *p, int64_t wait_ns,
+                        struct gcra_params *out);
+
+#endif /* PX_PROXY_LIMITER_STORE_H */
