@@ -39,211 +39,18 @@
 #include "proxy/session.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-
-/* A RESP3 verbatim string starts with its format and a colon: "txt:". */
-#define MERGE_VERBATIM_FMT 4
-
-/* SCAN cursors carry the index of the master being walked in their low
- * part: cursor = node_cursor * MERGE_SCAN_NODES + index. */
-#define MERGE_SCAN_NODES 1024
-
-enum merge_kind {
-    MERGE_BY_KEY, /* MGET: array elements back in key order */
-    MERGE_SUM,    /* DEL, UNLINK, EXISTS, TOUCH, DBSIZE: sum of integers */
-    MERGE_ALL_OK, /* MSET, FLUSHALL, FLUSHDB, SCRIPT FLUSH: +OK from all */
-    MERGE_CONCAT, /* KEYS: the arrays one after another */
-    MERGE_SAME,   /* SCRIPT LOAD, FUNCTION LOAD: every node says the same */
-    MERGE_AND,    /* SCRIPT EXISTS: 1 only where every node says 1 */
-    MERGE_SCAN,   /* SCAN: one node's page, cursor rewritten */
-    MERGE_INFO,   /* INFO: the proxy's section, then each node's text */
-    MERGE_ANY_OK, /* SCRIPT KILL, FUNCTION KILL: +OK when one node killed
-                     something, else the first error */
-    MERGE_NUMSUB, /* PUBSUB NUMSUB: [channel, count ...], counts summed */
-};
-
-/* How many kinds there are (the last one plus one). */
-#define MERGE_KINDS (MERGE_NUMSUB + 1)
-
-struct merge {
-    enum merge_kind kind;    /* how the parts combine */
-    unsigned nparts;         /* parts sent */
-    struct buf *parts;       /* owned: each part's reply */
-    unsigned *key_part;      /* owned, MERGE_BY_KEY: part of each key */
-    unsigned nkeys;          /* length of key_part */
-    unsigned scan_node;      /* MERGE_SCAN: index of the master asked */
-    unsigned nmasters;       /* MERGE_SCAN: masters when asked */
-    char (*names)[300];      /* owned, MERGE_INFO: node of each part */
-    unsigned info_proxy : 1; /* MERGE_INFO: the proxy's section was asked
-                                for (no section, all, default, proxy) */
-    unsigned oneshot : 1;    /* parts travel on connections lent for the call
-                                (the shared ones may be stuck behind a busy
-                                script) */
-};
-
-static const char merge_bad_reply[] =
-    "-ERR cellgate got an unexpected reply from a node\r\n";
-
-void merge_free(struct merge *mg)
-{
-    unsigned i;
-
-    if (mg == NULL) {
-        return;
-    }
-    for (i = 0; i < mg->nparts; i++) {
-        buf_free(&mg->parts[i]);
-    }
-    px_free(mg->parts);
-    px_free(mg->key_part);
-    px_free(mg->names);
-    px_free(mg);
-}
-
-/* Makes `mg` the parts of `req`: every part is owed until it comes back. */
-static void merge_attach(struct req *req, struct merge *mg)
-{
-    req->mg = mg;
-    req->mg_free = merge_free;
-    req->owed = mg->nparts;
-}
-
-static struct merge *merge_new(enum merge_kind kind, unsigned nparts)
-{
-    struct merge *mg = px_calloc(1, sizeof(*mg));
-    unsigned i;
-
-    mg->kind = kind;
-    mg->nparts = nparts;
-    mg->parts = px_calloc(nparts, sizeof(*mg->parts));
-    for (i = 0; i < nparts; i++) {
-        buf_init(&mg->parts[i]);
-    }
-    return mg;
-}
-
-/* ---------------- Merging ---------------- */
-
-/* Parses every part. Returns the index of the first part that is an error
- * or not of type `type`, or -1 when all parsed as `type`. */
-static int merge_parse_all(struct merge *mg, struct resp_value *v, char type)
-{
-    unsigned i;
-    size_t used;
-    int bad = -1;
-
-    for (i = 0; i < mg->nparts; i++) {
-        v[i].elem = NULL;
-        v[i].n = 0;
-        if (resp_value_parse(mg->parts[i].data, mg->parts[i].len, &v[i],
-                             &used) != RESP_OK) {
-            memset(&v[i], 0, sizeof(v[i]));
-            v[i].type = '?';
-        }
-        if (bad < 0 && v[i].type != type) {
-            bad = (int)i;
-        }
-    }
-    return bad;
-}
-
-/* The reply for the first bad part: its error, or a generic one. */
-static void merge_reply_bad(struct buf *out, const struct merge *mg,
-                            const struct resp_value *v, int bad)
-{
-    if (v[bad].type == '-') {
-        PX_CHECK_OOM(buf_append(out, mg->parts[bad].data, mg->parts[bad].len));
-    } else {
-        PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
-    }
-}
-
-/* MGET: element j of part p is the value of the j-th key of that part. */
-static void merge_by_key(struct merge *mg, struct resp_value *v,
-                         struct buf *out)
-{
-    unsigned *next = px_calloc(mg->nparts, sizeof(*next));
-    unsigned i;
-
-    PX_CHECK_OOM(resp_enc_array_header(out, mg->nkeys));
-    for (i = 0; i < mg->nkeys; i++) {
-        unsigned p = mg->key_part[i];
-        const struct resp_value *e;
-        if (next[p] >= v[p].n) {
-            buf_clear(out);
-            PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
-            break;
-        }
-        e = &v[p].elem[next[p]++];
-        PX_CHECK_OOM(buf_append(out, e->raw, e->raw_len));
-    }
-    px_free(next);
-}
-
-static void merge_scan(struct merge *mg, struct resp_value *v, struct buf *out)
-{
-    const struct resp_value *cur;
-    unsigned long long c = 0, next;
-    char num[32];
-    size_t k;
-    int n;
-
-    if (v[0].n != 2 || v[0].elem[0].str == NULL || v[0].elem[1].type != '*') {
-        PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
-        return;
-    }
-    cur = &v[0].elem[0];
-    for (k = 0; k < cur->len && cur->str[k] >= '0' && cur->str[k] <= '9'; k++) {
-        c = c * 10 + (unsigned long long)(cur->str[k] - '0');
-    }
-    if (c > (UINT64_MAX - MERGE_SCAN_NODES) / MERGE_SCAN_NODES) {
-        PX_CHECK_OOM(buf_append_str(out, merge_bad_reply));
-        return;
-    }
-    if (c != 0) {
-        next = c * MERGE_SCAN_NODES + mg->scan_node;
-    } else if (mg->scan_node + 1 < mg->nmasters) {
-        next = mg->scan_node + 1; /* this master is done: the next one */
-    } else {
-        next = 0; /* every master walked */
-    }
-    n = snprintf(num, sizeof(num), "%llu", next);
-    PX_CHECK_OOM(resp_enc_array_header(out, 2));
-    PX_CHECK_OOM(resp_enc_bulk(out, num, (size_t)n));
-    PX_CHECK_OOM(buf_append(out, v[0].elem[1].raw, v[0].elem[1].raw_len));
-}
-
-/* PUBSUB NUMSUB: every node counts its own subscribers of each channel;
- * the channels are the same, in the same order, in every part. */
-static void merge_numsub(struct merge *mg, struct resp_value *v,
-                         struct buf *out)
-{
-    size_t j;
-    unsigned i;
-
-    PX_CHECK_OOM(resp_enc_array_header(out, (long long)v[0].n));
-    for (j = 0; j < v[0].n; j++) {
-        long long sum = 0;
-        if (j % 2 == 0) {
-            PX_CHECK_OOM(
-                buf_append(out, v[0].elem[j].raw, v[0].elem[j].raw_len));
-            continue;
-        }
-        for (i = 0; i < mg->nparts; i++) {
-            if (j < v[i].n) {
-                sum += v[i].elem[j].integer;
-            }
-        }
-        PX_CHECK_OOM(resp_enc_int(out, sum));
-    }
-}
+#include "proxy/merge_build.h"
 
 /* The "# Proxy" section of INFO: cellgate's own numbers. */
-static void merge_info_proxy(const struct merge *mg, struct buf *out,
-                             unsigned covered)
+static void merge_info_proxy(const struct merge *mg, struct buf *out)
 {
     const struct cluster *cl = &server.cluster;
     char line[256];
+    unsigned i, covered = 0;
 
+    for (i = 0; i < CLUSTER_SLOTS; i++) {
+        covered += cl->slot[i] != NULL;
+    }
     snprintf(line, sizeof(line),
              "# Proxy\r\ncellgate_version:%s\r\nproxy_mode:%s\r\n"
              "connected_clients:%u\r\ntotal_connections_received:%llu\r\n"
@@ -269,136 +76,12 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out,
     session_info_libs(out);
 }
 
-/* INFO: a "# Proxy" section of cellgate's own, then every node's INFO
- * under a "# Node host:port" header, as one bulk string. */
-static void merge_info(struct merge *mg, struct resp_value *v, struct buf *out,
-                       int proto)
+/* Makes `mg` the parts of `req`: every part is owed until it comes back. */
+static void merge_attach(struct req *req, struct merge *mg)
 {
-    const struct cluster *cl = &server.cluster;
-    struct buf text;
-    char line[256];
-    unsigned i, covered = 0;
-
-    for (i = 0; i < CLUSTER_SLOTS; i++) {
-        covered += cl->slot[i] != NULL;
-    }
-    buf_init(&text);
-    if (mg->info_proxy) {
-        merge_info_proxy(mg, &text, covered);
-    }
-    for (i = 0; i < mg->nparts; i++) {
-        const char *p = v[i].str;
-        size_t n = v[i].len;
-        if (v[i].type == '=' && n >= MERGE_VERBATIM_FMT) {
-            p += MERGE_VERBATIM_FMT; /* "txt:" */
-            n -= MERGE_VERBATIM_FMT;
-        }
-        /* A blank line between sections, none before the first. */
-        snprintf(line, sizeof(line), "%s# Node %s\r\n",
-                 text.len > 0 ? "\r\n" : "", mg->names[i]);
-        PX_CHECK_OOM(buf_append_str(&text, line));
-        PX_CHECK_OOM(buf_append(&text, p, n));
-    }
-    PX_CHECK_OOM(resp_enc_verbatim(out, "txt", text.data, text.len, proto));
-    buf_free(&text);
-}
-
-/* Builds the root's reply from its parts' replies, in protocol `proto`. */
-static void merge_build(struct merge *mg, struct buf *out, int proto)
-{
-    static const char type_of[MERGE_KINDS] = {
-        [MERGE_BY_KEY] = '*', [MERGE_SUM] = ':',  [MERGE_ALL_OK] = '+',
-        [MERGE_CONCAT] = '*', [MERGE_SAME] = '$', [MERGE_AND] = '*',
-        [MERGE_SCAN] = '*',   [MERGE_INFO] = '$', [MERGE_ANY_OK] = '+',
-        [MERGE_NUMSUB] = '*',
-    };
-    struct resp_value *v = px_calloc(mg->nparts, sizeof(*v));
-    char type = type_of[mg->kind];
-    unsigned i;
-    size_t j;
-    int bad;
-
-    if (mg->kind == MERGE_INFO && proto == RESP_PROTO3) {
-        type = '='; /* INFO is a verbatim string in RESP3 */
-    }
-    if (mg->kind == MERGE_ANY_OK) {
-        for (i = 0; i < mg->nparts; i++) {
-            if (mg->parts[i].len > 0 && mg->parts[i].data[0] == '+') {
-                PX_CHECK_OOM(
-                    buf_append(out, mg->parts[i].data, mg->parts[i].len));
-                px_free(v);
-                return;
-            }
-        }
-        PX_CHECK_OOM(buf_append(out, mg->parts[0].data, mg->parts[0].len));
-        px_free(v);
-        return;
-    }
-    bad = merge_parse_all(mg, v, type);
-
-    if (bad >= 0) {
-        merge_reply_bad(out, mg, v, bad);
-        goto out;
-    }
-    switch (mg->kind) {
-    case MERGE_BY_KEY:
-        merge_by_key(mg, v, out);
-        break;
-    case MERGE_SUM: {
-        long long sum = 0;
-        for (i = 0; i < mg->nparts; i++) {
-            sum += v[i].integer;
-        }
-        PX_CHECK_OOM(resp_enc_int(out, sum));
-        break;
-    }
-    case MERGE_ALL_OK:
-    case MERGE_SAME:
-        PX_CHECK_OOM(buf_append(out, mg->parts[0].data, mg->parts[0].len));
-        break;
-    case MERGE_CONCAT: {
-        size_t total = 0;
-        for (i = 0; i < mg->nparts; i++) {
-            total += v[i].n;
-        }
-        PX_CHECK_OOM(resp_enc_array_header(out, (long long)total));
-        for (i = 0; i < mg->nparts; i++) {
-            for (j = 0; j < v[i].n; j++) {
-                PX_CHECK_OOM(
-                    buf_append(out, v[i].elem[j].raw, v[i].elem[j].raw_len));
-            }
-        }
-        break;
-    }
-    case MERGE_AND:
-        PX_CHECK_OOM(resp_enc_array_header(out, (long long)v[0].n));
-        for (j = 0; j < v[0].n; j++) {
-            long long all = 1;
-            for (i = 0; i < mg->nparts; i++) {
-                if (j >= v[i].n || v[i].elem[j].integer == 0) {
-                    all = 0;
-                }
-            }
-            PX_CHECK_OOM(resp_enc_int(out, all));
-        }
-        break;
-    case MERGE_SCAN:
-        merge_scan(mg, v, out);
-        break;
-    case MERGE_INFO:
-        merge_info(mg, v, out, proto);
-        break;
-    case MERGE_ANY_OK:
-        break; /* built above */
-    case MERGE_NUMSUB:
-        merge_numsub(mg, v, out);
-        break;
-    }
-out:
-    for (i = 0; i < mg->nparts; i++) {
-        resp_value_free(&v[i]);
-    }
-    px_free(v);
+    req->mg = mg;
+    req->mg_free = merge_free;
+    req->owed = mg->nparts;
 }
 
 static void merge_on_part(struct req *part, const char *frame, size_t len)
@@ -409,6 +92,9 @@ static void merge_on_part(struct req *part, const char *frame, size_t len)
     PX_CHECK_OOM(buf_append(&mg->parts[part->part], frame, len));
     if (!req_owed_back(root) || root->owed > 0) {
         return; /* more to come, or its client left meanwhile */
+    }
+    if (mg->info_proxy) {
+        merge_info_proxy(mg, &mg->proxy_info);
     }
     merge_build(mg, &root->reply, root->proto);
     req_reply_built(root);

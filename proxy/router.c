@@ -56,6 +56,7 @@
 #include "proxy/merge.h"
 #include "proxy/pubsub.h"
 #include "proxy/core/req.h"
+#include "proxy/core/route.h"
 #include "proxy/server.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
@@ -66,30 +67,26 @@
 /* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
 #define ROUTER_STACK_KEYS 32
 
+/* What the routing decision needs to know about the proxy and `req`'s
+ * client. */
+static void router_route_in(const struct req *req, struct route_in *in)
+{
+    in->cluster = server.cluster.enabled;
+    in->has_upstream = server.cluster.enabled || server.cluster.single != NULL;
+    in->keys = cluster_keyspec(&server.cluster);
+    in->key_prefix = server.conf->key_prefix;
+    in->admin = req->client->admin;
+}
+
 /* Limiter keys belong to the proxy: a client that is not admin may not
  * touch keys under the key prefix with ordinary commands (a stray DEL or
- * SET would reset or forge limits). 1 when allowed; else replies. */
-static int router_keys_allowed(struct req *req, const int *keys, int nkeys)
+ * SET would reset or forge limits). */
+static void router_reply_noperm(struct req *req)
 {
-    const char *prefix = server.conf->key_prefix;
-    size_t plen = strlen(prefix), len;
-    const char *p;
-    int k;
-
-    if (req->client->admin) {
-        return 1;
-    }
-    for (k = 0; k < nkeys; k++) {
-        p = resp_cmd_arg(req->cmd, keys[k], &len);
-        if (len >= plen && memcmp(p, prefix, plen) == 0) {
-            req_reply_error(req,
-                            "NOPERM keys under '%s' belong to the rate "
-                            "limiter; AUTH admin to touch them",
-                            prefix);
-            return 0;
-        }
-    }
-    return 1;
+    req_reply_error(req,
+                    "NOPERM keys under '%s' belong to the rate limiter; "
+                    "AUTH admin to touch them",
+                    server.conf->key_prefix);
 }
 
 /* Keys of several slots: split the command by slot when it is one that
@@ -114,96 +111,57 @@ static void router_cross_slot(struct req *req, const int *keys, int nkeys)
     px_free(slots);
 }
 
-/* The node that must serve `req`, from the slot of its keys. Completes
+/* The node that must serve `req`, from the routing decision. Completes
  * `req` with an error and returns NULL when there is none (no upstream,
- * keys in several slots, an uncovered slot). */
+ * keys in several slots, an uncovered slot); a command that splits by
+ * slot is taken by merge_split (NULL too). */
 static struct node *router_node(struct req *req)
 {
-    const struct resp_cmd *cmd = req->cmd;
     int stack[ROUTER_STACK_KEYS], *keys = stack;
-    int nkeys = 0, rc, k;
-    unsigned slot = 0;
-    struct node *n;
+    struct route_in in;
+    struct route r;
+    struct node *n = NULL;
     size_t len;
     const char *p;
 
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
+    if (req->cmd->argc > ROUTER_STACK_KEYS) {
+        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
+    }
+    router_route_in(req, &in);
+    switch (route_decide(&in, req->cmd, keys, &r)) {
+    case ROUTE_NO_UPSTREAM:
         req_reply_error(req, "no upstream configured");
-        return NULL;
-    }
-    if (cluster_keyspec(&server.cluster) == NULL) {
-        /* Single mode before COMMAND answered: every key is on the one
-         * node anyway. */
-        return server.cluster.single;
-    }
-    if (server.cluster.enabled && cmd->argc >= 2 &&
-        (resp_cmd_arg_is(cmd, 0, "publish") ||
-         resp_cmd_arg_is(cmd, 0, "subscribe") ||
-         resp_cmd_arg_is(cmd, 0, "psubscribe") ||
-         (resp_cmd_arg_is(cmd, 0, "pubsub") &&
-          resp_cmd_arg_is(cmd, 1, "numpat")))) {
-        /* The channel's slot: any node would relay the message, but only
-         * its subscribers count, and one node keeps one publisher's
-         * messages in order. Patterns have no slot: they all live on the
-         * master of slot 0. */
-        if (resp_cmd_arg_is(cmd, 0, "publish") ||
-            resp_cmd_arg_is(cmd, 0, "subscribe")) {
-            p = resp_cmd_arg(cmd, 1, &len);
-            slot = slot_for_key(p, len);
-        }
-        n = cluster_node_for_slot(&server.cluster, slot);
-        if (n == NULL) {
-            req_reply_error(req, "CLUSTERDOWN Hash slot not served");
-        }
-        return n;
-    }
-    if (cmd->argc > ROUTER_STACK_KEYS) {
-        keys = px_malloc((size_t)cmd->argc * sizeof(*keys));
-    }
-    rc = keyspec_find(cluster_keyspec(&server.cluster), cmd, keys, &nkeys);
-    if (rc == KEYSPEC_OK && !router_keys_allowed(req, keys, nkeys)) {
-        n = NULL;
-        goto out;
-    }
-    if (!server.cluster.enabled) {
+        break;
+    case ROUTE_SINGLE:
         n = server.cluster.single;
-        goto out;
-    }
-    if (rc == KEYSPEC_EMOVABLE) {
-        p = resp_cmd_arg(cmd, 0, &len);
+        break;
+    case ROUTE_NOPERM:
+        router_reply_noperm(req);
+        break;
+    case ROUTE_UNLOCATABLE:
+        p = resp_cmd_arg(req->cmd, 0, &len);
         req_reply_error(
             req,
             "cellgate cannot locate the keys of command "
             "'%.*s' in cluster mode",
             (int)(len > ROUTER_NAME_SHOWN ? ROUTER_NAME_SHOWN : len), p);
-        n = NULL;
-        goto out;
-    }
-    if (rc != KEYSPEC_OK || nkeys == 0) {
-        /* Keyless, unknown to the node, or malformed: any master answers
-         * it (or words the error) as well as another. */
+        break;
+    case ROUTE_CROSSSLOT:
+        router_cross_slot(req, keys, r.nkeys);
+        break;
+    case ROUTE_ANY:
         n = cluster_any_node(&server.cluster);
         if (n == NULL) {
             req_reply_error(req, "CLUSTERDOWN Hash slot not served");
         }
-        goto out;
-    }
-    for (k = 0; k < nkeys; k++) {
-        unsigned s;
-        p = resp_cmd_arg(cmd, keys[k], &len);
-        s = slot_for_key(p, len);
-        if (k > 0 && s != slot) {
-            n = NULL;
-            router_cross_slot(req, keys, nkeys);
-            goto out;
+        break;
+    case ROUTE_SLOT:
+        n = cluster_node_for_slot(&server.cluster, r.slot);
+        if (n == NULL) {
+            req_reply_error(req, "CLUSTERDOWN Hash slot not served");
         }
-        slot = s;
+        break;
     }
-    n = cluster_node_for_slot(&server.cluster, slot);
-    if (n == NULL) {
-        req_reply_error(req, "CLUSTERDOWN Hash slot not served");
-    }
-out:
     if (keys != stack) {
         px_free(keys);
     }
@@ -276,24 +234,24 @@ static void router_send_deferred_multi(struct client *c)
  * a key), whose error it drops; EXEC then answers EXECABORT. */
 static int router_priv_allowed(struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec(&server.cluster);
-    int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, ok = 1;
+    int stack[ROUTER_STACK_KEYS], *keys = stack, ok;
     struct client *c = req->client;
+    struct route_in in;
+    struct route r;
 
-    if (c->admin || ks == NULL) {
-        return 1;
-    }
     if (req->cmd->argc > ROUTER_STACK_KEYS) {
         keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
     }
-    if (keyspec_find(ks, req->cmd, keys, &nkeys) == KEYSPEC_OK) {
-        ok = router_keys_allowed(req, keys, nkeys);
-    }
+    router_route_in(req, &in);
+    ok = route_decide(&in, req->cmd, keys, &r) != ROUTE_NOPERM;
     if (keys != stack) {
         px_free(keys);
     }
-    if (!ok && c->multi) {
-        router_send_swallowed(c, "GET");
+    if (!ok) {
+        router_reply_noperm(req);
+        if (c->multi) {
+            router_send_swallowed(c, "GET");
+        }
     }
     return ok;
 }

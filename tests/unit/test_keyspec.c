@@ -9,29 +9,9 @@
 #include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
+#include "tests/support/command_reply.h"
 
 PX_TEST_SUITE(keyspec);
-
-/* Appends one COMMAND entry in Redis 7's shape (10 fields). */
-static void entry(struct buf *b, const char *name, int arity, int movable,
-                  int first, int last, int step, int nsub)
-{
-    cr_assert_eq(resp_enc_array_header(b, 10), BUF_OK);
-    resp_enc_bulk(b, name, strlen(name));
-    resp_enc_int(b, arity);
-    resp_enc_array_header(b, movable ? 2 : 1);
-    resp_enc_simple(b, "write");
-    if (movable) {
-        resp_enc_simple(b, "movablekeys");
-    }
-    resp_enc_int(b, first);
-    resp_enc_int(b, last);
-    resp_enc_int(b, step);
-    resp_enc_array_header(b, 0); /* acl categories */
-    resp_enc_array_header(b, 0); /* tips */
-    resp_enc_array_header(b, 0); /* key specs */
-    resp_enc_array_header(b, nsub);
-}
 
 static struct keyspec *table(void)
 {
@@ -40,19 +20,19 @@ static struct keyspec *table(void)
 
     buf_init(&b);
     resp_enc_array_header(&b, 12);
-    entry(&b, "get", 2, 0, 1, 1, 1, 0);
-    entry(&b, "MSET", -3, 0, 1, -1, 2, 0);
-    entry(&b, "mget", -2, 0, 1, -1, 1, 0);
-    entry(&b, "ping", -1, 0, 0, 0, 0, 0);
-    entry(&b, "eval", -3, 1, 0, 0, 0, 0);
-    entry(&b, "xread", -4, 1, 0, 0, 0, 0);
-    entry(&b, "zunionstore", -4, 1, 1, 1, 1, 0);
-    entry(&b, "sort", -2, 1, 1, 1, 1, 0);
-    entry(&b, "migrate", -6, 1, 3, 3, 1, 0);
-    entry(&b, "mymodule.weird", -2, 1, 0, 0, 0, 0);
-    entry(&b, "object", -2, 0, 0, 0, 0, 1);
-    entry(&b, "object|encoding", 3, 0, 2, 2, 1, 0);
-    entry(&b, "blmpop", -5, 1, 0, 0, 0, 0);
+    command_entry(&b, "get", 2, 0, 1, 1, 1, 0);
+    command_entry(&b, "MSET", -3, 0, 1, -1, 2, 0);
+    command_entry(&b, "mget", -2, 0, 1, -1, 1, 0);
+    command_entry(&b, "ping", -1, 0, 0, 0, 0, 0);
+    command_entry(&b, "eval", -3, 1, 0, 0, 0, 0);
+    command_entry(&b, "xread", -4, 1, 0, 0, 0, 0);
+    command_entry(&b, "zunionstore", -4, 1, 1, 1, 1, 0);
+    command_entry(&b, "sort", -2, 1, 1, 1, 1, 0);
+    command_entry(&b, "migrate", -6, 1, 3, 3, 1, 0);
+    command_entry(&b, "mymodule.weird", -2, 1, 0, 0, 0, 0);
+    command_entry(&b, "object", -2, 0, 0, 0, 0, 1);
+    command_entry(&b, "object|encoding", 3, 0, 2, 2, 1, 0);
+    command_entry(&b, "blmpop", -5, 1, 0, 0, 0, 0);
     /* The header said 12 entries; the 13th is outside the frame. */
     ks = keyspec_new(b.data, b.len);
     buf_free(&b);
