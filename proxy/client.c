@@ -36,13 +36,13 @@
 #include "parser/resp_enc.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/log.h"
-#include "proxy/merge.h"
-#include "proxy/pubsub.h"
 #include "proxy/core/req.h"
-#include "proxy/router.h"
-#include "proxy/server.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/merge.h"
+#include "proxy/pubsub.h"
+#include "proxy/router.h"
+#include "proxy/server.h"
 
 static const char reply_max_clients[] =
     "-ERR max number of clients reached\r\n";
@@ -582,8 +582,7 @@ static const struct upstream_ops client_priv_ops = {
 struct upstream *client_priv_take(struct client *c, struct node *node)
 {
     struct upstream *up =
-        cluster_private_take(&server.cluster, node, c->proto,
-                             &client_priv_ops);
+        cluster_private_take(&server.cluster, node, c->proto, &client_priv_ops);
 
     up->owner = c;
     return up;

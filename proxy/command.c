@@ -19,13 +19,13 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
-#include "proxy/limiter/limiter.h"
 #include "proxy/core/req.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
+#include "proxy/limiter/limiter.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
-#include "proxy/core/upstream.h"
-#include "proxy/core/util.h"
 
 /* Longest command name we look up; longer names are never in the table. */
 #define CMD_NAME_MAX 32
@@ -392,95 +392,209 @@ static void cmd_limiter(struct req *req)
 
 /* ---------------- The table ---------------- */
 
-/* Sorted by name (test_command checks it). */
+/* Sorted by name (test_command checks it). Where each command goes, in
+ * one place: `how` (command.h) for every command cellgate treats
+ * specially; a command not listed is forwarded to the node of its keys.
+ * "name|sub" entries say how a subcommand is fanned out. */
 static const struct cmd_def cmd_defs[] = {
-    { .name = "asking",
-      .arity = 1,
-      .flags = CMD_F_LOCAL,
-      .proc = session_asking },
+    { .name = "asking", .arity = 1, .how = CMD_LOCAL, .proc = session_asking },
     { .name = "auth",
       .arity = -2,
-      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .how = CMD_LOCAL,
+      .flags = CMD_F_NOAUTH,
       .proc = cmd_auth },
-    { .name = "blmove", .arity = 6, .flags = CMD_F_BLOCKING },
-    { .name = "blmpop", .arity = -5, .flags = CMD_F_BLOCKING },
-    { .name = "blpop", .arity = -3, .flags = CMD_F_BLOCKING },
-    { .name = "brpop", .arity = -3, .flags = CMD_F_BLOCKING },
-    { .name = "brpoplpush", .arity = 4, .flags = CMD_F_BLOCKING },
-    { .name = "bzmpop", .arity = -5, .flags = CMD_F_BLOCKING },
-    { .name = "bzpopmax", .arity = -3, .flags = CMD_F_BLOCKING },
-    { .name = "bzpopmin", .arity = -3, .flags = CMD_F_BLOCKING },
+    { .name = "blmove",
+      .arity = 6,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "blmpop",
+      .arity = -5,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "blpop",
+      .arity = -3,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "brpop",
+      .arity = -3,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "brpoplpush",
+      .arity = 4,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "bzmpop",
+      .arity = -5,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "bzpopmax",
+      .arity = -3,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "bzpopmin",
+      .arity = -3,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
     { .name = "cl.throttle",
       .arity = -1,
-      .flags = CMD_F_LOCAL,
+      .how = CMD_LIMITER,
       .proc = cmd_cl_throttle },
-    { .name = "client",
-      .arity = -2,
-      .flags = CMD_F_LOCAL,
-      .proc = session_client },
-    /* DEBUG SLEEP, DEBUG RELOAD...: a connection of its own for the call,
-     * so nothing queues behind it on a shared one. */
+    { .name = "client", .arity = -2, .how = CMD_LOCAL, .proc = session_client },
+    /* Subcommands that reach every master: looked up by
+     * cmd_lookup_merge only, never as a command name. */
+    { .name = "client|pause",
+      .arity = -3,
+      .how = CMD_FANOUT,
+      .merge = MERGE_ALL_OK },
+    { .name = "client|unpause",
+      .arity = 2,
+      .how = CMD_FANOUT,
+      .merge = MERGE_ALL_OK },
     /* COMMAND is a @connection command that changes nothing: forwarded
      * (the entry keeps the @connection rule of the router off it). */
-    { .name = "command", .arity = -1, .flags = 0 },
-    { .name = "debug", .arity = -2, .flags = CMD_F_BLOCKING },
-    { .name = "discard", .arity = 1, .flags = CMD_F_TXEND },
-    { .name = "echo", .arity = 2, .flags = CMD_F_LOCAL, .proc = cmd_echo },
-    { .name = "exec", .arity = 1, .flags = CMD_F_TXEND },
-    { .name = "function",
+    { .name = "command", .arity = -1, .how = CMD_FORWARD },
+    { .name = "dbsize", .arity = 1, .how = CMD_FANOUT, .merge = MERGE_SUM },
+    /* DEBUG SLEEP, DEBUG RELOAD...: a connection of its own for the call,
+     * so nothing queues behind it on a shared one. */
+    { .name = "debug",
       .arity = -2,
-      .flags = CMD_F_LOCAL,
-      .proc = cmd_function },
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "del", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
+    { .name = "discard", .arity = 1, .how = CMD_PRIVATE, .flags = CMD_F_TXEND },
+    { .name = "echo", .arity = 2, .how = CMD_LOCAL, .proc = cmd_echo },
+    { .name = "exec", .arity = 1, .how = CMD_PRIVATE, .flags = CMD_F_TXEND },
+    { .name = "exists", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
+    { .name = "flushall",
+      .arity = -1,
+      .how = CMD_FANOUT,
+      .merge = MERGE_ALL_OK },
+    { .name = "flushdb",
+      .arity = -1,
+      .how = CMD_FANOUT,
+      .merge = MERGE_ALL_OK },
+    { .name = "function", .arity = -2, .how = CMD_LOCAL, .proc = cmd_function },
+    { .name = "function|kill",
+      .arity = 2,
+      .how = CMD_FANOUT,
+      .merge = MERGE_ANY_OK },
+    { .name = "function|load",
+      .arity = -3,
+      .how = CMD_FANOUT,
+      .merge = MERGE_SAME },
     { .name = "hello",
       .arity = -1,
-      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .how = CMD_LOCAL,
+      .flags = CMD_F_NOAUTH,
       .proc = cmd_hello },
-    { .name = "limiter",
+    /* INFO: every master's text under "# Node host:port", after the
+     * proxy's own "# Proxy" section (also in single mode). */
+    { .name = "info", .arity = -1, .how = CMD_FANOUT, .merge = MERGE_INFO },
+    { .name = "keys", .arity = 2, .how = CMD_FANOUT, .merge = MERGE_CONCAT },
+    { .name = "limiter", .arity = -1, .how = CMD_LIMITER, .proc = cmd_limiter },
+    { .name = "mget", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_BY_KEY },
+    { .name = "monitor",
+      .arity = 1,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_MONITOR },
+    /* Split by slot: not atomic across slots (Redis refuses such
+     * commands); `split_multikey: no` turns it off. */
+    { .name = "mset", .arity = -3, .how = CMD_SPLIT, .merge = MERGE_ALL_OK },
+    { .name = "multi", .arity = 1, .how = CMD_PRIVATE, .flags = CMD_F_MULTI },
+    { .name = "ping", .arity = -1, .how = CMD_LOCAL, .proc = cmd_ping },
+    { .name = "psubscribe",
+      .arity = -2,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_PUBSUB },
+    { .name = "psync", .arity = -3, .how = CMD_TUNNEL },
+    { .name = "pubsub|channels",
+      .arity = -2,
+      .how = CMD_FANOUT,
+      .merge = MERGE_CONCAT },
+    /* Subscribers are spread over the nodes: summed. */
+    { .name = "pubsub|numsub",
+      .arity = -2,
+      .how = CMD_FANOUT,
+      .merge = MERGE_NUMSUB },
+    { .name = "punsubscribe",
       .arity = -1,
-      .flags = CMD_F_LOCAL,
-      .proc = cmd_limiter },
-    { .name = "monitor", .arity = 1, .flags = CMD_F_MONITOR },
-    { .name = "multi", .arity = 1, .flags = CMD_F_MULTI },
-    { .name = "ping", .arity = -1, .flags = CMD_F_LOCAL, .proc = cmd_ping },
-    { .name = "psubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
-    { .name = "psync", .arity = -3, .flags = CMD_F_TUNNEL },
-    { .name = "punsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_UNSUB },
     { .name = "quit",
       .arity = -1,
-      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .how = CMD_LOCAL,
+      .flags = CMD_F_NOAUTH,
       .proc = cmd_quit },
     { .name = "readonly",
       .arity = 1,
-      .flags = CMD_F_LOCAL,
+      .how = CMD_LOCAL,
       .proc = session_readonly },
     { .name = "readwrite",
       .arity = 1,
-      .flags = CMD_F_LOCAL,
+      .how = CMD_LOCAL,
       .proc = session_readonly },
     /* REPLCONF ACK/GETACK have no reply: on a shared connection every
      * later reply would go to the wrong request. (After SYNC it goes down
      * the client's tunnel.) */
-    { .name = "replconf", .arity = -1, .flags = CMD_F_REFUSE },
+    { .name = "replconf", .arity = -1, .how = CMD_REFUSE },
     { .name = "reset",
       .arity = 1,
-      .flags = CMD_F_LOCAL | CMD_F_NOAUTH,
+      .how = CMD_LOCAL,
+      .flags = CMD_F_NOAUTH,
       .proc = cmd_reset },
-    { .name = "script", .arity = -2, .flags = CMD_F_LOCAL, .proc = cmd_script },
-    { .name = "select",
+    { .name = "scan", .arity = -2, .how = CMD_FANOUT, .merge = MERGE_SCAN },
+    { .name = "script", .arity = -2, .how = CMD_LOCAL, .proc = cmd_script },
+    { .name = "script|exists",
+      .arity = -3,
+      .how = CMD_FANOUT,
+      .merge = MERGE_AND },
+    { .name = "script|flush",
+      .arity = -2,
+      .how = CMD_FANOUT,
+      .merge = MERGE_ALL_OK },
+    { .name = "script|kill",
       .arity = 2,
-      .flags = CMD_F_LOCAL,
-      .proc = session_select },
-    { .name = "ssubscribe", .arity = -2, .flags = CMD_F_PUBSUB },
-    { .name = "subscribe", .arity = -2, .flags = CMD_F_PUBSUB },
-    { .name = "sunsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
-    { .name = "sync", .arity = 1, .flags = CMD_F_TUNNEL },
-    { .name = "unsubscribe", .arity = -1, .flags = CMD_F_UNSUB },
-    { .name = "unwatch", .arity = 1, .flags = CMD_F_UNWATCH },
-    { .name = "wait", .arity = 3, .flags = CMD_F_BLOCKING },
-    { .name = "waitaof", .arity = 4, .flags = CMD_F_BLOCKING },
-    { .name = "watch", .arity = -2, .flags = CMD_F_WATCH },
-    { .name = "xread", .arity = -4, .flags = CMD_F_XBLOCK },
-    { .name = "xreadgroup", .arity = -7, .flags = CMD_F_XBLOCK },
+      .how = CMD_FANOUT,
+      .merge = MERGE_ANY_OK },
+    { .name = "script|load",
+      .arity = 3,
+      .how = CMD_FANOUT,
+      .merge = MERGE_SAME },
+    { .name = "select", .arity = 2, .how = CMD_LOCAL, .proc = session_select },
+    { .name = "ssubscribe",
+      .arity = -2,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_PUBSUB },
+    { .name = "subscribe",
+      .arity = -2,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_PUBSUB },
+    { .name = "sunsubscribe",
+      .arity = -1,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_UNSUB },
+    { .name = "sync", .arity = 1, .how = CMD_TUNNEL },
+    { .name = "touch", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
+    { .name = "unlink", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
+    { .name = "unsubscribe",
+      .arity = -1,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_UNSUB },
+    { .name = "unwatch",
+      .arity = 1,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_UNWATCH },
+    { .name = "wait", .arity = 3, .how = CMD_PRIVATE, .flags = CMD_F_BLOCKING },
+    { .name = "waitaof",
+      .arity = 4,
+      .how = CMD_PRIVATE,
+      .flags = CMD_F_BLOCKING },
+    { .name = "watch", .arity = -2, .how = CMD_PRIVATE, .flags = CMD_F_WATCH },
+    { .name = "xread", .arity = -4, .how = CMD_FORWARD, .flags = CMD_F_XBLOCK },
+    { .name = "xreadgroup",
+      .arity = -7,
+      .how = CMD_FORWARD,
+      .flags = CMD_F_XBLOCK },
 };
 
 static int cmd_compare(const void *key, const void *elem)
@@ -499,10 +613,45 @@ const struct cmd_def *cmd_lookup(const char *name, size_t len)
     }
     for (k = 0; k < len; k++) {
         lower[k] = (char)tolower((unsigned char)name[k]);
+        if (lower[k] == '|') {
+            return NULL; /* subcommand entries are not command names */
+        }
     }
     lower[len] = '\0';
     return bsearch(lower, cmd_defs, ARRAY_SIZE(cmd_defs), sizeof(cmd_defs[0]),
                    cmd_compare);
+}
+
+const struct cmd_def *cmd_lookup_merge(const struct resp_cmd *cmd)
+{
+    char name[2 * CMD_NAME_MAX + 2];
+    const struct cmd_def *def;
+    const char *p;
+    size_t len, slen, k;
+
+    p = resp_cmd_arg(cmd, 0, &len);
+    def = cmd_lookup(p, len);
+    if (def != NULL && (def->how == CMD_SPLIT || def->how == CMD_FANOUT)) {
+        return def;
+    }
+    if (cmd->argc < 2 || len == 0 || len > CMD_NAME_MAX) {
+        return NULL;
+    }
+    for (k = 0; k < len; k++) {
+        name[k] = (char)tolower((unsigned char)p[k]);
+    }
+    name[len] = '|';
+    p = resp_cmd_arg(cmd, 1, &slen);
+    if (slen == 0 || slen > CMD_NAME_MAX) {
+        return NULL;
+    }
+    for (k = 0; k < slen; k++) {
+        name[len + 1 + k] = (char)tolower((unsigned char)p[k]);
+    }
+    name[len + 1 + slen] = '\0';
+    def = bsearch(name, cmd_defs, ARRAY_SIZE(cmd_defs), sizeof(cmd_defs[0]),
+                  cmd_compare);
+    return def != NULL && def->how == CMD_FANOUT ? def : NULL;
 }
 
 int cmd_arity_ok(const struct cmd_def *def, int argc)

@@ -33,13 +33,14 @@
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
 #include "proxy/client.h"
+#include "proxy/command.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/req.h"
-#include "proxy/server.h"
-#include "proxy/session.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/merge_build.h"
+#include "proxy/server.h"
+#include "proxy/session.h"
 
 /* The "# Proxy" section of INFO: cellgate's own numbers. */
 static void merge_info_proxy(const struct merge *mg, struct buf *out)
@@ -66,7 +67,7 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              (unsigned long long)server.stats.errors,
              (unsigned long long)server.stats.rejected_conns,
              (unsigned long long)server.stats.output_limit,
-             (unsigned long long)server.limiter.fail_open);
+             (unsigned long long)server.limiter.fail_open /* TEMP */);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
              "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
@@ -165,29 +166,18 @@ static struct resp_cmd *merge_part_cmd(const struct req *root, const int *keys,
 int merge_split(struct req *req, const int *keys, const unsigned *slots,
                 int nkeys)
 {
-    static const char *const sums[] = { "del", "unlink", "exists", "touch" };
+    const struct cmd_def *def = cmd_lookup_merge(req->cmd);
     enum merge_kind kind;
     unsigned *slot_part, *start, *fill, *order, nparts = 0, i;
     struct resp_cmd **cmds;
     struct merge *mg;
     int pairs = 0, k;
 
-    if (resp_cmd_arg_is(req->cmd, 0, "mget")) {
-        kind = MERGE_BY_KEY;
-    } else if (resp_cmd_arg_is(req->cmd, 0, "mset")) {
-        kind = MERGE_ALL_OK;
-        pairs = 1;
-    } else {
-        for (i = 0; i < ARRAY_SIZE(sums); i++) {
-            if (resp_cmd_arg_is(req->cmd, 0, sums[i])) {
-                break;
-            }
-        }
-        if (i == ARRAY_SIZE(sums)) {
-            return 0;
-        }
-        kind = MERGE_SUM;
+    if (def == NULL || def->how != CMD_SPLIT) {
+        return 0;
     }
+    kind = def->merge;
+    pairs = kind == MERGE_ALL_OK; /* MSET: key value pairs */
     if (!server.conf->split_multikey) {
         return 0;
     }
@@ -228,7 +218,8 @@ int merge_split(struct req *req, const int *keys, const unsigned *slots,
     merge_attach(req, mg);
     for (i = 0; i < nparts; i++) {
         unsigned first = order[start[i]];
-        merge_send(req, i, cmds[i], cluster_node_for_slot(&server.cluster, slots[first]));
+        merge_send(req, i, cmds[i],
+                   cluster_node_for_slot(&server.cluster, slots[first]));
     }
     px_free(cmds);
     px_free(order);
@@ -330,85 +321,24 @@ static int merge_info_wants_proxy(const struct req *req)
     return 0;
 }
 
-/* The merge kind of a fanned-out command, or -1 when it is not one. */
-static int merge_fanout_kind(const struct req *req)
-{
-    if (resp_cmd_arg_is(req->cmd, 0, "dbsize")) {
-        return MERGE_SUM;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "keys")) {
-        return MERGE_CONCAT;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "flushall") ||
-        resp_cmd_arg_is(req->cmd, 0, "flushdb")) {
-        return MERGE_ALL_OK;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "scan")) {
-        return MERGE_SCAN;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "info")) {
-        return MERGE_INFO;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "script")) {
-        if (resp_cmd_arg_is(req->cmd, 1, "load")) {
-            return MERGE_SAME;
-        }
-        if (resp_cmd_arg_is(req->cmd, 1, "exists")) {
-            return MERGE_AND;
-        }
-        if (resp_cmd_arg_is(req->cmd, 1, "flush")) {
-            return MERGE_ALL_OK;
-        }
-        if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
-            return MERGE_ANY_OK;
-        }
-        return -1;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "function")) {
-        if (resp_cmd_arg_is(req->cmd, 1, "load")) {
-            return MERGE_SAME;
-        }
-        if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
-            return MERGE_ANY_OK;
-        }
-        return -1;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "pubsub")) {
-        if (resp_cmd_arg_is(req->cmd, 1, "numsub")) {
-            return MERGE_NUMSUB; /* subscribers are spread over nodes */
-        }
-        if (resp_cmd_arg_is(req->cmd, 1, "channels")) {
-            return MERGE_CONCAT;
-        }
-        return -1;
-    }
-    if (resp_cmd_arg_is(req->cmd, 0, "client") &&
-        (resp_cmd_arg_is(req->cmd, 1, "pause") ||
-         resp_cmd_arg_is(req->cmd, 1, "unpause"))) {
-        return MERGE_ALL_OK; /* the whole cluster pauses */
-    }
-    return -1;
-}
-
 int merge_fanout(struct req *req)
 {
+    const struct cmd_def *def;
     struct node **masters;
     unsigned n, i;
     int kind;
 
-    /* Every forwarded command passes here. In single mode only INFO gains
-     * something (the proxy's section), so only it is looked at; everything
-     * else goes to the one node as it is. */
-    if (!server.cluster.enabled) {
-        if (server.cluster.single == NULL ||
-            !resp_cmd_arg_is(req->cmd, 0, "info")) {
-            return 0;
-        }
-        kind = MERGE_INFO;
-    } else {
-        kind = merge_fanout_kind(req);
+    /* Every forwarded command passes here; the command table says which
+     * fan out, and how their replies merge. In single mode only INFO gains
+     * something (the proxy's section); everything else goes to the one
+     * node as it is. */
+    def = cmd_lookup_merge(req->cmd);
+    if (def == NULL || def->how != CMD_FANOUT) {
+        return 0;
     }
-    if (kind < 0) {
+    kind = (int)def->merge;
+    if (!server.cluster.enabled &&
+        (server.cluster.single == NULL || kind != MERGE_INFO)) {
         return 0;
     }
     masters = px_calloc(server.cluster.nnodes + 1, sizeof(*masters));

@@ -51,15 +51,15 @@
 #include "parser/resp_enc.h"
 #include "parser/slot.h"
 #include "proxy/client.h"
-#include "proxy/core/cluster.h"
 #include "proxy/command.h"
-#include "proxy/merge.h"
-#include "proxy/pubsub.h"
+#include "proxy/core/cluster.h"
 #include "proxy/core/req.h"
 #include "proxy/core/route.h"
-#include "proxy/server.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/merge.h"
+#include "proxy/pubsub.h"
+#include "proxy/server.h"
 
 /* Shows at most this much of a client's command name in an error. */
 #define ROUTER_NAME_SHOWN 128
@@ -494,6 +494,7 @@ void router_dispatch(struct req *req)
     const struct cmd_def *def;
     size_t nlen;
     const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
+    enum cmd_how how;
     unsigned flags;
 
     def = cmd_lookup(name, nlen);
@@ -507,6 +508,7 @@ void router_dispatch(struct req *req)
         req_reply_error(req, "NOAUTH Authentication required.");
         return;
     }
+    how = def != NULL ? def->how : CMD_FORWARD;
     flags = def != NULL ? def->flags : router_node_flags(req);
     if (flags & (CMD_F_PUBSUB | CMD_F_UNSUB)) {
         /* Subscription confirmations reach the client even with CLIENT
@@ -525,7 +527,7 @@ void router_dispatch(struct req *req)
         router_send_private(req);
         return;
     }
-    if (c->tunnel || (flags & CMD_F_TUNNEL)) {
+    if (c->tunnel || how == CMD_TUNNEL) {
         /* A replica's link (redis-cli --replica, the test suite's
          * replication-stream helper): a byte tunnel of its own. */
         c->tunnel = 1;
@@ -533,14 +535,14 @@ void router_dispatch(struct req *req)
         router_send_private(req);
         return;
     }
-    if (flags & CMD_F_REFUSE) {
+    if (how == CMD_REFUSE) {
         req_reply_error(req,
                         "'%s' is not available through cellgate: it would "
                         "take over a connection other clients share",
                         def->name);
         return;
     }
-    if (flags & CMD_F_LOCAL) {
+    if (how == CMD_LOCAL || how == CMD_LIMITER) {
         def->proc(req);
         return;
     }

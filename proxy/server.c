@@ -18,12 +18,12 @@
 
 #include "conf/conf.h"
 #include "proxy/client.h"
-#include "proxy/limiter/limiter.h"
 #include "proxy/core/log.h"
-#include "proxy/pubsub.h"
-#include "proxy/router.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/limiter.h"
+#include "proxy/pubsub.h"
+#include "proxy/router.h"
 
 /* Housekeeping period: command timeouts are checked at this granularity. */
 #define SERVER_CRON_MS 100
@@ -106,8 +106,8 @@ static void server_stop(void)
     limiter_stop(&server.limiter);
     cluster_shutdown(&server.cluster);
     while (!queue_empty(&server.core.upstreams)) {
-        struct upstream *up =
-            container_of(queue_head(&server.core.upstreams), struct upstream, link);
+        struct upstream *up = container_of(queue_head(&server.core.upstreams),
+                                           struct upstream, link);
         queue_remove(&up->link);
         upstream_destroy(up, "proxy shutting down");
     }

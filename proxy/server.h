@@ -39,25 +39,25 @@ struct server_stats {
 };
 
 struct server {
-    uv_loop_t *loop;               /* borrowed: the default loop */
-    const struct conf *conf;       /* borrowed from main */
-    uv_tcp_t listener;             /* embedded */
-    uv_prepare_t flush;            /* pre-poll flush pass */
-    uv_timer_t cron;               /* 100 ms housekeeping */
-    uv_signal_t sigint;            /* shutdown */
-    uv_signal_t sigterm;           /* shutdown */
-    struct queue clients;          /* every struct client */
-    unsigned nclients;             /* length of clients */
-    struct queue dirty_clients;    /* clients with output to flush */
-    struct core core;              /* the core layer's loop, configuration,
-                                      upstreams and dirty upstreams */
-    struct cluster cluster;        /* the upstream topology */
-    struct limiter limiter;        /* the limiter layer */
-    uv_signal_t sighup;            /* LIMITER RELOAD */
-    struct hmap pubsub_chans;      /* cluster mode: channels cellgate's
-                                      clients subscribed to (pubsub.c) */
-    struct hmap pubsub_pats;       /* ... and patterns */
-    uint64_t next_client_id;       /* last id given */
+    uv_loop_t *loop;            /* borrowed: the default loop */
+    const struct conf *conf;    /* borrowed from main */
+    uv_tcp_t listener;          /* embedded */
+    uv_prepare_t flush;         /* pre-poll flush pass */
+    uv_timer_t cron;            /* 100 ms housekeeping */
+    uv_signal_t sigint;         /* shutdown */
+    uv_signal_t sigterm;        /* shutdown */
+    struct queue clients;       /* every struct client */
+    unsigned nclients;          /* length of clients */
+    struct queue dirty_clients; /* clients with output to flush */
+    struct core core;           /* the core layer's loop, configuration,
+                                   upstreams and dirty upstreams */
+    struct cluster cluster;     /* the upstream topology */
+    struct limiter limiter;     /* the limiter layer */
+    uv_signal_t sighup;         /* LIMITER RELOAD */
+    struct hmap pubsub_chans;   /* cluster mode: channels cellgate's
+                                   clients subscribed to (pubsub.c) */
+    struct hmap pubsub_pats;    /* ... and patterns */
+    uint64_t next_client_id;    /* last id given */
     struct server_redir_id redir_ids[SERVER_REDIR_IDS]; /* ring of redirect
                                                            targets */
     unsigned next_redir;              /* next slot of redir_ids */

@@ -33,4 +33,15 @@ void session_asking(struct req *req);
 /* Appends INFO's "connected clients by library" lines to `b`. */
 void session_info_libs(struct buf *b);
 
+/* Helpers of the CLIENT family (session.c, tracking.c). */
+
+/* Completes `req` with +OK. */
+void session_ok(struct req *req);
+
+/* Argument i as a strict decimal (Redis's string2ll). 0 or -1. */
+int session_arg_ll(const struct req *req, int i, long long *out);
+
+/* Parses argument 2 as ON or OFF into *on. 0, or -1 after replying. */
+int session_on_off(struct req *req, int *on);
+
 #endif /* PX_PROXY_SESSION_H */

@@ -50,7 +50,6 @@
  * a map in flux settles in one or two; more means a loop. */
 #define CLUSTER_MAX_REDIRECTS 5
 
-
 static void cluster_on_down(struct upstream *up);
 static int cluster_on_error(struct upstream *up, struct req *req,
                             const char *frame, size_t len);
@@ -136,7 +135,8 @@ static int cluster_resolve(const char *host, int port,
     return PX_OK;
 }
 
-static struct node *cluster_find(struct cluster *cl, const char *host, size_t hlen, int port)
+static struct node *cluster_find(struct cluster *cl, const char *host,
+                                 size_t hlen, int port)
 {
     struct queue *q;
 
@@ -152,7 +152,8 @@ static struct node *cluster_find(struct cluster *cl, const char *host, size_t hl
 
 /* The node host:port, created (and connecting) when new. NULL when the
  * address does not resolve. */
-static struct node *cluster_node_get(struct cluster *cl, const char *host, size_t hlen, int port)
+static struct node *cluster_node_get(struct cluster *cl, const char *host,
+                                     size_t hlen, int port)
 {
     struct node *n = cluster_find(cl, host, hlen, port);
     unsigned i;
@@ -188,7 +189,8 @@ static struct node *cluster_node_get(struct cluster *cl, const char *host, size_
 }
 
 /* Closes a node's connections (owed requests fail) and frees it. */
-static void cluster_node_drop(struct cluster *cl, struct node *n, const char *why)
+static void cluster_node_drop(struct cluster *cl, struct node *n,
+                              const char *why)
 {
     unsigned i;
 
@@ -254,8 +256,7 @@ struct node *cluster_node_by_name(struct cluster *cl, const char *name)
 }
 
 struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
-                                      int proto,
-                                      const struct upstream_ops *ops)
+                                      int proto, const struct upstream_ops *ops)
 {
     struct upstream *up;
 
@@ -603,8 +604,8 @@ static void cluster_on_command(struct req *req, const char *frame, size_t len)
 }
 
 /* Sends a proxy-made command on `up`; its reply goes to `fn`. */
-static void cluster_ask(struct cluster *cl, struct upstream *up,
-                        const char *a1, const char *a2, req_reply_fn *fn)
+static void cluster_ask(struct cluster *cl, struct upstream *up, const char *a1,
+                        const char *a2, req_reply_fn *fn)
 {
     const char *argv[2] = { a1, a2 };
 
@@ -655,7 +656,8 @@ void cluster_cron(struct cluster *cl, uint64_t now_ms)
     if (!cl->enabled && cl->single != NULL && cl->keys == NULL &&
         !cl->fetching_keys && upstream_is_ready(cl->single->pool[0])) {
         cl->fetching_keys = 1;
-        cluster_ask(cl, cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
+        cluster_ask(cl, cl->single->pool[0], "COMMAND", NULL,
+                    cluster_on_command);
     }
     cluster_expire_held(cl, now_ms);
     /* A shared connection is failed only when the node stays silent past
@@ -773,8 +775,8 @@ static int cluster_on_error(struct upstream *up, struct req *req,
     return 1;
 }
 
-int cluster_private_redirect(struct cluster *cl, struct req *req,
-                             int in_multi, const char *frame, size_t len)
+int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
+                             const char *frame, size_t len)
 {
     if (!cl->enabled || len < 8 ||
         (memcmp(frame, "-MOVED ", 7) != 0 && memcmp(frame, "-ASK ", 5) != 0)) {
@@ -793,8 +795,8 @@ int cluster_private_redirect(struct cluster *cl, struct req *req,
 
 /* ---------------- Lifetime ---------------- */
 
-int cluster_init(struct cluster *cl, struct core *core,
-                 const struct conf *conf, void (*route)(struct req *req))
+int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
+                 void (*route)(struct req *req))
 {
     int i;
 
@@ -809,8 +811,8 @@ int cluster_init(struct cluster *cl, struct core *core,
             return PX_OK; /* embedded mode */
         }
         cl->single =
-            cluster_node_get(cl, conf->upstream.host, strlen(conf->upstream.host),
-                             conf->upstream.port);
+            cluster_node_get(cl, conf->upstream.host,
+                             strlen(conf->upstream.host), conf->upstream.port);
         if (cl->single == NULL) {
             log_error("upstream %s:%d: cannot resolve", conf->upstream.host,
                       conf->upstream.port);
@@ -820,14 +822,15 @@ int cluster_init(struct cluster *cl, struct core *core,
         /* Key positions, for the limiter-key guard; routing does not
          * wait for them in single mode. */
         cl->fetching_keys = 1;
-        cluster_ask(cl, cl->single->pool[0], "COMMAND", NULL, cluster_on_command);
+        cluster_ask(cl, cl->single->pool[0], "COMMAND", NULL,
+                    cluster_on_command);
         return PX_OK;
     }
     cl->enabled = 1;
     for (i = 0; i < conf->nseeds; i++) {
         struct node *n =
-            cluster_node_get(cl, conf->seeds[i].host, strlen(conf->seeds[i].host),
-                             conf->seeds[i].port);
+            cluster_node_get(cl, conf->seeds[i].host,
+                             strlen(conf->seeds[i].host), conf->seeds[i].port);
         if (n == NULL) {
             log_error("cluster seed %s:%d: cannot resolve", conf->seeds[i].host,
                       conf->seeds[i].port);
@@ -844,8 +847,8 @@ void cluster_shutdown(struct cluster *cl)
 {
     cluster_release(cl, "proxy shutting down");
     while (!queue_empty(&cl->nodes)) {
-        cluster_node_drop(cl, 
-            container_of(queue_head(&cl->nodes), struct node, link),
+        cluster_node_drop(
+            cl, container_of(queue_head(&cl->nodes), struct node, link),
             "proxy shutting down");
     }
     cl->single = NULL;

@@ -70,8 +70,8 @@ struct cluster {
 /* Creates the nodes of the configuration (the upstream, or the seeds) and,
  * in cluster mode, asks for the slot map. Held requests are given to
  * `route` once the map is known. PX_OK or PX_ERR (logged). */
-int cluster_init(struct cluster *cl, struct core *core,
-                 const struct conf *conf, void (*route)(struct req *req));
+int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
+                 void (*route)(struct req *req));
 
 /* Closes every node (shutdown). Held requests fail. */
 void cluster_shutdown(struct cluster *cl);
@@ -161,8 +161,8 @@ int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
  * (`in_multi`) the reply becomes Redis's -CROSSSLOT (the node flagged the
  * transaction, EXEC aborts), and elsewhere -TRYAGAIN while the map
  * refreshes. Returns 1 when it completed `req` (which may be freed). */
-int cluster_private_redirect(struct cluster *cl, struct req *req,
-                             int in_multi, const char *frame, size_t len);
+int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
+                             const char *frame, size_t len);
 
 /* Periodic work: map refresh, held requests' timeouts, command timeouts. */
 void cluster_cron(struct cluster *cl, uint64_t now_ms);

@@ -3,7 +3,7 @@
  * The level is the one piece of file-scope state outside the server
  * struct: it is set once at start, before the loop runs, and only read
  * afterwards, so every layer can log without reaching for the server
- * global (docs/ARCHITECTURE.md, "The global"). */
+ * global (docs/ARCHITECTURE.md, "Global state"). */
 #include "proxy/core/log.h"
 
 #include <stdarg.h>

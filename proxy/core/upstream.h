@@ -76,35 +76,35 @@ struct upstream {
     struct queue dirty_node;    /* link in server.dirty_upstreams */
     struct core *core;          /* borrowed: loop, configuration, lists */
     const struct upstream_ops *ops; /* borrowed: its opener's callbacks */
-    void *ctx;                  /* borrowed: the ops' context (the
-                                   cluster) */
-    struct client *owner;       /* borrowed, opaque here: the client of a
-                                   private upstream, NULL while pooled or
-                                   lent */
-    struct node *node;          /* borrowed: the node of a shared upstream */
-    struct node *home;          /* borrowed: the node whose idle pool holds
-                                   this private upstream, or NULL */
-    struct queue idle_link;     /* link in home->idle while pooled */
-    struct queue aux_link;      /* link in owner->aux (cluster tracking) */
-    struct queue tunnel_wait;   /* struct req (unode): a SYNC waiting for
-                                   the replies owed before it */
-    struct queue rid_wait;      /* struct req (unode) waiting for rid */
-    uint64_t rid;               /* Redis's CLIENT ID of a private upstream,
-                                   0 until known */
-    unsigned backoff_ms;        /* next reconnect delay */
-    char last_err[160];         /* why the last attempt failed */
-    uint64_t last_read_ms;      /* loop time bytes last arrived */
-    int pending_closes;         /* handles still closing (free at 0) */
-    int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
-    unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
-    unsigned priv : 1;          /* private: never shared, never reconnects */
-    unsigned tracked : 1;       /* private, had CLIENT TRACKING on: Redis's
-                                   tracking table still names it for the
-                                   keys it read, so it is never reused */
-    unsigned tunnel : 1;        /* private, after SYNC/PSYNC: every byte
-                                   read goes to the owner as it is */
-    unsigned oneshot : 1;       /* private, lent for the requests in flight
-                                   (SCRIPT KILL): pooled when they are done */
+    void *ctx;                      /* borrowed: the ops' context (the
+                                       cluster) */
+    struct client *owner;           /* borrowed, opaque here: the client of a
+                                       private upstream, NULL while pooled or
+                                       lent */
+    struct node *node;        /* borrowed: the node of a shared upstream */
+    struct node *home;        /* borrowed: the node whose idle pool holds
+                                 this private upstream, or NULL */
+    struct queue idle_link;   /* link in home->idle while pooled */
+    struct queue aux_link;    /* link in owner->aux (cluster tracking) */
+    struct queue tunnel_wait; /* struct req (unode): a SYNC waiting for
+                                 the replies owed before it */
+    struct queue rid_wait;    /* struct req (unode) waiting for rid */
+    uint64_t rid;             /* Redis's CLIENT ID of a private upstream,
+                                 0 until known */
+    unsigned backoff_ms;      /* next reconnect delay */
+    char last_err[160];       /* why the last attempt failed */
+    uint64_t last_read_ms;    /* loop time bytes last arrived */
+    int pending_closes;       /* handles still closing (free at 0) */
+    int proto;                /* RESP_PROTO2 or RESP_PROTO3 */
+    unsigned tcp_open : 1;    /* tcp handle initialised, not closed */
+    unsigned priv : 1;        /* private: never shared, never reconnects */
+    unsigned tracked : 1;     /* private, had CLIENT TRACKING on: Redis's
+                                 tracking table still names it for the
+                                 keys it read, so it is never reused */
+    unsigned tunnel : 1;      /* private, after SYNC/PSYNC: every byte
+                                 read goes to the owner as it is */
+    unsigned oneshot : 1;     /* private, lent for the requests in flight
+                                 (SCRIPT KILL): pooled when they are done */
 };
 
 /* A shared upstream of `node` to the resolved address `sa` (named `name` in

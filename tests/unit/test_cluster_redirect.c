@@ -59,14 +59,14 @@ Test(cluster_redirect, the_port_follows_the_last_colon_of_an_ipv6_address)
 Test(cluster_redirect, malformed_redirections_are_refused)
 {
     static const char *const bad[] = {
-        "MOVED",                /* nothing after the word */
-        "MOVED 16384 h:1",      /* slot out of range */
+        "MOVED",           /* nothing after the word */
+        "MOVED 16384 h:1", /* slot out of range */
         "MOVED 99999999999 h:1",
-        "MOVED 12",             /* no address */
-        "MOVED 12x h:1",        /* slot not a number */
-        "MOVED 12 h",           /* no port */
-        "MOVED 12 :6379",       /* no host */
-        "MOVED 12 h:70000",     /* port out of range */
+        "MOVED 12",         /* no address */
+        "MOVED 12x h:1",    /* slot not a number */
+        "MOVED 12 h",       /* no port */
+        "MOVED 12 :6379",   /* no host */
+        "MOVED 12 h:70000", /* port out of range */
     };
     unsigned slot;
     char host[64];

@@ -79,9 +79,8 @@ Test(merge_build, mget_values_come_back_in_key_order)
 
 Test(merge_build, mget_with_a_short_part_is_an_error_not_a_shifted_reply)
 {
-    struct merge *mg =
-        with_parts(MERGE_BY_KEY, "*1\r\n$2\r\nv0\r\n", "*1\r\n$2\r\nv1\r\n",
-                   NULL);
+    struct merge *mg = with_parts(MERGE_BY_KEY, "*1\r\n$2\r\nv0\r\n",
+                                  "*1\r\n$2\r\nv1\r\n", NULL);
     static const unsigned part_of[3] = { 0, 1, 0 };
 
     mg->nkeys = 3;
@@ -125,7 +124,8 @@ Test(merge_build, kill_is_ok_when_one_node_killed_something)
 
 Test(merge_build, numsub_sums_each_channel_over_the_nodes)
 {
-    built_is(with_parts(MERGE_NUMSUB, "*4\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n:0\r\n",
+    built_is(with_parts(MERGE_NUMSUB,
+                        "*4\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n:0\r\n",
                         "*4\r\n$1\r\na\r\n:2\r\n$1\r\nb\r\n:5\r\n", NULL),
              RESP_PROTO2, "*4\r\n$1\r\na\r\n:3\r\n$1\r\nb\r\n:5\r\n");
 }
@@ -155,8 +155,8 @@ Test(merge_build, scan_cursor_names_the_master_and_its_own_cursor)
 
 Test(merge_build, info_puts_the_proxy_section_first_then_each_node)
 {
-    struct merge *mg = with_parts(MERGE_INFO, "$6\r\na:1\r\nb\r\n",
-                                  "$3\r\nc:2\r\n", NULL);
+    struct merge *mg =
+        with_parts(MERGE_INFO, "$6\r\na:1\r\nb\r\n", "$3\r\nc:2\r\n", NULL);
     const char *text = "# Proxy\r\nx:1\r\n"
                        "\r\n# Node n1:1\r\na:1\r\nb"
                        "\r\n# Node n2:2\r\nc:2";
@@ -166,8 +166,7 @@ Test(merge_build, info_puts_the_proxy_section_first_then_each_node)
     strcpy(mg->names[0], "n1:1");
     strcpy(mg->names[1], "n2:2");
     mg->info_proxy = 1;
-    cr_assert_eq(buf_append_str(&mg->proxy_info, "# Proxy\r\nx:1\r\n"),
-                 BUF_OK);
+    cr_assert_eq(buf_append_str(&mg->proxy_info, "# Proxy\r\nx:1\r\n"), BUF_OK);
     snprintf(want, sizeof(want), "$%zu\r\n%s\r\n", strlen(text), text);
     built_is(mg, RESP_PROTO2, want);
 }

@@ -66,7 +66,8 @@ static unsigned slot_of(const char *key)
 
 Test(route, embedded_mode_has_nowhere_to_send)
 {
-    struct route_in in = { .cluster = 0, .has_upstream = 0,
+    struct route_in in = { .cluster = 0,
+                           .has_upstream = 0,
                            .key_prefix = "cellgate:" };
     struct route r;
     int keys[8];
@@ -77,8 +78,9 @@ Test(route, embedded_mode_has_nowhere_to_send)
 Test(route, single_mode_sends_everything_to_its_node)
 {
     struct keyspec *ks = route_table();
-    struct route_in in = { .cluster = 0, .has_upstream = 1, .keys = ks,
-                           .key_prefix = "cellgate:" };
+    struct route_in in = {
+        .cluster = 0, .has_upstream = 1, .keys = ks, .key_prefix = "cellgate:"
+    };
     struct route r;
     int keys[8];
 
@@ -94,8 +96,9 @@ Test(route, single_mode_sends_everything_to_its_node)
 Test(route, limiter_keys_are_refused_unless_admin_in_both_modes)
 {
     struct keyspec *ks = route_table();
-    struct route_in in = { .cluster = 0, .has_upstream = 1, .keys = ks,
-                           .key_prefix = "cellgate:" };
+    struct route_in in = {
+        .cluster = 0, .has_upstream = 1, .keys = ks, .key_prefix = "cellgate:"
+    };
     struct route r;
     int keys[8];
 
@@ -116,8 +119,9 @@ Test(route, limiter_keys_are_refused_unless_admin_in_both_modes)
 Test(route, cluster_keys_of_one_slot_go_to_that_slot)
 {
     struct keyspec *ks = route_table();
-    struct route_in in = { .cluster = 1, .has_upstream = 1, .keys = ks,
-                           .key_prefix = "cellgate:" };
+    struct route_in in = {
+        .cluster = 1, .has_upstream = 1, .keys = ks, .key_prefix = "cellgate:"
+    };
     struct route r;
     int keys[8];
 
@@ -135,8 +139,9 @@ Test(route, cluster_keys_of_one_slot_go_to_that_slot)
 Test(route, cluster_keys_of_two_slots_are_crossslot_with_their_keys)
 {
     struct keyspec *ks = route_table();
-    struct route_in in = { .cluster = 1, .has_upstream = 1, .keys = ks,
-                           .key_prefix = "cellgate:" };
+    struct route_in in = {
+        .cluster = 1, .has_upstream = 1, .keys = ks, .key_prefix = "cellgate:"
+    };
     struct route r;
     int keys[8];
 
@@ -151,23 +156,24 @@ Test(route, cluster_keys_of_two_slots_are_crossslot_with_their_keys)
 Test(route, cluster_keyless_unknown_and_unlocatable_commands)
 {
     struct keyspec *ks = route_table();
-    struct route_in in = { .cluster = 1, .has_upstream = 1, .keys = ks,
-                           .key_prefix = "cellgate:" };
+    struct route_in in = {
+        .cluster = 1, .has_upstream = 1, .keys = ks, .key_prefix = "cellgate:"
+    };
     struct route r;
     int keys[8];
 
     cr_assert_eq(decide(&in, "PING", keys, &r), ROUTE_ANY);
     cr_assert_eq(decide(&in, "NOSUCHCOMMAND a b", keys, &r), ROUTE_ANY);
-    cr_assert_eq(decide(&in, "MYMODULE.WEIRD a", keys, &r),
-                 ROUTE_UNLOCATABLE);
+    cr_assert_eq(decide(&in, "MYMODULE.WEIRD a", keys, &r), ROUTE_UNLOCATABLE);
     keyspec_free(ks);
 }
 
 Test(route, cluster_pubsub_goes_to_the_channel_slot_and_patterns_to_zero)
 {
     struct keyspec *ks = route_table();
-    struct route_in in = { .cluster = 1, .has_upstream = 1, .keys = ks,
-                           .key_prefix = "cellgate:" };
+    struct route_in in = {
+        .cluster = 1, .has_upstream = 1, .keys = ks, .key_prefix = "cellgate:"
+    };
     struct route r;
     int keys[8];
 
