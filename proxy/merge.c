@@ -67,7 +67,7 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              (unsigned long long)server.stats.errors,
              (unsigned long long)server.stats.rejected_conns,
              (unsigned long long)server.stats.output_limit,
-             (unsigned long long)server.limiter.fail_open /* TEMP */);
+             (unsigned long long)limiter_fail_open(&server.limiter));
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
              "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
@@ -112,15 +112,11 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
     part->part = i;
     part->cid = root->cid;
     part->proto = root->proto;
-    if (n == NULL) {
-        req_reply_error(part, "CLUSTERDOWN Hash slot not served");
-        return;
-    }
-    if (root->mg->oneshot) {
+    if (n != NULL && root->mg->oneshot) {
         cluster_send_oneshot(&server.cluster, n, part);
         return;
     }
-    if (root->client != NULL && root->client->tracking) {
+    if (n != NULL && root->client != NULL && root->client->tracking) {
         /* A tracking client's reads are tracked on each node. */
         struct upstream *t = client_tracking_upstream(root->client, n);
         if (t != NULL) {
@@ -128,7 +124,7 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
             return;
         }
     }
-    upstream_send(cluster_upstream_proto(n, root->cid, root->proto), part);
+    cluster_send(&server.cluster, n, part); /* n NULL: -CLUSTERDOWN */
 }
 
 /* ---------------- Split by slot ---------------- */

@@ -142,12 +142,9 @@ static void tracking_tracking_send(struct req *req, int at)
  * client's request goes on, and the client reads again. */
 static void tracking_tracking_resume(struct req *req)
 {
-    struct client *c = req->client;
+    struct client *c = req->client; /* still there: orphans are freed by
+                                       the core */
 
-    if (c == NULL) {
-        req_free(req); /* its client left meanwhile */
-        return;
-    }
     c->rid_wait = 0;
     tracking_tracking_send(req, (int)req->part);
     server_mark_client(c);

@@ -56,6 +56,13 @@ fi
 if [ "$WHAT" = all ] || [ "$WHAT" = clients ]; then
     run_suite clients bash tests/clients/run.sh "$BUILD/cellgate"
 fi
+if [ "$WHAT" = all ]; then
+    # The layers of proxy/ only call downward (docs/ARCHITECTURE.md).
+    echo "== layers"
+    if ! bash scripts/check_layers.sh; then
+        status=1
+    fi
+fi
 if [ "$WHAT" = all ] && command -v clang-format >/dev/null; then
     echo "== clang-format"
     bad=$(git ls-files '*.c' '*.h' | while read -r f; do

@@ -60,6 +60,22 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
 
 /* ---------------- Lifetime ---------------- */
 
+/* Lets every request waiting for the Redis id go on; one whose client left
+ * meanwhile (an orphan) is freed instead. */
+static void upstream_resume_rid_waits(struct upstream *up)
+{
+    while (!queue_empty(&up->rid_wait)) {
+        struct req *w =
+            container_of(queue_head(&up->rid_wait), struct req, unode);
+        queue_remove(&w->unode);
+        if (w->on_reply == NULL) {
+            req_free(w);
+        } else {
+            w->resume(w);
+        }
+    }
+}
+
 static void upstream_maybe_free(struct upstream *up)
 {
     if (up->state != UP_DEAD || up->pending_closes > 0) {
@@ -142,12 +158,7 @@ void upstream_destroy(struct upstream *up, const char *why)
     }
     up->owner = NULL;
     upstream_fail_inflight(up, why != NULL ? why : "connection closed");
-    while (!queue_empty(&up->rid_wait)) {
-        struct req *w =
-            container_of(queue_head(&up->rid_wait), struct req, unode);
-        queue_remove(&w->unode);
-        w->resume(w); /* finds no id and says so */
-    }
+    upstream_resume_rid_waits(up); /* they find no id and say so */
     while (!queue_empty(&up->tunnel_wait)) {
         struct req *sync =
             container_of(queue_head(&up->tunnel_wait), struct req, unode);
@@ -447,12 +458,7 @@ static void upstream_on_client_id(struct req *req, const char *frame,
         id = id * 10 + (unsigned long long)(frame[k] - '0');
     }
     up->rid = id;
-    while (!queue_empty(&up->rid_wait)) {
-        struct req *w =
-            container_of(queue_head(&up->rid_wait), struct req, unode);
-        queue_remove(&w->unode);
-        w->resume(w);
-    }
+    upstream_resume_rid_waits(up);
 }
 
 void upstream_wait_rid(struct upstream *up, struct req *req)

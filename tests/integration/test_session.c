@@ -711,3 +711,57 @@ Test(it_session, reply_larger_than_the_output_limit_reaches_a_reader,
     free(v);
     redisFree(c);
 }
+
+/* A client that asks CLIENT TRACKING ... REDIRECT waits until the target's
+ * private connection learns its Redis id. One killed meanwhile leaves an
+ * orphan request behind, freed when the id arrives: nobody crashes and the
+ * others are served. Repeated, so some go before the id comes. */
+Test(it_session, killed_while_waiting_for_a_redirect_target_harms_nobody,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *other = px_connect(px_env()->proxy.port);
+    redisReply *r;
+    char cmd[256], buf[64];
+    int round;
+
+    for (round = 0; round < 40; round++) {
+        redisContext *target = px_connect(px_env()->proxy.port);
+        long long tid, wid;
+        int fd;
+
+        r = px_cmd(target, "CLIENT ID");
+        cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+        tid = r->integer;
+        freeReplyObject(r);
+        fd = px_raw_connect(px_env()->proxy.port, 0);
+        snprintf(cmd, sizeof(cmd), "*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n");
+        px_raw_send(fd, cmd, strlen(cmd));
+        memset(buf, 0, sizeof(buf));
+        px_raw_read(fd, buf, 4, 5000, NULL);
+        cr_assert_eq(buf[0], ':', "CLIENT ID: %s", buf);
+        wid = atoll(buf + 1);
+        snprintf(cmd, sizeof(cmd),
+                 "*5\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n"
+                 "$8\r\nREDIRECT\r\n$%d\r\n%lld\r\n",
+                 snprintf(NULL, 0, "%lld", tid), tid);
+        px_raw_send(fd, cmd, strlen(cmd));
+        /* Killed while (or before) the target's id is learned. */
+        snprintf(cmd, sizeof(cmd), "*4\r\n$6\r\nCLIENT\r\n$4\r\nKILL\r\n"
+                 "$2\r\nID\r\n$%d\r\n%lld\r\n",
+                 snprintf(NULL, 0, "%lld", wid), wid);
+        redisAppendFormattedCommand(other, cmd, strlen(cmd));
+        r = px_cmd(other, "SET k%d v", round);
+        freeReplyObject(r); /* the KILL's reply */
+        r = NULL;
+        cr_assert_eq(redisGetReply(other, (void **)&r), REDIS_OK);
+        px_check_status(r, "OK");
+        close(fd);
+        redisFree(target);
+    }
+    r = px_cmd(other, "GET k39");
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    cr_assert_str_eq(r->str, "v");
+    freeReplyObject(r);
+    cr_assert(px_child_alive(&px_env()->proxy), "cellgate is still running");
+    redisFree(other);
+}
