@@ -5,7 +5,7 @@
  *   client req "CL.THROTTLE k B C P [Q]"  (holds the client's place)
  *        | parse (gcra_parse_throttle: redis-cell's texts)
  *        v
- *   lm->store->throttle ----> store_local.c: decided at once
+ *   st->ops->throttle ------> store_local.c: decided at once
  *        |              \---> store_redis.c: batched into gcra.lua calls
  *        v                    by the flush pass, decided on the node
  *   limiter_store_done --> five integers (or the error)
@@ -15,7 +15,7 @@
  *        | overrides (the file's, then the run-time ones the store knows)
  *        v
  *   struct store_check (every limit of every level)
- *        | lm->store->check: every limit decided, all consumed or none
+ *        | st->ops->check: every limit decided, all consumed or none
  *        v
  *   limiter_check_done --> limiter_aggregate_check (the most restrictive
  *        |                 limit decides) --> the reply, at once or when
@@ -23,7 +23,13 @@
  *        +-- overrides changed under the call: start over (3 tries)
  *
  * This file parses, resolves and replies; where the state lives is the
- * store's business (store.h), chosen once at limiter_init. */
+ * store's business (store.h). limiter_init is the one place that names
+ * the implementations (store_local_ops, store_redis_ops) and picks one;
+ * the stores and the WAIT timers (limiter_wait.c) get their own context,
+ * never struct limiter, so every import here points one way:
+ *
+ *   limiter --> limiter_aggregate, limiter_wait, store_local, store_redis
+ *           \-> store <-- store_local, store_redis, limiter_aggregate */
 #include "proxy/limiter/limiter.h"
 
 #include <stdlib.h>
@@ -42,6 +48,7 @@
 #include "proxy/limiter/limiter_wait.h"
 #include "proxy/limiter/store.h"
 #include "proxy/limiter/store_local.h"
+#include "proxy/limiter/store_redis.h"
 
 /* Arguments of CL.THROTTLE, with its name: name key B C P [Q]. */
 #define LIMITER_MAX_ARGS 6
@@ -73,10 +80,10 @@ static void limiter_reply_ints(struct req *req, const int64_t v[5])
 }
 
 /* The completion of the store's throttle and override calls: the reply. */
-static void limiter_store_done(struct limiter *lm, struct req *req,
+static void limiter_store_done(struct store *st, struct req *req,
                                const struct store_reply *r)
 {
-    PX_UNUSED(lm);
+    PX_UNUSED(st);
     switch (r->kind) {
     case STORE_REPLY_INTS:
         limiter_reply_ints(req, r->v);
@@ -127,10 +134,11 @@ static void limiter_throttle_req(struct limiter *lm, struct req *req)
         req_reply_error(req, "%s", errbuf);
         return;
     }
-    if (!lm->store->ready(lm, req)) {
+    if (!lm->store.ops->ready(&lm->store, req)) {
         return;
     }
-    lm->store->throttle(lm, req, &p, argv[1], lens[1], limiter_store_done);
+    lm->store.ops->throttle(&lm->store, req, &p, argv[1], lens[1],
+                            limiter_store_done);
 }
 
 /* ---------------- The limits tree: CHECK, PEEK, RESET ---------------- */
@@ -172,7 +180,7 @@ static const char *limiter_add(struct store_check *c,
  * text. */
 static const char *limiter_build(struct store_check *c)
 {
-    struct limiter *lm = c->lm;
+    struct store *st = c->st;
     size_t l, k;
 
     for (l = 0; l < c->lv->n; l++) {
@@ -180,7 +188,7 @@ static const char *limiter_build(struct store_check *c)
         const struct limits_limit *limits = lev->limits;
         size_t nlimits = lev->unlimited ? 0 : lev->nlimits;
         const char *text =
-            lm->store->override_known(lm, lev->path, lev->path_len);
+            st->ops->override_known(st, lev->path, lev->path_len);
         struct limits_runtime rt;
         char why[256];
 
@@ -213,7 +221,7 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
  * turned out stale), then reply or start over. Takes `c`. */
 static void limiter_check_done(struct store_check *c)
 {
-    struct limiter *lm = c->lm;
+    struct limiter *lm = container_of(c->st, struct limiter, store);
     struct req *root = c->root;
     struct rl_decision agg;
     int64_t v[5], delay;
@@ -232,7 +240,7 @@ static void limiter_check_done(struct store_check *c)
         if (c->op == STORE_CHECK) {
             /* A group that failed may not have decided: give back what
              * the others took, so a failure never consumes. */
-            lm->store->refund(lm, c);
+            lm->store.ops->refund(&lm->store, c);
         }
         if (c->err_text != NULL && c->err.len == 0) {
             req_reply_error(root, "%s", c->err_text);
@@ -265,13 +273,14 @@ static void limiter_check_done(struct store_check *c)
     if (c->op == STORE_CHECK && agg.limited &&
         (c->wait_ns == 0 ||
          limiter_aggregate_wait_delay(c->res, c->n, c->wait_ns) < 0)) {
-        lm->store->refund(lm, c);
+        lm->store.ops->refund(&lm->store, c);
     }
     if (c->op == STORE_CHECK) {
         delay = limiter_aggregate_check(c->res, c->peek, c->lim, c->n,
                                         c->wait_ns, v);
         if (delay >= 0) {
-            limiter_wait_start(lm, root, v, delay, limiter_reply_ints);
+            limiter_wait_start(lm->core, &lm->waits, root, v, delay,
+                               limiter_reply_ints);
         } else {
             limiter_reply_ints(root, v);
         }
@@ -390,7 +399,7 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
         return;
     }
     c = px_calloc(1, sizeof(*c));
-    c->lm = lm;
+    c->st = &lm->store;
     c->root = req;
     c->op = op;
     c->tries = tries;
@@ -417,7 +426,7 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
         req_reply_error(req, "%s", err);
         return;
     }
-    if (!lm->store->ready(lm, req)) {
+    if (!lm->store.ops->ready(&lm->store, req)) {
         store_check_free(c);
         return;
     }
@@ -427,7 +436,7 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
         req_reply_built(req);
         return;
     }
-    lm->store->check(lm, c, limiter_check_done);
+    lm->store.ops->check(&lm->store, c, limiter_check_done);
 }
 
 /* ---------------- LIMITER OVERRIDE SET|DEL|GET ---------------- */
@@ -520,9 +529,9 @@ static void limiter_override(struct limiter *lm, struct req *req)
         px_free(lv);
         return;
     }
-    if (lm->store->ready(lm, req)) {
-        lm->store->override(lm, req, what, lev, path, plen, text, tlen,
-                            limiter_store_done);
+    if (lm->store.ops->ready(&lm->store, req)) {
+        lm->store.ops->override(&lm->store, req, what, lev, path, plen, text,
+                                tlen, limiter_store_done);
     }
     px_free(lv);
 }
@@ -589,14 +598,11 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
 {
     memset(lm, 0, sizeof(*lm));
     lm->core = core;
-    lm->cl = cl;
     lm->conf = conf;
-    lm->embedded = embedded != 0;
-    lm->store = store_choose(lm->embedded);
-    hmap_init(&lm->overrides);
-    store_local_init(&lm->local);
     queue_init(&lm->waits);
-    queue_init(&lm->pending);
+    /* The one choice of the store: nothing else asks which one runs. */
+    store_init(&lm->store, embedded ? &store_local_ops : &store_redis_ops, cl,
+               conf);
 }
 
 int limiter_load(struct limiter *lm, const char *path, char *err, size_t errlen)
@@ -651,25 +657,28 @@ void limiter_command(struct limiter *lm, struct req *req, int admin)
 
 void limiter_flush(struct limiter *lm)
 {
-    lm->store->flush(lm);
+    lm->store.ops->flush(&lm->store);
 }
 
 void limiter_cron(struct limiter *lm)
 {
-    lm->store->cron(lm);
+    lm->store.ops->cron(&lm->store);
 }
 
 void limiter_stop(struct limiter *lm)
 {
-    lm->store->stop(lm);
-    limiter_wait_stop_all(lm);
+    lm->store.ops->stop(&lm->store);
+    limiter_wait_stop_all(&lm->waits);
 }
 
 void limiter_free(struct limiter *lm)
 {
     limits_free(lm->limits);
     lm->limits = NULL;
-    hmap_free(&lm->overrides, px_free);
-    hmap_init(&lm->overrides);
-    store_local_free(&lm->local);
+    store_free(&lm->store);
+}
+
+uint64_t limiter_fail_open(const struct limiter *lm)
+{
+    return lm->store.fail_open;
 }

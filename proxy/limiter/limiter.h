@@ -6,41 +6,30 @@
  * caller's rights, and the request's own completion callback takes the
  * reply back. Its state is one struct limiter, embedded in the server and
  * given everything it needs when it is created; the store (in-process, or
- * the Redis nodes through scripts) is chosen once, at limiter_init. */
+ * the Redis nodes through scripts) is chosen once, at limiter_init, and
+ * embedded as a struct store (store.h), its own context. */
 #ifndef PX_PROXY_LIMITER_LIMITER_H
 #define PX_PROXY_LIMITER_LIMITER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy/core/hmap.h"
 #include "proxy/core/queue.h"
-#include "proxy/limiter/store_local.h"
+#include "proxy/limiter/store.h"
 
 struct cluster;
 struct conf;
 struct core;
 struct limits_tree;
 struct req;
-struct store_ops;
 
 struct limiter {
     struct core *core;          /* borrowed: the loop (WAIT timers) */
-    struct cluster *cl;         /* borrowed: where the Redis store lives */
     const struct conf *conf;    /* borrowed */
     struct limits_tree *limits; /* owned: limits.yaml, or NULL */
-    struct hmap overrides;      /* Redis store: path -> owned text, the
-                                   run-time overrides the scripts reported
-                                   (a cache they verify on every call) */
-    struct store_local local;   /* the in-process store */
     struct queue waits;         /* replies held by CHECK ... WAIT */
-    struct queue pending;       /* CL.THROTTLE calls of this loop turn */
-    uint64_t fail_open;         /* calls admitted with the store down */
-    unsigned embedded : 1;      /* no Redis configured: the in-process
-                                   store (decided at limiter_init) */
-
-    /* THE store, chosen at limiter_init from `embedded` (store.h). */
-    const struct store_ops *store;
+    struct store store;         /* THE store, chosen at limiter_init: in
+                                   the process or on the Redis nodes */
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when
@@ -74,7 +63,10 @@ void limiter_cron(struct limiter *lm);
  * LIMITER CHECK ... WAIT. */
 void limiter_stop(struct limiter *lm);
 
-/* Frees the limits tree and the stores. */
+/* Frees the limits tree and the store. */
 void limiter_free(struct limiter *lm);
+
+/* Calls admitted with the store down (store_down_policy: fail_open). */
+uint64_t limiter_fail_open(const struct limiter *lm);
 
 #endif /* PX_PROXY_LIMITER_LIMITER_H */

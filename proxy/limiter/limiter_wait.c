@@ -3,7 +3,9 @@
  * A check with WAIT that the store reserved (every refusing limit is due
  * within the wait) is answered when the reservation is due: the reply is
  * computed at once (limiter_aggregate_check) and held here, one libuv
- * timer per reply, each linked in lm->waits so shutdown can end them. */
+ * timer per reply, each linked in the caller's queue of waits (the
+ * limiter's) so shutdown can end them. Below the limiter commands: it
+ * needs only the core's loop and that queue. */
 #include "proxy/limiter/limiter_wait.h"
 
 #include <string.h>
@@ -14,16 +16,14 @@
 #include "proxy/core/queue.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
-#include "proxy/limiter/limiter.h"
 
 /* A reply held until its reservation is due. */
 struct limiter_wait {
     uv_timer_t timer;    /* embedded; container_of in the callback */
-    struct limiter *lm;  /* borrowed: the limiter it waits in */
     struct req *root;    /* borrowed: the client's request */
     int64_t v[5];        /* the reply */
     limiter_wait_fn *fn; /* writes it */
-    struct queue link;   /* link in lm->waits */
+    struct queue link;   /* link in the caller's queue of waits */
 };
 
 static void limiter_wait_on_close(uv_handle_t *h)
@@ -49,27 +49,26 @@ static void limiter_wait_on_timer(uv_timer_t *t)
     limiter_wait_end(container_of(t, struct limiter_wait, timer), 1);
 }
 
-void limiter_wait_start(struct limiter *lm, struct req *root,
-                        const int64_t v[5], int64_t delay_ns,
+void limiter_wait_start(struct core *core, struct queue *waits,
+                        struct req *root, const int64_t v[5], int64_t delay_ns,
                         limiter_wait_fn *fn)
 {
     struct limiter_wait *w = px_calloc(1, sizeof(*w));
     uint64_t ms = (uint64_t)((delay_ns + RL_NS_PER_MS - 1) / RL_NS_PER_MS);
 
     memcpy(w->v, v, sizeof(w->v));
-    w->lm = lm;
     w->root = root;
     w->fn = fn;
     root->owed++;
-    queue_insert_tail(&lm->waits, &w->link);
-    uv_timer_init(lm->core->loop, &w->timer);
+    queue_insert_tail(waits, &w->link);
+    uv_timer_init(core->loop, &w->timer);
     uv_timer_start(&w->timer, limiter_wait_on_timer, ms, 0);
 }
 
-void limiter_wait_stop_all(struct limiter *lm)
+void limiter_wait_stop_all(struct queue *waits)
 {
-    while (!queue_empty(&lm->waits)) {
+    while (!queue_empty(waits)) {
         limiter_wait_end(
-            container_of(queue_head(&lm->waits), struct limiter_wait, link), 0);
+            container_of(queue_head(waits), struct limiter_wait, link), 0);
     }
 }

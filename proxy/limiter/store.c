@@ -1,17 +1,32 @@
-/* What both stores share (see store.h): the one choice of the store, the
- * lifetime of a tree call, and the write parameters of WAIT.
+/* What both stores share (see store.h): the lifetime of a struct store
+ * around its implementation's state, the lifetime of a tree call, and the
+ * write parameters of WAIT.
  *
- * The choice is made once, by limiter_init, from whether a Redis is
- * configured: the commands then call lm->store and never ask again. */
+ * The implementation is named by limiter_init, once, from whether a Redis
+ * is configured; this file only runs the ops table it is given, so it
+ * knows neither implementation (they depend on it, never the other way). */
 #include "proxy/limiter/store.h"
 
-#include "proxy/core/util.h"
-#include "proxy/limiter/store_local.h"
-#include "proxy/limiter/store_redis.h"
+#include <string.h>
 
-const struct store_ops *store_choose(int embedded)
+#include "proxy/core/util.h"
+
+void store_init(struct store *st, const struct store_ops *ops,
+                struct cluster *cl, const struct conf *conf)
 {
-    return embedded ? &store_local_ops : &store_redis_ops;
+    memset(st, 0, sizeof(*st));
+    st->ops = ops;
+    st->cl = cl;
+    st->conf = conf;
+    ops->init(st);
+}
+
+void store_free(struct store *st)
+{
+    if (st->ops != NULL) {
+        st->ops->free(st);
+    }
+    st->impl = NULL;
 }
 
 void store_check_free(struct store_check *c)

@@ -1,15 +1,20 @@
 /* The limiter's store: where the state of every limit lives, behind ONE
  * interface with two implementations side by side.
  *
- *   limiter.c (the commands) --> lm->store->op(...) --+--> store_local.c
- *        ^                                            |    (in the process,
- *        |                                            |     completes at once)
- *        +---- completion callback (store_done_fn, ---+--> store_redis.c
- *              store_check_done_fn)                        (scripts on the
- *                                                           nodes, later)
+ *   limiter.c (the commands) --> st->ops->op(st, ...) --+--> store_local.c
+ *        ^                                              |    (in the process,
+ *        |                                              |     completes at
+ *        |                                              |     once)
+ *        +---- completion callback (store_done_fn, -----+--> store_redis.c
+ *              store_check_done_fn)                          (scripts on the
+ *                                                             nodes, later)
  *
- * The store is chosen once, at limiter_init (store_choose), from whether a
- * Redis is configured; nothing else asks which store runs. A store never
+ * A store is one struct store: what every implementation needs (the
+ * cluster, the configuration, the fail_open count) and, behind `impl`,
+ * the implementation's own state, made by its init op and freed by its
+ * free op. This header knows no implementation: limiter_init picks one
+ * (store_local_ops or store_redis_ops) once, from whether a Redis is
+ * configured, and nothing else asks which store runs. A store never
  * writes a reply: it hands what it found (struct store_reply, or the
  * decisions inside a struct store_check) to the completion callback the
  * commands gave it, and calls it only while the client still waits (a
@@ -26,8 +31,10 @@
 #include "conf/limits.h"
 #include "parser/buf.h"
 
-struct limiter;
+struct cluster;
+struct conf;
 struct req;
+struct store_ops;
 
 /* Room for a refund token of limiter.lua (a window start, log entries). */
 #define STORE_UNDO_MAX 64
@@ -51,9 +58,19 @@ struct store_reply {
     size_t len;       /* bytes of text */
 };
 
+/* A store: the context of every op. Embedded in struct limiter. */
+struct store {
+    const struct store_ops *ops; /* the implementation, fixed at init */
+    struct cluster *cl;          /* borrowed: where the Redis store lives */
+    const struct conf *conf;     /* borrowed */
+    uint64_t fail_open;          /* calls admitted with the store down */
+    void *impl;                  /* owned by ops: the implementation's state
+                                    (init op makes it, free op frees it) */
+};
+
 /* Completion of a throttle or override call of `req` (whose client still
  * waits): writes the reply. */
-typedef void store_done_fn(struct limiter *lm, struct req *req,
+typedef void store_done_fn(struct store *st, struct req *req,
                            const struct store_reply *r);
 
 /* What a LIMITER call does with its limits. */
@@ -85,7 +102,7 @@ typedef void store_check_done_fn(struct store_check *c);
  * ended by the commands' completion. Owned by whoever runs it; freed by
  * store_check_free. */
 struct store_check {
-    struct limiter *lm;        /* borrowed: the limiter it runs in */
+    struct store *st;          /* borrowed: the store it runs in */
     struct req *root;          /* borrowed: the client's request */
     enum store_op op;          /* what the call does */
     unsigned tries;            /* whole calls so far, 1.. */
@@ -118,12 +135,18 @@ enum store_override_op {
 /* THE store interface. Every call that completes `req` does it through
  * `done`, at once (in-process) or later (Redis). */
 struct store_ops {
+    /* Makes st->impl (the cluster and the configuration are set). */
+    void (*init)(struct store *st);
+
+    /* Frees st->impl. */
+    void (*free)(struct store *st);
+
     /* 1 when the store takes calls now; else holds `req` until it can
      * (it is routed again then) and returns 0. */
-    int (*ready)(struct limiter *lm, struct req *req);
+    int (*ready)(struct store *st, struct req *req);
 
     /* One CL.THROTTLE of `req`: GCRA with `p` on `key`. */
-    void (*throttle)(struct limiter *lm, struct req *req,
+    void (*throttle)(struct store *st, struct req *req,
                      const struct gcra_params *p, const char *key, size_t klen,
                      store_done_fn *done);
 
@@ -131,38 +154,42 @@ struct store_ops {
      * (CHECK, PEEK), or their keys removed into c->deleted (RESET); an
      * error in c->err or c->err_text; c->stale when run-time overrides
      * changed under the call. Then done(c). */
-    void (*check)(struct limiter *lm, struct store_check *c,
+    void (*check)(struct store *st, struct store_check *c,
                   store_check_done_fn *done);
 
     /* Gives back what a CHECK took where it was not taken everywhere (a
      * group admitted while another refused or failed). */
-    void (*refund)(struct limiter *lm, struct store_check *c);
+    void (*refund)(struct store *st, struct store_check *c);
 
     /* The run-time override text of `path` this proxy knows of, NUL-ended,
      * or NULL. */
-    const char *(*override_known)(struct limiter *lm, const char *path,
+    const char *(*override_known)(struct store *st, const char *path,
                                   size_t len);
 
     /* LIMITER OVERRIDE SET|DEL|GET of `lev` (the level at `path`); SET
      * with `text`. */
-    void (*override)(struct limiter *lm, struct req *req,
+    void (*override)(struct store *st, struct req *req,
                      enum store_override_op op, const struct limits_level *lev,
                      const char *path, size_t plen, const char *text,
                      size_t tlen, store_done_fn *done);
 
     /* Sends what was queued this loop turn. */
-    void (*flush)(struct limiter *lm);
+    void (*flush)(struct store *st);
 
     /* Periodic work. */
-    void (*cron)(struct limiter *lm);
+    void (*cron)(struct store *st);
 
     /* Shutdown: fails the calls not yet sent. */
-    void (*stop)(struct limiter *lm);
+    void (*stop)(struct store *st);
 };
 
-/* The store of a limiter: in the process when `embedded`, else the Redis
- * nodes. */
-const struct store_ops *store_choose(int embedded);
+/* Sets up `st` as the store `ops` (store_local_ops or store_redis_ops),
+ * storing in `cl`'s nodes when it is the Redis store. */
+void store_init(struct store *st, const struct store_ops *ops,
+                struct cluster *cl, const struct conf *conf);
+
+/* Frees what the implementation holds (a zeroed `st`: nothing). */
+void store_free(struct store *st);
 
 /* Frees `c`, its limits and its decisions. */
 void store_check_free(struct store_check *c);

@@ -11,8 +11,10 @@
  * once.
  *
  * At the end, store_local_ops: the same store behind the limiter's store
- * interface (store.h). Every call decides and completes at once, so it
- * never holds a request nor counts one in req->owed. No libuv here. */
+ * interface (store.h), its struct store_local allocated by the init op as
+ * the store's `impl`. Every call decides and completes at once, so it
+ * never holds a request nor counts one in req->owed. No libuv here, and
+ * no limiter: this file sees only store.h, never the commands. */
 #include "proxy/limiter/store_local.h"
 
 #include <string.h>
@@ -26,7 +28,6 @@
 #include "algorithms/sliding_window.h"
 #include "algorithms/token_bucket.h"
 #include "proxy/core/util.h"
-#include "proxy/limiter/limiter.h"
 #include "proxy/limiter/store.h"
 
 /* Buckets the cron sweeps per tick (100 ms): a million entries are
@@ -421,14 +422,33 @@ void store_local_cron(struct store_local *st)
 
 /* ---------------- The store interface (store.h) ---------------- */
 
-static int store_local_ready(struct limiter *lm, struct req *req)
+static void store_local_init_op(struct store *st)
 {
-    PX_UNUSED(lm);
+    struct store_local *local = px_calloc(1, sizeof(*local));
+
+    store_local_init(local);
+    st->impl = local;
+}
+
+static void store_local_free_op(struct store *st)
+{
+    struct store_local *local = st->impl;
+
+    if (local != NULL) {
+        store_local_free(local);
+        px_free(local);
+        st->impl = NULL;
+    }
+}
+
+static int store_local_ready(struct store *st, struct req *req)
+{
+    PX_UNUSED(st);
     PX_UNUSED(req);
     return 1;
 }
 
-static void store_local_throttle(struct limiter *lm, struct req *req,
+static void store_local_throttle(struct store *st, struct req *req,
                                  const struct gcra_params *p, const char *key,
                                  size_t klen, store_done_fn *done)
 {
@@ -436,18 +456,18 @@ static void store_local_throttle(struct limiter *lm, struct req *req,
     struct gcra_result res;
     const char *err = NULL;
 
-    if (store_local_gcra(&lm->local, key, klen, p, &res, &err) != GCRA_OK) {
+    if (store_local_gcra(st->impl, key, klen, p, &res, &err) != GCRA_OK) {
         r.kind = STORE_REPLY_ERROR;
         r.text = err;
     } else {
         rl_reply_ints(&res.d, r.v);
     }
-    done(lm, req, &r);
+    done(st, req, &r);
 }
 
 /* Every limit decided at one instant, all written only when all admit
  * (CHECK), none written otherwise. */
-static void store_local_check_op(struct limiter *lm, struct store_check *c,
+static void store_local_check_op(struct store *st, struct store_check *c,
                                  store_check_done_fn *done)
 {
     struct store_local_limit *sl;
@@ -459,7 +479,7 @@ static void store_local_check_op(struct limiter *lm, struct store_check *c,
     if (c->op == STORE_RESET) {
         for (i = 0; i < c->n; i++) {
             c->deleted +=
-                store_local_del(&lm->local, c->lim[i].key, c->lim[i].klen);
+                store_local_del(st->impl, c->lim[i].key, c->lim[i].klen);
         }
         done(c);
         return;
@@ -479,7 +499,7 @@ static void store_local_check_op(struct limiter *lm, struct store_check *c,
         sl[i].key = c->lim[i].key;
         sl[i].klen = c->lim[i].klen;
     }
-    if (store_local_check(&lm->local, c->n, sl, c->cost, c->op == STORE_CHECK,
+    if (store_local_check(st->impl, c->n, sl, c->cost, c->op == STORE_CHECK,
                           c->res, c->peek, &err) != 0) {
         c->err_text = err;
     }
@@ -489,19 +509,19 @@ static void store_local_check_op(struct limiter *lm, struct store_check *c,
 }
 
 /* Nothing to give back: a check that is refused anywhere writes nothing. */
-static void store_local_refund(struct limiter *lm, struct store_check *c)
+static void store_local_refund(struct store *st, struct store_check *c)
 {
-    PX_UNUSED(lm);
+    PX_UNUSED(st);
     PX_UNUSED(c);
 }
 
-static const char *store_local_override_known(struct limiter *lm,
+static const char *store_local_override_known(struct store *st,
                                               const char *path, size_t len)
 {
-    return store_local_override_get(&lm->local, path, len);
+    return store_local_override_get(st->impl, path, len);
 }
 
-static void store_local_override(struct limiter *lm, struct req *req,
+static void store_local_override(struct store *st, struct req *req,
                                  enum store_override_op op,
                                  const struct limits_level *lev,
                                  const char *path, size_t plen,
@@ -513,28 +533,30 @@ static void store_local_override(struct limiter *lm, struct req *req,
     PX_UNUSED(lev);
     if (op == STORE_OVERRIDE_GET) {
         r.kind = STORE_REPLY_BULK;
-        r.text = store_local_override_get(&lm->local, path, plen);
+        r.text = store_local_override_get(st->impl, path, plen);
         r.len = r.text != NULL ? strlen(r.text) : 0;
     } else if (op == STORE_OVERRIDE_DEL) {
         r.kind = STORE_REPLY_INT;
-        r.n = store_local_override_set(&lm->local, path, plen, NULL, 0);
+        r.n = store_local_override_set(st->impl, path, plen, NULL, 0);
     } else {
-        store_local_override_set(&lm->local, path, plen, text, tlen);
+        store_local_override_set(st->impl, path, plen, text, tlen);
     }
-    done(lm, req, &r);
+    done(st, req, &r);
 }
 
-static void store_local_nothing(struct limiter *lm)
+static void store_local_nothing(struct store *st)
 {
-    PX_UNUSED(lm);
+    PX_UNUSED(st);
 }
 
-static void store_local_cron_op(struct limiter *lm)
+static void store_local_cron_op(struct store *st)
 {
-    store_local_cron(&lm->local);
+    store_local_cron(st->impl);
 }
 
 const struct store_ops store_local_ops = {
+    .init = store_local_init_op,
+    .free = store_local_free_op,
     .ready = store_local_ready,
     .throttle = store_local_throttle,
     .check = store_local_check_op,

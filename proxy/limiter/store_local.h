@@ -5,9 +5,11 @@
  * run-time overrides (LIMITER OVERRIDE) live here too, by path.
  *
  * store_local_ops is this store behind the limiter's store interface
- * (store.h): every call completes at once. */
-#ifndef PX_PROXY_STORE_LOCAL_H
-#define PX_PROXY_STORE_LOCAL_H
+ * (store.h): every call completes at once; its struct store_local is the
+ * struct store's `impl`, made by the init op. limiter_init names this
+ * table; nothing else outside this module calls it. */
+#ifndef PX_PROXY_LIMITER_STORE_LOCAL_H
+#define PX_PROXY_LIMITER_STORE_LOCAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +25,7 @@ struct store_ops;
 /* The in-process store behind the store interface (store.h). */
 extern const struct store_ops store_local_ops;
 
-/* The store, embedded in struct limiter. */
+/* The store's state: a struct store's `impl` (store.h). */
 struct store_local {
     struct hmap map;       /* key -> owned struct store_entry */
     struct hmap overrides; /* path -> owned NUL-ended override text */
@@ -80,4 +82,4 @@ void store_local_cron(struct store_local *st);
 /* Wall-clock nanoseconds since the Unix epoch. */
 int64_t store_local_now_ns(void);
 
-#endif /* PX_PROXY_STORE_LOCAL_H */
+#endif /* PX_PROXY_LIMITER_STORE_LOCAL_H */

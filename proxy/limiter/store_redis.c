@@ -1,10 +1,12 @@
 /* The Redis limiter store (see store_redis.h): CL.THROTTLE calls batched
  * into gcra.lua, LIMITER calls as one limiter.lua call per tag group, the
- * override cache.
+ * override cache. Its state (the calls of this loop turn, the override
+ * cache) is a struct store_redis, the struct store's `impl`, made by the
+ * init op; it sees the limiter only through store.h.
  *
  *   CL.THROTTLE k B C P [Q]  (parsed by limiter.c; the client's request
  *        |                    holds its place, req->owed counts the call)
- *        | queued in lm->pending until the flush pass (limiter_flush)
+ *        | queued in `pending` until the flush pass (limiter_flush)
  *        v
  *   part "EVALSHA <gcra sha> n k1..kn <inc_s inc_ns dvt_s dvt_ns>... each"
  *        on the shared connection of the keys' node (one slot in cluster
@@ -20,13 +22,28 @@
  * with the node's clock; the proxy recomputes the reply from what the script
  * read, so the reply's rounding lives in one place (algorithms/). When the
  * node cannot answer, `store_down_policy` decides: fail_closed passes the
- * error on, fail_open admits and counts it (lm->fail_open).
+ * error on, fail_open admits and counts it (st->fail_open).
  *
  * A LIMITER check sends one limiter.lua call per tag group, each naming the
- * run-time overrides this proxy assumed (the cache lm->overrides); a script
- * that finds others reports them and the check is started over. Where one
- * group admitted and another refused or failed, the admitted groups are
- * refunded ("refund" mode, with each limit's undo token). */
+ * run-time overrides this proxy assumed (the cache `overrides`); a script
+ * that finds others reports them and the check is started over:
+ *
+ *   store_check (limits of every level, grouped by hash tag)
+ *        |  per group g: "EVALSHA <limiter sha> nk+1 <keys of g>
+ *        |                <prefix{tag}#overrides> check|peek '' cost
+ *        |                (algo p1 p2 p3 p4 undo)... npaths (path known)..."
+ *        |  (RESET: DEL <keys of g>)
+ *        v
+ *   [limited, now_s, now_us, entry...]   --> c->res[i], c->peek[i]
+ *   ["override", value...]               --> the cache learns, c->stale
+ *   -NOSCRIPT                            --> once more as EVAL
+ *   -error                               --> c->err (the first one)
+ *        |
+ *        v  the last group answered: c->done(c), or the orphan is freed
+ *
+ * A group that admitted is marked (c->admitted) so the commands can have
+ * it refunded ("refund" mode, each limit's undo token) when another group
+ * refused or failed: a check consumes everywhere or nowhere. */
 #include "proxy/limiter/store_redis.h"
 
 #include <stdio.h>
@@ -41,12 +58,12 @@
 #include "parser/resp_value.h"
 #include "parser/slot.h"
 #include "proxy/core/cluster.h"
+#include "proxy/core/hmap.h"
 #include "proxy/core/log.h"
+#include "proxy/core/queue.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
-#include "proxy/limiter/limiter.h"
 #include "proxy/limiter/store.h"
-#include "proxy/limiter/store_redis_check.h"
 
 /* Most CL.THROTTLE calls sent in one script call: enough to take the
  * per-call cost of EVALSHA off Redis under load, small enough that one
@@ -57,7 +74,18 @@
  * scripts verify every assumption, so the cache only saves retries. */
 #define STORE_REDIS_OVERRIDE_CACHE_MAX 100000
 
-/* One CL.THROTTLE waiting for its script call. Queued in lm->pending until
+/* Decimal room for one script argument. */
+#define STORE_REDIS_ARG_MAX 24
+
+/* The Redis store's state: a struct store's `impl`. */
+struct store_redis {
+    struct hmap overrides; /* path -> owned text, the run-time overrides
+                              the scripts reported (a cache they verify on
+                              every call) */
+    struct queue pending;  /* CL.THROTTLE calls of this loop turn */
+};
+
+/* One CL.THROTTLE waiting for its script call. Queued in `pending` until
  * the flush pass, then owned by the batch that carries it. */
 struct limiter_call {
     struct req *root;     /* borrowed: the client's request */
@@ -65,33 +93,36 @@ struct limiter_call {
     char *key;            /* owned copy of the key */
     size_t klen;          /* bytes in key */
     store_done_fn *done;  /* the completion */
-    struct queue link;    /* link in lm->pending */
+    struct queue link;    /* link in `pending` */
 };
 
 /* The calls of one script call (all for one node; in cluster mode all of
  * one slot, so a MOVED moves them all). Owned by the part carrying it. */
 struct limiter_batch {
-    struct limiter *lm;    /* borrowed: the limiter it runs in */
+    struct store *st;      /* borrowed: the store it runs in */
     unsigned n;            /* calls */
     unsigned noscript : 1; /* already retried with EVAL */
     struct limiter_call *call[STORE_REDIS_BATCH_MAX]; /* owned */
 };
 
-void store_redis_part_send(struct limiter *lm, struct resp_cmd *cmd,
-                           req_reply_fn *fn, void *ctx, unsigned partno,
-                           uint64_t cid, const char *key, size_t klen)
+/* Sends `cmd` (taken; NULL: out of memory) as a proxy-made part to the
+ * node that owns `key`: its reply goes to `fn` with `ctx` and part number
+ * `partno`, on lane `cid`; it fails at once when no node serves the slot. */
+static void store_redis_part_send(struct store *st, struct resp_cmd *cmd,
+                                  req_reply_fn *fn, void *ctx, unsigned partno,
+                                  uint64_t cid, const char *key, size_t klen)
 {
     struct req *part = req_own(cmd, fn, ctx);
 
     part->part = partno;
     part->cid = cid;
-    cluster_send_key(lm->cl, key, klen, part);
+    cluster_send_key(st->cl, key, klen, part);
 }
 
-static int store_redis_ready(struct limiter *lm, struct req *req)
+static int store_redis_ready(struct store *st, struct req *req)
 {
-    if (!cluster_ready(lm->cl)) {
-        cluster_hold(lm->cl, req);
+    if (!cluster_ready(st->cl)) {
+        cluster_hold(st->cl, req);
         return 0;
     }
     return 1;
@@ -126,9 +157,8 @@ static void store_redis_call_free(struct limiter_call *call)
 
 /* Ends a call: its client's request gets `frame` turned into a reply (an
  * error frame as it is, or fail_open), or is freed when it is an orphan. */
-static void store_redis_call_error(struct limiter *lm,
-                                   struct limiter_call *call, const char *frame,
-                                   size_t len)
+static void store_redis_call_error(struct store *st, struct limiter_call *call,
+                                   const char *frame, size_t len)
 {
     struct req *root = call->root;
     struct store_reply r = { .kind = STORE_REPLY_FRAME };
@@ -136,25 +166,25 @@ static void store_redis_call_error(struct limiter *lm,
     if (!req_owed_back(root)) {
         /* the client left while the node worked */
     } else if (store_redis_down(frame, len) &&
-               lm->conf->store_down == CONF_FAIL_OPEN) {
+               st->conf->store_down == CONF_FAIL_OPEN) {
         r.kind = STORE_REPLY_INTS;
         r.v[0] = 0;
         r.v[1] = call->p.limit;
         r.v[2] = 0;
         r.v[3] = -1;
         r.v[4] = 0;
-        lm->fail_open++;
-        call->done(lm, root, &r);
+        st->fail_open++;
+        call->done(st, root, &r);
     } else {
         r.text = frame;
         r.len = len;
-        call->done(lm, root, &r);
+        call->done(st, root, &r);
     }
     store_redis_call_free(call);
 }
 
 /* Ends call i of a batch from the script's "each" reply `v`. */
-static void store_redis_call_done(struct limiter *lm, struct limiter_call *call,
+static void store_redis_call_done(struct store *st, struct limiter_call *call,
                                   const struct resp_value *v, unsigned i,
                                   unsigned n)
 {
@@ -191,7 +221,7 @@ static void store_redis_call_done(struct limiter *lm, struct limiter_call *call,
             rl_reply_ints(&res.d, r.v);
         }
     }
-    call->done(lm, root, &r);
+    call->done(st, root, &r);
     store_redis_call_free(call);
 }
 
@@ -204,7 +234,7 @@ static void store_redis_batch_error(struct limiter_batch *b, const char *frame,
     unsigned i;
 
     for (i = 0; i < b->n; i++) {
-        store_redis_call_error(b->lm, b->call[i], frame, len);
+        store_redis_call_error(b->st, b->call[i], frame, len);
     }
     px_free(b);
 }
@@ -249,9 +279,9 @@ static void store_redis_on_batch(struct req *part, const char *frame,
     }
     for (i = 0; i < b->n; i++) {
         if (k < b->n) {
-            store_redis_call_error(b->lm, b->call[i], bad, sizeof(bad) - 1);
+            store_redis_call_error(b->st, b->call[i], bad, sizeof(bad) - 1);
         } else {
-            store_redis_call_done(b->lm, b->call[i], &v, i, b->n);
+            store_redis_call_done(b->st, b->call[i], &v, i, b->n);
         }
     }
     resp_value_free(&v);
@@ -298,15 +328,16 @@ static void store_redis_batch_send(struct limiter_batch *b)
     px_free(argv);
     px_free(lens);
     px_free(sa);
-    store_redis_part_send(b->lm, cmd, store_redis_on_batch, b, 0, c0->root->cid,
+    store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, c0->root->cid,
                           c0->key, c0->klen);
 }
 
 /* Sent by the flush pass, with the other calls of this loop turn. */
-static void store_redis_throttle(struct limiter *lm, struct req *req,
+static void store_redis_throttle(struct store *st, struct req *req,
                                  const struct gcra_params *p, const char *key,
                                  size_t klen, store_done_fn *done)
 {
+    struct store_redis *rs = st->impl;
     struct limiter_call *call = px_calloc(1, sizeof(*call));
 
     call->root = req;
@@ -315,11 +346,12 @@ static void store_redis_throttle(struct limiter *lm, struct req *req,
     call->klen = klen;
     call->done = done;
     req->owed++;
-    queue_insert_tail(&lm->pending, &call->link);
+    queue_insert_tail(&rs->pending, &call->link);
 }
 
-static void store_redis_flush(struct limiter *lm)
+static void store_redis_flush(struct store *st)
 {
+    struct store_redis *rs = st->impl;
     struct limiter_batch *open[STORE_REDIS_BATCH_MAX];
     unsigned slot[STORE_REDIS_BATCH_MAX];
     unsigned nopen = 0, i;
@@ -327,10 +359,10 @@ static void store_redis_flush(struct limiter *lm)
     /* Calls that arrived this loop turn, grouped by node (single mode) or
      * slot (cluster mode: a script's keys must share a slot), in arrival
      * order within each group, so calls on one key keep their order. */
-    while (!queue_empty(&lm->pending)) {
+    while (!queue_empty(&rs->pending)) {
         struct limiter_call *call =
-            container_of(queue_head(&lm->pending), struct limiter_call, link);
-        unsigned sl = lm->cl->enabled ? slot_for_key(call->key, call->klen) : 0;
+            container_of(queue_head(&rs->pending), struct limiter_call, link);
+        unsigned sl = st->cl->enabled ? slot_for_key(call->key, call->klen) : 0;
         struct limiter_batch *b = NULL;
 
         queue_remove(&call->link);
@@ -349,7 +381,7 @@ static void store_redis_flush(struct limiter *lm)
                 nopen--;
             }
             b = px_calloc(1, sizeof(*b));
-            b->lm = lm;
+            b->st = st;
             open[nopen] = b;
             slot[nopen++] = sl;
             i = nopen - 1;
@@ -368,54 +400,457 @@ static void store_redis_flush(struct limiter *lm)
 }
 
 /* Shutdown: the calls not yet sent fail. */
-static void store_redis_stop(struct limiter *lm)
+static void store_redis_stop(struct store *st)
 {
     static const char down[] = "-ERR proxy shutting down\r\n";
+    struct store_redis *rs = st->impl;
 
-    while (!queue_empty(&lm->pending)) {
+    while (!queue_empty(&rs->pending)) {
         struct limiter_call *call =
-            container_of(queue_head(&lm->pending), struct limiter_call, link);
+            container_of(queue_head(&rs->pending), struct limiter_call, link);
         queue_remove(&call->link);
-        store_redis_call_error(lm, call, down, sizeof(down) - 1);
+        store_redis_call_error(st, call, down, sizeof(down) - 1);
     }
 }
 
 /* ---------------- The override cache ---------------- */
 
-const char *store_redis_override_known(struct limiter *lm, const char *path,
-                                       size_t len)
+/* The run-time override of `path` the scripts last reported, NUL-ended,
+ * or NULL. */
+static const char *store_redis_override_known(struct store *st,
+                                              const char *path, size_t len)
 {
-    return hmap_get(&lm->overrides, path, len);
+    struct store_redis *rs = st->impl;
+
+    return hmap_get(&rs->overrides, path, len);
 }
 
-void store_redis_override_learn(struct limiter *lm, const char *path,
-                                size_t len, const char *text, size_t tlen)
+/* Records what a script found for `path` ("" or NULL: nothing). */
+static void store_redis_override_learn(struct store *st, const char *path,
+                                       size_t len, const char *text,
+                                       size_t tlen)
 {
+    struct store_redis *rs = st->impl;
+
     if (text == NULL || tlen == 0) {
-        px_free(hmap_del(&lm->overrides, path, len));
+        px_free(hmap_del(&rs->overrides, path, len));
         return;
     }
-    if (hmap_get(&lm->overrides, path, len) == NULL &&
-        lm->overrides.count >= STORE_REDIS_OVERRIDE_CACHE_MAX) {
-        hmap_free(&lm->overrides, px_free);
-        hmap_init(&lm->overrides);
+    if (hmap_get(&rs->overrides, path, len) == NULL &&
+        rs->overrides.count >= STORE_REDIS_OVERRIDE_CACHE_MAX) {
+        hmap_free(&rs->overrides, px_free);
+        hmap_init(&rs->overrides);
     }
-    px_free(hmap_put(&lm->overrides, path, len, px_strndup(text, tlen)));
+    px_free(hmap_put(&rs->overrides, path, len, px_strndup(text, tlen)));
 }
 
-int store_redis_override_key(const struct limiter *lm,
-                             const struct limits_level *lev, char *out,
-                             size_t outlen)
+/* Writes the override hash of `lev`'s identity, "<prefix>{tag}#overrides";
+ * returns its length (snprintf's). */
+static int store_redis_override_key(const struct store *st,
+                                    const struct limits_level *lev, char *out,
+                                    size_t outlen)
 {
-    return snprintf(out, outlen, "%s{%.*s}#overrides", lm->conf->key_prefix,
+    return snprintf(out, outlen, "%s{%.*s}#overrides", st->conf->key_prefix,
                     (int)lev->tag_len, lev->tag);
+}
+
+/* ---------------- LIMITER CHECK|PEEK|RESET: limiter.lua ---------------- */
+
+/* Keys of group g. */
+static unsigned store_redis_group_keys(const struct store_check *c, unsigned g)
+{
+    unsigned i, nk = 0;
+
+    for (i = 0; i < c->n; i++) {
+        nk += c->lim[i].group == g;
+    }
+    return nk;
+}
+
+/* Keeps the first error of a call, as a RESP error line. */
+static void store_redis_check_error(struct store_check *c, const char *text)
+{
+    if (c->err.len == 0) {
+        PX_CHECK_OOM(buf_append(&c->err, "-", 1));
+        PX_CHECK_OOM(buf_append_str(&c->err, text));
+        PX_CHECK_OOM(buf_append(&c->err, "\r\n", 2));
+    }
+}
+
+/* A reply element as an int64: an integer, or a decimal bulk string (the
+ * script sends durations past 2^53 us as text). 0, or -1. */
+static int store_redis_elem_int(const struct resp_value *e, int64_t *out)
+{
+    if (e->type == ':') {
+        *out = e->integer;
+        return 0;
+    }
+    if (e->type == '$' && !e->null) {
+        return gcra_parse_int64(e->str, e->len, out) == GCRA_OK ? 0 : -1;
+    }
+    return -1;
+}
+
+/* Microseconds of the script as nanoseconds, saturating. */
+static int64_t store_redis_us_to_ns(int64_t us)
+{
+    if (us > INT64_MAX / 1000) {
+        return INT64_MAX;
+    }
+    return us < INT64_MIN / 1000 ? INT64_MIN : us * 1000;
+}
+
+/* One limit's entry of a check/peek reply into c->res[i] and c->peek[i].
+ * 0, or -1 when malformed (c->err is set). */
+static int store_redis_entry(struct store_check *c, unsigned i,
+                             const struct resp_value *e,
+                             const struct gcra_script_reply *sr, int admitted)
+{
+    struct store_limit *x = &c->lim[i];
+    const char *err = NULL;
+    int64_t f[5];
+    unsigned j;
+
+    if (e->type != '*' || e->null) {
+        store_redis_check_error(c, GCRA_ERR_SCRIPT);
+        return -1;
+    }
+    if (x->algo == LIMITS_GCRA) {
+        struct gcra_script_reply r = *sr;
+        struct gcra_result res, pk;
+        struct gcra_params pp;
+        if (e->n != 1) {
+            store_redis_check_error(c, GCRA_ERR_SCRIPT);
+            return -1;
+        }
+        r.tat = e->elem[0].null ? NULL : e->elem[0].str;
+        r.tat_len = e->elem[0].null ? 0 : e->elem[0].len;
+        gcra_params_peek(&x->p, &pp);
+        if (gcra_decide_stored(&x->p, &r, &res, &err) != GCRA_OK ||
+            gcra_decide_stored(&pp, &r, &pk, &err) != GCRA_OK) {
+            store_redis_check_error(c, err);
+            return -1;
+        }
+        c->res[i] = res.d;
+        c->peek[i] = pk.d;
+        return 0;
+    }
+    if (e->n != 6 || e->elem[5].type != '$' || e->elem[5].null ||
+        e->elem[5].len >= STORE_UNDO_MAX) {
+        store_redis_check_error(c, GCRA_ERR_SCRIPT);
+        return -1;
+    }
+    for (j = 0; j < 5; j++) {
+        if (store_redis_elem_int(&e->elem[j], &f[j]) != 0) {
+            store_redis_check_error(c, GCRA_ERR_SCRIPT);
+            return -1;
+        }
+    }
+    c->res[i].limited = f[0] != 0;
+    c->res[i].limit = f[1];
+    c->res[i].remaining = f[2];
+    c->res[i].retry_after_ns = store_redis_us_to_ns(f[3]);
+    c->res[i].reset_after_ns = store_redis_us_to_ns(f[4]);
+    memcpy(x->undo, e->elem[5].str, e->elem[5].len);
+    x->undo[e->elem[5].len] = '\0';
+    c->peek[i] = c->res[i];
+    if (admitted && c->cost > 0) {
+        /* Taken here, refunded if another slot refuses: the state without
+         * this request has its cost back. */
+        c->peek[i].remaining = c->res[i].remaining > c->res[i].limit - c->cost
+                                   ? c->res[i].limit
+                                   : c->res[i].remaining + c->cost;
+    }
+    return 0;
+}
+
+/* Group g's "override" reply: the values of its levels' paths, in the
+ * order they were sent. */
+static void store_redis_group_overrides(struct store_check *c, unsigned g,
+                                        const struct resp_value *v)
+{
+    size_t l, j = 1;
+
+    for (l = 0; l < c->lv->n && j < v->n; l++) {
+        const struct limits_level *lev = &c->lv->level[l];
+        const struct resp_value *e = &v->elem[j];
+        if (lev->group != g) {
+            continue;
+        }
+        j++;
+        store_redis_override_learn(c->st, lev->path, lev->path_len,
+                                   e->type == '$' && !e->null ? e->str : NULL,
+                                   e->type == '$' && !e->null ? e->len : 0);
+    }
+    c->stale = 1;
+}
+
+/* One group's script reply: each of its limits' decision. */
+static void store_redis_group_reply(struct store_check *c, unsigned g,
+                                    const char *frame, size_t len)
+{
+    struct gcra_script_reply sr;
+    struct resp_value v;
+    size_t used;
+    unsigned i, k = 0;
+
+    if (frame[0] == '-') {
+        if (c->err.len == 0) {
+            PX_CHECK_OOM(buf_append(&c->err, frame, len));
+        }
+        return;
+    }
+    if (c->op == STORE_RESET) {
+        if (frame[0] == ':') {
+            c->deleted += strtoll(frame + 1, NULL, 10);
+        }
+        return;
+    }
+    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
+        v.type = '?';
+        v.n = 0;
+        v.elem = NULL;
+    }
+    if (v.type == '*' && v.n >= 1 && v.elem[0].type == '$' &&
+        resp_value_is(&v.elem[0], "override")) {
+        store_redis_group_overrides(c, g, &v);
+        resp_value_free(&v);
+        return;
+    }
+    if (v.type != '*' || v.n < 3 || v.elem[0].type != ':' ||
+        v.elem[1].type != ':' || v.elem[2].type != ':') {
+        resp_value_free(&v);
+        store_redis_check_error(c, GCRA_ERR_SCRIPT);
+        return;
+    }
+    sr.limited = v.elem[0].integer;
+    sr.now_s = v.elem[1].integer;
+    sr.now_us = v.elem[2].integer;
+    c->admitted[g] = c->op == STORE_CHECK && sr.limited == 0;
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].group != g) {
+            continue;
+        }
+        if (3 + k >= v.n) {
+            store_redis_check_error(c, GCRA_ERR_SCRIPT);
+            break;
+        }
+        if (store_redis_entry(c, i, &v.elem[3 + k++], &sr, c->admitted[g]) !=
+            0) {
+            break;
+        }
+    }
+    resp_value_free(&v);
+}
+
+static void store_redis_group_send(struct store_check *c, unsigned g,
+                                   const char *mode);
+
+static void store_redis_check_on_reply(struct req *part, const char *frame,
+                                       size_t len)
+{
+    struct store_check *c = part->ctx;
+    unsigned g = part->part;
+
+    if (c == NULL) {
+        return; /* a refund: nobody waits for it */
+    }
+    if (len > 10 && memcmp(frame, "-NOSCRIPT ", 10) == 0 && !c->noscript[g]) {
+        c->noscript[g] = 1;
+        part->ctx = NULL;
+        store_redis_group_send(c, g, c->op == STORE_PEEK ? "peek" : "check");
+        return;
+    }
+    store_redis_group_reply(c, g, frame, len);
+    if (--c->pending > 0) {
+        return;
+    }
+    if (!req_owed_back(c->root)) {
+        store_check_free(c);
+        return;
+    }
+    c->done(c);
+}
+
+/* The four parameters of limit x as limiter.lua takes them: gcra's split
+ * INC and DVT, else the documented parameters in stored units ("" when
+ * unused; an infinite rate as "inf"). */
+static void store_redis_lua_params(const struct store_check *c,
+                                   const struct store_limit *x,
+                                   char out[4][STORE_REDIS_ARG_MAX])
+{
+    int64_t v[LIMITS_MAX_PARAMS];
+    size_t nv, k;
+
+    memset(out, 0, 4 * STORE_REDIS_ARG_MAX);
+    if (x->algo == LIMITS_GCRA) {
+        struct gcra_params wp;
+        struct gcra_script_args sa;
+        store_write_params(&x->p, c->wait_ns, &wp);
+        gcra_script_args(&wp, &sa);
+        for (k = 0; k < 4; k++) {
+            memcpy(out[k], sa.v[k], sa.len[k]);
+        }
+        return;
+    }
+    nv = limits_params(&x->lim, v);
+    for (k = 0; k < nv && k < 4; k++) {
+        if (v[k] == LIMITS_RATE_INF) {
+            memcpy(out[k], "inf", 4);
+        } else {
+            snprintf(out[k], STORE_REDIS_ARG_MAX, "%lld", (long long)v[k]);
+        }
+    }
+}
+
+/* The first level of group g (every group has one). */
+static const struct limits_level *
+store_redis_group_level(const struct store_check *c, unsigned g)
+{
+    size_t l;
+
+    for (l = 0; l < c->lv->n; l++) {
+        if (c->lv->level[l].group == g) {
+            return &c->lv->level[l];
+        }
+    }
+    PX_ASSERT(0);
+    return NULL;
+}
+
+/* Sends group g's call: limiter.lua over the group's keys in `mode`, or
+ * DEL of them (RESET). A refund carries no context: its reply is dropped.
+ * Every call names the override hash of the group's tag last, which also
+ * routes a group whose levels an override lifted entirely. */
+static void store_redis_group_send(struct store_check *c, unsigned g,
+                                   const char *mode)
+{
+    const struct scripts_lua *s = scripts_limiter();
+    int refund = strcmp(mode, "refund") == 0;
+    unsigned i, nk = 0, a = 0, cap = 8 + 7 * c->n + 2 * c->lv->n;
+    const char **argv = px_calloc(cap, sizeof(*argv));
+    size_t *lens = px_calloc(cap, sizeof(*lens));
+    char(*args)[4][STORE_REDIS_ARG_MAX] =
+        px_calloc(c->n > 0 ? c->n : 1, sizeof(*args));
+    char nkeys[16], cost[24], npaths[16], ovkey[STORE_KEY_MAX];
+    unsigned npath = 0;
+    struct resp_cmd *cmd;
+    int ovlen;
+    size_t l;
+
+    ovlen = store_redis_override_key(c->st, store_redis_group_level(c, g),
+                                     ovkey, sizeof(ovkey));
+    PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
+    nk = store_redis_group_keys(c, g);
+    if (c->op == STORE_RESET) {
+        argv[a++] = "DEL";
+    } else {
+        argv[a++] = c->noscript[g] ? "EVAL" : "EVALSHA";
+        argv[a] = c->noscript[g] ? s->body : s->sha1;
+        lens[a++] = c->noscript[g] ? s->len : SCRIPTS_SHA1_LEN;
+        snprintf(nkeys, sizeof(nkeys), "%u", nk + 1);
+        argv[a++] = nkeys;
+    }
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].group == g) {
+            argv[a] = c->lim[i].key;
+            lens[a++] = c->lim[i].klen;
+        }
+    }
+    if (c->op != STORE_RESET) {
+        argv[a] = ovkey;
+        lens[a++] = (size_t)ovlen;
+        argv[a++] = mode;
+        argv[a++] = "";
+        snprintf(cost, sizeof(cost), "%lld", (long long)c->cost);
+        argv[a++] = cost;
+        for (i = 0; i < c->n; i++) {
+            int k;
+            if (c->lim[i].group != g) {
+                continue;
+            }
+            store_redis_lua_params(c, &c->lim[i], args[i]);
+            argv[a++] = limits_algo_name(c->lim[i].algo);
+            for (k = 0; k < 4; k++) {
+                argv[a++] = args[i][k];
+            }
+            argv[a++] = refund ? c->lim[i].undo : "";
+        }
+        /* Refunds undo what was written; only checks verify overrides. */
+        for (l = 0; l < c->lv->n && !refund; l++) {
+            npath += c->lv->level[l].group == g;
+        }
+        snprintf(npaths, sizeof(npaths), "%u", npath);
+        argv[a++] = npaths;
+        for (l = 0; l < c->lv->n && !refund; l++) {
+            const struct limits_level *lev = &c->lv->level[l];
+            const char *known;
+            if (lev->group != g) {
+                continue;
+            }
+            known = store_redis_override_known(c->st, lev->path, lev->path_len);
+            argv[a] = lev->path;
+            lens[a++] = lev->path_len;
+            argv[a++] = known != NULL ? known : "";
+        }
+    }
+    PX_ASSERT(a <= cap);
+    for (i = 0; i < a; i++) {
+        if (lens[i] == 0 && argv[i][0] != '\0') {
+            lens[i] = strlen(argv[i]);
+        }
+    }
+    cmd = resp_cmd_new((int)a, argv, lens);
+    px_free(argv);
+    px_free(lens);
+    px_free(args);
+    store_redis_part_send(c->st, cmd, store_redis_check_on_reply,
+                          refund ? NULL : c, g, c->root->cid, ovkey,
+                          (size_t)ovlen);
+}
+
+/* The check op: counts the call in c->root->owed, frees the orphan
+ * itself. */
+static void store_redis_check(struct store *st, struct store_check *c,
+                              store_check_done_fn *done)
+{
+    unsigned g;
+
+    PX_UNUSED(st);
+    c->done = done;
+    /* RESET deletes keys, so a group without any has nothing to do;
+     * checks call every group, to verify its overrides. */
+    for (g = 0; g < c->ngroups; g++) {
+        c->pending += c->op != STORE_RESET || store_redis_group_keys(c, g) > 0;
+    }
+    c->root->owed++;
+    for (g = 0; g < c->ngroups; g++) {
+        if (c->op != STORE_RESET || store_redis_group_keys(c, g) > 0) {
+            store_redis_group_send(c, g,
+                                   c->op == STORE_PEEK ? "peek" : "check");
+        }
+    }
+}
+
+/* The refund op: a "refund" call to every group that admitted; nobody
+ * waits for its reply. */
+static void store_redis_refund(struct store *st, struct store_check *c)
+{
+    unsigned g;
+
+    PX_UNUSED(st);
+    for (g = 0; g < c->ngroups; g++) {
+        if (c->admitted[g]) {
+            store_redis_group_send(c, g, "refund");
+        }
+    }
 }
 
 /* ---------------- LIMITER OVERRIDE SET|DEL|GET ---------------- */
 
 /* One OVERRIDE command on its way to the node of the override hash. */
 struct limiter_override_call {
-    struct limiter *lm;  /* borrowed: the limiter it runs in */
+    struct store *st;    /* borrowed: the store it runs in */
     struct req *root;    /* borrowed: the client's request */
     store_done_fn *done; /* the completion */
 };
@@ -436,14 +871,14 @@ static void store_redis_override_on_reply(struct req *part, const char *frame,
         r.len = sizeof(reply_ok) - 1;
     }
     if (req_owed_back(oc->root)) {
-        oc->done(oc->lm, oc->root, &r);
+        oc->done(oc->st, oc->root, &r);
     }
     px_free(oc);
 }
 
 /* HSET/HDEL/HGET of `path` in the override hash of `lev`'s identity, where
  * every proxy's checks verify it. */
-static void store_redis_override(struct limiter *lm, struct req *req,
+static void store_redis_override(struct store *st, struct req *req,
                                  enum store_override_op op,
                                  const struct limits_level *lev,
                                  const char *path, size_t plen,
@@ -456,12 +891,12 @@ static void store_redis_override(struct limiter *lm, struct req *req,
     size_t lens[4];
     int argc = op == STORE_OVERRIDE_SET ? 4 : 3, kl, i;
 
-    kl = store_redis_override_key(lm, lev, key, sizeof(key));
+    kl = store_redis_override_key(st, lev, key, sizeof(key));
     PX_ASSERT(kl > 0 && (size_t)kl < sizeof(key));
     if (op != STORE_OVERRIDE_GET) {
         /* This proxy applies it at once; the others on their next check. */
         store_redis_override_learn(
-            lm, path, plen, op == STORE_OVERRIDE_SET ? text : NULL, tlen);
+            st, path, plen, op == STORE_OVERRIDE_SET ? text : NULL, tlen);
     }
     argv[0] = op == STORE_OVERRIDE_SET   ? "HSET"
               : op == STORE_OVERRIDE_DEL ? "HDEL"
@@ -479,21 +914,46 @@ static void store_redis_override(struct limiter *lm, struct req *req,
         }
     }
     oc = px_calloc(1, sizeof(*oc));
-    oc->lm = lm;
+    oc->st = st;
     oc->root = req;
     oc->done = done;
     req->owed++;
     store_redis_part_send(
-        lm, resp_cmd_new(argc, argv, lens), store_redis_override_on_reply, oc,
+        st, resp_cmd_new(argc, argv, lens), store_redis_override_on_reply, oc,
         (unsigned)(op == STORE_OVERRIDE_SET), req->cid, key, (size_t)kl);
 }
 
-static void store_redis_nothing(struct limiter *lm)
+/* ---------------- The store interface (store.h) ---------------- */
+
+static void store_redis_init(struct store *st)
 {
-    PX_UNUSED(lm);
+    struct store_redis *rs = px_calloc(1, sizeof(*rs));
+
+    hmap_init(&rs->overrides);
+    queue_init(&rs->pending);
+    st->impl = rs;
+}
+
+/* After stop: nothing is pending any more. */
+static void store_redis_free(struct store *st)
+{
+    struct store_redis *rs = st->impl;
+
+    if (rs != NULL) {
+        hmap_free(&rs->overrides, px_free);
+        px_free(rs);
+        st->impl = NULL;
+    }
+}
+
+static void store_redis_nothing(struct store *st)
+{
+    PX_UNUSED(st);
 }
 
 const struct store_ops store_redis_ops = {
+    .init = store_redis_init,
+    .free = store_redis_free,
     .ready = store_redis_ready,
     .throttle = store_redis_throttle,
     .check = store_redis_check,
