@@ -9,8 +9,8 @@
 #include "conf/conf.h"
 #include "conf/limits.h"
 #include "proxy/core/log.h"
-#include "proxy/server.h"
 #include "proxy/core/util.h"
+#include "proxy/server.h"
 
 /* Room for every error of a bad file. */
 #define MAIN_ERRBUF 8192

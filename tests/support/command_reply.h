@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "parser/buf.h"
+#include "parser/resp.h"
 #include "parser/resp_enc.h"
 
 static inline void command_entry(struct buf *b, const char *name, int arity,
@@ -28,6 +29,30 @@ static inline void command_entry(struct buf *b, const char *name, int arity,
     resp_enc_array_header(b, 0); /* tips */
     resp_enc_array_header(b, 0); /* key specs */
     resp_enc_array_header(b, nsub);
+}
+
+/* A command given as space-separated words ('' for an empty argument),
+ * owned by the caller (resp_cmd_free). */
+static inline struct resp_cmd *command_words(const char *words)
+{
+    const char *argv[32];
+    size_t lens[32];
+    char copy[512];
+    char *save = NULL, *w;
+    int argc = 0;
+    struct resp_cmd *cmd;
+
+    cr_assert_lt(strlen(words), sizeof(copy));
+    strcpy(copy, words);
+    for (w = strtok_r(copy, " ", &save); w != NULL && argc < 32;
+         w = strtok_r(NULL, " ", &save)) {
+        argv[argc] = strcmp(w, "''") == 0 ? "" : w;
+        lens[argc] = strlen(argv[argc]);
+        argc++;
+    }
+    cmd = resp_cmd_new(argc, argv, lens);
+    cr_assert_not_null(cmd);
+    return cmd;
 }
 
 #endif /* PX_TESTS_SUPPORT_COMMAND_REPLY_H */

@@ -43,22 +43,9 @@ static struct keyspec *table(void)
 /* Runs keyspec_find on a command given as words. */
 static int find(const struct keyspec *ks, const char *words, int *keys, int *n)
 {
-    const char *argv[32];
-    size_t lens[32];
-    char copy[512];
-    char *save = NULL, *w;
-    int argc = 0, rc;
-    struct resp_cmd *cmd;
+    struct resp_cmd *cmd = command_words(words);
+    int rc = keyspec_find(ks, cmd, keys, n);
 
-    strcpy(copy, words);
-    for (w = strtok_r(copy, " ", &save); w != NULL;
-         w = strtok_r(NULL, " ", &save)) {
-        argv[argc] = strcmp(w, "''") == 0 ? "" : w;
-        lens[argc] = strlen(argv[argc]);
-        argc++;
-    }
-    cmd = resp_cmd_new(argc, argv, lens);
-    rc = keyspec_find(ks, cmd, keys, n);
     resp_cmd_free(cmd);
     return rc;
 }

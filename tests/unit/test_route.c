@@ -37,24 +37,9 @@ static struct keyspec *route_table(void)
 static enum route_kind decide(const struct route_in *in, const char *words,
                               int *keys, struct route *out)
 {
-    const char *argv[16];
-    size_t lens[16];
-    char copy[256];
-    char *save = NULL, *w;
-    int argc = 0;
-    struct resp_cmd *cmd;
-    enum route_kind kind;
+    struct resp_cmd *cmd = command_words(words);
+    enum route_kind kind = route_decide(in, cmd, keys, out);
 
-    strcpy(copy, words);
-    for (w = strtok_r(copy, " ", &save); w != NULL;
-         w = strtok_r(NULL, " ", &save)) {
-        argv[argc] = w;
-        lens[argc] = strlen(w);
-        argc++;
-    }
-    cmd = resp_cmd_new(argc, argv, lens);
-    cr_assert_not_null(cmd);
-    kind = route_decide(in, cmd, keys, out);
     resp_cmd_free(cmd);
     return kind;
 }
