@@ -24,5 +24,4 @@ int merge_fanout(struct req *req);
 /* Frees a merge state (a root request's). Accepts NULL. */
 void merge_free(struct merge *mg);
 
-
 #endif /* PX_PROXY_MERGE_H */

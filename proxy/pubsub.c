@@ -15,8 +15,8 @@
 #include "parser/glob.h"
 #include "proxy/client.h"
 #include "proxy/core/hmap.h"
-#include "proxy/server.h"
 #include "proxy/core/util.h"
+#include "proxy/server.h"
 
 /* Subscriptions to one name held on one node. */
 struct pubsub_holder {

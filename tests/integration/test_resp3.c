@@ -396,8 +396,7 @@ Test(it_resp3, protocol_switches_inside_a_pipeline_keep_order,
                     lens[argc] = strlen(argv[argc]);
                     argc++;
                 }
-                cr_assert_eq(resp_enc_argv(&b[side], argc, argv, lens),
-                             BUF_OK);
+                cr_assert_eq(resp_enc_argv(&b[side], argc, argv, lens), BUF_OK);
             }
         }
     }

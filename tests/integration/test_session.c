@@ -746,7 +746,8 @@ Test(it_session, killed_while_waiting_for_a_redirect_target_harms_nobody,
                  snprintf(NULL, 0, "%lld", tid), tid);
         px_raw_send(fd, cmd, strlen(cmd));
         /* Killed while (or before) the target's id is learned. */
-        snprintf(cmd, sizeof(cmd), "*4\r\n$6\r\nCLIENT\r\n$4\r\nKILL\r\n"
+        snprintf(cmd, sizeof(cmd),
+                 "*4\r\n$6\r\nCLIENT\r\n$4\r\nKILL\r\n"
                  "$2\r\nID\r\n$%d\r\n%lld\r\n",
                  snprintf(NULL, 0, "%lld", wid), wid);
         redisAppendFormattedCommand(other, cmd, strlen(cmd));
