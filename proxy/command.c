@@ -439,9 +439,13 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -1,
       .how = CMD_LIMITER,
       .proc = cmd_cl_throttle },
-    { .name = "client", .arity = -2, .how = CMD_LOCAL, .proc = session_client },
+    { .name = "client",
+      .arity = -2,
+      .how = CMD_LOCAL,
+      .flags = CMD_F_SUBCMDS,
+      .proc = session_client },
     /* Subcommands that reach every master: looked up by
-     * cmd_lookup_merge only, never as a command name. */
+     * cmd_merge_of only, never as a command name. */
     { .name = "client|pause",
       .arity = -3,
       .how = CMD_FANOUT,
@@ -473,7 +477,11 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -1,
       .how = CMD_FANOUT,
       .merge = MERGE_ALL_OK },
-    { .name = "function", .arity = -2, .how = CMD_LOCAL, .proc = cmd_function },
+    { .name = "function",
+      .arity = -2,
+      .how = CMD_LOCAL,
+      .flags = CMD_F_SUBCMDS,
+      .proc = cmd_function },
     { .name = "function|kill",
       .arity = 2,
       .how = CMD_FANOUT,
@@ -507,6 +515,11 @@ static const struct cmd_def cmd_defs[] = {
       .how = CMD_PRIVATE,
       .flags = CMD_F_PUBSUB },
     { .name = "psync", .arity = -3, .how = CMD_TUNNEL },
+    /* PUBSUB is forwarded; NUMSUB and CHANNELS reach every master. */
+    { .name = "pubsub",
+      .arity = -2,
+      .how = CMD_FORWARD,
+      .flags = CMD_F_SUBCMDS },
     { .name = "pubsub|channels",
       .arity = -2,
       .how = CMD_FANOUT,
@@ -543,7 +556,11 @@ static const struct cmd_def cmd_defs[] = {
       .flags = CMD_F_NOAUTH,
       .proc = cmd_reset },
     { .name = "scan", .arity = -2, .how = CMD_FANOUT, .merge = MERGE_SCAN },
-    { .name = "script", .arity = -2, .how = CMD_LOCAL, .proc = cmd_script },
+    { .name = "script",
+      .arity = -2,
+      .how = CMD_LOCAL,
+      .flags = CMD_F_SUBCMDS,
+      .proc = cmd_script },
     { .name = "script|exists",
       .arity = -3,
       .how = CMD_FANOUT,
@@ -622,24 +639,24 @@ const struct cmd_def *cmd_lookup(const char *name, size_t len)
                    cmd_compare);
 }
 
-const struct cmd_def *cmd_lookup_merge(const struct resp_cmd *cmd)
+const struct cmd_def *cmd_merge_of(const struct cmd_def *def,
+                                   const struct resp_cmd *cmd)
 {
     char name[2 * CMD_NAME_MAX + 2];
-    const struct cmd_def *def;
     const char *p;
     size_t len, slen, k;
 
-    p = resp_cmd_arg(cmd, 0, &len);
-    def = cmd_lookup(p, len);
-    if (def != NULL && (def->how == CMD_SPLIT || def->how == CMD_FANOUT)) {
-        return def;
-    }
-    if (cmd->argc < 2 || len == 0 || len > CMD_NAME_MAX) {
+    if (def == NULL) {
         return NULL;
     }
-    for (k = 0; k < len; k++) {
-        name[k] = (char)tolower((unsigned char)p[k]);
+    if (def->how == CMD_SPLIT || def->how == CMD_FANOUT) {
+        return def;
     }
+    if (!(def->flags & CMD_F_SUBCMDS) || cmd->argc < 2) {
+        return NULL;
+    }
+    len = strlen(def->name);
+    memcpy(name, def->name, len);
     name[len] = '|';
     p = resp_cmd_arg(cmd, 1, &slen);
     if (slen == 0 || slen > CMD_NAME_MAX) {

@@ -48,6 +48,7 @@ enum cmd_how {
 #define CMD_F_XBLOCK  (1u << 9)  /* blocks only with a BLOCK option */
 #define CMD_F_STICKY  (1u << 10) /* binds the connection for good */
 #define CMD_F_MONITOR (1u << 12) /* MONITOR: private, until RESET/QUIT */
+#define CMD_F_SUBCMDS (1u << 13) /* has "name|sub" entries (fan-outs) */
 
 struct cmd_def {
     const char *name;      /* lower case; "name|sub" for a subcommand entry */
@@ -65,10 +66,12 @@ const struct cmd_def *cmd_lookup(const char *name, size_t len);
 /* True when argc satisfies the entry's arity. */
 int cmd_arity_ok(const struct cmd_def *def, int argc);
 
-/* The entry that says how `cmd` is split or fanned out in cluster mode:
- * its own (MGET, KEYS...) or its subcommand's ("script|load"), or NULL
- * when it is neither split nor fanned out. */
-const struct cmd_def *cmd_lookup_merge(const struct resp_cmd *cmd);
+/* The entry that says how `cmd` (whose own entry is `def`, NULL when not
+ * in the table) is split or fanned out in cluster mode: `def` itself (MGET,
+ * KEYS...) or its subcommand's ("script|load"), or NULL when it is neither
+ * split nor fanned out. */
+const struct cmd_def *cmd_merge_of(const struct cmd_def *def,
+                                   const struct resp_cmd *cmd);
 
 /* The whole table (sorted by name), for the invariant test. */
 const struct cmd_def *cmd_table(size_t *n);

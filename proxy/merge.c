@@ -162,7 +162,7 @@ static struct resp_cmd *merge_part_cmd(const struct req *root, const int *keys,
 int merge_split(struct req *req, const int *keys, const unsigned *slots,
                 int nkeys)
 {
-    const struct cmd_def *def = cmd_lookup_merge(req->cmd);
+    const struct cmd_def *def = cmd_merge_of(req->def, req->cmd);
     enum merge_kind kind;
     unsigned *slot_part, *start, *fill, *order, nparts = 0, i;
     struct resp_cmd **cmds;
@@ -328,7 +328,7 @@ int merge_fanout(struct req *req)
      * fan out, and how their replies merge. In single mode only INFO gains
      * something (the proxy's section); everything else goes to the one
      * node as it is. */
-    def = cmd_lookup_merge(req->cmd);
+    def = cmd_merge_of(req->def, req->cmd);
     if (def == NULL || def->how != CMD_FANOUT) {
         return 0;
     }

@@ -99,7 +99,10 @@ used_ports=" "
 free_port() {
     local p _
     for _ in $(seq 1 100); do
-        p=$((20000 + RANDOM % 40000))
+        # Below the kernel's ephemeral range (32768 and up), so no client
+        # socket of an earlier run holds it. Called in $(...): mix in the
+        # subshell's pid, or calls can draw the parent's same RANDOM.
+        p=$((20000 + (RANDOM + BASHPID * 7919) % 12000))
         if [[ $used_ports != *" $p "* ]] && ! port_open "$p"; then
             used_ports+="$p "
             echo "$p"

@@ -105,7 +105,8 @@ Test(cmd, split_and_fanout_commands_name_their_merge)
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         size_t lens[2] = { strlen(argv[i][0]), strlen(argv[i][1]) };
         struct resp_cmd *cmd = resp_cmd_new(2, argv[i], lens);
-        const struct cmd_def *d = cmd_lookup_merge(cmd);
+        const struct cmd_def *d =
+            cmd_merge_of(cmd_lookup(argv[i][0], lens[0]), cmd);
         cr_assert_not_null(d, "%s %s", argv[i][0], argv[i][1]);
         cr_assert_eq(d->merge, want[i], "%s %s", argv[i][0], argv[i][1]);
         resp_cmd_free(cmd);
@@ -115,7 +116,7 @@ Test(cmd, split_and_fanout_commands_name_their_merge)
         const char *a[2] = { "SCRIPT", "DEBUG" };
         size_t lens[2] = { 6, 5 };
         struct resp_cmd *cmd = resp_cmd_new(2, a, lens);
-        cr_assert_null(cmd_lookup_merge(cmd));
+        cr_assert_null(cmd_merge_of(cmd_lookup(a[0], lens[0]), cmd));
         resp_cmd_free(cmd);
     }
 }
