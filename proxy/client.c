@@ -593,7 +593,6 @@ void client_priv_release(struct client *c)
     struct upstream *up = c->priv;
 
     c->priv = NULL;
-    up->owner = NULL;
     pubsub_client_gone(c); /* the reset ends its subscriptions */
     /* A connection in the Lua debugger cannot be reset; the rest can. */
     cluster_private_put(&server.cluster, up, c->sticky && !c->monitor);
@@ -615,8 +614,7 @@ void client_aux_release(struct client *c)
         struct upstream *up =
             container_of(queue_head(&c->aux), struct upstream, aux_link);
         queue_remove(&up->aux_link);
-        up->owner = NULL;
-        cluster_private_put(&server.cluster, up, 0);
+        cluster_private_put(&server.cluster, up, 0); /* unowned from here */
     }
     resp_cmd_free(c->tracking_cmd);
     c->tracking_cmd = NULL;

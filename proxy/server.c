@@ -213,6 +213,8 @@ int server_init(const struct conf *conf)
     queue_init(&server.clients);
     queue_init(&server.dirty_clients);
     core_init(&server.core, server.loop, conf);
+    /* Empty lists, so a start that fails before cluster_init can still
+     * run cluster_shutdown. */
     queue_init(&server.cluster.nodes);
     queue_init(&server.cluster.waiting);
     limiter_init(&server.limiter, &server.core, &server.cluster, conf,

@@ -237,7 +237,7 @@ static void limiter_check_done(struct store_check *c)
         return;
     }
     if (c->err.len > 0 || c->err_text != NULL || c->stale) {
-        if (c->op == STORE_CHECK) {
+        if (c->op == STORE_CHECK && lm->store.ops->refund != NULL) {
             /* A group that failed may not have decided: give back what
              * the others took, so a failure never consumes. */
             lm->store.ops->refund(&lm->store, c);
@@ -270,7 +270,7 @@ static void limiter_check_done(struct store_check *c)
         return;
     }
     limiter_aggregate(c->res, c->n, &agg);
-    if (c->op == STORE_CHECK && agg.limited &&
+    if (c->op == STORE_CHECK && agg.limited && lm->store.ops->refund != NULL &&
         (c->wait_ns == 0 ||
          limiter_aggregate_wait_delay(c->res, c->n, c->wait_ns) < 0)) {
         lm->store.ops->refund(&lm->store, c);
@@ -657,17 +657,23 @@ void limiter_command(struct limiter *lm, struct req *req, int admin)
 
 void limiter_flush(struct limiter *lm)
 {
-    lm->store.ops->flush(&lm->store);
+    if (lm->store.ops->flush != NULL) {
+        lm->store.ops->flush(&lm->store);
+    }
 }
 
 void limiter_cron(struct limiter *lm)
 {
-    lm->store.ops->cron(&lm->store);
+    if (lm->store.ops->cron != NULL) {
+        lm->store.ops->cron(&lm->store);
+    }
 }
 
 void limiter_stop(struct limiter *lm)
 {
-    lm->store.ops->stop(&lm->store);
+    if (lm->store.ops->stop != NULL) {
+        lm->store.ops->stop(&lm->store);
+    }
     limiter_wait_stop_all(&lm->waits);
 }
 

@@ -158,7 +158,8 @@ struct store_ops {
                   store_check_done_fn *done);
 
     /* Gives back what a CHECK took where it was not taken everywhere (a
-     * group admitted while another refused or failed). */
+     * group admitted while another refused or failed). NULL: a
+     * refused check writes nothing, so there is none. */
     void (*refund)(struct store *st, struct store_check *c);
 
     /* The run-time override text of `path` this proxy knows of, NUL-ended,
@@ -173,13 +174,13 @@ struct store_ops {
                      const char *path, size_t plen, const char *text,
                      size_t tlen, store_done_fn *done);
 
-    /* Sends what was queued this loop turn. */
+    /* Sends what was queued this loop turn. NULL: nothing is queued. */
     void (*flush)(struct store *st);
 
-    /* Periodic work. */
+    /* Periodic work. NULL: none. */
     void (*cron)(struct store *st);
 
-    /* Shutdown: fails the calls not yet sent. */
+    /* Shutdown: fails the calls not yet sent. NULL: none are kept. */
     void (*stop)(struct store *st);
 };
 

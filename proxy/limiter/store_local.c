@@ -508,13 +508,6 @@ static void store_local_check_op(struct store *st, struct store_check *c,
     done(c);
 }
 
-/* Nothing to give back: a check that is refused anywhere writes nothing. */
-static void store_local_refund(struct store *st, struct store_check *c)
-{
-    PX_UNUSED(st);
-    PX_UNUSED(c);
-}
-
 static const char *store_local_override_known(struct store *st,
                                               const char *path, size_t len)
 {
@@ -544,11 +537,6 @@ static void store_local_override(struct store *st, struct req *req,
     done(st, req, &r);
 }
 
-static void store_local_nothing(struct store *st)
-{
-    PX_UNUSED(st);
-}
-
 static void store_local_cron_op(struct store *st)
 {
     store_local_cron(st->impl);
@@ -560,10 +548,10 @@ const struct store_ops store_local_ops = {
     .ready = store_local_ready,
     .throttle = store_local_throttle,
     .check = store_local_check_op,
-    .refund = store_local_refund,
+    .refund = NULL, /* a check refused anywhere writes nothing */
     .override_known = store_local_override_known,
     .override = store_local_override,
-    .flush = store_local_nothing,
+    .flush = NULL, /* decided at once: nothing queued */
     .cron = store_local_cron_op,
-    .stop = store_local_nothing,
+    .stop = NULL,
 };

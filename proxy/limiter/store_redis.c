@@ -946,11 +946,6 @@ static void store_redis_free(struct store *st)
     }
 }
 
-static void store_redis_nothing(struct store *st)
-{
-    PX_UNUSED(st);
-}
-
 const struct store_ops store_redis_ops = {
     .init = store_redis_init,
     .free = store_redis_free,
@@ -961,6 +956,6 @@ const struct store_ops store_redis_ops = {
     .override_known = store_redis_override_known,
     .override = store_redis_override,
     .flush = store_redis_flush,
-    .cron = store_redis_nothing,
+    .cron = NULL,
     .stop = store_redis_stop,
 };
