@@ -24,6 +24,7 @@
 --#include lib
 --#include gcra
 
+--#call
 local n = #KEYS
 local mode = ARGV[4 * n + 1] or 'check'
 if n == 0 or #ARGV > 4 * n + 1 or

@@ -95,6 +95,7 @@ ALGO.gcra = {
   end,
 }
 
+--#call
 local n = #KEYS - 1
 local mode, cost = ARGV[1], lib_int(ARGV[3])
 local m = lib_int(ARGV[4 + 6 * n])

@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "algorithms/gcra.h"
 #include "algorithms/scripts.h"
@@ -79,10 +80,26 @@
 
 /* The Redis store's state: a struct store's `impl`. */
 struct store_redis {
-    struct hmap overrides; /* path -> owned text, the run-time overrides
-                              the scripts reported (a cache they verify on
-                              every call) */
-    struct queue pending;  /* CL.THROTTLE calls of this loop turn */
+    struct hmap overrides;     /* path -> owned text, the run-time overrides
+                                  the scripts reported (a cache they verify on
+                                  every call) */
+    struct queue pending;      /* CL.THROTTLE calls of this loop turn */
+    struct hmap loaded;        /* node name -> itself: masters the library was
+                                  sent to (the eager load; a node that lost it
+                                  gets it again on "Function not found") */
+    unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
+                                  not use it: scripts from now on */
+};
+
+/* How a script call is sent. A call starts as FCALL (EVALSHA once a node
+ * had no functions) and moves down this list on the errors that say the
+ * node lacks what it named; each step is taken once. */
+enum store_redis_via {
+    STORE_REDIS_VIA_START = 0, /* not sent yet */
+    STORE_REDIS_VIA_FCALL,     /* FCALL of the library's function */
+    STORE_REDIS_VIA_RELOADED,  /* FCALL after FUNCTION LOAD on its node */
+    STORE_REDIS_VIA_EVALSHA,   /* the script by its sha1 */
+    STORE_REDIS_VIA_EVAL,      /* the script's body (caches it) */
 };
 
 /* One CL.THROTTLE waiting for its script call. Queued in `pending` until
@@ -99,9 +116,9 @@ struct limiter_call {
 /* The calls of one script call (all for one node; in cluster mode all of
  * one slot, so a MOVED moves them all). Owned by the part carrying it. */
 struct limiter_batch {
-    struct store *st;      /* borrowed: the store it runs in */
-    unsigned n;            /* calls */
-    unsigned noscript : 1; /* already retried with EVAL */
+    struct store *st;  /* borrowed: the store it runs in */
+    unsigned n;        /* calls */
+    unsigned char via; /* enum store_redis_via */
     struct limiter_call *call[STORE_REDIS_BATCH_MAX]; /* owned */
 };
 
@@ -126,6 +143,145 @@ static int store_redis_ready(struct store *st, struct req *req)
         return 0;
     }
     return 1;
+}
+
+/* ---------------- Calling the scripts: FCALL, or EVALSHA ---------------- */
+
+/* FUNCTION LOAD of the library, sent to `node` or to the node of `key`;
+ * its reply is dropped ("already exists" is the usual one). */
+static void store_redis_load(struct store *st, struct node *node,
+                             const char *key, size_t klen)
+{
+    const struct scripts_library *lib = scripts_library();
+    const char *argv[3] = { "FUNCTION", "LOAD", lib->body };
+    size_t lens[3] = { 8, 4, lib->len };
+    struct req *req = req_own(resp_cmd_new(3, argv, lens), NULL, NULL);
+
+    if (node != NULL) {
+        cluster_send(st->cl, node, req);
+    } else {
+        cluster_send_key(st->cl, key, klen, req);
+    }
+}
+
+/* Writes the first two words of a call of `s` sent `*via` into argv and
+ * lens (a new call takes the store's way first). */
+static void store_redis_head(struct store *st, const struct scripts_lua *s,
+                             unsigned char *via, const char **argv,
+                             size_t *lens)
+{
+    struct store_redis *rs = st->impl;
+
+    if (*via == STORE_REDIS_VIA_START) {
+        *via =
+            rs->no_functions ? STORE_REDIS_VIA_EVALSHA : STORE_REDIS_VIA_FCALL;
+    }
+    switch (*via) {
+    case STORE_REDIS_VIA_FCALL:
+    case STORE_REDIS_VIA_RELOADED:
+        argv[0] = "FCALL";
+        argv[1] = s->fn;
+        lens[1] = strlen(s->fn);
+        break;
+    case STORE_REDIS_VIA_EVALSHA:
+        argv[0] = "EVALSHA";
+        argv[1] = s->sha1;
+        lens[1] = SCRIPTS_SHA1_LEN;
+        break;
+    default:
+        argv[0] = "EVAL";
+        argv[1] = s->body;
+        lens[1] = s->len;
+        break;
+    }
+    lens[0] = strlen(argv[0]);
+}
+
+/* True when the error `frame` starts with `prefix` and names `word`. */
+static int store_redis_err_is(const char *frame, size_t len, const char *prefix,
+                              const char *word)
+{
+    size_t n = strlen(prefix), w = word != NULL ? strlen(word) : 0, i;
+
+    if (len < n || memcmp(frame, prefix, n) != 0) {
+        return 0;
+    }
+    for (i = n; w > 0 && i + w <= len; i++) {
+        if (strncasecmp(frame + i, word, w) == 0) {
+            return 1;
+        }
+    }
+    return w == 0;
+}
+
+/* A call sent `*via` failed with `frame`: 1 when it is worth sending again
+ * (*via moved on; a library reload is queued ahead of it on the node of
+ * `key`), 0 when the error is the answer. */
+static int store_redis_retry(struct store *st, unsigned char *via,
+                             const char *frame, size_t len, const char *key,
+                             size_t klen)
+{
+    struct store_redis *rs = st->impl;
+
+    if (*via == STORE_REDIS_VIA_FCALL &&
+        store_redis_err_is(frame, len, "-ERR Function not found", NULL)) {
+        /* Restarted empty, FUNCTION FLUSH, a replica promoted before it
+         * had the library: load it; the call follows on the same
+         * connection, so it finds it. */
+        store_redis_load(st, NULL, key, klen);
+        *via = STORE_REDIS_VIA_RELOADED;
+        return 1;
+    }
+    if (*via == STORE_REDIS_VIA_RELOADED &&
+        store_redis_err_is(frame, len, "-ERR Function not found", NULL)) {
+        /* The load went to the slot's owner, the call elsewhere (an -ASK
+         * during a migration): this call runs as a script. */
+        *via = STORE_REDIS_VIA_EVALSHA;
+        return 1;
+    }
+    if ((*via == STORE_REDIS_VIA_FCALL || *via == STORE_REDIS_VIA_RELOADED) &&
+        (store_redis_err_is(frame, len, "-ERR unknown command", "fcall") ||
+         store_redis_err_is(frame, len, "-NOPERM", "fcall"))) {
+        /* No FUNCTION here (Redis 6) or not allowed: the same code as a
+         * script, from now on. */
+        if (!rs->no_functions) {
+            log_warn("limiter: Redis functions unusable (%.*s): calling "
+                     "the scripts with EVALSHA",
+                     (int)(len > 120 ? 120 : len - 2), frame + 1);
+        }
+        rs->no_functions = 1;
+        *via = STORE_REDIS_VIA_EVALSHA;
+        return 1;
+    }
+    if (*via == STORE_REDIS_VIA_EVALSHA && len > 10 &&
+        memcmp(frame, "-NOSCRIPT ", 10) == 0) {
+        /* The node's script cache is empty (restart, promotion, SCRIPT
+         * FLUSH): send the body once; EVAL also caches it. */
+        *via = STORE_REDIS_VIA_EVAL;
+        return 1;
+    }
+    return 0;
+}
+
+/* The periodic pass: the library goes to every master it was not sent to
+ * yet (at start and when a node appears), so no call waits for a load. */
+static void store_redis_cron(struct store *st)
+{
+    struct store_redis *rs = st->impl;
+    struct node *m[64];
+    unsigned n, i;
+
+    if (rs->no_functions || !cluster_ready(st->cl)) {
+        return;
+    }
+    n = cluster_masters(st->cl, m, ARRAY_SIZE(m));
+    for (i = 0; i < n; i++) {
+        size_t len = strlen(m[i]->name);
+        if (hmap_get(&rs->loaded, m[i]->name, len) == NULL) {
+            hmap_put(&rs->loaded, m[i]->name, len, &rs->loaded);
+            store_redis_load(st, m[i], NULL, 0);
+        }
+    }
 }
 
 /* ---------------- CL.THROTTLE: batched gcra.lua calls ---------------- */
@@ -249,10 +405,9 @@ static void store_redis_on_batch(struct req *part, const char *frame,
     unsigned i, k;
 
     part->ctx = NULL;
-    if (len > 10 && memcmp(frame, "-NOSCRIPT ", 10) == 0 && !b->noscript) {
-        /* The node's script cache is empty (restart, promotion, SCRIPT
-         * FLUSH): send the body once; EVAL also caches it. */
-        b->noscript = 1;
+    if (frame[0] == '-' &&
+        store_redis_retry(b->st, &b->via, frame, len, b->call[0]->key,
+                          b->call[0]->klen)) {
         store_redis_batch_send(b);
         return;
     }
@@ -302,11 +457,8 @@ static void store_redis_batch_send(struct limiter_batch *b)
     struct resp_cmd *cmd;
     int k;
 
-    argv[a] = b->noscript ? "EVAL" : "EVALSHA";
-    lens[a] = strlen(argv[a]);
-    a++;
-    argv[a] = b->noscript ? s->body : s->sha1;
-    lens[a++] = b->noscript ? s->len : SCRIPTS_SHA1_LEN;
+    store_redis_head(b->st, s, &b->via, argv, lens);
+    a = 2;
     snprintf(nkeys, sizeof(nkeys), "%u", b->n);
     argv[a] = nkeys;
     lens[a] = strlen(nkeys);
@@ -651,12 +803,17 @@ static void store_redis_check_on_reply(struct req *part, const char *frame,
 {
     struct store_check *c = part->ctx;
     unsigned g = part->part;
+    const char *key;
+    size_t klen;
 
     if (c == NULL) {
         return; /* a refund: nobody waits for it */
     }
-    if (len > 10 && memcmp(frame, "-NOSCRIPT ", 10) == 0 && !c->noscript[g]) {
-        c->noscript[g] = 1;
+    /* A script call's fourth word is its first key (RESET's DEL is not
+     * a script call). */
+    key = c->op != STORE_RESET ? resp_cmd_arg(part->cmd, 3, &klen) : NULL;
+    if (key != NULL && frame[0] == '-' &&
+        store_redis_retry(c->st, &c->via[g], frame, len, key, klen)) {
         part->ctx = NULL;
         store_redis_group_send(c, g, c->op == STORE_PEEK ? "peek" : "check");
         return;
@@ -745,9 +902,8 @@ static void store_redis_group_send(struct store_check *c, unsigned g,
     if (c->op == STORE_RESET) {
         argv[a++] = "DEL";
     } else {
-        argv[a++] = c->noscript[g] ? "EVAL" : "EVALSHA";
-        argv[a] = c->noscript[g] ? s->body : s->sha1;
-        lens[a++] = c->noscript[g] ? s->len : SCRIPTS_SHA1_LEN;
+        store_redis_head(c->st, s, &c->via[g], argv, lens);
+        a = 2;
         snprintf(nkeys, sizeof(nkeys), "%u", nk + 1);
         argv[a++] = nkeys;
     }
@@ -930,6 +1086,7 @@ static void store_redis_init(struct store *st)
     struct store_redis *rs = px_calloc(1, sizeof(*rs));
 
     hmap_init(&rs->overrides);
+    hmap_init(&rs->loaded);
     queue_init(&rs->pending);
     st->impl = rs;
 }
@@ -941,6 +1098,7 @@ static void store_redis_free(struct store *st)
 
     if (rs != NULL) {
         hmap_free(&rs->overrides, px_free);
+        hmap_free(&rs->loaded, NULL);
         px_free(rs);
         st->impl = NULL;
     }
@@ -956,6 +1114,6 @@ const struct store_ops store_redis_ops = {
     .override_known = store_redis_override_known,
     .override = store_redis_override,
     .flush = store_redis_flush,
-    .cron = NULL,
+    .cron = store_redis_cron,
     .stop = store_redis_stop,
 };

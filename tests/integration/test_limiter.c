@@ -564,12 +564,38 @@ static void cell_compat(redisContext *c, const char *p)
     redisFree(d);
 }
 
-/* SCRIPT FLUSH on the nodes of prefixes[0..n-1]: the proxy's EVALSHA gets
- * NOSCRIPT there and must recover without the client ever seeing it, also
- * with many calls in flight at once. */
-static void script_flush(redisContext *c, const char *const *prefixes, int n)
+/* True when the node `d` has the proxy's function library. */
+static int has_library(redisContext *d)
 {
-    const char *sha = scripts_gcra()->sha1;
+    redisReply *r =
+        px_cmd(d, "FUNCTION LIST LIBRARYNAME %s", scripts_library()->name);
+    int has;
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    has = r->elements == 1;
+    freeReplyObject(r);
+    return has;
+}
+
+/* True when the node `d` has the gcra script cached. */
+static int has_script(redisContext *d)
+{
+    redisReply *r = px_cmd(d, "SCRIPT EXISTS %s", scripts_gcra()->sha1);
+    int has;
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    has = r->element[0]->integer == 1;
+    freeReplyObject(r);
+    return has;
+}
+
+/* FUNCTION FLUSH (or SCRIPT FLUSH, `scripts`: a Redis without functions)
+ * on the nodes of prefixes[0..n-1]: the proxy's FCALL gets "Function not
+ * found" there (its EVALSHA NOSCRIPT) and must recover without the client
+ * ever seeing it, also with many calls in flight at once. */
+static void code_flush(redisContext *c, const char *const *prefixes, int n,
+                       int scripts)
+{
     char k[KEY_MAX];
 
     for (int round = 0; round < 2; round++) {
@@ -578,12 +604,15 @@ static void script_flush(redisContext *c, const char *const *prefixes, int n)
             px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 0", k), "warm",
                           0, 16, 16, -1, 0);
             redisContext *d = px_direct_for(k, strlen(k));
-            redisReply *r = px_cmd(d, "SCRIPT EXISTS %s", sha);
-            cr_assert(r->type == REDIS_REPLY_ARRAY &&
-                          r->element[0]->integer == 1,
-                      "the gcra script is not cached on the node");
-            freeReplyObject(r);
-            px_check_status(px_cmd(d, "SCRIPT FLUSH"), "OK");
+            if (scripts) {
+                cr_assert(has_script(d), "the gcra script is not cached");
+                px_check_status(px_cmd(d, "SCRIPT FLUSH"), "OK");
+            } else {
+                cr_assert(has_library(d), "the library is not on the node");
+                cr_assert(!has_script(d), "the proxy used EVALSHA where "
+                                          "FCALL works");
+                px_check_status(px_cmd(d, "FUNCTION FLUSH"), "OK");
+            }
             redisFree(d);
         }
         /* Pipelined: every call of this batch meets the empty cache. */
@@ -599,7 +628,7 @@ static void script_flush(redisContext *c, const char *const *prefixes, int n)
             for (int j = 0; j < FLUSH_KEYS * n; j++) {
                 redisReply *r = px_next(c);
                 cr_assert(r->type != REDIS_REPLY_ERROR,
-                          "a call after SCRIPT FLUSH failed: %s", r->str);
+                          "a call after the flush failed: %s", r->str);
                 struct px_five f = px_take_five(r, "after flush");
                 cr_assert(f.limited == 0 && f.remaining == 15 - rep,
                           "after flush: limited %lld remaining %lld", f.limited,
@@ -610,6 +639,10 @@ static void script_flush(redisContext *c, const char *const *prefixes, int n)
             snprintf(k, sizeof(k), "%ssf:warm%d", prefixes[i], round);
             px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS " 2", k),
                           "after flush, one call", 0, 16, 14, -1, 4);
+            redisContext *d = px_direct_for(k, strlen(k));
+            cr_assert(scripts ? has_script(d) : has_library(d),
+                      "the flushed code was never loaded again");
+            redisFree(d);
         }
     }
 }
@@ -728,13 +761,38 @@ Test(it_limiter, keys_written_by_redis_cell_are_continued, .init = px_env_init,
     redisFree(c);
 }
 
-Test(it_limiter, script_flush_never_shows_noscript_in_single_mode,
+Test(it_limiter, function_flush_never_shows_an_error_in_single_mode,
      .init = px_env_init, .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     static const char *const prefixes[] = { "" };
 
-    script_flush(c, prefixes, 1);
+    code_flush(c, prefixes, 1, 0);
+    redisFree(c);
+}
+
+/* A Redis whose FCALL and FUNCTION are gone (as on Redis 6, where they do
+ * not exist: "unknown command"). */
+static void init_no_functions(void)
+{
+    static const char *const extra[] = {
+        "--rename-command", "FCALL", "",   "--rename-command",
+        "FUNCTION",         "",      NULL,
+    };
+
+    px_redis_start(&px_env()->redis, extra);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, NULL);
+}
+
+Test(it_limiter, without_functions_scripts_run_and_survive_script_flush,
+     .init = init_no_functions, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    static const char *const prefixes[] = { "" };
+
+    code_flush(c, prefixes, 1, 1);
+    /* LIMITER's script too. */
+    px_check_error_prefix(px_cmd(c, "LIMITER CHECK nosuchroot:x"), "ERR ");
     redisFree(c);
 }
 
@@ -1012,7 +1070,7 @@ Test(it_limiter, stored_values_live_on_the_owning_master_only,
     redisFree(c);
 }
 
-Test(it_limiter, script_flush_on_every_master_never_shows_noscript,
+Test(it_limiter, function_flush_on_every_master_never_shows_an_error,
      .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
 {
     struct px_cluster *cl = px_cluster();
@@ -1024,7 +1082,7 @@ Test(it_limiter, script_flush_on_every_master_never_shows_noscript,
         prefix_on_master(m, "f", ps[m], sizeof(ps[m]));
         prefixes[m] = ps[m];
     }
-    script_flush(c, prefixes, cl->nmasters);
+    code_flush(c, prefixes, cl->nmasters, 0);
     redisFree(c);
 }
 
@@ -1054,7 +1112,6 @@ Test(it_limiter, limiter_calls_follow_ask_and_moved_during_resharding,
     int from = px_cluster_master_of_slot(cl, slot);
     int to = (from + 1) % cl->nmasters;
     redisContext *d;
-    redisReply *r;
     int64_t tat;
 
     slow_call(c, "{mig}a", 15);
@@ -1070,19 +1127,18 @@ Test(it_limiter, limiter_calls_follow_ask_and_moved_during_resharding,
     px_check_error_prefix(px_cmd(d, "EXISTS {mig}b"), "MOVED ");
     px_check_status(px_cmd(d, "ASKING"), "OK");
     px_check_int(px_cmd(d, "EXISTS {mig}b"), 1);
-    /* The key moves; the target has no script cached: -ASK, then
-     * -NOSCRIPT after ASKING, and neither may reach the client. */
-    px_check_status(px_cmd(d, "SCRIPT FLUSH"), "OK");
+    /* The key moves; the target has lost the library: -ASK, then
+     * "Function not found" after ASKING, and neither may reach the
+     * client. */
+    px_check_status(px_cmd(d, "FUNCTION FLUSH"), "OK");
     px_cluster_migrate_keys(cl, &mig, 0);
     slow_call(c, "{mig}a", 12);
-    r = px_cmd(d, "SCRIPT EXISTS %s", scripts_gcra()->sha1);
-    cr_assert(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 1,
-              "the NOSCRIPT fallback never reached the target");
-    freeReplyObject(r);
     slow_call(c, "{mig}b", 14);
     px_cluster_migrate_finish(cl, &mig);
-    /* Moved: -MOVED once, then straight to the new owner. */
+    /* Moved: -MOVED once, then straight to the new owner, which gets the
+     * library again. */
     slow_call(c, "{mig}a", 11);
+    cr_assert(has_library(d), "the library never reached the target");
     slow_call(c, "{mig}c", 15);
     tat = px_get_tat(d, "{mig}a", 6);
     slow_call(c, "{mig}a", 10);
@@ -1146,7 +1202,6 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
 {
     struct px_cluster *cl = px_cluster();
     redisContext *c = px_connect(px_env()->proxy.port);
-    const char *sha = scripts_gcra()->sha1;
     static struct failover_keys fk;
     int replicas[4], promoted, errors = 0, round = 0, last, switched;
     long long deadline;
@@ -1179,17 +1234,12 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
     freeReplyObject(r);
     redisFree(d);
 
-    /* The replica to promote must not have the script cached, so the
-     * proxy's first EVALSHA there gets NOSCRIPT. */
+    /* The replica to promote has the library before any failover: Redis
+     * replicates FUNCTION LOAD, so the promoted node needs no load. */
     cr_assert_gt(px_cluster_replicas_of(cl, 0, replicas, 4), 0);
     promoted = replicas[0];
     d = px_cluster_connect(cl, promoted);
-    r = px_cmd(d, "SCRIPT EXISTS %s", sha);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-    if (r->element[0]->integer == 1) {
-        px_check_status(px_cmd(d, "SCRIPT FLUSH"), "OK");
-    }
-    freeReplyObject(r);
+    cr_assert(has_library(d), "the replica did not get the library");
     redisFree(d);
 
     /* The failover runs while rounds of calls go on: CLUSTER FAILOVER only
@@ -1221,8 +1271,7 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
                  "errors after the cluster settled");
     cr_log_info("failover: %d transient errors over %d rounds", errors, round);
 
-    /* The promoted node holds the replicated TATs, and now the script,
-     * which only the proxy's NOSCRIPT fallback can have loaded there. */
+    /* The promoted node holds the replicated TATs and ran the library. */
     d = px_cluster_connect(cl, promoted);
     for (int i = 0; i < FAILOVER_KEYS; i++) {
         cr_assert_eq(
@@ -1231,9 +1280,10 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
         cr_assert_eq(px_get_tat(d, fk.limited[i], strlen(fk.limited[i])),
                      fk.tats[i], "%s: the TAT changed", fk.limited[i]);
     }
-    r = px_cmd(d, "SCRIPT EXISTS %s", sha);
-    cr_assert(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 1,
-              "the gcra script was never loaded on the promoted node");
+    cr_assert(has_library(d), "the library is gone from the promoted node");
+    r = px_cmd(d, "INFO commandstats");
+    cr_assert_not_null(strstr(r->str, "cmdstat_fcall:"),
+                       "the promoted node never ran FCALL");
     freeReplyObject(r);
     redisFree(d);
     redisFree(c);
@@ -1283,14 +1333,15 @@ static void batched_calls_keep_order(void)
     redisFree(c);
 }
 
-/* evalsha+eval calls redis has run, from INFO commandstats. */
+/* fcall+evalsha+eval calls redis has run, from INFO commandstats. */
 static long long script_calls(redisContext *direct)
 {
     redisReply *r = px_cmd(direct, "INFO commandstats");
     long long total = 0;
-    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
+    const char *names[] = { "cmdstat_fcall:calls=", "cmdstat_evalsha:calls=",
+                            "cmdstat_eval:calls=" };
 
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < 3; k++) {
         const char *p = strstr(r->str, names[k]);
         if (p != NULL) {
             total += atoll(p + strlen(names[k]));
