@@ -72,6 +72,10 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 /* Room for a large MGET reply, small enough that a stalled reader cannot
  * hold much memory. */
 #define CONF_DEFAULT_CLIENT_MAX_OUTPUT_BYTES (64ULL * 1024 * 1024)
+/* Keys the refusal cache holds, by default and at most (an entry costs
+ * about 150 bytes plus its key). */
+#define CONF_DEFAULT_REFUSAL_CACHE 100000
+#define CONF_MAX_REFUSAL_CACHE     10000000
 
 /* A proxy.yaml is a few hundred bytes; refuse to read anything absurd. */
 #define CONF_MAX_FILE_BYTES ((size_t)1024 * 1024)
@@ -169,6 +173,8 @@ static const struct conf_command conf_commands[] = {
              1, ULLONG_MAX, CONF_WANT_SIZE),
     CONF_CMD("split_multikey", conf_set_bool, split_multikey, 0, 1,
              "yes or no"),
+    CONF_CMD("refusal_cache_size", conf_set_uint, refusal_cache_size, 0,
+             CONF_MAX_REFUSAL_CACHE, "an integer from 0 to 10000000"),
 };
 
 /* A name accepted for an enum setting. */
@@ -778,6 +784,7 @@ int conf_init(struct conf *c)
     c->max_elements = CONF_DEFAULT_MAX_ELEMENTS;
     c->max_inline_bytes = CONF_DEFAULT_MAX_INLINE_BYTES;
     c->client_max_output_bytes = CONF_DEFAULT_CLIENT_MAX_OUTPUT_BYTES;
+    c->refusal_cache_size = CONF_DEFAULT_REFUSAL_CACHE;
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }
 

@@ -64,6 +64,8 @@ struct conf {
     unsigned long long max_inline_bytes; /* default 64 KB */
     unsigned long long client_max_output_bytes; /* default 64 MB */
     int split_multikey; /* cluster: split MGET & co. by slot; default 1 */
+    unsigned refusal_cache_size; /* CL.THROTTLE keys whose refusal the
+                                    proxy answers itself; 0 = off */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

@@ -46,8 +46,11 @@
 static void merge_info_proxy(const struct merge *mg, struct buf *out)
 {
     const struct cluster *cl = &server.cluster;
-    char line[256];
+    struct store_stats ls;
+    char line[512];
     unsigned i, covered = 0;
+
+    limiter_stats(&server.limiter, &ls);
 
     for (i = 0; i < CLUSTER_SLOTS; i++) {
         covered += cl->slot[i] != NULL;
@@ -63,11 +66,17 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
     snprintf(line, sizeof(line),
              "proxy_error_replies:%llu\r\nrejected_connections:%llu\r\n"
              "client_output_limit_disconnections:%llu\r\n"
-             "limiter_fail_open:%llu\r\n",
+             "limiter_fail_open:%llu\r\n"
+             "limiter_refusal_cache_hits:%llu\r\n"
+             "limiter_refusal_cache_keys:%llu\r\n"
+             "limiter_refusal_cache_invalidations:%llu\r\n",
              (unsigned long long)server.stats.errors,
              (unsigned long long)server.stats.rejected_conns,
              (unsigned long long)server.stats.output_limit,
-             (unsigned long long)limiter_fail_open(&server.limiter));
+             (unsigned long long)limiter_fail_open(&server.limiter),
+             (unsigned long long)ls.refusal_hits,
+             (unsigned long long)ls.refusal_keys,
+             (unsigned long long)ls.refusal_invalidations);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
              "upstream_nodes:%u\r\nupstream_masters:%u\r\n"

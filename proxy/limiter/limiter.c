@@ -688,3 +688,11 @@ uint64_t limiter_fail_open(const struct limiter *lm)
 {
     return lm->store.fail_open;
 }
+
+void limiter_stats(struct limiter *lm, struct store_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (lm->store.ops != NULL && lm->store.ops->stats != NULL) {
+        lm->store.ops->stats(&lm->store, out);
+    }
+}

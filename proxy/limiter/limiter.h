@@ -69,4 +69,7 @@ void limiter_free(struct limiter *lm);
 /* Calls admitted with the store down (store_down_policy: fail_open). */
 uint64_t limiter_fail_open(const struct limiter *lm);
 
+/* The store's counters (zero where the store keeps none). */
+void limiter_stats(struct limiter *lm, struct store_stats *out);
+
 #endif /* PX_PROXY_LIMITER_LIMITER_H */

@@ -133,6 +133,13 @@ enum store_override_op {
     STORE_OVERRIDE_GET,
 };
 
+/* Counters of a store, for INFO. */
+struct store_stats {
+    uint64_t refusal_hits;          /* CL.THROTTLE refused from the cache */
+    uint64_t refusal_keys;          /* keys cached now */
+    uint64_t refusal_invalidations; /* entries Redis said were written */
+};
+
 /* THE store interface. Every call that completes `req` does it through
  * `done`, at once (in-process) or later (Redis). */
 struct store_ops {
@@ -183,6 +190,9 @@ struct store_ops {
 
     /* Shutdown: fails the calls not yet sent. NULL: none are kept. */
     void (*stop)(struct store *st);
+
+    /* Fills `out` (zeroed by the caller). NULL: nothing to count. */
+    void (*stats)(struct store *st, struct store_stats *out);
 };
 
 /* Sets up `st` as the store `ops` (store_local_ops or store_redis_ops),

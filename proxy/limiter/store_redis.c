@@ -64,7 +64,10 @@
 #include "proxy/core/queue.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/refusal.h"
 #include "proxy/limiter/store.h"
+
+#include <uv.h>
 
 /* Most CL.THROTTLE calls sent in one script call: enough to take the
  * per-call cost of EVALSHA off Redis under load, small enough that one
@@ -89,6 +92,7 @@ struct store_redis {
                                   gets it again on "Function not found") */
     unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
                                   not use it: scripts from now on */
+    struct refusal refusals;   /* CL.THROTTLE refusals answered here */
 };
 
 /* How a script call is sent. A call starts as FCALL (EVALSHA once a node
@@ -119,6 +123,7 @@ struct limiter_batch {
     struct store *st;  /* borrowed: the store it runs in */
     unsigned n;        /* calls */
     unsigned char via; /* enum store_redis_via */
+    uint64_t sent_ns;  /* local time (uv_hrtime) of the last send */
     struct limiter_call *call[STORE_REDIS_BATCH_MAX]; /* owned */
 };
 
@@ -339,10 +344,35 @@ static void store_redis_call_error(struct store *st, struct limiter_call *call,
     store_redis_call_free(call);
 }
 
-/* Ends call i of a batch from the script's "each" reply `v`. */
+/* What a decided call teaches the refusal cache: a refusal is
+ * remembered with the state it read; an admission wrote the key, which
+ * this proxy then forgets (the tracker is told too, but later). */
+static void store_redis_refusal_note(struct store *st,
+                                     const struct limiter_call *call,
+                                     const struct gcra_script_reply *sr,
+                                     uint64_t sent_ns)
+{
+    struct store_redis *rs = st->impl;
+    int64_t tat = -1;
+
+    if (!sr->limited) {
+        refusal_forget(&rs->refusals, call->key, call->klen);
+        return;
+    }
+    if (sr->tat != NULL &&
+        gcra_parse_int64(sr->tat, sr->tat_len, &tat) != GCRA_OK) {
+        return;
+    }
+    refusal_learn(&rs->refusals, call->key, call->klen, sr->tat, sr->tat_len,
+                  sr->tat != NULL && tat != -1, tat,
+                  sr->now_s * 1000000000 + sr->now_us * 1000, sent_ns);
+}
+
+/* Ends call i of a batch from the script's "each" reply `v`; the batch
+ * was sent at `sent_ns`. */
 static void store_redis_call_done(struct store *st, struct limiter_call *call,
                                   const struct resp_value *v, unsigned i,
-                                  unsigned n)
+                                  unsigned n, uint64_t sent_ns)
 {
     static const char wrongtype[] =
         "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -375,6 +405,7 @@ static void store_redis_call_done(struct store *st, struct limiter_call *call,
         } else {
             r.kind = STORE_REPLY_INTS;
             rl_reply_ints(&res.d, r.v);
+            store_redis_refusal_note(st, call, &sr, sent_ns);
         }
     }
     call->done(st, root, &r);
@@ -436,7 +467,7 @@ static void store_redis_on_batch(struct req *part, const char *frame,
         if (k < b->n) {
             store_redis_call_error(b->st, b->call[i], bad, sizeof(bad) - 1);
         } else {
-            store_redis_call_done(b->st, b->call[i], &v, i, b->n);
+            store_redis_call_done(b->st, b->call[i], &v, i, b->n, b->sent_ns);
         }
     }
     resp_value_free(&v);
@@ -480,6 +511,7 @@ static void store_redis_batch_send(struct limiter_batch *b)
     px_free(argv);
     px_free(lens);
     px_free(sa);
+    b->sent_ns = uv_hrtime();
     store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, c0->root->cid,
                           c0->key, c0->klen);
 }
@@ -490,8 +522,25 @@ static void store_redis_throttle(struct store *st, struct req *req,
                                  size_t klen, store_done_fn *done)
 {
     struct store_redis *rs = st->impl;
-    struct limiter_call *call = px_calloc(1, sizeof(*call));
+    struct limiter_call *call;
+    struct store_reply r = { .kind = STORE_REPLY_INTS };
+    struct gcra_result res;
+    int64_t tat, now;
+    const char *err;
+    int have;
 
+    if (refusal_lookup(&rs->refusals, key, klen, uv_hrtime(), &have, &tat,
+                       &now) &&
+        gcra_decide(p, have, tat, now, &res, &err) == GCRA_OK &&
+        res.d.limited) {
+        /* Refused by the state Redis holds, at a time Redis has not
+         * reached yet: Redis would refuse it too. */
+        rs->refusals.hits++;
+        rl_reply_ints(&res.d, r.v);
+        done(st, req, &r);
+        return;
+    }
+    call = px_calloc(1, sizeof(*call));
     call->root = req;
     call->p = *p;
     call->key = px_strndup(key, klen);
@@ -1087,6 +1136,7 @@ static void store_redis_init(struct store *st)
 
     hmap_init(&rs->overrides);
     hmap_init(&rs->loaded);
+    refusal_init(&rs->refusals, st->cl, st->conf->refusal_cache_size);
     queue_init(&rs->pending);
     st->impl = rs;
 }
@@ -1099,9 +1149,19 @@ static void store_redis_free(struct store *st)
     if (rs != NULL) {
         hmap_free(&rs->overrides, px_free);
         hmap_free(&rs->loaded, NULL);
+        refusal_free(&rs->refusals);
         px_free(rs);
         st->impl = NULL;
     }
+}
+
+static void store_redis_stats(struct store *st, struct store_stats *out)
+{
+    struct store_redis *rs = st->impl;
+
+    out->refusal_hits = rs->refusals.hits;
+    out->refusal_keys = refusal_count(&rs->refusals);
+    out->refusal_invalidations = rs->refusals.invalidations;
 }
 
 const struct store_ops store_redis_ops = {
@@ -1116,4 +1176,5 @@ const struct store_ops store_redis_ops = {
     .flush = store_redis_flush,
     .cron = store_redis_cron,
     .stop = store_redis_stop,
+    .stats = store_redis_stats,
 };

@@ -1,0 +1,74 @@
+/* The refusal cache: CL.THROTTLE refusals answered without Redis, exactly.
+ *
+ * A GCRA decision depends on the key's stored TAT and the node's clock
+ * only. When a call is refused, the proxy learns the TAT the script read;
+ * as long as nobody writes the key, every later call on it is decided by
+ * the same rule from that TAT and the current time, and a call that rule
+ * refuses needs no round trip. "Nobody writes the key" is Redis's to say:
+ * each node with cached keys has one private RESP3 connection of the cache
+ * (the tracker) with CLIENT TRACKING on, which reads every cached key once
+ * (GET) and then receives an invalidation push whenever any client writes,
+ * deletes, expires or flushes it. An entry answers only after its GET
+ * showed the very TAT the script decided on, so no write can fall between
+ * the read and the tracking. Losing a tracker forgets its node's entries.
+ *
+ *   refused reply --> refusal_learn (pending) --GET on the tracker-->
+ *       same bytes: active          other bytes, an error: forgotten
+ *   CL.THROTTLE --> refusal_lookup: active entry --> gcra_decide at the
+ *       node's time (an upper bound: the local clock since the call that
+ *       learned it was sent) --> refused: the reply, no Redis
+ *   invalidation push, tracker lost, LRU past refusal_cache_size --> gone
+ *
+ * The clock: the node answered at some instant between sending and
+ * receiving; counting local time from the send gives a node time no
+ * earlier than Redis's own, so a refusal computed with it is one Redis
+ * would also make. Memory: at most refusal_cache_size entries. */
+#ifndef PX_PROXY_LIMITER_REFUSAL_H
+#define PX_PROXY_LIMITER_REFUSAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proxy/core/hmap.h"
+#include "proxy/core/queue.h"
+
+struct cluster;
+
+/* The cache: a struct store_redis member. */
+struct refusal {
+    struct cluster *cl;     /* borrowed: where the keys live */
+    size_t max;             /* entries at most; 0: the cache is off */
+    struct hmap entries;    /* key -> struct refusal_entry (owned) */
+    struct queue lru;       /* entries, most recently used first */
+    struct hmap trackers;   /* node name -> struct refusal_tracker */
+    uint64_t hits;          /* calls answered from the cache */
+    uint64_t invalidations; /* entries Redis told us to forget */
+};
+
+/* Sets up `rf` holding at most `max` keys (0: off) of `cl`'s nodes. */
+void refusal_init(struct refusal *rf, struct cluster *cl, size_t max);
+
+/* Forgets everything and closes the trackers. */
+void refusal_free(struct refusal *rf);
+
+/* The state cached for `key`, when its entry is active: have_tat (0: the
+ * key did not exist), its TAT, and the node's time now (an upper bound),
+ * all in nanoseconds. 1 when found, else 0. */
+int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
+                   uint64_t now_local_ns, int *have_tat, int64_t *tat_ns,
+                   int64_t *node_now_ns);
+
+/* A call sent at local time `sent_ns` found `key` holding `raw` (NULL: no
+ * key) and was refused at the node's time `node_now_ns`: remember it
+ * (active once the tracker's GET confirms `raw`). */
+void refusal_learn(struct refusal *rf, const char *key, size_t klen,
+                   const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
+                   int64_t node_now_ns, uint64_t sent_ns);
+
+/* Forgets `key` (this proxy wrote it). */
+void refusal_forget(struct refusal *rf, const char *key, size_t klen);
+
+/* Keys cached now. */
+size_t refusal_count(const struct refusal *rf);
+
+#endif /* PX_PROXY_LIMITER_REFUSAL_H */

@@ -1,0 +1,417 @@
+/* The refusal cache: CL.THROTTLE refusals answered by the proxy itself must
+ * be the answers Redis would give.
+ *
+ * No test here asserts timing. Each call is bracketed by reads of Redis's
+ * TIME and of the key's TAT on a direct connection, and its reply must be
+ * the C model's decision for that TAT at some instant of the bracket: a
+ * refusal at the bracket's start (refusals only get rarer as time passes),
+ * an admission at its end, and every reply field between the model's
+ * values at the two ends. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/gcra.h"
+#include "algorithms/rl.h"
+#include "tests/integration/fixture.h"
+
+#define NS ((int64_t)1000000000)
+
+/* Polls that wait for the proxy to read a message of Redis: many, short. */
+#define POLLS   2000
+#define POLL_MS 1
+
+/* The peer proxy of the two-proxy tests. */
+static struct px_child second;
+
+static void fini_second(void)
+{
+    if (second.pid > 0) {
+        px_proxy_stop(&second, SIGKILL);
+    }
+    px_env_fini();
+}
+
+static void init_two(void)
+{
+    px_env_init();
+    px_path(second.log, sizeof(second.log), "cellgate-second.stderr");
+    px_proxy_start_for(&second, &px_env()->redis, NULL);
+}
+
+/* An integer field of INFO on `c`. */
+static long long info_field(redisContext *c, const char *field)
+{
+    redisReply *r = px_cmd(c, "INFO");
+    char want[128];
+    const char *p;
+    long long v;
+
+    snprintf(want, sizeof(want), "\r\n%s:", field);
+    p = strstr(r->str, want);
+    cr_assert_not_null(p, "INFO has no %s", field);
+    v = atoll(p + strlen(want));
+    freeReplyObject(r);
+    return v;
+}
+
+/* Calls Redis has run of `cmd` (INFO commandstats), 0 when none. */
+static long long redis_calls(redisContext *d, const char *cmd)
+{
+    redisReply *r = px_cmd(d, "INFO commandstats");
+    char want[64];
+    const char *p;
+    long long v = 0;
+
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", cmd);
+    p = strstr(r->str, want);
+    if (p != NULL) {
+        v = atoll(p + strlen(want));
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+/* Redis's TIME in nanoseconds. */
+static int64_t redis_now(redisContext *d)
+{
+    redisReply *r = px_cmd(d, "TIME");
+    int64_t ns;
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    ns = atoll(r->element[0]->str) * NS + atoll(r->element[1]->str) * 1000;
+    freeReplyObject(r);
+    return ns;
+}
+
+/* The TAT stored at `key` (have = 0: none). */
+static int64_t stored_tat(redisContext *d, const char *key, int *have)
+{
+    redisReply *r = px_cmd(d, "GET %s", key);
+    int64_t tat = 0;
+
+    *have = r->type == REDIS_REPLY_STRING;
+    if (*have) {
+        tat = atoll(r->str);
+    }
+    freeReplyObject(r);
+    return tat;
+}
+
+/* The five integers of a CL.THROTTLE reply. */
+static void five(redisReply *r, long long v[5], const char *ctx)
+{
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 5,
+              "%s: not five integers (%s)", ctx,
+              r->type == REDIS_REPLY_ERROR ? r->str : "");
+    for (int i = 0; i < 5; i++) {
+        v[i] = r->element[i]->integer;
+    }
+    freeReplyObject(r);
+}
+
+/* The model's five integers for p on a key holding (have, tat) at now. */
+static void model(const struct gcra_params *p, int have, int64_t tat,
+                  int64_t now, long long out[5])
+{
+    struct gcra_result res;
+    const char *err;
+    int64_t v[5];
+
+    cr_assert_eq(gcra_decide(p, have, tat, now, &res, &err), GCRA_OK);
+    rl_reply_ints(&res.d, v);
+    for (int i = 0; i < 5; i++) {
+        out[i] = v[i];
+    }
+}
+
+/* One call through `c`, checked against Redis's state around it (see the
+ * top). With `lag_ok` (another proxy writes the key too), a refusal's
+ * fields may come from a state older than Redis's (the invalidation of the
+ * other proxy's write is still on its way): more remaining, shorter
+ * waits, never a different decision. Returns the reply's limited flag. */
+static int bracketed_call(redisContext *c, redisContext *d, const char *key,
+                          long long b, long long cnt, long long per,
+                          long long q, int lag_ok, const char *ctx)
+{
+    struct gcra_params p;
+    long long got[5], m0[5], m1[5];
+    int have0, have1;
+    int64_t t0, t1, tat0, tat1;
+    const char *err = "";
+
+    cr_assert_eq(gcra_params_init(&p, b, cnt, per, q, &err), GCRA_OK, "%s",
+                 err);
+    tat0 = stored_tat(d, key, &have0);
+    t0 = redis_now(d);
+    five(px_cmd(c, "CL.THROTTLE %s %lld %lld %lld %lld", key, b, cnt, per, q),
+         got, ctx);
+    t1 = redis_now(d);
+    tat1 = stored_tat(d, key, &have1);
+    model(&p, have0, tat0, t0, m0);
+    model(&p, have0, tat0, t1, m1);
+    if (got[0] == 1) {
+        cr_assert(have1 == have0 && tat1 == tat0,
+                  "%s: a refused call wrote the key", ctx);
+        cr_assert_eq(m0[0], 1,
+                     "%s: refused, but Redis admits it at the "
+                     "start of the call",
+                     ctx);
+    } else {
+        cr_assert_eq(m1[0], 0,
+                     "%s: admitted, but Redis refuses it at the "
+                     "end of the call",
+                     ctx);
+    }
+    for (int i = 1; i < 5; i++) {
+        long long lo = m0[i] < m1[i] ? m0[i] : m1[i];
+        long long hi = m0[i] < m1[i] ? m1[i] : m0[i];
+        if (got[0] == 0 && m0[0] == 1) {
+            /* Admitted in the bracket after a refusal at its start: the
+             * fields are those of the admitting instant, whose bounds
+             * the end gives for the falling ones. */
+            lo = lo < 0 ? lo : 0;
+        }
+        if (lag_ok && got[0] == 1) {
+            if (i == 2) {
+                hi = m0[1]; /* remaining: up to the limit */
+            } else if (i > 2) {
+                lo = -1; /* waits: down to none */
+            }
+        }
+        cr_assert(got[i] >= lo && got[i] <= hi,
+                  "%s: field %d is %lld, Redis says %lld..%lld", ctx, i, got[i],
+                  lo, hi);
+    }
+    return (int)got[0];
+}
+
+Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long calls, v[5];
+    int i;
+
+    five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
+    cr_assert_eq(v[0], 0);
+    /* Refused until the tracker confirmed the state, then from the cache. */
+    for (i = 0; i < POLLS && info_field(c, "limiter_refusal_cache_hits") == 0;
+         i++) {
+        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "learning");
+        cr_assert_eq(v[0], 1);
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_lt(i, POLLS, "the cache never answered");
+    cr_assert_eq(info_field(c, "limiter_refusal_cache_keys"), 1);
+    calls = redis_calls(d, "fcall");
+    for (i = 0; i < 100; i++) {
+        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "cached");
+        cr_assert(v[0] == 1 && v[1] == 1 && v[2] == 0 && v[3] > 3500 &&
+                      v[3] <= 3600 && v[4] == v[3],
+                  "cached refusal %lld %lld %lld %lld %lld", v[0], v[1], v[2],
+                  v[3], v[4]);
+    }
+    cr_assert_eq(redis_calls(d, "fcall"), calls,
+                 "cached refusals still called Redis");
+    /* Other parameters on the same key: refused from the same state when
+     * the model refuses them, sent to Redis when it admits them. */
+    five(px_cmd(c, "CL.THROTTLE hot 5 1 3600"), v, "bigger burst");
+    cr_assert_eq(v[0], 0, "a burst of 6 admits a second call");
+    cr_assert_eq(redis_calls(d, "fcall"), calls + 1);
+    redisFree(d);
+    redisFree(c);
+}
+
+/* Every way Redis's copy can change under the cache: each must reach the
+ * proxy, after which the call goes to Redis again. */
+Test(it_refusal, writes_deletes_and_flushes_reach_the_cache,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const char *const writes[] = {
+        "DEL hot", "SET hot 0", "FLUSHALL", "UNLINK hot", "EXPIRE hot 0",
+    };
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], inval = 0;
+    int i;
+
+    for (size_t w = 0; w < sizeof(writes) / sizeof(writes[0]); w++) {
+        freeReplyObject(px_cmd(d, "FLUSHALL"));
+        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
+        cr_assert_eq(v[0], 0, "%s: the first call is refused", writes[w]);
+        long long hits = info_field(c, "limiter_refusal_cache_hits");
+        for (i = 0;
+             i < POLLS && info_field(c, "limiter_refusal_cache_hits") == hits;
+             i++) {
+            five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "learning");
+            cr_assert_eq(v[0], 1);
+            px_sleep_ms(POLL_MS);
+        }
+        cr_assert_lt(i, POLLS, "%s: the cache never answered", writes[w]);
+        freeReplyObject(px_cmd(d, writes[w]));
+        for (i = 0;
+             i < POLLS &&
+             info_field(c, "limiter_refusal_cache_invalidations") == inval;
+             i++) {
+            px_sleep_ms(POLL_MS);
+        }
+        cr_assert_lt(i, POLLS, "%s never reached the cache", writes[w]);
+        inval = info_field(c, "limiter_refusal_cache_invalidations");
+        cr_assert_eq(info_field(c, "limiter_refusal_cache_keys"), 0);
+        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "after");
+        cr_assert_eq(v[0], 0, "%s: the key was reset, the call admits",
+                     writes[w]);
+    }
+    redisFree(d);
+    redisFree(c);
+}
+
+/* One proxy, one key, random costs and pauses, across the instants at
+ * which refusals end: every reply, field by field, is one Redis gives at
+ * some instant of its call (this proxy is the only writer, and it forgets
+ * what it admits). */
+Test(it_refusal, one_proxy_answers_exactly_what_redis_answers,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 120)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    int refused = 0, admitted_after_refusal = 0, last = 0;
+    char ctx[64];
+
+    srand(11);
+    for (int i = 0; i < 300; i++) {
+        long long q = (rand() % 4 == 0) ? 2 : 1;
+        snprintf(ctx, sizeof(ctx), "call %d q %lld", i, q);
+        int lim = bracketed_call(c, d, "alone", 2, 10, 1, q, 0, ctx);
+        refused += lim;
+        admitted_after_refusal += last == 1 && lim == 0;
+        last = lim;
+        if (rand() % 3 == 0) {
+            px_sleep_ms(rand() % 40);
+        }
+    }
+    cr_assert_gt(refused, 0);
+    cr_assert_gt(admitted_after_refusal, 0, "no refusal ever ended");
+    cr_assert_gt(info_field(c, "limiter_refusal_cache_hits"), 0,
+                 "the cache never answered");
+    redisFree(d);
+    redisFree(c);
+}
+
+/* Two proxies on one key, random costs, random pauses, across the instants
+ * at which refusals end: every decision is Redis's at some instant of its
+ * call, and the fields of a refusal lag at most to an older state. */
+Test(it_refusal, two_proxies_answer_what_redis_answers, .init = init_two,
+     .fini = fini_second, .timeout = 120)
+{
+    redisContext *p[2] = { px_connect(px_env()->proxy.port),
+                           px_connect(second.port) };
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    int refused = 0, admitted_after_refusal = 0, last = 0;
+    char ctx[64];
+
+    srand(20261124);
+    for (int i = 0; i < 400; i++) {
+        int who = rand() % 2;
+        long long q = (rand() % 4 == 0) ? 2 : 1;
+        snprintf(ctx, sizeof(ctx), "call %d via %d q %lld", i, who, q);
+        /* 10 per second, a burst of 3: refusals last up to 200 ms. */
+        int lim = bracketed_call(p[who], d, "shared", 2, 10, 1, q, 1, ctx);
+        refused += lim;
+        admitted_after_refusal += last == 1 && lim == 0;
+        last = lim;
+        if (rand() % 3 == 0) {
+            px_sleep_ms(rand() % 40);
+        }
+    }
+    cr_assert_gt(refused, 0);
+    cr_assert_gt(admitted_after_refusal, 0, "no refusal ever ended");
+    cr_assert_gt(info_field(p[0], "limiter_refusal_cache_hits") +
+                     info_field(p[1], "limiter_refusal_cache_hits"),
+                 0, "the cache never answered");
+    px_proxy_stop_clean(&second, SIGTERM);
+    redisFree(d);
+    redisFree(p[0]);
+    redisFree(p[1]);
+}
+
+/* Two proxies hammering one key with pipelines: the admitted calls never
+ * exceed the burst plus what the elapsed time (Redis's clock) allows. */
+Test(it_refusal, two_proxies_never_admit_more_than_the_limit, .init = init_two,
+     .fini = fini_second, .timeout = 120)
+{
+    redisContext *p[2] = { px_connect(px_env()->proxy.port),
+                           px_connect(second.port) };
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long admitted = 0, v[5];
+    int64_t t0, t1;
+
+    t0 = redis_now(d);
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < 100; i++) {
+                redisAppendCommand(p[k], "CL.THROTTLE busy 4 20 1");
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < 100; i++) {
+                five(px_next(p[k]), v, "busy");
+                admitted += v[0] == 0;
+            }
+        }
+        px_sleep_ms(10);
+    }
+    t1 = redis_now(d);
+    /* Burst 5, then one per 50 ms of Redis time. */
+    long long most = 5 + (t1 - t0) / (50 * 1000000) + 1;
+    cr_assert_leq(admitted, most, "admitted %lld of at most %lld", admitted,
+                  most);
+    cr_assert_gt(admitted, 5);
+    cr_assert_gt(info_field(p[0], "limiter_refusal_cache_hits") +
+                     info_field(p[1], "limiter_refusal_cache_hits"),
+                 0);
+    px_proxy_stop_clean(&second, SIGTERM);
+    redisFree(d);
+    redisFree(p[0]);
+    redisFree(p[1]);
+}
+
+/* refusal_cache_size: 0 turns the cache off. */
+static void init_off(void)
+{
+    px_env_prepare();
+    px_redis_start(&px_env()->redis, NULL);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
+                       "refusal_cache_size: 0\n");
+}
+
+Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
+     .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5];
+
+    long long calls = 0;
+
+    for (int i = 0; i < 50; i++) {
+        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "off");
+        cr_assert_eq(v[0], i == 0 ? 0 : 1);
+        if (i == 0) {
+            calls = redis_calls(d, "fcall");
+        }
+    }
+    cr_assert_eq(info_field(c, "limiter_refusal_cache_hits"), 0);
+    cr_assert_eq(redis_calls(d, "fcall"), calls + 49,
+                 "every call went to Redis");
+    redisReply *r = px_cmd(d, "CLIENT LIST");
+    cr_assert_null(strstr(r->str, "flags=t"), "a tracking connection: %s",
+                   r->str);
+    freeReplyObject(r);
+    redisFree(d);
+    redisFree(c);
+}
