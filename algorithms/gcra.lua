@@ -30,25 +30,25 @@
 --#include lib
 --#include gcra
 
--- The arguments of keys 1..n, parsed into the four arrays; nil and the
--- error text when one is malformed. Batched keys mostly share one limit:
--- the same four strings (Lua strings are interned, so comparing them is
--- comparing pointers) reuse the previous key's numbers.
+-- The arguments of keys 1..n, parsed into the four arrays (when given);
+-- nil and the error text when one is malformed. Batched keys mostly share
+-- one limit: the same four strings (Lua strings are interned, so comparing
+-- them is comparing pointers) are not parsed again.
 local function GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
   local pa, pb, pc, pd = false, false, false, false -- ARGV holds no false
+  local x, y, z, w
   for i = 1, n do
     local b = 4 * i - 4
     local a1, a2, a3, a4 = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-    if a1 == pa and a2 == pb and a3 == pc and a4 == pd then
-      inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i] =
-        inc_s[i - 1], inc_ns[i - 1], dvt_s[i - 1], dvt_ns[i - 1]
-    else
-      local x, y, z, w = gcra_args(a1, a2, a3, a4)
+    if a1 ~= pa or a2 ~= pb or a3 ~= pc or a4 ~= pd then
+      x, y, z, w = gcra_args(a1, a2, a3, a4)
       if not x then
         return nil, y
       end
-      inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i] = x, y, z, w
       pa, pb, pc, pd = a1, a2, a3, a4
+    end
+    if inc_s then
+      inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i] = x, y, z, w
     end
   end
   return true
@@ -58,16 +58,25 @@ end
 -- key in turn, each seeing the writes of the ones before (a key may
 -- repeat). Reply {0, now_s, now_us, raw_1..raw_n, flag_1..flag_n}, flag 0
 -- admitted, 1 refused, -1 not a TAT (WRONGTYPE), -2 TAT out of range.
-local function GCRA_E_each(KEYS, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
-                           now_us, now_ns)
+-- The arguments were checked (GCRA_E_args); they are parsed again only
+-- where they differ from the previous key's.
+local function GCRA_E_each(KEYS, ARGV, n, now_s, now_us, now_ns)
   local reply = {0, now_s, now_us}
+  local pa, pb, pc, pd = false, false, false, false
+  local inc_s, inc_ns, dvt_s, dvt_ns
   for i = 1, n do
+    local b = 4 * i - 4
+    local a1, a2, a3, a4 = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+    if a1 ~= pa or a2 ~= pb or a3 ~= pc or a4 ~= pd then
+      inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
+      pa, pb, pc, pd = a1, a2, a3, a4
+    end
     local key = KEYS[i]
     local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
     local flag = -1
     if raw ~= nil then
-      local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s[i],
-        inc_ns[i], dvt_s[i], dvt_ns[i], now_s, now_ns)
+      local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s,
+        inc_ns, dvt_s, dvt_ns, now_s, now_ns)
       if limited == nil then
         flag = -2
       elseif limited then
@@ -134,6 +143,15 @@ if n == 0 or #ARGV > 4 * n + 1 or
      mode ~= 'each') then
   return redis.error_reply(GCRA_BAD_ARGS)
 end
+if mode == 'each' then
+  local ok, err = GCRA_E_args(ARGV, n)
+  if not ok then
+    return redis.error_reply(err)
+  end
+  local t = redis.call('TIME')
+  local now_s, now_us = tonumber(t[1]), tonumber(t[2])
+  return GCRA_E_each(KEYS, ARGV, n, now_s, now_us, now_us * 1000)
+end
 local inc_s, inc_ns, dvt_s, dvt_ns = {}, {}, {}, {}
 local ok, err = GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
 if not ok then
@@ -141,9 +159,5 @@ if not ok then
 end
 local t = redis.call('TIME')
 local now_s, now_us = tonumber(t[1]), tonumber(t[2])
-if mode == 'each' then
-  return GCRA_E_each(KEYS, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_us,
-                     now_us * 1000)
-end
 return GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_us,
                   now_us * 1000)
