@@ -20,9 +20,120 @@
 -- Errors   (nothing written) WRONGTYPE when a key holds anything but a
 --          decimal int64; the TAT range error when a new TAT > INT64_MAX; a
 --          negative INC; malformed ARGV.
+-- Cost     per key one GET, plus one SET (or DEL) when it admits: a refused
+--          key is read once and not written.
+--
+-- The lines before "--#call" are definitions only (the FUNCTION library
+-- runs them once, at load); the lines after it are one call (the body of
+-- the library's function). A script runs the whole file each time.
 
 --#include lib
 --#include gcra
+
+-- The arguments of keys 1..n, parsed into the four arrays (when given);
+-- nil and the error text when one is malformed. Batched keys mostly share
+-- one limit: the same four strings (Lua strings are interned, so comparing
+-- them is comparing pointers) are not parsed again.
+local function GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
+  local pa, pb, pc, pd = false, false, false, false -- ARGV holds no false
+  local x, y, z, w
+  for i = 1, n do
+    local b = 4 * i - 4
+    local a1, a2, a3, a4 = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+    if a1 ~= pa or a2 ~= pb or a3 ~= pc or a4 ~= pd then
+      x, y, z, w = gcra_args(a1, a2, a3, a4)
+      if not x then
+        return nil, y
+      end
+      pa, pb, pc, pd = a1, a2, a3, a4
+    end
+    if inc_s then
+      inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i] = x, y, z, w
+    end
+  end
+  return true
+end
+
+-- Mode "each": independent calls batched by the proxy (CL.THROTTLE): each
+-- key in turn, each seeing the writes of the ones before (a key may
+-- repeat). Reply {0, now_s, now_us, raw_1..raw_n, flag_1..flag_n}, flag 0
+-- admitted, 1 refused, -1 not a TAT (WRONGTYPE), -2 TAT out of range.
+-- The arguments were checked (GCRA_E_args); they are parsed again only
+-- where they differ from the previous key's.
+local function GCRA_E_each(KEYS, ARGV, n, now_s, now_us, now_ns)
+  local reply = {0, now_s, now_us}
+  local pa, pb, pc, pd = false, false, false, false
+  local inc_s, inc_ns, dvt_s, dvt_ns
+  for i = 1, n do
+    local b = 4 * i - 4
+    local a1, a2, a3, a4 = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+    if a1 ~= pa or a2 ~= pb or a3 ~= pc or a4 ~= pd then
+      inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
+      pa, pb, pc, pd = a1, a2, a3, a4
+    end
+    local key = KEYS[i]
+    local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
+    local flag = -1
+    if raw ~= nil then
+      local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s,
+        inc_ns, dvt_s, dvt_ns, now_s, now_ns)
+      if limited == nil then
+        flag = -2
+      elseif limited then
+        flag = 1
+      else
+        flag = 0
+        gcra_store(key, raw, ttl_s, ttl_ns, s, ns)
+      end
+    end
+    reply[3 + i] = raw or false
+    reply[3 + n + i] = flag
+  end
+  return reply
+end
+
+-- The other modes see every key at once: all read, then all decided.
+local function GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
+                          now_us, now_ns)
+  local raw, rel_s, rel_ns = {}, {}, {}
+  for i = 1, n do
+    raw[i], rel_s[i], rel_ns[i] = gcra_read(KEYS[i], now_s, now_ns)
+    if raw[i] == nil then
+      return redis.error_reply(WRONGTYPE)
+    end
+  end
+
+  if mode == 'refund' then
+    for i = 1, n do
+      gcra_refund(KEYS[i], raw[i], rel_s[i], rel_ns[i], inc_s[i], inc_ns[i],
+                  now_s, now_ns)
+    end
+    return {0, now_s, now_us}
+  end
+
+  local limited = false
+  local ttl_s, ttl_ns, new_s, new_ns = {}, {}, {}, {}
+  for i = 1, n do
+    local lim
+    lim, ttl_s[i], ttl_ns[i], new_s[i], new_ns[i] = gcra_decide(rel_s[i],
+      rel_ns[i], inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i], now_s, now_ns)
+    if lim == nil then
+      return redis.error_reply(GCRA_TAT_RANGE)
+    end
+    limited = limited or lim
+  end
+  if mode == 'check' and not limited then
+    for i = 1, n do
+      gcra_store(KEYS[i], raw[i], ttl_s[i], ttl_ns[i], new_s[i], new_ns[i])
+    end
+  end
+
+  local reply = {limited and 1 or 0, now_s, now_us}
+  for i = 1, n do
+    reply[3 + i] = raw[i]
+  end
+  return reply
+end
 
 --#call
 local n = #KEYS
@@ -32,88 +143,21 @@ if n == 0 or #ARGV > 4 * n + 1 or
      mode ~= 'each') then
   return redis.error_reply(GCRA_BAD_ARGS)
 end
-local inc_s, inc_ns, dvt_s, dvt_ns = {}, {}, {}, {}
-for i = 1, n do
-  local b = 4 * (i - 1)
-  inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i] =
-    gcra_args(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4])
-  if not inc_s[i] then
-    return redis.error_reply(inc_ns[i])
+if mode == 'each' then
+  local ok, err = GCRA_E_args(ARGV, n)
+  if not ok then
+    return redis.error_reply(err)
   end
+  local t = redis.call('TIME')
+  local now_s, now_us = tonumber(t[1]), tonumber(t[2])
+  return GCRA_E_each(KEYS, ARGV, n, now_s, now_us, now_us * 1000)
 end
-
+local inc_s, inc_ns, dvt_s, dvt_ns = {}, {}, {}, {}
+local ok, err = GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
+if not ok then
+  return redis.error_reply(err)
+end
 local t = redis.call('TIME')
 local now_s, now_us = tonumber(t[1]), tonumber(t[2])
-local now_ns = now_us * 1000
-
-if mode == 'each' then
-  -- Independent calls batched by the proxy (CL.THROTTLE): each key in
-  -- turn, each seeing the writes of the ones before (a key may repeat).
-  -- Reply {0, now_s, now_us, raw_1..raw_n, flag_1..flag_n}, flag 0
-  -- admitted, 1 refused, -1 not a TAT (WRONGTYPE), -2 TAT out of range.
-  local raws, flags = {}, {}
-  for i = 1, n do
-    local raw, r_s, r_ns = gcra_read(KEYS[i], now_s, now_ns)
-    raws[i] = raw or false
-    if raw == nil then
-      flags[i] = -1
-    else
-      local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s[i],
-        inc_ns[i], dvt_s[i], dvt_ns[i], now_s, now_ns)
-      if limited == nil then
-        flags[i] = -2
-      elseif limited then
-        flags[i] = 1
-      else
-        flags[i] = 0
-        gcra_store(KEYS[i], raw, ttl_s, ttl_ns, s, ns)
-      end
-    end
-  end
-  local reply = {0, now_s, now_us}
-  for i = 1, n do
-    reply[3 + i] = raws[i]
-    reply[3 + n + i] = flags[i]
-  end
-  return reply
-end
-
--- The other modes see every key at once: all read, then all decided.
-local raw, rel_s, rel_ns = {}, {}, {}
-for i = 1, n do
-  raw[i], rel_s[i], rel_ns[i] = gcra_read(KEYS[i], now_s, now_ns)
-  if raw[i] == nil then
-    return redis.error_reply(WRONGTYPE)
-  end
-end
-
-if mode == 'refund' then
-  for i = 1, n do
-    gcra_refund(KEYS[i], raw[i], rel_s[i], rel_ns[i], inc_s[i], inc_ns[i],
-                now_s, now_ns)
-  end
-  return {0, now_s, now_us}
-end
-
-local limited = false
-local ttl_s, ttl_ns, new_s, new_ns = {}, {}, {}, {}
-for i = 1, n do
-  local lim
-  lim, ttl_s[i], ttl_ns[i], new_s[i], new_ns[i] = gcra_decide(rel_s[i],
-    rel_ns[i], inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i], now_s, now_ns)
-  if lim == nil then
-    return redis.error_reply(GCRA_TAT_RANGE)
-  end
-  limited = limited or lim
-end
-if mode == 'check' and not limited then
-  for i = 1, n do
-    gcra_store(KEYS[i], raw[i], ttl_s[i], ttl_ns[i], new_s[i], new_ns[i])
-  end
-end
-
-local reply = {limited and 1 or 0, now_s, now_us}
-for i = 1, n do
-  reply[3 + i] = raw[i]
-end
-return reply
+return GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_us,
+                  now_us * 1000)

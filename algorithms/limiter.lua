@@ -40,13 +40,49 @@
 --          (sliding_log logs it when it refused). peek writes nothing.
 -- Errors   (nothing written) WRONGTYPE, a malformed stored state, bad
 --          arguments.
+--
+-- Mode "each": the groups of many LIMITER calls in one call (the proxy
+-- sends the CHECK/PEEK calls of one loop turn to a node together). Each
+-- group is decided as one call of the form above would decide it, in
+-- order, each seeing the writes of the groups before it (a key may
+-- repeat), all at one `now`.
+-- KEYS     for each group in order: its n_g limit keys, then its override
+--          hash (n_g + 1 keys per group)
+-- ARGV     [1] "each"
+--          [2] now, as above ("": the node's TIME, read once per call)
+--          [3] G, the number of groups (>= 1)
+--          then for each group: mode ("check", "peek" or "refund"), cost,
+--          n_g, 6 values per limit (as above), m_g and m_g override pairs
+--          (as above)
+-- Reply    {0, now_s, now_us, r_1 .. r_G}: r_g is exactly what the call of
+--          that group alone returns ({limited, now_s, now_us, e...},
+--          {"override", v...} or {0, now_s, now_us}), or an error element
+--          when that group failed (bad arguments of its own, WRONGTYPE, a
+--          malformed state: nothing of it written); the other groups are
+--          decided all the same.
+-- Errors   one error for the whole call, nothing written, when the
+--          structure is malformed: G, an n_g or an m_g that is no integer
+--          >= 0, or counts that do not add up to #ARGV and #KEYS.
+--
+-- The lines before "--#call" are definitions only (the FUNCTION library
+-- runs them once, at load); the lines after it are one call (the body of
+-- the library's function). A script runs the whole file each time.
 
 --#include lib
 
--- name -> {decide = f(key, a1, a2, a3, a4, now_us, cost) -> r | nil, err,
---          refund = f(key, a1, a2, a3, a4, now_us, cost, undo)}; r has
---          limited (boolean), limit, remaining, retry, reset (us), undo
---          (a string), commit and commit_refused (functions or nil).
+-- name -> {
+--   decide = f(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns)
+--     -> nil, err
+--     -> limited (boolean), e, when, w1 .. w6: e is the limit's reply
+--        entry; when says when commit(key, w1 .. w6) writes the decision:
+--        1 when every limit of the group admits, 2 when this limit refused
+--        (sliding_log logs refused attempts), nil never,
+--   commit = f(key, w1 .. w6),
+--   refund = f(key, a1, a2, a3, a4, now_us, cost, undo, now_s, now_ns),
+--   fixed = true when its entry shows the stored state as it was read
+--     (gcra: the proxy computes the five integers), so a refusal of another
+--     limit needs no second look }
+-- Plain values, no closure per decision: the write waits in LIM_W.
 local ALGO = {}
 
 --#include gcra
@@ -57,17 +93,16 @@ local ALGO = {}
 --#include sliding_log
 --#include sliding_counter
 
-local BAD_ARGS = 'ERR limiter script arguments are malformed'
+local LIM_BAD_ARGS = 'ERR limiter script arguments are malformed'
 
--- gcra through the common interface; its entry is the stored TAT.
+-- gcra through the common interface; its entry is {stored TAT or nil}.
 ALGO.gcra = {
-  decide = function(key, a1, a2, a3, a4, now_us)
+  fixed = true,
+  decide = function(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns)
     local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
     if not inc_s then
       return nil, inc_ns
     end
-    local now_s, now_ns = lib_divmod(now_us, 1000000)
-    now_ns = now_ns * 1000
     local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
     if raw == nil then
       return nil, WRONGTYPE
@@ -77,17 +112,14 @@ ALGO.gcra = {
     if lim == nil then
       return nil, GCRA_TAT_RANGE
     end
-    return {limited = lim, tat = raw, commit = function()
-      gcra_store(key, raw, ttl_s, ttl_ns, new_s, new_ns)
-    end}
+    return lim, {raw}, 1, raw, ttl_s, ttl_ns, new_s, new_ns
   end,
-  refund = function(key, a1, a2, a3, a4, now_us)
+  commit = gcra_store,
+  refund = function(key, a1, a2, a3, a4, now_us, cost, undo, now_s, now_ns)
     local inc_s, inc_ns = gcra_args(a1, a2, a3, a4)
     if not inc_s then
       return
     end
-    local now_s, now_ns = lib_divmod(now_us, 1000000)
-    now_ns = now_ns * 1000
     local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
     if raw ~= nil then
       gcra_refund(key, raw, r_s, r_ns, inc_s, inc_ns, now_s, now_ns)
@@ -95,111 +127,200 @@ ALGO.gcra = {
   end,
 }
 
---#call
-local n = #KEYS - 1
-local mode, cost = ARGV[1], lib_int(ARGV[3])
-local m = lib_int(ARGV[4 + 6 * n])
-if n < 0 or cost == nil or cost < 0 or m == nil or m < 0 or
-    #ARGV ~= 4 + 6 * n + 2 * m or
-    (mode ~= 'check' and mode ~= 'peek' and mode ~= 'refund') then
-  return redis.error_reply(BAD_ARGS)
-end
-local now_us
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now_us = lib_int(ARGV[2])
-  if now_us == nil or now_us < 0 then
-    return redis.error_reply(BAD_ARGS)
-  end
-end
-local now_s, now_frac = lib_divmod(now_us, 1000000)
+-- Scratch of one group's decisions: its algorithms (LIM_A), entries
+-- (LIM_E), refusals (LIM_L) and pending writes (LIM_W, 7 slots a limit:
+-- when, w1 .. w6). Every group of every call writes a slot before reading
+-- it; the library keeps them between calls instead of building them anew.
+local LIM_A, LIM_E, LIM_L, LIM_W = {}, {}, {}, {}
 
-local algo = {}
-for i = 1, n do
-  algo[i] = ALGO[ARGV[4 + 6 * (i - 1)]]
-  if algo[i] == nil then
-    return redis.error_reply(BAD_ARGS)
+-- now (us), now_s and its microseconds from the argument ("": the node's
+-- TIME); nil when malformed.
+local function LIM_now(arg)
+  if arg == '' then
+    local t = redis.call('TIME')
+    local s, us = tonumber(t[1]), tonumber(t[2])
+    return s * 1000000 + us, s, us
   end
+  local now = lib_int(arg)
+  if now == nil or now < 0 then
+    return nil
+  end
+  local s, us = lib_divmod(now, 1000000)
+  return now, s, us
 end
 
-if mode == 'refund' then
+-- Looks up the algorithms of n limits whose values start at ARGV[lb]
+-- into LIM_A; false when one is unknown.
+local function LIM_algos(ARGV, lb, n)
   for i = 1, n do
-    local b = 4 + 6 * (i - 1)
-    algo[i].refund(KEYS[i], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
-                   ARGV[b + 4], now_us, cost, ARGV[b + 5])
+    local a = ALGO[ARGV[lb + 6 * i - 6]]
+    if a == nil then
+      return false
+    end
+    LIM_A[i] = a
   end
-  return {0, now_s, now_frac}
+  return true
 end
 
-if m > 0 then
-  local fields = {}
-  for j = 1, m do
-    fields[j] = ARGV[4 + 6 * n + 2 * j - 1]
+-- Decides one group whose algorithms are in LIM_A: n limits, the keys
+-- from KEYS[k0] (the override hash after them), the limits' values from
+-- ARGV[lb] (6 each), m override pairs after ARGV[mb] = m. Returns the
+-- group's reply, or nil and the error (nothing written).
+local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
+                       now_us)
+  local A, now_ns = LIM_A, now_us * 1000
+  if mode == 'refund' then
+    for i = 1, n do
+      local b = lb + 6 * i - 6
+      A[i].refund(KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
+                  ARGV[b + 4], now, cost, ARGV[b + 5], now_s, now_ns)
+    end
+    return {0, now_s, now_us}
   end
-  local have = redis.call('HMGET', KEYS[n + 1], unpack(fields))
-  local differ = false
-  for j = 1, m do
-    have[j] = have[j] or ''
-    if have[j] ~= ARGV[4 + 6 * n + 2 * j] then
-      differ = true
+
+  if m > 0 then
+    local fields = {}
+    for j = 1, m do
+      fields[j] = ARGV[mb + 2 * j - 1]
+    end
+    local have = redis.call('HMGET', KEYS[k0 + n], unpack(fields))
+    local differ = false
+    for j = 1, m do
+      have[j] = have[j] or ''
+      if have[j] ~= ARGV[mb + 2 * j] then
+        differ = true
+      end
+    end
+    if differ then
+      table.insert(have, 1, 'override')
+      return have
     end
   end
-  if differ then
-    table.insert(have, 1, 'override')
-    return have
+
+  local E, L, W = LIM_E, LIM_L, LIM_W
+  local limited = false
+  for i = 1, n do
+    local b, w = lb + 6 * i - 6, 7 * i - 7
+    local lim, e, when, w1, w2, w3, w4, w5, w6 = A[i].decide(
+      KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
+      now, cost, now_s, now_ns)
+    if lim == nil then
+      return nil, e
+    end
+    E[i], L[i] = e, lim
+    W[w + 1], W[w + 2], W[w + 3], W[w + 4], W[w + 5], W[w + 6], W[w + 7] =
+      when, w1, w2, w3, w4, w5, w6
+    limited = limited or lim
   end
+
+  -- A refused check consumes nothing: the limits that would have admitted
+  -- report their state without this request (gcra's is computed by the
+  -- proxy from the stored TAT).
+  local reply = {limited and 1 or 0, now_s, now_us}
+  for i = 1, n do
+    local e = E[i]
+    if limited and cost > 0 and not L[i] and not A[i].fixed then
+      local b = lb + 6 * i - 6
+      local _
+      _, e = A[i].decide(KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2],
+                         ARGV[b + 3], ARGV[b + 4], now, 0, now_s, now_ns)
+    end
+    reply[3 + i] = e
+  end
+
+  if mode == 'check' then
+    for i = 1, n do
+      local w = 7 * i - 7
+      local when = W[w + 1]
+      if when == (limited and 2 or 1) then
+        A[i].commit(KEYS[k0 + i - 1], W[w + 2], W[w + 3], W[w + 4],
+                    W[w + 5], W[w + 6], W[w + 7])
+      end
+    end
+  end
+  return reply
 end
 
-local res, limited = {}, false
-for i = 1, n do
-  local b = 4 + 6 * (i - 1)
-  local r, err = algo[i].decide(KEYS[i], ARGV[b + 1], ARGV[b + 2],
-                                ARGV[b + 3], ARGV[b + 4], now_us, cost)
+local function LIM_mode_ok(mode)
+  return mode == 'check' or mode == 'peek' or mode == 'refund'
+end
+
+-- One group (the layout of the header's first part).
+local function LIM_single(KEYS, ARGV)
+  local n = #KEYS - 1
+  local mode, cost = ARGV[1], lib_int(ARGV[3])
+  local m = lib_int(ARGV[4 + 6 * n])
+  if n < 0 or cost == nil or cost < 0 or m == nil or m < 0 or
+      #ARGV ~= 4 + 6 * n + 2 * m or not LIM_mode_ok(mode) or
+      not LIM_algos(ARGV, 4, n) then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local now, now_s, now_us = LIM_now(ARGV[2])
+  if now == nil then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local r, err = LIM_run(KEYS, 1, ARGV, mode, cost, n, 4, 4 + 6 * n, m, now,
+                         now_s, now_us)
   if r == nil then
     return redis.error_reply(err)
   end
-  res[i] = r
-  limited = limited or r.limited
+  return r
 end
 
--- A refused check consumes nothing: the limits that would have admitted
--- report their state without this request (gcra's is computed by the
--- proxy from the stored TAT).
-local shown = res
-if limited and cost > 0 then
-  shown = {}
-  for i = 1, n do
-    shown[i] = res[i]
-    if not res[i].limited and res[i].tat == nil then
-      local b = 4 + 6 * (i - 1)
-      shown[i] = algo[i].decide(KEYS[i], ARGV[b + 1], ARGV[b + 2],
-                                ARGV[b + 3], ARGV[b + 4], now_us, 0)
+-- Where each group's arguments start (LIM_G: 4 slots a group: the index
+-- of its mode in ARGV, n, m, its first key), kept like the other scratch.
+local LIM_G = {}
+
+-- Mode "each" (the header's second part).
+local function LIM_each(KEYS, ARGV)
+  local G = lib_int(ARGV[3])
+  local nargv, nkeys = #ARGV, #KEYS
+  if G == nil or G < 1 then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  -- The structure first, whole: a malformed batch writes nothing.
+  local a, k = 4, 1
+  for g = 1, G do
+    local n = lib_int(ARGV[a + 2])
+    local m = n and n >= 0 and lib_int(ARGV[a + 3 + 6 * n])
+    if not m or m < 0 then
+      return redis.error_reply(LIM_BAD_ARGS)
+    end
+    local x = 4 * g - 4
+    LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4] = a, n, m, k
+    a, k = a + 4 + 6 * n + 2 * m, k + n + 1
+    if a > nargv + 1 or k > nkeys + 1 then
+      return redis.error_reply(LIM_BAD_ARGS)
     end
   end
+  if a ~= nargv + 1 or k ~= nkeys + 1 then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local now, now_s, now_us = LIM_now(ARGV[2])
+  if now == nil then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+
+  local reply = {0, now_s, now_us}
+  for g = 1, G do
+    local x = 4 * g - 4
+    local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
+    local mode, cost = ARGV[a0], lib_int(ARGV[a0 + 1])
+    local r, err
+    if cost == nil or cost < 0 or not LIM_mode_ok(mode) or
+        not LIM_algos(ARGV, a0 + 3, n) then
+      err = LIM_BAD_ARGS
+    else
+      r, err = LIM_run(KEYS, k0, ARGV, mode, cost, n, a0 + 3, a0 + 3 + 6 * n,
+                       m, now, now_s, now_us)
+    end
+    reply[3 + g] = r or redis.error_reply(err)
+  end
+  return reply
 end
 
-if mode == 'check' then
-  for i = 1, n do
-    local f = res[i].commit
-    if limited then
-      f = res[i].limited and res[i].commit_refused or nil
-    end
-    if f then
-      f()
-    end
-  end
+--#call
+if ARGV[1] == 'each' then
+  return LIM_each(KEYS, ARGV)
 end
-
-local reply = {limited and 1 or 0, now_s, now_frac}
-for i = 1, n do
-  local r = shown[i]
-  if r.tat ~= nil then
-    reply[3 + i] = {r.tat}
-  else
-    reply[3 + i] = {r.limited and 1 or 0, r.limit, r.remaining, r.retry,
-                    r.reset, r.undo or ''}
-  end
-end
-return reply
+return LIM_single(KEYS, ARGV)

@@ -13,6 +13,12 @@ local FW_ERR_MAX = 'ERR fixed_window max must be between 1 and 2^53 - 1'
 local FW_ERR_WINDOW = 'ERR fixed_window window must be between 1 ms and 3650 days'
 local FW_ERR_STATE = 'ERR fixed_window state is malformed (negative start or count)'
 
+-- Stores the window start and count, expiring in ms (its end).
+local function fw_commit(key, start, count, ms)
+  redis.call('HSET', key, 'start', lib_str(start), 'count', lib_str(count))
+  redis.call('PEXPIRE', key, lib_str(ms))
+end
+
 ALGO.fixed_window = {
   decide = function(key, a1, a2, a3, a4, now, cost)
     local max, w = tw_window_args(a1, a2, FW_ERR_MAX, FW_ERR_WINDOW)
@@ -30,27 +36,34 @@ ALGO.fixed_window = {
       start, count = s_start, s_count
     end
     local untl, ms = xint_dur(xint_sum(start - now, w), 0)
-    local r = {limited = false, limit = max, retry = -1000000, undo = ''}
+    -- {limited, limit, remaining, retry, reset, undo}
+    local e = {0, max, 0, -1000000, 0, ''}
+    local limited = false
     if cost > max then
-      r.limited = true
+      limited = true
     elseif count <= max - cost then
       count = count + cost
     else
-      r.limited = true
-      r.retry = untl
+      limited = true
+      e[4] = untl
     end
-    r.remaining = count < max and max - count or 0
-    r.reset = count > 0 and untl or 0
-    if not r.limited and cost > 0 then
-      r.undo = lib_str(start)
-      r.commit = function()
-        redis.call('HSET', key, 'start', lib_str(start), 'count',
-                   lib_str(count))
-        redis.call('PEXPIRE', key, lib_str(ms))
-      end
+    if limited then
+      e[1] = 1
     end
-    return r
+    if count < max then
+      e[3] = max - count
+    end
+    if count > 0 then
+      e[5] = untl
+    end
+    if not limited and cost > 0 then
+      e[6] = lib_str(start)
+      return false, e, 1, start, count, ms
+    end
+    return limited, e
   end,
+
+  commit = fw_commit,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
     local max, w = tw_window_args(a1, a2, FW_ERR_MAX, FW_ERR_WINDOW)

@@ -6,6 +6,11 @@
 -- Nanosecond timestamps reach 2^63, beyond a double's 2^53, so every time
 -- is a pair (seconds, nanoseconds) with 0 <= nanoseconds < 1e9; both halves
 -- stay far below 2^53.
+--
+-- One decision is one GET (through redis.pcall: a key of another type is
+-- WRONGTYPE without a TYPE call first) and, when it admits, one SET. The
+-- halves of each sum are below 2e9, so a carry is one comparison, not a
+-- division.
 
 local GCRA_NS = 1000000000
 local GCRA_TAT_RANGE = 'Cell error: Store error: Stored TAT out of range: 64-bit nanoseconds would overflow'
@@ -14,21 +19,15 @@ local GCRA_BAD_ARGS = 'ERR gcra script arguments are inc_s inc_ns dvt_s dvt_ns'
 -- INT64_MAX = 9223372036854775807 ns, split.
 local GCRA_MAX_S, GCRA_MAX_NS = 9223372036, 854775807
 
--- Carries ns into s so that 0 <= ns < 1e9.
+-- Carries ns into s so that 0 <= ns < 1e9 (any ns).
 local function gcra_norm(s, ns)
   local c = math.floor(ns / GCRA_NS)
   return s + c, ns - c * GCRA_NS
 end
 
--- True when (as, ans) > (bs, bns); both normalized.
-local function gcra_gt(as, ans, bs, bns)
-  return as > bs or (as == bs and ans > bns)
-end
-
--- A stored TAT as (s, ns), or nil when it is not a signed 64-bit decimal
--- integer (the rule redis-cell's i64 parse applies). -1 is redis-cell's
--- "no TAT" and comes back as the third result.
-local function gcra_parse_tat(v)
+-- A stored TAT that is not plain digits: an optional sign, leading zeros,
+-- -1 (redis-cell's "no TAT", the third result). See gcra_parse_tat.
+local function gcra_parse_signed(v)
   local sign, digits = string.match(v, '^([+-]?)(%d+)$')
   if not digits then
     return nil
@@ -50,10 +49,26 @@ local function gcra_parse_tat(v)
   return hi, lo, false
 end
 
+-- A stored TAT as (s, ns), or nil when it is not a signed 64-bit decimal
+-- integer (the rule redis-cell's i64 parse applies). What the scripts
+-- write, at most 19 plain digits, takes one pattern test and two
+-- conversions (digits of equal length compare as numbers do).
+local function gcra_parse_tat(v)
+  local n = #v
+  if n <= 19 and string.find(v, '^%d+$') then
+    if n == 19 and v > '9223372036854775807' then
+      return nil
+    end
+    return tonumber(string.sub(v, 1, -10)) or 0, tonumber(string.sub(v, -9)), false
+  end
+  return gcra_parse_signed(v)
+end
+
 -- A split argument (an integer within the split range of an int64), or nil.
 local function gcra_int_arg(v)
   v = tonumber(v)
-  if v and v == math.floor(v) and math.abs(v) <= GCRA_MAX_S + 1 then
+  if v and v == math.floor(v) and v <= GCRA_MAX_S + 1 and
+      v >= -(GCRA_MAX_S + 1) then
     return v
   end
   return nil
@@ -76,18 +91,20 @@ local function gcra_args(a, b, c, d)
   return inc_s, inc_ns, dvt_s, dvt_ns
 end
 
--- Reads a key's stored TAT: its raw bytes (or false), and rel, the part of
--- the TAT ahead of now (negative when it is past). TYPE first, so a wrong
--- type never reaches GET. Returns nil when the key holds no TAT.
+-- Reads a key's stored TAT (one GET): its raw bytes (or false), and rel,
+-- the part of the TAT ahead of now (negative when it is past). Returns nil
+-- when the key holds no TAT (WRONGTYPE).
 local function gcra_read(key, now_s, now_ns)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then
+  local v = redis.pcall('GET', key)
+  if not v then
     return false, 0, 0
   end
-  if kind ~= 'string' then
-    return nil
+  if type(v) ~= 'string' then
+    if string.find(v.err, '^WRONGTYPE') then
+      return nil
+    end
+    return redis.call('GET', key) -- raises what the node refused
   end
-  local v = redis.call('GET', key)
   local tat_s, tat_ns, none = gcra_parse_tat(v)
   if not tat_s then
     return nil
@@ -95,24 +112,35 @@ local function gcra_read(key, now_s, now_ns)
   if none then
     return v, 0, 0
   end
-  local r_s, r_ns = gcra_norm(tat_s - now_s, tat_ns - now_ns)
+  -- tat_ns - now_ns is in (-1e9, 1e9): at most one borrow.
+  local r_s, r_ns = tat_s - now_s, tat_ns - now_ns
+  if r_ns < 0 then
+    return v, r_s - 1, r_ns + GCRA_NS
+  end
   return v, r_s, r_ns
 end
 
--- The decision from rel: ttl = new_tat - now = max(rel, 0) + INC, the new
--- TAT, and whether it is refused (diff = now - (new_tat - DVT) < 0 <=>
--- ttl > DVT). Returns nil when the new TAT passes INT64_MAX.
+-- The decision from rel: refused (a boolean; nil when the new TAT passes
+-- INT64_MAX), ttl = new_tat - now = max(rel, 0) + INC, and the new TAT.
+-- Refused <=> diff = now - (new_tat - DVT) < 0 <=> ttl > DVT.
 local function gcra_decide(r_s, r_ns, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
                            now_ns)
   if r_s < 0 then
     r_s, r_ns = 0, 0
   end
-  local ttl_s, ttl_ns = gcra_norm(r_s + inc_s, r_ns + inc_ns)
-  local new_s, new_ns = gcra_norm(now_s + ttl_s, now_ns + ttl_ns)
-  if gcra_gt(new_s, new_ns, GCRA_MAX_S, GCRA_MAX_NS) then
+  local ttl_s, ttl_ns = r_s + inc_s, r_ns + inc_ns
+  if ttl_ns >= GCRA_NS then
+    ttl_s, ttl_ns = ttl_s + 1, ttl_ns - GCRA_NS
+  end
+  local new_s, new_ns = now_s + ttl_s, now_ns + ttl_ns
+  if new_ns >= GCRA_NS then
+    new_s, new_ns = new_s + 1, new_ns - GCRA_NS
+  end
+  if new_s > GCRA_MAX_S or (new_s == GCRA_MAX_S and new_ns > GCRA_MAX_NS) then
     return nil
   end
-  return gcra_gt(ttl_s, ttl_ns, dvt_s, dvt_ns), ttl_s, ttl_ns, new_s, new_ns
+  return ttl_s > dvt_s or (ttl_s == dvt_s and ttl_ns > dvt_ns), ttl_s, ttl_ns,
+    new_s, new_ns
 end
 
 -- Stores a TAT `s, ns`, expiring when it is reached; a TTL under 1 ms
@@ -120,12 +148,15 @@ end
 local function gcra_store(key, raw, ttl_s, ttl_ns, s, ns)
   local ms = ttl_s * 1000 + math.floor(ttl_ns / 1000000)
   if ms > 0 then
-    -- the TAT > now > 0 here, so it prints as seconds then 9 digits.
-    local val = string.format('%.0f%09.0f', s, ns)
+    -- The TAT > now > 0 here, so it prints as seconds then 9 digits ('%d'
+    -- goes through a C long: exact for both halves).
+    local val
     if s == 0 then
-      val = string.format('%.0f', ns)
+      val = string.format('%d', ns)
+    else
+      val = string.format('%d%09d', s, ns)
     end
-    redis.call('SET', key, val, 'PX', string.format('%.0f', ms))
+    redis.call('SET', key, val, 'PX', string.format('%d', ms))
   elseif raw then
     redis.call('DEL', key)
   end
@@ -134,9 +165,9 @@ end
 -- Takes INC back from a stored TAT (undoes a check that another slot
 -- refused): what is left ahead of now keeps counting, the rest goes.
 local function gcra_refund(key, raw, r_s, r_ns, inc_s, inc_ns, now_s, now_ns)
-  if raw and gcra_gt(r_s, r_ns, 0, 0) then
+  if raw and (r_s > 0 or (r_s == 0 and r_ns > 0)) then
     local left_s, left_ns = gcra_norm(r_s - inc_s, r_ns - inc_ns)
-    if gcra_gt(left_s, left_ns, 0, 0) then
+    if left_s > 0 or (left_s == 0 and left_ns > 0) then
       local s, ns = gcra_norm(now_s + left_s, now_ns + left_ns)
       gcra_store(key, raw, left_s, left_ns, s, ns)
     else

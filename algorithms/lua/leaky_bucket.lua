@@ -40,17 +40,26 @@ end
 
 -- The stored state: true, level, ts; false when the key is missing; nil
 -- and the error for a wrong type or a malformed field (not an integer in
--- 0 .. 2^53 - 1: legal use never stores more).
+-- 0 .. 2^53 - 1: legal use never stores more). One HGETALL (an empty
+-- reply is no key).
 function LB.read(key)
-  local have = lib_type(key, 'hash')
-  if have == nil then
+  local h = lib_read('HGETALL', key)
+  if h == nil then
     return nil, WRONGTYPE
   end
-  if not have then
+  local n = #h
+  if n == 0 then
     return false
   end
-  local f = redis.call('HMGET', key, 'level', 'ts')
-  local level, ts = lib_int(f[1]), lib_int(f[2])
+  local level, ts
+  for i = 1, n, 2 do
+    if h[i] == 'level' then
+      level = h[i + 1]
+    elseif h[i] == 'ts' then
+      ts = h[i + 1]
+    end
+  end
+  level, ts = lib_int(level), lib_int(ts)
   if level == nil or ts == nil or level < 0 or ts < 0 then
     return nil, LB.ERR_STATE
   end
@@ -83,9 +92,8 @@ function LB.reset(p, level, ts, now)
   return SPAN.after(lib_ceildiv(level, p.drip_size), p.drip_ms, ts - now)
 end
 
--- Stores level and ts, expiring when the bucket is empty.
-function LB.store(key, p, level, ts, now)
-  local _, ms = LB.reset(p, level, ts, now)
+-- Stores level and ts, expiring in ms (when the bucket is empty).
+function LB.commit(key, level, ts, ms)
   redis.call('HSET', key, 'level', lib_str(level), 'ts', lib_str(ts))
   redis.call('PEXPIRE', key, lib_str(ms))
 end
@@ -108,29 +116,32 @@ function LB.decide(key, a1, a2, a3, a4, now, cost)
     ts = now -- empty: no phase, the drip clock starts now
   end
 
-  local r = {limited = false, limit = p.size, retry = -1000000, undo = ''}
+  -- {limited, limit, remaining, retry, reset, undo}
+  local e = {0, p.size, 0, -1000000, 0, ''}
+  local limited = false
   if cost > p.size then
-    r.limited = true
+    limited = true
   elseif level <= p.size - cost then
     level = level + cost
   else
     -- Drips needed until level - k * drip_size <= size - cost.
     local k = lib_ceildiv(level - (p.size - cost), p.drip_size)
-    r.limited = true
-    r.retry = SPAN.after(k, p.drip_ms, ts - now)
+    limited = true
+    e[4] = SPAN.after(k, p.drip_ms, ts - now)
   end
-  r.remaining = 0
+  if limited then
+    e[1] = 1
+  end
   if level < p.size then
-    r.remaining = p.size - level
+    e[3] = p.size - level
   end
-  r.reset = LB.reset(p, level, ts, now)
-  if not r.limited and cost > 0 then
-    r.undo = lib_str(ts)
-    r.commit = function()
-      LB.store(key, p, level, ts, now)
-    end
+  local ms
+  e[5], ms = LB.reset(p, level, ts, now)
+  if not limited and cost > 0 then
+    e[6] = lib_str(ts)
+    return false, e, 1, level, ts, ms
   end
-  return r
+  return limited, e
 end
 
 function LB.refund(key, a1, a2, a3, a4, now, cost, undo)
@@ -150,8 +161,10 @@ function LB.refund(key, a1, a2, a3, a4, now, cost, undo)
   if level <= cost then
     redis.call('DEL', key)
   else
-    LB.store(key, p, level - cost, ts, now)
+    local _, ms = LB.reset(p, level - cost, ts, now)
+    LB.commit(key, level - cost, ts, ms)
   end
 end
 
-ALGO.leaky_bucket = {decide = LB.decide, refund = LB.refund}
+ALGO.leaky_bucket = {decide = LB.decide, commit = LB.commit,
+                     refund = LB.refund}

@@ -3,6 +3,11 @@
 --
 -- Lua numbers are doubles: integers are exact up to 2^53, and every
 -- helper here keeps its operands and results below that.
+--
+-- Everything before a script's "--#call" line is load-time code: the
+-- FUNCTION library runs it once, when only `redis` exists (Redis 7.0 has
+-- no string, math or tonumber at load), so it defines and names, never
+-- calls.
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local P53 = 9007199254740992
@@ -10,7 +15,7 @@ local P53 = 9007199254740992
 -- The integer written in s (decimal digits, an optional '-'), or nil when
 -- s is anything else or beyond +-(2^53 - 1).
 local function lib_int(s)
-  if type(s) ~= 'string' or not string.match(s, '^%-?%d+$') or #s > 17 then
+  if type(s) ~= 'string' or #s > 17 or not string.find(s, '^%-?%d+$') then
     return nil
   end
   local v = tonumber(s)
@@ -29,29 +34,29 @@ end
 
 -- ceil(a / b) for integers 0 <= a < 2^53, 0 < b < 2^53.
 local function lib_ceildiv(a, b)
-  local q, r = lib_divmod(a, b)
+  local r = math.fmod(a, b)
   if r > 0 then
-    q = q + 1
+    return (a - r) / b + 1
   end
-  return q
+  return a / b
 end
 
--- What `key` holds: true when it is of type `want`, false when it does not
--- exist, nil when it holds another type (the caller answers WRONGTYPE).
--- TYPE first, so a command of the wrong type never runs and fails.
-local function lib_type(key, want)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then
-    return false
-  end
-  if kind ~= want then
-    return nil
-  end
-  return true
-end
-
--- An integer for a reply or a stored field: numbers under 2^53 print
--- without exponent.
+-- An integer for a reply or a stored field (|v| < 2^53): '%d' converts
+-- through a C long, exact for these and cheaper than '%.0f'.
 local function lib_str(v)
-  return string.format('%.0f', v)
+  return string.format('%d', v)
+end
+
+-- A read through redis.pcall, so that a key of another type costs no TYPE
+-- call first: the reply, or nil for WRONGTYPE. Any other error (a key
+-- this node does not serve...) is raised as redis.call raises it.
+local function lib_read(...)
+  local v = redis.pcall(...)
+  if type(v) == 'table' and v.err then
+    if string.find(v.err, '^WRONGTYPE') then
+      return nil
+    end
+    return redis.call(...)
+  end
+  return v
 end

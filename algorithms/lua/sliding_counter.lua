@@ -60,6 +60,13 @@ local function sc_retry(max, w, c, prev, untl, cost)
   return f
 end
 
+-- Stores the counted window, expiring in ms (the end of the next one).
+local function sc_commit(key, start, c, prev, ms)
+  redis.call('HSET', key, 'start', lib_str(start), 'count', lib_str(c),
+             'prev', lib_str(prev))
+  redis.call('PEXPIRE', key, lib_str(ms))
+end
+
 ALGO.sliding_counter = {
   decide = function(key, a1, a2, a3, a4, now, cost)
     local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
@@ -86,34 +93,38 @@ ALGO.sliding_counter = {
     local weighted = prev > 0 and sc_weighted(prev, rem, w) or 0
     -- Below 2^54: inexact only where it exceeds every max - cost.
     local est = c + weighted
-    local r = {limited = false, limit = max, retry = -1000000, reset = 0,
-               undo = ''}
+    -- {limited, limit, remaining, retry, reset, undo}
+    local e = {0, max, 0, -1000000, 0, ''}
+    local limited = false
     if cost > max then
-      r.limited = true
+      limited = true
     elseif est <= max - cost then
       c, est = c + cost, est + cost
     else
-      r.limited = true
-      r.retry = xint_out((xint_divmod(sc_retry(max, w, c, prev, untl, cost),
-                                      1000)))
+      limited = true
+      e[4] = xint_out((xint_divmod(sc_retry(max, w, c, prev, untl, cost),
+                                   1000)))
     end
-    r.remaining = est < max and max - est or 0
+    if limited then
+      e[1] = 1
+    end
+    if est < max then
+      e[3] = max - est
+    end
     local ms
     if c > 0 then
-      r.reset, ms = xint_dur(xint_sum(untl, w), 0)
+      e[5], ms = xint_dur(xint_sum(untl, w), 0)
     elseif prev > 0 then
-      r.reset = xint_dur(untl, 0)
+      e[5] = xint_dur(untl, 0)
     end
-    if not r.limited and cost > 0 then
-      r.undo = lib_str(start)
-      r.commit = function()
-        redis.call('HSET', key, 'start', lib_str(start), 'count', lib_str(c),
-                   'prev', lib_str(prev))
-        redis.call('PEXPIRE', key, lib_str(ms))
-      end
+    if not limited and cost > 0 then
+      e[6] = lib_str(start)
+      return false, e, 1, start, c, prev, ms
     end
-    return r
+    return limited, e
   end,
+
+  commit = sc_commit,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
     local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)

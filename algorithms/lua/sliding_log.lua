@@ -71,15 +71,17 @@ end
 -- log is empty). nil and the error for a wrong type or a malformed score
 -- (the oldest and newest are checked; the rest lie between them).
 function SL.read(key, p, now)
-  local have = lib_type(key, 'zset')
-  if have == nil then
+  -- The oldest entry first, through redis.pcall: an empty reply is no key,
+  -- an error another type (no TYPE call first).
+  local first = lib_read('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if first == nil then
     return nil, WRONGTYPE
   end
   local st = {kept = 0, live = 0, fut = 0}
-  if not have then
+  if #first == 0 then
     return st
   end
-  local oldest = SL.score(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  local oldest = SL.score(first[2])
   local newest = SL.score(redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
   if oldest == nil or newest == nil then
     return nil, SL.ERR_STATE
@@ -116,13 +118,9 @@ end
 -- goes through SPAN.after (saturating is monotonic). nil when malformed.
 function SL.retry(key, p, st, add, m, live, newest, now, cost)
   local bt, bms = now, 0
-  local function later(t, ms)
-    if (t - bt) + (ms - bms) * 1000 > 0 then
-      bt, bms = t, ms
-    end
-  end
-  if cost > 0 and p.mi_us > 0 and m > 0 then
-    later(newest, p.mi_ms)
+  if cost > 0 and p.mi_us > 0 and m > 0 and
+      (newest - bt) + (p.mi_ms - bms) * 1000 > 0 then
+    bt, bms = newest, p.mi_ms
   end
   local room = p.max - cost
   if live > room then
@@ -130,16 +128,18 @@ function SL.retry(key, p, st, add, m, live, newest, now, cost)
     if t == nil then
       return nil
     end
-    later(t, p.w_ms)
+    if (t - bt) + (p.w_ms - bms) * 1000 > 0 then
+      bt, bms = t, p.w_ms
+    end
   end
   return (SPAN.after(1, bms, bt - now))
 end
 
--- Logs a entries at now after dropping those older than the horizon, caps
--- the log at max (the oldest go) and sets the expiry.
-function SL.store(key, p, now, a, ms)
+-- Logs a entries at now after dropping those older than the horizon
+-- (h_us), caps the log at max (the oldest go) and sets the expiry.
+function SL.commit(key, h_us, max, now, a, ms)
   local ts = lib_str(now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', lib_str(now - p.h_us))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', lib_str(now - h_us))
   if a > 0 then
     local top = redis.call('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
     local j = 0
@@ -154,7 +154,7 @@ function SL.store(key, p, now, a, ms)
     end
     SPAN.batch('ZADD', key, args, 2)
   end
-  redis.call('ZREMRANGEBYRANK', key, 0, -(p.max + 1))
+  redis.call('ZREMRANGEBYRANK', key, 0, -(max + 1))
   redis.call('PEXPIRE', key, lib_str(ms))
 end
 
@@ -163,9 +163,9 @@ function SL.decide(key, a1, a2, a3, a4, now, cost)
   if p == nil then
     return nil, err
   end
-  local st, e = SL.read(key, p, now)
+  local st, rerr = SL.read(key, p, now)
   if st == nil then
-    return nil, e
+    return nil, rerr
   end
 
   local add, refused = 0, false
@@ -193,49 +193,46 @@ function SL.decide(key, a1, a2, a3, a4, now, cost)
     end
   end
 
-  local r = {limited = refused, limit = p.max, retry = -1000000, undo = '',
-             remaining = 0, reset = 0}
+  -- {limited, limit, remaining, retry, reset, undo}
+  local e = {refused and 1 or 0, p.max, 0, -1000000, 0, ''}
   if live < p.max then
-    r.remaining = p.max - live
+    e[3] = p.max - live
   end
   if refused and cost <= p.max then
-    r.retry = SL.retry(key, p, st, add, m, live, newest, now, cost)
-    if r.retry == nil then
+    e[4] = SL.retry(key, p, st, add, m, live, newest, now, cost)
+    if e[4] == nil then
       return nil, SL.ERR_STATE
     end
   end
   local ms
   if m > 0 then
-    r.reset, ms = SPAN.after(1, p.h_ms, newest - now)
+    e[5], ms = SPAN.after(1, p.h_ms, newest - now)
   end
   if add > 0 then
     -- The added entries that survive the cap: the future ones go first.
+    -- Logged when the group admits, or when this limit refused.
     local a = math.max(0, math.min(add, size - st.fut))
-    local write = function()
-      SL.store(key, p, now, a, ms)
-    end
     if refused then
-      r.commit_refused = write
-    else
-      r.commit = write
-      r.undo = lib_str(now)
+      return true, e, 2, p.h_us, p.max, now, a, ms
     end
+    e[6] = lib_str(now)
+    return false, e, 1, p.h_us, p.max, now, a, ms
   end
-  return r
+  return refused, e
 end
 
 function SL.refund(key, a1, a2, a3, a4, now, cost, undo)
   local p = SL.params(a1, a2, a3)
   local ts = lib_int(undo)
-  if p == nil or ts == nil or ts < 0 or cost <= 0 or cost > p.max or
-      lib_type(key, 'zset') ~= true then
+  if p == nil or ts == nil or ts < 0 or cost <= 0 or cost > p.max then
     return
   end
   local t, left = lib_str(ts), cost
   while left > 0 do
-    local got = redis.call('ZREVRANGEBYSCORE', key, t, t, 'LIMIT', 0,
-                           math.min(left, SPAN.BATCH))
-    if #got == 0 then
+    -- A missing key or one of another type has nothing to give back.
+    local got = lib_read('ZREVRANGEBYSCORE', key, t, t, 'LIMIT', 0,
+                         math.min(left, SPAN.BATCH))
+    if got == nil or #got == 0 then
       break
     end
     redis.call('ZREM', key, unpack(got))
@@ -243,4 +240,5 @@ function SL.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
 end
 
-ALGO.sliding_log = {decide = SL.decide, refund = SL.refund}
+ALGO.sliding_log = {decide = SL.decide, commit = SL.commit,
+                    refund = SL.refund}

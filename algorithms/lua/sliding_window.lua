@@ -51,16 +51,14 @@ function SW.until_expired(p, k, now)
 end
 
 -- Reads the key: true and its fields as a flat list (HGETALL); false when
--- it is missing; nil and the error for a wrong type.
+-- it is missing (an empty reply: Redis keeps no empty hash); nil and the
+-- error for a wrong type.
 function SW.read(key)
-  local have = lib_type(key, 'hash')
-  if have == nil then
+  local f = lib_read('HGETALL', key)
+  if f == nil then
     return nil, WRONGTYPE
   end
-  if not have then
-    return false, {}
-  end
-  return true, redis.call('HGETALL', key)
+  return #f > 0, f
 end
 
 -- The live slots of the stored fields at now: a table slot number ->
@@ -122,12 +120,12 @@ function SW.retry(p, live, ks, total, now, cost)
 end
 
 -- Makes the HASH hold exactly the live slots and their total (f: the
--- fields it holds now), expiring after ms: stale, empty and duplicate
--- fields go, changed counts are set.
-function SW.store(key, p, f, live, ks, total, ms)
+-- fields it holds now; res_us: the slot length), expiring after ms: stale,
+-- empty and duplicate fields go, changed counts are set.
+function SW.commit(key, res_us, f, live, ks, total, ms)
   local want, del, set = {}, {}, {}
   for i = 1, #ks do
-    want[lib_str(ks[i] * p.res_us)] = lib_str(live[ks[i]])
+    want[lib_str(ks[i] * res_us)] = lib_str(live[ks[i]])
   end
   for i = 1, #f, 2 do
     if f[i] ~= 'total' then
@@ -165,9 +163,11 @@ function SW.decide(key, a1, a2, a3, a4, now, cost)
     return nil, SW.ERR_STATE
   end
 
-  local r = {limited = false, limit = p.max, retry = -1000000, undo = ''}
+  -- {limited, limit, remaining, retry, reset, undo}
+  local e = {0, p.max, 0, -1000000, 0, ''}
+  local limited = false
   if cost > p.max then
-    r.limited = true
+    limited = true
   elseif total <= p.max - cost then
     if cost > 0 then
       if live[k_eff] == nil then
@@ -178,32 +178,30 @@ function SW.decide(key, a1, a2, a3, a4, now, cost)
       total = total + cost
     end
   else
-    r.limited = true
-    r.retry = SW.retry(p, live, ks, total, now, cost)
+    limited = true
+    e[4] = SW.retry(p, live, ks, total, now, cost)
   end
-  r.remaining = 0
+  if limited then
+    e[1] = 1
+  end
   if total < p.max then
-    r.remaining = p.max - total
+    e[3] = p.max - total
   end
-  r.reset = 0
   local ms
   if #ks > 0 then
-    r.reset, ms = SW.until_expired(p, ks[#ks], now)
+    e[5], ms = SW.until_expired(p, ks[#ks], now)
   end
-  if not r.limited and cost > 0 then
-    r.undo = lib_str(k_eff * p.res_us)
-    r.commit = function()
-      SW.store(key, p, f, live, ks, total, ms)
-    end
+  if not limited and cost > 0 then
+    e[6] = lib_str(k_eff * p.res_us)
+    return false, e, 1, p.res_us, f, live, ks, total, ms
   end
-  return r
+  return limited, e
 end
 
 function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
   local p = SW.params(a1, a2, a3)
   local s = lib_int(undo)
-  if p == nil or s == nil or s < 0 or cost <= 0 or
-      lib_type(key, 'hash') ~= true then
+  if p == nil or s == nil or s < 0 or cost <= 0 then
     return
   end
   -- Out of the window at now: it counts for nothing any more.
@@ -211,7 +209,8 @@ function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
   if k < lib_divmod(now, p.res_us) - (p.n - 1) then
     return
   end
-  local c = lib_int(redis.call('HGET', key, undo))
+  -- A missing key or one of another type has nothing to give back.
+  local c = lib_int(lib_read('HGET', key, undo))
   if c == nil or c <= 0 then
     return
   end
@@ -232,4 +231,5 @@ function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
 end
 
-ALGO.sliding_window = {decide = SW.decide, refund = SW.refund}
+ALGO.sliding_window = {decide = SW.decide, commit = SW.commit,
+                       refund = SW.refund}

@@ -36,8 +36,8 @@ local function tb_args(a1, a2)
   return cap, rate
 end
 
--- The stored state {tokens, frac, ts}, false for no key, or nil and the
--- error.
+-- The stored state: true, tokens, frac, ts; false for no key; or nil and
+-- the error.
 local function tb_read(key)
   local have, tok, frac, ts = tw_read(key, TB_ERR_STATE, 'tokens', 'frac',
                                       'ts')
@@ -47,7 +47,7 @@ local function tb_read(key)
   if frac >= TB_FRAC_ONE then
     return nil, TB_ERR_STATE
   end
-  return {tokens = tok, frac = frac, ts = ts}
+  return true, tok, frac, ts
 end
 
 -- Credits e > 0 us of refill to the level tok + frac / 1e15 (capped at
@@ -77,14 +77,15 @@ local function tb_refill(cap, rate, tok, frac, e)
 end
 
 -- The level at now: tok, frac, the refill point ts and the gap (us) by
--- which the clock is behind it (token_bucket_decide's first half).
-local function tb_level(cap, rate, st, now)
+-- which the clock is behind it (token_bucket_decide's first half); have,
+-- s_tok, s_frac, s_ts: the stored state (have false: no key).
+local function tb_level(cap, rate, have, s_tok, s_frac, s_ts, now)
   local tok, frac, ts
-  if not st or st.tokens >= cap then
+  if not have or s_tok >= cap then
     tok, frac = cap, 0
-    ts = (not st or st.ts < now) and now or st.ts
+    ts = (not have or s_ts < now) and now or s_ts
   else
-    tok, frac, ts = st.tokens, st.frac, st.ts
+    tok, frac, ts = s_tok, s_frac, s_ts
   end
   if now < ts then
     return tok, frac, ts, ts - now
@@ -134,53 +135,59 @@ ALGO.token_bucket = {
     if not cap then
       return nil, rate
     end
-    local st, err = tb_read(key)
-    if st == nil then
-      return nil, err
+    local have, s_tok, s_frac, s_ts = tb_read(key)
+    if have == nil then
+      return nil, s_tok
     end
-    local r = {limited = false, limit = cap, remaining = cap,
-               retry = -1000000, reset = 0, undo = ''}
+    -- {limited, limit, remaining, retry, reset, undo}
+    local e = {0, cap, cap, -1000000, 0, ''}
     if not rate then
-      return r
+      return false, e
     end
-    local tok, frac, ts, gap = tb_level(cap, rate, st, now)
+    local tok, frac, ts, gap = tb_level(cap, rate, have, s_tok, s_frac, s_ts,
+                                        now)
+    local limited = false
     if cost > cap then
-      r.limited = true
+      limited = true
     elseif tok >= cost then
       tok = tok - cost
     else
-      r.limited = true
-      r.retry = tb_dur(rate, tok, frac, cost, gap)
+      limited = true
+      e[4] = tb_dur(rate, tok, frac, cost, gap)
     end
-    r.remaining = tok
+    e[3] = tok
+    if limited then
+      e[1] = 1
+    end
     if tok >= cap then
-      return r
+      return limited, e
     end
     local us, x = tb_wait(rate, tok, frac, cap)
     local ms
-    r.reset, ms = xint_dur(xint_sum(us, gap), x)
-    if not r.limited and cost > 0 then
+    e[5], ms = xint_dur(xint_sum(us, gap), x)
+    if not limited and cost > 0 then
       -- The instant the bucket is full again: ts + ceil(wait).
       us = xint_sum(xint_sum(us, x > 0 and 1 or 0), ts)
-      r.undo = type(us) == 'number' and lib_str(us) or xint_str(us)
-      r.commit = function()
-        tb_store(key, tok, frac, ts, ms)
-      end
+      e[6] = type(us) == 'number' and lib_str(us) or xint_str(us)
+      return false, e, 1, tok, frac, ts, ms
     end
-    return r
+    return limited, e
   end,
+
+  commit = tb_store,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
     local cap, rate = tb_args(a1, a2)
-    if not cap or not rate or cost <= 0 or not string.match(undo, '^%d+$') then
+    if not cap or not rate or cost <= 0 or not string.find(undo, '^%d+$') then
       return
     end
-    local st = tb_read(key)
+    local have, s_tok, s_frac, s_ts = tb_read(key)
     local full = lib_int(undo) -- nil: beyond any stored time
-    if not st or (full and st.ts >= full) then
+    if not have or (full and s_ts >= full) then
       return
     end
-    local tok, frac, ts, gap = tb_level(cap, rate, st, now)
+    local tok, frac, ts, gap = tb_level(cap, rate, true, s_tok, s_frac, s_ts,
+                                        now)
     tok = tok + cost
     if tok < cap then
       local _, ms = tb_dur(rate, tok, frac, cap, gap)

@@ -223,17 +223,33 @@ local function tw_window_args(a1, a2, err_max, err_window)
 end
 
 -- The stored HASH fields as integers >= 0: true and the values, false for
--- no key, or nil and the error (err_state, or WRONGTYPE).
+-- no key, or nil and the error (err_state, or WRONGTYPE). One HGETALL: an
+-- empty reply is no key (Redis keeps no empty hash), where HMGET could
+-- not tell a missing key from a hash without these fields.
 local function tw_read(key, err_state, f1, f2, f3)
-  local kind = lib_type(key, 'hash')
-  if kind == nil then
+  local h = lib_read('HGETALL', key)
+  if h == nil then
     return nil, WRONGTYPE
   end
-  if not kind then
+  local n = #h
+  if n == 0 then
     return false
   end
-  local v = redis.call('HMGET', key, f1, f2, f3 or f2)
-  local x, y, z = xint_field(v[1]), xint_field(v[2]), xint_field(v[3])
+  local x, y, z
+  for i = 1, n, 2 do
+    local f = h[i]
+    if f == f1 then
+      x = h[i + 1]
+    elseif f == f2 then
+      y = h[i + 1]
+    elseif f == f3 then
+      z = h[i + 1]
+    end
+  end
+  if f3 == nil then
+    z = y
+  end
+  x, y, z = xint_field(x), xint_field(y), xint_field(z)
   if not (x and y and z) then
     return nil, err_state
   end

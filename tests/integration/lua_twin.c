@@ -17,12 +17,178 @@
 
 #define TWIN_ARGC 16 /* EVALSHA sha 2 key ovr mode now cost +6 +m */
 
+/* Most shared parts one library pastes, and the longest part name. */
+#define TWIN_PARTS_MAX 32
+#define TWIN_PART_NAME 32
+
+int lua_twin_function_form(void)
+{
+    const char *v = getenv("PX_LUA_FORM");
+
+    return v != NULL && strcmp(v, "function") == 0;
+}
+
+/* A growing text. */
+struct twin_text {
+    char *p;
+    size_t len, cap;
+};
+
+static void twin_text_add(struct twin_text *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        t->cap = (t->len + n + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        cr_assert_not_null(t->p);
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+}
+
+static void twin_text_str(struct twin_text *t, const char *s)
+{
+    twin_text_add(t, s, strlen(s));
+}
+
+/* The whole file at PX_SOURCE_DIR/<rel>, NUL-ended (caller frees). */
+static char *twin_source(const char *rel)
+{
+    char path[PX_PATH_MAX];
+    struct twin_text t = { 0 };
+    char buf[4096];
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", PX_SOURCE_DIR, rel);
+    f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    twin_text_add(&t, "", 0);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+        twin_text_add(&t, buf, n);
+    }
+    fclose(f);
+    return t.p;
+}
+
+/* What the library has pasted so far. */
+struct twin_parts {
+    char name[TWIN_PARTS_MAX][TWIN_PART_NAME];
+    int n;
+};
+
+static void twin_expand(struct twin_text *out, const char *text,
+                        struct twin_parts *seen);
+
+/* One load-time line (with its newline): "--#include <part>" is replaced
+ * by algorithms/lua/<part>.lua the first time the library names it and
+ * dropped after; any other line is kept. */
+static void twin_expand_line(struct twin_text *out, const char *line, size_t n,
+                             struct twin_parts *seen)
+{
+    static const char inc[] = "--#include ";
+    size_t k = sizeof(inc) - 1, nlen = n;
+    char rel[PX_PATH_MAX];
+
+    if (nlen > 0 && line[nlen - 1] == '\n') {
+        nlen--;
+    }
+    if (nlen <= k || memcmp(line, inc, k) != 0 ||
+        strspn(line + k, "abcdefghijklmnopqrstuvwxyz_") != nlen - k) {
+        twin_text_add(out, line, n);
+        return;
+    }
+    cr_assert_lt(nlen - k, TWIN_PART_NAME, "part name too long");
+    for (int i = 0; i < seen->n; i++) {
+        if (strlen(seen->name[i]) == nlen - k &&
+            memcmp(seen->name[i], line + k, nlen - k) == 0) {
+            return;
+        }
+    }
+    cr_assert_lt(seen->n, TWIN_PARTS_MAX, "too many parts");
+    memcpy(seen->name[seen->n], line + k, nlen - k);
+    seen->name[seen->n][nlen - k] = '\0';
+    snprintf(rel, sizeof(rel), "algorithms/lua/%s.lua", seen->name[seen->n]);
+    seen->n++;
+    char *part = twin_source(rel);
+    twin_expand(out, part, seen);
+    free(part);
+}
+
+static void twin_expand(struct twin_text *out, const char *text,
+                        struct twin_parts *seen)
+{
+    while (*text != '\0') {
+        const char *nl = strchr(text, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - text) + 1 : strlen(text);
+        twin_expand_line(out, text, n, seen);
+        text += n;
+    }
+}
+
+char *lua_twin_library(size_t *len)
+{
+    static const char *const entry[] = { "gcra", "limiter" };
+    enum { NENTRY = sizeof(entry) / sizeof(*entry) };
+    struct twin_text out = { 0 }, body[NENTRY];
+    struct twin_parts seen = { .n = 0 };
+    char rel[PX_PATH_MAX], line[256];
+
+    memset(body, 0, sizeof(body));
+    twin_text_str(&out, "#!lua name=" LUA_TWIN_LIBRARY "\n");
+    for (size_t e = 0; e < NENTRY; e++) {
+        snprintf(rel, sizeof(rel), "algorithms/%s.lua", entry[e]);
+        char *text = twin_source(rel);
+        const char *at = strstr(text, "\n--#call\n");
+        cr_assert_not_null(at, "%s: no --#call line", rel);
+        cr_assert_null(strstr(at + 8, "\n--#call\n"), "%s: two --#call", rel);
+        /* The load-time part, its newline included. */
+        char *head = strndup(text, (size_t)(at - text) + 1);
+        cr_assert_not_null(head);
+        twin_expand(&out, head, &seen);
+        free(head);
+        twin_text_str(&body[e], at + 1 + 8);
+        free(text);
+    }
+    for (size_t e = 0; e < NENTRY; e++) {
+        snprintf(line, sizeof(line), "local function %s_call(KEYS, ARGV)\n",
+                 entry[e]);
+        twin_text_str(&out, line);
+        twin_text_add(&out, body[e].p, body[e].len);
+        twin_text_str(&out, "end\n");
+        free(body[e].p);
+    }
+    for (size_t e = 0; e < NENTRY; e++) {
+        snprintf(line, sizeof(line),
+                 "redis.register_function{function_name = '" LUA_TWIN_FN_PREFIX
+                 "%s', callback = function(keys, args) return %s_call(keys, "
+                 "args) end, flags = {'allow-cross-slot-keys'}}\n",
+                 entry[e], entry[e]);
+        twin_text_str(&out, line);
+    }
+    *len = out.len;
+    return out.p;
+}
+
+void lua_twin_load_library(redisContext *c)
+{
+    size_t len;
+    char *lib = lua_twin_library(&len);
+
+    px_check_str(px_cmd(c, "FUNCTION LOAD REPLACE %b", lib, len),
+                 LUA_TWIN_LIBRARY);
+    free(lib);
+}
+
 redisContext *lua_twin_connect(void)
 {
     redisContext *c = px_redis_connect(&px_env()->redis, NULL);
     const struct scripts_lua *s = scripts_limiter();
 
     px_check_str(px_cmd(c, "SCRIPT LOAD %b", s->body, s->len), s->sha1);
+    if (lua_twin_function_form()) {
+        lua_twin_load_library(c);
+    }
     return c;
 }
 
@@ -54,8 +220,13 @@ void lua_twin_append(redisContext *c, const char *mode, const char *key,
         snprintf(now, sizeof(now), "%" PRId64, now_us);
     }
     snprintf(costs, sizeof(costs), "%" PRId64, cost);
-    argv[argc++] = "EVALSHA";
-    argv[argc++] = scripts_limiter()->sha1;
+    if (lua_twin_function_form()) {
+        argv[argc++] = "FCALL";
+        argv[argc++] = LUA_TWIN_FN_PREFIX "limiter";
+    } else {
+        argv[argc++] = "EVALSHA";
+        argv[argc++] = scripts_limiter()->sha1;
+    }
     argv[argc++] = "2";
     argv[argc++] = key;
     argv[argc++] = "lua-twin-test#overrides";

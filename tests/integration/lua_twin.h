@@ -29,8 +29,32 @@ struct lua_twin_out {
     int64_t now_us;                 /* the time the script used */
 };
 
+/* ---- The two forms of the scripts ----
+ * Redis runs algorithms/gcra.lua and limiter.lua either as scripts
+ * (EVALSHA; the whole file each call) or as one Redis 7 FUNCTION library
+ * made of the same sources: each entry's lines before its "--#call" line
+ * at the library's top level (every "--#include"d part once for the whole
+ * library), the lines after it as the body of
+ * `local function <name>_call(KEYS, ARGV)`, registered as
+ * LUA_TWIN_FN_PREFIX "<name>". With PX_LUA_FORM=function in the
+ * environment, the differential tests call the function form. */
+
+#define LUA_TWIN_LIBRARY   "cellgate"
+#define LUA_TWIN_FN_PREFIX "cellgate_"
+
+/* Whether the tests call the function form (PX_LUA_FORM=function). */
+int lua_twin_function_form(void);
+
+/* The library text built from the sources of algorithms/ as described
+ * above; malloc'd, NUL-ended, its length in *len. Asserts on failure. */
+char *lua_twin_library(size_t *len);
+
+/* FUNCTION LOAD REPLACE of that library on c; asserts it loads. */
+void lua_twin_load_library(redisContext *c);
+
 /* A connection to the test's redis (px_env()->redis) with limiter.lua
- * loaded; asserts the sha Redis computes is the embedded one. */
+ * loaded (and the library, in the function form); asserts the sha Redis
+ * computes is the embedded one. */
 redisContext *lua_twin_connect(void);
 
 /* Runs `mode` ("check", "peek", "refund") for one limit: `algo` with its

@@ -12,6 +12,7 @@
  * the stored value. Randomized sequences print their seed; set
  * PX_GCRA_SEED to replay one. */
 #include "tests/integration/fixture.h"
+#include "tests/integration/lua_twin.h"
 #include "tests/support/px_test.h"
 
 #include <inttypes.h>
@@ -49,8 +50,9 @@ static void it_init(void)
     px_redis_start(&px_env()->redis, NULL);
 }
 
-/* A connection to the test's redis with the script loaded; asserts the sha
- * Redis computes is the one embedded at build time. */
+/* A connection to the test's redis with the script loaded (and the
+ * FUNCTION library, when PX_LUA_FORM=function); asserts the sha Redis
+ * computes is the one embedded at build time. */
 static redisContext *connect_loaded(void)
 {
     redisContext *c = px_redis_connect(&px_env()->redis, NULL);
@@ -58,6 +60,9 @@ static redisContext *connect_loaded(void)
     redisReply *r = px_cmd(c, "SCRIPT LOAD %b", s->body, s->len);
 
     px_check_str(r, s->sha1);
+    if (lua_twin_function_form()) {
+        lua_twin_load_library(c);
+    }
     return c;
 }
 
@@ -244,6 +249,12 @@ static struct gcra_result call_and_check(redisContext *c, const char *key,
      * value the script read, even if the key expires around the call. */
     t0 = px_now_ms();
     evalsha_argv(p, key, keylen, &a, argv, lens);
+    if (lua_twin_function_form()) {
+        argv[0] = "FCALL";
+        argv[1] = LUA_TWIN_FN_PREFIX "gcra";
+        lens[0] = strlen(argv[0]);
+        lens[1] = strlen(argv[1]);
+    }
     redisAppendCommand(c, "MULTI");
     redisAppendCommand(c, "GET %b", key, keylen);
     redisAppendCommandArgv(c, EVALSHA_ARGC, argv, lens);

@@ -1,0 +1,850 @@
+/* limiter.lua's "each" mode (many groups in one call) and the FUNCTION
+ * library form of the scripts, on a real redis-server.
+ *
+ * A batch must decide exactly as its groups called one by one: the same
+ * replies (the explicit `now` makes them deterministic) and the same
+ * stored state. A group that fails is an error element and writes
+ * nothing; the others are still decided; a malformed batch is refused
+ * whole and writes nothing. The library form (lua_twin_library, what the
+ * build makes of the same sources) must answer every call as EVALSHA
+ * does. With PX_LUA_FORM=function these tests call the library too. */
+#include "tests/integration/fixture.h"
+#include "tests/integration/lua_twin.h"
+#include "tests/support/px_test.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/scripts.h"
+
+PX_TEST_SUITE(it_lua_each);
+
+#define E_BAD "ERR limiter script arguments are malformed"
+#define E_WRONGTYPE                                                            \
+    "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+/* 2023-11-14T22:13:20Z, in us: the explicit clock of every call. */
+#define NOW    "1700000000000000"
+#define NOW_S  1700000000
+#define NOW_US 0
+
+#define ARGV_MAX   512 /* arguments of one call */
+#define GROUPS_MAX 16  /* groups of one batch */
+#define LIMITS_MAX 3   /* limits of one group */
+
+/* The gcra parameters for burst 0, one per 2 s: INC = DVT = 2 s. */
+#define GCRA_2S                                                                \
+    "gcra",                                                                    \
+    {                                                                          \
+        "2", "0", "2", "0"                                                     \
+    }
+
+static void it_init(void)
+{
+    px_redis_start(&px_env()->redis, NULL);
+}
+
+/* ---------------- Calls ---------------- */
+
+/* One limit of a group: its key, algorithm, parameters and undo token. */
+struct lim {
+    const char *key;
+    const char *algo;
+    const char *p[4];
+    const char *undo;
+};
+
+/* One group, as one limiter.lua call takes it. */
+struct grp {
+    const char *mode;
+    const char *cost;
+    int n;
+    struct lim l[LIMITS_MAX];
+    const char *ovr; /* its override hash */
+    int m;
+    const char *path[2];  /* override fields to verify */
+    const char *known[2]; /* what the caller assumes they hold */
+};
+
+/* An argument vector under construction (the strings are borrowed). */
+struct args {
+    const char *v[ARGV_MAX];
+    size_t len[ARGV_MAX];
+    int n;
+    char num[GROUPS_MAX * 2 + 4][24]; /* room for the counts it prints */
+    int nnum;
+};
+
+static void arg(struct args *a, const char *s)
+{
+    cr_assert_lt(a->n, ARGV_MAX);
+    a->v[a->n] = s != NULL ? s : "";
+    a->len[a->n] = strlen(a->v[a->n]);
+    a->n++;
+}
+
+static void arg_int(struct args *a, long long v)
+{
+    cr_assert_lt(a->nnum, (int)(sizeof(a->num) / sizeof(*a->num)));
+    snprintf(a->num[a->nnum], sizeof(a->num[0]), "%lld", v);
+    arg(a, a->num[a->nnum++]);
+}
+
+/* Which form a call takes: the run's (PX_LUA_FORM), or one of the two. */
+enum form { FORM_RUN, FORM_SCRIPT, FORM_FUNCTION };
+
+/* EVALSHA <sha> or FCALL <function> for script `name`. */
+static void arg_head(struct args *a, const char *name, enum form form)
+{
+    static char fn[64];
+
+    if (form == FORM_SCRIPT ||
+        (form == FORM_RUN && !lua_twin_function_form())) {
+        arg(a, "EVALSHA");
+        arg(a, scripts_find(name)->sha1);
+    } else {
+        snprintf(fn, sizeof(fn), LUA_TWIN_FN_PREFIX "%s", name);
+        arg(a, "FCALL");
+        arg(a, fn);
+    }
+}
+
+/* The 6 values of each limit, m and the pairs: a group's tail. */
+static void arg_group_tail(struct args *a, const struct grp *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        arg(a, g->l[i].algo);
+        for (int k = 0; k < 4; k++) {
+            arg(a, g->l[i].p[k]);
+        }
+        arg(a, g->l[i].undo);
+    }
+    arg_int(a, g->m);
+    for (int j = 0; j < g->m; j++) {
+        arg(a, g->path[j]);
+        arg(a, g->known[j]);
+    }
+}
+
+/* The call of group g alone. */
+static void args_single(struct args *a, const struct grp *g, enum form form)
+{
+    memset(a, 0, sizeof(*a));
+    arg_head(a, "limiter", form);
+    arg_int(a, g->n + 1);
+    for (int i = 0; i < g->n; i++) {
+        arg(a, g->l[i].key);
+    }
+    arg(a, g->ovr);
+    arg(a, g->mode);
+    arg(a, NOW);
+    arg(a, g->cost);
+    arg_group_tail(a, g);
+}
+
+/* The "each" call of groups g[0..ng-1]. */
+static void args_each(struct args *a, const struct grp *g, int ng,
+                      enum form form)
+{
+    int nk = 0;
+
+    memset(a, 0, sizeof(*a));
+    arg_head(a, "limiter", form);
+    for (int x = 0; x < ng; x++) {
+        nk += g[x].n + 1;
+    }
+    arg_int(a, nk);
+    for (int x = 0; x < ng; x++) {
+        for (int i = 0; i < g[x].n; i++) {
+            arg(a, g[x].l[i].key);
+        }
+        arg(a, g[x].ovr);
+    }
+    arg(a, "each");
+    arg(a, NOW);
+    arg_int(a, ng);
+    for (int x = 0; x < ng; x++) {
+        arg(a, g[x].mode);
+        arg(a, g[x].cost);
+        arg_int(a, g[x].n);
+        arg_group_tail(a, &g[x]);
+    }
+}
+
+static redisReply *run(redisContext *c, struct args *a)
+{
+    redisReply *r = redisCommandArgv(c, a->n, a->v, a->len);
+
+    cr_assert_not_null(r, "%s: %s", a->v[0], c->errstr);
+    return r;
+}
+
+/* A connection with both scripts loaded (and the library, which the
+ * library tests always need). */
+static redisContext *connect_all(void)
+{
+    redisContext *c = lua_twin_connect();
+    const struct scripts_lua *s = scripts_gcra();
+
+    px_check_str(px_cmd(c, "SCRIPT LOAD %b", s->body, s->len), s->sha1);
+    lua_twin_load_library(c);
+    return c;
+}
+
+/* ---------------- Replies and state ---------------- */
+
+/* Whether two replies are the same, element by element. */
+static int reply_eq(const redisReply *a, const redisReply *b)
+{
+    if (a->type != b->type) {
+        return 0;
+    }
+    switch (a->type) {
+    case REDIS_REPLY_INTEGER:
+        return a->integer == b->integer;
+    case REDIS_REPLY_NIL:
+        return 1;
+    case REDIS_REPLY_ARRAY:
+        if (a->elements != b->elements) {
+            return 0;
+        }
+        for (size_t i = 0; i < a->elements; i++) {
+            if (!reply_eq(a->element[i], b->element[i])) {
+                return 0;
+            }
+        }
+        return 1;
+    default:
+        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+    }
+}
+
+/* A reply in one line, for failure messages (truncated to outlen). */
+static void reply_fmt(const redisReply *r, char *out, size_t outlen)
+{
+    size_t used = strlen(out);
+
+    if (used + 32 >= outlen) {
+        return;
+    }
+    switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+        snprintf(out + used, outlen - used, "%lld ", r->integer);
+        break;
+    case REDIS_REPLY_NIL:
+        snprintf(out + used, outlen - used, "nil ");
+        break;
+    case REDIS_REPLY_ARRAY:
+        snprintf(out + used, outlen - used, "[ ");
+        for (size_t i = 0; i < r->elements; i++) {
+            reply_fmt(r->element[i], out, outlen);
+        }
+        used = strlen(out);
+        snprintf(out + used, outlen - used, "] ");
+        break;
+    case REDIS_REPLY_ERROR:
+        snprintf(out + used, outlen - used, "-'%s' ", r->str);
+        break;
+    default:
+        snprintf(out + used, outlen - used, "'%.*s' ", (int)r->len, r->str);
+        break;
+    }
+}
+
+static void expect_reply_eq(const redisReply *a, const redisReply *b,
+                            const char *ctx)
+{
+    char sa[2048] = "", sb[2048] = "";
+
+    if (!reply_eq(a, b)) {
+        reply_fmt(a, sa, sizeof(sa));
+        reply_fmt(b, sb, sizeof(sb));
+        cr_assert_fail("%s: replies differ:\n  %s\n  %s", ctx, sa, sb);
+    }
+}
+
+/* What the test knows of one key: its type and value (sorted fields of a
+ * hash, members and scores of a sorted set) as one line, and its PTTL. */
+struct keystate {
+    char text[4096];
+    long long pttl;
+};
+
+/* Comparison of two strings through pointers, for qsort. */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void read_state(redisContext *c, const char *key, struct keystate *k)
+{
+    redisReply *t = px_cmd(c, "TYPE %s", key);
+    redisReply *v = NULL;
+    size_t used;
+
+    snprintf(k->text, sizeof(k->text), "%s:", t->str);
+    if (strcmp(t->str, "string") == 0) {
+        v = px_cmd(c, "GET %s", key);
+        used = strlen(k->text);
+        snprintf(k->text + used, sizeof(k->text) - used, "%s", v->str);
+    } else if (strcmp(t->str, "hash") == 0) {
+        char *pair[64];
+        char buf[64][128];
+        v = px_cmd(c, "HGETALL %s", key);
+        cr_assert_leq(v->elements / 2, 64);
+        for (size_t i = 0; i < v->elements / 2; i++) {
+            snprintf(buf[i], sizeof(buf[i]), "%s=%s", v->element[2 * i]->str,
+                     v->element[2 * i + 1]->str);
+            pair[i] = buf[i];
+        }
+        qsort(pair, v->elements / 2, sizeof(*pair), cmp_str);
+        for (size_t i = 0; i < v->elements / 2; i++) {
+            used = strlen(k->text);
+            snprintf(k->text + used, sizeof(k->text) - used, " %s", pair[i]);
+        }
+    } else if (strcmp(t->str, "zset") == 0) {
+        v = px_cmd(c, "ZRANGE %s 0 -1 WITHSCORES", key);
+        for (size_t i = 0; i < v->elements; i++) {
+            used = strlen(k->text);
+            snprintf(k->text + used, sizeof(k->text) - used, " %s",
+                     v->element[i]->str);
+        }
+    }
+    if (v != NULL) {
+        freeReplyObject(v);
+    }
+    freeReplyObject(t);
+    k->pttl = lua_twin_pttl(c, key);
+}
+
+/* Asserts that the two states of a key are the same, the expiries (set
+ * relative to the real clock) up to `slack_ms` apart. */
+static void expect_state_eq(const struct keystate *a, const struct keystate *b,
+                            long long slack_ms, const char *key)
+{
+    cr_assert_str_eq(a->text, b->text, "%s: state", key);
+    cr_assert_eq(a->pttl < 0, b->pttl < 0, "%s: expiry %lld vs %lld", key,
+                 a->pttl, b->pttl);
+    if (a->pttl >= 0) {
+        long long d = a->pttl - b->pttl;
+        cr_assert(d <= slack_ms && d >= -slack_ms,
+                  "%s: PTTL %lld vs %lld (slack %lld)", key, a->pttl, b->pttl,
+                  slack_ms);
+    }
+}
+
+/* ---------------- A batch equals its groups one by one ---------------- */
+
+/* The override field "user:o" holds "2": a group that assumes "" gets
+ * the override reply. */
+static void plant(redisContext *c)
+{
+    px_check_status(px_cmd(c, "FLUSHALL"), "OK");
+    px_check_int(px_cmd(c, "HSET ovr user:o 2"), 1);
+}
+
+/* Groups over every algorithm, modes, refusals, repeated keys, a refund
+ * and an override. */
+static const struct grp MIXED[] = {
+    { "check", "1", 1, { { "a1", GCRA_2S, NULL } }, "ovr", 0, { 0 }, { 0 } },
+    { "check",
+      "2",
+      2,
+      { { "b1", "token_bucket", { "3", "1000000" }, NULL },
+        { "b2", "fixed_window", { "5", "60000" }, NULL } },
+      "ovr",
+      1,
+      { "user:b" },
+      { "" } },
+    { "check",
+      "1",
+      2,
+      { { "c1", "sliding_log", { "2", "60000", "0" }, NULL },
+        { "c2", "sliding_counter", { "10", "60000" }, NULL } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+    { "peek",
+      "1",
+      1,
+      { { "d1", "leaky_bucket", { "3", "1000", "1" }, NULL } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+    /* b1 has 1 token left after the second group: refused, and b2,
+     * admitted on its own, shows its state without this request. */
+    { "check",
+      "3",
+      2,
+      { { "b2", "fixed_window", { "5", "60000" }, NULL },
+        { "b1", "token_bucket", { "3", "1000000" }, NULL } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+    { "check",
+      "1",
+      1,
+      { { "e1", "sliding_window", { "3", "60000", "1000" }, NULL } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+    { "check",
+      "1",
+      1,
+      { { "c1", "sliding_log", { "2", "60000", "0" }, NULL } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+    /* The log is full: refused, and logged all the same. */
+    { "check",
+      "1",
+      1,
+      { { "c1", "sliding_log", { "2", "60000", "0" }, NULL } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+    { "check",
+      "1",
+      1,
+      { { "e2", "leaky_bucket", { "3", "1000", "1" }, NULL } },
+      "ovr",
+      1,
+      { "user:o" },
+      { "" } },
+    { "check", "1", 1, { { "a1", GCRA_2S, NULL } }, "ovr", 0, { 0 }, { 0 } },
+    /* Gives the second group's cost back to b2's window (its start is
+     * NOW's minute). */
+    { "refund",
+      "2",
+      1,
+      { { "b2", "fixed_window", { "5", "60000" }, "1699999980000000" } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+    { "check",
+      "0",
+      1,
+      { { "d1", "leaky_bucket", { "3", "1000", "1" }, NULL } },
+      "ovr",
+      0,
+      { 0 },
+      { 0 } },
+};
+#define NMIXED (int)(sizeof(MIXED) / sizeof(*MIXED))
+
+static const char *const MIXED_KEYS[] = { "a1", "b1", "b2", "c1",
+                                          "c2", "d1", "e1", "e2" };
+#define NMIXED_KEYS (int)(sizeof(MIXED_KEYS) / sizeof(*MIXED_KEYS))
+
+Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+    redisReply *single[NMIXED], *batch;
+    struct keystate s1[NMIXED_KEYS], s2[NMIXED_KEYS];
+    struct args a;
+    long long t0, t1, t2;
+
+    cr_assert_str_eq(MIXED[10].l[0].undo, "1699999980000000");
+    plant(c);
+    t0 = px_now_ms();
+    for (int g = 0; g < NMIXED; g++) {
+        args_single(&a, &MIXED[g], FORM_RUN);
+        single[g] = run(c, &a);
+    }
+    for (int k = 0; k < NMIXED_KEYS; k++) {
+        read_state(c, MIXED_KEYS[k], &s1[k]);
+    }
+    t1 = px_now_ms();
+
+    plant(c);
+    args_each(&a, MIXED, NMIXED, FORM_RUN);
+    batch = run(c, &a);
+    for (int k = 0; k < NMIXED_KEYS; k++) {
+        read_state(c, MIXED_KEYS[k], &s2[k]);
+    }
+    t2 = px_now_ms();
+
+    cr_assert_eq(batch->type, REDIS_REPLY_ARRAY, "batch: type %d %s",
+                 batch->type,
+                 batch->type == REDIS_REPLY_ERROR ? batch->str : "");
+    cr_assert_eq(batch->elements, 3 + (size_t)NMIXED);
+    cr_assert_eq(batch->element[0]->integer, 0);
+    cr_assert_eq(batch->element[1]->integer, NOW_S);
+    cr_assert_eq(batch->element[2]->integer, NOW_US);
+    for (int g = 0; g < NMIXED; g++) {
+        char ctx[32];
+        snprintf(ctx, sizeof(ctx), "group %d", g);
+        expect_reply_eq(single[g], batch->element[3 + g], ctx);
+    }
+    /* The sequence went where it should: refusals, the override, a full
+     * log, a key that gcra refused the second time. */
+    cr_assert_eq(single[4]->element[0]->integer, 1, "b1 refused");
+    cr_assert_str_eq(single[8]->element[0]->str, "override");
+    cr_assert_eq(single[7]->element[0]->integer, 1, "log full");
+    cr_assert_eq(single[9]->element[0]->integer, 1, "gcra a1 again");
+    for (int k = 0; k < NMIXED_KEYS; k++) {
+        expect_state_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5,
+                        MIXED_KEYS[k]);
+    }
+    /* e2's group met the override: nothing of it was decided. */
+    cr_assert_str_eq(s2[7].text, "none:");
+    for (int g = 0; g < NMIXED; g++) {
+        freeReplyObject(single[g]);
+    }
+    freeReplyObject(batch);
+    redisFree(c);
+}
+
+/* ---------------- Errors ---------------- */
+
+Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const struct grp g[] = {
+        /* a string where a hash belongs */
+        { "check",
+          "1",
+          1,
+          { { "w", "token_bucket", { "3", "1000000" }, NULL } },
+          "ovr",
+          0,
+          { 0 },
+          { 0 } },
+        { "check",
+          "1",
+          1,
+          { { "f0", "no_such_algorithm", { "3", "1000000" }, NULL } },
+          "ovr",
+          0,
+          { 0 },
+          { 0 } },
+        { "check",
+          "-1",
+          1,
+          { { "f0", "fixed_window", { "5", "60000" }, NULL } },
+          "ovr",
+          0,
+          { 0 },
+          { 0 } },
+        { "check",
+          "1",
+          1,
+          { { "f1", "fixed_window", { "5", "60000" }, NULL } },
+          "ovr",
+          0,
+          { 0 },
+          { 0 } },
+        /* f2 admits, w fails: nothing of the group is written */
+        { "check",
+          "1",
+          2,
+          { { "f2", "fixed_window", { "5", "60000" }, NULL },
+            { "w", "gcra", { "2", "0", "2", "0" }, NULL } },
+          "ovr",
+          0,
+          { 0 },
+          { 0 } },
+        { "check",
+          "1",
+          1,
+          { { "f3", "fixed_window", { "0", "60000" }, NULL } },
+          "ovr",
+          0,
+          { 0 },
+          { 0 } },
+        { "check",
+          "1",
+          1,
+          { { "f1", "fixed_window", { "5", "60000" }, NULL } },
+          "ovr",
+          0,
+          { 0 },
+          { 0 } },
+    };
+    redisContext *c = connect_all();
+    struct args a;
+    redisReply *r;
+
+    px_check_status(px_cmd(c, "SET w notahash"), "OK");
+    args_each(&a, g, 7, FORM_RUN);
+    r = run(c, &a);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "type %d %s", r->type,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_eq(r->elements, 3 + 7);
+    cr_assert_eq(r->element[3]->type, REDIS_REPLY_ERROR);
+    cr_assert_str_eq(r->element[3]->str, E_WRONGTYPE);
+    cr_assert_eq(r->element[4]->type, REDIS_REPLY_ERROR);
+    cr_assert_str_eq(r->element[4]->str, E_BAD);
+    cr_assert_eq(r->element[5]->type, REDIS_REPLY_ERROR);
+    cr_assert_str_eq(r->element[5]->str, E_BAD);
+    cr_assert_eq(r->element[6]->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->element[6]->element[0]->integer, 0);
+    cr_assert_eq(r->element[7]->type, REDIS_REPLY_ERROR);
+    cr_assert_str_eq(r->element[7]->str, E_WRONGTYPE);
+    cr_assert_eq(r->element[8]->type, REDIS_REPLY_ERROR);
+    cr_assert_str_eq(r->element[8]->str,
+                     "ERR fixed_window max must be between 1 and 2^53 - 1");
+    /* The last group saw the fourth's write. */
+    cr_assert_eq(r->element[9]->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->element[9]->element[3]->element[2]->integer, 3);
+    freeReplyObject(r);
+    px_check_str(px_cmd(c, "GET w"), "notahash");
+    px_check_int(px_cmd(c, "EXISTS f0 f2 f3"), 0);
+    px_check_str(px_cmd(c, "HGET f1 count"), "2");
+    redisFree(c);
+}
+
+Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    /* Each line: KEYS, then ARGV after "each" NOW (NULL ends). A valid
+     * group is "check 1 1 fixed_window 5 60000 '' '' '' 0". */
+#define OK_GROUP                                                               \
+    "check", "1", "1", "fixed_window", "5", "60000", "", "", "", "0"
+    static const struct {
+        int nkeys;
+        const char *argv[32];
+    } bad[] = {
+        { 2, { "0", OK_GROUP, NULL } },           /* G = 0 */
+        { 2, { "x", OK_GROUP, NULL } },           /* G not a number */
+        { 2, { "2", OK_GROUP, NULL } },           /* fewer groups */
+        { 2, { "1", OK_GROUP, "extra", NULL } },  /* ARGV left over */
+        { 3, { "1", OK_GROUP, NULL } },           /* a key too many */
+        { 1, { "1", OK_GROUP, NULL } },           /* a key too few */
+        { 3, { "2", OK_GROUP, OK_GROUP, NULL } }, /* 3 keys, groups take 4 */
+        { 2,
+          { "1", "check", "1", "x", "fixed_window", "5", "60000", "", "", "",
+            "0", NULL } }, /* n not a number */
+        { 2,
+          { "1", "check", "1", "1", "fixed_window", "5", "60000", "", "", "",
+            "-1", NULL } }, /* m < 0 */
+        { 2,
+          { "1", "check", "1", "1", "fixed_window", "5", "60000", "", "", "",
+            "1", "user:x", NULL } },     /* a pair cut short */
+        { 2, { "-1", OK_GROUP, NULL } }, /* G < 0 */
+    };
+    static const char *const keys[] = { "k1", "k1#o", "k2", "k2#o" };
+    redisContext *c = connect_all();
+
+    px_check_status(px_cmd(c, "SET other 1"), "OK");
+    for (size_t x = 0; x < sizeof(bad) / sizeof(*bad); x++) {
+        struct args a;
+        redisReply *r;
+        memset(&a, 0, sizeof(a));
+        arg_head(&a, "limiter", FORM_RUN);
+        arg_int(&a, bad[x].nkeys);
+        for (int k = 0; k < bad[x].nkeys; k++) {
+            arg(&a, keys[k]);
+        }
+        arg(&a, "each");
+        arg(&a, x % 2 ? NOW : "");
+        for (int i = 0; bad[x].argv[i] != NULL; i++) {
+            arg(&a, bad[x].argv[i]);
+        }
+        r = run(c, &a);
+        cr_assert_eq(r->type, REDIS_REPLY_ERROR, "case %zu: type %d", x,
+                     r->type);
+        cr_assert_str_eq(r->str, E_BAD, "case %zu", x);
+        freeReplyObject(r);
+        px_check_int(px_cmd(c, "DBSIZE"), 1);
+    }
+    /* A bad clock is refused whole too, and the valid batch works. */
+    {
+        static const struct grp g = {
+            "check", "1",
+            1,       { { "k1", "fixed_window", { "5", "60000" }, NULL } },
+            "k1#o",  0,
+            { 0 },   { 0 }
+        };
+        struct args a;
+        redisReply *r;
+        args_each(&a, &g, 1, FORM_RUN);
+        a.v[a.n - 10 - 2] = "soon"; /* the now before G and the group */
+        a.len[a.n - 10 - 2] = 4;
+        r = run(c, &a);
+        cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+        cr_assert_str_eq(r->str, E_BAD);
+        freeReplyObject(r);
+        px_check_int(px_cmd(c, "DBSIZE"), 1);
+        args_each(&a, &g, 1, FORM_RUN);
+        r = run(c, &a);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        freeReplyObject(r);
+        px_check_int(px_cmd(c, "DBSIZE"), 2);
+    }
+    redisFree(c);
+}
+
+/* ---------------- Repeated keys ---------------- */
+
+Test(it_lua_each, a_repeated_key_sees_the_earlier_groups_write, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    static const struct grp fw = {
+        "check", "1",
+        1,       { { "r", "fixed_window", { "2", "60000" }, NULL } },
+        "r#o",   0,
+        { 0 },   { 0 }
+    };
+    static const struct grp gc = {
+        "check", "1", 1, { { "t", GCRA_2S, NULL } }, "t#o", 0, { 0 }, { 0 }
+    };
+    const struct grp g[5] = { fw, gc, fw, gc, fw };
+    redisContext *c = connect_all();
+    struct args a;
+    redisReply *r;
+
+    args_each(&a, g, 5, FORM_RUN);
+    r = run(c, &a);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    /* fixed_window max 2: remaining 1, 0, then refused */
+    cr_assert_eq(r->element[3]->element[0]->integer, 0);
+    cr_assert_eq(r->element[3]->element[3]->element[2]->integer, 1);
+    cr_assert_eq(r->element[5]->element[0]->integer, 0);
+    cr_assert_eq(r->element[5]->element[3]->element[2]->integer, 0);
+    cr_assert_eq(r->element[7]->element[0]->integer, 1);
+    /* gcra burst 0: the first admits on a new key, the second reads the
+     * TAT it wrote (now + 2 s) and is refused. */
+    cr_assert_eq(r->element[4]->element[0]->integer, 0);
+    cr_assert_eq(r->element[4]->element[3]->element[0]->type, REDIS_REPLY_NIL);
+    cr_assert_eq(r->element[6]->element[0]->integer, 1);
+    cr_assert_str_eq(r->element[6]->element[3]->element[0]->str,
+                     "1700000002000000000");
+    freeReplyObject(r);
+    px_check_str(px_cmd(c, "HGET r count"), "2");
+    px_check_str(px_cmd(c, "GET t"), "1700000002000000000");
+    redisFree(c);
+}
+
+/* ---------------- The library form answers as the scripts ---------------- */
+
+/* gcra.lua "each" over keys[0..n-1] with one limit (4 arguments). */
+static void args_gcra_each(struct args *a, const char *const *keys, int n,
+                           const char *const p[4], enum form form)
+{
+    memset(a, 0, sizeof(*a));
+    arg_head(a, "gcra", form);
+    arg_int(a, n);
+    for (int i = 0; i < n; i++) {
+        arg(a, keys[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 4; k++) {
+            arg(a, p[k]);
+        }
+    }
+    arg(a, "each");
+}
+
+/* The run of one form: every limiter call's reply, and of each gcra call
+ * its flags and which keys had a TAT (its clock is the node's). */
+struct form_run {
+    redisReply *lim[2 * NMIXED + 2];
+    int nlim;
+    char gcra[4][64];
+    struct keystate st[NMIXED_KEYS];
+};
+
+static void run_form(redisContext *c, enum form form, struct form_run *fr)
+{
+    static const char *const gkeys[] = { "g1", "g2", "g1", "g1", "w", "g2" };
+    static const char *const p[4] = { "1", "0", "2", "0" }; /* burst 1 */
+    struct args a;
+
+    memset(fr, 0, sizeof(*fr));
+    plant(c);
+    px_check_status(px_cmd(c, "SET w notatat"), "OK");
+    for (int g = 0; g < NMIXED; g++) {
+        args_single(&a, &MIXED[g], form);
+        fr->lim[fr->nlim++] = run(c, &a);
+    }
+    args_each(&a, MIXED, NMIXED, form);
+    fr->lim[fr->nlim++] = run(c, &a);
+    for (int x = 0; x < 4; x++) {
+        args_gcra_each(&a, gkeys, 6, p, form);
+        redisReply *r = run(c, &a);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "gcra each: %d %s", r->type,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "");
+        cr_assert_eq(r->elements, 3 + 2 * 6);
+        for (int i = 0; i < 6; i++) {
+            size_t used = strlen(fr->gcra[x]);
+            snprintf(fr->gcra[x] + used, sizeof(fr->gcra[x]) - used, "%c%lld ",
+                     r->element[3 + i]->type == REDIS_REPLY_NIL ? '-' : '+',
+                     r->element[3 + 6 + i]->integer);
+        }
+        freeReplyObject(r);
+    }
+    for (int k = 0; k < NMIXED_KEYS; k++) {
+        read_state(c, MIXED_KEYS[k], &fr->st[k]);
+    }
+}
+
+Test(it_lua_each, the_function_form_answers_as_evalsha, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+    struct form_run fs, ff;
+    long long t0 = px_now_ms();
+
+    run_form(c, FORM_SCRIPT, &fs);
+    run_form(c, FORM_FUNCTION, &ff);
+    /* The library did run: FCALL was counted. */
+    redisReply *info = px_cmd(c, "INFO commandstats");
+    cr_assert_not_null(strstr(info->str, "cmdstat_fcall:"));
+    freeReplyObject(info);
+
+    cr_assert_eq(fs.nlim, ff.nlim);
+    for (int i = 0; i < fs.nlim; i++) {
+        char ctx[32];
+        snprintf(ctx, sizeof(ctx), "limiter call %d", i);
+        expect_reply_eq(fs.lim[i], ff.lim[i], ctx);
+        freeReplyObject(fs.lim[i]);
+        freeReplyObject(ff.lim[i]);
+    }
+    for (int x = 0; x < 4; x++) {
+        cr_assert_str_eq(fs.gcra[x], ff.gcra[x], "gcra call %d", x);
+    }
+    /* burst 1 on g1 (three times a call) and g2: admitted twice, then
+     * refused; w is no TAT. */
+    cr_assert_str_eq(fs.gcra[0], "-0 -0 +0 +1 --1 +0 ");
+    for (int k = 0; k < NMIXED_KEYS; k++) {
+        expect_state_eq(&fs.st[k], &ff.st[k], px_now_ms() - t0 + 5,
+                        MIXED_KEYS[k]);
+    }
+    redisFree(c);
+}
+
+/* The library is what the build will make: definitions before each
+ * "--#call", every part once, one function per entry script. */
+Test(it_lua_each, the_library_pastes_each_part_once, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    size_t len;
+    char *lib = lua_twin_library(&len);
+    const char *at;
+    int n = 0;
+
+    cr_assert_eq(strncmp(lib, "#!lua name=" LUA_TWIN_LIBRARY "\n", 20), 0);
+    for (at = lib; (at = strstr(at, "\nlocal function gcra_decide(")) != NULL;
+         at++) {
+        n++;
+    }
+    cr_assert_eq(n, 1, "gcra part pasted %d times", n);
+    cr_assert_null(strstr(lib, "--#include"));
+    cr_assert_null(strstr(lib, "\n--#call\n"));
+    cr_assert_not_null(strstr(lib, "local function gcra_call(KEYS, ARGV)\n"));
+    cr_assert_not_null(
+        strstr(lib, "local function limiter_call(KEYS, ARGV)\n"));
+    free(lib);
+}
