@@ -9,11 +9,16 @@
 #   require_redis_tools, require_cellgate    die early when a tool is missing
 #   bench_init                               $workdir, $results, exit traps
 #   port=$(free_port)
-#   start_bg NAME PORT LOG CMD...            or start_redis PORT
+#   start_bg NAME PORT LOG CMD...            or start_redis PORT, or
+#                                            start_cluster NAME MASTERS
 #   targets=(...) and a function bench_one TARGET PIPELINE that runs one
 #   benchmark (bench_csv) and appends its rows to $results
 #   bench_run_all
 #   median FIELD KEY..., ratio A B, print_medians WIDTH for the report
+# and, to measure what a decision costs: proc_ticks PID and cpu_pct (CPU of
+# a process), redis_resetstat, redis_commandstats and cmd_usec (Redis time
+# by INFO commandstats), redis_cpu_usec (Redis process CPU by INFO cpu),
+# machine_line (nproc, CPU model, date).
 # A script with more to clean up defines bench_on_exit: it runs after the
 # processes are stopped and before $workdir is removed.
 #
@@ -131,20 +136,154 @@ wait_port() {
 }
 
 # start_bg NAME PORT LOG CMD...: starts CMD in the background with its
-# output in LOG, stops it at exit, and waits until it accepts on PORT.
+# output in LOG, stops it at exit, and waits until it accepts on PORT. Its
+# pid is left in last_pid.
 start_bg() {
     local name=$1 port=$2 log=$3
     shift 3
     "$@" >"$log" 2>&1 &
-    pids+=($!)
-    wait_port "$port" "$!" "$name" "$log"
+    last_pid=$!
+    pids+=("$last_pid")
+    wait_port "$port" "$last_pid" "$name" "$log"
 }
 
-# start_redis PORT: one redis-server without persistence, log redis.log.
+# start_redis PORT [LOG [ARGS...]]: one redis-server without persistence,
+# log LOG (default redis.log), ARGS added to its command line (for example
+# --loadmodule FILE). Its pid is left in last_pid.
 start_redis() {
-    start_bg redis-server "$1" "$workdir/redis.log" \
-        redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no \
-        --daemonize no
+    local port=$1 log=${2:-$workdir/redis.log}
+    shift
+    [[ $# -eq 0 ]] || shift
+    start_bg redis-server "$port" "$log" \
+        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+        --daemonize no "$@"
+}
+
+# start_cluster NAME MASTERS [ARGS...]: a local Redis Cluster of MASTERS
+# masters (no replicas) on free loopback ports, each node a redis-server
+# like start_redis's (ARGS added to every node's command line), its files
+# under $workdir/NAME. Waits (bounded) until every node serves all 16384
+# slots and knows every node. Leaves the node ports in cluster_ports, their
+# pids in cluster_pids and the seed list host:port,... in cluster_seeds.
+# The nodes are in pids: stopped at exit like every other process.
+start_cluster() {
+    local name=$1 masters=$2 dir=$workdir/$1 i port bus addrs=() why info _
+    shift 2
+    mkdir -p "$dir"
+    cluster_ports=()
+    cluster_pids=()
+    for ((i = 0; i < masters; i++)); do
+        port=$(free_port)
+        bus=$(free_port)
+        start_bg "$name node" "$port" "$dir/redis-$port.log" \
+            redis-server --port "$port" --bind 127.0.0.1 --save "" \
+            --appendonly no --daemonize no --dir "$dir" \
+            --cluster-enabled yes --cluster-port "$bus" \
+            --cluster-config-file "nodes-$port.conf" \
+            --cluster-node-timeout 5000 "$@"
+        cluster_ports+=("$port")
+        cluster_pids+=("$last_pid")
+        addrs+=("127.0.0.1:$port")
+    done
+    timeout 60 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 \
+        --cluster-yes >"$dir/create.log" 2>&1 ||
+        { tail -n 20 "$dir/create.log" >&2; die "$name: redis-cli --cluster create failed"; }
+    for _ in $(seq 1 "$READY_TRIES") $(seq 1 "$READY_TRIES"); do
+        why=""
+        for port in "${cluster_ports[@]}"; do
+            info=$(redis-cli -p "$port" CLUSTER INFO 2>/dev/null | tr -d '\r')
+            if ! grep -qx cluster_state:ok <<<"$info" ||
+                ! grep -qx cluster_slots_ok:16384 <<<"$info" ||
+                ! grep -qx "cluster_known_nodes:$masters" <<<"$info"; then
+                why="node $port not ready"
+                break
+            fi
+        done
+        [[ -z $why ]] && break
+        sleep 0.05
+    done
+    [[ -z $why ]] || die "$name: cluster not ready: $why"
+    # shellcheck disable=SC2034 # for the sourcing script
+    cluster_seeds=$(IFS=,; echo "${addrs[*]}")
+}
+
+# ---------------- Costs ----------------
+
+# proc_ticks PID: user + system CPU time of the process (all its threads)
+# in clock ticks, from /proc/PID/stat ("-" when it cannot be read).
+proc_ticks() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo -; return 0; }
+    # Fields after the ")" that closes the command name: utime is the 12th,
+    # stime the 13th.
+    awk '{ print $12 + $13 }' <<<"${stat##*) }"
+}
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# cpu_pct T0 T1 NS: percent of one CPU between tick counts T0 and T1 over
+# NS nanoseconds of wall time ("-" when one is missing).
+cpu_pct() {
+    awk -v a="$1" -v b="$2" -v ns="$3" -v hz="$CLK_TCK" 'BEGIN {
+        if (a == "-" || b == "-" || ns <= 0) print "-";
+        else printf "%.0f\n", (b - a) / hz * 1e9 / ns * 100
+    }'
+}
+
+# redis_cpu_usec PORT...: used_cpu_user + used_cpu_sys (INFO cpu) of the
+# redis-servers on PORT..., summed, in microseconds.
+redis_cpu_usec() {
+    local port
+    for port in "$@"; do
+        redis-cli -p "$port" INFO cpu
+    done | tr -d '\r' | awk -F: '
+        $1 == "used_cpu_user" || $1 == "used_cpu_sys" { s += $2 }
+        END { printf "%.0f\n", s * 1e6 }'
+}
+
+# redis_resetstat PORT...: CONFIG RESETSTAT on each (commandstats to zero).
+redis_resetstat() {
+    local port
+    for port in "$@"; do
+        redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+    done
+}
+
+# redis_commandstats PORT...: "name calls usec" per command of INFO
+# commandstats since the last redis_resetstat, summed over PORT..., without
+# what the benchmark itself sends (CONFIG, INFO, FLUSHALL).
+redis_commandstats() {
+    local port
+    for port in "$@"; do
+        redis-cli -p "$port" INFO commandstats
+    done | tr -d '\r' | awk -F'[:,=]' '
+        /^cmdstat_/ {
+            name = substr($1, 9)
+            if (name ~ /^config\|/ || name == "info" || name == "flushall") next
+            calls[name] += $3; usec[name] += $5
+        }
+        END { for (n in calls) print n, calls[n], usec[n] }' | sort
+}
+
+# cmd_usec: the Redis time (usec) of the decisions, from redis_commandstats
+# lines on stdin. Redis counts the commands a script or function runs
+# (redis.call) under their own names too, inside the time of the EVALSHA or
+# FCALL that ran them; so when any script, function or module command ran
+# (eval*, fcall*, a name with a dot like cl.throttle), the total is theirs
+# plus the commands a script cannot have run or would not (connection,
+# cluster, script and function management); otherwise, every command.
+cmd_usec() {
+    awk '
+        { name[NR] = $1; usec[NR] = $3 }
+        $1 ~ /^(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro)$/ || $1 ~ /\./ { entry = 1 }
+        END {
+            for (i = 1; i <= NR; i++) {
+                n = name[i]
+                if (!entry || n ~ /^(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro)$/ || n ~ /\./ ||
+                    n ~ /^(ping|echo|hello|auth|select|readonly|readwrite|multi|exec|discard|quit|command.*|client\|.*|cluster\|.*|script\|.*|function\|.*)$/)
+                    s += usec[i]
+            }
+            printf "%d\n", s
+        }'
 }
 
 # ---------------- Runs ----------------
@@ -179,13 +318,15 @@ bench_run_all() {
 # ---------------- Report ----------------
 
 # median FIELD KEY...: median of column FIELD of $results over the rows
-# whose first columns are KEY... ("-" when there is none).
+# whose first columns are KEY... ("-" when there is none; "-" values are
+# left out).
 median() {
     local field=$1
     shift
     awk -v f="$field" -v keys="$*" \
         'BEGIN { n = split(keys, k, " ") }
-         { for (i = 1; i <= n; i++) if ($i != k[i]) next; print $f }' \
+         { for (i = 1; i <= n; i++) if ($i != k[i]) next }
+         $f != "-" && $f != "" { print $f }' \
         "$results" |
         sort -g |
         awk '{ v[NR] = $1 }
@@ -194,6 +335,13 @@ median() {
                  if (NR % 2) print v[(NR + 1) / 2];
                  else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
              }'
+}
+
+# machine_line: "N CPUs (model), date" of this machine.
+machine_line() {
+    local model
+    model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
+    echo "$(nproc) CPUs (${model:-unknown CPU}), $(date -u '+%Y-%m-%d %H:%M UTC')"
 }
 
 # ratio A B: A/B to two decimals, or "-" when either is missing.
