@@ -315,6 +315,194 @@ bench_run_all() {
     done
 }
 
+# ---------------- Tests with their costs ----------------
+#
+# For limiter.sh and limiter_cluster.sh: a list of tests, each one
+# redis-benchmark command against one address, run with bench_run_all
+# (bench_one() { cost_bench_one "$@"; }), measuring besides rps and latency
+# what each decision costs the Redis nodes behind it and the cellgate in
+# between. Its $results rows: test pipeline rps p50 p99 cmd_us cpu_us
+# redis_pct cg_us cg_pct, "-" where one does not apply:
+#   cmd_us     Redis time per decision by INFO commandstats (cmd_usec) after
+#              CONFIG RESETSTAT, over every node of the test, divided by N
+#   cpu_us     Redis process CPU per decision (INFO cpu, all nodes): also
+#              reading and writing the sockets
+#   redis_pct  that CPU in % of one core over the run's wall time
+#   cg_us      cellgate's CPU per decision (/proc, clock ticks)
+#   cg_pct     cellgate's CPU in % of one core
+# A decision is one request of redis-benchmark (N per run).
+
+tests=()
+notes=()
+declare -A label_of where_of cmd_of redis_of cg_of
+
+# add_test NAME LABEL WHERE REDIS_PORTS CG_PID CMD: a test named NAME (one
+# word), LABEL in the report, WHERE redis-benchmark's address arguments
+# ("-h 127.0.0.1 -p PORT", or "--cluster -h 127.0.0.1 -p PORT"), the ports
+# of the Redis nodes it costs (space separated; flushed before every run;
+# empty for none), the pid of the cellgate it goes through (empty for none)
+# and the command (with __rand_int__, and {tag} in cluster mode).
+add_test() {
+    tests+=("$1")
+    label_of[$1]=$2
+    where_of[$1]=$3
+    redis_of[$1]=$4
+    cg_of[$1]=$5
+    cmd_of[$1]=$6
+}
+
+# has TEST: true when TEST was added.
+has() { [[ -n ${label_of[$1]:-} ]]; }
+
+# cost_bench_one TEST PIPELINE: one run of TEST, its row appended to
+# $results, the Redis commands it ran kept in $workdir/stats.TEST.PIPELINE
+# ("name calls usec" lines).
+cost_bench_one() {
+    local t=$1 pl=$2 rc0="" g0="-" t0 t1 rp gp where
+    local cmd_us=- cpu_us=- r_pct=- g_us=- g_pct=- rc1 g1 line port
+    read -r -a rp <<<"${redis_of[$1]}"
+    gp=${cg_of[$1]}
+    read -r -a where <<<"${where_of[$1]}"
+    if [[ ${#rp[@]} -gt 0 ]]; then
+        for port in "${rp[@]}"; do
+            redis-cli -p "$port" FLUSHALL >/dev/null
+        done
+        redis_resetstat "${rp[@]}"
+        rc0=$(redis_cpu_usec "${rp[@]}")
+    fi
+    [[ -n $gp ]] && g0=$(proc_ticks "$gp")
+    t0=$(date +%s%N)
+    # shellcheck disable=SC2086 # the command is split into arguments on purpose
+    bench_csv "$t" "${where[@]}" -c "$C" -n "$N" -r "$KEYSPACE" -P "$pl" \
+        ${cmd_of[$t]}
+    t1=$(date +%s%N)
+    if [[ -n $gp ]]; then
+        g1=$(proc_ticks "$gp")
+        g_pct=$(cpu_pct "$g0" "$g1" $((t1 - t0)))
+        g_us=$(awk -v a="$g0" -v b="$g1" -v hz="$CLK_TCK" -v n="$N" 'BEGIN {
+            if (a == "-" || b == "-") print "-";
+            else printf "%.2f\n", (b - a) / hz * 1e6 / n }')
+    fi
+    if [[ ${#rp[@]} -gt 0 ]]; then
+        rc1=$(redis_cpu_usec "${rp[@]}")
+        redis_commandstats "${rp[@]}" >"$workdir/stats.$t.$pl"
+        cmd_us=$(awk -v u="$(cmd_usec <"$workdir/stats.$t.$pl")" -v n="$N" \
+            'BEGIN { printf "%.2f\n", u / n }')
+        cpu_us=$(awk -v a="$rc0" -v b="$rc1" -v n="$N" \
+            'BEGIN { printf "%.2f\n", (b - a) / n }')
+        r_pct=$(awk -v a="$rc0" -v b="$rc1" -v ns=$((t1 - t0)) \
+            'BEGIN { printf "%.0f\n", (b - a) * 1000 / ns * 100 }')
+    fi
+    # --cluster prints its node list first, which has no CSV rows.
+    line=$(tr -d '"' <"$workdir/bench.csv" |
+        awk -F, '$1 != "test" && NF >= 7 { print $2, $5, $7; exit }')
+    [[ -n $line ]] || die "$t: no result line from redis-benchmark"
+    echo "$t $pl $line $cmd_us $cpu_us $r_pct $g_us $g_pct" >>"$results"
+}
+
+# print_tests_header: every test's address and command, and the notes.
+print_tests_header() {
+    local t note
+    for t in "${tests[@]}"; do
+        printf '  %-19s %-34s %s\n' "$t" "${where_of[$t]}" "${cmd_of[$t]}"
+    done
+    for note in "${notes[@]+"${notes[@]}"}"; do
+        echo "note: $note"
+    done
+}
+
+# print_cost_medians: the medians of every column per test and depth.
+print_cost_medians() {
+    local fmt='%-19s %3s %10s %7s %7s %8s %8s %7s %8s %7s\n' t pl
+    echo "Medians per test (rps; latency ms; Redis us per decision by commandstats"
+    echo "and by process CPU; Redis and cellgate CPU % of one core; cellgate us per decision)"
+    # shellcheck disable=SC2059 # the format is built above on purpose
+    printf "$fmt" test P rps p50_ms p99_ms cmd_us cpu_us redis% cg_us cg%
+    for t in "${tests[@]}"; do
+        for pl in $PIPELINES; do
+            # shellcheck disable=SC2059
+            printf "$fmt" "$t" "$pl" "$(median 3 "$t" "$pl")" \
+                "$(median 4 "$t" "$pl")" "$(median 5 "$t" "$pl")" \
+                "$(median 6 "$t" "$pl")" "$(median 7 "$t" "$pl")" \
+                "$(median 8 "$t" "$pl")" "$(median 9 "$t" "$pl")" \
+                "$(median 10 "$t" "$pl")"
+        done
+    done
+}
+
+# print_commands_per_decision: the Redis commands per decision of each
+# test's last run at the deepest pipeline (how well calls are batched).
+print_commands_per_decision() {
+    local deepest t
+    deepest=$(tr ' ' '\n' <<<"$PIPELINES" | grep . | sort -n | tail -n 1)
+    echo "Redis commands per decision (last run at -P $deepest, all nodes; the benchmark's own CONFIG/INFO/FLUSHALL left out)"
+    for t in "${tests[@]}"; do
+        [[ -s $workdir/stats.$t.$deepest ]] || continue
+        printf '  %-19s %s\n' "$t" "$(awk -v n="$N" \
+            '{ printf "%s%s %.3f", (NR > 1 ? ", " : ""), $1, $2 / n }' \
+            "$workdir/stats.$t.$deepest")"
+    done
+}
+
+# fmt_rps X: X rounded, with thousands separators ("-" stays).
+fmt_rps() {
+    awk -v x="$1" 'BEGIN {
+        if (x == "-") { print "-"; exit }
+        s = sprintf("%.0f", x)
+        while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s)
+        print s
+    }'
+}
+
+# md_header: the legend, the machine and the head of the markdown table.
+md_header() {
+    local head="| what |" sep="| --- |" pl
+    for pl in $PIPELINES; do
+        head+=" -P $pl |"
+        sep+=" --- |"
+    done
+    echo "Markdown (ratio: rps of the first / rps of the second, both rps in"
+    echo "parentheses; cost: Redis us per decision by INFO commandstats · by Redis"
+    echo "process CPU · Redis CPU % · cellgate CPU %, % of one core):"
+    echo
+    echo "Machine: $(machine_line); redis-benchmark -c $C -n $N -r $KEYSPACE, median of $R."
+    echo
+    echo "$head"
+    echo "$sep"
+}
+
+# md_row_ratio WHAT A B: "A/B (rps A / rps B)" per depth; nothing unless
+# both tests ran.
+md_row_ratio() {
+    local what=$1 a=$2 b=$3 pl cells="" ra rb
+    has "$a" && has "$b" || return 0
+    for pl in $PIPELINES; do
+        ra=$(median 3 "$a" "$pl")
+        rb=$(median 3 "$b" "$pl")
+        cells+=" $(ratio "$ra" "$rb") ($(fmt_rps "$ra") / $(fmt_rps "$rb")) |"
+    done
+    echo "| $what |$cells"
+}
+
+# md_row_cost TEST: its costs per depth.
+md_row_cost() {
+    local t=$1 pl cells=""
+    has "$t" || return 0
+    for pl in $PIPELINES; do
+        cells+=" $(median 6 "$t" "$pl") · $(median 7 "$t" "$pl") · $(median 8 "$t" "$pl") · $(median 10 "$t" "$pl") |"
+    done
+    echo "| cost: ${label_of[$t]} |$cells"
+}
+
+# md_notes: the notes, after the table.
+md_notes() {
+    local note
+    for note in "${notes[@]+"${notes[@]}"}"; do
+        echo
+        echo "Note: $note."
+    done
+}
+
 # ---------------- Report ----------------
 
 # median FIELD KEY...: median of column FIELD of $results over the rows

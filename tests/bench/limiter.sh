@@ -148,7 +148,6 @@ start_bg "cellgate (embedded)" "$eport" "$workdir/embedded.log" \
     "$CELLGATE" --listen "127.0.0.1:$eport" --log-level warn
 epid=$last_pid
 
-notes=()
 mport=""
 if [[ -n $CELL_MODULE ]]; then
     mport=$(free_port)
@@ -169,42 +168,33 @@ else
     notes+=("no $SCRIPT in this build: no EVALSHA test")
 fi
 
-# Per test: label, port, command, the Redis it costs (port, empty for
-# none) and the cellgate it goes through (pid, empty for none).
-tests=()
-declare -A label_of port_of cmd_of redis_of cg_of
-add_test() {
-    tests+=("$1")
-    label_of[$1]=$2
-    port_of[$1]=$3
-    redis_of[$1]=$4
-    cg_of[$1]=$5
-    cmd_of[$1]=$6
-}
-add_test cl "CL.THROTTLE via cellgate" "$cport" "$rport" "$cpid" \
+# The tests, in the order they run (tests compared with each other side by
+# side, so that drift hits them alike).
+at_cg="-h 127.0.0.1 -p $cport"
+add_test cl "CL.THROTTLE via cellgate" "$at_cg" "$rport" "$cpid" \
     "CL.THROTTLE key:__rand_int__ $LIMIT"
 if [[ -n $mport ]]; then
-    add_test cl_module "CL.THROTTLE redis-cell module" "$mport" "$mport" "" \
-        "CL.THROTTLE key:__rand_int__ $LIMIT"
+    add_test cl_module "CL.THROTTLE redis-cell module" "-h 127.0.0.1 -p $mport" \
+        "$mport" "" "CL.THROTTLE key:__rand_int__ $LIMIT"
 fi
 if [[ -n $sha ]]; then
-    add_test cl_evalsha "EVALSHA gcra.lua" "$rport" "$rport" "" \
+    add_test cl_evalsha "EVALSHA gcra.lua" "-h 127.0.0.1 -p $rport" "$rport" "" \
         "EVALSHA $sha 1 key:__rand_int__ $ARGV4"
 fi
-add_test cl_embedded "CL.THROTTLE cellgate embedded" "$eport" "" "$epid" \
-    "CL.THROTTLE key:__rand_int__ $LIMIT"
-add_test hot "hot key CL.THROTTLE via cellgate" "$cport" "$rport" "$cpid" \
+add_test cl_embedded "CL.THROTTLE cellgate embedded" "-h 127.0.0.1 -p $eport" \
+    "" "$epid" "CL.THROTTLE key:__rand_int__ $LIMIT"
+add_test hot "hot key CL.THROTTLE via cellgate" "$at_cg" "$rport" "$cpid" \
     "CL.THROTTLE hot $HOT_LIMIT"
 if [[ -n $mport ]]; then
-    add_test hot_module "hot key CL.THROTTLE module" "$mport" "$mport" "" \
-        "CL.THROTTLE hot $HOT_LIMIT"
+    add_test hot_module "hot key CL.THROTTLE module" "-h 127.0.0.1 -p $mport" \
+        "$mport" "" "CL.THROTTLE hot $HOT_LIMIT"
 fi
-add_test chk_gcra "LIMITER CHECK gcra" "$cport" "$rport" "$cpid" \
+add_test chk_gcra "LIMITER CHECK gcra" "$at_cg" "$rport" "$cpid" \
     "LIMITER CHECK gcra:__rand_int__"
-add_test chk_two_level "LIMITER CHECK user:*:trade (2 levels)" "$cport" \
+add_test chk_two_level "LIMITER CHECK user:*:trade (2 levels)" "$at_cg" \
     "$rport" "$cpid" "LIMITER CHECK user:__rand_int__:trade"
 for a in "${algos[@]:1}"; do
-    add_test "chk_$a" "LIMITER CHECK $a" "$cport" "$rport" "$cpid" \
+    add_test "chk_$a" "LIMITER CHECK $a" "$at_cg" "$rport" "$cpid" \
         "LIMITER CHECK $a:__rand_int__"
 done
 
@@ -214,7 +204,7 @@ done
 for t in "${tests[@]}"; do
     cmd=${cmd_of[$t]//__rand_int__/check-$t}
     # shellcheck disable=SC2086 # the command is split into arguments on purpose
-    out=$(redis-cli -p "${port_of[$t]}" $cmd 2>&1)
+    out=$(redis-cli -p "${where_of[$t]##* }" $cmd 2>&1)
     want=5
     [[ $t == cl_evalsha ]] && want=3
     lines=$(grep -c . <<<"$out" || true)
@@ -244,150 +234,38 @@ echo "machine: $(machine_line)"
 echo "redis-benchmark -c $C -n $N -r $KEYSPACE, pipelines: $PIPELINES, $R runs each, median reported"
 echo "limit: $LIMIT, hot key: $HOT_LIMIT${sha:+, gcra.lua sha $sha (ARGV $ARGV4)}"
 echo "cellgate: $CELLGATE${CELL_MODULE:+, module: $CELL_MODULE}"
-for t in "${tests[@]}"; do
-    printf '  %-19s port %-5s %s\n' "$t" "${port_of[$t]}" "${cmd_of[$t]}"
-done
-for note in "${notes[@]+"${notes[@]}"}"; do
-    echo "note: $note"
-done
+print_tests_header
 echo
 
 # ---------------- Run ----------------
 
-# bench_one TEST PIPELINE: one line: test pipeline rps p50 p99 cmd_us
-# cpu_us redis_pct cg_us cg_pct (see the top; "-" where it does not apply).
-# Keeps the Redis commands of the run in $workdir/stats.TEST.PIPELINE.
-bench_one() {
-    local t=$1 pl=$2 rp=${redis_of[$1]} gp=${cg_of[$1]} rc0="" g0="-" t0 t1
-    local cmd_us=- cpu_us=- r_pct=- g_us=- g_pct=- rc1 g1 line
-    if [[ -n $rp ]]; then
-        redis-cli -p "$rp" FLUSHALL >/dev/null
-        redis_resetstat "$rp"
-        rc0=$(redis_cpu_usec "$rp")
-    fi
-    [[ -n $gp ]] && g0=$(proc_ticks "$gp")
-    t0=$(date +%s%N)
-    # shellcheck disable=SC2086 # the command is split into arguments on purpose
-    bench_csv "$t" -h 127.0.0.1 -p "${port_of[$t]}" -c "$C" -n "$N" \
-        -r "$KEYSPACE" -P "$pl" ${cmd_of[$t]}
-    t1=$(date +%s%N)
-    if [[ -n $gp ]]; then
-        g1=$(proc_ticks "$gp")
-        g_pct=$(cpu_pct "$g0" "$g1" $((t1 - t0)))
-        g_us=$(awk -v a="$g0" -v b="$g1" -v hz="$CLK_TCK" -v n="$N" \
-            'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.2f\n", (b - a) / hz * 1e6 / n }')
-    fi
-    if [[ -n $rp ]]; then
-        rc1=$(redis_cpu_usec "$rp")
-        redis_commandstats "$rp" >"$workdir/stats.$t.$pl"
-        cmd_us=$(awk -v u="$(cmd_usec <"$workdir/stats.$t.$pl")" -v n="$N" \
-            'BEGIN { printf "%.2f\n", u / n }')
-        cpu_us=$(awk -v a="$rc0" -v b="$rc1" -v n="$N" 'BEGIN { printf "%.2f\n", (b - a) / n }')
-        r_pct=$(awk -v a="$rc0" -v b="$rc1" -v ns=$((t1 - t0)) \
-            'BEGIN { printf "%.0f\n", (b - a) * 1000 / ns * 100 }')
-    fi
-    line=$(tr -d '"' <"$workdir/bench.csv" |
-        awk -F, '$1 != "test" && NF >= 7 { print $2, $5, $7; exit }')
-    [[ -n $line ]] || die "$t: no result line from redis-benchmark"
-    echo "$t $pl $line $cmd_us $cpu_us $r_pct $g_us $g_pct" >>"$results"
-}
+bench_one() { cost_bench_one "$@"; }
 targets=("${tests[@]}")
 bench_run_all
 
 # ---------------- Report ----------------
 
-# Columns of $results: 3 rps, 4 p50, 5 p99, 6 cmd_us, 7 cpu_us, 8 redis %,
-# 9 cellgate us, 10 cellgate %.
-has() { [[ -n ${label_of[$1]:-} ]]; }
-med() { median "$1" "$2" "$3"; }
-
-echo "Medians per test (rps; latency ms; Redis us per decision by commandstats"
-echo "and by process CPU; Redis and cellgate CPU % of one core; cellgate us per decision)"
-fmt='%-19s %3s %10s %7s %7s %8s %8s %7s %8s %7s\n'
-# shellcheck disable=SC2059 # the format is built above on purpose
-printf "$fmt" test P rps p50_ms p99_ms cmd_us cpu_us redis% cg_us cg%
-for t in "${tests[@]}"; do
-    for pl in $PIPELINES; do
-        # shellcheck disable=SC2059
-        printf "$fmt" "$t" "$pl" "$(med 3 "$t" "$pl")" "$(med 4 "$t" "$pl")" \
-            "$(med 5 "$t" "$pl")" "$(med 6 "$t" "$pl")" "$(med 7 "$t" "$pl")" \
-            "$(med 8 "$t" "$pl")" "$(med 9 "$t" "$pl")" "$(med 10 "$t" "$pl")"
-    done
-done
-
-deepest=$(tr ' ' '\n' <<<"$PIPELINES" | grep . | sort -n | tail -n 1)
+print_cost_medians
 echo
-echo "Redis commands per decision (last run at -P $deepest; benchmark's own CONFIG/INFO/FLUSHALL left out)"
-for t in "${tests[@]}"; do
-    [[ -s $workdir/stats.$t.$deepest ]] || continue
-    printf '  %-19s %s\n' "$t" "$(awk -v n="$N" \
-        '{ printf "%s%s %.3f", (NR > 1 ? ", " : ""), $1, $2 / n }' \
-        "$workdir/stats.$t.$deepest")"
-done
-
+print_commands_per_decision
 echo
 echo "Redis memory per identity (MEMORY USAGE of its key, bytes): after 1 check, after 100"
 for a in "${algos[@]}"; do
     printf '  %-16s %8s %8s\n' "$a" "${mem1_of[$a]}" "${mem100_of[$a]}"
 done
 
-# The markdown table. rps_ratio A B: "A/B (rps A / rps B)" per depth.
-fmt_rps() {
-    awk -v x="$1" 'BEGIN {
-        if (x == "-") { print "-"; exit }
-        s = sprintf("%.0f", x)
-        while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s)
-        print s
-    }'
-}
-row_ratio() {
-    local what=$1 a=$2 b=$3 pl cells="" ra rb
-    has "$a" && has "$b" || return 0
-    for pl in $PIPELINES; do
-        ra=$(med 3 "$a" "$pl")
-        rb=$(med 3 "$b" "$pl")
-        cells+=" $(ratio "$ra" "$rb") ($(fmt_rps "$ra") / $(fmt_rps "$rb")) |"
-    done
-    echo "| $what |$cells"
-}
-row_cost() {
-    local t=$1 pl cells=""
-    has "$t" || return 0
-    for pl in $PIPELINES; do
-        cells+=" $(med 6 "$t" "$pl") · $(med 7 "$t" "$pl") · $(med 8 "$t" "$pl") · $(med 10 "$t" "$pl") |"
-    done
-    echo "| cost: ${label_of[$t]} |$cells"
-}
-
 echo
-echo "Markdown (ratio: rps of the first / rps of the second, rps in parentheses;"
-echo "cost: Redis us per decision by INFO commandstats · by Redis process CPU ·"
-echo "Redis CPU % · cellgate CPU %, of one core):"
-echo
-echo "Machine: $(machine_line); redis-benchmark -c $C -n $N -r $KEYSPACE, median of $R."
-echo
-head="| what |"
-sep="| --- |"
-for pl in $PIPELINES; do
-    head+=" -P $pl |"
-    sep+=" --- |"
-done
-echo "$head"
-echo "$sep"
-row_ratio "CL.THROTTLE random keys: cellgate / module" cl cl_module
-row_ratio "CL.THROTTLE random keys: cellgate / EVALSHA gcra.lua" cl cl_evalsha
-row_ratio "CL.THROTTLE random keys: embedded / module" cl_embedded cl_module
-row_ratio "CL.THROTTLE one hot key, refused: cellgate / module" hot hot_module
-row_ratio "LIMITER CHECK gcra (1 level) / CL.THROTTLE, same cellgate" chk_gcra cl
-row_ratio "LIMITER CHECK user:*:trade (2 levels) / CL.THROTTLE" chk_two_level cl
-for a in "${algos[@]}"; do
-    [[ $a == gcra ]] && continue
-    row_ratio "LIMITER CHECK $a / LIMITER CHECK gcra" "chk_$a" chk_gcra
+md_header
+md_row_ratio "CL.THROTTLE random keys: cellgate / module" cl cl_module
+md_row_ratio "CL.THROTTLE random keys: cellgate / EVALSHA gcra.lua" cl cl_evalsha
+md_row_ratio "CL.THROTTLE random keys: embedded / module" cl_embedded cl_module
+md_row_ratio "CL.THROTTLE one hot key, refused: cellgate / module" hot hot_module
+md_row_ratio "LIMITER CHECK gcra (1 level) / CL.THROTTLE, same cellgate" chk_gcra cl
+md_row_ratio "LIMITER CHECK user:*:trade (2 levels) / CL.THROTTLE" chk_two_level cl
+for a in "${algos[@]:1}"; do
+    md_row_ratio "LIMITER CHECK $a / LIMITER CHECK gcra" "chk_$a" chk_gcra
 done
 for t in "${tests[@]}"; do
-    row_cost "$t"
+    md_row_cost "$t"
 done
-for note in "${notes[@]+"${notes[@]}"}"; do
-    echo
-    echo "Note: $note."
-done
+md_notes
