@@ -185,7 +185,9 @@ start_cluster() {
         cluster_pids+=("$last_pid")
         addrs+=("127.0.0.1:$port")
     done
-    timeout 60 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 \
+    # --foreground: in the script's process group, so that Ctrl-C stops it
+    # too (the nodes it waits for stop at once).
+    timeout --foreground 60 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 \
         --cluster-yes >"$dir/create.log" 2>&1 ||
         { tail -n 20 "$dir/create.log" >&2; die "$name: redis-cli --cluster create failed"; }
     for _ in $(seq 1 "$READY_TRIES") $(seq 1 "$READY_TRIES"); do
@@ -324,7 +326,10 @@ bench_run_all() {
 # between. Its $results rows: test pipeline rps p50 p99 cmd_us cpu_us
 # redis_pct cg_us cg_pct, "-" where one does not apply:
 #   cmd_us     Redis time per decision by INFO commandstats (cmd_usec) after
-#              CONFIG RESETSTAT, over every node of the test, divided by N
+#              CONFIG RESETSTAT, over every node of the test, divided by N;
+#              Redis times commands by the clock, so on a machine with more
+#              busy processes than cores it includes waits for a core (and
+#              can exceed cpu_us)
 #   cpu_us     Redis process CPU per decision (INFO cpu, all nodes): also
 #              reading and writing the sockets
 #   redis_pct  that CPU in % of one core over the run's wall time
