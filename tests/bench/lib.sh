@@ -9,11 +9,16 @@
 #   require_redis_tools, require_cellgate    die early when a tool is missing
 #   bench_init                               $workdir, $results, exit traps
 #   port=$(free_port)
-#   start_bg NAME PORT LOG CMD...            or start_redis PORT
+#   start_bg NAME PORT LOG CMD...            or start_redis PORT, or
+#                                            start_cluster NAME MASTERS
 #   targets=(...) and a function bench_one TARGET PIPELINE that runs one
 #   benchmark (bench_csv) and appends its rows to $results
 #   bench_run_all
 #   median FIELD KEY..., ratio A B, print_medians WIDTH for the report
+# and, to measure what a decision costs: proc_ticks PID and cpu_pct (CPU of
+# a process), redis_resetstat, redis_commandstats and cmd_usec (Redis time
+# by INFO commandstats), redis_cpu_usec (Redis process CPU by INFO cpu),
+# machine_line (nproc, CPU model, date).
 # A script with more to clean up defines bench_on_exit: it runs after the
 # processes are stopped and before $workdir is removed.
 #
@@ -131,20 +136,156 @@ wait_port() {
 }
 
 # start_bg NAME PORT LOG CMD...: starts CMD in the background with its
-# output in LOG, stops it at exit, and waits until it accepts on PORT.
+# output in LOG, stops it at exit, and waits until it accepts on PORT. Its
+# pid is left in last_pid.
 start_bg() {
     local name=$1 port=$2 log=$3
     shift 3
     "$@" >"$log" 2>&1 &
-    pids+=($!)
-    wait_port "$port" "$!" "$name" "$log"
+    last_pid=$!
+    pids+=("$last_pid")
+    wait_port "$port" "$last_pid" "$name" "$log"
 }
 
-# start_redis PORT: one redis-server without persistence, log redis.log.
+# start_redis PORT [LOG [ARGS...]]: one redis-server without persistence,
+# log LOG (default redis.log), ARGS added to its command line (for example
+# --loadmodule FILE). Its pid is left in last_pid.
 start_redis() {
-    start_bg redis-server "$1" "$workdir/redis.log" \
-        redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no \
-        --daemonize no
+    local port=$1 log=${2:-$workdir/redis.log}
+    shift
+    [[ $# -eq 0 ]] || shift
+    start_bg redis-server "$port" "$log" \
+        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+        --daemonize no "$@"
+}
+
+# start_cluster NAME MASTERS [ARGS...]: a local Redis Cluster of MASTERS
+# masters (no replicas) on free loopback ports, each node a redis-server
+# like start_redis's (ARGS added to every node's command line), its files
+# under $workdir/NAME. Waits (bounded) until every node serves all 16384
+# slots and knows every node. Leaves the node ports in cluster_ports, their
+# pids in cluster_pids and the seed list host:port,... in cluster_seeds.
+# The nodes are in pids: stopped at exit like every other process.
+start_cluster() {
+    local name=$1 masters=$2 dir=$workdir/$1 i port bus addrs=() why info _
+    shift 2
+    mkdir -p "$dir"
+    cluster_ports=()
+    cluster_pids=()
+    for ((i = 0; i < masters; i++)); do
+        port=$(free_port)
+        bus=$(free_port)
+        start_bg "$name node" "$port" "$dir/redis-$port.log" \
+            redis-server --port "$port" --bind 127.0.0.1 --save "" \
+            --appendonly no --daemonize no --dir "$dir" \
+            --cluster-enabled yes --cluster-port "$bus" \
+            --cluster-config-file "nodes-$port.conf" \
+            --cluster-node-timeout 5000 "$@"
+        cluster_ports+=("$port")
+        cluster_pids+=("$last_pid")
+        addrs+=("127.0.0.1:$port")
+    done
+    # --foreground: in the script's process group, so that Ctrl-C stops it
+    # too (the nodes it waits for stop at once).
+    timeout --foreground 60 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 \
+        --cluster-yes >"$dir/create.log" 2>&1 ||
+        { tail -n 20 "$dir/create.log" >&2; die "$name: redis-cli --cluster create failed"; }
+    for _ in $(seq 1 "$READY_TRIES") $(seq 1 "$READY_TRIES"); do
+        why=""
+        for port in "${cluster_ports[@]}"; do
+            info=$(redis-cli -p "$port" CLUSTER INFO 2>/dev/null | tr -d '\r')
+            if ! grep -qx cluster_state:ok <<<"$info" ||
+                ! grep -qx cluster_slots_ok:16384 <<<"$info" ||
+                ! grep -qx "cluster_known_nodes:$masters" <<<"$info"; then
+                why="node $port not ready"
+                break
+            fi
+        done
+        [[ -z $why ]] && break
+        sleep 0.05
+    done
+    [[ -z $why ]] || die "$name: cluster not ready: $why"
+    # shellcheck disable=SC2034 # for the sourcing script
+    cluster_seeds=$(IFS=,; echo "${addrs[*]}")
+}
+
+# ---------------- Costs ----------------
+
+# proc_ticks PID: user + system CPU time of the process (all its threads)
+# in clock ticks, from /proc/PID/stat ("-" when it cannot be read).
+proc_ticks() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo -; return 0; }
+    # Fields after the ")" that closes the command name: utime is the 12th,
+    # stime the 13th.
+    awk '{ print $12 + $13 }' <<<"${stat##*) }"
+}
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# cpu_pct T0 T1 NS: percent of one CPU between tick counts T0 and T1 over
+# NS nanoseconds of wall time ("-" when one is missing).
+cpu_pct() {
+    awk -v a="$1" -v b="$2" -v ns="$3" -v hz="$CLK_TCK" 'BEGIN {
+        if (a == "-" || b == "-" || ns <= 0) print "-";
+        else printf "%.0f\n", (b - a) / hz * 1e9 / ns * 100
+    }'
+}
+
+# redis_cpu_usec PORT...: used_cpu_user + used_cpu_sys (INFO cpu) of the
+# redis-servers on PORT..., summed, in microseconds.
+redis_cpu_usec() {
+    local port
+    for port in "$@"; do
+        redis-cli -p "$port" INFO cpu
+    done | tr -d '\r' | awk -F: '
+        $1 == "used_cpu_user" || $1 == "used_cpu_sys" { s += $2 }
+        END { printf "%.0f\n", s * 1e6 }'
+}
+
+# redis_resetstat PORT...: CONFIG RESETSTAT on each (commandstats to zero).
+redis_resetstat() {
+    local port
+    for port in "$@"; do
+        redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+    done
+}
+
+# redis_commandstats PORT...: "name calls usec" per command of INFO
+# commandstats since the last redis_resetstat, summed over PORT..., without
+# what the benchmark itself sends (CONFIG, INFO, FLUSHALL).
+redis_commandstats() {
+    local port
+    for port in "$@"; do
+        redis-cli -p "$port" INFO commandstats
+    done | tr -d '\r' | awk -F'[:,=]' '
+        /^cmdstat_/ {
+            name = substr($1, 9)
+            if (name ~ /^config\|/ || name == "info" || name == "flushall") next
+            calls[name] += $3; usec[name] += $5
+        }
+        END { for (n in calls) print n, calls[n], usec[n] }' | sort
+}
+
+# cmd_usec: the Redis time (usec) of the decisions, from redis_commandstats
+# lines on stdin. Redis counts the commands a script or function runs
+# (redis.call) under their own names too, inside the time of the EVALSHA or
+# FCALL that ran them; so when any script, function or module command ran
+# (eval*, fcall*, a name with a dot like cl.throttle), the total is theirs
+# plus the commands a script cannot have run or would not (connection,
+# cluster, script and function management); otherwise, every command.
+cmd_usec() {
+    awk '
+        { name[NR] = $1; usec[NR] = $3 }
+        $1 ~ /^(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro)$/ || $1 ~ /\./ { entry = 1 }
+        END {
+            for (i = 1; i <= NR; i++) {
+                n = name[i]
+                if (!entry || n ~ /^(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro)$/ || n ~ /\./ ||
+                    n ~ /^(ping|echo|hello|auth|select|readonly|readwrite|multi|exec|discard|quit|command.*|client\|.*|cluster\|.*|script\|.*|function\|.*)$/)
+                    s += usec[i]
+            }
+            printf "%d\n", s
+        }'
 }
 
 # ---------------- Runs ----------------
@@ -176,16 +317,209 @@ bench_run_all() {
     done
 }
 
+# ---------------- Tests with their costs ----------------
+#
+# For limiter.sh and limiter_cluster.sh: a list of tests, each one
+# redis-benchmark command against one address, run with bench_run_all
+# (bench_one() { cost_bench_one "$@"; }), measuring besides rps and latency
+# what each decision costs the Redis nodes behind it and the cellgate in
+# between. Its $results rows: test pipeline rps p50 p99 cmd_us cpu_us
+# redis_pct cg_us cg_pct, "-" where one does not apply:
+#   cmd_us     Redis time per decision by INFO commandstats (cmd_usec) after
+#              CONFIG RESETSTAT, over every node of the test, divided by N;
+#              Redis times commands by the clock, so on a machine with more
+#              busy processes than cores it includes waits for a core (and
+#              can exceed cpu_us)
+#   cpu_us     Redis process CPU per decision (INFO cpu, all nodes): also
+#              reading and writing the sockets
+#   redis_pct  that CPU in % of one core over the run's wall time
+#   cg_us      cellgate's CPU per decision (/proc, clock ticks)
+#   cg_pct     cellgate's CPU in % of one core
+# A decision is one request of redis-benchmark (N per run).
+
+tests=()
+notes=()
+declare -A label_of where_of cmd_of redis_of cg_of
+
+# add_test NAME LABEL WHERE REDIS_PORTS CG_PID CMD: a test named NAME (one
+# word), LABEL in the report, WHERE redis-benchmark's address arguments
+# ("-h 127.0.0.1 -p PORT", or "--cluster -h 127.0.0.1 -p PORT"), the ports
+# of the Redis nodes it costs (space separated; flushed before every run;
+# empty for none), the pid of the cellgate it goes through (empty for none)
+# and the command (with __rand_int__, and {tag} in cluster mode).
+add_test() {
+    tests+=("$1")
+    label_of[$1]=$2
+    where_of[$1]=$3
+    redis_of[$1]=$4
+    cg_of[$1]=$5
+    cmd_of[$1]=$6
+}
+
+# has TEST: true when TEST was added.
+has() { [[ -n ${label_of[$1]:-} ]]; }
+
+# cost_bench_one TEST PIPELINE: one run of TEST, its row appended to
+# $results, the Redis commands it ran kept in $workdir/stats.TEST.PIPELINE
+# ("name calls usec" lines).
+cost_bench_one() {
+    local t=$1 pl=$2 rc0="" g0="-" t0 t1 rp gp where
+    local cmd_us=- cpu_us=- r_pct=- g_us=- g_pct=- rc1 g1 line port
+    read -r -a rp <<<"${redis_of[$1]}"
+    gp=${cg_of[$1]}
+    read -r -a where <<<"${where_of[$1]}"
+    if [[ ${#rp[@]} -gt 0 ]]; then
+        for port in "${rp[@]}"; do
+            redis-cli -p "$port" FLUSHALL >/dev/null
+        done
+        redis_resetstat "${rp[@]}"
+        rc0=$(redis_cpu_usec "${rp[@]}")
+    fi
+    [[ -n $gp ]] && g0=$(proc_ticks "$gp")
+    t0=$(date +%s%N)
+    # shellcheck disable=SC2086 # the command is split into arguments on purpose
+    bench_csv "$t" "${where[@]}" -c "$C" -n "$N" -r "$KEYSPACE" -P "$pl" \
+        ${cmd_of[$t]}
+    t1=$(date +%s%N)
+    if [[ -n $gp ]]; then
+        g1=$(proc_ticks "$gp")
+        g_pct=$(cpu_pct "$g0" "$g1" $((t1 - t0)))
+        g_us=$(awk -v a="$g0" -v b="$g1" -v hz="$CLK_TCK" -v n="$N" 'BEGIN {
+            if (a == "-" || b == "-") print "-";
+            else printf "%.2f\n", (b - a) / hz * 1e6 / n }')
+    fi
+    if [[ ${#rp[@]} -gt 0 ]]; then
+        rc1=$(redis_cpu_usec "${rp[@]}")
+        redis_commandstats "${rp[@]}" >"$workdir/stats.$t.$pl"
+        cmd_us=$(awk -v u="$(cmd_usec <"$workdir/stats.$t.$pl")" -v n="$N" \
+            'BEGIN { printf "%.2f\n", u / n }')
+        cpu_us=$(awk -v a="$rc0" -v b="$rc1" -v n="$N" \
+            'BEGIN { printf "%.2f\n", (b - a) / n }')
+        r_pct=$(awk -v a="$rc0" -v b="$rc1" -v ns=$((t1 - t0)) \
+            'BEGIN { printf "%.0f\n", (b - a) * 1000 / ns * 100 }')
+    fi
+    # --cluster prints its node list first, which has no CSV rows.
+    line=$(tr -d '"' <"$workdir/bench.csv" |
+        awk -F, '$1 != "test" && NF >= 7 { print $2, $5, $7; exit }')
+    [[ -n $line ]] || die "$t: no result line from redis-benchmark"
+    echo "$t $pl $line $cmd_us $cpu_us $r_pct $g_us $g_pct" >>"$results"
+}
+
+# print_tests_header: every test's address and command, and the notes.
+print_tests_header() {
+    local t note
+    for t in "${tests[@]}"; do
+        printf '  %-19s %-34s %s\n' "$t" "${where_of[$t]}" "${cmd_of[$t]}"
+    done
+    for note in "${notes[@]+"${notes[@]}"}"; do
+        echo "note: $note"
+    done
+}
+
+# print_cost_medians: the medians of every column per test and depth.
+print_cost_medians() {
+    local fmt='%-19s %3s %10s %7s %7s %8s %8s %7s %8s %7s\n' t pl
+    echo "Medians per test (rps; latency ms; Redis us per decision by commandstats"
+    echo "and by process CPU; Redis and cellgate CPU % of one core; cellgate us per decision)"
+    # shellcheck disable=SC2059 # the format is built above on purpose
+    printf "$fmt" test P rps p50_ms p99_ms cmd_us cpu_us redis% cg_us cg%
+    for t in "${tests[@]}"; do
+        for pl in $PIPELINES; do
+            # shellcheck disable=SC2059
+            printf "$fmt" "$t" "$pl" "$(median 3 "$t" "$pl")" \
+                "$(median 4 "$t" "$pl")" "$(median 5 "$t" "$pl")" \
+                "$(median 6 "$t" "$pl")" "$(median 7 "$t" "$pl")" \
+                "$(median 8 "$t" "$pl")" "$(median 9 "$t" "$pl")" \
+                "$(median 10 "$t" "$pl")"
+        done
+    done
+}
+
+# print_commands_per_decision: the Redis commands per decision of each
+# test's last run at the deepest pipeline (how well calls are batched).
+print_commands_per_decision() {
+    local deepest t
+    deepest=$(tr ' ' '\n' <<<"$PIPELINES" | grep . | sort -n | tail -n 1)
+    echo "Redis commands per decision (last run at -P $deepest, all nodes; the benchmark's own CONFIG/INFO/FLUSHALL left out)"
+    for t in "${tests[@]}"; do
+        [[ -s $workdir/stats.$t.$deepest ]] || continue
+        printf '  %-19s %s\n' "$t" "$(awk -v n="$N" \
+            '{ printf "%s%s %.3f", (NR > 1 ? ", " : ""), $1, $2 / n }' \
+            "$workdir/stats.$t.$deepest")"
+    done
+}
+
+# fmt_rps X: X rounded, with thousands separators ("-" stays).
+fmt_rps() {
+    awk -v x="$1" 'BEGIN {
+        if (x == "-") { print "-"; exit }
+        s = sprintf("%.0f", x)
+        while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s)
+        print s
+    }'
+}
+
+# md_header: the legend, the machine and the head of the markdown table.
+md_header() {
+    local head="| what |" sep="| --- |" pl
+    for pl in $PIPELINES; do
+        head+=" -P $pl |"
+        sep+=" --- |"
+    done
+    echo "Markdown (ratio: rps of the first / rps of the second, both rps in"
+    echo "parentheses; cost: Redis us per decision by INFO commandstats · by Redis"
+    echo "process CPU · Redis CPU % · cellgate CPU %, % of one core):"
+    echo
+    echo "Machine: $(machine_line); redis-benchmark -c $C -n $N -r $KEYSPACE, median of $R."
+    echo
+    echo "$head"
+    echo "$sep"
+}
+
+# md_row_ratio WHAT A B: "A/B (rps A / rps B)" per depth; nothing unless
+# both tests ran.
+md_row_ratio() {
+    local what=$1 a=$2 b=$3 pl cells="" ra rb
+    has "$a" && has "$b" || return 0
+    for pl in $PIPELINES; do
+        ra=$(median 3 "$a" "$pl")
+        rb=$(median 3 "$b" "$pl")
+        cells+=" $(ratio "$ra" "$rb") ($(fmt_rps "$ra") / $(fmt_rps "$rb")) |"
+    done
+    echo "| $what |$cells"
+}
+
+# md_row_cost TEST: its costs per depth.
+md_row_cost() {
+    local t=$1 pl cells=""
+    has "$t" || return 0
+    for pl in $PIPELINES; do
+        cells+=" $(median 6 "$t" "$pl") · $(median 7 "$t" "$pl") · $(median 8 "$t" "$pl") · $(median 10 "$t" "$pl") |"
+    done
+    echo "| cost: ${label_of[$t]} |$cells"
+}
+
+# md_notes: the notes, after the table.
+md_notes() {
+    local note
+    for note in "${notes[@]+"${notes[@]}"}"; do
+        echo
+        echo "Note: $note."
+    done
+}
+
 # ---------------- Report ----------------
 
 # median FIELD KEY...: median of column FIELD of $results over the rows
-# whose first columns are KEY... ("-" when there is none).
+# whose first columns are KEY... ("-" when there is none; "-" values are
+# left out).
 median() {
     local field=$1
     shift
     awk -v f="$field" -v keys="$*" \
         'BEGIN { n = split(keys, k, " ") }
-         { for (i = 1; i <= n; i++) if ($i != k[i]) next; print $f }' \
+         { for (i = 1; i <= n; i++) if ($i != k[i]) next }
+         $f != "-" && $f != "" { print $f }' \
         "$results" |
         sort -g |
         awk '{ v[NR] = $1 }
@@ -194,6 +528,13 @@ median() {
                  if (NR % 2) print v[(NR + 1) / 2];
                  else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
              }'
+}
+
+# machine_line: "N CPUs (model), date" of this machine.
+machine_line() {
+    local model
+    model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
+    echo "$(nproc) CPUs (${model:-unknown CPU}), $(date -u '+%Y-%m-%d %H:%M UTC')"
 }
 
 # ratio A B: A/B to two decimals, or "-" when either is missing.

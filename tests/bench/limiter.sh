@@ -1,169 +1,101 @@
 #!/usr/bin/env bash
-# Limiter benchmark: CL.THROTTLE through cellgate against the same GCRA run
-# as a Lua script straight on Redis with EVALSHA (what a user without
-# cellgate would do), and against cellgate's embedded store (no Redis), side
-# by side in one run.
+# Limiter benchmark: the limiter against Redis's own speed. CL.THROTTLE
+# through cellgate against the redis-cell module loaded in a plain Redis
+# (the baseline users compare with), against the same GCRA run as a Lua
+# script straight on Redis with EVALSHA, and against cellgate's embedded
+# store; a hot key; LIMITER CHECK per algorithm and on a two-level path;
+# and what each decision costs Redis. All in one run, the tests in turn
+# (alternating, so drift hits every test alike), R times per pipeline depth,
+# medians reported.
 #
-# Starts one redis-server, one cellgate in front of it and one embedded
-# cellgate on free loopback ports; loads algorithms/gcra.lua into the redis
-# with SCRIPT LOAD (as built: <build>/algorithms/gcra.lua); then runs redis-benchmark against each target in turn
-# (alternating, so drift hits every target alike), R times per pipeline
-# depth, over KEYSPACE random keys (__rand_int__):
-#   cellgate   CL.THROTTLE key:__rand_int__ B C P         -> cellgate -> redis
-#   evalsha    EVALSHA <sha> 1 key:__rand_int__ <4 ARGV>  -> redis
-#   embedded   CL.THROTTLE key:__rand_int__ B C P         -> cellgate alone
-# The four ARGV values are the ones cellgate computes for B C P and
-# quantity 1: inc_s inc_ns dvt_s dvt_ns, with INC = EI and DVT = EI * (B + 1)
-# (for 15 30 60: EI = 2 s, so "2 0 32 0"). The EVALSHA target gets the raw
-# script reply (4 values); cellgate also turns it into the five integers.
-# The redis keyspace is flushed before every run against it, so every run
-# starts from the same state.
+# Starts on free loopback ports: one plain redis-server; one cellgate in
+# front of it with a limits tree (one node per algorithm, each about 100 per
+# minute, and user:*:trade as in conf/limits.example.yaml); one embedded
+# cellgate (no Redis); and, when CELL_MODULE names redis-cell's
+# libredis_cell.so, a second redis-server with --loadmodule CELL_MODULE.
+# The tests (redis-benchmark -c C -n N -r KEYSPACE -P depth):
+#   cl              CL.THROTTLE key:__rand_int__ B C P    -> cellgate -> redis
+#   cl_module       CL.THROTTLE key:__rand_int__ B C P    -> redis + module
+#   cl_evalsha      EVALSHA <gcra.lua> 1 key:__rand_int__ <4 ARGV> -> redis
+#   cl_embedded     CL.THROTTLE key:__rand_int__ B C P    -> cellgate alone
+#   hot             CL.THROTTLE hot HOT_LIMIT             -> cellgate -> redis
+#   hot_module      CL.THROTTLE hot HOT_LIMIT             -> redis + module
+#                   (one key, 50 clients; HOT_LIMIT 0 1 3600 admits the
+#                   first call of a run and refuses the rest)
+#   chk_gcra        LIMITER CHECK gcra:__rand_int__       (one GCRA level)
+#   chk_two_level   LIMITER CHECK user:__rand_int__:trade (two GCRA levels)
+#   chk_<algorithm> LIMITER CHECK <algorithm>:__rand_int__, for ALGOS
+# The Redis a test uses is flushed before every run, so every run starts
+# from the same state. The EVALSHA test needs the built algorithms/gcra.lua
+# beside CELLGATE and its four-value reply (ARGV inc_s inc_ns dvt_s dvt_ns,
+# INC = EI and DVT = EI * (B + 1): "2 0 32 0" for 15 30 60); when the build
+# has no such script, it is skipped with a note. Without CELL_MODULE the
+# module tests are skipped with a note.
 #
-# Prints the median rps, p50 and p99 per target and the ratios
-# cellgate/evalsha and embedded/evalsha.
+# Costs, per run: CONFIG RESETSTAT on the test's Redis before it, INFO
+# commandstats after it: the Redis time of the decisions (cmd_us: the usec of
+# EVALSHA, EVAL, FCALL, FCALL_RO, CL.THROTTLE and whatever else the proxy
+# sent, without the commands scripts ran inside them, which Redis counts
+# twice; see cmd_usec in lib.sh) divided by the decisions made (N); the
+# Redis process CPU per decision (cpu_us, INFO cpu: includes reading and
+# writing the sockets); Redis's and cellgate's CPU in % of one core while
+# redis-benchmark ran (cellgate's from /proc/<pid>/stat), and cellgate's CPU
+# per decision. Also the Redis commands per decision of the last run at the
+# deepest pipeline (how well calls are batched), and the Redis memory one
+# identity costs per algorithm (MEMORY USAGE after 1 check and after 100).
 #
-# Then one row per algorithm of limits.yaml: LIMITER CHECK <algo>:<id>
-# through a cellgate whose tree has one node per algorithm (each about 100
-# per minute), over KEYSPACE random identities, with its rps relative to
-# the EVALSHA baseline above, and the Redis memory one identity costs
-# (MEMORY USAGE of its key after 1 check and after 100, i.e. full).
-#
-# It prints; it never asserts. Exit status is 0 unless the setup fails.
+# Prints the medians per test, the ratios, and a markdown table
+# (what | -P 1 | -P 16) with the machine and date, for the README. It
+# prints; it never asserts. Exit status is 0 unless the setup fails.
 #
 # Environment (all optional):
-#   CELLGATE   cellgate binary (default build/cellgate; use a Release build)
-#   N          requests per redis-benchmark run (default 100000)
-#   R          repetitions per target and pipeline depth (default 3)
-#   C          parallel clients (default 50)
-#   PIPELINES  pipeline depths (default "1 16")
-#   KEYSPACE   redis-benchmark -r (default 100000)
-#   LIMIT      "max_burst count period" (default "15 30 60")
-#   ALGOS      algorithms of the per-algorithm rows (default: all seven;
-#              "" skips them)
+#   CELLGATE     cellgate binary (default build/cellgate; use a Release build)
+#   CELL_MODULE  redis-cell's libredis_cell.so (unset: no module baseline)
+#   N            requests per redis-benchmark run (default 100000)
+#   R            repetitions per test and pipeline depth (default 3)
+#   C            parallel clients (default 50)
+#   PIPELINES    pipeline depths (default "1 16")
+#   KEYSPACE     redis-benchmark -r (default 100000)
+#   LIMIT        "max_burst count period" of CL.THROTTLE (default "15 30 60")
+#   HOT_LIMIT    the same for the hot key (default "0 1 3600")
+#   ALGOS        algorithms of the per-algorithm rows (default: all seven;
+#                gcra always runs: the others are relative to it)
 set -euo pipefail
 
 # shellcheck source=tests/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 LIMIT=${LIMIT:-"15 30 60"}
+HOT_LIMIT=${HOT_LIMIT:-"0 1 3600"}
+ALGOS=${ALGOS-"gcra token_bucket leaky_bucket fixed_window sliding_window sliding_log sliding_counter"}
+CELL_MODULE=${CELL_MODULE:-}
 NS_PER_S=1000000000
 
 require_redis_tools
 require_cellgate
-# The script as built (its shared parts pasted in), beside the binary.
-SCRIPT=$(dirname "$CELLGATE")/algorithms/gcra.lua
-[[ -r $SCRIPT ]] || die "$SCRIPT not found (build cellgate first)"
+if [[ -n $CELL_MODULE ]]; then
+    [[ -r $CELL_MODULE ]] || die "CELL_MODULE '$CELL_MODULE' is not a readable file"
+fi
+
+valid_limit() {
+    local b c p
+    read -r b c p <<<"$1"
+    [[ $b =~ ^[0-9]+$ && $c =~ ^[1-9][0-9]*$ && $p =~ ^[1-9][0-9]*$ ]]
+}
+valid_limit "$LIMIT" || die "LIMIT must be three non-negative integers, count and period > 0"
+valid_limit "$HOT_LIMIT" || die "HOT_LIMIT must be three non-negative integers, count and period > 0"
 
 # The script arguments cellgate sends for LIMIT and quantity 1 (docs/ARCHITECTURE.md
 # "CL.THROTTLE, exactly"; gcra.h: split as s = d / 1e9, ns = d % 1e9).
 read -r B CNT P <<<"$LIMIT"
-[[ $B =~ ^[0-9]+$ && $CNT =~ ^[1-9][0-9]*$ && $P =~ ^[1-9][0-9]*$ ]] ||
-    die "LIMIT must be three non-negative integers, count and period > 0"
 ei=$((P * NS_PER_S / CNT))
 [[ $ei -gt 0 ]] || die "LIMIT gives a zero emission interval"
 dvt=$((ei * (B + 1)))
 ARGV4="$((ei / NS_PER_S)) $((ei % NS_PER_S)) $((dvt / NS_PER_S)) $((dvt % NS_PER_S))"
+# The script as built (its shared parts pasted in), beside the binary.
+SCRIPT=$(dirname "$CELLGATE")/algorithms/gcra.lua
 
-bench_init
-
-# ---------------- Start the targets ----------------
-
-rport=$(free_port)
-start_redis "$rport"
-
-# -x sends the file's exact bytes (the SHA cellgate embeds is of those).
-sha=$(redis-cli -p "$rport" -x SCRIPT LOAD <"$SCRIPT" | tr -d '\r')
-[[ $sha =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD failed: $sha"
-
-cport=$(free_port)
-start_bg cellgate "$cport" "$workdir/cellgate.log" \
-    "$CELLGATE" --listen "127.0.0.1:$cport" --upstream "127.0.0.1:$rport" \
-    --log-level warn
-
-eport=$(free_port)
-start_bg "cellgate (embedded)" "$eport" "$workdir/embedded.log" \
-    "$CELLGATE" --listen "127.0.0.1:$eport" --log-level warn
-
-targets=(cellgate evalsha embedded)
-declare -A port_of cmd_of
-port_of[cellgate]=$cport
-port_of[evalsha]=$rport
-port_of[embedded]=$eport
-cmd_of[cellgate]="CL.THROTTLE key:__rand_int__ $LIMIT"
-cmd_of[evalsha]="EVALSHA $sha 1 key:__rand_int__ $ARGV4"
-cmd_of[embedded]="CL.THROTTLE key:__rand_int__ $LIMIT"
-
-# Every target must answer the way it will be measured: five integers from
-# cellgate, the script's four values from redis (redis-cli prints the nil
-# TAT of a new key as an empty line, so three non-empty lines).
-for target in "${targets[@]}"; do
-    # shellcheck disable=SC2086 # the command is split into arguments on purpose
-    out=$(redis-cli -p "${port_of[$target]}" \
-        ${cmd_of[$target]//__rand_int__/check-$target} 2>&1)
-    want=5
-    [[ $target == evalsha ]] && want=3
-    lines=$(grep -c . <<<"$out" || true)
-    if [[ $lines -ne $want ]] || grep -qi err <<<"$out"; then
-        die "$target: unexpected reply to '${cmd_of[$target]}': $out"
-    fi
-done
-redis-cli -p "$rport" FLUSHALL >/dev/null
-
-echo "redis-benchmark -c $C -n $N -r $KEYSPACE, pipelines: $PIPELINES, $R runs each, median reported"
-echo "limit: $LIMIT (script ARGV: $ARGV4), gcra.lua sha $sha"
-for target in "${targets[@]}"; do
-    printf '  %-9s port %-5s %s\n' "$target" "${port_of[$target]}" "${cmd_of[$target]}"
-done
-echo
-
-# ---------------- Run ----------------
-
-# bench_one TARGET PIPELINE: one line: target pipeline rps p50 p99.
-bench_one() {
-    if [[ $1 != embedded ]]; then
-        redis-cli -p "$rport" FLUSHALL >/dev/null
-    fi
-    # shellcheck disable=SC2086 # the command is split into arguments on purpose
-    bench_csv "$1" -h 127.0.0.1 -p "${port_of[$1]}" -c "$C" -n "$N" \
-        -r "$KEYSPACE" -P "$2" ${cmd_of[$1]}
-    tr -d '"' <"$workdir/bench.csv" |
-        awk -F, -v t="$1" -v p="$2" \
-            '$1 != "test" && NF >= 7 { print t, p, $2, $5, $7 }' \
-            >>"$results"
-}
-bench_run_all
-
-# ---------------- Report ----------------
-
-printf '%8s %-10s %12s %9s %9s\n' pipeline target rps p50_ms p99_ms
-for pl in $PIPELINES; do
-    for target in "${targets[@]}"; do
-        printf '%8s %-10s %12s %9s %9s\n' "$pl" "$target" \
-            "$(median 3 "$target" "$pl")" "$(median 4 "$target" "$pl")" \
-            "$(median 5 "$target" "$pl")"
-    done
-done
-
-echo
-echo "ratios against EVALSHA straight to redis (rps: higher is better; p99: lower is better)"
-printf '%8s %17s %17s %17s %17s\n' pipeline rps_cellgate/lua rps_embedded/lua \
-    p99_cellgate/lua p99_embedded/lua
-for pl in $PIPELINES; do
-    l_rps=$(median 3 evalsha "$pl")
-    l_p99=$(median 5 evalsha "$pl")
-    printf '%8s %17s %17s %17s %17s\n' "$pl" \
-        "$(ratio "$(median 3 cellgate "$pl")" "$l_rps")" \
-        "$(ratio "$(median 3 embedded "$pl")" "$l_rps")" \
-        "$(ratio "$(median 5 cellgate "$pl")" "$l_p99")" \
-        "$(ratio "$(median 5 embedded "$pl")" "$l_p99")"
-done
-
-# ---------------- One row per algorithm ----------------
-
-ALGOS=${ALGOS-"gcra token_bucket leaky_bucket fixed_window sliding_window sliding_log sliding_counter"}
-[[ -n $ALGOS ]] || exit 0
-
-# About 100 per minute each, so most random identities admit.
+# About 100 per minute each, so random identities admit.
 declare -A limit_of=(
     [gcra]="[99, 100, 60]"
     [token_bucket]="[{algorithm: token_bucket, capacity: 100, refill_per_sec: 1.67}]"
@@ -173,66 +105,167 @@ declare -A limit_of=(
     [sliding_log]="[{algorithm: sliding_log, max: 100, window: 1m}]"
     [sliding_counter]="[{algorithm: sliding_counter, max: 100, window: 1m}]"
 )
-tree=$workdir/limits.yaml
-: >"$tree"
+algos=(gcra)
 for a in $ALGOS; do
     [[ -n ${limit_of[$a]:-} ]] || die "ALGOS: unknown algorithm $a"
+    [[ $a == gcra ]] || algos+=("$a")
+done
+
+bench_init
+
+# ---------------- Start the targets ----------------
+
+# The limits tree: one node per algorithm, and conf/limits.example.yaml's
+# user:* (16 at once, 30 per minute) with user:*:trade (6 at once, 10 per
+# 15 s) below it.
+tree=$workdir/limits.yaml
+: >"$tree"
+for a in "${algos[@]}"; do
     printf '%s:\n  children:\n    "*":\n      limits: %s\n' "$a" \
         "${limit_of[$a]}" >>"$tree"
 done
-tport=$(free_port)
-start_bg "cellgate (tree)" "$tport" "$workdir/tree.log" \
-    "$CELLGATE" --listen "127.0.0.1:$tport" --upstream "127.0.0.1:$rport" \
-    --limits "$tree" --log-level warn
+cat >>"$tree" <<'EOF'
+user:
+  children:
+    "*":
+      limits: [15, 30, 60]
+      children:
+        trade:
+          limits: [5, 10, 15]
+EOF
 
-# Memory of one identity: its key after 1 check, and after 100 (full).
+rport=$(free_port)
+start_redis "$rport"
+
+cport=$(free_port)
+start_bg cellgate "$cport" "$workdir/cellgate.log" \
+    "$CELLGATE" --listen "127.0.0.1:$cport" --upstream "127.0.0.1:$rport" \
+    --limits "$tree" --log-level warn
+cpid=$last_pid
+
+eport=$(free_port)
+start_bg "cellgate (embedded)" "$eport" "$workdir/embedded.log" \
+    "$CELLGATE" --listen "127.0.0.1:$eport" --log-level warn
+epid=$last_pid
+
+mport=""
+if [[ -n $CELL_MODULE ]]; then
+    mport=$(free_port)
+    start_redis "$mport" "$workdir/module.log" --loadmodule "$CELL_MODULE"
+else
+    notes+=("CELL_MODULE unset: no redis-cell module baseline (set it to a built libredis_cell.so)")
+fi
+
+sha=""
+if [[ -r $SCRIPT ]]; then
+    # -x sends the file's exact bytes.
+    sha=$(redis-cli -p "$rport" -x SCRIPT LOAD <"$SCRIPT" 2>&1 | tr -d '\r')
+    if [[ ! $sha =~ ^[0-9a-f]{40}$ ]]; then
+        notes+=("SCRIPT LOAD of $SCRIPT failed ($sha): no EVALSHA test")
+        sha=""
+    fi
+else
+    notes+=("no $SCRIPT in this build: no EVALSHA test")
+fi
+
+# The tests, in the order they run (tests compared with each other side by
+# side, so that drift hits them alike).
+at_cg="-h 127.0.0.1 -p $cport"
+add_test cl "CL.THROTTLE via cellgate" "$at_cg" "$rport" "$cpid" \
+    "CL.THROTTLE key:__rand_int__ $LIMIT"
+if [[ -n $mport ]]; then
+    add_test cl_module "CL.THROTTLE redis-cell module" "-h 127.0.0.1 -p $mport" \
+        "$mport" "" "CL.THROTTLE key:__rand_int__ $LIMIT"
+fi
+if [[ -n $sha ]]; then
+    add_test cl_evalsha "EVALSHA gcra.lua" "-h 127.0.0.1 -p $rport" "$rport" "" \
+        "EVALSHA $sha 1 key:__rand_int__ $ARGV4"
+fi
+add_test cl_embedded "CL.THROTTLE cellgate embedded" "-h 127.0.0.1 -p $eport" \
+    "" "$epid" "CL.THROTTLE key:__rand_int__ $LIMIT"
+add_test hot "hot key CL.THROTTLE via cellgate" "$at_cg" "$rport" "$cpid" \
+    "CL.THROTTLE hot $HOT_LIMIT"
+if [[ -n $mport ]]; then
+    add_test hot_module "hot key CL.THROTTLE module" "-h 127.0.0.1 -p $mport" \
+        "$mport" "" "CL.THROTTLE hot $HOT_LIMIT"
+fi
+add_test chk_gcra "LIMITER CHECK gcra" "$at_cg" "$rport" "$cpid" \
+    "LIMITER CHECK gcra:__rand_int__"
+add_test chk_two_level "LIMITER CHECK user:*:trade (2 levels)" "$at_cg" \
+    "$rport" "$cpid" "LIMITER CHECK user:__rand_int__:trade"
+for a in "${algos[@]:1}"; do
+    add_test "chk_$a" "LIMITER CHECK $a" "$at_cg" "$rport" "$cpid" \
+        "LIMITER CHECK $a:__rand_int__"
+done
+
+# Every test must answer the way it will be measured: five integers (the
+# EVALSHA test: the script's four values, the nil TAT of a new key printed
+# by redis-cli as an empty line, so three non-empty lines).
+for t in "${tests[@]}"; do
+    cmd=${cmd_of[$t]//__rand_int__/check-$t}
+    # shellcheck disable=SC2086 # the command is split into arguments on purpose
+    out=$(redis-cli -p "${where_of[$t]##* }" $cmd 2>&1)
+    want=5
+    [[ $t == cl_evalsha ]] && want=3
+    lines=$(grep -c . <<<"$out" || true)
+    if [[ $lines -ne $want ]] || grep -qi err <<<"$out"; then
+        die "$t: unexpected reply to '$cmd': $out"
+    fi
+done
+
+# Memory of one identity per algorithm: its key after 1 check, and after
+# 100 (full). The key name is cellgate's (<prefix>{path}#<limit>:<algo>);
+# "-" when this build names it otherwise.
 declare -A mem1_of mem100_of
 redis-cli -p "$rport" FLUSHALL >/dev/null
-for a in $ALGOS; do
-    out=$(redis-cli -p "$tport" LIMITER CHECK "$a:mem" 2>&1)
-    [[ $(grep -c . <<<"$out") -eq 5 ]] || die "LIMITER CHECK $a:mem: $out"
+for a in "${algos[@]}"; do
     key="cellgate:{$a:mem}#0:$a"
+    redis-cli -p "$cport" LIMITER CHECK "$a:mem" >/dev/null
     mem1_of[$a]=$(redis-cli -p "$rport" MEMORY USAGE "$key" | tr -d '\r')
     for _ in $(seq 2 100); do
         echo "LIMITER CHECK $a:mem"
-    done | redis-cli -p "$tport" >/dev/null
+    done | redis-cli -p "$cport" >/dev/null
     mem100_of[$a]=$(redis-cli -p "$rport" MEMORY USAGE "$key" | tr -d '\r')
+    mem1_of[$a]=${mem1_of[$a]:--}
+    mem100_of[$a]=${mem100_of[$a]:--}
 done
 
-# The EVALSHA baseline per depth, before the results file is reused.
-lua_results=$workdir/lua.results
-for pl in $PIPELINES; do
-    echo "$pl $(median 3 evalsha "$pl")"
-done >"$lua_results"
-: >"$results"
-algo_one() {
-    redis-cli -p "$rport" FLUSHALL >/dev/null
-    bench_csv "$1" -h 127.0.0.1 -p "$tport" -c "$C" -n "$N" -r "$KEYSPACE" \
-        -P "$2" LIMITER CHECK "$1:__rand_int__"
-    tr -d '"' <"$workdir/bench.csv" |
-        awk -F, -v t="$1" -v p="$2" \
-            '$1 != "test" && NF >= 7 { print t, p, $2, $5, $7 }' \
-            >>"$results"
-}
-for rep in $(seq 1 "$R"); do
-    for pl in $PIPELINES; do
-        for a in $ALGOS; do
-            echo "run $rep/$R: LIMITER CHECK $a -P $pl" >&2
-            algo_one "$a" "$pl"
-        done
-    done
+echo "machine: $(machine_line)"
+echo "redis-benchmark -c $C -n $N -r $KEYSPACE, pipelines: $PIPELINES, $R runs each, median reported"
+echo "limit: $LIMIT, hot key: $HOT_LIMIT${sha:+, gcra.lua sha $sha (ARGV $ARGV4)}"
+echo "cellgate: $CELLGATE${CELL_MODULE:+, module: $CELL_MODULE}"
+print_tests_header
+echo
+
+# ---------------- Run ----------------
+
+bench_one() { cost_bench_one "$@"; }
+targets=("${tests[@]}")
+bench_run_all
+
+# ---------------- Report ----------------
+
+print_cost_medians
+echo
+print_commands_per_decision
+echo
+echo "Redis memory per identity (MEMORY USAGE of its key, bytes): after 1 check, after 100"
+for a in "${algos[@]}"; do
+    printf '  %-16s %8s %8s\n' "$a" "${mem1_of[$a]}" "${mem100_of[$a]}"
 done
 
 echo
-echo "LIMITER CHECK per algorithm through cellgate (Redis memory per identity: MEMORY USAGE of its key)"
-printf '%8s %-16s %10s %9s %9s %12s %8s %8s\n' pipeline algorithm rps p50_ms \
-    p99_ms rps/evalsha mem_1 mem_full
-for pl in $PIPELINES; do
-    l_rps=$(awk -v p="$pl" '$1 == p { print $2 }' "$lua_results")
-    for a in $ALGOS; do
-        printf '%8s %-16s %10s %9s %9s %12s %8s %8s\n' "$pl" "$a" \
-            "$(median 3 "$a" "$pl")" "$(median 4 "$a" "$pl")" \
-            "$(median 5 "$a" "$pl")" "$(ratio "$(median 3 "$a" "$pl")" "$l_rps")" \
-            "${mem1_of[$a]}" "${mem100_of[$a]}"
-    done
+md_header
+md_row_ratio "CL.THROTTLE random keys: cellgate / module" cl cl_module
+md_row_ratio "CL.THROTTLE random keys: cellgate / EVALSHA gcra.lua" cl cl_evalsha
+md_row_ratio "CL.THROTTLE random keys: embedded / module" cl_embedded cl_module
+md_row_ratio "CL.THROTTLE one hot key, refused: cellgate / module" hot hot_module
+md_row_ratio "LIMITER CHECK gcra (1 level) / CL.THROTTLE, same cellgate" chk_gcra cl
+md_row_ratio "LIMITER CHECK user:*:trade (2 levels) / CL.THROTTLE" chk_two_level cl
+for a in "${algos[@]:1}"; do
+    md_row_ratio "LIMITER CHECK $a / LIMITER CHECK gcra" "chk_$a" chk_gcra
 done
+for t in "${tests[@]}"; do
+    md_row_cost "$t"
+done
+md_notes
