@@ -949,3 +949,18 @@ void px_raw_expect(int fd, const char *want, size_t wantlen)
     free(buf);
     cr_assert(same, "unexpected raw reply (see stderr)");
 }
+
+long long px_info_int(redisContext *c, const char *field)
+{
+    redisReply *r = px_cmd(c, "INFO");
+    char want[128];
+    const char *at;
+    long long v;
+
+    snprintf(want, sizeof(want), "\r\n%s:", field);
+    at = strstr(r->str, want);
+    cr_assert_not_null(at, "INFO has no %s", field);
+    v = atoll(at + strlen(want));
+    freeReplyObject(r);
+    return v;
+}

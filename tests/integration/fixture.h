@@ -194,4 +194,8 @@ void px_sleep_ms(int ms);
 /* Monotonic milliseconds. */
 long long px_now_ms(void);
 
+/* The integer field `field` of INFO on `c` (a proxy or a Redis); asserts
+ * it is there. */
+long long px_info_int(redisContext *c, const char *field);
+
 #endif /* PX_TESTS_INTEGRATION_FIXTURE_H */

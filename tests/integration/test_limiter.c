@@ -220,22 +220,6 @@ static void check_fresh(redisContext *c, const char *key, size_t klen,
 /* ---------------- Shared bodies ---------------- */
 
 /* The docs/ARCHITECTURE.md reference replies on keys under prefix p. */
-/* An integer field of the proxy's INFO. */
-static long long info_int(redisContext *c, const char *field)
-{
-    redisReply *r = px_cmd(c, "INFO");
-    char want[128];
-    const char *at;
-    long long v;
-
-    snprintf(want, sizeof(want), "\r\n%s:", field);
-    at = strstr(r->str, want);
-    cr_assert_not_null(at, "INFO has no %s", field);
-    v = atoll(at + strlen(want));
-    freeReplyObject(r);
-    return v;
-}
-
 static void reference_replies(redisContext *c, const char *p)
 {
     char k[KEY_MAX];
@@ -257,7 +241,7 @@ static void reference_replies(redisContext *c, const char *p)
         px_sleep_ms(2100);
     } else {
         int64_t tat = px_get_tat(d, k, strlen(k));
-        long long seen = info_int(c, "limiter_refusal_cache_invalidations");
+        long long seen = px_info_int(c, "limiter_refusal_cache_invalidations");
         char v[32];
         snprintf(v, sizeof(v), "%lld", (long long)(tat - 2 * NS));
         px_check_status(px_cmd(d, "SET %s %s KEEPTTL", k, v), "OK");
@@ -265,8 +249,8 @@ static void reference_replies(redisContext *c, const char *p)
         /* The refused call above put the key in the refusal cache; a write
          * behind the proxy's back reaches it as Redis's invalidation
          * message, which may arrive after our next command. */
-        for (int i = 0; i < 2000 && info_int(c, "limiter_refusal_cache_"
-                                                "invalidations") == seen;
+        for (int i = 0; i < 2000 && px_info_int(c, "limiter_refusal_cache_"
+                                                   "invalidations") == seen;
              i++) {
             px_sleep_ms(1);
         }

@@ -41,22 +41,6 @@ static void init_two(void)
     px_proxy_start_for(&second, &px_env()->redis, NULL);
 }
 
-/* An integer field of INFO on `c`. */
-static long long info_field(redisContext *c, const char *field)
-{
-    redisReply *r = px_cmd(c, "INFO");
-    char want[128];
-    const char *p;
-    long long v;
-
-    snprintf(want, sizeof(want), "\r\n%s:", field);
-    p = strstr(r->str, want);
-    cr_assert_not_null(p, "INFO has no %s", field);
-    v = atoll(p + strlen(want));
-    freeReplyObject(r);
-    return v;
-}
-
 /* Calls Redis has run of `cmd` (INFO commandstats), 0 when none. */
 static long long redis_calls(redisContext *d, const char *cmd)
 {
@@ -199,14 +183,14 @@ Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
     five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
     cr_assert_eq(v[0], 0);
     /* Refused until the tracker confirmed the state, then from the cache. */
-    for (i = 0; i < POLLS && info_field(c, "limiter_refusal_cache_hits") == 0;
+    for (i = 0; i < POLLS && px_info_int(c, "limiter_refusal_cache_hits") == 0;
          i++) {
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "learning");
         cr_assert_eq(v[0], 1);
         px_sleep_ms(POLL_MS);
     }
     cr_assert_lt(i, POLLS, "the cache never answered");
-    cr_assert_eq(info_field(c, "limiter_refusal_cache_keys"), 1);
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 1);
     calls = redis_calls(d, "fcall");
     for (i = 0; i < 100; i++) {
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "cached");
@@ -243,9 +227,9 @@ Test(it_refusal, writes_deletes_and_flushes_reach_the_cache,
         freeReplyObject(px_cmd(d, "FLUSHALL"));
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
         cr_assert_eq(v[0], 0, "%s: the first call is refused", writes[w]);
-        long long hits = info_field(c, "limiter_refusal_cache_hits");
+        long long hits = px_info_int(c, "limiter_refusal_cache_hits");
         for (i = 0;
-             i < POLLS && info_field(c, "limiter_refusal_cache_hits") == hits;
+             i < POLLS && px_info_int(c, "limiter_refusal_cache_hits") == hits;
              i++) {
             five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "learning");
             cr_assert_eq(v[0], 1);
@@ -255,13 +239,13 @@ Test(it_refusal, writes_deletes_and_flushes_reach_the_cache,
         freeReplyObject(px_cmd(d, writes[w]));
         for (i = 0;
              i < POLLS &&
-             info_field(c, "limiter_refusal_cache_invalidations") == inval;
+             px_info_int(c, "limiter_refusal_cache_invalidations") == inval;
              i++) {
             px_sleep_ms(POLL_MS);
         }
         cr_assert_lt(i, POLLS, "%s never reached the cache", writes[w]);
-        inval = info_field(c, "limiter_refusal_cache_invalidations");
-        cr_assert_eq(info_field(c, "limiter_refusal_cache_keys"), 0);
+        inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 0);
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "after");
         cr_assert_eq(v[0], 0, "%s: the key was reset, the call admits",
                      writes[w]);
@@ -296,7 +280,7 @@ Test(it_refusal, one_proxy_answers_exactly_what_redis_answers,
     }
     cr_assert_gt(refused, 0);
     cr_assert_gt(admitted_after_refusal, 0, "no refusal ever ended");
-    cr_assert_gt(info_field(c, "limiter_refusal_cache_hits"), 0,
+    cr_assert_gt(px_info_int(c, "limiter_refusal_cache_hits"), 0,
                  "the cache never answered");
     redisFree(d);
     redisFree(c);
@@ -330,8 +314,8 @@ Test(it_refusal, two_proxies_answer_what_redis_answers, .init = init_two,
     }
     cr_assert_gt(refused, 0);
     cr_assert_gt(admitted_after_refusal, 0, "no refusal ever ended");
-    cr_assert_gt(info_field(p[0], "limiter_refusal_cache_hits") +
-                     info_field(p[1], "limiter_refusal_cache_hits"),
+    cr_assert_gt(px_info_int(p[0], "limiter_refusal_cache_hits") +
+                     px_info_int(p[1], "limiter_refusal_cache_hits"),
                  0, "the cache never answered");
     px_proxy_stop_clean(&second, SIGTERM);
     redisFree(d);
@@ -371,8 +355,8 @@ Test(it_refusal, two_proxies_never_admit_more_than_the_limit, .init = init_two,
     cr_assert_leq(admitted, most, "admitted %lld of at most %lld", admitted,
                   most);
     cr_assert_gt(admitted, 5);
-    cr_assert_gt(info_field(p[0], "limiter_refusal_cache_hits") +
-                     info_field(p[1], "limiter_refusal_cache_hits"),
+    cr_assert_gt(px_info_int(p[0], "limiter_refusal_cache_hits") +
+                     px_info_int(p[1], "limiter_refusal_cache_hits"),
                  0);
     px_proxy_stop_clean(&second, SIGTERM);
     redisFree(d);
@@ -405,7 +389,7 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
             calls = redis_calls(d, "fcall");
         }
     }
-    cr_assert_eq(info_field(c, "limiter_refusal_cache_hits"), 0);
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
     cr_assert_eq(redis_calls(d, "fcall"), calls + 49,
                  "every call went to Redis");
     redisReply *r = px_cmd(d, "CLIENT LIST");
