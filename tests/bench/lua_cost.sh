@@ -23,10 +23,15 @@
 #   module          with CELL_MODULE set: CL.THROTTLE key 15 30 60 of the
 #                   redis-cell module, random keys and one hot key
 # A call that fails (an error reply) makes the script die: every number is
-# of successful calls.
+# of successful calls. Every case runs R times, the cases in turn, and the
+# median is reported (the machine's other work moves single runs a lot).
 #
 # Environment (all optional):
 #   BUILD        build directory with the expanded scripts (default build)
+#   SCRIPTS      directory of the expanded gcra.lua and limiter.lua
+#                (default $BUILD/algorithms; to measure other versions,
+#                whose script form only is measured then)
+#   R            runs of each case (default 3)
 #   FORMS        "script" and/or "function" (default "script function";
 #                function needs Redis 7 and the "--#call" markers)
 #   N            calls per case (default 3000)
@@ -45,13 +50,18 @@ KEYSPACE=${KEYSPACE:-1000000}
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
+if [[ -n ${SCRIPTS:-} ]]; then
+    FORMS=${FORMS:-script} # the library is made of this tree's sources
+fi
+SCRIPTS=${SCRIPTS:-$BUILD/algorithms}
+R=${R:-3}
 FORMS=${FORMS:-"script function"}
 BATCH=${BATCH:-64}
 ALGOS=${ALGOS-"gcra token_bucket leaky_bucket fixed_window sliding_window sliding_log sliding_counter"}
 
 require_redis_tools
 for s in gcra limiter; do
-    [[ -r $BUILD/algorithms/$s.lua ]] || die "$BUILD/algorithms/$s.lua not found (build first)"
+    [[ -r $SCRIPTS/$s.lua ]] || die "$SCRIPTS/$s.lua not found (build first)"
 done
 bench_init
 
@@ -61,7 +71,7 @@ rcli() { redis-cli -p "$rport" "$@"; }
 
 declare -A sha
 for s in gcra limiter; do
-    sha[$s]=$(rcli -x SCRIPT LOAD <"$BUILD/algorithms/$s.lua" | tr -d '\r')
+    sha[$s]=$(rcli -x SCRIPT LOAD <"$SCRIPTS/$s.lua" | tr -d '\r')
     [[ ${sha[$s]} =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD $s: ${sha[$s]}"
 done
 have_function=0
@@ -90,8 +100,8 @@ usec_per_call() {
     echo "${BASH_REMATCH[1]}"
 }
 
-# run LABEL FORM DECISIONS KEYSPACE CMD...: N calls of CMD, one row.
-rows=()
+# run LABEL FORM DECISIONS KEYSPACE CMD...: N calls of CMD, one line
+# "label|form|decisions|usec_per_call" in $results.
 run() {
     local label=$1 form=$2 per=$3 space=$4 cmd u
     shift 4
@@ -100,9 +110,8 @@ run() {
     bench_csv "$label" -h 127.0.0.1 -p "$rport" -c "$C" -n "$N" -r "$space" "$@"
     cmd=$(tr '[:upper:]' '[:lower:]' <<<"$1")
     u=$(usec_per_call "$cmd")
-    rows+=("$(printf '%-22s %-8s %10s %6s %10s' "$label" "$form" "$u" "$per" \
-        "$(awk -v u="$u" -v n="$per" 'BEGIN { printf "%.3f", u / n }')")")
-    echo "${rows[-1]}" >&2
+    echo "$label|$form|$per|$u" >>"$results"
+    echo "run $rep/$R: $label ($form): $u usec per call" >&2
 }
 
 # call FORM SCRIPT NKEYS ARGS...: the command that runs SCRIPT in FORM.
@@ -119,7 +128,20 @@ call() {
 forms=(script)
 [[ $have_function == 1 ]] && forms+=(function)
 
-# ---------------- gcra.lua "each" ----------------
+# ---------------- The redis-cell module ----------------
+
+if [[ -n ${CELL_MODULE:-} ]]; then
+    mport=$(free_port)
+    start_bg "redis-server (module)" "$mport" "$workdir/module.log" \
+        redis-server --port "$mport" --bind 127.0.0.1 --save "" \
+        --appendonly no --daemonize no --loadmodule "$CELL_MODULE"
+fi
+module_cases() {
+    [[ -n ${CELL_MODULE:-} ]] || return 0
+    local rport=$mport
+    run "module" cl.throttle 1 "$KEYSPACE" CL.THROTTLE 'k:__rand_int__' 15 30 60
+    run "module hot" cl.throttle 1 1 CL.THROTTLE hot 15 30 60
+}
 
 # 15 30 60: EI = 2 s, so INC "2 0" and DVT = 16 EI "32 0".
 gcra_batch() {
@@ -130,16 +152,6 @@ gcra_batch() {
     done
     echo "$BATCH ${keys[*]} ${args[*]} each"
 }
-for form in "${forms[@]}"; do
-    # shellcheck disable=SC2046 # split into arguments on purpose
-    run "gcra each" "$form" "$BATCH" "$KEYSPACE" \
-        $(call "$form" gcra $(gcra_batch 'k:__rand_int__'))
-    # shellcheck disable=SC2046
-    run "gcra each hot" "$form" "$BATCH" 1 \
-        $(call "$form" gcra $(gcra_batch hot))
-done
-
-# ---------------- limiter.lua ----------------
 
 # The four parameters of each algorithm (limiter.lua's units), about 100
 # per minute; "-" is an unused one.
@@ -152,10 +164,13 @@ declare -A params_of=(
     [sliding_log]="100 60000 0 -"
     [sliding_counter]="100 60000 - -"
 )
+for a in $ALGOS; do
+    [[ -n ${params_of[$a]:-} ]] || die "ALGOS: unknown algorithm $a"
+done
 
 # One group's ARGV tail after the mode: algo, 4 parameters, undo, m = 0.
 group_args() {
-    local p
+    local p x
     read -ra p <<<"${params_of[$1]}"
     printf '%s' "$1"
     for x in "${p[@]}"; do
@@ -172,41 +187,50 @@ if rcli EVALSHA "${sha[limiter]}" 2 probe probe#o each "" 1 check 1 1 \
 fi
 rcli DEL probe >/dev/null
 
-# redis-benchmark takes "" as an empty argument only through eval of the
-# command line, hence the eval below.
-for a in $ALGOS; do
-    [[ -n ${params_of[$a]:-} ]] || die "ALGOS: unknown algorithm $a"
+# Every case once. redis-benchmark takes "" as an empty argument only
+# through eval of the command line, hence the evals.
+all_cases() {
+    local form a g i keys args
     for form in "${forms[@]}"; do
-        g=$(group_args "$a")
-        eval "run '$a' $form 1 $KEYSPACE $(call "$form" limiter 2 "$a:__rand_int__" "$a#o" check '""' 1 "$g")"
-        eval "run '$a hot' $form 1 1 $(call "$form" limiter 2 "$a:hot" "$a#o" check '""' 1 "$g")"
-        if [[ $limiter_each_ok == 1 ]]; then
-            keys=() args=()
-            for ((i = 0; i < BATCH; i++)); do
-                keys+=("$a:__rand_int__" "$a#o")
-                args+=(check 1 1 "$g")
-            done
-            eval "run '$a each' $form $BATCH $KEYSPACE $(call "$form" limiter \
-                $((2 * BATCH)) "${keys[*]}" each '""' "$BATCH" "${args[*]}")"
-        fi
+        # shellcheck disable=SC2046 # split into arguments on purpose
+        run "gcra each" "$form" "$BATCH" "$KEYSPACE" \
+            $(call "$form" gcra $(gcra_batch 'k:__rand_int__'))
+        # shellcheck disable=SC2046
+        run "gcra each hot" "$form" "$BATCH" 1 \
+            $(call "$form" gcra $(gcra_batch hot))
     done
+    for a in $ALGOS; do
+        g=$(group_args "$a")
+        for form in "${forms[@]}"; do
+            eval "run '$a' $form 1 $KEYSPACE $(call "$form" limiter 2 "$a:__rand_int__" "$a#o" check '""' 1 "$g")"
+            eval "run '$a hot' $form 1 1 $(call "$form" limiter 2 "$a:hot" "$a#o" check '""' 1 "$g")"
+            if [[ $limiter_each_ok == 1 ]]; then
+                keys=() args=()
+                for ((i = 0; i < BATCH; i++)); do
+                    keys+=("$a:__rand_int__" "$a#o")
+                    args+=(check 1 1 "$g")
+                done
+                eval "run '$a each' $form $BATCH $KEYSPACE $(call "$form" limiter \
+                    $((2 * BATCH)) "${keys[*]}" each '""' "$BATCH" "${args[*]}")"
+            fi
+        done
+    done
+}
+
+for rep in $(seq 1 "$R"); do
+    all_cases
+    module_cases
 done
 
-# ---------------- The redis-cell module ----------------
-
-if [[ -n ${CELL_MODULE:-} ]]; then
-    mport=$(free_port)
-    start_bg "redis-server (module)" "$mport" "$workdir/module.log" \
-        redis-server --port "$mport" --bind 127.0.0.1 --save "" \
-        --appendonly no --daemonize no --loadmodule "$CELL_MODULE"
-    rport_main=$rport
-    rport=$mport
-    run "module" cl.throttle 1 "$KEYSPACE" CL.THROTTLE 'k:__rand_int__' 15 30 60
-    run "module hot" cl.throttle 1 1 CL.THROTTLE hot 15 30 60
-    rport=$rport_main
-fi
-
 echo
-echo "usec Redis spends per call and per decision (INFO commandstats; $N calls, -c $C)"
-printf '%-22s %-8s %10s %6s %10s\n' case form usec/call dec/call usec/dec
-printf '%s\n' "${rows[@]}"
+echo "usec Redis spends per call and per decision (INFO commandstats; $N calls, -c $C, median of $R)"
+printf '%-22s %-11s %10s %6s %10s\n' case form usec/call dec/call usec/dec
+awk -F'|' '!seen[$1 "|" $2]++ { print $1 "|" $2 "|" $3 }' "$results" |
+    while IFS='|' read -r label form per; do
+        u=$(awk -F'|' -v l="$label" -v f="$form" '$1 == l && $2 == f { print $4 }' \
+            "$results" | sort -g | awk '{ v[NR] = $1 } END {
+                if (NR % 2) print v[(NR + 1) / 2];
+                else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+        printf '%-22s %-11s %10s %6s %10s\n' "$label" "$form" "$u" "$per" \
+            "$(awk -v u="$u" -v n="$per" 'BEGIN { printf "%.3f", u / n }')"
+    done
