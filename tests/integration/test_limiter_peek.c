@@ -517,8 +517,8 @@ static struct answer peek_cost(redisContext *c, const char *path,
     struct answer p =
         take_answer(px_cmd(c, "LIMITER PEEK %s COST %lld", path, cost), what);
 
-    expect(&p, what, limited, limit, remaining, retry_never);
     assert_unchanged(before, what);
+    expect(&p, what, limited, limit, remaining, retry_never);
     return peek_then_check(c, path, cost, what);
 }
 
