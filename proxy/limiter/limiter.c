@@ -275,25 +275,20 @@ static void limiter_check_done(struct store_check *c)
          limiter_aggregate_wait_delay(c->res, c->n, c->wait_ns) < 0)) {
         lm->store.ops->refund(&lm->store, c);
     }
-    if (c->op == STORE_CHECK) {
-        delay = limiter_aggregate_check(c->res, c->peek, c->lim, c->n,
-                                        c->wait_ns, v);
-        if (delay >= 0) {
-            limiter_wait_start(lm->core, &lm->waits, root, v, delay,
-                               limiter_reply_ints);
-        } else {
-            limiter_reply_ints(root, v);
-        }
-        store_check_free(c);
-        return;
-    }
-    rl_reply_ints(&agg, v);
+    /* PEEK answers as the CHECK it shows would (its wait_ns is 0). */
+    delay =
+        limiter_aggregate_check(c->res, c->peek, c->lim, c->n, c->wait_ns, v);
     store_check_free(c);
-    limiter_reply_ints(root, v);
+    if (delay >= 0) {
+        limiter_wait_start(lm->core, &lm->waits, root, v, delay,
+                           limiter_reply_ints);
+    } else {
+        limiter_reply_ints(root, v);
+    }
 }
 
-/* Parses [COST n] [WAIT ms] after the path. 0, or -1 after replying an
- * error. */
+/* Parses [COST n] [WAIT ms] after the path (WAIT only when `wait_ms` is
+ * not NULL: a CHECK). 0, or -1 after replying an error. */
 static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
 {
     int i;
@@ -310,7 +305,8 @@ static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
             }
             continue;
         }
-        if (resp_cmd_arg_is(req->cmd, i, "wait") && i + 1 < req->cmd->argc) {
+        if (wait_ms != NULL && resp_cmd_arg_is(req->cmd, i, "wait") &&
+            i + 1 < req->cmd->argc) {
             p = resp_cmd_arg(req->cmd, ++i, &len);
             if (gcra_parse_int64(p, len, wait_ms) != GCRA_OK || *wait_ms < 0 ||
                 *wait_ms > LIMITER_MAX_WAIT_MS) {
@@ -346,8 +342,9 @@ static struct limits_levels *limiter_resolve(struct limiter *lm,
     return lv;
 }
 
-/* LIMITER CHECK|PEEK|RESET <path> [COST n] [WAIT ms]; `tries` counts the
- * calls when run-time overrides changed under the previous ones. */
+/* LIMITER CHECK <path> [COST n] [WAIT ms], PEEK <path> [COST n] (CHECK's
+ * decision and reply, nothing written) or RESET <path>; `tries` counts
+ * the calls when run-time overrides changed under the previous ones. */
 static void limiter_tree_start(struct limiter *lm, struct req *req,
                                enum store_op op, unsigned tries)
 {
@@ -364,15 +361,16 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
                              "command");
         return;
     }
-    if (op != STORE_RESET && limiter_parse_opts(req, &cost, &wait_ms) != 0) {
+    /* PEEK takes CHECK's cost (it answers what that CHECK would), but
+     * not WAIT: it reserves nothing. */
+    if (op != STORE_RESET &&
+        limiter_parse_opts(req, &cost, op == STORE_CHECK ? &wait_ms : NULL) !=
+            0) {
         return;
     }
     if (op == STORE_RESET && req->cmd->argc != 3) {
         req_reply_error(req, "syntax error");
         return;
-    }
-    if (op == STORE_PEEK) {
-        cost = 0;
     }
     path = resp_cmd_arg(req->cmd, 2, &plen);
     lv = limiter_resolve(lm, req, path, plen);
@@ -405,7 +403,7 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
     c->tries = tries;
     c->lv = lv;
     c->cost = cost;
-    c->wait_ns = op == STORE_CHECK ? wait_ms * RL_NS_PER_MS : 0;
+    c->wait_ns = wait_ms * RL_NS_PER_MS;
     buf_init(&c->err);
     /* Room for every limit any override could give the levels: a
      * run-time override has the node's own count, or none. */

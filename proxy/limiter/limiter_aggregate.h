@@ -27,8 +27,9 @@ int64_t limiter_aggregate_wait_delay(const struct rl_decision *res, unsigned n,
                                      int64_t wait_ns);
 
 /* The reply `v` of a LIMITER CHECK whose n >= 1 limits `lim` decided `res`
- * and would be in state `peek` without this request. Returns -1 when `v`
- * goes out at once, or the delay after which it does (a reservation of
+ * and would be in state `peek` without this request; a LIMITER PEEK's too
+ * (wait_ns 0): the reply of the CHECK it shows. Returns -1 when `v` goes
+ * out at once, or the delay after which it does (a reservation of
  * CHECK ... WAIT: gcra limits only).
  *
  * A refused check consumed nothing, so the limits that would have admitted

@@ -76,7 +76,7 @@ typedef void store_done_fn(struct store *st, struct req *req,
 /* What a LIMITER call does with its limits. */
 enum store_op {
     STORE_CHECK, /* decide and consume (all or nothing) */
-    STORE_PEEK,  /* decide, consume nothing */
+    STORE_PEEK,  /* decide as CHECK (its cost), write nothing */
     STORE_RESET, /* forget the keys */
 };
 
@@ -118,7 +118,7 @@ struct store_check {
                                   calls each group (FCALL, EVALSHA...) */
     unsigned char stale;       /* a group saw overrides we did not assume */
     long long deleted;         /* RESET: keys removed */
-    int64_t cost;              /* COST n (0 for PEEK) */
+    int64_t cost;              /* COST n (default 1; PEEK's too) */
     int64_t wait_ns;           /* CHECK ... WAIT: the longest delay accepted */
     struct buf err;            /* owned: the first error reply, a frame */
     const char *err_text;      /* the store's error text (req_reply_error),

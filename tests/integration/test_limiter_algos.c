@@ -172,7 +172,7 @@ static void each_algorithm(redisContext *c, const char *id)
         check_refused(px_cmd(c, "LIMITER CHECK %s", path), what, 3, 0,
                       three[a].max_retry);
         snprintf(what, sizeof(what), "%s peek", path);
-        check_admitted(px_cmd(c, "LIMITER PEEK %s", path), what, 3, 0);
+        check_admitted(px_cmd(c, "LIMITER PEEK %s COST 0", path), what, 3, 0);
         px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
         snprintf(what, sizeof(what), "%s after reset", path);
         check_admitted(px_cmd(c, "LIMITER CHECK %s COST 2", path), what, 3, 1);
@@ -181,7 +181,7 @@ static void each_algorithm(redisContext *c, const char *id)
                       three[a].left_after_refusal, three[a].max_retry);
         /* What the refusal left (the log keeps refused attempts). */
         snprintf(what, sizeof(what), "%s peek after refusal", path);
-        check_admitted(px_cmd(c, "LIMITER PEEK %s", path), what, 3,
+        check_admitted(px_cmd(c, "LIMITER PEEK %s COST 0", path), what, 3,
                        three[a].left_after_refusal);
         /* A cost above the limit can never pass: retry -1. */
         struct px_five f =

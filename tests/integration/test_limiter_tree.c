@@ -399,28 +399,31 @@ static void design_tree(redisContext *c, const char *a, const char *b)
                       -1, 2 * i);
     }
     /* The user level alone: 16 - 6 left. */
-    before = px_take_five(px_cmd(c, "LIMITER PEEK %s", user), "peek before");
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", user), "peek user level", 0, 16,
-                  10, -1, 12);
+    before =
+        px_take_five(px_cmd(c, "LIMITER PEEK %s COST 0", user), "peek before");
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", user), "peek user level",
+                  0, 16, 10, -1, 12);
     tat_user = tat_of(kuser);
     tat_trade = tat_of(ktrade);
 
     /* The 7th: trade refuses (1.5 s to wait); nothing is consumed. */
     check_four(px_cmd(c, "LIMITER CHECK %s", trade), "trade check 7", 1, 6, 0,
                2);
-    after = px_take_five(px_cmd(c, "LIMITER PEEK %s", user), "peek after");
+    after =
+        px_take_five(px_cmd(c, "LIMITER PEEK %s COST 0", user), "peek after");
     assert_same_five(before, after, "PEEK user level around the refusal");
     cr_assert_eq(tat_of(kuser), tat_user, "the refused check moved %s", kuser);
     cr_assert_eq(tat_of(ktrade), tat_trade, "the refused check moved %s",
                  ktrade);
+    check_four(px_cmd(c, "LIMITER PEEK %s", trade), "trade peek 8", 1, 6, 0, 2);
     check_four(px_cmd(c, "LIMITER CHECK %s", trade), "trade check 8", 1, 6, 0,
                2);
 
     /* user:<a> itself still has room: 10 left, then 9. */
     px_check_five(px_cmd(c, "LIMITER CHECK %s", user), "user check", 0, 16, 9,
                   -1, 14);
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "trade peek", 0, 6, 0,
-                  -1, 14);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade), "trade peek", 0,
+                  6, 0, -1, 14);
 
     /* user:<b> has its own keys at both levels. */
     snprintf(trade, sizeof(trade), "user:%s:trade", b);
@@ -429,8 +432,8 @@ static void design_tree(redisContext *c, const char *a, const char *b)
                   -1, 2);
     px_check_five(px_cmd(c, "LIMITER CHECK %s", user), "other user", 0, 16, 14,
                   -1, 4);
-    px_check_five(px_cmd(c, "LIMITER PEEK user:%s", a), "first user unchanged",
-                  0, 16, 9, -1, 14);
+    px_check_five(px_cmd(c, "LIMITER PEEK user:%s COST 0", a),
+                  "first user unchanged", 0, 16, 9, -1, 14);
 }
 
 /* Admitted steps and steps every level refuses, against the mirrors:
@@ -492,11 +495,14 @@ static void refused_reports_state(redisContext *c, const char *id1,
     }
     /* Trade refuses; user has 10 left and its keys expire in 12 s. */
     f = mirror_step(c, trade, 1, m, 2, 2, "trade refuses");
-    p = px_take_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek after");
+    p = px_take_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade), "peek after");
     cr_assert(f.reset == p.reset,
               "refused reply: reset_after %lld, but the state it left "
               "resets in %lld (PEEK)",
               f.reset, p.reset);
+    /* A PEEK of the same cost answers what that check answered. */
+    p = px_take_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek, cost 1");
+    assert_same_five(f, p, "refused CHECK, then PEEK");
 
     /* Trade has 3 left, user 4: a cost of 4 is refused by trade. The
      * reply's least remaining is trade's 3 (user keeps its 4). */
@@ -530,9 +536,14 @@ static void cost_peek_reset(redisContext *c, const char *id)
     snprintf(kuser, sizeof(kuser), "cellgate:{user:%s}#0:gcra", id);
     snprintf(ktrade, sizeof(ktrade), "cellgate:{user:%s}:trade#0:gcra", id);
 
-    /* PEEK on a new path: full, and nothing written. */
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek new", 0, 6, 6, -1,
-                  0);
+    /* PEEK on a new path: what a CHECK would say (COST 0: the state, full),
+     * and nothing written. */
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade), "peek new", 0, 6,
+                  6, -1, 0);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek new, cost 1", 0, 6,
+                  5, -1, 2);
+    check_four(px_cmd(c, "LIMITER PEEK %s COST 7", trade), "peek new, cost 7",
+               1, 6, 6, -1);
     px_check_absent(kuser, strlen(kuser), "peek new");
     px_check_absent(ktrade, strlen(ktrade), "peek new");
     /* A cost of 7 is more than trade's 6: never, and nothing consumed. */
@@ -555,12 +566,12 @@ static void cost_peek_reset(redisContext *c, const char *id)
     check_four(px_cmd(c, "LIMITER CHECK %s COST 7", trade), "cost 7", 1, 6, 3,
                -1);
     /* PEEK, twice: the same answer, nothing moved. */
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek 1", 0, 6, 3, -1,
-                  6);
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek 2", 0, 6, 3, -1,
-                  6);
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", user), "peek user", 0, 16, 13,
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade), "peek 1", 0, 6, 3,
                   -1, 6);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade), "peek 2", 0, 6, 3,
+                  -1, 6);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", user), "peek user", 0, 16,
+                  13, -1, 6);
     cr_assert_eq(tat_of(kuser), tu, "PEEK or a refusal moved %s", kuser);
     cr_assert_eq(tat_of(ktrade), tt, "PEEK or a refusal moved %s", ktrade);
     /* COST 0 is a check that takes nothing. */
@@ -574,17 +585,17 @@ static void cost_peek_reset(redisContext *c, const char *id)
     px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 2);
     px_check_absent(kuser, strlen(kuser), "after RESET");
     px_check_absent(ktrade, strlen(ktrade), "after RESET");
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "peek after reset", 0, 6,
-                  6, -1, 0);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade),
+                  "peek after reset", 0, 6, 6, -1, 0);
     px_check_five(px_cmd(c, "LIMITER CHECK %s", trade), "check after reset", 0,
                   6, 5, -1, 2);
     /* RESET of the user level alone leaves trade. */
     px_check_int(px_cmd(c, "LIMITER RESET %s", user), 1);
     px_check_absent(kuser, strlen(kuser), "after RESET of the user level");
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", user), "user after its reset", 0,
-                  16, 16, -1, 0);
-    px_check_five(px_cmd(c, "LIMITER PEEK %s", trade), "trade kept", 0, 6, 5,
-                  -1, 2);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", user),
+                  "user after its reset", 0, 16, 16, -1, 0);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade), "trade kept", 0,
+                  6, 5, -1, 2);
     px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 1);
     px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 0);
     px_check_int(px_cmd(c, "limiter reset %s", trade), 0);
@@ -617,8 +628,8 @@ static void global_level(redisContext *c, const char *a, const char *b,
                   1, -1, 60);
     px_check_five(px_cmd(c, "LIMITER CHECK global:%s", a), "global a 2", 0, 3,
                   0, -1, 120);
-    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", a), "peek a", 0, 3, 0, -1,
-                  120);
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s COST 0", a), "peek a", 0, 3,
+                  0, -1, 120);
     tg = tat_of(kg);
     ta = tat_of(ka);
 
@@ -626,21 +637,21 @@ static void global_level(redisContext *c, const char *a, const char *b,
      * not keep the 60 s this check would have cost. */
     check_four(px_cmd(c, "LIMITER CHECK global:%s", a), "global a 3", 1, 3, 0,
                6);
-    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", a), "peek a after", 0, 3,
-                  0, -1, 120);
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s COST 0", a), "peek a after",
+                  0, 3, 0, -1, 120);
     cr_assert_eq(tat_of(ka), ta, "the refused check consumed at %s", ka);
     cr_assert_eq(tat_of(kg), tg, "the refused check moved %s", kg);
 
     /* A new identity: refused, and its level is still untouched. */
     check_four(px_cmd(c, "LIMITER CHECK global:%s", cc), "global c 1", 1, 3, 0,
                6);
-    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", cc), "peek c", 0, 3, 0,
-                  -1, 18);
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s COST 0", cc), "peek c", 0,
+                  3, 0, -1, 18);
     px_check_absent(kc, strlen(kc), "identity level of a refused check");
     check_four(px_cmd(c, "LIMITER CHECK global:%s COST 2", b), "global b 2", 1,
                3, 0, 12);
-    px_check_five(px_cmd(c, "LIMITER PEEK global:%s", b), "peek b", 0, 3, 0, -1,
-                  60);
+    px_check_five(px_cmd(c, "LIMITER PEEK global:%s COST 0", b), "peek b", 0, 3,
+                  0, -1, 60);
 
     /* RESET global:<a> deletes the shared level and a's: 2 keys, maybe on
      * two nodes. b keeps its own level. */
@@ -667,8 +678,8 @@ static void resolution(redisContext *c)
                   -1, 2);
     px_check_five(px_cmd(c, "LIMITER CHECK user:r1:other:x:y"), "deeper", 0, 16,
                   14, -1, 4);
-    px_check_five(px_cmd(c, "LIMITER PEEK user:r1"), "same level", 0, 16, 14,
-                  -1, 4);
+    px_check_five(px_cmd(c, "LIMITER PEEK user:r1 COST 0"), "same level", 0, 16,
+                  14, -1, 4);
     /* api: 5 per 1 s and 2 per 60 s; the second limit decides. */
     px_check_five(px_cmd(c, "LIMITER CHECK api"), "api 1", 0, 2, 1, -1, 60);
     px_check_five(px_cmd(c, "LIMITER CHECK api"), "api 2", 0, 2, 0, -1, 120);
@@ -746,13 +757,14 @@ static void error_texts(redisContext *c)
 
     /* Nothing was written, and the connection still works. */
     cr_assert_eq(count_limiter_keys(), keys, "an error wrote a key");
-    px_check_five(px_cmd(c, "LIMITER PEEK user:e"), "after the errors", 0, 16,
-                  16, -1, 0);
+    px_check_five(px_cmd(c, "LIMITER PEEK user:e COST 0"), "after the errors",
+                  0, 16, 16, -1, 0);
     px_check_absent("cellgate:{user:e}#0:gcra",
                     strlen("cellgate:{user:e}#0:gcra"), "after the errors");
     /* Every algorithm runs: tb is a token bucket of 5 refilled at 1/s. */
     px_check_five(px_cmd(c, "LIMITER CHECK tb"), "tb", 0, 5, 4, -1, 1);
-    px_check_five(px_cmd(c, "LIMITER PEEK tb:x"), "tb:x", 0, 5, 4, -1, 1);
+    px_check_five(px_cmd(c, "LIMITER PEEK tb:x COST 0"), "tb:x", 0, 5, 4, -1,
+                  1);
 }
 
 /* The global part of refused_reports_state: global refuses after three
@@ -772,7 +784,7 @@ static void refused_reports_state_global(redisContext *c, const char *id)
         mirror_step(c, path, 1, m, 2, 0, "global, within the burst");
     }
     f = mirror_step(c, path, 1, m, 2, 1, "global refuses");
-    p = px_take_five(px_cmd(c, "LIMITER PEEK %s", path), "peek after");
+    p = px_take_five(px_cmd(c, "LIMITER PEEK %s COST 0", path), "peek after");
     cr_assert(f.reset == p.reset && f.reset == 180,
               "refused reply: reset_after %lld, PEEK %lld, want 180", f.reset,
               p.reset);
@@ -987,8 +999,8 @@ Test(it_limiter_tree, reset_and_reload_need_auth_admin_when_configured,
     px_check_error(px_cmd(c, "LIMITER RESET user:alex:trade"), E_NOPERM);
     px_check_error(px_cmd(c, "limiter reset user:alex:trade"), E_NOPERM);
     px_check_error(px_cmd(c, "LIMITER RELOAD"), E_NOPERM);
-    px_check_five(px_cmd(c, "LIMITER PEEK user:alex:trade"), "kept", 0, 6, 5,
-                  -1, 2);
+    px_check_five(px_cmd(c, "LIMITER PEEK user:alex:trade COST 0"), "kept", 0,
+                  6, 5, -1, 2);
     cr_assert_eq(count_limiter_keys(), 2);
     /* A wrong password changes nothing. */
     r = px_cmd(c, "AUTH admin wrong");
