@@ -756,8 +756,9 @@ static int store_redis_entry(struct store_check *c, unsigned i,
     x->undo[e->elem[5].len] = '\0';
     c->peek[i] = c->res[i];
     if (admitted && c->cost > 0) {
-        /* Taken here, refunded if another slot refuses: the state without
-         * this request has its cost back. */
+        /* Admitted in this group (taken by a check and refunded if another
+         * slot refuses; what a check would take, for a peek): the state
+         * without this request has its cost back. */
         c->peek[i].remaining = c->res[i].remaining > c->res[i].limit - c->cost
                                    ? c->res[i].limit
                                    : c->res[i].remaining + c->cost;
@@ -836,7 +837,7 @@ static void store_redis_group_reply(struct store_check *c, unsigned g,
             store_redis_check_error(c, GCRA_ERR_SCRIPT);
             break;
         }
-        if (store_redis_entry(c, i, &v.elem[3 + k++], &sr, c->admitted[g]) !=
+        if (store_redis_entry(c, i, &v.elem[3 + k++], &sr, sr.limited == 0) !=
             0) {
             break;
         }
