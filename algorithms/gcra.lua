@@ -9,7 +9,11 @@
 --          (proxy-computed); then optionally a mode: "check" (default),
 --          "peek" (decide, write nothing), "refund" (take INC back from
 --          each stored TAT: undoes a check that another slot refused) or
---          "each" (independent calls batched together: see below)
+--          "each" (independent calls batched together: see below).
+--          With no KEYS, "each" only: the n keys follow it in ARGV (a
+--          batch of keys of several slots on one cluster node, which
+--          declared keys could not carry; the library's functions allow
+--          it with the flag allow-cross-slot-keys).
 -- Reply    {limited (0|1: any key refused), now_s, now_us, then each key's
 --          stored TAT as given or nil}; the proxy computes the five
 --          integers from these with the C model. refund replies {0, now_s,
@@ -56,11 +60,13 @@ end
 
 -- Mode "each": independent calls batched by the proxy (CL.THROTTLE): each
 -- key in turn, each seeing the writes of the ones before (a key may
--- repeat). Reply {0, now_s, now_us, raw_1..raw_n, flag_1..flag_n}, flag 0
--- admitted, 1 refused, -1 not a TAT (WRONGTYPE), -2 TAT out of range.
--- The arguments were checked (GCRA_E_args); they are parsed again only
--- where they differ from the previous key's.
-local function GCRA_E_each(KEYS, ARGV, n, now_s, now_us, now_ns)
+-- repeat). Key i is K[k0 + i] (KEYS, or ARGV after "each" when the keys
+-- were not declared). Reply {0, now_s, now_us, raw_1..raw_n,
+-- flag_1..flag_n}, flag 0 admitted, 1 refused, -1 not a TAT (WRONGTYPE),
+-- -2 TAT out of range, -3 not served by this node (not decided, nothing
+-- written). The arguments were checked (GCRA_E_args); they are parsed
+-- again only where they differ from the previous key's.
+local function GCRA_E_each(K, k0, ARGV, n, now_s, now_us, now_ns)
   local reply = {0, now_s, now_us}
   local pa, pb, pc, pd = false, false, false, false
   local inc_s, inc_ns, dvt_s, dvt_ns
@@ -71,10 +77,12 @@ local function GCRA_E_each(KEYS, ARGV, n, now_s, now_us, now_ns)
       inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
       pa, pb, pc, pd = a1, a2, a3, a4
     end
-    local key = KEYS[i]
+    local key = K[k0 + i]
     local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
     local flag = -1
-    if raw ~= nil then
+    if raw == nil and r_s then
+      flag = -3
+    elseif raw ~= nil then
       local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s,
         inc_ns, dvt_s, dvt_ns, now_s, now_ns)
       if limited == nil then
@@ -99,7 +107,7 @@ local function GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
   for i = 1, n do
     raw[i], rel_s[i], rel_ns[i] = gcra_read(KEYS[i], now_s, now_ns)
     if raw[i] == nil then
-      return redis.error_reply(WRONGTYPE)
+      return redis.error_reply(rel_s[i] or WRONGTYPE)
     end
   end
 
@@ -136,9 +144,14 @@ local function GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
 end
 
 --#call
-local n = #KEYS
+local n, K, k0, nargs = #KEYS, KEYS, 0, 4 * #KEYS + 1
+if n == 0 then
+  -- "each" across slots (cluster mode): the keys follow "each", undeclared.
+  n = (#ARGV - 1) / 5
+  K, k0, nargs = ARGV, 4 * n + 1, 5 * n + 1
+end
 local mode = ARGV[4 * n + 1] or 'check'
-if n == 0 or #ARGV > 4 * n + 1 or
+if n < 1 or n % 1 ~= 0 or #ARGV > nargs or (K ~= KEYS and mode ~= 'each') or
     (mode ~= 'check' and mode ~= 'peek' and mode ~= 'refund' and
      mode ~= 'each') then
   return redis.error_reply(GCRA_BAD_ARGS)
@@ -150,7 +163,7 @@ if mode == 'each' then
   end
   local t = redis.call('TIME')
   local now_s, now_us = tonumber(t[1]), tonumber(t[2])
-  return GCRA_E_each(KEYS, ARGV, n, now_s, now_us, now_us * 1000)
+  return GCRA_E_each(K, k0, ARGV, n, now_s, now_us, now_us * 1000)
 end
 local inc_s, inc_ns, dvt_s, dvt_ns = {}, {}, {}, {}
 local ok, err = GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)

@@ -47,7 +47,10 @@
 -- order, each seeing the writes of the groups before it (a key may
 -- repeat), all at one `now`.
 -- KEYS     for each group in order: its n_g limit keys, then its override
---          hash (n_g + 1 keys per group)
+--          hash (n_g + 1 keys per group); or none, and the same keys
+--          follow the groups' arguments in ARGV (groups of several slots on
+--          one cluster node, which declared keys could not carry; the
+--          library's functions allow it with allow-cross-slot-keys)
 -- ARGV     [1] "each"
 --          [2] now, as above ("": the node's TIME, read once per call)
 --          [3] G, the number of groups (>= 1)
@@ -58,8 +61,8 @@
 --          that group alone returns ({limited, now_s, now_us, e...},
 --          {"override", v...} or {0, now_s, now_us}), or an error element
 --          when that group failed (bad arguments of its own, WRONGTYPE, a
---          malformed state: nothing of it written); the other groups are
---          decided all the same.
+--          malformed state, a slot this node does not serve: nothing of
+--          it written); the other groups are decided all the same.
 -- Errors   one error for the whole call, nothing written, when the
 --          structure is malformed: G, an n_g or an m_g that is no integer
 --          >= 0, or counts that do not add up to #ARGV and #KEYS.
@@ -105,7 +108,7 @@ ALGO.gcra = {
     end
     local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
     if raw == nil then
-      return nil, WRONGTYPE
+      return nil, r_s or WRONGTYPE
     end
     local lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide(r_s, r_ns, inc_s,
       inc_ns, dvt_s, dvt_ns, now_s, now_ns)
@@ -123,6 +126,8 @@ ALGO.gcra = {
     local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
     if raw ~= nil then
       gcra_refund(key, raw, r_s, r_ns, inc_s, inc_ns, now_s, now_ns)
+    elseif r_s then
+      error(r_s, 0) -- not refunded: the caller must hear of it
     end
   end,
 }
@@ -289,9 +294,14 @@ local function LIM_each(KEYS, ARGV)
     local x = 4 * g - 4
     LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4] = a, n, m, k
     a, k = a + 4 + 6 * n + 2 * m, k + n + 1
-    if a > nargv + 1 or k > nkeys + 1 then
+    if a > nargv + 1 or (nkeys > 0 and k > nkeys + 1) then
       return redis.error_reply(LIM_BAD_ARGS)
     end
+  end
+  -- No KEYS: the keys follow the groups in ARGV, undeclared.
+  local K, kb = KEYS, 0
+  if nkeys == 0 then
+    K, kb, nkeys, nargv = ARGV, a - 1, k - 1, nargv - (k - 1)
   end
   if a ~= nargv + 1 or k ~= nkeys + 1 then
     return redis.error_reply(LIM_BAD_ARGS)
@@ -306,13 +316,17 @@ local function LIM_each(KEYS, ARGV)
     local x = 4 * g - 4
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
     local mode, cost = ARGV[a0], lib_int(ARGV[a0 + 1])
-    local r, err
-    if cost == nil or cost < 0 or not LIM_mode_ok(mode) or
-        not LIM_algos(ARGV, a0 + 3, n) then
-      err = LIM_BAD_ARGS
-    else
-      r, err = LIM_run(KEYS, k0, ARGV, mode, cost, n, a0 + 3, a0 + 3 + 6 * n,
-                       m, now, now_s, now_us)
+    local ok, r, err = true, nil, LIM_BAD_ARGS
+    if cost ~= nil and cost >= 0 and LIM_mode_ok(mode) and
+        LIM_algos(ARGV, a0 + 3, n) then
+      -- A raised error ends this group only. Its keys share one slot and
+      -- are all read before any is written, so a slot this node does not
+      -- serve (undeclared keys) fails the group before it writes.
+      ok, r, err = pcall(LIM_run, K, kb + k0, ARGV, mode, cost, n, a0 + 3,
+                         a0 + 3 + 6 * n, m, now, now_s, now_us)
+      if not ok then
+        r, err = nil, type(r) == 'table' and r.err or tostring(r)
+      end
     end
     reply[3 + g] = r or redis.error_reply(err)
   end

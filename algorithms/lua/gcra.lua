@@ -93,7 +93,10 @@ end
 
 -- Reads a key's stored TAT (one GET): its raw bytes (or false), and rel,
 -- the part of the TAT ahead of now (negative when it is past). Returns nil
--- when the key holds no TAT (WRONGTYPE).
+-- when the key holds no TAT (WRONGTYPE), nil and the node's error when the
+-- node cannot read it at all (a key it does not serve, in a batch whose
+-- keys were not declared: the caller reports it instead of raising, so
+-- the batch's other keys are still decided).
 local function gcra_read(key, now_s, now_ns)
   local v = redis.pcall('GET', key)
   if not v then
@@ -103,7 +106,7 @@ local function gcra_read(key, now_s, now_ns)
     if string.find(v.err, '^WRONGTYPE') then
       return nil
     end
-    return redis.call('GET', key) -- raises what the node refused
+    return nil, v.err
   end
   local tat_s, tat_ns, none = gcra_parse_tat(v)
   if not tat_s then

@@ -417,7 +417,6 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
     c->peek = px_calloc(cap, sizeof(*c->peek));
     c->ngroups = lv->ngroups;
     c->admitted = px_calloc(c->ngroups, 1);
-    c->via = px_calloc(c->ngroups, 1);
     err = limiter_build(c);
     if (err != NULL) {
         store_check_free(c);

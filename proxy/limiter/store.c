@@ -41,7 +41,6 @@ void store_check_free(struct store_check *c)
     px_free(c->res);
     px_free(c->peek);
     px_free(c->admitted);
-    px_free(c->via);
     buf_free(&c->err);
     px_free(c);
 }

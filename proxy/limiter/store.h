@@ -114,8 +114,6 @@ struct store_check {
     struct rl_decision *res;   /* owned: n decisions */
     struct rl_decision *peek;  /* owned: n states without this request */
     unsigned char *admitted;   /* owned: ngroups "check went through" */
-    unsigned char *via;        /* owned: ngroups, how the Redis store
-                                  calls each group (FCALL, EVALSHA...) */
     unsigned char stale;       /* a group saw overrides we did not assume */
     long long deleted;         /* RESET: keys removed */
     int64_t cost;              /* COST n (default 1; PEEK's too) */

@@ -86,7 +86,8 @@ struct store_redis {
     struct hmap overrides;     /* path -> owned text, the run-time overrides
                                   the scripts reported (a cache they verify on
                                   every call) */
-    struct queue pending;      /* CL.THROTTLE calls of this loop turn */
+    struct queue pending;      /* script calls of this loop turn (struct
+                                  store_redis_item), in arrival order */
     struct hmap loaded;        /* node name -> itself: masters the library was
                                   sent to (the eager load; a node that lost it
                                   gets it again on "Function not found") */
@@ -106,25 +107,63 @@ enum store_redis_via {
     STORE_REDIS_VIA_EVAL,      /* the script's body (caches it) */
 };
 
+/* What a queued call runs: each kind is one script's "each" mode. */
+enum store_redis_kind {
+    STORE_REDIS_THROTTLE, /* a CL.THROTTLE: one key of gcra.lua */
+    STORE_REDIS_GROUP,    /* one tag group of a LIMITER call: limiter.lua */
+};
+
+/* What every queued call starts with (the first member of struct
+ * limiter_call and struct limiter_group). */
+struct store_redis_item {
+    struct queue link;   /* in `pending` until the flush pass */
+    unsigned char kind;  /* enum store_redis_kind */
+    unsigned char alone; /* to be sent by itself with its keys declared: a
+                            batch across slots found its slot elsewhere */
+    unsigned slot;       /* its keys' slot (cluster mode; else 0) */
+    uint64_t cid;        /* the lane of the client it serves */
+};
+
 /* One CL.THROTTLE waiting for its script call. Queued in `pending` until
  * the flush pass, then owned by the batch that carries it. */
 struct limiter_call {
-    struct req *root;     /* borrowed: the client's request */
-    struct gcra_params p; /* parsed arguments */
-    char *key;            /* owned copy of the key */
-    size_t klen;          /* bytes in key */
-    store_done_fn *done;  /* the completion */
-    struct queue link;    /* link in `pending` */
+    struct store_redis_item it; /* first: the queue's view */
+    struct req *root;           /* borrowed: the client's request */
+    struct gcra_params p;       /* parsed arguments */
+    char *key;                  /* owned copy of the key */
+    size_t klen;                /* bytes in key */
+    store_done_fn *done;        /* the completion */
 };
 
-/* The calls of one script call (all for one node; in cluster mode all of
- * one slot, so a MOVED moves them all). Owned by the part carrying it. */
+/* One tag group of a LIMITER CHECK, PEEK or refund waiting for its script
+ * call, its words copied when it was queued (a refund outlives its check;
+ * the override texts it assumed may change before the flush). Queued in
+ * `pending`, then owned by the batch that carries it. */
+struct limiter_group {
+    struct store_redis_item it; /* first: the queue's view */
+    struct store_check *c;      /* borrowed: the call it decides for; NULL
+                                   for a refund, whose reply nobody waits for */
+    unsigned g;                 /* its group in c */
+    unsigned nk;                /* keys: its limits', then the override hash */
+    unsigned nw;                /* words: the nk keys, then its arguments */
+    struct buf words;           /* owned: each word as its length (a size_t)
+                                   then its bytes */
+};
+
+/* The calls of one script call: one kind, one node and lane, in arrival
+ * order. Their keys are declared when they share one slot (a MOVED moves
+ * them all); across slots of one cluster node they follow the arguments
+ * undeclared (`spread`, the library's allow-cross-slot-keys), and a call
+ * whose slot the node turns out not to serve is sent again alone. Owned
+ * by the part carrying it. */
 struct limiter_batch {
-    struct store *st;  /* borrowed: the store it runs in */
-    unsigned n;        /* calls */
-    unsigned char via; /* enum store_redis_via */
-    uint64_t sent_ns;  /* local time (uv_hrtime) of the last send */
-    struct limiter_call *call[STORE_REDIS_BATCH_MAX]; /* owned */
+    struct store *st;     /* borrowed: the store it runs in */
+    unsigned n;           /* calls */
+    unsigned char kind;   /* enum store_redis_kind, of every call */
+    unsigned char via;    /* enum store_redis_via */
+    unsigned char spread; /* keys of several slots: sent undeclared */
+    uint64_t sent_ns;     /* local time (uv_hrtime) of the last send */
+    struct store_redis_item *item[STORE_REDIS_BATCH_MAX]; /* owned */
 };
 
 /* Sends `cmd` (taken; NULL: out of memory) as a proxy-made part to the
@@ -393,6 +432,8 @@ static void store_redis_call_done(struct store *st, struct limiter_call *call,
         r.text = wrongtype;
     } else if (flag->integer == -2) {
         r.text = GCRA_ERR_TAT_RANGE;
+    } else if (flag->integer != 0 && flag->integer != 1) {
+        r.text = GCRA_ERR_SCRIPT; /* -3 with its key declared: no flag */
     } else {
         sr.limited = flag->integer;
         sr.now_s = v->elem[1].integer;
@@ -412,111 +453,8 @@ static void store_redis_call_done(struct store *st, struct limiter_call *call,
     store_redis_call_free(call);
 }
 
-static void store_redis_batch_send(struct limiter_batch *b);
-
-/* Every call of `b` ends with the same error frame; frees `b`. */
-static void store_redis_batch_error(struct limiter_batch *b, const char *frame,
-                                    size_t len)
-{
-    unsigned i;
-
-    for (i = 0; i < b->n; i++) {
-        store_redis_call_error(b->st, b->call[i], frame, len);
-    }
-    px_free(b);
-}
-
-static void store_redis_on_batch(struct req *part, const char *frame,
-                                 size_t len)
-{
-    static const char bad[] = "-" GCRA_ERR_SCRIPT "\r\n";
-    struct limiter_batch *b = part->ctx;
-    struct resp_value v;
-    size_t used;
-    unsigned i, k;
-
-    part->ctx = NULL;
-    if (frame[0] == '-' &&
-        store_redis_retry(b->st, &b->via, frame, len, b->call[0]->key,
-                          b->call[0]->klen)) {
-        store_redis_batch_send(b);
-        return;
-    }
-    if (frame[0] == '-') {
-        store_redis_batch_error(b, frame, len);
-        return;
-    }
-    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
-        v.type = '?';
-        v.n = 0;
-        v.elem = NULL;
-    }
-    if (v.type != '*' || v.n != 3 + 2 * (size_t)b->n || v.elem[1].type != ':' ||
-        v.elem[2].type != ':') {
-        v.n = v.type == '*' ? v.n : 0;
-        resp_value_free(&v);
-        store_redis_batch_error(b, bad, sizeof(bad) - 1);
-        return;
-    }
-    for (k = 0; k < b->n; k++) {
-        if (v.elem[3 + b->n + k].type != ':') {
-            break;
-        }
-    }
-    for (i = 0; i < b->n; i++) {
-        if (k < b->n) {
-            store_redis_call_error(b->st, b->call[i], bad, sizeof(bad) - 1);
-        } else {
-            store_redis_call_done(b->st, b->call[i], &v, i, b->n, b->sent_ns);
-        }
-    }
-    resp_value_free(&v);
-    px_free(b);
-}
-
-/* Sends a batch as one script call ("each" mode) to the node of its first
- * key (EVALSHA, or EVAL after a NOSCRIPT). Takes `b`. */
-static void store_redis_batch_send(struct limiter_batch *b)
-{
-    const struct scripts_lua *s = scripts_gcra();
-    unsigned argc = 4 + 5 * b->n, a = 0, i;
-    const char **argv = px_calloc(argc, sizeof(*argv));
-    size_t *lens = px_calloc(argc, sizeof(*lens));
-    struct gcra_script_args *sa = px_calloc(b->n, sizeof(*sa));
-    const struct limiter_call *c0 = b->call[0];
-    char nkeys[16];
-    struct resp_cmd *cmd;
-    int k;
-
-    store_redis_head(b->st, s, &b->via, argv, lens);
-    a = 2;
-    snprintf(nkeys, sizeof(nkeys), "%u", b->n);
-    argv[a] = nkeys;
-    lens[a] = strlen(nkeys);
-    a++;
-    for (i = 0; i < b->n; i++) {
-        argv[a] = b->call[i]->key;
-        lens[a++] = b->call[i]->klen;
-    }
-    for (i = 0; i < b->n; i++) {
-        gcra_script_args(&b->call[i]->p, &sa[i]);
-        for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
-            argv[a] = sa[i].v[k];
-            lens[a++] = sa[i].len[k];
-        }
-    }
-    argv[a] = "each";
-    lens[a++] = 4;
-    cmd = resp_cmd_new((int)a, argv, lens);
-    px_free(argv);
-    px_free(lens);
-    px_free(sa);
-    b->sent_ns = uv_hrtime();
-    store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, c0->root->cid,
-                          c0->key, c0->klen);
-}
-
-/* Sent by the flush pass, with the other calls of this loop turn. */
+/* Queued for the flush pass (store_redis_flush), with the other calls of
+ * this loop turn. */
 static void store_redis_throttle(struct store *st, struct req *req,
                                  const struct gcra_params *p, const char *key,
                                  size_t klen, store_done_fn *done)
@@ -541,77 +479,16 @@ static void store_redis_throttle(struct store *st, struct req *req,
         return;
     }
     call = px_calloc(1, sizeof(*call));
+    call->it.kind = STORE_REDIS_THROTTLE;
+    call->it.slot = st->cl->enabled ? slot_for_key(key, klen) : 0;
+    call->it.cid = req->cid;
     call->root = req;
     call->p = *p;
     call->key = px_strndup(key, klen);
     call->klen = klen;
     call->done = done;
     req->owed++;
-    queue_insert_tail(&rs->pending, &call->link);
-}
-
-static void store_redis_flush(struct store *st)
-{
-    struct store_redis *rs = st->impl;
-    struct limiter_batch *open[STORE_REDIS_BATCH_MAX];
-    unsigned slot[STORE_REDIS_BATCH_MAX];
-    unsigned nopen = 0, i;
-
-    /* Calls that arrived this loop turn, grouped by node (single mode) or
-     * slot (cluster mode: a script's keys must share a slot), in arrival
-     * order within each group, so calls on one key keep their order. */
-    while (!queue_empty(&rs->pending)) {
-        struct limiter_call *call =
-            container_of(queue_head(&rs->pending), struct limiter_call, link);
-        unsigned sl = st->cl->enabled ? slot_for_key(call->key, call->klen) : 0;
-        struct limiter_batch *b = NULL;
-
-        queue_remove(&call->link);
-        for (i = 0; i < nopen; i++) {
-            if (slot[i] == sl) {
-                b = open[i];
-                break;
-            }
-        }
-        if (b == NULL) {
-            if (nopen == STORE_REDIS_BATCH_MAX) {
-                /* Too many slots at once: send the oldest group. */
-                store_redis_batch_send(open[0]);
-                memmove(open, open + 1, (nopen - 1) * sizeof(*open));
-                memmove(slot, slot + 1, (nopen - 1) * sizeof(*slot));
-                nopen--;
-            }
-            b = px_calloc(1, sizeof(*b));
-            b->st = st;
-            open[nopen] = b;
-            slot[nopen++] = sl;
-            i = nopen - 1;
-        }
-        b->call[b->n++] = call;
-        if (b->n == STORE_REDIS_BATCH_MAX) {
-            store_redis_batch_send(b);
-            open[i] = open[nopen - 1];
-            slot[i] = slot[nopen - 1];
-            nopen--;
-        }
-    }
-    for (i = 0; i < nopen; i++) {
-        store_redis_batch_send(open[i]);
-    }
-}
-
-/* Shutdown: the calls not yet sent fail. */
-static void store_redis_stop(struct store *st)
-{
-    static const char down[] = "-ERR proxy shutting down\r\n";
-    struct store_redis *rs = st->impl;
-
-    while (!queue_empty(&rs->pending)) {
-        struct limiter_call *call =
-            container_of(queue_head(&rs->pending), struct limiter_call, link);
-        queue_remove(&call->link);
-        store_redis_call_error(st, call, down, sizeof(down) - 1);
-    }
+    queue_insert_tail(&rs->pending, &call->it.link);
 }
 
 /* ---------------- The override cache ---------------- */
@@ -787,96 +664,47 @@ static void store_redis_group_overrides(struct store_check *c, unsigned g,
     c->stale = 1;
 }
 
-/* One group's script reply: each of its limits' decision. */
+/* One group's answer `v` (its element of a batch's reply, or an error
+ * for it): each of its limits' decision. */
 static void store_redis_group_reply(struct store_check *c, unsigned g,
-                                    const char *frame, size_t len)
+                                    const struct resp_value *v)
 {
     struct gcra_script_reply sr;
-    struct resp_value v;
-    size_t used;
     unsigned i, k = 0;
 
-    if (frame[0] == '-') {
+    if (v->type == '-') {
         if (c->err.len == 0) {
-            PX_CHECK_OOM(buf_append(&c->err, frame, len));
+            PX_CHECK_OOM(buf_append(&c->err, v->raw, v->raw_len));
         }
         return;
     }
-    if (c->op == STORE_RESET) {
-        if (frame[0] == ':') {
-            c->deleted += strtoll(frame + 1, NULL, 10);
-        }
+    if (v->type == '*' && v->n >= 1 && v->elem[0].type == '$' &&
+        resp_value_is(&v->elem[0], "override")) {
+        store_redis_group_overrides(c, g, v);
         return;
     }
-    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
-        v.type = '?';
-        v.n = 0;
-        v.elem = NULL;
-    }
-    if (v.type == '*' && v.n >= 1 && v.elem[0].type == '$' &&
-        resp_value_is(&v.elem[0], "override")) {
-        store_redis_group_overrides(c, g, &v);
-        resp_value_free(&v);
-        return;
-    }
-    if (v.type != '*' || v.n < 3 || v.elem[0].type != ':' ||
-        v.elem[1].type != ':' || v.elem[2].type != ':') {
-        resp_value_free(&v);
+    if (v->type != '*' || v->n < 3 || v->elem[0].type != ':' ||
+        v->elem[1].type != ':' || v->elem[2].type != ':') {
         store_redis_check_error(c, GCRA_ERR_SCRIPT);
         return;
     }
-    sr.limited = v.elem[0].integer;
-    sr.now_s = v.elem[1].integer;
-    sr.now_us = v.elem[2].integer;
+    sr.limited = v->elem[0].integer;
+    sr.now_s = v->elem[1].integer;
+    sr.now_us = v->elem[2].integer;
     c->admitted[g] = c->op == STORE_CHECK && sr.limited == 0;
     for (i = 0; i < c->n; i++) {
         if (c->lim[i].group != g) {
             continue;
         }
-        if (3 + k >= v.n) {
+        if (3 + k >= v->n) {
             store_redis_check_error(c, GCRA_ERR_SCRIPT);
             break;
         }
-        if (store_redis_entry(c, i, &v.elem[3 + k++], &sr, sr.limited == 0) !=
+        if (store_redis_entry(c, i, &v->elem[3 + k++], &sr, sr.limited == 0) !=
             0) {
             break;
         }
     }
-    resp_value_free(&v);
-}
-
-static void store_redis_group_send(struct store_check *c, unsigned g,
-                                   const char *mode);
-
-static void store_redis_check_on_reply(struct req *part, const char *frame,
-                                       size_t len)
-{
-    struct store_check *c = part->ctx;
-    unsigned g = part->part;
-    const char *key;
-    size_t klen;
-
-    if (c == NULL) {
-        return; /* a refund: nobody waits for it */
-    }
-    /* A script call's fourth word is its first key (RESET's DEL is not
-     * a script call). */
-    key = c->op != STORE_RESET ? resp_cmd_arg(part->cmd, 3, &klen) : NULL;
-    if (key != NULL && frame[0] == '-' &&
-        store_redis_retry(c->st, &c->via[g], frame, len, key, klen)) {
-        part->ctx = NULL;
-        store_redis_group_send(c, g, c->op == STORE_PEEK ? "peek" : "check");
-        return;
-    }
-    store_redis_group_reply(c, g, frame, len);
-    if (--c->pending > 0) {
-        return;
-    }
-    if (!req_owed_back(c->root)) {
-        store_check_free(c);
-        return;
-    }
-    c->done(c);
 }
 
 /* The four parameters of limit x as limiter.lua takes them: gcra's split
@@ -925,94 +753,167 @@ store_redis_group_level(const struct store_check *c, unsigned g)
     return NULL;
 }
 
-/* Sends group g's call: limiter.lua over the group's keys in `mode`, or
- * DEL of them (RESET). A refund carries no context: its reply is dropped.
- * Every call names the override hash of the group's tag last, which also
- * routes a group whose levels an override lifted entirely. */
-static void store_redis_group_send(struct store_check *c, unsigned g,
-                                   const char *mode)
+/* One word of a queued group. */
+static void store_redis_word(struct limiter_group *q, const char *p, size_t len)
 {
-    const struct scripts_lua *s = scripts_limiter();
+    PX_CHECK_OOM(buf_append(&q->words, &len, sizeof(len)));
+    PX_CHECK_OOM(buf_append(&q->words, p, len));
+    q->nw++;
+}
+
+/* The word of `q` at byte *at (moves *at to the next one). */
+static const char *store_redis_word_at(const struct limiter_group *q,
+                                       size_t *at, size_t *len)
+{
+    const char *p = q->words.data + *at + sizeof(*len);
+
+    memcpy(len, q->words.data + *at, sizeof(*len));
+    *at += sizeof(*len) + *len;
+    return p;
+}
+
+static void store_redis_group_free(struct limiter_group *q)
+{
+    buf_free(&q->words);
+    px_free(q);
+}
+
+/* Queues group g of `c` for the flush pass in `mode` ("check", "peek" or
+ * "refund"; a refund is nobody's to wait for): its keys, the override
+ * hash of its tag last (which also routes a group whose levels an
+ * override lifted entirely), then its "each" arguments. */
+static void store_redis_group_queue(struct store_check *c, unsigned g,
+                                    const char *mode)
+{
+    struct store_redis *rs = c->st->impl;
     int refund = strcmp(mode, "refund") == 0;
-    unsigned i, nk = 0, a = 0, cap = 8 + 7 * c->n + 2 * c->lv->n;
-    const char **argv = px_calloc(cap, sizeof(*argv));
-    size_t *lens = px_calloc(cap, sizeof(*lens));
-    char(*args)[4][STORE_REDIS_ARG_MAX] =
-        px_calloc(c->n > 0 ? c->n : 1, sizeof(*args));
-    char nkeys[16], cost[24], npaths[16], ovkey[STORE_KEY_MAX];
-    unsigned npath = 0;
-    struct resp_cmd *cmd;
-    int ovlen;
+    struct limiter_group *q = px_calloc(1, sizeof(*q));
+    char num[24], ovkey[STORE_KEY_MAX], args[4][STORE_REDIS_ARG_MAX];
+    unsigned i, npath = 0;
+    int ovlen, k;
     size_t l;
+
+    q->it.kind = STORE_REDIS_GROUP;
+    q->it.cid = c->root->cid;
+    q->c = refund ? NULL : c;
+    q->g = g;
+    buf_init(&q->words);
+    ovlen = store_redis_override_key(c->st, store_redis_group_level(c, g),
+                                     ovkey, sizeof(ovkey));
+    PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
+    q->it.slot = c->st->cl->enabled ? slot_for_key(ovkey, (size_t)ovlen) : 0;
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].group == g) {
+            store_redis_word(q, c->lim[i].key, c->lim[i].klen);
+        }
+    }
+    store_redis_word(q, ovkey, (size_t)ovlen);
+    q->nk = q->nw;
+    store_redis_word(q, mode, strlen(mode));
+    snprintf(num, sizeof(num), "%lld", (long long)c->cost);
+    store_redis_word(q, num, strlen(num));
+    snprintf(num, sizeof(num), "%u", q->nk - 1);
+    store_redis_word(q, num, strlen(num));
+    for (i = 0; i < c->n; i++) {
+        const char *algo = limits_algo_name(c->lim[i].algo);
+        const char *undo = refund ? c->lim[i].undo : "";
+        if (c->lim[i].group != g) {
+            continue;
+        }
+        store_redis_lua_params(c, &c->lim[i], args);
+        store_redis_word(q, algo, strlen(algo));
+        for (k = 0; k < 4; k++) {
+            store_redis_word(q, args[k], strlen(args[k]));
+        }
+        store_redis_word(q, undo, strlen(undo));
+    }
+    /* Refunds undo what was written; only checks verify overrides. */
+    for (l = 0; l < c->lv->n && !refund; l++) {
+        npath += c->lv->level[l].group == g;
+    }
+    snprintf(num, sizeof(num), "%u", npath);
+    store_redis_word(q, num, strlen(num));
+    for (l = 0; l < c->lv->n && !refund; l++) {
+        const struct limits_level *lev = &c->lv->level[l];
+        const char *known;
+        if (lev->group != g) {
+            continue;
+        }
+        known = store_redis_override_known(c->st, lev->path, lev->path_len);
+        store_redis_word(q, lev->path, lev->path_len);
+        store_redis_word(q, known != NULL ? known : "",
+                         known != NULL ? strlen(known) : 0);
+    }
+    queue_insert_tail(&rs->pending, &q->it.link);
+}
+
+/* One more part of `c` answered; after the last, its completion (or the
+ * orphan is freed). */
+static void store_redis_check_part_done(struct store_check *c)
+{
+    if (--c->pending > 0) {
+        return;
+    }
+    if (!req_owed_back(c->root)) {
+        store_check_free(c);
+        return;
+    }
+    c->done(c);
+}
+
+/* A queued group's answer `e` (its element of the batch's reply, or an
+ * error for it); frees `q`. */
+static void store_redis_group_done(struct limiter_group *q,
+                                   const struct resp_value *e)
+{
+    if (q->c != NULL) {
+        store_redis_group_reply(q->c, q->g, e);
+        store_redis_check_part_done(q->c);
+    }
+    store_redis_group_free(q);
+}
+
+/* RESET's DEL of one group's keys: how many went. */
+static void store_redis_reset_on_reply(struct req *part, const char *frame,
+                                       size_t len)
+{
+    struct store_check *c = part->ctx;
+
+    if (frame[0] == '-') {
+        if (c->err.len == 0) {
+            PX_CHECK_OOM(buf_append(&c->err, frame, len));
+        }
+    } else if (frame[0] == ':') {
+        c->deleted += strtoll(frame + 1, NULL, 10);
+    }
+    store_redis_check_part_done(c);
+}
+
+/* RESET of group g: DEL of its keys, on the node of its tag. */
+static void store_redis_reset_send(struct store_check *c, unsigned g)
+{
+    unsigned i, a = 0;
+    const char **argv = px_calloc(c->n + 1, sizeof(*argv));
+    size_t *lens = px_calloc(c->n + 1, sizeof(*lens));
+    char ovkey[STORE_KEY_MAX];
+    int ovlen;
 
     ovlen = store_redis_override_key(c->st, store_redis_group_level(c, g),
                                      ovkey, sizeof(ovkey));
     PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
-    nk = store_redis_group_keys(c, g);
-    if (c->op == STORE_RESET) {
-        argv[a++] = "DEL";
-    } else {
-        store_redis_head(c->st, s, &c->via[g], argv, lens);
-        a = 2;
-        snprintf(nkeys, sizeof(nkeys), "%u", nk + 1);
-        argv[a++] = nkeys;
-    }
+    argv[a] = "DEL";
+    lens[a++] = 3;
     for (i = 0; i < c->n; i++) {
         if (c->lim[i].group == g) {
             argv[a] = c->lim[i].key;
             lens[a++] = c->lim[i].klen;
         }
     }
-    if (c->op != STORE_RESET) {
-        argv[a] = ovkey;
-        lens[a++] = (size_t)ovlen;
-        argv[a++] = mode;
-        argv[a++] = "";
-        snprintf(cost, sizeof(cost), "%lld", (long long)c->cost);
-        argv[a++] = cost;
-        for (i = 0; i < c->n; i++) {
-            int k;
-            if (c->lim[i].group != g) {
-                continue;
-            }
-            store_redis_lua_params(c, &c->lim[i], args[i]);
-            argv[a++] = limits_algo_name(c->lim[i].algo);
-            for (k = 0; k < 4; k++) {
-                argv[a++] = args[i][k];
-            }
-            argv[a++] = refund ? c->lim[i].undo : "";
-        }
-        /* Refunds undo what was written; only checks verify overrides. */
-        for (l = 0; l < c->lv->n && !refund; l++) {
-            npath += c->lv->level[l].group == g;
-        }
-        snprintf(npaths, sizeof(npaths), "%u", npath);
-        argv[a++] = npaths;
-        for (l = 0; l < c->lv->n && !refund; l++) {
-            const struct limits_level *lev = &c->lv->level[l];
-            const char *known;
-            if (lev->group != g) {
-                continue;
-            }
-            known = store_redis_override_known(c->st, lev->path, lev->path_len);
-            argv[a] = lev->path;
-            lens[a++] = lev->path_len;
-            argv[a++] = known != NULL ? known : "";
-        }
-    }
-    PX_ASSERT(a <= cap);
-    for (i = 0; i < a; i++) {
-        if (lens[i] == 0 && argv[i][0] != '\0') {
-            lens[i] = strlen(argv[i]);
-        }
-    }
-    cmd = resp_cmd_new((int)a, argv, lens);
+    store_redis_part_send(c->st, resp_cmd_new((int)a, argv, lens),
+                          store_redis_reset_on_reply, c, g, c->root->cid, ovkey,
+                          (size_t)ovlen);
     px_free(argv);
     px_free(lens);
-    px_free(args);
-    store_redis_part_send(c->st, cmd, store_redis_check_on_reply,
-                          refund ? NULL : c, g, c->root->cid, ovkey,
-                          (size_t)ovlen);
 }
 
 /* The check op: counts the call in c->root->owed, frees the orphan
@@ -1031,9 +932,11 @@ static void store_redis_check(struct store *st, struct store_check *c,
     }
     c->root->owed++;
     for (g = 0; g < c->ngroups; g++) {
-        if (c->op != STORE_RESET || store_redis_group_keys(c, g) > 0) {
-            store_redis_group_send(c, g,
-                                   c->op == STORE_PEEK ? "peek" : "check");
+        if (c->op != STORE_RESET) {
+            store_redis_group_queue(c, g,
+                                    c->op == STORE_PEEK ? "peek" : "check");
+        } else if (store_redis_group_keys(c, g) > 0) {
+            store_redis_reset_send(c, g);
         }
     }
 }
@@ -1047,8 +950,370 @@ static void store_redis_refund(struct store *st, struct store_check *c)
     PX_UNUSED(st);
     for (g = 0; g < c->ngroups; g++) {
         if (c->admitted[g]) {
-            store_redis_group_send(c, g, "refund");
+            store_redis_group_queue(c, g, "refund");
         }
+    }
+}
+
+/* ---------------- The flush pass: batches of queued calls ---------------- */
+
+/* A script call's words as they are gathered: borrowed bytes (alive until
+ * the command is made) and their lengths. */
+struct store_redis_words {
+    const char **v; /* owned array of borrowed words */
+    size_t *len;    /* owned: their lengths */
+    unsigned n;     /* words so far */
+    unsigned cap;   /* room */
+};
+
+static void store_redis_words_init(struct store_redis_words *w, unsigned cap)
+{
+    w->v = px_calloc(cap, sizeof(*w->v));
+    w->len = px_calloc(cap, sizeof(*w->len));
+    w->n = 0;
+    w->cap = cap;
+}
+
+static void store_redis_words_add(struct store_redis_words *w, const char *p,
+                                  size_t len)
+{
+    PX_ASSERT(w->n < w->cap);
+    w->v[w->n] = p;
+    w->len[w->n++] = len;
+}
+
+/* The command of the words gathered; frees the arrays. */
+static struct resp_cmd *store_redis_words_cmd(struct store_redis_words *w)
+{
+    struct resp_cmd *cmd = resp_cmd_new((int)w->n, w->v, w->len);
+
+    px_free(w->v);
+    px_free(w->len);
+    return cmd;
+}
+
+/* Starts the words of a call of `s` with its first three: how it is sent
+ * (FCALL, EVALSHA...) and the number of keys declared (none for a spread
+ * batch: its keys follow the arguments). */
+static void store_redis_words_head(struct store_redis_words *w,
+                                   struct limiter_batch *b,
+                                   const struct scripts_lua *s, unsigned nkeys,
+                                   char num[16])
+{
+    store_redis_head(b->st, s, &b->via, w->v, w->len);
+    w->n = 2;
+    snprintf(num, 16, "%u", b->spread ? 0 : nkeys);
+    store_redis_words_add(w, num, strlen(num));
+}
+
+/* gcra.lua "each": KEYS k1..kn, ARGV the four numbers of each, "each". */
+static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
+{
+    struct gcra_script_args *sa = px_calloc(b->n, sizeof(*sa));
+    struct store_redis_words w;
+    struct resp_cmd *cmd;
+    char num[16];
+    unsigned i, pass;
+    int k;
+
+    store_redis_words_init(&w, 4 + 5 * b->n);
+    store_redis_words_head(&w, b, scripts_gcra(), b->n, num);
+    for (pass = 0; pass < 2; pass++) {
+        /* the keys before the arguments (declared) or after (spread) */
+        if (pass == b->spread) {
+            for (i = 0; i < b->n; i++) {
+                struct limiter_call *call = (struct limiter_call *)b->item[i];
+                store_redis_words_add(&w, call->key, call->klen);
+            }
+        }
+        if (pass == 0) {
+            for (i = 0; i < b->n; i++) {
+                struct limiter_call *call = (struct limiter_call *)b->item[i];
+                gcra_script_args(&call->p, &sa[i]);
+                for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
+                    store_redis_words_add(&w, sa[i].v[k], sa[i].len[k]);
+                }
+            }
+            store_redis_words_add(&w, "each", 4);
+        }
+    }
+    cmd = store_redis_words_cmd(&w);
+    px_free(sa);
+    return cmd;
+}
+
+/* Adds the keys (`keys`) or the arguments of every group of `b`. */
+static void store_redis_group_words(struct store_redis_words *w,
+                                    const struct limiter_batch *b, int keys)
+{
+    unsigned i, j;
+
+    for (i = 0; i < b->n; i++) {
+        const struct limiter_group *q = (struct limiter_group *)b->item[i];
+        size_t at = 0, len;
+        for (j = 0; j < q->nw; j++) {
+            const char *p = store_redis_word_at(q, &at, &len);
+            if ((j < q->nk) == keys) {
+                store_redis_words_add(w, p, len);
+            }
+        }
+    }
+}
+
+/* limiter.lua "each": every group's keys, then "each", "" (the node's
+ * clock), G and every group's arguments. */
+static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
+{
+    struct store_redis_words w;
+    unsigned i, nk = 0, nw = 0;
+    char num[16], ng[16];
+
+    for (i = 0; i < b->n; i++) {
+        const struct limiter_group *q = (struct limiter_group *)b->item[i];
+        nk += q->nk;
+        nw += q->nw;
+    }
+    store_redis_words_init(&w, 6 + nw);
+    store_redis_words_head(&w, b, scripts_limiter(), nk, num);
+    if (!b->spread) {
+        store_redis_group_words(&w, b, 1);
+    }
+    store_redis_words_add(&w, "each", 4);
+    store_redis_words_add(&w, "", 0);
+    snprintf(ng, sizeof(ng), "%u", b->n);
+    store_redis_words_add(&w, ng, strlen(ng));
+    store_redis_group_words(&w, b, 0);
+    if (b->spread) {
+        store_redis_group_words(&w, b, 1);
+    }
+    return store_redis_words_cmd(&w);
+}
+
+/* The key a queued call is routed by: a CL.THROTTLE's key, a group's
+ * override hash (its last key). */
+static const char *store_redis_item_key(const struct store_redis_item *it,
+                                        size_t *len)
+{
+    const struct limiter_group *q = (const struct limiter_group *)it;
+    const char *p = NULL;
+    size_t at = 0;
+    unsigned j;
+
+    if (it->kind == STORE_REDIS_THROTTLE) {
+        const struct limiter_call *call = (const struct limiter_call *)it;
+        *len = call->klen;
+        return call->key;
+    }
+    for (j = 0; j < q->nk; j++) {
+        p = store_redis_word_at(q, &at, len);
+    }
+    return p;
+}
+
+static void store_redis_on_batch(struct req *part, const char *frame,
+                                 size_t len);
+
+/* Sends `b` as one script call to the node of its first call's key. Takes
+ * `b`. */
+static void store_redis_batch_send(struct limiter_batch *b)
+{
+    struct resp_cmd *cmd = b->kind == STORE_REDIS_THROTTLE
+                               ? store_redis_throttle_cmd(b)
+                               : store_redis_group_cmd(b);
+    const struct store_redis_item *it = b->item[0];
+    size_t klen;
+    const char *key = store_redis_item_key(it, &klen);
+
+    b->sent_ns = uv_hrtime();
+    store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, it->cid, key,
+                          klen);
+}
+
+/* A call of a spread batch whose slot the node did not serve: queued
+ * again, to go by itself with its keys declared, which Redis redirects. */
+static void store_redis_item_alone(struct store *st,
+                                   struct store_redis_item *it)
+{
+    struct store_redis *rs = st->impl;
+
+    it->alone = 1;
+    queue_insert_tail(&rs->pending, &it->link);
+}
+
+/* Ends a queued call with the error `frame`. */
+static void store_redis_item_fail(struct store *st, struct store_redis_item *it,
+                                  const char *frame, size_t len)
+{
+    struct resp_value e;
+
+    if (it->kind == STORE_REDIS_THROTTLE) {
+        store_redis_call_error(st, (struct limiter_call *)it, frame, len);
+        return;
+    }
+    memset(&e, 0, sizeof(e));
+    e.type = '-';
+    e.raw = frame;
+    e.raw_len = len;
+    store_redis_group_done((struct limiter_group *)it, &e);
+}
+
+/* True when `v` has the shape of the reply to `b`: {0, now_s, now_us}
+ * then per CL.THROTTLE a TAT and an integer flag, or per group its
+ * element. */
+static int store_redis_batch_shape(const struct limiter_batch *b,
+                                   const struct resp_value *v)
+{
+    size_t i, n = b->kind == STORE_REDIS_THROTTLE ? 2 * (size_t)b->n : b->n;
+
+    if (v->type != '*' || v->n != 3 + n || v->elem[1].type != ':' ||
+        v->elem[2].type != ':') {
+        return 0;
+    }
+    for (i = 3 + b->n; b->kind == STORE_REDIS_THROTTLE && i < v->n; i++) {
+        if (v->elem[i].type != ':') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void store_redis_on_batch(struct req *part, const char *frame,
+                                 size_t len)
+{
+    static const char bad[] = "-" GCRA_ERR_SCRIPT "\r\n";
+    struct limiter_batch *b = part->ctx;
+    struct resp_value v;
+    size_t used, klen;
+    const char *key;
+    unsigned i;
+
+    part->ctx = NULL;
+    key = store_redis_item_key(b->item[0], &klen);
+    if (frame[0] == '-' &&
+        store_redis_retry(b->st, &b->via, frame, len, key, klen)) {
+        store_redis_batch_send(b);
+        return;
+    }
+    if (frame[0] == '-') {
+        /* A spread batch refused whole (a node that is no master any
+         * more): each call goes again by itself, where Redis redirects
+         * it; unless the node is down. */
+        for (i = 0; i < b->n; i++) {
+            if (b->spread && !store_redis_down(frame, len)) {
+                store_redis_item_alone(b->st, b->item[i]);
+            } else {
+                store_redis_item_fail(b->st, b->item[i], frame, len);
+            }
+        }
+        px_free(b);
+        return;
+    }
+    if (resp_value_parse(frame, len, &v, &used) != RESP_OK) {
+        v.type = '?';
+        v.n = 0;
+        v.elem = NULL;
+    }
+    for (i = 0; i < b->n; i++) {
+        struct store_redis_item *it = b->item[i];
+        if (!store_redis_batch_shape(b, &v)) {
+            store_redis_item_fail(b->st, it, bad, sizeof(bad) - 1);
+        } else if (it->kind == STORE_REDIS_THROTTLE) {
+            if (v.elem[3 + b->n + i].integer == -3 && b->spread) {
+                store_redis_item_alone(b->st, it);
+            } else {
+                store_redis_call_done(b->st, (struct limiter_call *)it, &v, i,
+                                      b->n, b->sent_ns);
+            }
+        } else if (v.elem[3 + i].type == '-' && b->spread) {
+            store_redis_item_alone(b->st, it);
+        } else {
+            store_redis_group_done((struct limiter_group *)it, &v.elem[3 + i]);
+        }
+    }
+    resp_value_free(&v);
+    px_free(b);
+}
+
+/* Batches being filled by one flush pass. */
+struct store_redis_open {
+    struct limiter_batch *b; /* owned until sent */
+    struct node *node;       /* where it goes (cluster mode) */
+    unsigned lane;           /* the shared connection it goes on */
+};
+
+/* Sends and drops open[i]. */
+static void store_redis_open_send(struct store_redis_open *open,
+                                  unsigned *nopen, unsigned i)
+{
+    store_redis_batch_send(open[i].b);
+    memmove(open + i, open + i + 1, (*nopen - i - 1) * sizeof(*open));
+    (*nopen)--;
+}
+
+/* The calls of this loop turn, one script call per kind, node and lane
+ * (a client's lane, so a call never overtakes the commands its client
+ * sent before it), in arrival order within each (calls on one key keep
+ * their order). In cluster mode a node's calls of several slots share a
+ * call (spread), except a call sent alone. */
+static void store_redis_flush(struct store *st)
+{
+    struct store_redis *rs = st->impl;
+    struct store_redis_open open[STORE_REDIS_BATCH_MAX];
+    unsigned nopen = 0, pool = st->conf->upstream_pool, i;
+
+    while (!queue_empty(&rs->pending)) {
+        struct store_redis_item *it = container_of(
+            queue_head(&rs->pending), struct store_redis_item, link);
+        struct node *node =
+            st->cl->enabled ? cluster_node_for_slot(st->cl, it->slot) : NULL;
+        unsigned lane = (unsigned)(it->cid % (pool > 0 ? pool : 1));
+        struct limiter_batch *b = NULL;
+
+        queue_remove(&it->link);
+        for (i = 0; i < nopen && !it->alone; i++) {
+            b = open[i].b;
+            if (b->kind == it->kind && open[i].node == node &&
+                open[i].lane == lane &&
+                (node != NULL || b->item[0]->slot == it->slot)) {
+                break;
+            }
+            b = NULL;
+        }
+        if (b == NULL) {
+            if (nopen == STORE_REDIS_BATCH_MAX) {
+                /* Too many at once: send the oldest. */
+                store_redis_open_send(open, &nopen, 0);
+            }
+            b = px_calloc(1, sizeof(*b));
+            b->st = st;
+            b->kind = it->kind;
+            open[nopen].b = b;
+            open[nopen].node = node;
+            open[nopen].lane = lane;
+            i = nopen++;
+        }
+        b->spread |= b->n > 0 && b->item[0]->slot != it->slot;
+        b->item[b->n++] = it;
+        if (b->n == STORE_REDIS_BATCH_MAX || it->alone) {
+            store_redis_open_send(open, &nopen, i);
+        }
+    }
+    while (nopen > 0) {
+        store_redis_open_send(open, &nopen, 0);
+    }
+}
+
+/* Shutdown: the calls not yet sent fail. */
+static void store_redis_stop(struct store *st)
+{
+    static const char down[] = "-ERR proxy shutting down\r\n";
+    struct store_redis *rs = st->impl;
+
+    while (!queue_empty(&rs->pending)) {
+        struct store_redis_item *it = container_of(
+            queue_head(&rs->pending), struct store_redis_item, link);
+        queue_remove(&it->link);
+        store_redis_item_fail(st, it, down, sizeof(down) - 1);
     }
 }
 
