@@ -163,6 +163,19 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
 
 /* ---------------- The other algorithms ---------------- */
 
+/* Takes a model's decision: its five integers into *d, and into *w whether
+ * to set the key (`write`, as struct store_pending says) and for how long.
+ * The state to set is the caller's to put in w->next. Returns 0. */
+static int store_local_take(const struct rl_decision *rd, int write,
+                            int64_t expiry_ms, struct rl_decision *d,
+                            struct store_pending *w)
+{
+    *d = *rd;
+    w->write = write;
+    w->expiry_ms = expiry_ms;
+    return 0;
+}
+
 /* Decides one non-gcra limit from entry e (NULL: missing) at now with
  * cost into *d, and what to write into *w. 0, or -1 with *err. */
 static int store_local_decide(const struct limits_limit *lim,
@@ -187,11 +200,9 @@ static int store_local_decide(const struct limits_limit *lim,
                 TOKEN_BUCKET_OK) {
             return -1;
         }
-        *d = r.d;
-        w->write = r.write == TOKEN_BUCKET_WRITE_SET;
-        w->expiry_ms = r.expiry_ms;
         w->next.u.tb = r.next;
-        return 0;
+        return store_local_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET,
+                                r.expiry_ms, d, w);
     }
     case LIMITS_LEAKY_BUCKET: {
         struct leaky_bucket_params p;
@@ -203,11 +214,9 @@ static int store_local_decide(const struct limits_limit *lim,
                 LEAKY_BUCKET_OK) {
             return -1;
         }
-        *d = r.d;
-        w->write = r.write == LEAKY_BUCKET_WRITE_SET;
-        w->expiry_ms = r.expiry_ms;
         w->next.u.lb = r.next;
-        return 0;
+        return store_local_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET,
+                                r.expiry_ms, d, w);
     }
     case LIMITS_FIXED_WINDOW: {
         struct fixed_window_params p;
@@ -219,11 +228,9 @@ static int store_local_decide(const struct limits_limit *lim,
                 FIXED_WINDOW_OK) {
             return -1;
         }
-        *d = r.d;
-        w->write = r.write == FIXED_WINDOW_WRITE_SET;
-        w->expiry_ms = r.expiry_ms;
         w->next.u.fw = r.next;
-        return 0;
+        return store_local_take(&r.d, r.write == FIXED_WINDOW_WRITE_SET,
+                                r.expiry_ms, d, w);
     }
     case LIMITS_SLIDING_COUNTER: {
         struct sliding_counter_params p;
@@ -235,11 +242,9 @@ static int store_local_decide(const struct limits_limit *lim,
                                    err) != SLIDING_COUNTER_OK) {
             return -1;
         }
-        *d = r.d;
-        w->write = r.write == SLIDING_COUNTER_WRITE_SET;
-        w->expiry_ms = r.expiry_ms;
         w->next.u.sc = r.next;
-        return 0;
+        return store_local_take(&r.d, r.write == SLIDING_COUNTER_WRITE_SET,
+                                r.expiry_ms, d, w);
     }
     case LIMITS_SLIDING_WINDOW: {
         struct sliding_window_params p;
@@ -258,12 +263,10 @@ static int store_local_decide(const struct limits_limit *lim,
             px_free(next);
             return -1;
         }
-        *d = r.d;
-        w->write = r.write == SLIDING_WINDOW_WRITE_SET;
-        w->expiry_ms = r.expiry_ms;
         w->next.n = r.next_n;
         w->next.list = next;
-        return 0;
+        return store_local_take(&r.d, r.write == SLIDING_WINDOW_WRITE_SET,
+                                r.expiry_ms, d, w);
     }
     case LIMITS_SLIDING_LOG: {
         struct sliding_log_params p;
@@ -281,13 +284,12 @@ static int store_local_decide(const struct limits_limit *lim,
             px_free(next);
             return -1;
         }
-        *d = r.d;
-        /* The log keeps refused attempts: write 3 = "also when refused". */
-        w->write = r.write == SLIDING_LOG_WRITE_SET ? (r.d.limited ? 3 : 1) : 0;
-        w->expiry_ms = r.expiry_ms;
         w->next.n = r.next_n;
         w->next.list = next;
-        return 0;
+        /* The log keeps refused attempts: write 3 = "also when refused". */
+        return store_local_take(
+            &r.d, r.write == SLIDING_LOG_WRITE_SET ? (r.d.limited ? 3 : 1) : 0,
+            r.expiry_ms, d, w);
     }
     case LIMITS_GCRA:
         break;

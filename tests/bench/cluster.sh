@@ -61,13 +61,7 @@ nport=${first##*:}
 cport=$(free_port)
 start_bg cellgate "$cport" "$workdir/cellgate.log" \
     "$CELLGATE" --listen "127.0.0.1:$cport" --cluster "$seeds" --log-level warn
-# The proxy answers once it has the slot map: a SET on any key works.
-for _ in $(seq 1 "$READY_TRIES"); do
-    [[ $(redis-cli -p "$cport" SET bench:ready 1 2>/dev/null) == OK ]] && break
-    sleep 0.05
-done
-[[ $(redis-cli -p "$cport" SET bench:ready 1 2>/dev/null) == OK ]] ||
-    die "cellgate does not serve the cluster: $(redis-cli -p "$cport" SET bench:ready 1 2>&1)"
+wait_cluster_proxy "$cport"
 
 targets=(cellgate direct)
 echo "cluster: $MASTERS masters, $REPLICAS replicas each ($seeds)"

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# What the benchmark scripts share (forward.sh, cluster.sh, limiter.sh
-# source it; it does nothing on its own): the common settings, a scratch
+# What the benchmark scripts share (every script of tests/bench sources
+# it; it does nothing on its own): the common settings, a scratch
 # directory whose processes are stopped at exit, free loopback ports and
 # bounded waits, the run loop around redis-benchmark, and the medians and
 # ratios of the report.
@@ -11,6 +11,8 @@
 #   port=$(free_port)
 #   start_bg NAME PORT LOG CMD...            or start_redis PORT, or
 #                                            start_cluster NAME MASTERS
+#                                            (wait_cluster_proxy PORT for
+#                                            a cellgate in front of it)
 #   targets=(...) and a function bench_one TARGET PIPELINE that runs one
 #   benchmark (bench_csv) and appends its rows to $results
 #   bench_run_all
@@ -209,6 +211,19 @@ start_cluster() {
     cluster_seeds=$(IFS=,; echo "${addrs[*]}")
 }
 
+# wait_cluster_proxy PORT: waits (bounded) until the cellgate on PORT
+# serves its cluster. It answers once it has the slot map: a SET on any key
+# works.
+wait_cluster_proxy() {
+    local _
+    for _ in $(seq 1 "$READY_TRIES"); do
+        [[ $(redis-cli -p "$1" SET bench:ready 1 2>/dev/null) == OK ]] && break
+        sleep 0.05
+    done
+    [[ $(redis-cli -p "$1" SET bench:ready 1 2>/dev/null) == OK ]] ||
+        die "cellgate does not serve the cluster: $(redis-cli -p "$1" SET bench:ready 1 2>&1)"
+}
+
 # ---------------- Costs ----------------
 
 # proc_ticks PID: user + system CPU time of the process (all its threads)
@@ -319,11 +334,11 @@ bench_run_all() {
 
 # ---------------- Tests with their costs ----------------
 #
-# For limiter.sh and limiter_cluster.sh: a list of tests, each one
-# redis-benchmark command against one address, run with bench_run_all
-# (bench_one() { cost_bench_one "$@"; }), measuring besides rps and latency
-# what each decision costs the Redis nodes behind it and the cellgate in
-# between. Its $results rows: test pipeline rps p50 p99 cmd_us cpu_us
+# For limiter.sh and limiter_cluster.sh: a list of tests (add_test), each
+# one redis-benchmark command against one address, checked once
+# (check_test_replies) and run with run_cost_tests, measuring besides rps
+# and latency what each decision costs the Redis nodes behind it and the
+# cellgate in between. Its $results rows: test pipeline rps p50 p99 cmd_us cpu_us
 # redis_pct cg_us cg_pct, "-" where one does not apply:
 #   cmd_us     Redis time per decision by INFO commandstats (cmd_usec) after
 #              CONFIG RESETSTAT, over every node of the test, divided by N;
@@ -340,6 +355,62 @@ bench_run_all() {
 tests=()
 notes=()
 declare -A label_of where_of cmd_of redis_of cg_of
+
+# require_cell_module: dies unless CELL_MODULE (redis-cell's
+# libredis_cell.so, the module baseline) is unset or a readable file.
+require_cell_module() {
+    if [[ -n ${CELL_MODULE:-} ]]; then
+        [[ -r $CELL_MODULE ]] || die "CELL_MODULE '$CELL_MODULE' is not a readable file"
+    fi
+}
+
+# check_limit NAME: dies unless the variable NAME holds a CL.THROTTLE limit
+# "max_burst count period": three non-negative integers, count and period
+# > 0.
+check_limit() {
+    local b c p
+    read -r b c p <<<"${!1}"
+    [[ $b =~ ^[0-9]+$ && $c =~ ^[1-9][0-9]*$ && $p =~ ^[1-9][0-9]*$ ]] ||
+        die "$1 must be three non-negative integers, count and period > 0"
+}
+
+# set_gcra_argv LIMIT: leaves in ARGV4 the gcra.lua arguments cellgate
+# sends for LIMIT (checked by check_limit) and quantity 1: INC = EI =
+# period / count and DVT = EI * (max_burst + 1), each as "s ns"
+# (docs/ARCHITECTURE.md "CL.THROTTLE, exactly"; gcra.h: s = d / 1e9,
+# ns = d % 1e9), "2 0 32 0" for 15 30 60.
+set_gcra_argv() {
+    local b cnt p ei dvt ns_per_s=1000000000
+    read -r b cnt p <<<"$1"
+    ei=$((p * ns_per_s / cnt))
+    [[ $ei -gt 0 ]] || die "LIMIT gives a zero emission interval"
+    dvt=$((ei * (b + 1)))
+    # shellcheck disable=SC2034 # for the sourcing script
+    ARGV4="$((ei / ns_per_s)) $((ei % ns_per_s)) $((dvt / ns_per_s)) $((dvt % ns_per_s))"
+}
+
+# load_gcra_script PORT...: SCRIPT LOAD of the script as built (its shared
+# parts pasted in), algorithms/gcra.lua beside $CELLGATE, on every PORT.
+# Leaves its sha1 in sha, or "" and a note (no EVALSHA test then) when the
+# build has no such script or a load failed.
+load_gcra_script() {
+    local script port
+    script=$(dirname "$CELLGATE")/algorithms/gcra.lua
+    sha=""
+    if [[ ! -r $script ]]; then
+        notes+=("no $script in this build: no EVALSHA test")
+        return 0
+    fi
+    for port in "$@"; do
+        # -x sends the file's exact bytes.
+        sha=$(redis-cli -p "$port" -x SCRIPT LOAD <"$script" 2>&1 | tr -d '\r')
+        if [[ ! $sha =~ ^[0-9a-f]{40}$ ]]; then
+            notes+=("SCRIPT LOAD of $script failed ($sha): no EVALSHA test")
+            sha=""
+            return 0
+        fi
+    done
+}
 
 # add_test NAME LABEL WHERE REDIS_PORTS CG_PID CMD: a test named NAME (one
 # word), LABEL in the report, WHERE redis-benchmark's address arguments
@@ -403,6 +474,44 @@ cost_bench_one() {
         awk -F, '$1 != "test" && NF >= 7 { print $2, $5, $7; exit }')
     [[ -n $line ]] || die "$t: no result line from redis-benchmark"
     echo "$t $pl $line $cmd_us $cpu_us $r_pct $g_us $g_pct" >>"$results"
+}
+
+# check_test_replies [REDIS_CLI_OPTION...]: dies unless every test answers
+# the way it will be measured, asked once with redis-cli OPTION... at its
+# address (__rand_int__ replaced by check-TEST, {tag} by {TEST}): five
+# integers; the EVALSHA test (cl_evalsha) the script's four values, the nil
+# TAT of a new key printed by redis-cli as an empty line, so three
+# non-empty lines.
+check_test_replies() {
+    local t cmd out want lines
+    for t in "${tests[@]}"; do
+        cmd=${cmd_of[$t]//__rand_int__/check-$t}
+        cmd=${cmd//\{tag\}/\{$t\}}
+        # shellcheck disable=SC2086 # the command is split into arguments on purpose
+        out=$(redis-cli "$@" -p "${where_of[$t]##* }" $cmd 2>&1)
+        want=5
+        [[ $t == cl_evalsha ]] && want=3
+        lines=$(grep -c . <<<"$out" || true)
+        if [[ $lines -ne $want ]] || grep -qi err <<<"$out"; then
+            die "$t: unexpected reply to '$cmd': $out"
+        fi
+    done
+}
+
+# run_cost_tests: prints the tests (print_tests_header), runs each R times
+# per depth (bench_run_all, one cost_bench_one a run), then prints their
+# medians and the Redis commands per decision, each part followed by an
+# empty line.
+run_cost_tests() {
+    print_tests_header
+    echo
+    bench_one() { cost_bench_one "$@"; }
+    targets=("${tests[@]}")
+    bench_run_all
+    print_cost_medians
+    echo
+    print_commands_per_decision
+    echo
 }
 
 # print_tests_header: every test's address and command, and the notes.

@@ -69,31 +69,13 @@ LIMIT=${LIMIT:-"15 30 60"}
 HOT_LIMIT=${HOT_LIMIT:-"0 1 3600"}
 ALGOS=${ALGOS-"gcra token_bucket leaky_bucket fixed_window sliding_window sliding_log sliding_counter"}
 CELL_MODULE=${CELL_MODULE:-}
-NS_PER_S=1000000000
 
 require_redis_tools
 require_cellgate
-if [[ -n $CELL_MODULE ]]; then
-    [[ -r $CELL_MODULE ]] || die "CELL_MODULE '$CELL_MODULE' is not a readable file"
-fi
-
-valid_limit() {
-    local b c p
-    read -r b c p <<<"$1"
-    [[ $b =~ ^[0-9]+$ && $c =~ ^[1-9][0-9]*$ && $p =~ ^[1-9][0-9]*$ ]]
-}
-valid_limit "$LIMIT" || die "LIMIT must be three non-negative integers, count and period > 0"
-valid_limit "$HOT_LIMIT" || die "HOT_LIMIT must be three non-negative integers, count and period > 0"
-
-# The script arguments cellgate sends for LIMIT and quantity 1 (docs/ARCHITECTURE.md
-# "CL.THROTTLE, exactly"; gcra.h: split as s = d / 1e9, ns = d % 1e9).
-read -r B CNT P <<<"$LIMIT"
-ei=$((P * NS_PER_S / CNT))
-[[ $ei -gt 0 ]] || die "LIMIT gives a zero emission interval"
-dvt=$((ei * (B + 1)))
-ARGV4="$((ei / NS_PER_S)) $((ei % NS_PER_S)) $((dvt / NS_PER_S)) $((dvt % NS_PER_S))"
-# The script as built (its shared parts pasted in), beside the binary.
-SCRIPT=$(dirname "$CELLGATE")/algorithms/gcra.lua
+require_cell_module
+check_limit LIMIT
+check_limit HOT_LIMIT
+set_gcra_argv "$LIMIT"
 
 # About 100 per minute each, so random identities admit.
 declare -A limit_of=(
@@ -156,17 +138,7 @@ else
     notes+=("CELL_MODULE unset: no redis-cell module baseline (set it to a built libredis_cell.so)")
 fi
 
-sha=""
-if [[ -r $SCRIPT ]]; then
-    # -x sends the file's exact bytes.
-    sha=$(redis-cli -p "$rport" -x SCRIPT LOAD <"$SCRIPT" 2>&1 | tr -d '\r')
-    if [[ ! $sha =~ ^[0-9a-f]{40}$ ]]; then
-        notes+=("SCRIPT LOAD of $SCRIPT failed ($sha): no EVALSHA test")
-        sha=""
-    fi
-else
-    notes+=("no $SCRIPT in this build: no EVALSHA test")
-fi
+load_gcra_script "$rport"
 
 # The tests, in the order they run (tests compared with each other side by
 # side, so that drift hits them alike).
@@ -198,20 +170,8 @@ for a in "${algos[@]:1}"; do
         "LIMITER CHECK $a:__rand_int__"
 done
 
-# Every test must answer the way it will be measured: five integers (the
-# EVALSHA test: the script's four values, the nil TAT of a new key printed
-# by redis-cli as an empty line, so three non-empty lines).
-for t in "${tests[@]}"; do
-    cmd=${cmd_of[$t]//__rand_int__/check-$t}
-    # shellcheck disable=SC2086 # the command is split into arguments on purpose
-    out=$(redis-cli -p "${where_of[$t]##* }" $cmd 2>&1)
-    want=5
-    [[ $t == cl_evalsha ]] && want=3
-    lines=$(grep -c . <<<"$out" || true)
-    if [[ $lines -ne $want ]] || grep -qi err <<<"$out"; then
-        die "$t: unexpected reply to '$cmd': $out"
-    fi
-done
+# shellcheck disable=SC2119 # no redis-cli option for a single Redis
+check_test_replies
 
 # Memory of one identity per algorithm: its key after 1 check, and after
 # 100 (full). The key name is cellgate's (<prefix>{path}#<limit>:<algo>);
@@ -234,21 +194,10 @@ echo "machine: $(machine_line)"
 echo "redis-benchmark -c $C -n $N -r $KEYSPACE, pipelines: $PIPELINES, $R runs each, median reported"
 echo "limit: $LIMIT, hot key: $HOT_LIMIT${sha:+, gcra.lua sha $sha (ARGV $ARGV4)}"
 echo "cellgate: $CELLGATE${CELL_MODULE:+, module: $CELL_MODULE}"
-print_tests_header
-echo
 
-# ---------------- Run ----------------
+# ---------------- Run and report ----------------
 
-bench_one() { cost_bench_one "$@"; }
-targets=("${tests[@]}")
-bench_run_all
-
-# ---------------- Report ----------------
-
-print_cost_medians
-echo
-print_commands_per_decision
-echo
+run_cost_tests
 echo "Redis memory per identity (MEMORY USAGE of its key, bytes): after 1 check, after 100"
 for a in "${algos[@]}"; do
     printf '  %-16s %8s %8s\n' "$a" "${mem1_of[$a]}" "${mem100_of[$a]}"

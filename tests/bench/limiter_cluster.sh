@@ -51,23 +51,13 @@ cd "$(dirname "$0")/../.."
 LIMIT=${LIMIT:-"15 30 60"}
 MASTERS=${MASTERS:-3}
 CELL_MODULE=${CELL_MODULE:-}
-NS_PER_S=1000000000
 
 require_redis_tools
 require_cellgate
-if [[ -n $CELL_MODULE ]]; then
-    [[ -r $CELL_MODULE ]] || die "CELL_MODULE '$CELL_MODULE' is not a readable file"
-fi
+require_cell_module
 [[ $MASTERS =~ ^[0-9]+$ && $MASTERS -ge 3 ]] || die "MASTERS must be a number >= 3"
-read -r B CNT P <<<"$LIMIT"
-[[ $B =~ ^[0-9]+$ && $CNT =~ ^[1-9][0-9]*$ && $P =~ ^[1-9][0-9]*$ ]] ||
-    die "LIMIT must be three non-negative integers, count and period > 0"
-# gcra.lua's ARGV for LIMIT and quantity 1 (see limiter.sh).
-ei=$((P * NS_PER_S / CNT))
-[[ $ei -gt 0 ]] || die "LIMIT gives a zero emission interval"
-dvt=$((ei * (B + 1)))
-ARGV4="$((ei / NS_PER_S)) $((ei % NS_PER_S)) $((dvt / NS_PER_S)) $((dvt % NS_PER_S))"
-SCRIPT=$(dirname "$CELLGATE")/algorithms/gcra.lua
+check_limit LIMIT
+set_gcra_argv "$LIMIT"
 
 bench_init
 
@@ -83,13 +73,7 @@ start_bg cellgate "$cport" "$workdir/cellgate.log" \
     "$CELLGATE" --listen "127.0.0.1:$cport" --cluster "$plain_seeds" \
     --log-level warn
 cpid=$last_pid
-# The proxy answers once it has the slot map.
-for _ in $(seq 1 "$READY_TRIES"); do
-    [[ $(redis-cli -p "$cport" SET bench:ready 1 2>/dev/null) == OK ]] && break
-    sleep 0.05
-done
-[[ $(redis-cli -p "$cport" SET bench:ready 1 2>/dev/null) == OK ]] ||
-    die "cellgate does not serve the cluster: $(redis-cli -p "$cport" SET bench:ready 1 2>&1)"
+wait_cluster_proxy "$cport"
 
 module_ports=""
 if [[ -n $CELL_MODULE ]]; then
@@ -101,20 +85,8 @@ else
     notes+=("CELL_MODULE unset: no redis-cell module baseline (set it to a built libredis_cell.so)")
 fi
 
-sha=""
-if [[ -r $SCRIPT ]]; then
-    for port in $plain_ports; do
-        # -x sends the file's exact bytes.
-        sha=$(redis-cli -p "$port" -x SCRIPT LOAD <"$SCRIPT" 2>&1 | tr -d '\r')
-        if [[ ! $sha =~ ^[0-9a-f]{40}$ ]]; then
-            notes+=("SCRIPT LOAD of $SCRIPT failed ($sha): no EVALSHA test")
-            sha=""
-            break
-        fi
-    done
-else
-    notes+=("no $SCRIPT in this build: no EVALSHA test")
-fi
+# shellcheck disable=SC2086 # one argument per port on purpose
+load_gcra_script $plain_ports
 
 add_test cl "CL.THROTTLE via cellgate, cluster" "-h 127.0.0.1 -p $cport" \
     "$plain_ports" "$cpid" "CL.THROTTLE key:__rand_int__ $LIMIT"
@@ -129,40 +101,17 @@ if [[ -n $sha ]]; then
         "EVALSHA $sha 1 key:{tag}:__rand_int__ $ARGV4"
 fi
 
-# Every test must answer the way it will be measured (see limiter.sh), on
-# a key of the node redis-cli asks (-c follows a redirection).
-for t in "${tests[@]}"; do
-    cmd=${cmd_of[$t]//__rand_int__/check}
-    cmd=${cmd//\{tag\}/\{$t\}}
-    # shellcheck disable=SC2086 # the command is split into arguments on purpose
-    out=$(redis-cli -c -p "${where_of[$t]##* }" $cmd 2>&1)
-    want=5
-    [[ $t == cl_evalsha ]] && want=3
-    lines=$(grep -c . <<<"$out" || true)
-    if [[ $lines -ne $want ]] || grep -qi err <<<"$out"; then
-        die "$t: unexpected reply to '$cmd': $out"
-    fi
-done
+# On a key of the node redis-cli asks (-c follows a redirection).
+check_test_replies -c
 
 echo "machine: $(machine_line)"
 echo "clusters: $MASTERS masters, no replicas; plain $plain_seeds${module_ports:+; module ${module_seeds:-}}"
 echo "redis-benchmark -c $C -n $N -r $KEYSPACE, pipelines: $PIPELINES, $R runs each, median reported"
 echo "cellgate: $CELLGATE${CELL_MODULE:+, module: $CELL_MODULE}"
-print_tests_header
-echo
 
-# ---------------- Run ----------------
+# ---------------- Run and report ----------------
 
-bench_one() { cost_bench_one "$@"; }
-targets=("${tests[@]}")
-bench_run_all
-
-# ---------------- Report ----------------
-
-print_cost_medians
-echo
-print_commands_per_decision
-echo
+run_cost_tests
 md_header
 md_row_ratio "Cluster, CL.THROTTLE random keys: cellgate / module (--cluster)" cl cl_module
 md_row_ratio "Cluster, CL.THROTTLE random keys: cellgate / EVALSHA gcra.lua (--cluster)" cl cl_evalsha

@@ -7,9 +7,10 @@
 #
 # Starts one redis-server on a free loopback port, loads the scripts as
 # built (<build>/algorithms/*.lua) with SCRIPT LOAD and, when FORMS names
-# it, the same sources as one FUNCTION library (lua_library.awk: the load-
-# time part of each entry once, the part after its "--#call" line as the
-# function body). Then, for each case, FLUSHALL, CONFIG RESETSTAT, N calls
+# it, the FUNCTION library the build makes of the same sources, the one
+# cellgate loads (<build>/algorithms/library.lua: the load-time part of
+# each entry once, the part after its "--#call" line as a function's
+# body). Then, for each case, FLUSHALL, CONFIG RESETSTAT, N calls
 # with redis-benchmark (C clients, random keys from __rand_int__), and
 # INFO commandstats. Cases:
 #   gcra each       gcra.lua "each" mode, BATCH random keys per call, 15 30 60
@@ -27,13 +28,14 @@
 # median is reported (the machine's other work moves single runs a lot).
 #
 # Environment (all optional):
-#   BUILD        build directory with the expanded scripts (default build)
+#   BUILD        build directory with the expanded scripts and the
+#                library (default build)
 #   SCRIPTS      directory of the expanded gcra.lua and limiter.lua
 #                (default $BUILD/algorithms; to measure other versions,
 #                whose script form only is measured then)
 #   R            runs of each case (default 3)
 #   FORMS        "script" and/or "function" (default "script function";
-#                function needs Redis 7 and the "--#call" markers)
+#                function needs Redis 7 and $BUILD/algorithms/library.lua)
 #   N            calls per case (default 3000)
 #   C            redis-benchmark clients (default 4)
 #   BATCH        decisions per batched call (default 64)
@@ -51,7 +53,7 @@ KEYSPACE=${KEYSPACE:-1000000}
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 if [[ -n ${SCRIPTS:-} ]]; then
-    FORMS=${FORMS:-script} # the library is made of this tree's sources
+    FORMS=${FORMS:-script} # the library is $BUILD's, not of these scripts
 fi
 SCRIPTS=${SCRIPTS:-$BUILD/algorithms}
 R=${R:-3}
@@ -75,15 +77,15 @@ for s in gcra limiter; do
     [[ ${sha[$s]} =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD $s: ${sha[$s]}"
 done
 have_function=0
+library=$BUILD/algorithms/library.lua
 if [[ " $FORMS " == *" function "* ]]; then
-    if awk -v dir=algorithms -f tests/bench/lua_library.awk \
-        algorithms/gcra.lua algorithms/limiter.lua >"$workdir/library.lua" \
-        2>"$workdir/library.err"; then
-        out=$(rcli -x FUNCTION LOAD REPLACE <"$workdir/library.lua" 2>&1)
-        [[ $out == cellgate ]] || die "FUNCTION LOAD: $out"
+    if [[ -r $library ]]; then
+        # Its reply is the library's name, which its functions start with.
+        lib=$(rcli -x FUNCTION LOAD REPLACE <"$library" 2>&1)
+        [[ $lib == cellgate_* ]] || die "FUNCTION LOAD: $lib"
         have_function=1
     else
-        echo "no function form: $(cat "$workdir/library.err")" >&2
+        echo "no function form: $library not found (build first)" >&2
     fi
 fi
 
@@ -121,7 +123,7 @@ call() {
     if [[ $form == script ]]; then
         echo EVALSHA "${sha[$s]}" "$@"
     else
-        echo FCALL "cellgate_$s" "$@"
+        echo FCALL "${lib}_$s" "$@"
     fi
 }
 

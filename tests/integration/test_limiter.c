@@ -71,6 +71,19 @@ PX_TEST_SUITE(it_limiter);
 #define CONC_BURST     10    /* CL.THROTTLE shared 10 20 1: max_burst */
 #define CONC_COUNT     20    /* count per period */
 #define CONC_PERIOD_S  1     /* period, seconds */
+#define RESTART_KEYS   20    /* keys per node of the client beside a restart */
+
+/* limits.yaml of the restart tests: LIMITER CHECK user:<id> is the
+ * reference limit (CL.THROTTLE <key> 15 30 60) on the node of user:<id>. */
+static const char restart_limits[] = "user:\n"
+                                     "  children:\n"
+                                     "    \"*\":\n"
+                                     "      limits: [15, 30, 60]\n";
+
+/* Its path and the proxy.yaml line naming it: static, the proxy borrows
+ * them for restarts. */
+static char limits_path[PX_PATH_MAX];
+static char limits_extra[PX_PATH_MAX + 64];
 
 /* A second cellgate of the test (the embedded twin or a peer in front of
  * the same Redis); stopped in the test body, and by fini_second when the
@@ -103,6 +116,38 @@ static void init_fail_open(void)
                        "store_down_policy: fail_open\n" DOWN_TIMEOUT);
 }
 
+/* Writes restart_limits and limits_extra. */
+static void prepare_restart_limits(void)
+{
+    px_write_file(limits_path, sizeof(limits_path), "limits.yaml",
+                  restart_limits);
+    snprintf(limits_extra, sizeof(limits_extra), "limits_file: %s\n",
+             limits_path);
+}
+
+/* A Redis that keeps nothing across a restart (what the fixture starts
+ * anyway; named here because the restart tests depend on it). */
+static void init_restart_single(void)
+{
+    static const char *const no_persistence[] = {
+        "--save", "", "--appendonly", "no", NULL,
+    };
+
+    prepare_restart_limits();
+    px_redis_start(&px_env()->redis, no_persistence);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, limits_extra);
+}
+
+/* Masters without replicas (the fixture's nodes keep nothing either): a
+ * restarted master comes back empty as the owner of its slots, with no
+ * replica to take them over or to resync it. */
+static void init_restart_cluster(void)
+{
+    prepare_restart_limits();
+    px_cluster_start(px_cluster(), PX_CLUSTER_DEFAULT_MASTERS, 0);
+    px_cluster_proxy_start(&px_env()->proxy, px_cluster(), limits_extra);
+}
+
 /* .fini of the tests with a second proxy: kills it if the body did not get
  * to stop it cleanly, then the usual teardown. */
 static void fini_second(void)
@@ -125,18 +170,28 @@ static void start_second(const struct px_child *redis)
     }
 }
 
-/* Writes to out a hash tag "{<base><n>}" whose slot master `m` serves. */
-static void prefix_on_master(int m, const char *base, char *out, size_t outlen)
+/* Writes to out "<base><n>", the text of a hash tag whose slot master `m`
+ * serves (a LIMITER path is the tag of its keys). */
+static void tag_on_master(int m, const char *base, char *out, size_t outlen)
 {
     struct px_cluster *cl = px_cluster();
 
     for (int i = 0; i < PREFIX_TRIES; i++) {
-        snprintf(out, outlen, "{%s%d}", base, i);
+        snprintf(out, outlen, "%s%d", base, i);
         if (px_cluster_master_of_key(cl, out, strlen(out)) == m) {
             return;
         }
     }
     cr_assert_fail("no tag {%s<n>} lands on master %d", base, m);
+}
+
+/* Writes to out a hash tag "{<base><n>}" whose slot master `m` serves. */
+static void prefix_on_master(int m, const char *base, char *out, size_t outlen)
+{
+    char tag[KEY_MAX];
+
+    tag_on_master(m, base, tag, sizeof(tag));
+    snprintf(out, outlen, "{%s}", tag);
 }
 
 /* ---------------- Replies ---------------- */
@@ -586,6 +641,30 @@ static int has_library(redisContext *d)
     return has;
 }
 
+/* Calls of `cmd` (lower case; "function|load" for a subcommand) the node
+ * `d` has run since it started, from INFO commandstats. */
+static long long cmdstat_calls(redisContext *d, const char *cmd)
+{
+    redisReply *r = px_cmd(d, "INFO commandstats");
+    char want[64];
+    const char *at;
+    long long calls;
+
+    cr_assert_eq(r->type, REDIS_REPLY_STRING, "INFO commandstats");
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", cmd);
+    at = strstr(r->str, want);
+    calls = at != NULL ? atoll(at + strlen(want)) : 0;
+    freeReplyObject(r);
+    return calls;
+}
+
+/* fcall+evalsha+eval calls the node `d` has run. */
+static long long script_calls(redisContext *d)
+{
+    return cmdstat_calls(d, "fcall") + cmdstat_calls(d, "evalsha") +
+           cmdstat_calls(d, "eval");
+}
+
 /* True when the node `d` has the gcra script cached. */
 static int has_script(redisContext *d)
 {
@@ -705,16 +784,23 @@ static void types_and_binary(redisContext *c, const char *p)
     redisFree(d);
 }
 
-/* Waits (bounded) until the limiter answers from the store again: a fresh
- * key gets the real first reply, not an error or a fail-open admission. */
-static void wait_store_back(redisContext *c)
+/* Waits (bounded) until the proxy answers from the store again. With key
+ * NULL, until the limiter does: a fresh key gets the real first reply, not
+ * an error or a fail-open admission. Else until EXISTS key through it gets
+ * its answer, which runs no script on the node, so the node's function
+ * library stays as it is. */
+static void wait_store_back(redisContext *c, const char *key)
 {
     long long deadline = px_now_ms() + RECOVER_MS;
 
     for (int n = 0;; n++) {
-        redisReply *r = px_cmd(c, "CL.THROTTLE probe:%d " REF_ARGS, n);
-        int back = r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
-                   r->element[2]->integer == 15;
+        redisReply *r = key != NULL
+                            ? px_cmd(c, "EXISTS %s", key)
+                            : px_cmd(c, "CL.THROTTLE probe:%d " REF_ARGS, n);
+        int back = key != NULL
+                       ? r->type == REDIS_REPLY_INTEGER
+                       : r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
+                             r->element[2]->integer == 15;
         if (r->type == REDIS_REPLY_ERROR) {
             cr_assert(strncmp(r->str, "ERR upstream ", 13) == 0,
                       "unexpected error while the store recovers: %s", r->str);
@@ -726,6 +812,97 @@ static void wait_store_back(redisContext *c)
         cr_assert_lt(px_now_ms(), deadline, "the limiter never recovered");
         px_sleep_ms(RECOVER_STEP);
     }
+}
+
+/* Asserts that the node `d` has just started with nothing: no key, no
+ * function library, no FCALL run yet. */
+static void check_node_empty(redisContext *d)
+{
+    redisReply *r = px_cmd(d, "FUNCTION LIST");
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 0, "%zu libraries after the restart",
+                 (size_t)r->elements);
+    freeReplyObject(r);
+    px_check_int(px_cmd(d, "DBSIZE"), 0);
+    cr_assert_eq(cmdstat_calls(d, "fcall"), 0);
+}
+
+/* The node that stores the key "<p>rs" and LIMITER path `path` (the
+ * proxy's limits_extra) restarts, through `restart`, without persistence:
+ * it comes back with neither the TATs nor the function library. The
+ * proxy's FCALL gets "Function not found" there and must load the library
+ * again without any client seeing it: neither the client whose state was
+ * lost nor a second one with calls on keys under others[0..n-1] in flight
+ * at the same time. */
+static void restart_empty(const char *p, const char *path,
+                          const char *const *others, int n,
+                          void (*restart)(void))
+{
+    struct px_child *proxy = &px_env()->proxy;
+    /* Connected one after the other, so with consecutive ids: between
+     * them they ride both shared connections (lanes) of the default
+     * upstream pool of 2. */
+    redisContext *c = px_connect(proxy->port);
+    redisContext *b = px_connect(proxy->port);
+    char k[KEY_MAX], what[KEY_MAX + 32];
+    redisContext *d;
+
+    snprintf(k, sizeof(k), "%srs", p);
+    d = px_direct_for(k, strlen(k));
+    /* Before any call: the library the proxy sends every master at start
+     * is there, so after the restart nothing but a call that meets its
+     * absence brings it back. */
+    for (long long end = px_now_ms() + RECOVER_MS; !has_library(d);) {
+        cr_assert_lt(px_now_ms(), end, "the library never reached the node");
+        px_sleep_ms(RECOVER_STEP);
+    }
+    redisFree(d);
+    px_check_five(px_cmd(c, "CL.THROTTLE %s " REF_ARGS, k), "before", 0, 16, 15,
+                  -1, 2);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s", path), "LIMITER before", 0, 16,
+                  15, -1, 2);
+
+    /* The proxy is frozen across the restart: nothing it sends can reach
+     * the new node before it is checked empty. */
+    cr_assert_eq(kill(proxy->pid, SIGSTOP), 0);
+    restart();
+    d = px_direct_for(k, strlen(k));
+    check_node_empty(d);
+    cr_assert_eq(kill(proxy->pid, SIGCONT), 0);
+    /* The proxy lost its connections to the node: the calls below go out
+     * once both lanes are back, and no limiter call goes before them. */
+    wait_store_back(c, k);
+    wait_store_back(b, k);
+
+    /* In flight together: c's calls, whose state the node lost (fresh
+     * replies again), then b's on fresh keys. */
+    redisAppendCommand(c, "CL.THROTTLE %s " REF_ARGS, k);
+    redisAppendCommand(c, "LIMITER CHECK %s", path);
+    px_flush(c);
+    for (int j = 0; j < RESTART_KEYS; j++) {
+        for (int i = 0; i < n; i++) {
+            redisAppendCommand(b, "CL.THROTTLE %srs:%d " REF_ARGS, others[i],
+                               j);
+        }
+    }
+    px_flush(b);
+    px_check_five(px_next(c), "after the restart", 0, 16, 15, -1, 2);
+    px_check_five(px_next(c), "LIMITER after the restart", 0, 16, 15, -1, 2);
+    for (int j = 0; j < RESTART_KEYS * n; j++) {
+        redisReply *r = px_next(b);
+        snprintf(what, sizeof(what), "the client beside, call %d", j);
+        cr_assert(r->type != REDIS_REPLY_ERROR, "%s: %s", what, r->str);
+        px_check_five(r, what, 0, 16, 15, -1, 2);
+    }
+
+    cr_assert(has_library(d), "the library never came back");
+    cr_assert_gt(cmdstat_calls(d, "function|load"), 0,
+                 "the node never got FUNCTION LOAD");
+    cr_assert_gt(cmdstat_calls(d, "fcall"), 0, "the node never ran FCALL");
+    redisFree(d);
+    redisFree(b);
+    redisFree(c);
 }
 
 /* ---------------- Single Redis ---------------- */
@@ -778,6 +955,21 @@ Test(it_limiter, function_flush_never_shows_an_error_in_single_mode,
 
     code_flush(c, prefixes, 1, 0);
     redisFree(c);
+}
+
+/* kill -9 and start again: with no persistence, an empty Redis. */
+static void restart_redis(void)
+{
+    px_redis_kill(&px_env()->redis, SIGKILL);
+    px_redis_restart(&px_env()->redis);
+}
+
+Test(it_limiter, redis_restarted_without_its_library_never_shows_an_error,
+     .init = init_restart_single, .fini = px_env_fini, .timeout = 60)
+{
+    static const char *const others[] = { "other:" };
+
+    restart_empty("", "user:rs", others, 1, restart_redis);
 }
 
 /* A Redis whose FCALL and FUNCTION are gone (as on Redis 6, where they do
@@ -836,7 +1028,7 @@ Test(it_limiter, redis_down_fails_closed_with_upstream_error_then_recovers,
     px_check_error_prefix(px_cmd(c, "CL.THROTTLE dn " REF_ARGS),
                           "ERR upstream ");
     cr_assert_eq(kill(env->redis.pid, SIGCONT), 0);
-    wait_store_back(c);
+    wait_store_back(c, NULL);
     /* Redis is gone: refused connections. */
     px_redis_kill(&env->redis, SIGKILL);
     for (int i = 0; i < 3; i++) {
@@ -846,7 +1038,7 @@ Test(it_limiter, redis_down_fails_closed_with_upstream_error_then_recovers,
     /* Arguments are still checked first. */
     px_check_error(px_cmd(c, "CL.THROTTLE dn 15 30 x"), E_NOT_INT "x");
     px_redis_restart(&env->redis);
-    wait_store_back(c);
+    wait_store_back(c, NULL);
     px_check_five(px_cmd(c, "CL.THROTTLE dn2 0 1 60"), "after restart", 0, 1, 0,
                   -1, 60);
     struct px_five f =
@@ -867,7 +1059,7 @@ Test(it_limiter, redis_down_with_fail_open_admits_with_zero_remaining,
     px_check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "stopped", 0, 16, 0,
                   -1, 0);
     cr_assert_eq(kill(env->redis.pid, SIGCONT), 0);
-    wait_store_back(c);
+    wait_store_back(c, NULL);
     px_redis_kill(&env->redis, SIGKILL);
     for (int i = 0; i < 3; i++) {
         px_check_five(px_cmd(c, "CL.THROTTLE up " REF_ARGS), "down", 0, 16, 0,
@@ -880,7 +1072,7 @@ Test(it_limiter, redis_down_with_fail_open_admits_with_zero_remaining,
     px_check_error(px_cmd(c, "CL.THROTTLE up 15 30 60 -1"), E_NEG_Q);
     px_check_error_prefix(px_cmd(c, "GET up"), "ERR upstream ");
     px_redis_restart(&env->redis);
-    wait_store_back(c);
+    wait_store_back(c, NULL);
     px_check_five(px_cmd(c, "CL.THROTTLE up2 0 1 60"), "after restart", 0, 1, 0,
                   -1, 60);
     struct px_five f =
@@ -1095,6 +1287,37 @@ Test(it_limiter, function_flush_on_every_master_never_shows_an_error,
     redisFree(c);
 }
 
+/* The master that restart_master restarts. */
+static int restarted;
+
+/* kill -9 the master `restarted` and start it again: with no persistence
+ * and no replica, it serves its slots again empty. */
+static void restart_master(void)
+{
+    struct px_cluster *cl = px_cluster();
+
+    px_cluster_kill(cl, restarted);
+    px_cluster_restart(cl, restarted);
+    px_cluster_wait_ok(cl);
+}
+
+Test(it_limiter, master_restarted_without_its_library_never_shows_an_error,
+     .init = init_restart_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    struct px_cluster *cl = px_cluster();
+    char p[32], path[KEY_MAX], ps[PX_CLUSTER_MAX_NODES][32];
+    const char *others[PX_CLUSTER_MAX_NODES];
+
+    restarted = 1;
+    prefix_on_master(restarted, "rs", p, sizeof(p));
+    tag_on_master(restarted, "user:rs", path, sizeof(path));
+    for (int m = 0; m < cl->nmasters; m++) {
+        prefix_on_master(m, "o", ps[m], sizeof(ps[m]));
+        others[m] = ps[m];
+    }
+    restart_empty(p, path, others, cl->nmasters, restart_master);
+}
+
 /* One call on key with a slow limit (EI 20 s, so the few seconds a
  * migration step takes never change `remaining`): asserts it is admitted
  * with `remaining` left. */
@@ -1290,10 +1513,8 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
                      fk.tats[i], "%s: the TAT changed", fk.limited[i]);
     }
     cr_assert(has_library(d), "the library is gone from the promoted node");
-    r = px_cmd(d, "INFO commandstats");
-    cr_assert_not_null(strstr(r->str, "cmdstat_fcall:"),
-                       "the promoted node never ran FCALL");
-    freeReplyObject(r);
+    cr_assert_gt(cmdstat_calls(d, "fcall"), 0,
+                 "the promoted node never ran FCALL");
     redisFree(d);
     redisFree(c);
 }
@@ -1340,24 +1561,6 @@ static void batched_calls_keep_order(void)
     cr_assert_eq(r->element[2]->integer, 0);
     freeReplyObject(r);
     redisFree(c);
-}
-
-/* fcall+evalsha+eval calls redis has run, from INFO commandstats. */
-static long long script_calls(redisContext *direct)
-{
-    redisReply *r = px_cmd(direct, "INFO commandstats");
-    long long total = 0;
-    const char *names[] = { "cmdstat_fcall:calls=", "cmdstat_evalsha:calls=",
-                            "cmdstat_eval:calls=" };
-
-    for (size_t k = 0; k < 3; k++) {
-        const char *p = strstr(r->str, names[k]);
-        if (p != NULL) {
-            total += atoll(p + strlen(names[k]));
-        }
-    }
-    freeReplyObject(r);
-    return total;
 }
 
 Test(it_limiter, batched_calls_keep_request_order_in_single_mode,

@@ -36,10 +36,15 @@ PX_TEST_SUITE(it_lua_each);
 #define LIMITS_MAX 3   /* limits of one group */
 
 /* The gcra parameters for burst 0, one per 2 s: INC = DVT = 2 s. */
-#define GCRA_2S                                                                \
-    "gcra",                                                                    \
+#define GCRA_2S "2", "0", "2", "0"
+
+/* A group (struct grp) of one limit: mode_ at cost_ on `key` with
+ * algorithm `algo` and its parameters (...), no undo token, override hash
+ * ovr_ and no override to verify. */
+#define GROUP1(mode_, cost_, ovr_, key, algo, ...)                             \
     {                                                                          \
-        "2", "0", "2", "0"                                                     \
+        .mode = mode_, .cost = cost_, .n = 1,                                  \
+        .l = { { key, algo, { __VA_ARGS__ }, NULL } }, .ovr = ovr_             \
     }
 
 static void it_init(void)
@@ -266,6 +271,21 @@ static void expect_reply_eq(const redisReply *a, const redisReply *b,
     }
 }
 
+/* Asserts that r is an array (a batch's reply), showing an error reply's
+ * text when it is not. */
+static void expect_array(const redisReply *r, const char *ctx)
+{
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: type %d %s", ctx, r->type,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+}
+
+/* Asserts that e (a reply or one group's element) is the error `text`. */
+static void expect_error(const redisReply *e, const char *text, const char *ctx)
+{
+    cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s: type %d", ctx, e->type);
+    cr_assert_str_eq(e->str, text, "%s", ctx);
+}
+
 /* What the test knows of one key: its type and value (sorted fields of a
  * hash, members and scores of a sorted set) as one line, and its PTTL. */
 struct keystate {
@@ -349,7 +369,7 @@ static void plant(redisContext *c)
 /* Groups over every algorithm, modes, refusals, repeated keys, a refund
  * and an override. */
 static const struct grp MIXED[] = {
-    { "check", "1", 1, { { "a1", GCRA_2S, NULL } }, "ovr", 0, { 0 }, { 0 } },
+    GROUP1("check", "1", "ovr", "a1", "gcra", GCRA_2S),
     { "check",
       "2",
       2,
@@ -368,14 +388,7 @@ static const struct grp MIXED[] = {
       0,
       { 0 },
       { 0 } },
-    { "peek",
-      "1",
-      1,
-      { { "d1", "leaky_bucket", { "3", "1000", "1" }, NULL } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
+    GROUP1("peek", "1", "ovr", "d1", "leaky_bucket", "3", "1000", "1"),
     /* b1 has 1 token left after the second group: refused, and b2,
      * admitted on its own, shows its state without this request. */
     { "check",
@@ -387,31 +400,10 @@ static const struct grp MIXED[] = {
       0,
       { 0 },
       { 0 } },
-    { "check",
-      "1",
-      1,
-      { { "e1", "sliding_window", { "3", "60000", "1000" }, NULL } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
-    { "check",
-      "1",
-      1,
-      { { "c1", "sliding_log", { "2", "60000", "0" }, NULL } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
+    GROUP1("check", "1", "ovr", "e1", "sliding_window", "3", "60000", "1000"),
+    GROUP1("check", "1", "ovr", "c1", "sliding_log", "2", "60000", "0"),
     /* The log is full: refused, and logged all the same. */
-    { "check",
-      "1",
-      1,
-      { { "c1", "sliding_log", { "2", "60000", "0" }, NULL } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
+    GROUP1("check", "1", "ovr", "c1", "sliding_log", "2", "60000", "0"),
     { "check",
       "1",
       1,
@@ -420,7 +412,7 @@ static const struct grp MIXED[] = {
       1,
       { "user:o" },
       { "" } },
-    { "check", "1", 1, { { "a1", GCRA_2S, NULL } }, "ovr", 0, { 0 }, { 0 } },
+    GROUP1("check", "1", "ovr", "a1", "gcra", GCRA_2S),
     /* Gives the second group's cost back to b2's window (its start is
      * NOW's minute). */
     { "refund",
@@ -431,14 +423,7 @@ static const struct grp MIXED[] = {
       0,
       { 0 },
       { 0 } },
-    { "check",
-      "0",
-      1,
-      { { "d1", "leaky_bucket", { "3", "1000", "1" }, NULL } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
+    GROUP1("check", "0", "ovr", "d1", "leaky_bucket", "3", "1000", "1"),
 };
 #define NMIXED (int)(sizeof(MIXED) / sizeof(*MIXED))
 
@@ -475,9 +460,7 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     }
     t2 = px_now_ms();
 
-    cr_assert_eq(batch->type, REDIS_REPLY_ARRAY, "batch: type %d %s",
-                 batch->type,
-                 batch->type == REDIS_REPLY_ERROR ? batch->str : "");
+    expect_array(batch, "batch");
     cr_assert_eq(batch->elements, 3 + (size_t)NMIXED);
     cr_assert_eq(batch->element[0]->integer, 0);
     cr_assert_eq(batch->element[1]->integer, NOW_S);
@@ -513,64 +496,22 @@ Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
 {
     static const struct grp g[] = {
         /* a string where a hash belongs */
-        { "check",
-          "1",
-          1,
-          { { "w", "token_bucket", { "3", "1000000" }, NULL } },
-          "ovr",
-          0,
-          { 0 },
-          { 0 } },
-        { "check",
-          "1",
-          1,
-          { { "f0", "no_such_algorithm", { "3", "1000000" }, NULL } },
-          "ovr",
-          0,
-          { 0 },
-          { 0 } },
-        { "check",
-          "-1",
-          1,
-          { { "f0", "fixed_window", { "5", "60000" }, NULL } },
-          "ovr",
-          0,
-          { 0 },
-          { 0 } },
-        { "check",
-          "1",
-          1,
-          { { "f1", "fixed_window", { "5", "60000" }, NULL } },
-          "ovr",
-          0,
-          { 0 },
-          { 0 } },
+        GROUP1("check", "1", "ovr", "w", "token_bucket", "3", "1000000"),
+        GROUP1("check", "1", "ovr", "f0", "no_such_algorithm", "3", "1000000"),
+        GROUP1("check", "-1", "ovr", "f0", "fixed_window", "5", "60000"),
+        GROUP1("check", "1", "ovr", "f1", "fixed_window", "5", "60000"),
         /* f2 admits, w fails: nothing of the group is written */
         { "check",
           "1",
           2,
           { { "f2", "fixed_window", { "5", "60000" }, NULL },
-            { "w", "gcra", { "2", "0", "2", "0" }, NULL } },
+            { "w", "gcra", { GCRA_2S }, NULL } },
           "ovr",
           0,
           { 0 },
           { 0 } },
-        { "check",
-          "1",
-          1,
-          { { "f3", "fixed_window", { "0", "60000" }, NULL } },
-          "ovr",
-          0,
-          { 0 },
-          { 0 } },
-        { "check",
-          "1",
-          1,
-          { { "f1", "fixed_window", { "5", "60000" }, NULL } },
-          "ovr",
-          0,
-          { 0 },
-          { 0 } },
+        GROUP1("check", "1", "ovr", "f3", "fixed_window", "0", "60000"),
+        GROUP1("check", "1", "ovr", "f1", "fixed_window", "5", "60000"),
     };
     redisContext *c = connect_all();
     struct args a;
@@ -579,24 +520,19 @@ Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
     px_check_status(px_cmd(c, "SET w notahash"), "OK");
     args_each(&a, g, 7, FORM_RUN);
     r = run(c, &a);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "type %d %s", r->type,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    expect_array(r, "batch");
     cr_assert_eq(r->elements, 3 + 7);
-    cr_assert_eq(r->element[3]->type, REDIS_REPLY_ERROR);
-    cr_assert_str_eq(r->element[3]->str, E_WRONGTYPE);
-    cr_assert_eq(r->element[4]->type, REDIS_REPLY_ERROR);
-    cr_assert_str_eq(r->element[4]->str, E_BAD);
-    cr_assert_eq(r->element[5]->type, REDIS_REPLY_ERROR);
-    cr_assert_str_eq(r->element[5]->str, E_BAD);
-    cr_assert_eq(r->element[6]->type, REDIS_REPLY_ARRAY);
+    expect_error(r->element[3], E_WRONGTYPE, "group 0");
+    expect_error(r->element[4], E_BAD, "group 1");
+    expect_error(r->element[5], E_BAD, "group 2");
+    expect_array(r->element[6], "group 3");
     cr_assert_eq(r->element[6]->element[0]->integer, 0);
-    cr_assert_eq(r->element[7]->type, REDIS_REPLY_ERROR);
-    cr_assert_str_eq(r->element[7]->str, E_WRONGTYPE);
-    cr_assert_eq(r->element[8]->type, REDIS_REPLY_ERROR);
-    cr_assert_str_eq(r->element[8]->str,
-                     "ERR fixed_window max must be between 1 and 2^53 - 1");
+    expect_error(r->element[7], E_WRONGTYPE, "group 4");
+    expect_error(r->element[8],
+                 "ERR fixed_window max must be between 1 and 2^53 - 1",
+                 "group 5");
     /* The last group saw the fourth's write. */
-    cr_assert_eq(r->element[9]->type, REDIS_REPLY_ARRAY);
+    expect_array(r->element[9], "group 6");
     cr_assert_eq(r->element[9]->element[3]->element[2]->integer, 3);
     freeReplyObject(r);
     px_check_str(px_cmd(c, "GET w"), "notahash");
@@ -641,6 +577,7 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
     for (size_t x = 0; x < sizeof(bad) / sizeof(*bad); x++) {
         struct args a;
         redisReply *r;
+        char ctx[32];
         memset(&a, 0, sizeof(a));
         arg_head(&a, "limiter", FORM_RUN);
         arg_int(&a, bad[x].nkeys);
@@ -653,33 +590,27 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
             arg(&a, bad[x].argv[i]);
         }
         r = run(c, &a);
-        cr_assert_eq(r->type, REDIS_REPLY_ERROR, "case %zu: type %d", x,
-                     r->type);
-        cr_assert_str_eq(r->str, E_BAD, "case %zu", x);
+        snprintf(ctx, sizeof(ctx), "case %zu", x);
+        expect_error(r, E_BAD, ctx);
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 1);
     }
     /* A bad clock is refused whole too, and the valid batch works. */
     {
-        static const struct grp g = {
-            "check", "1",
-            1,       { { "k1", "fixed_window", { "5", "60000" }, NULL } },
-            "k1#o",  0,
-            { 0 },   { 0 }
-        };
+        static const struct grp g =
+            GROUP1("check", "1", "k1#o", "k1", "fixed_window", "5", "60000");
         struct args a;
         redisReply *r;
         args_each(&a, &g, 1, FORM_RUN);
         a.v[a.n - 10 - 2] = "soon"; /* the now before G and the group */
         a.len[a.n - 10 - 2] = 4;
         r = run(c, &a);
-        cr_assert_eq(r->type, REDIS_REPLY_ERROR);
-        cr_assert_str_eq(r->str, E_BAD);
+        expect_error(r, E_BAD, "a bad clock");
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 1);
         args_each(&a, &g, 1, FORM_RUN);
         r = run(c, &a);
-        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        expect_array(r, "the valid batch");
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 2);
     }
@@ -691,15 +622,10 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
 Test(it_lua_each, a_repeated_key_sees_the_earlier_groups_write, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
-    static const struct grp fw = {
-        "check", "1",
-        1,       { { "r", "fixed_window", { "2", "60000" }, NULL } },
-        "r#o",   0,
-        { 0 },   { 0 }
-    };
-    static const struct grp gc = {
-        "check", "1", 1, { { "t", GCRA_2S, NULL } }, "t#o", 0, { 0 }, { 0 }
-    };
+    static const struct grp fw =
+        GROUP1("check", "1", "r#o", "r", "fixed_window", "2", "60000");
+    static const struct grp gc =
+        GROUP1("check", "1", "t#o", "t", "gcra", GCRA_2S);
     const struct grp g[5] = { fw, gc, fw, gc, fw };
     redisContext *c = connect_all();
     struct args a;
@@ -707,7 +633,7 @@ Test(it_lua_each, a_repeated_key_sees_the_earlier_groups_write, .init = it_init,
 
     args_each(&a, g, 5, FORM_RUN);
     r = run(c, &a);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    expect_array(r, "batch");
     /* fixed_window max 2: remaining 1, 0, then refused */
     cr_assert_eq(r->element[3]->element[0]->integer, 0);
     cr_assert_eq(r->element[3]->element[3]->element[2]->integer, 1);
@@ -774,8 +700,7 @@ static void run_form(redisContext *c, enum form form, struct form_run *fr)
     for (int x = 0; x < 4; x++) {
         args_gcra_each(&a, gkeys, 6, p, form);
         redisReply *r = run(c, &a);
-        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "gcra each: %d %s", r->type,
-                     r->type == REDIS_REPLY_ERROR ? r->str : "");
+        expect_array(r, "gcra each");
         cr_assert_eq(r->elements, 3 + 2 * 6);
         for (int i = 0; i < 6; i++) {
             size_t used = strlen(fr->gcra[x]);
