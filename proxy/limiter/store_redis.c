@@ -146,6 +146,9 @@ struct limiter_group {
     unsigned g;                 /* its group in c */
     unsigned nk;                /* keys: its limits', then the override hash */
     unsigned nw;                /* words: the nk keys, then its arguments */
+    unsigned char cacheable;    /* a check or peek of GCRA limits only, with
+                                   no run-time override assumed: its refusal
+                                   can teach the refusal cache */
     struct buf words;           /* owned: each word as its length (a size_t)
                                    then its bytes */
 };
@@ -191,15 +194,18 @@ static int store_redis_ready(struct store *st, struct req *req)
 
 /* ---------------- Calling the scripts: FCALL, or EVALSHA ---------------- */
 
-/* FUNCTION LOAD of the library, sent to `node` or to the node of `key`;
- * its reply is dropped ("already exists" is the usual one). */
+/* FUNCTION LOAD of the library, sent to `node` or to the node of `key`
+ * on lane `cid` (the lane of the call that will follow it); its reply is
+ * dropped ("already exists" is the usual one). */
 static void store_redis_load(struct store *st, struct node *node,
-                             const char *key, size_t klen)
+                             const char *key, size_t klen, uint64_t cid)
 {
     const struct scripts_library *lib = scripts_library();
     const char *argv[3] = { "FUNCTION", "LOAD", lib->body };
     size_t lens[3] = { 8, 4, lib->len };
     struct req *req = req_own(resp_cmd_new(3, argv, lens), NULL, NULL);
+
+    req->cid = cid;
 
     if (node != NULL) {
         cluster_send(st->cl, node, req);
@@ -258,12 +264,12 @@ static int store_redis_err_is(const char *frame, size_t len, const char *prefix,
     return w == 0;
 }
 
-/* A call sent `*via` failed with `frame`: 1 when it is worth sending again
- * (*via moved on; a library reload is queued ahead of it on the node of
- * `key`), 0 when the error is the answer. */
+/* A call sent `*via` on lane `cid` failed with `frame`: 1 when it is
+ * worth sending again (*via moved on; a library reload is queued ahead of
+ * it on the node of `key`, on its lane), 0 when the error is the answer. */
 static int store_redis_retry(struct store *st, unsigned char *via,
                              const char *frame, size_t len, const char *key,
-                             size_t klen)
+                             size_t klen, uint64_t cid)
 {
     struct store_redis *rs = st->impl;
 
@@ -272,7 +278,7 @@ static int store_redis_retry(struct store *st, unsigned char *via,
         /* Restarted empty, FUNCTION FLUSH, a replica promoted before it
          * had the library: load it; the call follows on the same
          * connection, so it finds it. */
-        store_redis_load(st, NULL, key, klen);
+        store_redis_load(st, NULL, key, klen, cid);
         *via = STORE_REDIS_VIA_RELOADED;
         return 1;
     }
@@ -323,7 +329,7 @@ static void store_redis_cron(struct store *st)
         size_t len = strlen(m[i]->name);
         if (hmap_get(&rs->loaded, m[i]->name, len) == NULL) {
             hmap_put(&rs->loaded, m[i]->name, len, &rs->loaded);
-            store_redis_load(st, m[i], NULL, 0);
+            store_redis_load(st, m[i], NULL, 0, 0);
         }
     }
 }
@@ -778,6 +784,83 @@ static void store_redis_group_free(struct limiter_group *q)
     px_free(q);
 }
 
+/* True when group g of `c` may be answered by the refusal cache: a check
+ * or peek without WAIT whose limits are all GCRA (the one state a GET
+ * reads and a refusal leaves as it was), assuming no run-time override
+ * (the cache tracks the override hash as absent). */
+static int store_redis_group_cacheable(const struct store_check *c, unsigned g)
+{
+    unsigned i;
+    size_t l;
+
+    if (c->op == STORE_RESET || c->wait_ns != 0) {
+        return 0;
+    }
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].group == g && c->lim[i].algo != LIMITS_GCRA) {
+            return 0;
+        }
+    }
+    for (l = 0; l < c->lv->n; l++) {
+        const struct limits_level *lev = &c->lv->level[l];
+        if (lev->group == g && store_redis_override_known(
+                                   c->st, lev->path, lev->path_len) != NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Decides `c` from the refusal cache when every key of it and every
+ * override hash are cached: 1 when that refuses it (c->res and c->peek
+ * filled as the nodes would, at an upper bound of their clocks, where a
+ * refusal is one they would make too), else 0 (Redis decides). */
+static int store_redis_refused_here(struct store *st, struct store_check *c)
+{
+    struct store_redis *rs = st->impl;
+    uint64_t now_local;
+    char ovkey[STORE_KEY_MAX];
+    int64_t tat, now;
+    int have, limited = 0, ovlen;
+    unsigned g, i;
+
+    if (refusal_count(&rs->refusals) == 0 || c->n == 0) {
+        return 0;
+    }
+    now_local = uv_hrtime();
+    for (g = 0; g < c->ngroups; g++) {
+        if (!store_redis_group_cacheable(c, g)) {
+            return 0;
+        }
+        ovlen = store_redis_override_key(st, store_redis_group_level(c, g),
+                                         ovkey, sizeof(ovkey));
+        if (!refusal_lookup(&rs->refusals, ovkey, (size_t)ovlen, now_local,
+                            &have, &tat, &now) ||
+            have) {
+            return 0;
+        }
+    }
+    for (i = 0; i < c->n; i++) {
+        const struct store_limit *x = &c->lim[i];
+        struct gcra_result res, pk;
+        struct gcra_params pp;
+        const char *err;
+        if (!refusal_lookup(&rs->refusals, x->key, x->klen, now_local, &have,
+                            &tat, &now)) {
+            return 0;
+        }
+        gcra_params_peek(&x->p, &pp);
+        if (gcra_decide(&x->p, have, tat, now, &res, &err) != GCRA_OK ||
+            gcra_decide(&pp, have, tat, now, &pk, &err) != GCRA_OK) {
+            return 0;
+        }
+        c->res[i] = res.d;
+        c->peek[i] = pk.d;
+        limited |= res.d.limited;
+    }
+    return limited;
+}
+
 /* Queues group g of `c` for the flush pass in `mode` ("check", "peek" or
  * "refund"; a refund is nobody's to wait for): its keys, the override
  * hash of its tag last (which also routes a group whose levels an
@@ -827,6 +910,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
         }
         store_redis_word(q, undo, strlen(undo));
     }
+    q->cacheable = store_redis_group_cacheable(c, g) && !refund;
     /* Refunds undo what was written; only checks verify overrides. */
     for (l = 0; l < c->lv->n && !refund; l++) {
         npath += c->lv->level[l].group == g;
@@ -861,13 +945,80 @@ static void store_redis_check_part_done(struct store_check *c)
     c->done(c);
 }
 
-/* A queued group's answer `e` (its element of the batch's reply, or an
- * error for it); frees `q`. */
+static const char *store_redis_item_key(const struct store_redis_item *it,
+                                        size_t *len);
+
+/* What a decided group teaches the refusal cache (its reply `v`, sent at
+ * local time `sent_ns`): a refusal of a cacheable group wrote nothing, so
+ * every key it read and its absent override hash are remembered; a check
+ * it admitted wrote its keys, which this proxy forgets. */
+static void store_redis_group_learn(const struct limiter_group *q,
+                                    const struct resp_value *v,
+                                    uint64_t sent_ns)
+{
+    struct store_check *c = q->c;
+    struct store_redis *rs = c->st->impl;
+    int64_t node_now, tat;
+    unsigned i, k = 0;
+    const char *ovkey;
+    size_t ovlen;
+
+    if (v->type != '*' || v->n < 3 || v->elem[0].type != ':' ||
+        v->elem[1].type != ':' || v->elem[2].type != ':') {
+        return;
+    }
+    if (v->elem[0].integer == 0) {
+        for (i = 0; i < c->n && c->op == STORE_CHECK; i++) {
+            if (c->lim[i].group == q->g) {
+                refusal_forget(&rs->refusals, c->lim[i].key, c->lim[i].klen);
+            }
+        }
+        return;
+    }
+    if (!q->cacheable) {
+        return;
+    }
+    node_now = v->elem[1].integer * 1000000000 + v->elem[2].integer * 1000;
+    for (i = 0; i < c->n; i++) {
+        const struct resp_value *e;
+        const char *raw;
+        if (c->lim[i].group != q->g) {
+            continue;
+        }
+        if (3 + k >= v->n) {
+            return;
+        }
+        e = &v->elem[3 + k++];
+        if (e->type != '*' || e->n != 1) {
+            return;
+        }
+        raw = e->elem[0].null ? NULL : e->elem[0].str;
+        tat = -1;
+        if (raw != NULL &&
+            gcra_parse_int64(raw, e->elem[0].len, &tat) != GCRA_OK) {
+            return;
+        }
+        refusal_learn(&rs->refusals, c->lim[i].key, c->lim[i].klen, raw,
+                      raw != NULL ? e->elem[0].len : 0,
+                      raw != NULL && tat != -1, tat, node_now, sent_ns);
+    }
+    /* No override for the identity: its hash did not exist, which the
+     * tracker confirms and watches like any key. */
+    ovkey = store_redis_item_key(&q->it, &ovlen);
+    refusal_learn(&rs->refusals, ovkey, ovlen, NULL, 0, 0, 0, node_now,
+                  sent_ns);
+}
+
+/* A queued group's answer `e` (its element of the batch's reply, sent at
+ * local time `sent_ns`, or an error for it); frees `q`. */
 static void store_redis_group_done(struct limiter_group *q,
-                                   const struct resp_value *e)
+                                   const struct resp_value *e, uint64_t sent_ns)
 {
     if (q->c != NULL) {
         store_redis_group_reply(q->c, q->g, e);
+        if (q->c->err.len == 0 && !q->c->stale) {
+            store_redis_group_learn(q, e, sent_ns);
+        }
         store_redis_check_part_done(q->c);
     }
     store_redis_group_free(q);
@@ -923,8 +1074,13 @@ static void store_redis_check(struct store *st, struct store_check *c,
 {
     unsigned g;
 
-    PX_UNUSED(st);
     c->done = done;
+    if (c->op != STORE_RESET && store_redis_refused_here(st, c)) {
+        struct store_redis *rs = st->impl;
+        rs->refusals.hits++;
+        done(c);
+        return;
+    }
     /* RESET deletes keys, so a group without any has nothing to do;
      * checks call every group, to verify its overrides. */
     for (g = 0; g < c->ngroups; g++) {
@@ -1154,7 +1310,7 @@ static void store_redis_item_fail(struct store *st, struct store_redis_item *it,
     e.type = '-';
     e.raw = frame;
     e.raw_len = len;
-    store_redis_group_done((struct limiter_group *)it, &e);
+    store_redis_group_done((struct limiter_group *)it, &e, 0);
 }
 
 /* True when `v` has the shape of the reply to `b`: {0, now_s, now_us}
@@ -1189,8 +1345,8 @@ static void store_redis_on_batch(struct req *part, const char *frame,
 
     part->ctx = NULL;
     key = store_redis_item_key(b->item[0], &klen);
-    if (frame[0] == '-' &&
-        store_redis_retry(b->st, &b->via, frame, len, key, klen)) {
+    if (frame[0] == '-' && store_redis_retry(b->st, &b->via, frame, len, key,
+                                             klen, b->item[0]->cid)) {
         store_redis_batch_send(b);
         return;
     }
@@ -1227,7 +1383,8 @@ static void store_redis_on_batch(struct req *part, const char *frame,
         } else if (v.elem[3 + i].type == '-' && b->spread) {
             store_redis_item_alone(b->st, it);
         } else {
-            store_redis_group_done((struct limiter_group *)it, &v.elem[3 + i]);
+            store_redis_group_done((struct limiter_group *)it, &v.elem[3 + i],
+                                   b->sent_ns);
         }
     }
     resp_value_free(&v);

@@ -399,3 +399,163 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
     redisFree(d);
     redisFree(c);
 }
+
+/* ---------------- LIMITER CHECK and PEEK ---------------- */
+
+/* user:<id>: 6 an hour; user:<id>:trade: 1 an hour, both GCRA, one hash
+ * tag; fw:<id>: a fixed window, which the cache leaves to Redis. */
+static const char limits_yaml[] = "user:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits: [5, 1, 3600]\n"
+                                  "      children:\n"
+                                  "        trade:\n"
+                                  "          limits: [0, 1, 3600]\n"
+                                  "fw:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: fixed_window\n"
+                                  "          max: 1\n"
+                                  "          window: 1h\n";
+
+static char limits_path[PX_PATH_MAX];
+static char limits_conf[PX_PATH_MAX + 32];
+
+/* Two proxies with the tree in front of one Redis. */
+static void init_tree(void)
+{
+    px_env_prepare();
+    px_write_file(limits_path, sizeof(limits_path), "limits.yaml", limits_yaml);
+    snprintf(limits_conf, sizeof(limits_conf), "limits_file: %s\n",
+             limits_path);
+    px_redis_start(&px_env()->redis, NULL);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, limits_conf);
+    px_path(second.log, sizeof(second.log), "cellgate-second.stderr");
+    px_proxy_start_for(&second, &px_env()->redis, limits_conf);
+}
+
+/* Sends `cmd` through `c` until the cache answers it (refused each time);
+ * returns the last reply Redis made, in v. */
+static void limiter_until_cached(redisContext *c, const char *cmd,
+                                 long long v[5])
+{
+    long long hits = px_info_int(c, "limiter_refusal_cache_hits");
+    int i;
+
+    for (i = 0; i < POLLS; i++) {
+        long long w[5];
+        five(px_cmd(c, cmd), w, "learning");
+        cr_assert_eq(w[0], 1, "%s: admitted while learning", cmd);
+        if (px_info_int(c, "limiter_refusal_cache_hits") != hits) {
+            return;
+        }
+        memcpy(v, w, sizeof(w));
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_fail("%s: the cache never answered", cmd);
+}
+
+/* Waits until Redis's invalidation of something reached `c`'s cache. */
+static void wait_invalidation(redisContext *c, long long before,
+                              const char *what)
+{
+    int i;
+
+    for (i = 0; i < POLLS && px_info_int(c, "limiter_refusal_cache_"
+                                            "invalidations") == before;
+         i++) {
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_lt(i, POLLS, "%s never reached the cache", what);
+}
+
+Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *p2 = px_connect(second.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], first[5], calls, inval;
+    int i;
+
+    five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "first");
+    cr_assert_eq(v[0], 0);
+    limiter_until_cached(c, "LIMITER CHECK user:alex:trade", first);
+    /* The user level (key + state) and the override hash (absent). */
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 3);
+    calls = redis_calls(d, "fcall");
+    for (i = 0; i < 100; i++) {
+        five(px_cmd(c, i % 2 ? "LIMITER PEEK user:alex:trade"
+                             : "LIMITER CHECK user:alex:trade"),
+             v, "cached");
+        /* Redis's refusal, its waits only ever shorter. */
+        cr_assert(v[0] == 1 && v[1] == first[1] && v[2] == first[2] &&
+                      v[3] <= first[3] && v[3] > first[3] - 60 &&
+                      v[4] <= first[4] && v[4] > first[4] - 60,
+                  "cached %lld %lld %lld %lld %lld, Redis said %lld %lld "
+                  "%lld %lld %lld",
+                  v[0], v[1], v[2], v[3], v[4], first[0], first[1], first[2],
+                  first[3], first[4]);
+    }
+    cr_assert_eq(redis_calls(d, "fcall"), calls,
+                 "cached refusals still called Redis");
+    /* A cost the model admits goes to Redis: COST 0 on the trade level. */
+    five(px_cmd(c, "LIMITER CHECK user:alex:trade COST 0"), v, "cost 0");
+    cr_assert_eq(v[0], 0);
+    cr_assert_eq(redis_calls(d, "fcall"), calls + 1);
+
+    /* A RESET through the other proxy reaches this one's cache (the
+     * admission above wrote the keys: cached again first). */
+    limiter_until_cached(c, "LIMITER CHECK user:alex:trade", first);
+    inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+    cr_assert_eq(px_cmd(p2, "LIMITER RESET user:alex:trade")->type,
+                 REDIS_REPLY_INTEGER);
+    wait_invalidation(c, inval, "LIMITER RESET");
+    five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "after reset");
+    cr_assert_eq(v[0], 0, "reset, yet refused");
+
+    /* So does an OVERRIDE: UNLIMITED through the other proxy admits here
+     * at once. */
+    limiter_until_cached(c, "LIMITER CHECK user:alex:trade", first);
+    inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+    px_check_status(
+        px_cmd(p2, "LIMITER OVERRIDE SET user:alex:trade UNLIMITED"), "OK");
+    wait_invalidation(c, inval, "LIMITER OVERRIDE");
+    five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "overridden");
+    cr_assert_eq(v[0], 0, "unlimited, yet refused");
+    redisFree(d);
+    redisFree(p2);
+    redisFree(c);
+}
+
+Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], calls;
+    int i;
+
+    /* A run-time override on the identity: its hash exists, so its
+     * refusals are never cached. */
+    px_check_status(px_cmd(c, "LIMITER OVERRIDE SET user:bob:trade FACTOR 2"),
+                    "OK");
+    five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob");
+    cr_assert_eq(v[0], 0);
+    five(px_cmd(c, "LIMITER CHECK fw:x"), v, "fw");
+    cr_assert_eq(v[0], 0);
+    calls = redis_calls(d, "fcall");
+    for (i = 0; i < 50; i++) {
+        five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob refused");
+        cr_assert_eq(v[0], 1);
+        five(px_cmd(c, "LIMITER CHECK fw:x"), v, "fw refused");
+        cr_assert_eq(v[0], 1);
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
+    cr_assert_eq(redis_calls(d, "fcall"), calls + 100,
+                 "every refusal went to Redis");
+    redisFree(d);
+    redisFree(c);
+}
