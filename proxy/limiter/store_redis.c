@@ -1,49 +1,48 @@
-/* The Redis limiter store (see store_redis.h): CL.THROTTLE calls batched
- * into gcra.lua, LIMITER calls as one limiter.lua call per tag group, the
- * override cache. Its state (the calls of this loop turn, the override
- * cache) is a struct store_redis, the struct store's `impl`, made by the
- * init op; it sees the limiter only through store.h.
+/* The Redis limiter store (see store_redis.h): CL.THROTTLE calls and the
+ * tag groups of LIMITER calls, batched per loop turn into the library's
+ * "each" calls; the override cache; the refusal cache. Its state (the
+ * calls of this loop turn, the caches) is a struct store_redis, the struct
+ * store's `impl`, made by the init op; it sees the limiter only through
+ * store.h.
  *
- *   CL.THROTTLE k B C P [Q]  (parsed by limiter.c; the client's request
- *        |                    holds its place, req->owed counts the call)
- *        | queued in `pending` until the flush pass (limiter_flush)
+ *   CL.THROTTLE k B C P [Q]     LIMITER CHECK|PEEK path (limiter.c: the
+ *        |                       levels' limits, grouped by hash tag;
+ *        |                       refunds of groups that admitted)
+ *        | refused by the refusal cache? --> the reply, no Redis
  *        v
- *   part "EVALSHA <gcra sha> n k1..kn <inc_s inc_ns dvt_s dvt_ns>... each"
- *        on the shared connection of the keys' node (one slot in cluster
- *        mode, at most STORE_REDIS_BATCH_MAX calls)
- *          | -NOSCRIPT: once more as EVAL <body> (which also loads it),
- *          |            never shown
+ *   `pending` (struct store_redis_item: a limiter_call, or a
+ *        |      limiter_group with its words copied), until the flush pass
+ *        v  (limiter_flush): one batch per kind, node and client lane
+ *   part "FCALL <lib>_gcra n k1..kn <inc_s inc_ns dvt_s dvt_ns>... each"
+ *   part "FCALL <lib>_limiter nk <keys, the override hash last, per group>
+ *         each '' G (mode cost n (algo p1 p2 p3 p4 undo)... m (path
+ *         known)...)..."
+ *        (keys of several slots on one node: 0 keys declared, the keys
+ *         after the arguments: "spread")
+ *          | Function not found, NOSCRIPT...: store_redis_retry, once each
  *          | -MOVED/-ASK: followed like any command
  *          v
- *   [limited, now_s, now_us, stored TAT...]
+ *   [0, now_s, now_us, per call: its TAT... then its flag...]
  *          --> gcra_decide_from_script --> five integers --> done()
+ *   [0, now_s, now_us, per group: [limited, now_s, now_us, entry...] |
+ *                                 ["override", value...] | -error]
+ *          --> c->res[i], c->peek[i] / the override cache, c->stale /
+ *              c->err; after the check's last group, c->done(c)
+ *   a spread call's "not served here" (flag -3, a group's error): that
+ *          item queued again alone, its keys declared
  *
- * The script decides and writes atomically on the node that owns the key,
- * with the node's clock; the proxy recomputes the reply from what the script
- * read, so the reply's rounding lives in one place (algorithms/). When the
- * node cannot answer, `store_down_policy` decides: fail_closed passes the
- * error on, fail_open admits and counts it (st->fail_open).
+ * The scripts decide and write atomically on the node that owns the keys,
+ * with the node's clock; the proxy recomputes the reply from what the
+ * script read, so the reply's rounding lives in one place (algorithms/).
+ * When the node cannot answer, `store_down_policy` decides: fail_closed
+ * passes the error on, fail_open admits and counts it (st->fail_open).
  *
- * A LIMITER check sends one limiter.lua call per tag group, each naming the
- * run-time overrides this proxy assumed (the cache `overrides`); a script
- * that finds others reports them and the check is started over:
- *
- *   store_check (limits of every level, grouped by hash tag)
- *        |  per group g: "EVALSHA <limiter sha> nk+1 <keys of g>
- *        |                <prefix{tag}#overrides> check|peek '' cost
- *        |                (algo p1 p2 p3 p4 undo)... npaths (path known)..."
- *        |  (RESET: DEL <keys of g>)
- *        v
- *   [limited, now_s, now_us, entry...]   --> c->res[i], c->peek[i]
- *   ["override", value...]               --> the cache learns, c->stale
- *   -NOSCRIPT                            --> once more as EVAL
- *   -error                               --> c->err (the first one)
- *        |
- *        v  the last group answered: c->done(c), or the orphan is freed
- *
- * A group that admitted is marked (c->admitted) so the commands can have
- * it refunded ("refund" mode, each limit's undo token) when another group
- * refused or failed: a check consumes everywhere or nowhere. */
+ * A group names the run-time overrides this proxy assumed (the cache
+ * `overrides`); a script that finds others reports them and the check is
+ * started over. A group that admitted is marked (c->admitted) so the
+ * commands can have it refunded ("refund" mode, each limit's undo token)
+ * when another group refused or failed: a check consumes everywhere or
+ * nowhere. RESET is a DEL per group, sent at once. */
 #include "proxy/limiter/store_redis.h"
 
 #include <stdio.h>
