@@ -106,3 +106,61 @@ void px_check_absent(const char *key, size_t klen, const char *what)
     freeReplyObject(r);
     redisFree(d);
 }
+
+/* The limits file of the running test (each test runs in its own
+ * process), and the argv / proxy.yaml lines that name it. */
+static char limits_path[PX_PATH_MAX];
+static char limits_conf[PX_PATH_MAX + 256];
+static const char *limits_args[] = { "--limits", limits_path, NULL };
+
+void px_limits_start(enum px_mode mode, const char *yaml, const char *more)
+{
+    px_write_file(limits_path, sizeof(limits_path), "limits.yaml", yaml);
+    snprintf(limits_conf, sizeof(limits_conf), "limits_file: %s\n%s",
+             limits_path, more != NULL ? more : "");
+    switch (mode) {
+    case PX_MODE_EMBEDDED:
+        px_proxy_start(&px_env()->proxy, more, limits_args);
+        break;
+    case PX_MODE_SINGLE:
+        px_redis_start(&px_env()->redis, NULL);
+        px_proxy_start_for(&px_env()->proxy, &px_env()->redis, limits_conf);
+        break;
+    case PX_MODE_CLUSTER:
+        px_cluster_init();
+        px_cluster_proxy_start(&px_env()->proxy, px_cluster(), limits_conf);
+        break;
+    }
+}
+
+const char *px_limits_conf(void)
+{
+    return limits_conf;
+}
+
+const char *const *px_limits_args(void)
+{
+    return limits_args;
+}
+
+void px_ident_off(const char *prefix, const char *base, const char *avoid,
+                  char *out, size_t outlen)
+{
+    struct px_cluster *cl = px_cluster();
+    char tag[512];
+    int am;
+
+    snprintf(out, outlen, "%s", base);
+    if (px_mode_now() != PX_MODE_CLUSTER || avoid == NULL) {
+        return;
+    }
+    am = px_cluster_master_of_key(cl, avoid, strlen(avoid));
+    for (int i = 0; i < PX_IDENT_TRIES; i++) {
+        snprintf(out, outlen, "%s%d", base, i);
+        snprintf(tag, sizeof(tag), "%s%s", prefix, out);
+        if (px_cluster_master_of_key(cl, tag, strlen(tag)) != am) {
+            return;
+        }
+    }
+    cr_assert_fail("no id %s<n> off the master of %s", base, avoid);
+}

@@ -58,4 +58,45 @@ int64_t px_get_tat(redisContext *d, const char *key, size_t klen);
  * embedded mode). */
 void px_check_absent(const char *key, size_t klen, const char *what);
 
+/* Bound of the search for an identity off a master (px_ident_off). */
+#define PX_IDENT_TRIES 1000
+
+/* A tree node "<name>:" whose "*" children have one limit of the given
+ * flow-style mapping: one identity per child, as every algorithm test
+ * uses. */
+#define PX_LIMITS_STAR(name, limit)                                            \
+    name ":\n  children:\n    \"*\":\n      limits:\n        - " limit "\n"
+
+/* One node per algorithm other than gcra, each with 3 allowed in a long
+ * window: tb, lb, fw, sw, sl, sc. */
+#define PX_ALGOS_YAML                                                          \
+    PX_LIMITS_STAR("tb", "{algorithm: token_bucket, capacity: 3, "             \
+                         "refill_per_sec: 0.001}")                             \
+    PX_LIMITS_STAR("lb", "{algorithm: leaky_bucket, size: 3, "                 \
+                         "drip_ms: 1000000}")                                  \
+    PX_LIMITS_STAR("fw", "{algorithm: fixed_window, max: 3, window: 1d}")      \
+    PX_LIMITS_STAR("sw", "{algorithm: sliding_window, max: 3, window: 1h, "    \
+                         "resolution: 1m}")                                    \
+    PX_LIMITS_STAR("sl", "{algorithm: sliding_log, max: 3, window: 1h}")       \
+    PX_LIMITS_STAR("sc", "{algorithm: sliding_counter, max: 3, window: 1d}")
+
+/* Starts the test's proxy with `yaml` as its limits file: embedded (named
+ * by the --limits flag), in front of a new single Redis, or of a new
+ * 3-master cluster (px_cluster_init), named in proxy.yaml; `more`: other
+ * proxy.yaml lines (NULL: none, at most 190 bytes). */
+void px_limits_start(enum px_mode mode, const char *yaml, const char *more);
+
+/* The proxy.yaml lines it used ("limits_file: ...\n" and `more`), for a
+ * second proxy. */
+const char *px_limits_conf(void);
+
+/* The argv naming that file ("--limits", path, NULL). */
+const char *const *px_limits_args(void);
+
+/* Writes to out "<base><n>" for the first n such that "<prefix><base><n>"
+ * lands on another master than `avoid` (`base` itself outside cluster mode
+ * or when avoid is NULL). */
+void px_ident_off(const char *prefix, const char *base, const char *avoid,
+                  char *out, size_t outlen);
+
 #endif /* PX_TESTS_INTEGRATION_LIMITER_SUPPORT_H */

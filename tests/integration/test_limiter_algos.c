@@ -19,43 +19,11 @@
 
 PX_TEST_SUITE(it_limiter_algos);
 
-#define KEY_MAX     160   /* room for every key and path the tests build */
-#define IDENT_TRIES 1000  /* bound of the search for an id off a master */
-#define DAY_S       86400 /* seconds in a day */
-#define HOUR_S      3600  /* seconds in an hour */
+#define KEY_MAX 160   /* room for every key and path the tests build */
+#define DAY_S   86400 /* seconds in a day */
+#define HOUR_S  3600  /* seconds in an hour */
 
-static const char algos_yaml[] =
-    "tb:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: token_bucket, capacity: 3, refill_per_sec: 0.001}\n"
-    "lb:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: leaky_bucket, size: 3, drip_ms: 1000000}\n"
-    "fw:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: fixed_window, max: 3, window: 1d}\n"
-    "sw:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: sliding_window, max: 3, window: 1h, "
-    "resolution: 1m}\n"
-    "sl:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: sliding_log, max: 3, window: 1h}\n"
-    "sc:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: sliding_counter, max: 3, window: 1d}\n"
+static const char algos_yaml[] = PX_ALGOS_YAML
     "gc:\n"
     "  children:\n"
     "    \"*\":\n"
@@ -86,35 +54,21 @@ static const struct {
     { "sw", HOUR_S, 1 }, { "sl", HOUR_S, 0 }, { "sc", 2 * DAY_S, 1 },
 };
 
-static char limits_path[PX_PATH_MAX];
-static char yaml_extra[PX_PATH_MAX + 64];
-static const char *limits_args[] = { "--limits", limits_path, NULL };
 static struct px_child second; /* a peer proxy in front of the same Redis */
-
-static void prepare(void)
-{
-    px_write_file(limits_path, sizeof(limits_path), "limits.yaml", algos_yaml);
-    snprintf(yaml_extra, sizeof(yaml_extra), "limits_file: %s\n", limits_path);
-}
 
 static void init_embedded(void)
 {
-    prepare();
-    px_proxy_start(&px_env()->proxy, NULL, limits_args);
+    px_limits_start(PX_MODE_EMBEDDED, algos_yaml, NULL);
 }
 
 static void init_single(void)
 {
-    prepare();
-    px_redis_start(&px_env()->redis, NULL);
-    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, yaml_extra);
+    px_limits_start(PX_MODE_SINGLE, algos_yaml, NULL);
 }
 
 static void init_cluster(void)
 {
-    prepare();
-    px_cluster_init();
-    px_cluster_proxy_start(&px_env()->proxy, px_cluster(), yaml_extra);
+    px_limits_start(PX_MODE_CLUSTER, algos_yaml, NULL);
 }
 
 static void fini_second(void)
@@ -252,7 +206,7 @@ static void id_off_api(char *out, size_t outlen)
     if (px_mode_now() != PX_MODE_CLUSTER) {
         return;
     }
-    for (int i = 0; i < IDENT_TRIES; i++) {
+    for (int i = 0; i < PX_IDENT_TRIES; i++) {
         snprintf(out, outlen, "x%d", i);
         snprintf(key, sizeof(key), "cellgate:{api:%s}", out);
         if (px_cluster_master_of_key(cl, key, strlen(key)) !=
@@ -359,7 +313,7 @@ Test(it_limiter_algos, every_algorithm_in_single_mode_and_a_peer_proxy,
     redisContext *c = px_connect(px_env()->proxy.port), *peer;
 
     px_path(second.log, sizeof(second.log), "cellgate-second.stderr");
-    px_proxy_start_for(&second, &px_env()->redis, yaml_extra);
+    px_proxy_start_for(&second, &px_env()->redis, px_limits_conf());
     peer = px_connect(second.port);
     everything(c, peer);
     redisFree(peer);
@@ -380,8 +334,7 @@ Test(it_limiter_algos, every_algorithm_in_cluster_mode, .init = init_cluster,
 
 static void init_embedded_admin(void)
 {
-    prepare();
-    px_proxy_start(&px_env()->proxy, "admin_password: s3cret\n", limits_args);
+    px_limits_start(PX_MODE_EMBEDDED, algos_yaml, "admin_password: s3cret\n");
 }
 
 Test(it_limiter_algos, overrides_need_admin, .init = init_embedded_admin,

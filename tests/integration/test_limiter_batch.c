@@ -45,27 +45,14 @@ static const char tree_yaml[] = "user:\n"
                                 "          max: 2\n"
                                 "          window: 60s\n";
 
-static char limits_path[PX_PATH_MAX];
-static char yaml_extra[PX_PATH_MAX + 64];
-
-static void prepare_tree(void)
-{
-    px_write_file(limits_path, sizeof(limits_path), "limits.yaml", tree_yaml);
-    snprintf(yaml_extra, sizeof(yaml_extra), "limits_file: %s\n", limits_path);
-}
-
 static void init_single(void)
 {
-    prepare_tree();
-    px_redis_start(&px_env()->redis, NULL);
-    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, yaml_extra);
+    px_limits_start(PX_MODE_SINGLE, tree_yaml, NULL);
 }
 
 static void init_cluster(void)
 {
-    prepare_tree();
-    px_cluster_init();
-    px_cluster_proxy_start(&px_env()->proxy, px_cluster(), yaml_extra);
+    px_limits_start(PX_MODE_CLUSTER, tree_yaml, NULL);
 }
 
 /* ---------------- What Redis ran ---------------- */

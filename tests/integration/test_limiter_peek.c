@@ -43,39 +43,7 @@ static const char peek_yaml[] =
     "gc:\n"
     "  children:\n"
     "    \"*\":\n"
-    "      limits: [2, 1, 1000]\n"
-    "tb:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: token_bucket, capacity: 3, refill_per_sec: 0.001}\n"
-    "lb:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: leaky_bucket, size: 3, drip_ms: 1000000}\n"
-    "fw:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: fixed_window, max: 3, window: 1d}\n"
-    "sw:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: sliding_window, max: 3, window: 1h, "
-    "resolution: 1m}\n"
-    "sl:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: sliding_log, max: 3, window: 1h}\n"
-    "sc:\n"
-    "  children:\n"
-    "    \"*\":\n"
-    "      limits:\n"
-    "        - {algorithm: sliding_counter, max: 3, window: 1d}\n"
-    "acct:\n"
+    "      limits: [2, 1, 1000]\n" PX_ALGOS_YAML "acct:\n"
     "  children:\n"
     "    \"*\":\n"
     "      limits:\n"
@@ -114,68 +82,26 @@ static const struct {
 };
 #define NALGOS (sizeof(algos) / sizeof(algos[0]))
 
-#define LIMIT       3    /* every algorithm's limit */
-#define PATH_LEN    64   /* room for every path the tests build */
-#define KEY_MAX     160  /* room for every key the tests build */
-#define WHAT_MAX    256  /* room for a failure message's call name */
-#define IDENT_TRIES 1000 /* bound of the search for an id off a master */
-#define E_NOT_INT   "ERR value is not an integer or out of range"
-#define E_SYNTAX    "ERR syntax error"
-
-static char limits_path[PX_PATH_MAX];
-static char yaml_extra[PX_PATH_MAX + 64];
-static const char *limits_args[] = { "--limits", limits_path, NULL };
-
-/* ---------------- Modes ---------------- */
-
-static void prepare(void)
-{
-    px_write_file(limits_path, sizeof(limits_path), "limits.yaml", peek_yaml);
-    snprintf(yaml_extra, sizeof(yaml_extra), "limits_file: %s\n", limits_path);
-}
+#define LIMIT     3   /* every algorithm's limit */
+#define PATH_LEN  64  /* room for every path the tests build */
+#define KEY_MAX   160 /* room for every key the tests build */
+#define WHAT_MAX  256 /* room for a failure message's call name */
+#define E_NOT_INT "ERR value is not an integer or out of range"
+#define E_SYNTAX  "ERR syntax error"
 
 static void init_embedded(void)
 {
-    prepare();
-    px_proxy_start(&px_env()->proxy, NULL, limits_args);
+    px_limits_start(PX_MODE_EMBEDDED, peek_yaml, NULL);
 }
 
 static void init_single(void)
 {
-    prepare();
-    px_redis_start(&px_env()->redis, NULL);
-    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, yaml_extra);
+    px_limits_start(PX_MODE_SINGLE, peek_yaml, NULL);
 }
 
 static void init_cluster(void)
 {
-    prepare();
-    px_cluster_init();
-    px_cluster_proxy_start(&px_env()->proxy, px_cluster(), yaml_extra);
-}
-
-/* Writes to out "<base><n>" for the first n such that "<prefix><base><n>"
- * lands on another master than "<avoid>" (any id outside cluster mode). */
-static void ident_off(const char *prefix, const char *base, const char *avoid,
-                      char *out, size_t outlen)
-{
-    struct px_cluster *cl = px_cluster();
-    char tag[KEY_MAX];
-    int am;
-
-    snprintf(out, outlen, "%s", base);
-    if (px_mode_now() != PX_MODE_CLUSTER) {
-        return;
-    }
-    am = px_cluster_master_of_key(cl, avoid, strlen(avoid));
-    for (int i = 0; i < IDENT_TRIES; i++) {
-        snprintf(out, outlen, "%s%d", base, i);
-        snprintf(tag, sizeof(tag), "%s%s", prefix, out);
-        if (px_cluster_master_of_key(cl, tag, strlen(tag)) != am) {
-            return;
-        }
-    }
-    cr_assert_fail("no id %s<n> off the master of %s", base, avoid);
+    px_limits_start(PX_MODE_CLUSTER, peek_yaml, NULL);
 }
 
 /* ---------------- Replies ---------------- */
@@ -572,7 +498,7 @@ static void cost_across_slots_gcra(redisContext *c)
 {
     char id[32], path[PATH_LEN], path2[PATH_LEN];
 
-    ident_off("cellgate:{rl:", "a", "cellgate:{rl}", id, sizeof(id));
+    px_ident_off("cellgate:{rl:", "a", "cellgate:{rl}", id, sizeof(id));
     snprintf(path, sizeof(path), "rl:%s", id);
     snprintf(path2, sizeof(path2), "rl:%s2", id);
     peek_cost(c, path, 4, 1, 3, 3, 1, "rl, cost 4 over the identity's 3");
@@ -605,7 +531,7 @@ static void cost_across_slots(redisContext *c)
 {
     char id[32], path[PATH_LEN];
 
-    ident_off("cellgate:{team:", "a", "cellgate:{team}", id, sizeof(id));
+    px_ident_off("cellgate:{team:", "a", "cellgate:{team}", id, sizeof(id));
     snprintf(path, sizeof(path), "team:%s", id);
     peek_cost(c, "team:t1", 3, 0, 3, 0, 0, "team, first identity");
     peek_cost(c, "team:t2", 3, 0, 3, 0, 0, "team, second identity");

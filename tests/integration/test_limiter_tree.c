@@ -109,7 +109,6 @@ static const char bad_type_yaml[] = "user:\n"
 #define E_EMPTY_SEG "ERR limiter path has an empty segment"
 
 #define KEY_MAX        160  /* room for every key and path the tests build */
-#define IDENT_TRIES    1000 /* bound of the search for an id on a master */
 #define SIGHUP_WAIT_MS 5000 /* bound of the wait for a SIGHUP reload */
 #define SIGHUP_STEP_MS 20   /* ms between two probes of that wait */
 
@@ -167,31 +166,6 @@ static void init_cluster(void)
     prepare_tree(NULL);
     px_cluster_init();
     px_cluster_proxy_start(&px_env()->proxy, px_cluster(), yaml_extra);
-}
-
-/* Writes to out "<base><n>" for the first n such that "<prefix><base><n>"
- * (a hash tag of the tree) lands on a master other than the one of
- * `avoid` (any master when avoid is NULL, or outside cluster mode). */
-static void ident_off(const char *prefix, const char *base, const char *avoid,
-                      char *out, size_t outlen)
-{
-    struct px_cluster *cl = px_cluster();
-    char tag[KEY_MAX];
-    int am;
-
-    if (px_mode_now() != PX_MODE_CLUSTER || avoid == NULL) {
-        snprintf(out, outlen, "%s", base);
-        return;
-    }
-    am = px_cluster_master_of_key(cl, avoid, strlen(avoid));
-    for (int i = 0; i < IDENT_TRIES; i++) {
-        snprintf(out, outlen, "%s%d", base, i);
-        snprintf(tag, sizeof(tag), "%s%s", prefix, out);
-        if (px_cluster_master_of_key(cl, tag, strlen(tag)) != am) {
-            return;
-        }
-    }
-    cr_assert_fail("no id %s<n> off the master of %s", base, avoid);
 }
 
 /* ---------------- Replies ---------------- */
@@ -1340,9 +1314,9 @@ Test(it_limiter_tree, every_behaviour_holds_across_cluster_slots,
 
     /* Identities whose global:<id> slot is on another master than
      * {global}, so a check spans two nodes. */
-    ident_off("global:", "a", "global", a, sizeof(a));
-    ident_off("global:", "b", NULL, b, sizeof(b));
-    ident_off("global:", "c", "global", cc, sizeof(cc));
+    px_ident_off("global:", "a", "global", a, sizeof(a));
+    px_ident_off("global:", "b", NULL, b, sizeof(b));
+    px_ident_off("global:", "c", "global", cc, sizeof(cc));
     documented_keys(c, a);
     design_tree(c, "alex", "bob");
     aggregate_admitted(c, "carol");
@@ -1359,7 +1333,7 @@ Test(it_limiter_tree, refused_check_reports_the_state_it_left_in_cluster_mode,
     redisContext *c = px_connect(px_env()->proxy.port);
     char g[32];
 
-    ident_off("global:", "g", "global", g, sizeof(g));
+    px_ident_off("global:", "g", "global", g, sizeof(g));
     refused_reports_state(c, "dave", "erin");
     refused_reports_state_global(c, g);
     redisFree(c);
