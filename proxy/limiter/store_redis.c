@@ -145,6 +145,7 @@ struct limiter_group {
     unsigned g;                 /* its group in c */
     unsigned nk;                /* keys: its limits', then the override hash */
     unsigned nw;                /* words: the nk keys, then its arguments */
+    size_t route_at;            /* where the override hash's word starts */
     unsigned char cacheable;    /* a check or peek of GCRA limits only, with
                                    no run-time override assumed: its refusal
                                    can teach the refusal cache */
@@ -388,6 +389,22 @@ static void store_redis_call_error(struct store *st, struct limiter_call *call,
     store_redis_call_free(call);
 }
 
+/* A refused GCRA decision read `raw` (NULL: no key) at `key`, at the
+ * node's time `node_now` of a call sent at `sent_ns`: the refusal cache
+ * remembers it (nothing, when raw is no TAT). */
+static void store_redis_learn_tat(struct store_redis *rs, const char *key,
+                                  size_t klen, const char *raw, size_t rawlen,
+                                  int64_t node_now, uint64_t sent_ns)
+{
+    int64_t tat = -1;
+
+    if (raw != NULL && gcra_parse_int64(raw, rawlen, &tat) != GCRA_OK) {
+        return;
+    }
+    refusal_learn(&rs->refusals, key, klen, raw, rawlen,
+                  raw != NULL && tat != -1, tat, node_now, sent_ns);
+}
+
 /* What a decided call teaches the refusal cache: a refusal is
  * remembered with the state it read; an admission wrote the key, which
  * this proxy then forgets (the tracker is told too, but later). */
@@ -397,19 +414,13 @@ static void store_redis_refusal_note(struct store *st,
                                      uint64_t sent_ns)
 {
     struct store_redis *rs = st->impl;
-    int64_t tat = -1;
 
     if (!sr->limited) {
         refusal_forget(&rs->refusals, call->key, call->klen);
         return;
     }
-    if (sr->tat != NULL &&
-        gcra_parse_int64(sr->tat, sr->tat_len, &tat) != GCRA_OK) {
-        return;
-    }
-    refusal_learn(&rs->refusals, call->key, call->klen, sr->tat, sr->tat_len,
-                  sr->tat != NULL && tat != -1, tat,
-                  sr->now_s * 1000000000 + sr->now_us * 1000, sent_ns);
+    store_redis_learn_tat(rs, call->key, call->klen, sr->tat, sr->tat_len,
+                          sr->now_s * 1000000000 + sr->now_us * 1000, sent_ns);
 }
 
 /* Ends call i of a batch from the script's "each" reply `v`; the batch
@@ -889,6 +900,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
             store_redis_word(q, c->lim[i].key, c->lim[i].klen);
         }
     }
+    q->route_at = q->words.len;
     store_redis_word(q, ovkey, (size_t)ovlen);
     q->nk = q->nw;
     store_redis_word(q, mode, strlen(mode));
@@ -957,7 +969,7 @@ static void store_redis_group_learn(const struct limiter_group *q,
 {
     struct store_check *c = q->c;
     struct store_redis *rs = c->st->impl;
-    int64_t node_now, tat;
+    int64_t node_now;
     unsigned i, k = 0;
     const char *ovkey;
     size_t ovlen;
@@ -980,7 +992,6 @@ static void store_redis_group_learn(const struct limiter_group *q,
     node_now = v->elem[1].integer * 1000000000 + v->elem[2].integer * 1000;
     for (i = 0; i < c->n; i++) {
         const struct resp_value *e;
-        const char *raw;
         if (c->lim[i].group != q->g) {
             continue;
         }
@@ -991,15 +1002,10 @@ static void store_redis_group_learn(const struct limiter_group *q,
         if (e->type != '*' || e->n != 1) {
             return;
         }
-        raw = e->elem[0].null ? NULL : e->elem[0].str;
-        tat = -1;
-        if (raw != NULL &&
-            gcra_parse_int64(raw, e->elem[0].len, &tat) != GCRA_OK) {
-            return;
-        }
-        refusal_learn(&rs->refusals, c->lim[i].key, c->lim[i].klen, raw,
-                      raw != NULL ? e->elem[0].len : 0,
-                      raw != NULL && tat != -1, tat, node_now, sent_ns);
+        store_redis_learn_tat(rs, c->lim[i].key, c->lim[i].klen,
+                              e->elem[0].null ? NULL : e->elem[0].str,
+                              e->elem[0].null ? 0 : e->elem[0].len, node_now,
+                              sent_ns);
     }
     /* No override for the identity: its hash did not exist, which the
      * tracker confirms and watches like any key. */
@@ -1250,19 +1256,14 @@ static const char *store_redis_item_key(const struct store_redis_item *it,
                                         size_t *len)
 {
     const struct limiter_group *q = (const struct limiter_group *)it;
-    const char *p = NULL;
-    size_t at = 0;
-    unsigned j;
+    size_t at = q->route_at;
 
     if (it->kind == STORE_REDIS_THROTTLE) {
         const struct limiter_call *call = (const struct limiter_call *)it;
         *len = call->klen;
         return call->key;
     }
-    for (j = 0; j < q->nk; j++) {
-        p = store_redis_word_at(q, &at, len);
-    }
-    return p;
+    return store_redis_word_at(q, &at, len);
 }
 
 static void store_redis_on_batch(struct req *part, const char *frame,
@@ -1393,8 +1394,8 @@ static void store_redis_on_batch(struct req *part, const char *frame,
 /* Batches being filled by one flush pass. */
 struct store_redis_open {
     struct limiter_batch *b; /* owned until sent */
-    struct node *node;       /* where it goes (cluster mode) */
-    unsigned lane;           /* the shared connection it goes on */
+    struct upstream *up;     /* borrowed: the shared connection it goes on
+                                (NULL: no node serves its slot) */
 };
 
 /* Sends and drops open[i]. */
@@ -1415,22 +1416,23 @@ static void store_redis_flush(struct store *st)
 {
     struct store_redis *rs = st->impl;
     struct store_redis_open open[STORE_REDIS_BATCH_MAX];
-    unsigned nopen = 0, pool = st->conf->upstream_pool, i;
+    unsigned nopen = 0, i;
 
     while (!queue_empty(&rs->pending)) {
         struct store_redis_item *it = container_of(
             queue_head(&rs->pending), struct store_redis_item, link);
-        struct node *node =
-            st->cl->enabled ? cluster_node_for_slot(st->cl, it->slot) : NULL;
-        unsigned lane = (unsigned)(it->cid % (pool > 0 ? pool : 1));
+        struct node *node = st->cl->enabled
+                                ? cluster_node_for_slot(st->cl, it->slot)
+                                : st->cl->single;
+        struct upstream *up =
+            node != NULL ? cluster_upstream(node, it->cid) : NULL;
         struct limiter_batch *b = NULL;
 
         queue_remove(&it->link);
         for (i = 0; i < nopen && !it->alone; i++) {
             b = open[i].b;
-            if (b->kind == it->kind && open[i].node == node &&
-                open[i].lane == lane &&
-                (node != NULL || b->item[0]->slot == it->slot)) {
+            if (b->kind == it->kind && open[i].up == up &&
+                (up != NULL || b->item[0]->slot == it->slot)) {
                 break;
             }
             b = NULL;
@@ -1444,8 +1446,7 @@ static void store_redis_flush(struct store *st)
             b->st = st;
             b->kind = it->kind;
             open[nopen].b = b;
-            open[nopen].node = node;
-            open[nopen].lane = lane;
+            open[nopen].up = up;
             i = nopen++;
         }
         b->spread |= b->n > 0 && b->item[0]->slot != it->slot;

@@ -111,6 +111,40 @@ static void model(const struct gcra_params *p, int have, int64_t tat,
     }
 }
 
+/* Sends `cmd` through `c` until the cache answers it (refused each time);
+ * returns the last reply Redis made, in v. */
+static void until_cached(redisContext *c, const char *cmd, long long v[5])
+{
+    long long hits = px_info_int(c, "limiter_refusal_cache_hits");
+    int i;
+
+    for (i = 0; i < POLLS; i++) {
+        long long w[5];
+        five(px_cmd(c, cmd), w, "learning");
+        cr_assert_eq(w[0], 1, "%s: admitted while learning", cmd);
+        if (px_info_int(c, "limiter_refusal_cache_hits") != hits) {
+            return;
+        }
+        memcpy(v, w, sizeof(w));
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_fail("%s: the cache never answered", cmd);
+}
+
+/* Waits until Redis's invalidation of something reached `c`'s cache. */
+static void wait_invalidation(redisContext *c, long long before,
+                              const char *what)
+{
+    int i;
+
+    for (i = 0; i < POLLS && px_info_int(c, "limiter_refusal_cache_"
+                                            "invalidations") == before;
+         i++) {
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_lt(i, POLLS, "%s never reached the cache", what);
+}
+
 /* One call through `c`, checked against Redis's state around it (see the
  * top). With `lag_ok` (another proxy writes the key too), a refusal's
  * fields may come from a state older than Redis's (the invalidation of the
@@ -183,13 +217,7 @@ Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
     five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
     cr_assert_eq(v[0], 0);
     /* Refused until the tracker confirmed the state, then from the cache. */
-    for (i = 0; i < POLLS && px_info_int(c, "limiter_refusal_cache_hits") == 0;
-         i++) {
-        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "learning");
-        cr_assert_eq(v[0], 1);
-        px_sleep_ms(POLL_MS);
-    }
-    cr_assert_lt(i, POLLS, "the cache never answered");
+    until_cached(c, "CL.THROTTLE hot 0 1 3600", v);
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 1);
     calls = redis_calls(d, "fcall");
     for (i = 0; i < 100; i++) {
@@ -221,29 +249,14 @@ Test(it_refusal, writes_deletes_and_flushes_reach_the_cache,
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
     long long v[5], inval = 0;
-    int i;
 
     for (size_t w = 0; w < sizeof(writes) / sizeof(writes[0]); w++) {
         freeReplyObject(px_cmd(d, "FLUSHALL"));
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
         cr_assert_eq(v[0], 0, "%s: the first call is refused", writes[w]);
-        long long hits = px_info_int(c, "limiter_refusal_cache_hits");
-        for (i = 0;
-             i < POLLS && px_info_int(c, "limiter_refusal_cache_hits") == hits;
-             i++) {
-            five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "learning");
-            cr_assert_eq(v[0], 1);
-            px_sleep_ms(POLL_MS);
-        }
-        cr_assert_lt(i, POLLS, "%s: the cache never answered", writes[w]);
+        until_cached(c, "CL.THROTTLE hot 0 1 3600", v);
         freeReplyObject(px_cmd(d, writes[w]));
-        for (i = 0;
-             i < POLLS &&
-             px_info_int(c, "limiter_refusal_cache_invalidations") == inval;
-             i++) {
-            px_sleep_ms(POLL_MS);
-        }
-        cr_assert_lt(i, POLLS, "%s never reached the cache", writes[w]);
+        wait_invalidation(c, inval, writes[w]);
         inval = px_info_int(c, "limiter_refusal_cache_invalidations");
         cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 0);
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "after");
@@ -435,41 +448,6 @@ static void init_tree(void)
     px_proxy_start_for(&second, &px_env()->redis, limits_conf);
 }
 
-/* Sends `cmd` through `c` until the cache answers it (refused each time);
- * returns the last reply Redis made, in v. */
-static void limiter_until_cached(redisContext *c, const char *cmd,
-                                 long long v[5])
-{
-    long long hits = px_info_int(c, "limiter_refusal_cache_hits");
-    int i;
-
-    for (i = 0; i < POLLS; i++) {
-        long long w[5];
-        five(px_cmd(c, cmd), w, "learning");
-        cr_assert_eq(w[0], 1, "%s: admitted while learning", cmd);
-        if (px_info_int(c, "limiter_refusal_cache_hits") != hits) {
-            return;
-        }
-        memcpy(v, w, sizeof(w));
-        px_sleep_ms(POLL_MS);
-    }
-    cr_assert_fail("%s: the cache never answered", cmd);
-}
-
-/* Waits until Redis's invalidation of something reached `c`'s cache. */
-static void wait_invalidation(redisContext *c, long long before,
-                              const char *what)
-{
-    int i;
-
-    for (i = 0; i < POLLS && px_info_int(c, "limiter_refusal_cache_"
-                                            "invalidations") == before;
-         i++) {
-        px_sleep_ms(POLL_MS);
-    }
-    cr_assert_lt(i, POLLS, "%s never reached the cache", what);
-}
-
 Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
      .init = init_tree, .fini = fini_second, .timeout = 60)
 {
@@ -481,7 +459,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
 
     five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "first");
     cr_assert_eq(v[0], 0);
-    limiter_until_cached(c, "LIMITER CHECK user:alex:trade", first);
+    until_cached(c, "LIMITER CHECK user:alex:trade", first);
     /* The user level (key + state) and the override hash (absent). */
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 3);
     calls = redis_calls(d, "fcall");
@@ -507,7 +485,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
 
     /* A RESET through the other proxy reaches this one's cache (the
      * admission above wrote the keys: cached again first). */
-    limiter_until_cached(c, "LIMITER CHECK user:alex:trade", first);
+    until_cached(c, "LIMITER CHECK user:alex:trade", first);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_int(px_cmd(p2, "LIMITER RESET user:alex:trade"), 2);
     wait_invalidation(c, inval, "LIMITER RESET");
@@ -516,7 +494,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
 
     /* So does an OVERRIDE: UNLIMITED through the other proxy admits here
      * at once. */
-    limiter_until_cached(c, "LIMITER CHECK user:alex:trade", first);
+    until_cached(c, "LIMITER CHECK user:alex:trade", first);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_status(
         px_cmd(p2, "LIMITER OVERRIDE SET user:alex:trade UNLIMITED"), "OK");
