@@ -27,6 +27,7 @@ PX_TEST_SUITE(it_limiter_batch);
 #define IDS         30    /* identities checked once each in one pipeline */
 #define SAME        6     /* checks of one identity in the same pipeline */
 #define FW          4     /* checks of the fixed-window identity */
+#define OTHER       10    /* checks of the client beside it */
 #define SPREAD_KEYS 60    /* CL.THROTTLE keys of many slots */
 #define ID_TRIES    10000 /* bound of the search for an identity on a node */
 #define LOAD_WAIT   200   /* probes of FUNCTION LIST, 50 ms apart */
@@ -115,6 +116,7 @@ static void check_only_on_owner(const char *tag, const char *key)
 static void checks_share_calls(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *o = px_connect(px_env()->proxy.port);
     redisContext *d = px_direct_for("user:bad", 8);
     long long before, used;
     int i, sent = 0;
@@ -138,6 +140,23 @@ static void checks_share_calls(void)
     for (i = 0; i < FW; i++) {
         redisAppendCommand(c, "LIMITER CHECK fw:x");
         sent++;
+    }
+    /* Another client beside it, in the same turns: its own checks, and
+     * bad input on the identity the first one counts down. */
+    for (i = 0; i < OTHER; i++) {
+        redisAppendCommand(o, "LIMITER CHECK user:o%d", i);
+        redisAppendCommand(o, "LIMITER CHECK user:same COST -1");
+        redisAppendCommand(o, "LIMITER CHECK user::same");
+        sent++;
+    }
+    px_flush(c);
+    px_flush(o);
+    for (i = 0; i < OTHER; i++) {
+        char what[32];
+        snprintf(what, sizeof(what), "user:o%d", i);
+        px_check_five(px_next(o), what, 0, 3, 2, -1, 60);
+        px_check_error_prefix(px_next(o), "ERR ");
+        px_check_error_prefix(px_next(o), "ERR ");
     }
     for (i = 0; i < IDS; i++) {
         char what[32];
@@ -175,6 +194,7 @@ static void checks_share_calls(void)
         check_only_on_owner(tag, key);
     }
     check_only_on_owner("fw:x", "cellgate:{fw:x}#0:fixed_window");
+    redisFree(o);
     redisFree(c);
 }
 
