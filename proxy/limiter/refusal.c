@@ -16,6 +16,8 @@
 
 /* Nanoseconds per microsecond: TIME's resolution. */
 #define REFUSAL_NS_PER_US 1000
+/* Nanoseconds per millisecond: PEXPIRETIME's. */
+#define REFUSAL_NS_PER_MS 1000000
 
 /* A node's tracker: a private RESP3 connection with CLIENT TRACKING on,
  * which read every key of its entries. Owned by rf->trackers. */
@@ -25,20 +27,34 @@ struct refusal_tracker {
     char name[300];      /* the node's "host:port" */
 };
 
+/* What a cached key holds. */
+enum refusal_kind {
+    REFUSAL_TAT,    /* a GCRA TAT (a string), checked against the bytes
+                       the script read */
+    REFUSAL_WINDOW, /* a fixed window (a hash), as the tracker reads it */
+};
+
 /* One cached key. Owned by rf->entries, linked in rf->lru. */
 struct refusal_entry {
     struct queue lru;          /* link in rf->lru */
     struct refusal_tracker *t; /* borrowed: the tracker of its node */
     char *key;                 /* owned */
     size_t klen;               /* bytes of key */
-    char *raw;                 /* owned: the bytes the script read; NULL:
-                                  no key */
+    enum refusal_kind kind;    /* what the key holds */
+    char *raw;                 /* owned, REFUSAL_TAT: the bytes the script
+                                  read; NULL: no key */
     size_t rawlen;             /* bytes of raw */
-    int have_tat;              /* the key held a TAT */
-    int64_t tat_ns;            /* that TAT */
+    int have;                  /* the key exists (and holds a TAT) */
+    int64_t tat_ns;            /* REFUSAL_TAT: that TAT */
+    int64_t start_ns;          /* REFUSAL_WINDOW: the stored window's
+                                  start */
+    int64_t count;             /* REFUSAL_WINDOW: what it counted */
     int64_t offset_ns;         /* node time minus local time, an upper
                                   bound (see refusal.h) */
-    unsigned active : 1;       /* the tracker's GET confirmed raw */
+    int64_t expire_ns;         /* when the key expires (INT64_MAX: never):
+                                  from then on it holds nothing */
+    unsigned seen : 1;         /* the tracker's read confirmed the state */
+    unsigned active : 1;       /* and its PEXPIRETIME gave the expiry */
 };
 
 static void refusal_entry_free(void *p)
@@ -161,20 +177,37 @@ static struct refusal_tracker *refusal_tracker_for(struct refusal *rf,
     return t;
 }
 
-/* The tracker's GET of a key: the entry answers from now on when the key
+/* The entry a read the tracker sent for `part` is for: the entry of its
+ * key, when it waits for the state (seen 0) or for the expiry (seen 1);
+ * else NULL (forgotten meanwhile, or active already).
+ *
+ * A reply may meet a newer entry of the same key than the one that sent
+ * the read (forgotten and learnt again meanwhile). That is harmless: the
+ * read registered the key with the tracking, so any write after it is
+ * pushed and forgets whatever entry the key has then. */
+static struct refusal_entry *refusal_reading(struct refusal *rf,
+                                             const struct req *part, int seen)
+{
+    struct refusal_entry *e;
+    const char *key;
+    size_t klen;
+
+    key = resp_cmd_arg(part->cmd, 1, &klen);
+    e = hmap_get(&rf->entries, key, klen);
+    return e == NULL || e->active || e->seen != seen ? NULL : e;
+}
+
+/* The tracker's GET of a TAT: the entry answers from now on when the key
  * still holds what the script read. */
 static void refusal_on_get(struct req *part, const char *frame, size_t len)
 {
     struct refusal *rf = part->ctx;
-    struct refusal_entry *e;
+    struct refusal_entry *e = refusal_reading(rf, part, 0);
     struct resp_value v;
-    const char *key;
-    size_t klen, used;
+    size_t used;
     int same = 0;
 
-    key = resp_cmd_arg(part->cmd, 1, &klen);
-    e = hmap_get(&rf->entries, key, klen);
-    if (e == NULL || e->active) {
+    if (e == NULL) {
         return;
     }
     if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
@@ -187,10 +220,116 @@ static void refusal_on_get(struct req *part, const char *frame, size_t len)
         resp_value_free(&v);
     }
     if (same) {
+        e->seen = 1;
+    } else {
+        refusal_drop(rf, e);
+    }
+}
+
+/* A decimal field of a window hash: 1 when `f` is one >= 0. */
+static int refusal_field(const struct resp_value *f, int64_t *out)
+{
+    long long v;
+
+    if (f->type != '$' || f->null || resp_parse_ll(f->str, f->len, &v) != 0 ||
+        v < 0) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The tracker's HMGET of a fixed window (start count, in microseconds and
+ * requests): from now on every write of the key is pushed, so what this
+ * read shows is the state until then, whatever the script saw before. A
+ * hash that is not a window (a field missing, a wrong type) is not
+ * cached. */
+static void refusal_on_hmget(struct req *part, const char *frame, size_t len)
+{
+    struct refusal *rf = part->ctx;
+    struct refusal_entry *e = refusal_reading(rf, part, 0);
+    struct resp_value v;
+    int64_t start_us;
+    size_t used;
+    int ok = 0;
+
+    if (e == NULL) {
+        return;
+    }
+    if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
+        if (v.type == '*' && v.n == 2 && v.elem[0].null && v.elem[1].null) {
+            ok = 1;
+            e->have = 0;
+        } else if (v.type == '*' && v.n == 2 &&
+                   refusal_field(&v.elem[0], &start_us) &&
+                   refusal_field(&v.elem[1], &e->count) &&
+                   start_us <= INT64_MAX / REFUSAL_NS_PER_US) {
+            ok = 1;
+            e->have = 1;
+            e->start_ns = start_us * REFUSAL_NS_PER_US;
+        }
+        resp_value_free(&v);
+    }
+    if (ok) {
+        e->seen = 1;
+    } else {
+        refusal_drop(rf, e);
+    }
+}
+
+/* The tracker's PEXPIRETIME of a key whose state it read: when the state
+ * goes. A limiter key expires about when its state stops mattering, but
+ * Redis rounds the expiry to its millisecond clock, so the key can go a
+ * little before the instant the model would stop refusing; from then on
+ * Redis sees no key, and neither may the cache. Where PEXPIRETIME is
+ * missing (before Redis 7.0) the entry is forgotten: no refusal is then
+ * answered by the cache. */
+static void refusal_on_expiretime(struct req *part, const char *frame,
+                                  size_t len)
+{
+    struct refusal *rf = part->ctx;
+    struct refusal_entry *e = refusal_reading(rf, part, 1);
+    struct resp_value v;
+    size_t used;
+    int exists, ok = 0;
+
+    if (e == NULL) {
+        return;
+    }
+    exists = e->kind == REFUSAL_TAT ? e->raw != NULL : e->have;
+    if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
+        if (v.type == ':' && v.integer == -2) {
+            ok = !exists;
+            e->expire_ns = INT64_MAX;
+        } else if (v.type == ':' && v.integer >= -1) {
+            ok = exists;
+            e->expire_ns =
+                v.integer == -1 || v.integer > INT64_MAX / REFUSAL_NS_PER_MS
+                    ? INT64_MAX
+                    : v.integer * REFUSAL_NS_PER_MS;
+        }
+        resp_value_free(&v);
+    }
+    if (ok) {
         e->active = 1;
     } else {
         refusal_drop(rf, e);
     }
+}
+
+/* Sends the tracker's reads of entry e: `argv` (the state of its key),
+ * then PEXPIRETIME of the key. */
+static void refusal_read(struct refusal *rf, struct refusal_entry *e, int argc,
+                         const char **argv, size_t *lens,
+                         req_reply_fn *on_state)
+{
+    const char *xargv[2] = { "PEXPIRETIME", e->key };
+    size_t xlens[2] = { 11, e->klen };
+
+    upstream_send(e->t->up,
+                  req_own(resp_cmd_new(argc, argv, lens), on_state, rf));
+    upstream_send(e->t->up, req_own(resp_cmd_new(2, xargv, xlens),
+                                    refusal_on_expiretime, rf));
 }
 
 /* ---------------- The cache ---------------- */
@@ -221,57 +360,84 @@ void refusal_free(struct refusal *rf)
     hmap_free(&rf->trackers, refusal_tracker_close);
 }
 
-int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
-                   uint64_t now_local_ns, int *have_tat, int64_t *tat_ns,
-                   int64_t *node_now_ns)
+/* The active entry of `key` holding `kind`, made the most recently used,
+ * and the node's time now (an upper bound, at TIME's resolution); NULL
+ * when there is none. */
+static struct refusal_entry *refusal_find(struct refusal *rf, const char *key,
+                                          size_t klen, enum refusal_kind kind,
+                                          uint64_t now_local_ns,
+                                          int64_t *node_now_ns)
 {
     struct refusal_entry *e;
     int64_t now;
 
     if (rf->entries.count == 0) {
-        return 0;
+        return NULL;
     }
     e = hmap_get(&rf->entries, key, klen);
-    if (e == NULL || !e->active) {
-        return 0;
+    if (e == NULL || !e->active || e->kind != kind) {
+        return NULL;
+    }
+    now = (int64_t)now_local_ns + e->offset_ns;
+    if (now >= e->expire_ns) {
+        return NULL; /* the key may be gone: Redis decides */
     }
     queue_remove(&e->lru);
     queue_insert_head(&rf->lru, &e->lru);
-    now = (int64_t)now_local_ns + e->offset_ns;
-    *have_tat = e->have_tat;
-    *tat_ns = e->tat_ns;
-    /* TIME's resolution, as the script sees it. */
     *node_now_ns = now - now % REFUSAL_NS_PER_US;
+    return e;
+}
+
+int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
+                   uint64_t now_local_ns, int *have_tat, int64_t *tat_ns,
+                   int64_t *node_now_ns)
+{
+    struct refusal_entry *e =
+        refusal_find(rf, key, klen, REFUSAL_TAT, now_local_ns, node_now_ns);
+
+    if (e == NULL) {
+        return 0;
+    }
+    *have_tat = e->have;
+    *tat_ns = e->tat_ns;
     return 1;
 }
 
-void refusal_learn(struct refusal *rf, const char *key, size_t klen,
-                   const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
-                   int64_t node_now_ns, uint64_t sent_ns)
+int refusal_lookup_window(struct refusal *rf, const char *key, size_t klen,
+                          uint64_t now_local_ns, int *have, int64_t *start_ns,
+                          int64_t *count, int64_t *node_now_ns)
 {
-    static const char *const get = "GET";
-    struct refusal_entry *e;
-    struct refusal_tracker *t;
-    const char *argv[2];
-    size_t lens[2];
+    struct refusal_entry *e =
+        refusal_find(rf, key, klen, REFUSAL_WINDOW, now_local_ns, node_now_ns);
 
-    if (rf->max == 0) {
-        return;
+    if (e == NULL) {
+        return 0;
     }
-    e = hmap_get(&rf->entries, key, klen);
-    if (e != NULL && (e->raw == NULL) == (raw == NULL) &&
-        (raw == NULL ||
-         (e->rawlen == rawlen && memcmp(e->raw, raw, rawlen) == 0))) {
-        /* The same state, seen again: a later, closer clock. */
-        e->offset_ns = node_now_ns + REFUSAL_NS_PER_US - (int64_t)sent_ns;
-        return;
-    }
-    if (e != NULL) {
-        refusal_drop(rf, e);
-    }
-    t = refusal_tracker_for(rf, key, klen);
+    *have = e->have;
+    *start_ns = e->start_ns;
+    *count = e->count;
+    return 1;
+}
+
+/* The clock of a call sent at local time `sent_ns` that read the node's
+ * TIME as `node_now_ns`: the node read it at some instant after sent_ns,
+ * and TIME drops up to a microsecond, so node time <= local + this. */
+static int64_t refusal_offset(int64_t node_now_ns, uint64_t sent_ns)
+{
+    return node_now_ns + REFUSAL_NS_PER_US - (int64_t)sent_ns;
+}
+
+/* A new, pending entry for `key`, the least recently used one making
+ * room; NULL when no node serves the key. */
+static struct refusal_entry *
+refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
+                  enum refusal_kind kind, int64_t node_now_ns, uint64_t sent_ns)
+{
+    struct refusal_tracker *t = refusal_tracker_for(rf, key, klen);
+    struct refusal_entry *e;
+
     if (t == NULL) {
-        return;
+        return NULL;
     }
     if (rf->entries.count >= rf->max) {
         refusal_drop(
@@ -281,21 +447,80 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     e->t = t;
     e->key = px_strndup(key, klen);
     e->klen = klen;
-    e->raw = raw != NULL ? px_strndup(raw, rawlen) : NULL;
-    e->rawlen = rawlen;
-    e->have_tat = have_tat;
-    e->tat_ns = tat_ns;
-    /* The node's clock read node_now_ns at some instant after sent_ns, and
-     * TIME drops up to a microsecond: node time <= local + offset. */
-    e->offset_ns = node_now_ns + REFUSAL_NS_PER_US - (int64_t)sent_ns;
+    e->kind = kind;
+    e->offset_ns = refusal_offset(node_now_ns, sent_ns);
     hmap_put(&rf->entries, e->key, klen, e);
     queue_insert_head(&rf->lru, &e->lru);
+    return e;
+}
+
+void refusal_learn(struct refusal *rf, const char *key, size_t klen,
+                   const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
+                   int64_t node_now_ns, uint64_t sent_ns)
+{
+    static const char *const get = "GET";
+    struct refusal_entry *e;
+    const char *argv[2];
+    size_t lens[2];
+
+    if (rf->max == 0) {
+        return;
+    }
+    e = hmap_get(&rf->entries, key, klen);
+    if (e != NULL && e->kind == REFUSAL_TAT &&
+        (e->raw == NULL) == (raw == NULL) &&
+        (raw == NULL ||
+         (e->rawlen == rawlen && memcmp(e->raw, raw, rawlen) == 0))) {
+        /* The same state, seen again: a later, closer clock. */
+        e->offset_ns = refusal_offset(node_now_ns, sent_ns);
+        return;
+    }
+    if (e != NULL) {
+        refusal_drop(rf, e);
+    }
+    e = refusal_entry_new(rf, key, klen, REFUSAL_TAT, node_now_ns, sent_ns);
+    if (e == NULL) {
+        return;
+    }
+    e->raw = raw != NULL ? px_strndup(raw, rawlen) : NULL;
+    e->rawlen = rawlen;
+    e->have = have_tat;
+    e->tat_ns = tat_ns;
     argv[0] = get;
     argv[1] = key;
     lens[0] = 3;
     lens[1] = klen;
-    upstream_send(t->up,
-                  req_own(resp_cmd_new(2, argv, lens), refusal_on_get, rf));
+    refusal_read(rf, e, 2, argv, lens, refusal_on_get);
+}
+
+void refusal_learn_window(struct refusal *rf, const char *key, size_t klen,
+                          int64_t node_now_ns, uint64_t sent_ns)
+{
+    static const char *const hmget[] = { "HMGET", NULL, "start", "count" };
+    struct refusal_entry *e;
+    const char *argv[4];
+    size_t lens[4] = { 5, klen, 5, 5 };
+
+    if (rf->max == 0) {
+        return;
+    }
+    e = hmap_get(&rf->entries, key, klen);
+    if (e != NULL && e->kind == REFUSAL_WINDOW) {
+        /* Cached, or being read: whatever changed it since is pushed.
+         * A later, closer clock. */
+        e->offset_ns = refusal_offset(node_now_ns, sent_ns);
+        return;
+    }
+    if (e != NULL) {
+        refusal_drop(rf, e);
+    }
+    e = refusal_entry_new(rf, key, klen, REFUSAL_WINDOW, node_now_ns, sent_ns);
+    if (e == NULL) {
+        return;
+    }
+    memcpy(argv, hmget, sizeof(argv));
+    argv[1] = key;
+    refusal_read(rf, e, 4, argv, lens, refusal_on_hmget);
 }
 
 void refusal_forget(struct refusal *rf, const char *key, size_t klen)

@@ -133,7 +133,7 @@ enum store_override_op {
 
 /* Counters of a store, for INFO. */
 struct store_stats {
-    uint64_t refusal_hits;          /* CL.THROTTLE refused from the cache */
+    uint64_t refusal_hits;          /* calls refused from the cache */
     uint64_t refusal_keys;          /* keys cached now */
     uint64_t refusal_invalidations; /* entries Redis said were written */
 };

@@ -50,6 +50,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "algorithms/fixed_window.h"
 #include "algorithms/gcra.h"
 #include "algorithms/scripts.h"
 #include "conf/conf.h"
@@ -146,9 +147,10 @@ struct limiter_group {
     unsigned nk;                /* keys: its limits', then the override hash */
     unsigned nw;                /* words: the nk keys, then its arguments */
     size_t route_at;            /* where the override hash's word starts */
-    unsigned char cacheable;    /* a check or peek of GCRA limits only, with
-                                   no run-time override assumed: its refusal
-                                   can teach the refusal cache */
+    unsigned char cacheable;    /* a check or peek of GCRA and fixed-window
+                                   limits only, with no run-time override
+                                   assumed: its refusal can teach the
+                                   refusal cache */
     struct buf words;           /* owned: each word as its length (a size_t)
                                    then its bytes */
 };
@@ -794,10 +796,21 @@ static void store_redis_group_free(struct limiter_group *q)
     px_free(q);
 }
 
+/* The algorithms whose refusals the cache answers: a refusal leaves
+ * their state as it was (a GCRA TAT, a fixed window's start and count),
+ * and the same refusal holds for every earlier time (GCRA) or until the
+ * window ends (fixed window). The others change with time both ways
+ * (token and leaky buckets refill and drain, the sliding windows slide)
+ * or are written by a refusal (sliding_log). */
+static int store_redis_algo_cacheable(enum limits_algo a)
+{
+    return a == LIMITS_GCRA || a == LIMITS_FIXED_WINDOW;
+}
+
 /* True when group g of `c` may be answered by the refusal cache: a check
- * or peek without WAIT whose limits are all GCRA (the one state a GET
- * reads and a refusal leaves as it was), assuming no run-time override
- * (the cache tracks the override hash as absent). */
+ * or peek without WAIT whose limits all have cacheable algorithms,
+ * assuming no run-time override (the cache tracks the override hash as
+ * absent). */
 static int store_redis_group_cacheable(const struct store_check *c, unsigned g)
 {
     unsigned i;
@@ -807,7 +820,8 @@ static int store_redis_group_cacheable(const struct store_check *c, unsigned g)
         return 0;
     }
     for (i = 0; i < c->n; i++) {
-        if (c->lim[i].group == g && c->lim[i].algo != LIMITS_GCRA) {
+        if (c->lim[i].group == g &&
+            !store_redis_algo_cacheable(c->lim[i].algo)) {
             return 0;
         }
     }
@@ -821,20 +835,79 @@ static int store_redis_group_cacheable(const struct store_check *c, unsigned g)
     return 1;
 }
 
+/* Limit x (gcra) decided from the cache for the local time `now_local`:
+ * its decision with the cost in *res, without it in *peek; 0, or -1 when
+ * the key is not cached. */
+static int store_redis_cached_gcra(struct store_redis *rs,
+                                   const struct store_limit *x,
+                                   uint64_t now_local, struct rl_decision *res,
+                                   struct rl_decision *peek)
+{
+    struct gcra_result r, pk;
+    struct gcra_params pp;
+    const char *err;
+    int64_t tat, now;
+    int have;
+
+    if (!refusal_lookup(&rs->refusals, x->key, x->klen, now_local, &have, &tat,
+                        &now)) {
+        return -1;
+    }
+    gcra_params_peek(&x->p, &pp);
+    if (gcra_decide(&x->p, have, tat, now, &r, &err) != GCRA_OK ||
+        gcra_decide(&pp, have, tat, now, &pk, &err) != GCRA_OK) {
+        return -1;
+    }
+    *res = r.d;
+    *peek = pk.d;
+    return 0;
+}
+
+/* Limit x (fixed window) decided from the cache for the local time
+ * `now_local`, with `cost`: its decision in *out; 0, or -1 when the key is
+ * not cached. */
+static int store_redis_cached_window(struct store_redis *rs,
+                                     const struct store_limit *x,
+                                     uint64_t now_local, int64_t cost,
+                                     struct rl_decision *out)
+{
+    struct fixed_window_params p;
+    struct fixed_window_state fs;
+    struct fixed_window_result r;
+    const char *err;
+    int64_t now;
+    int have;
+
+    if (!refusal_lookup_window(&rs->refusals, x->key, x->klen, now_local, &have,
+                               &fs.start_ns, &fs.count, &now) ||
+        fixed_window_params_init(&p, x->lim.u.fixed_window.max,
+                                 x->lim.u.fixed_window.window_ms,
+                                 &err) != FIXED_WINDOW_OK ||
+        fixed_window_decide(&p, have ? &fs : NULL, now, cost, &r, &err) !=
+            FIXED_WINDOW_OK) {
+        return -1;
+    }
+    *out = r.d;
+    return 0;
+}
+
 /* Decides `c` from the refusal cache when every key of it and every
  * override hash are cached: 1 when that refuses it (c->res and c->peek
- * filled as the nodes would, at an upper bound of their clocks, where a
- * refusal is one they would make too), else 0 (Redis decides). */
+ * filled as the nodes' replies would fill them, at an upper bound of
+ * their clocks, where a refusal is one they would make too), else 0
+ * (Redis decides). */
 static int store_redis_refused_here(struct store *st, struct store_check *c)
 {
     struct store_redis *rs = st->impl;
     uint64_t now_local;
     char ovkey[STORE_KEY_MAX];
+    unsigned char glim[LIMITS_MAX_DEPTH];
     int64_t tat, now;
     int have, limited = 0, ovlen;
     unsigned g, i;
 
-    if (refusal_count(&rs->refusals) == 0 || c->n == 0) {
+    if (refusal_count(&rs->refusals) == 0 || c->n == 0 ||
+        c->ngroups > LIMITS_MAX_DEPTH) {
         return 0;
     }
     now_local = uv_hrtime();
@@ -849,26 +922,45 @@ static int store_redis_refused_here(struct store *st, struct store_check *c)
             have) {
             return 0;
         }
+        glim[g] = 0;
     }
     for (i = 0; i < c->n; i++) {
         const struct store_limit *x = &c->lim[i];
-        struct gcra_result res, pk;
-        struct gcra_params pp;
-        const char *err;
-        if (!refusal_lookup(&rs->refusals, x->key, x->klen, now_local, &have,
-                            &tat, &now)) {
+        int rc = x->algo == LIMITS_GCRA
+                     ? store_redis_cached_gcra(rs, x, now_local, &c->res[i],
+                                               &c->peek[i])
+                     : store_redis_cached_window(rs, x, now_local, c->cost,
+                                                 &c->res[i]);
+        if (rc != 0) {
             return 0;
         }
-        gcra_params_peek(&x->p, &pp);
-        if (gcra_decide(&x->p, have, tat, now, &res, &err) != GCRA_OK ||
-            gcra_decide(&pp, have, tat, now, &pk, &err) != GCRA_OK) {
-            return 0;
-        }
-        c->res[i] = res.d;
-        c->peek[i] = pk.d;
-        limited |= res.d.limited;
+        glim[x->group] |= c->res[i].limited;
+        limited |= c->res[i].limited;
     }
-    return limited;
+    if (!limited) {
+        return 0;
+    }
+    /* A window's entry in a node's reply: in a group that refused, the
+     * state without this request where this level admitted; in one that
+     * admitted, the decision, and the state with its cost back. */
+    for (i = 0; i < c->n; i++) {
+        struct store_limit *x = &c->lim[i];
+        struct rl_decision *r = &c->res[i];
+        if (x->algo != LIMITS_FIXED_WINDOW) {
+            continue;
+        }
+        if (glim[x->group] && !r->limited &&
+            store_redis_cached_window(rs, x, now_local, 0, r) != 0) {
+            return 0;
+        }
+        c->peek[i] = *r;
+        if (!glim[x->group] && c->cost > 0) {
+            c->peek[i].remaining = r->remaining > r->limit - c->cost
+                                       ? r->limit
+                                       : r->remaining + c->cost;
+        }
+    }
+    return 1;
 }
 
 /* Queues group g of `c` for the flush pass in `mode` ("check", "peek" or
@@ -961,7 +1053,8 @@ static const char *store_redis_item_key(const struct store_redis_item *it,
 
 /* What a decided group teaches the refusal cache (its reply `v`, sent at
  * local time `sent_ns`): a refusal of a cacheable group wrote nothing, so
- * every key it read and its absent override hash are remembered; a check
+ * every key it read (a TAT as the script read it, a window as the tracker
+ * will) and its absent override hash are remembered; a check
  * it admitted wrote its keys, which this proxy forgets. */
 static void store_redis_group_learn(const struct limiter_group *q,
                                     const struct resp_value *v,
@@ -999,7 +1092,17 @@ static void store_redis_group_learn(const struct limiter_group *q,
             return;
         }
         e = &v->elem[3 + k++];
-        if (e->type != '*' || e->n != 1) {
+        if (e->type != '*') {
+            return;
+        }
+        if (c->lim[i].algo == LIMITS_FIXED_WINDOW) {
+            /* Its entry is a decision, not the state: the tracker reads
+             * the window. */
+            refusal_learn_window(&rs->refusals, c->lim[i].key, c->lim[i].klen,
+                                 node_now, sent_ns);
+            continue;
+        }
+        if (e->n != 1) {
             return;
         }
         store_redis_learn_tat(rs, c->lim[i].key, c->lim[i].klen,

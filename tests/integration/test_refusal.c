@@ -416,7 +416,11 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
 /* ---------------- LIMITER CHECK and PEEK ---------------- */
 
 /* user:<id>: 6 an hour; user:<id>:trade: 1 an hour, both GCRA, one hash
- * tag; fw:<id>: a fixed window, which the cache leaves to Redis. */
+ * tag; fw:<id>: 1 per fixed window of 3650 days (aligned to the epoch:
+ * none ends during a test); mix:<id>: 5 per such window, with
+ * mix:<id>:t: 1 an hour (GCRA) under it;
+ * fast:<id>: 3 per window of 200 ms (windows end during a test); sw:<id>:
+ * a sliding window, which the cache leaves to Redis. */
 static const char limits_yaml[] = "user:\n"
                                   "  children:\n"
                                   "    \"*\":\n"
@@ -430,7 +434,32 @@ static const char limits_yaml[] = "user:\n"
                                   "      limits:\n"
                                   "        - algorithm: fixed_window\n"
                                   "          max: 1\n"
-                                  "          window: 1h\n";
+                                  "          window: 3650d\n"
+                                  "mix:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: fixed_window\n"
+                                  "          max: 5\n"
+                                  "          window: 3650d\n"
+                                  "      children:\n"
+                                  "        t:\n"
+                                  "          limits: [0, 1, 3600]\n"
+                                  "fast:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: fixed_window\n"
+                                  "          max: 3\n"
+                                  "          window: 200ms\n"
+                                  "sw:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_window\n"
+                                  "          max: 1\n"
+                                  "          window: 1h\n"
+                                  "          resolution: 1m\n";
 
 static char limits_path[PX_PATH_MAX];
 static char limits_conf[PX_PATH_MAX + 32];
@@ -520,19 +549,278 @@ Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
                     "OK");
     five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob");
     cr_assert_eq(v[0], 0);
-    five(px_cmd(c, "LIMITER CHECK fw:x"), v, "fw");
+    five(px_cmd(c, "LIMITER CHECK sw:x"), v, "sw");
     cr_assert_eq(v[0], 0);
     calls = redis_calls(d, "fcall");
     for (i = 0; i < 50; i++) {
         five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob refused");
         cr_assert_eq(v[0], 1);
-        five(px_cmd(c, "LIMITER CHECK fw:x"), v, "fw refused");
+        five(px_cmd(c, "LIMITER CHECK sw:x"), v, "sw refused");
         cr_assert_eq(v[0], 1);
         px_sleep_ms(POLL_MS);
     }
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
     cr_assert_eq(redis_calls(d, "fcall"), calls + 100,
                  "every refusal went to Redis");
+    redisFree(d);
+    redisFree(c);
+}
+
+/* Sends `cmd` through `c` `n` times, alternating CHECK and PEEK of `path`
+ * (cmd is "CHECK"), and checks each is refused with the fields of Redis's
+ * refusal `first`, its waits only ever shorter, without calling Redis. */
+static void cached_refusals(redisContext *c, redisContext *d, const char *path,
+                            const long long first[5], int n)
+{
+    long long v[5], calls = redis_calls(d, "fcall");
+    long long hits = px_info_int(c, "limiter_refusal_cache_hits");
+
+    for (int i = 0; i < n; i++) {
+        five(px_cmd(c, "LIMITER %s %s", i % 2 ? "PEEK" : "CHECK", path), v,
+             path);
+        cr_assert(v[0] == 1 && v[1] == first[1] && v[2] == first[2] &&
+                      v[3] <= first[3] && v[3] > first[3] - 60 &&
+                      v[4] <= first[4] && v[4] > first[4] - 60,
+                  "%s: cached %lld %lld %lld %lld %lld, Redis said %lld %lld "
+                  "%lld %lld %lld",
+                  path, v[0], v[1], v[2], v[3], v[4], first[0], first[1],
+                  first[2], first[3], first[4]);
+    }
+    cr_assert_eq(redis_calls(d, "fcall"), calls,
+                 "%s: cached refusals still called Redis", path);
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + n);
+}
+
+Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *p2 = px_connect(second.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], first[5], inval;
+    int i;
+
+    five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "first");
+    cr_assert_eq(v[0], 0);
+    until_cached(c, "LIMITER CHECK fw:ann", first);
+    /* The window (start, count) and the override hash (absent). */
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 2);
+    cr_assert(first[1] == 1 && first[2] == 0 && first[3] > 3600 &&
+                  first[4] == first[3],
+              "Redis's refusal: %lld %lld %lld %lld %lld", first[0], first[1],
+              first[2], first[3], first[4]);
+    cached_refusals(c, d, "fw:ann", first, 100);
+    /* A COST over the limit never passes: Redis says so once, and the
+     * cache from then on (a retry of -1). */
+    five(px_cmd(c, "LIMITER CHECK fw:ann COST 2"), v, "cost 2");
+    cr_assert(v[0] == 1 && v[3] == -1);
+
+    /* A window of another identity counted meanwhile changes nothing;
+     * an admission in this one (through the other proxy, after a RESET
+     * there) reaches this cache. */
+    five(px_cmd(c, "LIMITER CHECK fw:bob"), v, "bob");
+    cr_assert_eq(v[0], 0);
+    cached_refusals(c, d, "fw:ann", first, 10);
+    inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+    px_check_int(px_cmd(p2, "LIMITER RESET fw:ann"), 1);
+    wait_invalidation(c, inval, "LIMITER RESET");
+    five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after reset");
+    cr_assert_eq(v[0], 0, "reset, yet refused");
+    /* What this proxy admitted, Redis counted once. */
+    px_check_str(px_cmd(d, "HGET cellgate:{fw:ann}#0:fixed_window count"), "1");
+
+    /* A direct HSET of the count (a refund would do the same) reaches
+     * the cache too: 0 counted, so the next check passes. */
+    until_cached(c, "LIMITER CHECK fw:ann", first);
+    inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+    px_check_int(px_cmd(d, "HSET cellgate:{fw:ann}#0:fixed_window count 0"), 0);
+    wait_invalidation(c, inval, "HSET");
+    for (i = 0; i < 2; i++) {
+        five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after hset");
+        cr_assert_eq(v[0], i, "call %d after the count went to 0", i);
+    }
+    redisFree(d);
+    redisFree(p2);
+    redisFree(c);
+}
+
+Test(it_refusal, a_window_under_a_gcra_level_is_cached_as_redis_answers,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], first[5];
+
+    /* The GCRA level refuses; the window above it admits and shows 4
+     * left (its state without this request). */
+    five(px_cmd(c, "LIMITER CHECK mix:ann:t"), v, "first");
+    cr_assert_eq(v[0], 0);
+    until_cached(c, "LIMITER CHECK mix:ann:t", first);
+    /* Two keys and the override hash. */
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 3);
+    cached_refusals(c, d, "mix:ann:t", first, 100);
+    px_check_str(px_cmd(d, "HGET cellgate:{mix:ann}#0:fixed_window count"),
+                 "1");
+
+    /* The window level alone admits (4 left): Redis decides. */
+    five(px_cmd(c, "LIMITER CHECK mix:ann"), v, "window alone");
+    cr_assert(v[0] == 0 && v[2] == 3, "%lld %lld", v[0], v[2]);
+    redisFree(d);
+    redisFree(c);
+}
+
+/* The fixed window stored at `key`: its start (us) and count; 0 when
+ * there is none. */
+static int stored_window(redisContext *d, const char *key, int64_t *start_us,
+                         long long *count)
+{
+    redisReply *r = px_cmd(d, "HMGET %s start count", key);
+    int have;
+
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    have = r->element[0]->type == REDIS_REPLY_STRING;
+    *start_us = have ? atoll(r->element[0]->str) : 0;
+    *count = have ? atoll(r->element[1]->str) : 0;
+    freeReplyObject(r);
+    return have;
+}
+
+/* Two proxies take turns on one 200 ms window of 3 while windows end:
+ * every refusal (many from the caches) is one Redis makes, every
+ * admission is counted, and no window admits more than 3. */
+Test(it_refusal, two_proxies_on_windows_that_end_answer_as_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 120)
+{
+    static const char key[] = "cellgate:{fast:x}#0:fixed_window";
+    const int64_t window_us = 200000;
+    redisContext *px[2];
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    int64_t starts[64];
+    int counted[64], nwin = 0, after_hit = 0, i, j;
+    long long hits = 0;
+
+    px[0] = px_connect(px_env()->proxy.port);
+    px[1] = px_connect(second.port);
+    for (i = 0; i < 20000 && nwin < 8; i++) {
+        redisContext *c = px[i % 2];
+        long long h0 = px_info_int(c, "limiter_refusal_cache_hits");
+        int64_t t0 = redis_now(d) / 1000, start;
+        long long v[5], count;
+        int peek = i % 3 == 2, have, hit;
+
+        five(px_cmd(c, "LIMITER %s fast:x", peek ? "PEEK" : "CHECK"), v,
+             "fast");
+        hit = px_info_int(c, "limiter_refusal_cache_hits") != h0;
+        hits += hit;
+        have = stored_window(d, key, &start, &count);
+        cr_assert_eq(v[1], 3);
+        if (v[0] == 1) {
+            /* Redis refuses only in a window holding 3 that had not
+             * ended when the call was sent. */
+            cr_assert(have && count >= 3 && t0 < start + window_us,
+                      "call %d (%s) refused: window %lld holds %lld at %lld", i,
+                      hit ? "cache" : "Redis", (long long)start, count,
+                      (long long)t0);
+            cr_assert(v[2] == 0 && v[3] >= 0 && v[3] <= 1);
+            after_hit |= hit;
+            continue;
+        }
+        cr_assert(!hit, "call %d: the cache admitted", i);
+        if (peek) {
+            continue;
+        }
+        cr_assert(have, "call %d admitted, nothing stored", i);
+        if (after_hit && count == 1) {
+            after_hit = 2; /* a window opened after cached refusals */
+        }
+        for (j = 0; j < nwin && starts[j] != start; j++) {
+        }
+        if (j == nwin) {
+            starts[nwin] = start;
+            counted[nwin++] = 0;
+        }
+        counted[j]++;
+        cr_assert_leq(counted[j], 3, "window %lld admitted %d",
+                      (long long)start, counted[j]);
+        cr_assert_eq(count, counted[j], "window %lld: Redis counted %lld",
+                     (long long)start, count);
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_gt(hits, 0, "the caches never answered");
+    cr_assert_eq(after_hit, 2, "no window opened after cached refusals");
+    cr_assert_geq(nwin, 2);
+    redisFree(px[1]);
+    redisFree(px[0]);
+    redisFree(d);
+}
+
+/* Redis's PEXPIRETIME of `key` (ms; -1 none, -2 no key). */
+static long long expire_time(redisContext *d, const char *key)
+{
+    redisReply *r = px_cmd(d, "PEXPIRETIME %s", key);
+    long long v;
+
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Sends `cmd` through `c` until it is admitted: every refusal must come
+ * while Redis still had `key` (a call sent after the key expired finds
+ * no key, which admits it), though nothing told the cache the key went
+ * (Redis pushes an expiry only when its expiry cycle or a read finds
+ * it). Returns the cache hits seen. */
+static long long refused_until_expiry(redisContext *c, redisContext *d,
+                                      const char *cmd, const char *key)
+{
+    long long exp = expire_time(d, key), hits = 0, v[5];
+    int i;
+
+    cr_assert_gt(exp, 0, "%s has no expiry", key);
+    for (i = 0; i < POLLS * 5; i++) {
+        long long h = px_info_int(c, "limiter_refusal_cache_hits");
+        int64_t t0 = redis_now(d);
+        five(px_cmd(c, cmd), v, cmd);
+        if (v[0] == 0) {
+            return hits;
+        }
+        hits += px_info_int(c, "limiter_refusal_cache_hits") != h;
+        /* Redis deletes a key once its ms clock is past the expiry. */
+        cr_assert_lt(t0, (exp + 1) * 1000000,
+                     "%s refused %lld ms after its key expired", cmd,
+                     (long long)(t0 / 1000000 - exp));
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_fail("%s never admitted", cmd);
+    return hits;
+}
+
+Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
+     .fini = fini_second, .timeout = 60)
+{
+    static const char *const cmd[] = { "CL.THROTTLE ex 0 1 3600",
+                                       "LIMITER CHECK fw:ex" };
+    static const char *const key[] = { "ex",
+                                       "cellgate:{fw:ex}#0:fixed_window" };
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], first[5], inval;
+
+    for (int k = 0; k < 2; k++) {
+        five(px_cmd(c, cmd[k]), v, cmd[k]);
+        cr_assert_eq(v[0], 0);
+        until_cached(c, cmd[k], first);
+        /* The key goes in 100 ms, long before its state would let a call
+         * through: an expiry changed behind the cache's back is pushed
+         * (PEXPIRE is a write), but the expiry itself is not, in time. */
+        inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+        px_check_int(px_cmd(d, "PEXPIRE %s 100", key[k]), 1);
+        wait_invalidation(c, inval, "PEXPIRE");
+        until_cached(c, cmd[k], first);
+        cr_assert_gt(refused_until_expiry(c, d, cmd[k], key[k]), 0,
+                     "%s: the cache answered no refusal", cmd[k]);
+    }
     redisFree(d);
     redisFree(c);
 }
