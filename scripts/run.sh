@@ -8,6 +8,9 @@
 #   LISTEN=127.0.0.1:7777 scripts/run.sh
 #   MODE=single scripts/run.sh      one redis-server instead of a cluster
 #   MODE=embedded scripts/run.sh    no Redis: the in-process limiter store
+#   LIMITS=my.yaml scripts/run.sh   another limits tree (LIMITS= for none);
+#                                   by default conf/limits.example.yaml, unless
+#                                   the flags name --limits or --config
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,7 +67,24 @@ embedded)
     ;;
 esac
 
-echo "cellgate on $LISTEN: try  redis-cli -p ${LISTEN##*:} ping" >&2
-build/cellgate --listen "$LISTEN" "${UPSTREAM[@]+"${UPSTREAM[@]}"}" "$@" &
+LIMITS_ARGS=()
+case " $* " in
+*" --limits"* | *" --config"*) ;;
+*)
+    LIMITS=${LIMITS-conf/limits.example.yaml}
+    if [ -n "$LIMITS" ]; then
+        LIMITS_ARGS=(--limits "$LIMITS")
+        echo "limits: $LIMITS" >&2
+    fi
+    ;;
+esac
+
+PORT=${LISTEN##*:}
+echo "cellgate on $LISTEN: try  redis-cli -p $PORT ping" >&2
+if [ ${#LIMITS_ARGS[@]} -gt 0 ]; then
+    echo "               and  redis-cli -p $PORT limiter check user:alex:trade" >&2
+fi
+build/cellgate --listen "$LISTEN" "${UPSTREAM[@]+"${UPSTREAM[@]}"}" \
+    "${LIMITS_ARGS[@]+"${LIMITS_ARGS[@]}"}" "$@" &
 CG_PID=$!
 wait "$CG_PID"
