@@ -313,6 +313,12 @@ void router_send_private_to(struct req *req, struct node *n)
         c->priv = client_priv_take(c, n);
         if (c->multi_deferred) {
             router_send_deferred_multi(c);
+            if (c->tx_failed) {
+                /* A command was refused before MULTI reached the node:
+                 * the transaction must fail at EXEC there too. */
+                router_send_swallowed(c, "GET");
+                c->tx_failed = 0;
+            }
         }
     } else if (!router_priv_allowed(req)) {
         return;
