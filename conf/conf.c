@@ -117,6 +117,7 @@ static conf_set_fn conf_set_uint;
 static conf_set_fn conf_set_ull;
 static conf_set_fn conf_set_size;
 static conf_set_fn conf_set_bool;
+static conf_set_fn conf_set_commands;
 
 #define CONF_CMD(key, setter, field, lo, hi, what)                             \
     {                                                                          \
@@ -173,6 +174,8 @@ static const struct conf_command conf_commands[] = {
              1, ULLONG_MAX, CONF_WANT_SIZE),
     CONF_CMD("split_multikey", conf_set_bool, split_multikey, 0, 1,
              "yes or no"),
+    CONF_CMD("commands", conf_set_commands, commands, 0, 0,
+             "ACL command rules such as \"+flushall -keys\""),
     CONF_CMD("refusal_cache_size", conf_set_uint, refusal_cache_size, 0,
              CONF_MAX_REFUSAL_CACHE, "an integer from 0 to 10000000"),
 };
@@ -615,6 +618,62 @@ static int conf_set_size(struct conf_loader *ld, const struct conf_command *cmd,
     return CONF_OK;
 }
 
+/* One scalar of `commands:`: its rules, applied in order to `p`. An
+ * unknown name is reported at the scalar. */
+static int conf_commands_scalar(struct conf_loader *ld,
+                                const struct conf_command *cmd,
+                                yaml_node_t *node, struct cmdpolicy *p)
+{
+    const char *s =
+        conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, "a string of rules");
+    const char *bad = NULL;
+    size_t badlen = 0;
+    int rc;
+
+    if (s == NULL) {
+        return CONF_ERR;
+    }
+    rc = cmdpolicy_apply_all(p, s, &bad, &badlen);
+    if (rc != CMDPOLICY_OK) {
+        char shown[CONF_YAML_SHOW_SIZE];
+        conf_yaml_show(shown, bad, badlen);
+        conf_yaml_error(&ld->diag, &node->start_mark, "%s: %s \"%s\"",
+                        cmd->name, cmdpolicy_strerror(rc), shown);
+        return CONF_ERR;
+    }
+    return CONF_OK;
+}
+
+/* commands: a string of rules or a sequence of them, applied in order
+ * after what is there already (the default policy). */
+static int conf_set_commands(struct conf_loader *ld,
+                             const struct conf_command *cmd, yaml_node_t *node)
+{
+    struct cmdpolicy *field = conf_field(ld->c, cmd);
+    struct cmdpolicy p = *field;
+    yaml_node_item_t *it;
+    int rc = CONF_OK;
+
+    if (conf_yaml_is_null(node)) {
+        return CONF_OK;
+    }
+    if (node->type != YAML_SEQUENCE_NODE) {
+        rc = conf_commands_scalar(ld, cmd, node, &p);
+    } else {
+        for (it = node->data.sequence.items.start;
+             it < node->data.sequence.items.top; it++) {
+            yaml_node_t *item = yaml_document_get_node(ld->doc, *it);
+            if (conf_commands_scalar(ld, cmd, item, &p) != CONF_OK) {
+                rc = CONF_ERR;
+            }
+        }
+    }
+    if (rc == CONF_OK) {
+        *field = p;
+    }
+    return rc;
+}
+
 /* ---------------- The walk ---------------- */
 
 static const struct conf_command *conf_command_find(const char *name,
@@ -785,6 +844,7 @@ int conf_init(struct conf *c)
     c->max_inline_bytes = CONF_DEFAULT_MAX_INLINE_BYTES;
     c->client_max_output_bytes = CONF_DEFAULT_CLIENT_MAX_OUTPUT_BYTES;
     c->refusal_cache_size = CONF_DEFAULT_REFUSAL_CACHE;
+    cmdpolicy_init(&c->commands);
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }
 

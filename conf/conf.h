@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "conf/cmdpolicy.h"
+
 #define CONF_OK     0
 #define CONF_ERR    -1
 #define CONF_ENOMEM -2
@@ -66,6 +68,8 @@ struct conf {
     int split_multikey; /* cluster: split MGET & co. by slot; default 1 */
     unsigned refusal_cache_size; /* CL.THROTTLE keys whose refusal the
                                     proxy answers itself; 0 = off */
+    struct cmdpolicy commands;   /* what ordinary clients may run: the
+                                    default, then the rules of commands: */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

@@ -28,6 +28,8 @@ static const char main_usage[] =
     "                       Redis Cluster seed nodes\n"
     "  --limits FILE        limits.yaml (the limits tree)\n"
     "  --log-level LEVEL    debug, info, warn or error (default info)\n"
+    "  --commands RULES     command rules for ordinary clients, applied after\n"
+    "                       proxy.yaml's (\"+flushall -keys\", allcommands)\n"
     "  --check-config       validate the configuration and exit\n"
     "  --version            print the version and exit\n"
     "  --help               print this help and exit\n"
@@ -149,6 +151,17 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
                 return 1;
             }
             c->log_level = (enum conf_log_level)lvl;
+            continue;
+        }
+        if (!err && (v = main_opt_value(argc, argv, &i, "--commands", &err))) {
+            const char *bad = v;
+            size_t badlen = strlen(v);
+            int rc = cmdpolicy_apply_all(&c->commands, v, &bad, &badlen);
+            if (rc != CMDPOLICY_OK) {
+                fprintf(stderr, "cellgate: --commands: %s '%.*s'\n",
+                        cmdpolicy_strerror(rc), (int)badlen, bad);
+                return 1;
+            }
             continue;
         }
         if (err) {

@@ -1,7 +1,7 @@
 /* Routing of one request (docs/ARCHITECTURE.md).
  *
- *   lookup -> arity -> auth -> local proc?
- *                                  |no
+ *   lookup -> arity -> auth -> command policy -> local proc?
+ *                                                    |no
  *        client has a private upstream, or the command needs one?
  *               |yes                              |no
  *        private upstream (opened on demand)   shared upstream of the client
@@ -45,6 +45,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "conf/cmdpolicy.h"
 #include "conf/conf.h"
 #include "parser/keyspec.h"
 #include "parser/resp.h"
@@ -256,6 +257,38 @@ static int router_priv_allowed(struct req *req)
     return ok;
 }
 
+/* The command policy (conf/cmdpolicy.h): an ordinary client may not run a
+ * command that acts on the server, on other connections or on the whole
+ * keyspace, since the connections it would run on are shared and the node
+ * is every client's. Checked before anything else looks at the command,
+ * so neither a transaction, nor a private connection, nor a command
+ * cellgate answers itself gets around it. 1 when allowed; else replies,
+ * and an open transaction fails at EXEC, as in Redis when a command is
+ * refused while queuing. */
+static int router_policy_allows(struct req *req)
+{
+    struct client *c = req->client;
+    size_t nlen, alen = 0;
+    const char *name = resp_cmd_arg(req->cmd, 0, &nlen), *arg = NULL;
+
+    if (c->admin) {
+        return 1;
+    }
+    if (req->cmd->argc > 1) {
+        arg = resp_cmd_arg(req->cmd, 1, &alen);
+    }
+    if (cmdpolicy_allows(&server.conf->commands, name, nlen, arg, alen)) {
+        return 1;
+    }
+    req_reply_error(req, "NOPERM this command is disabled in cellgate");
+    if (c->multi && c->priv != NULL) {
+        router_send_swallowed(c, "GET"); /* see router_priv_allowed */
+    } else if (c->multi) {
+        c->tx_failed = 1; /* the deferred MULTI's EXEC aborts */
+    }
+    return 0;
+}
+
 void router_send_private_to(struct req *req, struct node *n)
 {
     struct client *c = req->client;
@@ -280,6 +313,12 @@ void router_send_private_to(struct req *req, struct node *n)
         c->priv = client_priv_take(c, n);
         if (c->multi_deferred) {
             router_send_deferred_multi(c);
+            if (c->tx_failed) {
+                /* A command was refused before MULTI reached the node:
+                 * the transaction must fail at EXEC there too. */
+                router_send_swallowed(c, "GET");
+                c->tx_failed = 0;
+            }
         }
     } else if (!router_priv_allowed(req)) {
         return;
@@ -506,6 +545,9 @@ void router_dispatch(struct req *req)
     }
     if (!c->authed && (def == NULL || !(def->flags & CMD_F_NOAUTH))) {
         req_reply_error(req, "NOAUTH Authentication required.");
+        return;
+    }
+    if (!router_policy_allows(req)) {
         return;
     }
     how = def != NULL ? def->how : CMD_FORWARD;

@@ -41,10 +41,17 @@
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
 
-/* Reconnect backoff: doubles from MIN to MAX, reset on success. Short enough
- * that a restarted Redis is back in service within a second. */
+/* Reconnect backoff: doubles from MIN to MAX while attempts fail, each
+ * delay drawn between half and all of it (so proxies that lost a node
+ * together do not come back in lockstep), and back to MIN once a connection
+ * served: it got a reply that was not an error, or stayed up for
+ * UPSTREAM_HEALTHY_MS. A node that accepts the TCP connection and then
+ * refuses the client (-ERR max number of clients reached, a failed AUTH)
+ * does not reset it, or cellgate would grab every slot Redis frees every
+ * 50 ms. A restarted Redis is back in service within a second or two. */
 #define UPSTREAM_BACKOFF_MIN_MS 50
-#define UPSTREAM_BACKOFF_MAX_MS 1000
+#define UPSTREAM_BACKOFF_MAX_MS 2000
+#define UPSTREAM_HEALTHY_MS     1000
 
 /* Silence, while replies are owed, after which a connection counts as
  * stalled behind a long command: a client with nothing pending there may
@@ -120,11 +127,21 @@ static void upstream_on_tcp_close(uv_handle_t *h)
     }
     /* A shared upstream: try again after the backoff. */
     up->state = UP_IDLE;
-    uv_timer_start(&up->timer, upstream_on_reconnect_timer, up->backoff_ms, 0);
-    up->backoff_ms *= 2;
-    if (up->backoff_ms > UPSTREAM_BACKOFF_MAX_MS) {
-        up->backoff_ms = UPSTREAM_BACKOFF_MAX_MS;
-    }
+    uv_timer_start(&up->timer, upstream_on_reconnect_timer, up->retry_ms, 0);
+}
+
+/* The delay before the next reconnect, from the backoff (which doubles for
+ * the one after): between half and all of it. */
+static unsigned upstream_next_retry(struct upstream *up)
+{
+    unsigned b = up->backoff_ms, half = b / 2;
+
+    up->rng ^= up->rng << 13;
+    up->rng ^= up->rng >> 7;
+    up->rng ^= up->rng << 17;
+    up->backoff_ms =
+        b >= UPSTREAM_BACKOFF_MAX_MS / 2 ? UPSTREAM_BACKOFF_MAX_MS : b * 2;
+    return b - half + (unsigned)(up->rng % (half + 1));
 }
 
 static void upstream_close_tcp(struct upstream *up)
@@ -192,7 +209,13 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
         upstream_destroy(up, why);
         return;
     }
-    log_warn("upstream %s: %s (retry in %u ms)", up->name, why, up->backoff_ms);
+    if (up->state == UP_READY &&
+        (up->served ||
+         core_now_ms(up->core) - up->ready_ms >= UPSTREAM_HEALTHY_MS)) {
+        up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
+    }
+    up->retry_ms = upstream_next_retry(up);
+    log_warn("upstream %s: %s (retry in %u ms)", up->name, why, up->retry_ms);
     snprintf(up->last_err, sizeof(up->last_err), "%s", why);
     up->state = UP_CLOSING;
     uv_timer_stop(&up->timer);
@@ -266,6 +289,14 @@ static void upstream_swallowed(struct upstream *up, struct req *req,
     if (frame[0] != '-') {
         return;
     }
+    if (strcmp(name, "AUTH") == 0) {
+        /* Every request would get -NOAUTH: the connection is of no use,
+         * and reconnects back off until the credentials work. */
+        log_error("upstream %s: %s failed: %.*s", up->name, name, shown, frame);
+        upstream_fail(up, "unavailable: AUTH failed (%.*s)",
+                      (int)(len > 100 ? 100 : len - 2), frame + 1);
+        return;
+    }
     if (!hello) {
         log_error("upstream %s: %s failed: %.*s", up->name, name, shown, frame);
         return;
@@ -304,6 +335,13 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
         up->ops->frame(up, frame, len);
     }
     if (queue_empty(&up->inflight)) {
+        if (up->ops->push == NULL && frame[0] == '-') {
+            /* Redis refusing the connection before any request, as with
+             * -ERR max number of clients reached. */
+            upstream_fail(up, "unavailable: %.*s",
+                          (int)(len > 100 ? 100 : len - 2), frame + 1);
+            return -1;
+        }
         if (up->ops->push == NULL) {
             upstream_fail(up, "sent a reply nobody asked for");
             return -1;
@@ -319,6 +357,10 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
         return 0;
     }
     queue_remove(&req->unode);
+    if (frame[0] != '-' && !up->served) {
+        up->served = 1;
+        up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
+    }
     if (frame[0] == '-' && up->ops->error != NULL &&
         up->ops->error(up, req, frame, len)) {
         /* Re-sent to the node the cluster named, or answered. */
@@ -424,7 +466,8 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
         return;
     }
     up->state = UP_READY;
-    up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
+    up->ready_ms = core_now_ms(up->core);
+    up->served = 0;
     if (!up->priv) {
         log_info("upstream %s: connected", up->name);
     }
@@ -605,6 +648,7 @@ static struct upstream *upstream_alloc(struct core *core,
     wq_init(&up->wq, (uv_stream_t *)&up->tcp, upstream_on_wq_event);
     uv_timer_init(up->core->loop, &up->timer);
     up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
+    up->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)up) | 1;
     up->state = UP_IDLE;
     queue_insert_tail(&core->upstreams, &up->link);
     return up;

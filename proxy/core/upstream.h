@@ -91,13 +91,20 @@ struct upstream {
     struct queue rid_wait;    /* struct req (unode) waiting for rid */
     uint64_t rid;             /* Redis's CLIENT ID of a private upstream,
                                  0 until known */
-    unsigned backoff_ms;      /* next reconnect delay */
+    unsigned backoff_ms;      /* reconnect delay before jitter: doubles
+                                 while attempts fail, reset once one
+                                 served */
+    unsigned retry_ms;        /* the delay of the pending reconnect */
+    uint64_t ready_ms;        /* loop time the connection was made */
+    uint64_t rng;             /* xorshift state of the jitter */
     char last_err[160];       /* why the last attempt failed */
     uint64_t last_read_ms;    /* loop time bytes last arrived */
     int pending_closes;       /* handles still closing (free at 0) */
     int proto;                /* RESP_PROTO2 or RESP_PROTO3 */
     unsigned tcp_open : 1;    /* tcp handle initialised, not closed */
     unsigned priv : 1;        /* private: never shared, never reconnects */
+    unsigned served : 1;      /* this connection got a reply that was not
+                                 an error: the node takes clients */
     unsigned tracked : 1;     /* private, had CLIENT TRACKING on: Redis's
                                  tracking table still names it for the
                                  keys it read, so it is never reused */

@@ -278,7 +278,9 @@ static void init_debug(void)
 
     px_env_prepare();
     px_redis_start(&px_env()->redis, args);
-    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, NULL);
+    /* DEBUG and CONFIG GET are refused to ordinary clients by default. */
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
+                       "commands: +debug +config|get\n");
 }
 
 /* Redis and the proxy both with a password, to compare HELLO ... AUTH. */

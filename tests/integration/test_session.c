@@ -58,12 +58,24 @@ static void init_debug(void)
     static const char *const args[] = { "--enable-debug-command", "yes", NULL };
     px_env_prepare();
     px_redis_start(&px_env()->redis, args);
-    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, NULL);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
+                       "commands: +debug\n");
+}
+
+/* For the tests of commands the default policy refuses ordinary clients
+ * (CLIENT LIST/KILL/NO-EVICT/UNBLOCK, SYNC, REPLCONF: README, "Command
+ * policy"): what cellgate does with them once allowed. */
+static void init_all_commands(void)
+{
+    px_env_prepare();
+    px_redis_start(&px_env()->redis, NULL);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
+                       "commands: allcommands\n");
 }
 
 /* ---------------- Handshakes stay multiplexed ---------------- */
 
-Test(it_session, default_handshakes_stay_multiplexed, .init = px_env_init,
+Test(it_session, default_handshakes_stay_multiplexed, .init = init_all_commands,
      .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c[NHANDSHAKES];
@@ -128,7 +140,7 @@ Test(it_session, default_handshakes_stay_multiplexed, .init = px_env_init,
 /* ---------------- CLIENT ID / INFO / LIST / KILL ---------------- */
 
 Test(it_session, client_id_info_list_describe_cellgate_clients,
-     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+     .init = init_all_commands, .fini = px_env_fini, .timeout = 60)
 {
     redisContext *a = px_connect(px_env()->proxy.port);
     redisContext *b = px_connect(px_env()->proxy.port);
@@ -223,7 +235,7 @@ static void init_admin(void)
     px_env_prepare();
     px_redis_start(&px_env()->redis, NULL);
     px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
-                       "admin_password: adm\n");
+                       "admin_password: adm\ncommands: +client|kill\n");
 }
 
 Test(it_session, client_kill_needs_admin_when_an_admin_password_is_set,
@@ -271,8 +283,8 @@ static void same_bytes(const char *req)
               "%s: cellgate '%s', Redis '%s'", req, px, d);
 }
 
-Test(it_session, reply_modes_and_validation_match_redis, .init = px_env_init,
-     .fini = px_env_fini, .timeout = 60)
+Test(it_session, reply_modes_and_validation_match_redis,
+     .init = init_all_commands, .fini = px_env_fini, .timeout = 60)
 {
     /* CLIENT REPLY: the commands run, their replies are dropped. */
     same_bytes("CLIENT REPLY OFF\r\nSET x 1\r\nSET x 2\r\nCLIENT REPLY ON\r\n"
@@ -431,7 +443,7 @@ static void bystanders_around(redisContext *hostile, const char *const *cmds,
 }
 
 Test(it_session, replication_commands_never_reach_a_shared_connection,
-     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+     .init = init_all_commands, .fini = px_env_fini, .timeout = 60)
 {
     static const char *const refused[] = {
         "REPLCONF GETACK *",

@@ -101,7 +101,9 @@ static void init_debug(void)
     static const char *const args[] = { "--enable-debug-command", "yes", NULL };
     px_env_prepare();
     px_redis_start(&px_env()->redis, args);
-    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, NULL);
+    /* DEBUG and CONFIG GET are refused to ordinary clients by default. */
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
+                       "commands: +debug +config|get\n");
 }
 
 /* Returns once a PING straight to Redis goes unanswered for 100 ms: it is

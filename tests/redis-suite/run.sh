@@ -222,14 +222,17 @@ start_redis() {  # dir
     done
     return 1
 }
-# cellgate in front of 127.0.0.1:R_PORT, with its defaults. Sets CG_PID, CG_PORT.
+# cellgate in front of 127.0.0.1:R_PORT, with its defaults except the command
+# policy: the suite runs FLUSHALL, CONFIG SET, DEBUG... as an ordinary
+# client, so every command is allowed. Sets CG_PID, CG_PORT.
 start_cellgate() {  # log
     local _
     for _ in 1 2 3; do
         CG_PORT=$(bash "$ROOT/scripts/freeport.sh")
         [ "$CG_PORT" != "$R_PORT" ] || continue
         # shellcheck disable=SC2086  # CG_ARGS is a word list on purpose
-        "$CG" --listen "127.0.0.1:$CG_PORT" --upstream "127.0.0.1:$R_PORT" $CG_ARGS \
+        "$CG" --listen "127.0.0.1:$CG_PORT" --upstream "127.0.0.1:$R_PORT" \
+            --commands allcommands $CG_ARGS \
             >"$1" 2>&1 &
         CG_PID=$!
         wait_ping "$CG_PORT" && return 0

@@ -44,6 +44,7 @@ static const char *const all_keys[] = {
     "max_elements",
     "max_inline_bytes",
     "client_max_output_bytes",
+    "commands",
 };
 
 /* Loads `yaml` over the defaults into `c`, naming it proxy.yaml. */
@@ -63,6 +64,16 @@ static void expect_error(const char *yaml, const char *want)
     cr_assert_eq(load(&c, yaml, err), CONF_ERR, "accepted: %s", yaml);
     cr_assert_str_eq(err, want, "for YAML:\n%s", yaml);
     conf_free(&c);
+}
+
+/* Fails unless the command policy of `c` is the default one. */
+static void assert_default_commands(const struct conf *c)
+{
+    struct cmdpolicy want;
+
+    cmdpolicy_init(&want);
+    cr_assert_eq(memcmp(&c->commands, &want, sizeof(want)), 0,
+                 "not the default command policy");
 }
 
 /* Fails unless `c` holds exactly the documented defaults. */
@@ -92,6 +103,7 @@ static void assert_defaults(const struct conf *c)
     cr_assert_eq(c->max_elements, 1048576);
     cr_assert_eq(c->max_inline_bytes, 64ULL * 1024);
     cr_assert_eq(c->client_max_output_bytes, 64ULL * 1024 * 1024);
+    assert_default_commands(c);
 }
 
 /* ---------------- Defaults and the example file ---------------- */
@@ -115,6 +127,7 @@ Test(conf, example_file_loads_and_every_value_is_the_default)
     memset(&c, 0, sizeof(c));
     c.log_level = CONF_LOG_ERROR;
     c.store_down = CONF_FAIL_OPEN;
+    cmdpolicy_init(&c.commands); /* the example shows rules commented out */
     cr_assert_eq(conf_load_file(&c, EXAMPLE_FILE, err, sizeof(err)), CONF_OK,
                  "%s", err);
     cr_assert_str_empty(err);
@@ -207,6 +220,36 @@ Test(conf, every_key_is_parsed)
     cr_assert_eq(c.max_elements, 100);
     cr_assert_eq(c.max_inline_bytes, 4096);
     cr_assert_eq(c.client_max_output_bytes, 2ULL * 1024 * 1024 * 1024);
+    conf_free(&c);
+}
+
+Test(conf, commands_take_a_string_or_a_list_applied_after_the_default)
+{
+    static const char *const texts[] = {
+        "commands: +flushall -get\n",
+        "commands:\n  - +flushall\n  - -get\n",
+        "commands: [\"+flushall\", \"-get\"]\n",
+        "commands:\n  - +flushall -get\n",
+    };
+    struct conf c;
+    char err[ERRLEN];
+    size_t i;
+
+    for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        cr_assert_eq(load(&c, texts[i], err), CONF_OK, "%s", err);
+        cr_assert(cmdpolicy_allows(&c.commands, "FLUSHALL", 8, NULL, 0));
+        cr_assert_not(cmdpolicy_allows(&c.commands, "get", 3, "k", 1));
+        /* The rest of the default stays. */
+        cr_assert_not(cmdpolicy_allows(&c.commands, "config", 6, "set", 3));
+        cr_assert(cmdpolicy_allows(&c.commands, "set", 3, "k", 1));
+        conf_free(&c);
+    }
+    cr_assert_eq(load(&c, "commands:\n", err), CONF_OK, "%s", err);
+    assert_default_commands(&c);
+    conf_free(&c);
+    /* A bad rule leaves the policy as it was, good rules included. */
+    cr_assert_eq(load(&c, "commands: +flushall +nosuch\n", err), CONF_ERR);
+    assert_default_commands(&c);
     conf_free(&c);
 }
 
@@ -414,6 +457,16 @@ ParameterizedTestParameters(conf, each_error_names_file_line_and_column)
           "proxy.yaml:2:3: listen: expected host:port, got a mapping" },
         { "upstream: host:12ab\n",
           "proxy.yaml:1:11: upstream: expected host:port, got \"host:12ab\"" },
+        { "max_clients: 5\ncommands: +flushall -nosuch\n",
+          "proxy.yaml:2:11: commands: unknown command \"-nosuch\"" },
+        { "commands:\n  - +get\n  - \"+@nosuch\"\n",
+          "proxy.yaml:3:5: commands: unknown category \"+@nosuch\"" },
+        { "commands:\n  - flushall\n",
+          "proxy.yaml:2:5: commands: expected +command, -command, "
+          "+@category, -@category, allcommands or nocommands \"flushall\"" },
+        { "commands:\n  a: b\n",
+          "proxy.yaml:2:3: commands: expected a string of rules, got a "
+          "mapping" },
         { "log_level: verbose\n",
           "proxy.yaml:1:12: log_level: expected debug, info, warn or error, "
           "got \"verbose\"" },

@@ -1,0 +1,257 @@
+/* cmdpolicy: the command policy of ordinary clients (see cmdpolicy.h).
+ *
+ *   rule text --cmdpolicy_apply--> bits of the table entries it names
+ *                                  (a command, its subcommands, a category)
+ *   name, first argument --cmdpolicy_allows--> the subcommand's bit, else
+ *                                  the command's, else the unknown bit
+ *
+ * The table is sorted by name ("client" comes right before its
+ * "client|..." entries), so a command and its subcommands are one run of
+ * entries found with one bsearch. Like Redis's ACL, "+client" covers every
+ * CLIENT subcommand and a category rule sets each entry that has the
+ * category, subcommands included; "+@all" and "-@all" also decide the
+ * commands the table does not know. */
+#include "conf/cmdpolicy.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* One command or subcommand of the table. */
+struct cmdpolicy_cmd {
+    const char *name; /* lower case; "name|sub" for a subcommand */
+    unsigned cats;    /* CMDPOLICY_CAT_* bits */
+};
+
+#include "conf/cmdpolicy_table.h"
+
+#define CMDPOLICY_NCMDS (sizeof(cmdpolicy_cmds) / sizeof(cmdpolicy_cmds[0]))
+
+_Static_assert(sizeof(cmdpolicy_cmds) / sizeof(cmdpolicy_cmds[0]) <=
+                   CMDPOLICY_MAX_CMDS,
+               "CMDPOLICY_MAX_CMDS is too small for the table");
+
+/* Longest "name|sub" looked up; longer names are in no table entry. */
+#define CMDPOLICY_NAME_MAX 64
+
+/* ---------------- Bits ---------------- */
+
+static void cmdpolicy_set(struct cmdpolicy *p, size_t i, int deny)
+{
+    unsigned char m = (unsigned char)(1u << (i % 8));
+
+    if (deny) {
+        p->denied[i / 8] |= m;
+    } else {
+        p->denied[i / 8] &= (unsigned char)~m;
+    }
+}
+
+static int cmdpolicy_is_denied(const struct cmdpolicy *p, size_t i)
+{
+    return (p->denied[i / 8] >> (i % 8)) & 1;
+}
+
+/* ---------------- Lookup ---------------- */
+
+static int cmdpolicy_compare(const void *key, const void *elem)
+{
+    const struct cmdpolicy_cmd *c = elem;
+    return strcmp(key, c->name);
+}
+
+/* Lower-cases `len` bytes into `out` (CMDPOLICY_NAME_MAX + 1 bytes),
+ * appending at *used. 0, or -1 when it does not fit. */
+static int cmdpolicy_lower(char *out, size_t *used, const char *s, size_t len)
+{
+    size_t k;
+
+    if (*used + len > CMDPOLICY_NAME_MAX) {
+        return -1;
+    }
+    for (k = 0; k < len; k++) {
+        out[*used + k] = (char)tolower((unsigned char)s[k]);
+    }
+    *used += len;
+    out[*used] = '\0';
+    return 0;
+}
+
+/* Index of the entry named `name` (lower case, NUL-terminated), or -1. */
+static long cmdpolicy_find(const char *name)
+{
+    const struct cmdpolicy_cmd *c =
+        bsearch(name, cmdpolicy_cmds, CMDPOLICY_NCMDS,
+                sizeof(cmdpolicy_cmds[0]), cmdpolicy_compare);
+
+    return c != NULL ? (long)(c - cmdpolicy_cmds) : -1;
+}
+
+/* True when entry j is a subcommand of entry i (a command). */
+static int cmdpolicy_is_sub_of(size_t j, size_t i)
+{
+    size_t n = strlen(cmdpolicy_cmds[i].name);
+
+    return j < CMDPOLICY_NCMDS &&
+           strncmp(cmdpolicy_cmds[j].name, cmdpolicy_cmds[i].name, n) == 0 &&
+           cmdpolicy_cmds[j].name[n] == '|';
+}
+
+/* ---------------- Rules ---------------- */
+
+/* Sets every entry of category `cat` (all of them when cat is 0). */
+static void cmdpolicy_set_category(struct cmdpolicy *p, unsigned cat, int deny)
+{
+    size_t i;
+
+    for (i = 0; i < CMDPOLICY_NCMDS; i++) {
+        if (cat == 0 || (cmdpolicy_cmds[i].cats & cat)) {
+            cmdpolicy_set(p, i, deny);
+        }
+    }
+    if (cat == 0) {
+        p->others_denied = deny;
+    }
+}
+
+/* "+@name" / "-@name" with the '@' stripped. */
+static int cmdpolicy_apply_category(struct cmdpolicy *p, const char *s,
+                                    size_t len, int deny)
+{
+    size_t k;
+
+    if (len == 3 && strncasecmp(s, "all", 3) == 0) {
+        cmdpolicy_set_category(p, 0, deny);
+        return CMDPOLICY_OK;
+    }
+    for (k = 0; k < CMDPOLICY_NCATS; k++) {
+        if (strlen(cmdpolicy_cat_names[k]) == len &&
+            strncasecmp(s, cmdpolicy_cat_names[k], len) == 0) {
+            cmdpolicy_set_category(p, 1u << k, deny);
+            return CMDPOLICY_OK;
+        }
+    }
+    return CMDPOLICY_ECATEGORY;
+}
+
+/* "+name" / "-name" with the sign stripped: the command and its
+ * subcommands, or one subcommand ("name|sub"). */
+static int cmdpolicy_apply_command(struct cmdpolicy *p, const char *s,
+                                   size_t len, int deny)
+{
+    char name[CMDPOLICY_NAME_MAX + 1];
+    size_t used = 0, j;
+    long i;
+
+    if (len == 0 || cmdpolicy_lower(name, &used, s, len) != 0 ||
+        (i = cmdpolicy_find(name)) < 0) {
+        return CMDPOLICY_ECOMMAND;
+    }
+    cmdpolicy_set(p, (size_t)i, deny);
+    for (j = (size_t)i + 1; cmdpolicy_is_sub_of(j, (size_t)i); j++) {
+        cmdpolicy_set(p, j, deny);
+    }
+    return CMDPOLICY_OK;
+}
+
+int cmdpolicy_apply(struct cmdpolicy *p, const char *rule, size_t len)
+{
+    int deny;
+
+    if (len == 11 && strncasecmp(rule, "allcommands", 11) == 0) {
+        cmdpolicy_set_category(p, 0, 0);
+        return CMDPOLICY_OK;
+    }
+    if (len == 10 && strncasecmp(rule, "nocommands", 10) == 0) {
+        cmdpolicy_set_category(p, 0, 1);
+        return CMDPOLICY_OK;
+    }
+    if (len < 2 || (rule[0] != '+' && rule[0] != '-')) {
+        return CMDPOLICY_ESYNTAX;
+    }
+    deny = rule[0] == '-';
+    if (rule[1] == '@') {
+        return cmdpolicy_apply_category(p, rule + 2, len - 2, deny);
+    }
+    return cmdpolicy_apply_command(p, rule + 1, len - 1, deny);
+}
+
+int cmdpolicy_apply_all(struct cmdpolicy *p, const char *text, const char **bad,
+                        size_t *badlen)
+{
+    const char *s = text, *start;
+    int rc;
+
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
+            s++;
+        }
+        if (*s == '\0') {
+            return CMDPOLICY_OK;
+        }
+        start = s;
+        while (*s != '\0' && *s != ' ' && *s != '\t' && *s != '\n' &&
+               *s != '\r') {
+            s++;
+        }
+        rc = cmdpolicy_apply(p, start, (size_t)(s - start));
+        if (rc != CMDPOLICY_OK) {
+            if (bad != NULL) {
+                *bad = start;
+            }
+            if (badlen != NULL) {
+                *badlen = (size_t)(s - start);
+            }
+            return rc;
+        }
+    }
+}
+
+void cmdpolicy_init(struct cmdpolicy *p)
+{
+    int rc;
+
+    memset(p, 0, sizeof(*p));
+    rc = cmdpolicy_apply_all(p, CMDPOLICY_DEFAULT_RULES, NULL, NULL);
+    (void)rc; /* test_cmdpolicy checks that the default rules parse */
+}
+
+/* ---------------- Checks ---------------- */
+
+int cmdpolicy_allows(const struct cmdpolicy *p, const char *name, size_t nlen,
+                     const char *arg, size_t alen)
+{
+    char key[CMDPOLICY_NAME_MAX + 1];
+    size_t used = 0;
+    long i, j;
+
+    if (cmdpolicy_lower(key, &used, name, nlen) != 0 ||
+        memchr(key, '|', used) != NULL || (i = cmdpolicy_find(key)) < 0) {
+        return !p->others_denied;
+    }
+    if (arg != NULL && cmdpolicy_is_sub_of((size_t)i + 1, (size_t)i) &&
+        cmdpolicy_lower(key, &used, "|", 1) == 0 &&
+        cmdpolicy_lower(key, &used, arg, alen) == 0 &&
+        (j = cmdpolicy_find(key)) >= 0) {
+        return !cmdpolicy_is_denied(p, (size_t)j);
+    }
+    return !cmdpolicy_is_denied(p, (size_t)i);
+}
+
+const char *cmdpolicy_strerror(int code)
+{
+    switch (code) {
+    case CMDPOLICY_OK:
+        return "no error";
+    case CMDPOLICY_ESYNTAX:
+        return "expected +command, -command, +@category, -@category, "
+               "allcommands or nocommands";
+    case CMDPOLICY_ECOMMAND:
+        return "unknown command";
+    case CMDPOLICY_ECATEGORY:
+        return "unknown category";
+    default:
+        return "unknown error";
+    }
+}
