@@ -262,6 +262,12 @@ static const char *const attacks[] = {
     "SYNC",
     "PSYNC ? -1",
     "LASTSAVE",
+    /* The limiter's library: replaced, it would decide every limit. */
+    "FUNCTION LOAD REPLACE body",
+    "function flush",
+    "FUNCTION FLUSH SYNC",
+    "FUNCTION DELETE cellgate",
+    "FUNCTION RESTORE payload REPLACE",
 };
 
 #define NATTACKS (sizeof(attacks) / sizeof(attacks[0]))
