@@ -66,6 +66,10 @@ struct conf {
     int split_multikey; /* cluster: split MGET & co. by slot; default 1 */
     unsigned refusal_cache_size; /* CL.THROTTLE keys whose refusal the
                                     proxy answers itself; 0 = off */
+    unsigned embedded_max_keys;  /* embedded store: most keys held */
+    unsigned limiter_wait_max_per_identity; /* LIMITER CHECK ... WAIT
+                                               held per identity; 0 = none */
+    unsigned limiter_wait_max_total;        /* ... and in all; 0 = none */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

@@ -46,11 +46,13 @@
 static void merge_info_proxy(const struct merge *mg, struct buf *out)
 {
     const struct cluster *cl = &server.cluster;
+    struct limiter_wait_counts wc;
     struct store_stats ls;
     char line[512];
     unsigned i, covered = 0;
 
     limiter_stats(&server.limiter, &ls);
+    limiter_wait_counts(&server.limiter, &wc);
 
     for (i = 0; i < CLUSTER_SLOTS; i++) {
         covered += cl->slot[i] != NULL;
@@ -77,6 +79,20 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              (unsigned long long)ls.refusal_hits,
              (unsigned long long)ls.refusal_keys,
              (unsigned long long)ls.refusal_invalidations);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line),
+             "limiter_embedded_keys:%llu\r\n"
+             "limiter_embedded_evicted_expired:%llu\r\n"
+             "limiter_embedded_evicted_lru:%llu\r\n"
+             "limiter_waits:%llu\r\n"
+             "limiter_waits_refused_identity:%llu\r\n"
+             "limiter_waits_refused_total:%llu\r\n",
+             (unsigned long long)ls.embedded_keys,
+             (unsigned long long)ls.embedded_evicted_expired,
+             (unsigned long long)ls.embedded_evicted_lru,
+             (unsigned long long)wc.held,
+             (unsigned long long)wc.refused_identity,
+             (unsigned long long)wc.refused_total);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
              "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
