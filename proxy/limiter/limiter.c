@@ -314,16 +314,16 @@ static int limiter_hold_wait(struct limiter *lm, struct req *req,
         return 0;
     case LIMITER_WAIT_FULL_IDENTITY:
         req_reply_error(req,
-                        "WAIT refused: %zu replies already held for '%.*s' "
-                        "(limiter_wait_max_per_identity)",
-                        lm->waits.max_per_identity, tl, lev->tag);
+                        "too many LIMITER WAIT replies held for '%.*s' "
+                        "(limiter_wait_max_per_identity is %zu)",
+                        tl, lev->tag, lm->waits.max_per_identity);
         return -1;
     case LIMITER_WAIT_FULL_TOTAL:
         break;
     }
     req_reply_error(req,
-                    "WAIT refused: %zu replies already held in all "
-                    "(limiter_wait_max_total)",
+                    "too many LIMITER WAIT replies held "
+                    "(limiter_wait_max_total is %zu)",
                     lm->waits.max_total);
     return -1;
 }
