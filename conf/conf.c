@@ -77,6 +77,16 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 #define CONF_DEFAULT_REFUSAL_CACHE 100000
 #define CONF_MAX_REFUSAL_CACHE     10000000
 
+/* Embedded store: a million keys is about 200 MB of GCRA state; fewer
+ * than 100 could not hold the keys of one deep check. */
+#define CONF_DEFAULT_EMBEDDED_MAX_KEYS 1000000
+#define CONF_MIN_EMBEDDED_MAX_KEYS     100
+
+/* LIMITER CHECK ... WAIT replies held: 100 per identity is a long queue
+ * for one user; 10,000 in all is about 2 MB of timers. */
+#define CONF_DEFAULT_WAIT_MAX_PER_IDENTITY 100
+#define CONF_DEFAULT_WAIT_MAX_TOTAL        10000
+
 /* A proxy.yaml is a few hundred bytes; refuse to read anything absurd. */
 #define CONF_MAX_FILE_BYTES ((size_t)1024 * 1024)
 /* Longest "[host]:port" text: brackets, 255-byte host, colon, 5 digits. */
@@ -178,6 +188,14 @@ static const struct conf_command conf_commands[] = {
              "ACL command rules such as \"+flushall -keys\""),
     CONF_CMD("refusal_cache_size", conf_set_uint, refusal_cache_size, 0,
              CONF_MAX_REFUSAL_CACHE, "an integer from 0 to 10000000"),
+    CONF_CMD("embedded_max_keys", conf_set_uint, embedded_max_keys,
+             CONF_MIN_EMBEDDED_MAX_KEYS, UINT_MAX,
+             "an integer of at least 100"),
+    CONF_CMD("limiter_wait_max_per_identity", conf_set_uint,
+             limiter_wait_max_per_identity, 0, UINT_MAX,
+             "a non-negative integer"),
+    CONF_CMD("limiter_wait_max_total", conf_set_uint, limiter_wait_max_total, 0,
+             UINT_MAX, "a non-negative integer"),
 };
 
 /* A name accepted for an enum setting. */
@@ -845,6 +863,9 @@ int conf_init(struct conf *c)
     c->client_max_output_bytes = CONF_DEFAULT_CLIENT_MAX_OUTPUT_BYTES;
     c->refusal_cache_size = CONF_DEFAULT_REFUSAL_CACHE;
     cmdpolicy_init(&c->commands);
+    c->embedded_max_keys = CONF_DEFAULT_EMBEDDED_MAX_KEYS;
+    c->limiter_wait_max_per_identity = CONF_DEFAULT_WAIT_MAX_PER_IDENTITY;
+    c->limiter_wait_max_total = CONF_DEFAULT_WAIT_MAX_TOTAL;
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }
 

@@ -70,6 +70,10 @@ struct conf {
                                     proxy answers itself; 0 = off */
     struct cmdpolicy commands;   /* what ordinary clients may run: the
                                     default, then the rules of commands: */
+    unsigned embedded_max_keys;  /* embedded store: most keys held */
+    unsigned limiter_wait_max_per_identity; /* LIMITER CHECK ... WAIT
+                                               held per identity; 0 = none */
+    unsigned limiter_wait_max_total;        /* ... and in all; 0 = none */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

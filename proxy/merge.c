@@ -46,11 +46,13 @@
 static void merge_info_proxy(const struct merge *mg, struct buf *out)
 {
     const struct cluster *cl = &server.cluster;
+    struct limiter_wait_counts wc;
     struct store_stats ls;
     char line[512];
     unsigned i, covered = 0;
 
     limiter_stats(&server.limiter, &ls);
+    limiter_wait_counts(&server.limiter, &wc);
 
     for (i = 0; i < CLUSTER_SLOTS; i++) {
         covered += cl->slot[i] != NULL;
@@ -59,8 +61,11 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              "# Proxy\r\ncellgate_version:%s\r\nproxy_mode:%s\r\n"
              "connected_clients:%u\r\ntotal_connections_received:%llu\r\n"
              "total_commands_processed:%llu\r\n",
-             PX_VERSION, cl->enabled ? "cluster" : "single", server.nclients,
-             (unsigned long long)server.stats.connections,
+             PX_VERSION,
+             cl->enabled          ? "cluster"
+             : cl->single != NULL ? "single"
+                                  : "embedded",
+             server.nclients, (unsigned long long)server.stats.connections,
              (unsigned long long)server.stats.commands);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
@@ -77,6 +82,20 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              (unsigned long long)ls.refusal_hits,
              (unsigned long long)ls.refusal_keys,
              (unsigned long long)ls.refusal_invalidations);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line),
+             "limiter_embedded_keys:%llu\r\n"
+             "limiter_embedded_evicted_expired:%llu\r\n"
+             "limiter_embedded_evicted_lru:%llu\r\n"
+             "limiter_waits:%llu\r\n"
+             "limiter_waits_refused_identity:%llu\r\n"
+             "limiter_waits_refused_total:%llu\r\n",
+             (unsigned long long)ls.embedded_keys,
+             (unsigned long long)ls.embedded_evicted_expired,
+             (unsigned long long)ls.embedded_evicted_lru,
+             (unsigned long long)wc.held,
+             (unsigned long long)wc.refused_identity,
+             (unsigned long long)wc.refused_total);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
              "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
@@ -326,6 +345,24 @@ static int merge_info_wants_proxy(const struct req *req)
     return 0;
 }
 
+/* INFO with no Redis behind (embedded mode): the proxy's section alone,
+ * so the embedded store's and the limiter's counters are seen too. */
+static void merge_info_embedded(struct req *req)
+{
+    struct merge none;
+    struct buf text;
+
+    memset(&none, 0, sizeof(none));
+    buf_init(&text);
+    if (merge_info_wants_proxy(req)) {
+        merge_info_proxy(&none, &text);
+    }
+    PX_CHECK_OOM(
+        resp_enc_verbatim(&req->reply, "txt", text.data, text.len, req->proto));
+    buf_free(&text);
+    req_reply_built(req);
+}
+
 int merge_fanout(struct req *req)
 {
     const struct cmd_def *def;
@@ -342,6 +379,11 @@ int merge_fanout(struct req *req)
         return 0;
     }
     kind = (int)def->merge;
+    if (!server.cluster.enabled && server.cluster.single == NULL &&
+        kind == MERGE_INFO) {
+        merge_info_embedded(req);
+        return 1;
+    }
     if (!server.cluster.enabled &&
         (server.cluster.single == NULL || kind != MERGE_INFO)) {
         return 0;

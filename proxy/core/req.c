@@ -76,10 +76,18 @@ void req_free(struct req *req)
 
 void req_orphan(struct req *req)
 {
+    void (*cancel)(struct req * req) = req->cancel;
+
     req->client = NULL;
     req->on_reply = NULL;
     req->filter = NULL;
     req->resume = NULL;
+    if (cancel != NULL) {
+        /* It gives back what it owes through req_owed_back, which frees
+         * `req` once nothing more is owed. */
+        cancel(req);
+        return;
+    }
     if (!queue_linked(&req->unode) && req->owed == 0) {
         req_free(req);
     }

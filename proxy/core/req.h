@@ -60,6 +60,12 @@ struct req {
                                   NULL */
     void (*resume)(struct req *req); /* a request waiting for something
                                         (upstream_wait_rid) goes on */
+    void (*cancel)(struct req *req); /* its client left: ends at once what
+                                        it waits for that nothing else
+                                        would end soon (a WAIT timer),
+                                        giving back its owed share; set
+                                        and cleared by that owner */
+    void *cancel_ctx;                /* borrowed: cancel's context */
     unsigned redirects;              /* MOVED/ASK followed so far */
     uint64_t cid;                    /* lane of the client it serves: picks the
                                         connection, so a client's commands keep
@@ -115,7 +121,8 @@ void req_free(struct req *req);
 
 /* The client of `req` left: its request becomes an orphan, freed when what
  * it waits for comes back (its reply, its last owed part), or at once when
- * it waits for nothing. The one place orphans are made. */
+ * it waits for nothing; what req->cancel names ends now. The one place
+ * orphans are made. May free `req`. */
 void req_orphan(struct req *req);
 
 /* One of the things `root` waits for (root->owed) came back. Returns 1 when

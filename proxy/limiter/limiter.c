@@ -223,6 +223,7 @@ static void limiter_check_done(struct store_check *c)
 {
     struct limiter *lm = container_of(c->st, struct limiter, store);
     struct req *root = c->root;
+    struct limiter_wait *slot;
     struct rl_decision agg;
     int64_t v[5], delay;
 
@@ -278,13 +279,53 @@ static void limiter_check_done(struct store_check *c)
     /* PEEK answers as the CHECK it shows would (its wait_ns is 0). */
     delay =
         limiter_aggregate_check(c->res, c->peek, c->lim, c->n, c->wait_ns, v);
+    slot = c->hold; /* a CHECK ... WAIT's slot: the timer takes it */
+    c->hold = NULL;
     store_check_free(c);
     if (delay >= 0) {
-        limiter_wait_start(lm->core, &lm->waits, root, v, delay,
-                           limiter_reply_ints);
+        PX_ASSERT(slot != NULL);
+        limiter_wait_start(slot, lm->core, root, v, delay, limiter_reply_ints);
     } else {
+        limiter_wait_cancel(slot);
         limiter_reply_ints(root, v);
     }
+}
+
+static void limiter_hold_free(void *hold)
+{
+    limiter_wait_cancel(hold);
+}
+
+/* A WAIT slot for the identity of c's path (the hash tag of its deepest
+ * level: user:alex for user:alex:trade), kept in c->hold until the store
+ * has decided. Taken before the store is asked anything, so a check over
+ * a cap writes nothing. 0, or -1 after replying the cap's error. */
+static int limiter_hold_wait(struct limiter *lm, struct req *req,
+                             struct store_check *c)
+{
+    const struct limits_level *lev = &c->lv->level[c->lv->n - 1];
+    struct limiter_wait *w;
+    int tl = lev->tag_len > 128 ? 128 : (int)lev->tag_len;
+
+    switch (limiter_wait_reserve(&lm->waits, lev->tag, lev->tag_len, &w)) {
+    case LIMITER_WAIT_OK:
+        c->hold = w;
+        c->hold_free = limiter_hold_free;
+        return 0;
+    case LIMITER_WAIT_FULL_IDENTITY:
+        req_reply_error(req,
+                        "too many LIMITER WAIT replies held for '%.*s' "
+                        "(limiter_wait_max_per_identity is %zu)",
+                        tl, lev->tag, lm->waits.max_per_identity);
+        return -1;
+    case LIMITER_WAIT_FULL_TOTAL:
+        break;
+    }
+    req_reply_error(req,
+                    "too many LIMITER WAIT replies held "
+                    "(limiter_wait_max_total is %zu)",
+                    lm->waits.max_total);
+    return -1;
 }
 
 /* Parses [COST n] [WAIT ms] after the path (WAIT only when `wait_ms` is
@@ -431,6 +472,11 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
         store_check_free(c);
         PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
         req_reply_built(req);
+        return;
+    }
+    if (op == STORE_CHECK && c->wait_ns > 0 &&
+        limiter_hold_wait(lm, req, c) != 0) {
+        store_check_free(c);
         return;
     }
     lm->store.ops->check(&lm->store, c, limiter_check_done);
@@ -596,7 +642,8 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
     memset(lm, 0, sizeof(*lm));
     lm->core = core;
     lm->conf = conf;
-    queue_init(&lm->waits);
+    limiter_waits_init(&lm->waits, conf->limiter_wait_max_per_identity,
+                       conf->limiter_wait_max_total);
     /* The one choice of the store: nothing else asks which one runs. */
     store_init(&lm->store, embedded ? &store_local_ops : &store_redis_ops, cl,
                conf);
@@ -678,12 +725,22 @@ void limiter_free(struct limiter *lm)
 {
     limits_free(lm->limits);
     lm->limits = NULL;
+    /* The store first: a call it still holds gives its WAIT slot back. */
     store_free(&lm->store);
+    limiter_waits_free(&lm->waits);
 }
 
 uint64_t limiter_fail_open(const struct limiter *lm)
 {
     return lm->store.fail_open;
+}
+
+void limiter_wait_counts(const struct limiter *lm,
+                         struct limiter_wait_counts *out)
+{
+    out->held = lm->waits.held;
+    out->refused_identity = lm->waits.refused_identity;
+    out->refused_total = lm->waits.refused_total;
 }
 
 void limiter_stats(struct limiter *lm, struct store_stats *out)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "proxy/core/queue.h"
+#include "proxy/limiter/limiter_wait.h"
 #include "proxy/limiter/store.h"
 
 struct cluster;
@@ -27,7 +28,8 @@ struct limiter {
     struct core *core;          /* borrowed: the loop (WAIT timers) */
     const struct conf *conf;    /* borrowed */
     struct limits_tree *limits; /* owned: limits.yaml, or NULL */
-    struct queue waits;         /* replies held by CHECK ... WAIT */
+    struct limiter_waits waits; /* replies held by CHECK ... WAIT, and
+                                   their caps */
     struct store store;         /* THE store, chosen at limiter_init: in
                                    the process or on the Redis nodes */
 };
@@ -71,5 +73,16 @@ uint64_t limiter_fail_open(const struct limiter *lm);
 
 /* The store's counters (zero where the store keeps none). */
 void limiter_stats(struct limiter *lm, struct store_stats *out);
+
+/* The counters of LIMITER CHECK ... WAIT. */
+struct limiter_wait_counts {
+    uint64_t held;             /* waits in progress (deciding or on a
+                                  timer) */
+    uint64_t refused_identity; /* refused: limiter_wait_max_per_identity */
+    uint64_t refused_total;    /* refused: limiter_wait_max_total */
+};
+
+void limiter_wait_counts(const struct limiter *lm,
+                         struct limiter_wait_counts *out);
 
 #endif /* PX_PROXY_LIMITER_LIMITER_H */

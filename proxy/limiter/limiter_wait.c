@@ -1,11 +1,17 @@
 /* The WAIT timers of LIMITER CHECK (see limiter_wait.h).
  *
- * A check with WAIT that the store reserved (every refusing limit is due
- * within the wait) is answered when the reservation is due: the reply is
- * computed at once (limiter_aggregate_check) and held here, one libuv
- * timer per reply, each linked in the caller's queue of waits (the
- * limiter's) so shutdown can end them. Below the limiter commands: it
- * needs only the core's loop and that queue. */
+ * A check with WAIT first takes a slot (limiter_wait_reserve): one more
+ * for its identity and for the total, or the error at once when a cap is
+ * reached, before the store is asked anything, so a refused WAIT reserves
+ * nothing. When the store reserved (every refusing limit is due within
+ * the wait) the reply is computed at once (limiter_aggregate_check) and
+ * held here, one libuv timer per reply, each linked in `started` so
+ * shutdown can end them. A client that leaves ends its waits at once
+ * (root->cancel): the timer and the slot go, the reservation in the
+ * store stays taken (a reservation is a consumed slot in the schedule;
+ * giving it back would let later waiters move ahead of ones already
+ * promised their time). Below the limiter commands: it needs only the
+ * core's loop. */
 #include "proxy/limiter/limiter_wait.h"
 
 #include <string.h>
@@ -13,30 +19,112 @@
 
 #include "algorithms/rl.h"
 #include "proxy/core/core.h"
-#include "proxy/core/queue.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
 
-/* A reply held until its reservation is due. */
-struct limiter_wait {
-    uv_timer_t timer;    /* embedded; container_of in the callback */
-    struct req *root;    /* borrowed: the client's request */
-    int64_t v[5];        /* the reply */
-    limiter_wait_fn *fn; /* writes it */
-    struct queue link;   /* link in the caller's queue of waits */
+/* The slots one identity holds. */
+struct limiter_wait_ident {
+    size_t n;   /* slots held */
+    size_t len; /* bytes of name */
+    char name[];
 };
+
+/* One slot, then a reply held until its reservation is due. */
+struct limiter_wait {
+    uv_timer_t timer;                 /* embedded; container_of in the
+                                         callback; initialised at start */
+    struct limiter_waits *ws;         /* borrowed: its owner */
+    struct limiter_wait_ident *ident; /* borrowed from ws->idents */
+    struct req *root;                 /* borrowed: the client's request,
+                                         once started */
+    int64_t v[5];                     /* the reply */
+    limiter_wait_fn *fn;              /* writes it */
+    struct queue link;                /* link in ws->started */
+};
+
+void limiter_waits_init(struct limiter_waits *ws, size_t max_per_identity,
+                        size_t max_total)
+{
+    memset(ws, 0, sizeof(*ws));
+    queue_init(&ws->started);
+    hmap_init(&ws->idents);
+    ws->max_per_identity = max_per_identity;
+    ws->max_total = max_total;
+}
+
+void limiter_waits_free(struct limiter_waits *ws)
+{
+    hmap_free(&ws->idents, px_free);
+}
+
+enum limiter_wait_rc limiter_wait_reserve(struct limiter_waits *ws,
+                                          const char *ident, size_t len,
+                                          struct limiter_wait **out)
+{
+    struct limiter_wait_ident *id = hmap_get(&ws->idents, ident, len);
+    struct limiter_wait *w;
+
+    *out = NULL;
+    if ((id != NULL ? id->n : 0) >= ws->max_per_identity) {
+        ws->refused_identity++;
+        return LIMITER_WAIT_FULL_IDENTITY;
+    }
+    if (ws->held >= ws->max_total) {
+        ws->refused_total++;
+        return LIMITER_WAIT_FULL_TOTAL;
+    }
+    if (id == NULL) {
+        id = px_malloc(sizeof(*id) + len);
+        id->n = 0;
+        id->len = len;
+        memcpy(id->name, ident, len);
+        hmap_put(&ws->idents, ident, len, id);
+    }
+    id->n++;
+    ws->held++;
+    w = px_calloc(1, sizeof(*w));
+    w->ws = ws;
+    w->ident = id;
+    queue_init(&w->link);
+    *out = w;
+    return LIMITER_WAIT_OK;
+}
+
+/* Gives w's slot back to its identity and the total. */
+static void limiter_wait_release(struct limiter_wait *w)
+{
+    struct limiter_waits *ws = w->ws;
+    struct limiter_wait_ident *id = w->ident;
+
+    ws->held--;
+    if (--id->n == 0) {
+        px_free(hmap_del(&ws->idents, id->name, id->len));
+    }
+}
+
+void limiter_wait_cancel(struct limiter_wait *w)
+{
+    if (w != NULL) {
+        limiter_wait_release(w);
+        px_free(w);
+    }
+}
 
 static void limiter_wait_on_close(uv_handle_t *h)
 {
     px_free(container_of(h, struct limiter_wait, timer));
 }
 
-/* Ends a wait: replies (on_time) or just lets the request go. */
+/* Ends a started wait: replies (on_time) or just lets the request go
+ * (shutdown, or its client left). */
 static void limiter_wait_end(struct limiter_wait *w, int on_time)
 {
     struct req *root = w->root;
 
+    root->cancel = NULL;
+    root->cancel_ctx = NULL;
     queue_remove(&w->link);
+    limiter_wait_release(w);
     uv_timer_stop(&w->timer);
     uv_close((uv_handle_t *)&w->timer, limiter_wait_on_close);
     if (req_owed_back(root) && on_time) {
@@ -49,26 +137,35 @@ static void limiter_wait_on_timer(uv_timer_t *t)
     limiter_wait_end(container_of(t, struct limiter_wait, timer), 1);
 }
 
-void limiter_wait_start(struct core *core, struct queue *waits,
+/* root's client left (req_orphan): the wait ends now, not in an hour. */
+static void limiter_wait_on_cancel(struct req *root)
+{
+    limiter_wait_end(root->cancel_ctx, 0);
+}
+
+void limiter_wait_start(struct limiter_wait *w, struct core *core,
                         struct req *root, const int64_t v[5], int64_t delay_ns,
                         limiter_wait_fn *fn)
 {
-    struct limiter_wait *w = px_calloc(1, sizeof(*w));
     uint64_t ms = (uint64_t)((delay_ns + RL_NS_PER_MS - 1) / RL_NS_PER_MS);
 
+    PX_ASSERT(root->cancel == NULL);
     memcpy(w->v, v, sizeof(w->v));
     w->root = root;
     w->fn = fn;
     root->owed++;
-    queue_insert_tail(waits, &w->link);
+    root->cancel = limiter_wait_on_cancel;
+    root->cancel_ctx = w;
+    queue_insert_tail(&w->ws->started, &w->link);
     uv_timer_init(core->loop, &w->timer);
     uv_timer_start(&w->timer, limiter_wait_on_timer, ms, 0);
 }
 
-void limiter_wait_stop_all(struct queue *waits)
+void limiter_wait_stop_all(struct limiter_waits *ws)
 {
-    while (!queue_empty(waits)) {
+    while (!queue_empty(&ws->started)) {
         limiter_wait_end(
-            container_of(queue_head(waits), struct limiter_wait, link), 0);
+            container_of(queue_head(&ws->started), struct limiter_wait, link),
+            0);
     }
 }

@@ -33,6 +33,9 @@ void store_check_free(struct store_check *c)
 {
     unsigned i;
 
+    if (c->hold != NULL) {
+        c->hold_free(c->hold); /* an orphan's call, or not taken */
+    }
     for (i = 0; i < c->n; i++) {
         px_free(c->lim[i].key);
     }

@@ -122,6 +122,10 @@ struct store_check {
     const char *err_text;      /* the store's error text (req_reply_error),
                                   when err is empty */
     store_check_done_fn *done; /* the completion */
+    void *hold;                /* owned: what the commands keep while the
+                                  call runs (a WAIT slot), or NULL; the
+                                  completion may take it */
+    void (*hold_free)(void *hold); /* ends hold when `c` is freed */
 };
 
 /* What a LIMITER OVERRIDE call does. */
@@ -133,9 +137,12 @@ enum store_override_op {
 
 /* Counters of a store, for INFO. */
 struct store_stats {
-    uint64_t refusal_hits;          /* calls refused from the cache */
-    uint64_t refusal_keys;          /* keys cached now */
-    uint64_t refusal_invalidations; /* entries Redis said were written */
+    uint64_t refusal_hits;             /* calls refused from the cache */
+    uint64_t refusal_keys;             /* keys cached now */
+    uint64_t refusal_invalidations;    /* entries Redis said were written */
+    uint64_t embedded_keys;            /* embedded store: keys held now */
+    uint64_t embedded_evicted_expired; /* evicted at the cap: expired */
+    uint64_t embedded_evicted_lru;     /* evicted at the cap: live, LRU */
 };
 
 /* THE store interface. Every call that completes `req` does it through

@@ -6,9 +6,12 @@
  * a sliding log's timestamps. Each entry says which algorithm wrote it, so
  * a key never feeds one model another's state (Redis would answer
  * WRONGTYPE or a malformed state; we answer WRONGTYPE). Expired entries
- * read as missing; the cron frees them a few buckets at a time, so memory
- * follows the identities active within their windows, never the ones seen
- * once.
+ * read as missing; the cron frees them earliest first, so memory follows
+ * the identities active within their windows, never the ones seen once.
+ * The table (store_map.c) holds at most embedded_max_keys entries: a new
+ * key in a full table evicts an expired entry, else the least recently
+ * used one, which then reads as missing: a fresh state, as if it had
+ * expired, never more than a full bucket.
  *
  * At the end, store_local_ops: the same store behind the limiter's store
  * interface (store.h), its struct store_local allocated by the init op as
@@ -27,20 +30,23 @@
 #include "algorithms/sliding_log.h"
 #include "algorithms/sliding_window.h"
 #include "algorithms/token_bucket.h"
+#include "conf/conf.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/store.h"
+#include "proxy/limiter/store_map.h"
 
-/* Buckets the cron sweeps per tick (100 ms): a million entries are
- * visited in well under a minute without a pause worth noticing. */
-#define STORE_LOCAL_SWEEP_BUCKETS 2048
+/* Expired entries the cron drops per tick (100 ms), earliest first: up to
+ * 50,000 a second, each O(log n), a few milliseconds a tick at most. A
+ * full store evicts expired entries itself, so the cron need not keep up
+ * with a flood. */
+#define STORE_LOCAL_EXPIRE_BUDGET 5000
 
 #define STORE_LOCAL_WRONGTYPE                                                  \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 
-/* The state of one key. */
+/* The state of one key (its expiry is the map's: store_map.h). */
 struct store_entry {
     enum limits_algo algo; /* the model that wrote it */
-    int64_t expire_at_ns;  /* wall clock when Redis would have dropped it */
     union {
         int64_t tat_ns; /* gcra */
         struct token_bucket_state tb;
@@ -78,50 +84,45 @@ static void store_entry_free(void *val)
     }
 }
 
-void store_local_init(struct store_local *st)
+void store_local_init(struct store_local *st, size_t max_keys)
 {
-    hmap_init(&st->map);
+    store_map_init(&st->map, max_keys, store_entry_free);
     hmap_init(&st->overrides);
-    st->sweep_cursor = 0;
 }
 
 void store_local_free(struct store_local *st)
 {
-    hmap_free(&st->map, store_entry_free);
+    store_map_free(&st->map);
     hmap_free(&st->overrides, px_free);
 }
 
-/* The live entry of key, dropping it when expired. */
+/* The live entry of key (dropped when expired), now the most recently
+ * used. */
 static struct store_entry *store_local_live(struct store_local *st,
                                             const char *key, size_t len,
                                             int64_t now)
 {
-    struct store_entry *e = hmap_get(&st->map, key, len);
-
-    if (e != NULL && e->expire_at_ns <= now) {
-        store_entry_free(hmap_del(&st->map, key, len));
-        e = NULL;
-    }
-    return e;
+    return store_map_get(&st->map, key, len, now);
 }
 
 /* Applies a pending write to key (taking the list it carries). */
 static void store_local_apply(struct store_local *st, const char *key,
                               size_t len, struct store_pending *w, int64_t now)
 {
-    struct store_entry *e = hmap_get(&st->map, key, len);
-
     if (w->write == 1 || w->write == 3) {
+        /* A key written earlier in this check may have been evicted by
+         * another's write since it was read: look it up again. */
+        struct store_entry *e = store_map_get(&st->map, key, len, now);
         if (e == NULL) {
             e = px_calloc(1, sizeof(*e));
-            hmap_put(&st->map, key, len, e);
         }
         px_free(e->list);
         *e = w->next;
-        e->expire_at_ns = now + w->expiry_ms * RL_NS_PER_MS;
         w->next.list = NULL;
-    } else if (w->write == 2 && e != NULL) {
-        store_entry_free(hmap_del(&st->map, key, len));
+        store_map_set(&st->map, key, len, e, now + w->expiry_ms * RL_NS_PER_MS,
+                      now);
+    } else if (w->write == 2) {
+        store_map_del(&st->map, key, len);
     }
 }
 
@@ -392,34 +393,15 @@ int store_local_override_set(struct store_local *st, const char *path,
 
 int store_local_del(struct store_local *st, const char *key, size_t len)
 {
-    struct store_entry *e =
-        store_local_live(st, key, len, store_local_now_ns());
-
-    if (e == NULL) {
+    if (store_local_live(st, key, len, store_local_now_ns()) == NULL) {
         return 0;
     }
-    store_entry_free(hmap_del(&st->map, key, len));
-    return 1;
-}
-
-static int store_local_expired(void *val, void *arg)
-{
-    struct store_entry *e = val;
-    const int64_t *now = arg;
-
-    if (e->expire_at_ns > *now) {
-        return 0;
-    }
-    store_entry_free(e);
-    return 1;
+    return store_map_del(&st->map, key, len);
 }
 
 void store_local_cron(struct store_local *st)
 {
-    int64_t now = store_local_now_ns();
-
-    hmap_sweep(&st->map, &st->sweep_cursor, STORE_LOCAL_SWEEP_BUCKETS,
-               store_local_expired, &now);
+    store_map_expire(&st->map, store_local_now_ns(), STORE_LOCAL_EXPIRE_BUDGET);
 }
 
 /* ---------------- The store interface (store.h) ---------------- */
@@ -428,7 +410,7 @@ static void store_local_init_op(struct store *st)
 {
     struct store_local *local = px_calloc(1, sizeof(*local));
 
-    store_local_init(local);
+    store_local_init(local, st->conf->embedded_max_keys);
     st->impl = local;
 }
 
@@ -544,6 +526,15 @@ static void store_local_cron_op(struct store *st)
     store_local_cron(st->impl);
 }
 
+static void store_local_stats(struct store *st, struct store_stats *out)
+{
+    const struct store_local *local = st->impl;
+
+    out->embedded_keys = local->map.count;
+    out->embedded_evicted_expired = local->map.evicted_expired;
+    out->embedded_evicted_lru = local->map.evicted_lru;
+}
+
 const struct store_ops store_local_ops = {
     .init = store_local_init_op,
     .free = store_local_free_op,
@@ -556,4 +547,5 @@ const struct store_ops store_local_ops = {
     .flush = NULL, /* decided at once: nothing queued */
     .cron = store_local_cron_op,
     .stop = NULL,
+    .stats = store_local_stats,
 };

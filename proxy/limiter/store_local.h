@@ -16,6 +16,7 @@
 
 #include "conf/limits.h"
 #include "proxy/core/hmap.h"
+#include "proxy/limiter/store_map.h"
 
 struct gcra_params;
 struct gcra_result;
@@ -27,9 +28,8 @@ extern const struct store_ops store_local_ops;
 
 /* The store's state: a struct store's `impl` (store.h). */
 struct store_local {
-    struct hmap map;       /* key -> owned struct store_entry */
+    struct store_map map;  /* key -> owned struct store_entry, bounded */
     struct hmap overrides; /* path -> owned NUL-ended override text */
-    size_t sweep_cursor;   /* next bucket the cron sweeps */
 };
 
 /* One limit of a LIMITER check in the embedded store. */
@@ -42,7 +42,8 @@ struct store_local_limit {
     size_t klen;                       /* bytes of key */
 };
 
-void store_local_init(struct store_local *st);
+/* An empty store of at most max_keys keys (embedded_max_keys). */
+void store_local_init(struct store_local *st, size_t max_keys);
 
 /* Frees every entry. */
 void store_local_free(struct store_local *st);
@@ -76,7 +77,7 @@ int store_local_override_set(struct store_local *st, const char *path,
 /* Forgets key. Returns 1 when it was there (and not expired), else 0. */
 int store_local_del(struct store_local *st, const char *key, size_t len);
 
-/* Drops a few expired entries (called from the cron). */
+/* Drops expired entries, a bounded number (called from the cron). */
 void store_local_cron(struct store_local *st);
 
 /* Wall-clock nanoseconds since the Unix epoch. */

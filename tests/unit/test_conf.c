@@ -45,6 +45,9 @@ static const char *const all_keys[] = {
     "max_inline_bytes",
     "client_max_output_bytes",
     "commands",
+    "embedded_max_keys",
+    "limiter_wait_max_per_identity",
+    "limiter_wait_max_total",
 };
 
 /* Loads `yaml` over the defaults into `c`, naming it proxy.yaml. */
@@ -104,6 +107,9 @@ static void assert_defaults(const struct conf *c)
     cr_assert_eq(c->max_inline_bytes, 64ULL * 1024);
     cr_assert_eq(c->client_max_output_bytes, 64ULL * 1024 * 1024);
     assert_default_commands(c);
+    cr_assert_eq(c->embedded_max_keys, 1000000);
+    cr_assert_eq(c->limiter_wait_max_per_identity, 100);
+    cr_assert_eq(c->limiter_wait_max_total, 10000);
 }
 
 /* ---------------- Defaults and the example file ---------------- */
@@ -451,6 +457,12 @@ ParameterizedTestParameters(conf, each_error_names_file_line_and_column)
         { "client_max_output_bytes: [1]\n",
           "proxy.yaml:1:26: client_max_output_bytes: expected a positive size "
           "such as 65536, 64kb or 512mb, got a sequence" },
+        { "embedded_max_keys: 99\n",
+          "proxy.yaml:1:20: embedded_max_keys: expected an integer of at "
+          "least 100, got \"99\"" },
+        { "limiter_wait_max_total: -1\n",
+          "proxy.yaml:1:25: limiter_wait_max_total: expected a non-negative "
+          "integer, got \"-1\"" },
         { "listen: \"host:\"\n",
           "proxy.yaml:1:9: listen: expected host:port, got \"host:\"" },
         { "listen:\n  host: a\n",
