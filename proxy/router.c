@@ -278,8 +278,26 @@ void router_send_private_to(struct req *req, struct node *n)
             return;
         }
         c->priv = client_priv_take(c, n);
+        if (c->priv == NULL) {
+            client_priv_refuse(req);
+            if (c->multi_deferred) {
+                /* Refused while queuing: EXEC must abort. */
+                c->tx_failed = 1;
+            } else {
+                /* What this command began never reached Redis. */
+                client_clear_state_flags(c);
+                client_aux_release(c);
+            }
+            return;
+        }
         if (c->multi_deferred) {
             router_send_deferred_multi(c);
+            if (c->tx_failed) {
+                /* A command was refused before the transaction had a
+                 * connection: one Redis refuses makes EXEC abort. */
+                router_send_swallowed(c, "GET");
+                c->tx_failed = 0;
+            }
         }
     } else if (!router_priv_allowed(req)) {
         return;
@@ -367,6 +385,12 @@ void router_forward(struct req *req)
         struct upstream *t = client_tracking_upstream(c, n);
         if (t != NULL) {
             upstream_send(t, req);
+            return;
+        }
+        if (c->priv != NULL && c->tracking_cmd != NULL) {
+            /* No connection of its own to be had there: an untracked
+             * read would leave its cache stale. */
+            client_priv_refuse(req);
             return;
         }
     }
