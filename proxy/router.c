@@ -279,7 +279,6 @@ void router_send_private_to(struct req *req, struct node *n)
         }
         c->priv = client_priv_take(c, n);
         if (c->priv == NULL) {
-            client_priv_refuse(req);
             if (c->multi_deferred) {
                 /* Refused while queuing: EXEC must abort. */
                 c->tx_failed = 1;
@@ -288,6 +287,7 @@ void router_send_private_to(struct req *req, struct node *n)
                 client_clear_state_flags(c);
                 client_aux_release(c);
             }
+            client_priv_refuse(req);
             return;
         }
         if (c->multi_deferred) {

@@ -417,7 +417,7 @@ Test(it_bounds_cluster, private_connections_are_capped_per_node,
     redisContext *blk = px_connect(proxy->port);
     redisContext *late = px_connect(proxy->port);
     redisContext *by = px_connect(proxy->port);
-    char other[32];
+    char other[32], want[96];
     redisReply *r;
     int conns, k;
 
@@ -440,6 +440,7 @@ Test(it_bounds_cluster, private_connections_are_capped_per_node,
      * aborts, as after any command refused while queuing), but not on
      * another node, and its shared traffic works. */
     px_check_error(px_cmd(late, "BLPOP {t}q2 0"), ERR_CAP);
+    px_check_error(px_cmd(late, "SUBSCRIBE {t}ch"), ERR_CAP);
     px_check_status(px_cmd(late, "MULTI"), "OK");
     px_check_error(px_cmd(late, "SET {t}b 2"), ERR_CAP);
     px_check_error_prefix(px_cmd(late, "EXEC"), "EXECABORT");
@@ -448,7 +449,13 @@ Test(it_bounds_cluster, private_connections_are_capped_per_node,
     px_check_nil(px_cmd(late, "BLPOP %s 0.01", other));
     bystander_round(by, 0);
     cr_assert_eq(px_info_int(by, "private_connections"), CAP);
-    cr_assert_eq(px_info_int(by, "private_connections_refused"), 2);
+    cr_assert_eq(px_info_int(by, "private_connections_refused"), 3);
+    snprintf(want, sizeof(want),
+             "\r\nprivate_connections_by_node:127.0.0.1:%d=2\r\n", port);
+    r = px_cmd(by, "INFO");
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    cr_assert_not_null(strstr(r->str, want), "INFO: %s", r->str);
+    freeReplyObject(r);
     conns = redis_connections(port);
     cr_assert_leq(conns, ALLOWED_CONNS, "node sees %d connections", conns);
 
