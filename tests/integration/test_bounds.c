@@ -485,3 +485,77 @@ Test(it_bounds_cluster, private_connections_are_capped_per_node,
     redisFree(late);
     redisFree(by);
 }
+
+/* The port of the one node where the proxy's clients hold private
+ * connections (INFO private_connections_by_node). */
+static int held_node_port(redisContext *c)
+{
+    static const char field[] = "\r\nprivate_connections_by_node:127.0.0.1:";
+    redisReply *r = px_cmd(c, "INFO");
+    const char *at;
+    int port;
+
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    at = strstr(r->str, field);
+    cr_assert_not_null(at, "INFO: %s", r->str);
+    port = atoi(at + strlen(field));
+    freeReplyObject(r);
+    return port;
+}
+
+Test(it_bounds_cluster, tracked_reads_on_a_full_node_are_refused,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 180)
+{
+    struct px_cluster *cl = px_cluster();
+    struct px_child *proxy = &px_env()->proxy;
+    redisContext *tr = px_connect(proxy->port);
+    redisContext *b1 = px_connect(proxy->port);
+    redisContext *b2 = px_connect(proxy->port);
+    redisContext *by = px_connect(proxy->port);
+    char key[32];
+    redisReply *r;
+    int home, node, k, conns;
+
+    /* A tracking client reads keys of other nodes over private connections
+     * there that track too. */
+    px_check_status(px_cmd(tr, "CLIENT TRACKING on"), "OK");
+    home = held_node_port(by);
+    for (k = 0;; k++) {
+        snprintf(key, sizeof(key), "tk%d", k);
+        node = px_cluster_master_of_key(cl, key, strlen(key));
+        if (px_cluster_port(cl, node) != home) {
+            break;
+        }
+    }
+
+    /* Two blocked clients fill that node: a read there cannot be tracked,
+     * so it is refused rather than served untracked. */
+    cr_assert_eq(redisAppendCommand(b1, "BLPOP {%s}a 0", key), REDIS_OK);
+    cr_assert_eq(redisAppendCommand(b2, "BLPOP {%s}b 0", key), REDIS_OK);
+    px_flush(b1);
+    px_flush(b2);
+    wait_blocked(px_cluster_port(cl, node), 2);
+    px_check_error(px_cmd(tr, "GET %s", key), ERR_CAP);
+    bystander_round(by, 0);
+    conns = redis_connections(px_cluster_port(cl, node));
+    cr_assert_leq(conns, ALLOWED_CONNS, "node sees %d connections", conns);
+
+    /* One is served and gives its slot back: the read is served there,
+     * on a private connection of the tracking client's own. */
+    px_check_int(px_cmd(by, "LPUSH {%s}a x", key), 1);
+    r = px_next(b1);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    px_check_nil(px_cmd(tr, "GET %s", key));
+    cr_assert_eq(px_info_int(by, "private_connections"), 3);
+    px_check_int(px_cmd(by, "LPUSH {%s}b y", key), 1);
+    r = px_next(b2);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    bystander_round(by, 1);
+    cr_assert_eq(px_info_int(by, "private_connections_refused"), 1);
+    redisFree(tr);
+    redisFree(b1);
+    redisFree(b2);
+    redisFree(by);
+}
