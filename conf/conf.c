@@ -58,7 +58,11 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 /* Idle private connections kept per node for reuse: enough for a few job
  * workers that each open a MULTI per job, small enough to cost Redis
  * little. */
-#define CONF_DEFAULT_PRIVATE_POOL  4
+#define CONF_DEFAULT_PRIVATE_POOL 4
+#define CONF_DEFAULT_PRIVATE_MAX                                               \
+    1000 /* per node: a tenth of Redis's                                       \
+            default maxclients (10000) */
+#define CONF_MAX_PRIVATE_MAX       1000000
 #define CONF_DEFAULT_MAX_CLIENTS   10000 /* Redis maxclients default */
 #define CONF_DEFAULT_UPSTREAM_POOL 2
 #define CONF_MAX_UPSTREAM_POOL     64 /* beyond this, pipelining wins */
@@ -168,6 +172,8 @@ static const struct conf_command conf_commands[] = {
              0, UINT_MAX, "a non-negative integer"),
     CONF_CMD("private_pool", conf_set_uint, private_pool, 0, 1024,
              "an integer from 0 to 1024"),
+    CONF_CMD("private_max_per_node", conf_set_uint, private_max_per_node, 1,
+             CONF_MAX_PRIVATE_MAX, "an integer from 1 to 1000000"),
     CONF_CMD("max_clients", conf_set_uint, max_clients, 1, UINT_MAX,
              CONF_WANT_POSITIVE),
     CONF_CMD("upstream_pool", conf_set_uint, upstream_pool, 1,
@@ -853,6 +859,7 @@ int conf_init(struct conf *c)
     c->command_timeout_ms = CONF_DEFAULT_COMMAND_TIMEOUT_MS;
     c->busy_reply_threshold_ms = CONF_DEFAULT_BUSY_REPLY_THRESHOLD_MS;
     c->private_pool = CONF_DEFAULT_PRIVATE_POOL;
+    c->private_max_per_node = CONF_DEFAULT_PRIVATE_MAX;
     c->max_clients = CONF_DEFAULT_MAX_CLIENTS;
     c->upstream_pool = CONF_DEFAULT_UPSTREAM_POOL;
     c->split_multikey = 1;

@@ -58,6 +58,8 @@ struct conf {
                                             default 5000 */
     unsigned private_pool;               /* idle private connections kept
                                             per node, default 4 */
+    unsigned private_max_per_node;       /* private connections clients
+                                            hold per node, default 1000 */
     unsigned max_clients;                /* default 10000 */
     unsigned upstream_pool;              /* shared connections per node, 2 */
     unsigned max_pipeline;               /* pending requests before pausing */

@@ -17,10 +17,12 @@
  * A protocol switch (HELLO 3, RESET) pauses the same way until every reply
  * owed before it is out: later commands go over the other protocol's
  * connections and must not overtake earlier ones.
- * A client is closed when the replies waiting behind the one being written
- * pass client_max_output_bytes: the limit is for output piling up behind a
- * client that does not read, never for one reply in transit (a 70 MB value
- * reaches a client that reads it).
+ * A client is closed when what cellgate holds for it passes
+ * client_max_output_bytes: bytes written but not taken by the kernel, and
+ * replies (and pushes) kept in c->reqs behind an unfinished earlier request
+ * (a BLPOP, a WAIT, a held LIMITER CHECK), counted where they are stored
+ * (c->held). The one reply in transit is not counted (a 70 MB value
+ * reaches a client that reads it); anything piling up behind it is.
  *
  * CLIENT REPLY OFF/SKIP marks requests `silent` as they are parsed: they
  * run as usual and their replies are dropped when they complete (pushes
@@ -86,24 +88,43 @@ void client_close(struct client *c)
     uv_close((uv_handle_t *)&c->tcp, client_on_close);
 }
 
-/* Appends `n` bytes of output. The first bytes queued behind the write in
- * flight (one reply, however large) are not counted against the limit. */
+/* Appends `n` bytes of output. A reply appended once the previous reply in
+ * transit has been written becomes the reply in transit: however large, it
+ * is not counted against the limit. */
 static void client_out_append(struct client *c, const char *p, size_t n)
 {
-    if (c->wq.out.len == 0) {
-        c->out_head = n;
+    uint64_t written = c->out_total - wq_pending(&c->wq);
+
+    if (written >= c->head_end) {
+        c->head_end = c->out_total + n;
     }
     PX_CHECK_OOM(buf_append(&c->wq.out, p, n));
+    c->out_total += n;
 }
 
+size_t client_output_bytes(const struct client *c)
+{
+    return wq_pending(&c->wq) + c->held;
+}
+
+/* Closes `c`, as Redis does, when what cellgate holds for it besides the
+ * reply in transit passes client_max_output_bytes; closing frees it all
+ * (its requests' replies, its write queue). */
 static void client_check_output(struct client *c)
 {
     unsigned long long limit = server.conf->client_max_output_bytes;
+    uint64_t pending = wq_pending(&c->wq);
+    uint64_t written = c->out_total - pending;
+    uint64_t transit = c->head_end > written ? c->head_end - written : 0;
+    uint64_t counted = pending - transit + c->held;
 
-    if (c->wq.out.len > c->out_head && c->wq.out.len - c->out_head > limit) {
+    if (counted > limit) {
         server.stats.output_limit++;
-        log_warn("client %llu: output buffer over %llu bytes, closing",
-                 (unsigned long long)c->id, limit);
+        log_warn("client %llu: holds %llu bytes of output (%llu waiting "
+                 "behind unfinished requests), over client_max_output_bytes "
+                 "%llu: closing",
+                 (unsigned long long)c->id, (unsigned long long)counted,
+                 (unsigned long long)c->held, limit);
         client_close(c);
     }
 }
@@ -127,6 +148,7 @@ static void client_drain(struct client *c)
             break;
         }
         client_out_append(c, req->reply.data, req->reply.len);
+        c->held -= req->reply.len;
         moved = 1;
         if (req->close_after) {
             /* QUIT or a protocol error: nothing after this is answered. */
@@ -174,8 +196,13 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
     if (c->closing) {
         return;
     }
+    /* Its pushes were counted as they came; now the rest of it. */
+    PX_ASSERT(req->reply.len >= req->npush);
+    c->held += req->reply.len - req->npush;
     if (queue_head(&c->reqs) == &req->cnode) {
         client_drain(c);
+    } else {
+        client_check_output(c); /* held behind an unfinished request */
     }
 }
 
@@ -215,9 +242,11 @@ void client_push(struct client *c, const char *p, size_t n)
      * reply that came before it on the wire. */
     tail = container_of(queue_tail(&c->reqs), struct req, cnode);
     PX_CHECK_OOM(buf_append(&tail->reply, p, n));
+    c->held += n;
     if (!tail->done) {
         tail->npush += n; /* kept even if the reply is dropped */
     }
+    client_check_output(c);
 }
 
 /* Remembers the command being run, for CLIENT LIST's cmd= and idle=:
@@ -566,6 +595,7 @@ static void client_up_idle(struct upstream *up)
 
 static void client_up_gone(struct upstream *up, int failed)
 {
+    cluster_private_unhold(up);
     if (up->owner != NULL) {
         client_priv_gone(up->owner, up, failed);
     }
@@ -582,10 +612,25 @@ static const struct upstream_ops client_priv_ops = {
 struct upstream *client_priv_take(struct client *c, struct node *node)
 {
     struct upstream *up =
-        cluster_private_take(&server.cluster, node, c->proto, &client_priv_ops);
+        cluster_private_hold(&server.cluster, node, c->proto, &client_priv_ops);
 
+    if (up == NULL) {
+        server.stats.private_refused++;
+        log_debug("client %llu: node %s: private_max_per_node (%u) reached",
+                  (unsigned long long)c->id, node->name,
+                  server.conf->private_max_per_node);
+        return NULL;
+    }
     up->owner = c;
     return up;
+}
+
+void client_priv_refuse(struct req *req)
+{
+    req_reply_error(req,
+                    "max private upstream connections reached "
+                    "(private_max_per_node %u)",
+                    server.conf->private_max_per_node);
 }
 
 void client_priv_release(struct client *c)
@@ -644,6 +689,9 @@ struct upstream *client_aux_for(struct client *c, struct node *node)
         }
     }
     up = client_priv_take(c, node);
+    if (up == NULL) {
+        return NULL;
+    }
     up->tracked = 1;
     queue_insert_tail(&c->aux, &up->aux_link);
     /* The same CLIENT TRACKING on, ahead of the client's command; its
@@ -707,8 +755,7 @@ void client_accept(uv_stream_t *listener)
         server.stats.rejected_conns++;
         log_warn("client %llu: max number of clients reached (%u)",
                  (unsigned long long)c->id, conf->max_clients);
-        PX_CHECK_OOM(buf_append(&c->wq.out, reply_max_clients,
-                                sizeof(reply_max_clients) - 1));
+        client_out_append(c, reply_max_clients, sizeof(reply_max_clients) - 1);
         c->quitting = 1;
         server_mark_client(c);
         return;

@@ -37,9 +37,14 @@ struct client {
     struct queue reqs;             /* struct req, arrival order */
     unsigned nreqs;                /* length of reqs */
     struct wq wq;                  /* reply bytes */
-    size_t out_head;               /* bytes of the first reply queued in
-                                      wq.out: not counted against the
-                                      output limit */
+    size_t held;                   /* bytes kept in the replies of c->reqs
+                                      (completed replies waiting for an
+                                      earlier one, relayed pushes): counted
+                                      against the output limit */
+    uint64_t out_total;            /* bytes ever appended to wq.out */
+    uint64_t head_end;             /* out_total at the end of the reply in
+                                      transit, the one reply not counted
+                                      against the output limit */
     struct queue node;             /* link in server.clients */
     struct queue dirty_node;       /* link in server.dirty_clients */
     struct upstream *priv;         /* owned: private upstream, or NULL */
@@ -119,6 +124,10 @@ struct req *client_req_new(struct client *c, struct resp_cmd *cmd);
 /* Relays bytes that no request asked for (pub/sub messages) in order. */
 void client_push(struct client *c, const char *p, size_t n);
 
+/* Bytes the proxy holds for `c`: written but not taken by the kernel,
+ * and kept in c->reqs (what client_max_output_bytes bounds). */
+size_t client_output_bytes(const struct client *c);
+
 /* Moves finished replies to the socket; resumes reading when possible.
  * Called by the server's flush pass. */
 void client_flush(struct client *c);
@@ -139,16 +148,23 @@ void client_priv_gone(struct client *c, struct upstream *up, int failed);
 
 /* A private upstream of `c` to `node` (from the node's idle pool, or
  * new), telling `c` what happens on it. The caller keeps it (c->priv, or
- * an aux one). */
+ * an aux one). NULL when the node's clients hold private_max_per_node
+ * already (counted in INFO): the caller answers with
+ * client_priv_refuse. */
 struct upstream *client_priv_take(struct client *c, struct node *node);
 
+/* Answers `req` with the error of a refused private upstream. */
+void client_priv_refuse(struct req *req);
+
 /* Cluster mode, a tracking client: its private upstream on `node` that
- * tracks like the first one (opened and told CLIENT TRACKING on first). */
+ * tracks like the first one (opened and told CLIENT TRACKING on first), or
+ * NULL when `node` is at private_max_per_node. */
 struct upstream *client_aux_for(struct client *c, struct node *node);
 
 /* Where a tracking client's command for `node` must go so that the keys
  * it reads are tracked: its private upstream there, an aux one, or NULL
- * (not tracking, or tracking that cannot span nodes: REDIRECT). */
+ * (not tracking, tracking that cannot span nodes: REDIRECT, or no aux
+ * upstream to be had: private_max_per_node). */
 struct upstream *client_tracking_upstream(struct client *c, struct node *node);
 
 /* Gives back every aux upstream of `c` (tracking ended or the client

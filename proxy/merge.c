@@ -42,6 +42,29 @@
 #include "proxy/server.h"
 #include "proxy/session.h"
 
+/* "private_connections_by_node:host:port=n,...": the private upstreams
+ * clients hold on each node (nodes holding none are left out). */
+static void merge_info_private_nodes(struct buf *out)
+{
+    const struct cluster *cl = &server.cluster;
+    const struct queue *q;
+    char item[340];
+    int first = 1;
+
+    PX_CHECK_OOM(buf_append_str(out, "private_connections_by_node:"));
+    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
+        const struct node *n = container_of(q, struct node, link);
+        if (n->nheld == 0) {
+            continue;
+        }
+        snprintf(item, sizeof(item), "%s%s=%u", first ? "" : ",", n->name,
+                 n->nheld);
+        PX_CHECK_OOM(buf_append_str(out, item));
+        first = 0;
+    }
+    PX_CHECK_OOM(buf_append_str(out, "\r\n"));
+}
+
 /* The "# Proxy" section of INFO: cellgate's own numbers. */
 static void merge_info_proxy(const struct merge *mg, struct buf *out)
 {
@@ -49,10 +72,15 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
     struct limiter_wait_counts wc;
     struct store_stats ls;
     char line[512];
+    unsigned long long held = 0;
+    const struct queue *q;
     unsigned i, covered = 0;
 
     limiter_stats(&server.limiter, &ls);
     limiter_wait_counts(&server.limiter, &wc);
+    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
+        held += client_output_bytes(container_of(q, struct client, node));
+    }
 
     for (i = 0; i < CLUSTER_SLOTS; i++) {
         covered += cl->slot[i] != NULL;
@@ -71,13 +99,14 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
     snprintf(line, sizeof(line),
              "proxy_error_replies:%llu\r\nrejected_connections:%llu\r\n"
              "client_output_limit_disconnections:%llu\r\n"
+             "client_output_bytes:%llu\r\n"
              "limiter_fail_open:%llu\r\n"
              "limiter_refusal_cache_hits:%llu\r\n"
              "limiter_refusal_cache_keys:%llu\r\n"
              "limiter_refusal_cache_invalidations:%llu\r\n",
              (unsigned long long)server.stats.errors,
              (unsigned long long)server.stats.rejected_conns,
-             (unsigned long long)server.stats.output_limit,
+             (unsigned long long)server.stats.output_limit, held,
              (unsigned long long)limiter_fail_open(&server.limiter),
              (unsigned long long)ls.refusal_hits,
              (unsigned long long)ls.refusal_keys,
@@ -102,6 +131,12 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              "cluster_slots_covered:%u\r\n",
              cl->nnodes, mg->nparts, cl->enabled ? covered : CLUSTER_SLOTS);
     PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line),
+             "private_connections:%u\r\nprivate_connections_refused:%llu\r\n",
+             cluster_private_held(cl),
+             (unsigned long long)server.stats.private_refused);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    merge_info_private_nodes(out);
     session_info_libs(out);
 }
 

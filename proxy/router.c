@@ -311,6 +311,18 @@ void router_send_private_to(struct req *req, struct node *n)
             return;
         }
         c->priv = client_priv_take(c, n);
+        if (c->priv == NULL) {
+            if (c->multi_deferred) {
+                /* Refused while queuing: EXEC must abort. */
+                c->tx_failed = 1;
+            } else {
+                /* What this command began never reached Redis. */
+                client_clear_state_flags(c);
+                client_aux_release(c);
+            }
+            client_priv_refuse(req);
+            return;
+        }
         if (c->multi_deferred) {
             router_send_deferred_multi(c);
             if (c->tx_failed) {
@@ -406,6 +418,12 @@ void router_forward(struct req *req)
         struct upstream *t = client_tracking_upstream(c, n);
         if (t != NULL) {
             upstream_send(t, req);
+            return;
+        }
+        if (c->priv != NULL && c->tracking_cmd != NULL) {
+            /* No connection of its own to be had there: an untracked
+             * read would leave its cache stale. */
+            client_priv_refuse(req);
             return;
         }
     }

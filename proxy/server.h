@@ -31,11 +31,13 @@ struct server_redir_id {
 #define SERVER_READ_SLAB (64 * 1024)
 
 struct server_stats {
-    uint64_t connections;    /* accepted since start */
-    uint64_t commands;       /* requests parsed */
-    uint64_t errors;         /* error replies made by the proxy */
-    uint64_t rejected_conns; /* refused at max_clients */
-    uint64_t output_limit;   /* clients closed at the output limit */
+    uint64_t connections;     /* accepted since start */
+    uint64_t commands;        /* requests parsed */
+    uint64_t errors;          /* error replies made by the proxy */
+    uint64_t rejected_conns;  /* refused at max_clients */
+    uint64_t output_limit;    /* clients closed at the output limit */
+    uint64_t private_refused; /* private upstreams refused at
+                                 private_max_per_node */
 };
 
 struct server {

@@ -220,7 +220,9 @@ static void session_client_line(struct buf *b, const struct client *c)
     char addr[SESSION_ADDR_MAX], laddr[SESSION_ADDR_MAX], flags[16];
     char line[768];
     uint64_t now = server_now_ms();
-    size_t omem = wq_pending(&c->wq), qbuf = resp_reader_pending(c->rd);
+    /* omem: what counts toward client_max_output_bytes, held replies
+     * included. */
+    size_t omem = client_output_bytes(c), qbuf = resp_reader_pending(c->rd);
     uv_os_fd_t fd = -1;
     int n;
 
@@ -240,9 +242,10 @@ static void session_client_line(struct buf *b, const struct client *c)
         (unsigned long long)((now - c->ctime_ms) / 1000),
         (unsigned long long)((now - c->last_ms) / 1000), flags, c->db, c->subs,
         c->ssubs, c->multi || c->multi_deferred ? c->multi_count : -1, qbuf,
-        c->nreqs, omem, omem + qbuf + sizeof(*c), omem > 0 ? "rw" : "r",
-        c->last_cmd, c->admin ? "admin" : "default", c->tracking ? 0 : -1,
-        c->proto, c->lib_name != NULL ? c->lib_name : "",
+        c->nreqs, omem, omem + qbuf + sizeof(*c),
+        wq_pending(&c->wq) > 0 ? "rw" : "r", c->last_cmd,
+        c->admin ? "admin" : "default", c->tracking ? 0 : -1, c->proto,
+        c->lib_name != NULL ? c->lib_name : "",
         c->lib_ver != NULL ? c->lib_ver : "");
     if (n > 0) {
         PX_CHECK_OOM(buf_append(

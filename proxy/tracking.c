@@ -207,6 +207,10 @@ void tracking_client_tracking(struct req *req)
             return;
         }
         t->priv = client_priv_take(t, n);
+        if (t->priv == NULL) {
+            client_priv_refuse(req);
+            return;
+        }
         t->redir_target = 1;
     }
     req->part = (unsigned)at;

@@ -174,6 +174,7 @@ static struct node *cluster_node_get(struct cluster *cl, const char *host,
         return NULL;
     }
     queue_init(&n->idle);
+    queue_init(&n->held);
     n->cl = cl;
     n->npool = cl->core->conf->upstream_pool;
     n->pool = px_calloc(n->npool, sizeof(*n->pool));
@@ -203,6 +204,12 @@ static void cluster_node_drop(struct cluster *cl, struct node *n,
         struct upstream *up =
             container_of(queue_head(&n->idle), struct upstream, idle_link);
         upstream_destroy(up, why); /* unlinks it, counts it out */
+    }
+    while (!queue_empty(&n->held)) {
+        /* Their clients keep them until their state ends; nobody counts
+         * them any more. */
+        cluster_private_unhold(
+            container_of(queue_head(&n->held), struct upstream, held_link));
     }
     for (i = 0; i < n->npool; i++) {
         n->pool[i]->node = NULL;
@@ -278,10 +285,47 @@ struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
     return up;
 }
 
+struct upstream *cluster_private_hold(struct cluster *cl, struct node *node,
+                                      int proto, const struct upstream_ops *ops)
+{
+    struct upstream *up;
+
+    if (node->nheld >= cl->core->conf->private_max_per_node) {
+        return NULL;
+    }
+    up = cluster_private_take(cl, node, proto, ops);
+    up->held_on = node;
+    queue_insert_tail(&node->held, &up->held_link);
+    node->nheld++;
+    return up;
+}
+
+void cluster_private_unhold(struct upstream *up)
+{
+    if (up->held_on == NULL) {
+        return;
+    }
+    queue_remove(&up->held_link);
+    up->held_on->nheld--;
+    up->held_on = NULL;
+}
+
+unsigned cluster_private_held(const struct cluster *cl)
+{
+    const struct queue *q;
+    unsigned total = 0;
+
+    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
+        total += container_of(q, struct node, link)->nheld;
+    }
+    return total;
+}
+
 void cluster_private_put(struct cluster *cl, struct upstream *up, int close)
 {
     struct node *n = cluster_node_by_name(cl, up->name);
 
+    cluster_private_unhold(up);
     up->owner = NULL;
     up->oneshot = 0;
     up->ops = &cluster_pooled_ops;

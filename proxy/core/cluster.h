@@ -36,6 +36,10 @@ struct node {
     struct queue idle;          /* idle private upstreams, reset, ready for
                                    the next client that needs one */
     unsigned nidle;             /* length of idle */
+    struct queue held;          /* private upstreams clients hold now
+                                   (struct upstream, held_link) */
+    unsigned nheld;             /* length of held: at most
+                                   private_max_per_node */
     struct queue link;          /* link in cluster.nodes */
     struct cluster *cl;         /* borrowed: the topology it belongs to */
     unsigned gen;               /* last slot map that listed it */
@@ -131,8 +135,25 @@ struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
 
 /* Gives back a private upstream nobody uses any more: reset and kept in
  * its node's idle pool (up to `private_pool`), or closed when `close` is
- * set, when it still owes replies, or when the pool is full. */
+ * set, when it still owes replies, or when the pool is full. A held one
+ * stops counting. */
 void cluster_private_put(struct cluster *cl, struct upstream *up, int close);
+
+/* A client's private upstream: cluster_private_take's, counted in the
+ * node's `held` list until it is given back (cluster_private_put) or gone
+ * (cluster_private_unhold). NULL when the node's clients hold
+ * `private_max_per_node` already: the cap keeps Redis's maxclients for the
+ * shared connections, which are never counted. */
+struct upstream *cluster_private_hold(struct cluster *cl, struct node *node,
+                                      int proto,
+                                      const struct upstream_ops *ops);
+
+/* A held private upstream stops counting (it failed or was closed while
+ * its client held it). Idempotent; nothing for an upstream never held. */
+void cluster_private_unhold(struct upstream *up);
+
+/* Private upstreams clients hold now, on every node. */
+unsigned cluster_private_held(const struct cluster *cl);
 
 /* The node named "host:port", or NULL. */
 struct node *cluster_node_by_name(struct cluster *cl, const char *name);

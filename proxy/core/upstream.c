@@ -91,6 +91,7 @@ static void upstream_maybe_free(struct upstream *up)
     queue_remove(&up->link);
     queue_remove(&up->dirty_node);
     queue_remove(&up->idle_link);
+    PX_ASSERT(!queue_linked(&up->held_link)); /* its holder unheld it */
     queue_remove(&up->aux_link);
     resp_framer_free(up->fr);
     buf_free(&up->in);
@@ -641,6 +642,7 @@ static struct upstream *upstream_alloc(struct core *core,
     queue_init(&up->link);
     queue_init(&up->dirty_node);
     queue_init(&up->idle_link);
+    queue_init(&up->held_link);
     queue_init(&up->aux_link);
     queue_init(&up->tunnel_wait);
     queue_init(&up->rid_wait);

@@ -85,6 +85,10 @@ struct upstream {
     struct node *home;        /* borrowed: the node whose idle pool holds
                                  this private upstream, or NULL */
     struct queue idle_link;   /* link in home->idle while pooled */
+    struct node *held_on;     /* borrowed: the node whose `held` list
+                                 counts this private upstream while a
+                                 client holds it, or NULL */
+    struct queue held_link;   /* link in held_on->held */
     struct queue aux_link;    /* link in owner->aux (cluster tracking) */
     struct queue tunnel_wait; /* struct req (unode): a SYNC waiting for
                                  the replies owed before it */

@@ -37,6 +37,7 @@ static const char *const all_keys[] = {
     "command_timeout_ms",
     "busy_reply_threshold_ms",
     "private_pool",
+    "private_max_per_node",
     "max_clients",
     "upstream_pool",
     "max_pipeline",
@@ -99,6 +100,7 @@ static void assert_defaults(const struct conf *c)
     cr_assert_eq(c->command_timeout_ms, 1000);
     cr_assert_eq(c->busy_reply_threshold_ms, 5000);
     cr_assert_eq(c->private_pool, 4);
+    cr_assert_eq(c->private_max_per_node, 1000);
     cr_assert_eq(c->max_clients, 10000);
     cr_assert_eq(c->upstream_pool, 2);
     cr_assert_eq(c->max_pipeline, 1024);
@@ -194,6 +196,7 @@ Test(conf, every_key_is_parsed)
                                "connect_timeout_ms: 250\n"
                                "command_timeout_ms: 0\n"
                                "max_clients: 5\n"
+                               "private_max_per_node: 3\n"
                                "upstream_pool: 64\n"
                                "max_pipeline: 7\n"
                                "max_bulk_bytes: 1mb\n"
@@ -220,6 +223,7 @@ Test(conf, every_key_is_parsed)
     cr_assert_eq(c.connect_timeout_ms, 250);
     cr_assert_eq(c.command_timeout_ms, 0);
     cr_assert_eq(c.max_clients, 5);
+    cr_assert_eq(c.private_max_per_node, 3);
     cr_assert_eq(c.upstream_pool, 64);
     cr_assert_eq(c.max_pipeline, 7);
     cr_assert_eq(c.max_bulk_bytes, 1024ULL * 1024);
@@ -440,6 +444,9 @@ ParameterizedTestParameters(conf, each_error_names_file_line_and_column)
         { "upstream_pool: 0\n",
           "proxy.yaml:1:16: upstream_pool: expected an integer from 1 to 64, "
           "got \"0\"" },
+        { "private_max_per_node: 0\n",
+          "proxy.yaml:1:23: private_max_per_node: expected an integer from 1 "
+          "to 1000000, got \"0\"" },
         { "upstream_pool: 65\n",
           "proxy.yaml:1:16: upstream_pool: \"65\" is too large (max 64)" },
         { "max_pipeline: 1e3\n",
