@@ -581,14 +581,16 @@ Test(it_session, long_commands_cost_others_latency_not_errors,
     redisFree(h);
 }
 
-/* Redis calls itself busy after 500 ms here, and so does cellgate. */
+/* Redis calls itself busy after 500 ms here, and so does cellgate; the
+ * test's client loads a function of its own (refused by default). */
 static void init_busy(void)
 {
     static const char *const args[] = { "--busy-reply-threshold", "500", NULL };
     px_env_prepare();
     px_redis_start(&px_env()->redis, args);
     px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
-                       "busy_reply_threshold_ms: 500\n");
+                       "busy_reply_threshold_ms: 500\n"
+                       "commands: \"+function|load\"\n");
 }
 
 Test(it_session, script_kill_reaches_a_node_busy_with_a_script,
