@@ -58,6 +58,7 @@
 #include "proxy/core/route.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/limiter.h"
 #include "proxy/merge.h"
 #include "proxy/pubsub.h"
 #include "proxy/server.h"
@@ -84,10 +85,7 @@ static void router_route_in(const struct req *req, struct route_in *in)
  * SET would reset or forge limits). */
 static void router_reply_noperm(struct req *req)
 {
-    req_reply_error(req,
-                    "NOPERM keys under '%s' belong to the rate limiter; "
-                    "AUTH admin to touch them",
-                    server.conf->key_prefix);
+    req_reply_error(req, LIMITER_ERR_PREFIX, server.conf->key_prefix);
 }
 
 /* Keys of several slots: split the command by slot when it is one that

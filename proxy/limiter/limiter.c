@@ -113,9 +113,13 @@ static void limiter_store_done(struct store *st, struct req *req,
 
 /* ---------------- CL.THROTTLE ---------------- */
 
-/* CL.THROTTLE and the raw LIMITER form: parse, then the store. */
-static void limiter_throttle_req(struct limiter *lm, struct req *req)
+/* CL.THROTTLE and the raw LIMITER form: parse, then the store. A key
+ * under the prefix is the limiter's own state, which only an admin
+ * client may name. */
+static void limiter_throttle_req(struct limiter *lm, struct req *req, int admin)
 {
+    const char *prefix = lm->conf->key_prefix;
+    size_t plen = strlen(prefix);
     const char *argv[LIMITER_MAX_ARGS];
     size_t lens[LIMITER_MAX_ARGS];
     char errbuf[GCRA_ERRBUF_LEN];
@@ -132,6 +136,11 @@ static void limiter_throttle_req(struct limiter *lm, struct req *req)
     if (gcra_parse_throttle(&p, argc, argv, lens, errbuf, sizeof(errbuf)) !=
         GCRA_OK) {
         req_reply_error(req, "%s", errbuf);
+        return;
+    }
+    if (!admin && plen > 0 && lens[1] >= plen &&
+        memcmp(argv[1], prefix, plen) == 0) {
+        req_reply_error(req, LIMITER_ERR_PREFIX, prefix);
         return;
     }
     if (!lm->store.ops->ready(&lm->store, req)) {
@@ -664,9 +673,9 @@ int limiter_load(struct limiter *lm, const char *path, char *err, size_t errlen)
     return PX_OK;
 }
 
-void limiter_throttle(struct limiter *lm, struct req *req)
+void limiter_throttle(struct limiter *lm, struct req *req, int admin)
 {
-    limiter_throttle_req(lm, req);
+    limiter_throttle_req(lm, req, admin);
 }
 
 void limiter_command(struct limiter *lm, struct req *req, int admin)
@@ -695,7 +704,7 @@ void limiter_command(struct limiter *lm, struct req *req, int admin)
             limiter_reload(lm, req);
         }
     } else {
-        limiter_throttle_req(lm, req);
+        limiter_throttle_req(lm, req, admin);
     }
 }
 

@@ -39,8 +39,17 @@ struct limiter {
 void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
                   const struct conf *conf, int embedded);
 
-/* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>]. */
-void limiter_throttle(struct limiter *lm, struct req *req);
+/* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>]; a key
+ * under the key prefix only for an admin client. */
+void limiter_throttle(struct limiter *lm, struct req *req, int admin);
+
+/* The error of a client that is not admin naming a key under the key
+ * prefix (%s): limiter keys belong to the proxy, whether an ordinary
+ * command or CL.THROTTLE names them (a CL.THROTTLE of another identity's
+ * key would push its TAT ahead). */
+#define LIMITER_ERR_PREFIX                                                     \
+    "NOPERM keys under '%s' belong to the rate limiter; AUTH admin to "        \
+    "touch them"
 
 /* LIMITER <key> <max_burst> <count> <period> [<quantity>], and the
  * subcommands of the limits tree. `admin`: the caller may use the admin

@@ -203,11 +203,14 @@ Test(it_auth, limiter_keys_are_refused_to_clients_that_are_not_admin,
     px_check_error(px_cmd(c, "SET cellgate:x forged"), noperm);
     px_check_status(px_cmd(c, "UNWATCH"), "OK");
     px_check_nil(px_cmd(direct, "GET cellgate:x"));
-    /* Other keys, values that merely contain the prefix, and limiter
-     * commands themselves are untouched. */
+    /* Other keys and values that merely contain the prefix are untouched;
+     * CL.THROTTLE of a key under it is refused like any other command
+     * (it would move a limiter key's TAT). */
     px_check_status(px_cmd(c, "SET k cellgate:value"), "OK");
     px_check_status(px_cmd(c, "SET xcellgate:k 1"), "OK");
-    redisReply *r = px_cmd(c, "CL.THROTTLE cellgate:own 1 1 1");
+    px_check_error(px_cmd(c, "CL.THROTTLE cellgate:own 1 1 1"), noperm);
+    px_check_nil(px_cmd(direct, "GET cellgate:own"));
+    redisReply *r = px_cmd(c, "CL.THROTTLE xcellgate:own 1 1 1");
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
     freeReplyObject(r);
     /* An admin may. */

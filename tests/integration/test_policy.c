@@ -7,6 +7,7 @@
  * Also: reconnects back off while a node refuses cellgate's connections. */
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
+#include "tests/integration/limiter_support.h"
 #include "tests/support/px_test.h"
 
 #include <stdio.h>
@@ -689,4 +690,92 @@ Test(it_policy, reconnects_back_off_while_the_node_refuses,
     px_check_str(px_cmd(d, "GET pol:k"), "back");
     redisFree(c);
     redisFree(d);
+}
+
+/* ---------------- Limiter keys named by CL.THROTTLE ---------------- */
+
+static const char victim_yaml[] = "user:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits: [5, 1, 3600]\n";
+
+#define VICTIM_KEY "cellgate:{user:victim}#0:gcra"
+
+static void init_victim_embedded(void)
+{
+    px_limits_start(PX_MODE_EMBEDDED, victim_yaml, "admin_password: s3cret\n");
+}
+
+static void init_victim_single(void)
+{
+    px_limits_start(PX_MODE_SINGLE, victim_yaml, "admin_password: s3cret\n");
+}
+
+static void init_victim_cluster(void)
+{
+    px_limits_start(PX_MODE_CLUSTER, victim_yaml, "admin_password: s3cret\n");
+}
+
+/* CL.THROTTLE (or the raw LIMITER form) of another identity's key, with
+ * a day's period, would push its TAT a day ahead: refused for an
+ * ordinary client, nothing written; the victim's own checks count on as
+ * before; an admin client may. */
+static void run_victim(void)
+{
+    static const char *const forms[] = { "CL.THROTTLE", "cl.throttle",
+                                         "LIMITER" };
+    redisContext *v = px_connect(px_env()->proxy.port);
+    redisContext *a = px_connect(px_env()->proxy.port);
+    redisContext *d = px_direct_for(VICTIM_KEY, strlen(VICTIM_KEY));
+    int64_t tat = 0;
+    size_t k;
+
+    px_check_five(px_cmd(v, "LIMITER CHECK user:victim"), "first", 0, 6, 5, -1,
+                  3600);
+    if (d != NULL) {
+        tat = px_get_tat(d, VICTIM_KEY, strlen(VICTIM_KEY));
+    }
+    for (k = 0; k < sizeof(forms) / sizeof(forms[0]); k++) {
+        px_check_error(
+            px_cmd(a, "%s %s 100000 1 86400", forms[k], VICTIM_KEY),
+            "NOPERM keys under 'cellgate:' belong to the rate limiter; "
+            "AUTH admin to touch them");
+        px_check_five(px_cmd(v, "LIMITER PEEK user:victim"), "victim", 0, 6, 4,
+                      -1, 7200);
+    }
+    /* Wrong arguments are still redis-cell's usage error first. */
+    px_check_error_prefix(px_cmd(a, "CL.THROTTLE %s", VICTIM_KEY),
+                          "Cell error: Store error: Usage:");
+    if (d != NULL) {
+        cr_assert_eq(px_get_tat(d, VICTIM_KEY, strlen(VICTIM_KEY)), tat,
+                     "a refused CL.THROTTLE moved the victim's TAT");
+    }
+    px_check_five(px_cmd(v, "LIMITER CHECK user:victim"), "second", 0, 6, 4, -1,
+                  7200);
+    px_check_status(px_cmd(a, "AUTH admin s3cret"), "OK");
+    px_check_five(px_cmd(a, "CL.THROTTLE %s 5 1 3600 0", VICTIM_KEY), "admin",
+                  0, 6, 4, -1, 7200);
+    if (d != NULL) {
+        redisFree(d);
+    }
+    redisFree(a);
+    redisFree(v);
+}
+
+Test(it_policy, limiter_keys_are_not_throttled_by_clients_embedded,
+     .init = init_victim_embedded, .fini = px_env_fini, .timeout = 60)
+{
+    run_victim();
+}
+
+Test(it_policy, limiter_keys_are_not_throttled_by_clients_single,
+     .init = init_victim_single, .fini = px_env_fini, .timeout = 60)
+{
+    run_victim();
+}
+
+Test(it_policy, limiter_keys_are_not_throttled_by_clients_cluster,
+     .init = init_victim_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    run_victim();
 }
