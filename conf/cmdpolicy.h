@@ -25,7 +25,7 @@
 /* The rules of the default policy, applied by cmdpolicy_init (README,
  * "Command policy", says why each one). */
 #define CMDPOLICY_DEFAULT_RULES                                                \
-    "+@all -@admin -@dangerous +info +keys +sort +sort_ro +restore "         \
+    "+@all -@admin -@dangerous +info +keys +sort +sort_ro +restore "           \
     "-function|load -function|delete -function|flush -function|restore"
 
 struct cmdpolicy {

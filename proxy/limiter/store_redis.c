@@ -1051,6 +1051,20 @@ static void store_redis_check_part_done(struct store_check *c)
 static const char *store_redis_item_key(const struct store_redis_item *it,
                                         size_t *len);
 
+/* This proxy writes the keys of group g of `c`: the refusal cache forgets
+ * them now, not when Redis's invalidation comes. */
+static void store_redis_forget_keys(struct store_check *c, unsigned g)
+{
+    struct store_redis *rs = c->st->impl;
+    unsigned i;
+
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].group == g) {
+            refusal_forget(&rs->refusals, c->lim[i].key, c->lim[i].klen);
+        }
+    }
+}
+
 /* What a decided group teaches the refusal cache (its reply `v`, sent at
  * local time `sent_ns`): a refusal of a cacheable group wrote nothing, so
  * every key it read (a TAT as the script read it, a window as the tracker
@@ -1072,10 +1086,8 @@ static void store_redis_group_learn(const struct limiter_group *q,
         return;
     }
     if (v->elem[0].integer == 0) {
-        for (i = 0; i < c->n && c->op == STORE_CHECK; i++) {
-            if (c->lim[i].group == q->g) {
-                refusal_forget(&rs->refusals, c->lim[i].key, c->lim[i].klen);
-            }
+        if (c->op == STORE_CHECK) {
+            store_redis_forget_keys(c, q->g);
         }
         return;
     }
@@ -1145,6 +1157,10 @@ static void store_redis_reset_on_reply(struct req *part, const char *frame,
     } else if (frame[0] == ':') {
         c->deleted += strtoll(frame + 1, NULL, 10);
     }
+    /* Again before the client hears of it: a refusal read before the DEL
+     * may have been learnt meanwhile, and Redis's invalidation of it may
+     * still be on its way. */
+    store_redis_forget_keys(c, part->part);
     store_redis_check_part_done(c);
 }
 
@@ -1160,6 +1176,9 @@ static void store_redis_reset_send(struct store_check *c, unsigned g)
     ovlen = store_redis_override_key(c->st, store_redis_group_level(c, g),
                                      ovkey, sizeof(ovkey));
     PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
+    /* A check the client pipelines after the RESET must not be refused
+     * from the state it deletes. */
+    store_redis_forget_keys(c, g);
     argv[a] = "DEL";
     lens[a++] = 3;
     for (i = 0; i < c->n; i++) {
@@ -1206,7 +1225,8 @@ static void store_redis_check(struct store *st, struct store_check *c,
 }
 
 /* The refund op: a "refund" call to every group that admitted; nobody
- * waits for its reply. */
+ * waits for its reply. Its keys are written again, so the refusal cache
+ * forgets them. */
 static void store_redis_refund(struct store *st, struct store_check *c)
 {
     unsigned g;
@@ -1214,6 +1234,7 @@ static void store_redis_refund(struct store *st, struct store_check *c)
     PX_UNUSED(st);
     for (g = 0; g < c->ngroups; g++) {
         if (c->admitted[g]) {
+            store_redis_forget_keys(c, g);
             store_redis_group_queue(c, g, "refund");
         }
     }

@@ -639,6 +639,15 @@ Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
         five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after hset");
         cr_assert_eq(v[0], i, "call %d after the count went to 0", i);
     }
+
+    /* A RESET through this proxy, with a check pipelined behind it: the
+     * check sees the reset, though no invalidation came yet. */
+    until_cached(c, "LIMITER CHECK fw:ann", first);
+    redisAppendCommand(c, "LIMITER RESET fw:ann");
+    redisAppendCommand(c, "LIMITER CHECK fw:ann");
+    px_check_int(px_next(c), 1);
+    five(px_next(c), v, "pipelined behind the reset");
+    cr_assert_eq(v[0], 0, "reset in the same pipeline, yet refused");
     redisFree(d);
     redisFree(p2);
     redisFree(c);
