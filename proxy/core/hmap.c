@@ -17,7 +17,7 @@ struct hmap_entry {
     char key[];              /* the key, copied */
 };
 
-uint64_t hmap_hash(const char *p, size_t n)
+static uint64_t hmap_hash(const char *p, size_t n)
 {
     uint64_t h = UINT64_C(14695981039346656037);
     size_t k;

@@ -17,10 +17,6 @@ struct hmap {
 
 typedef void hmap_free_fn(void *val);
 
-/* The hash of a key (FNV-1a over its bytes), for tables of the same keys
- * (the embedded store's store_map). */
-uint64_t hmap_hash(const char *p, size_t n);
-
 void hmap_init(struct hmap *m);
 
 /* Frees every entry (values through free_val, which may be NULL). */

@@ -427,15 +427,24 @@ static int64_t refusal_offset(int64_t node_now_ns, uint64_t sent_ns)
     return node_now_ns + REFUSAL_NS_PER_US - (int64_t)sent_ns;
 }
 
-/* A new, pending entry for `key`, the least recently used one making
- * room; NULL when no node serves the key. */
+/* A new, pending entry for `key` in place of any it had (NULL when the
+ * cache is off or no node serves the key), the least recently used one
+ * making room. */
 static struct refusal_entry *
 refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
                   enum refusal_kind kind, int64_t node_now_ns, uint64_t sent_ns)
 {
-    struct refusal_tracker *t = refusal_tracker_for(rf, key, klen);
+    struct refusal_tracker *t;
     struct refusal_entry *e;
 
+    if (rf->max == 0) {
+        return NULL;
+    }
+    e = hmap_get(&rf->entries, key, klen);
+    if (e != NULL) {
+        refusal_drop(rf, e);
+    }
+    t = refusal_tracker_for(rf, key, klen);
     if (t == NULL) {
         return NULL;
     }
@@ -463,9 +472,6 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     const char *argv[2];
     size_t lens[2];
 
-    if (rf->max == 0) {
-        return;
-    }
     e = hmap_get(&rf->entries, key, klen);
     if (e != NULL && e->kind == REFUSAL_TAT &&
         (e->raw == NULL) == (raw == NULL) &&
@@ -474,9 +480,6 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
         /* The same state, seen again: a later, closer clock. */
         e->offset_ns = refusal_offset(node_now_ns, sent_ns);
         return;
-    }
-    if (e != NULL) {
-        refusal_drop(rf, e);
     }
     e = refusal_entry_new(rf, key, klen, REFUSAL_TAT, node_now_ns, sent_ns);
     if (e == NULL) {
@@ -501,18 +504,12 @@ void refusal_learn_window(struct refusal *rf, const char *key, size_t klen,
     const char *argv[4];
     size_t lens[4] = { 5, klen, 5, 5 };
 
-    if (rf->max == 0) {
-        return;
-    }
     e = hmap_get(&rf->entries, key, klen);
     if (e != NULL && e->kind == REFUSAL_WINDOW) {
         /* Cached, or being read: whatever changed it since is pushed.
          * A later, closer clock. */
         e->offset_ns = refusal_offset(node_now_ns, sent_ns);
         return;
-    }
-    if (e != NULL) {
-        refusal_drop(rf, e);
     }
     e = refusal_entry_new(rf, key, klen, REFUSAL_WINDOW, node_now_ns, sent_ns);
     if (e == NULL) {

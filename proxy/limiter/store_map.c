@@ -1,6 +1,6 @@
 /* The embedded store's bounded table (see store_map.h).
  *
- *   buckets[h & (nbuckets-1)] -> node -> node      lookup by key
+ *   index: key -> node (an hmap)                   lookup by key
  *   lru:  head (most recent) <-> ... <-> tail       the LRU victim: tail
  *   heap: heap[0] expires first; node->hidx is its slot
  *
@@ -18,18 +18,20 @@
 #include "proxy/core/hmap.h"
 #include "proxy/core/util.h"
 
-/* First table size. */
-#define STORE_MAP_MIN_BUCKETS 64
+/* First heap size. */
+#define STORE_MAP_MIN_HEAP 64
 
+/* One entry: owned by the map (store_map_drop frees it), the value of its
+ * key in map->index, linked in map->lru and placed in map->heap. */
 struct store_map_node {
-    struct store_map_node *next; /* owned: rest of the chain */
-    struct queue lru;            /* link in map->lru */
-    uint64_t hash;               /* of the key */
-    int64_t expire_at_ns;        /* wall clock when it is gone */
-    size_t hidx;                 /* its slot in map->heap */
-    void *val;                   /* owned through map->free_val */
-    size_t len;                  /* key bytes */
-    char key[];                  /* the key, copied */
+    struct queue lru;     /* link in map->lru */
+    int64_t expire_at_ns; /* wall clock when it is gone */
+    size_t hidx;          /* its slot in map->heap */
+    void *val;            /* owned through map->free_val */
+    size_t len;           /* key bytes */
+    char key[];           /* the key, copied: an entry found
+                             through the heap or the LRU leaves the
+                             index by it */
 };
 
 void store_map_init(struct store_map *m, size_t max_keys,
@@ -38,6 +40,7 @@ void store_map_init(struct store_map *m, size_t max_keys,
     memset(m, 0, sizeof(*m));
     m->max_keys = max_keys;
     m->free_val = free_val;
+    hmap_init(&m->index);
     queue_init(&m->lru);
 }
 
@@ -57,7 +60,7 @@ void store_map_free(struct store_map *m)
         px_free(m->heap[i]);
     }
     px_free(m->heap);
-    px_free(m->buckets);
+    hmap_free(&m->index, NULL);
     store_map_init(m, m->max_keys, m->free_val);
 }
 
@@ -120,54 +123,14 @@ static void store_map_heap_fix(struct store_map *m, struct store_map_node *n)
     }
 }
 
-/* ---------------- Chains ---------------- */
+/* ---------------- Dropping an entry ---------------- */
 
-static struct store_map_node **store_map_find(const struct store_map *m,
-                                              const char *key, size_t len,
-                                              uint64_t h)
+/* Unlinks node n from everything and frees it and its value. */
+static void store_map_drop(struct store_map *m, struct store_map_node *n)
 {
-    struct store_map_node **pn;
-
-    if (m->nbuckets == 0) {
-        return NULL;
-    }
-    for (pn = &m->buckets[h & (m->nbuckets - 1)]; *pn != NULL;
-         pn = &(*pn)->next) {
-        if ((*pn)->hash == h && (*pn)->len == len &&
-            memcmp((*pn)->key, key, len) == 0) {
-            return pn;
-        }
-    }
-    return NULL;
-}
-
-static void store_map_grow(struct store_map *m)
-{
-    size_t nb = m->nbuckets ? m->nbuckets * 2 : STORE_MAP_MIN_BUCKETS, b;
-    struct store_map_node **nbk = px_calloc(nb, sizeof(*nbk));
-
-    for (b = 0; b < m->nbuckets; b++) {
-        struct store_map_node *n = m->buckets[b];
-        while (n != NULL) {
-            struct store_map_node *next = n->next;
-            size_t i = n->hash & (nb - 1);
-            n->next = nbk[i];
-            nbk[i] = n;
-            n = next;
-        }
-    }
-    px_free(m->buckets);
-    m->buckets = nbk;
-    m->nbuckets = nb;
-}
-
-/* Unlinks the node at *pn from everything and frees it and its value. */
-static void store_map_drop(struct store_map *m, struct store_map_node **pn)
-{
-    struct store_map_node *n = *pn;
     size_t i = n->hidx;
 
-    *pn = n->next;
+    hmap_del(&m->index, n->key, n->len);
     queue_remove(&n->lru);
     m->count--;
     if (i < m->count) {
@@ -178,33 +141,23 @@ static void store_map_drop(struct store_map *m, struct store_map_node **pn)
     px_free(n);
 }
 
-/* Drops node n, found again through its chain. */
-static void store_map_drop_node(struct store_map *m, struct store_map_node *n)
-{
-    struct store_map_node **pn = store_map_find(m, n->key, n->len, n->hash);
-
-    PX_ASSERT(pn != NULL && *pn == n);
-    store_map_drop(m, pn);
-}
-
 /* ---------------- The interface ---------------- */
 
 void *store_map_get(struct store_map *m, const char *key, size_t len,
                     int64_t now)
 {
-    struct store_map_node **pn =
-        store_map_find(m, key, len, hmap_hash(key, len));
+    struct store_map_node *n = hmap_get(&m->index, key, len);
 
-    if (pn == NULL) {
+    if (n == NULL) {
         return NULL;
     }
-    if ((*pn)->expire_at_ns <= now) {
-        store_map_drop(m, pn);
+    if (n->expire_at_ns <= now) {
+        store_map_drop(m, n);
         return NULL;
     }
-    queue_remove(&(*pn)->lru);
-    queue_insert_head(&m->lru, &(*pn)->lru);
-    return (*pn)->val;
+    queue_remove(&n->lru);
+    queue_insert_head(&m->lru, &n->lru);
+    return n->val;
 }
 
 /* Full: makes room for one entry. */
@@ -212,23 +165,20 @@ static void store_map_evict(struct store_map *m, int64_t now)
 {
     if (m->heap[0]->expire_at_ns <= now) {
         m->evicted_expired++;
-        store_map_drop_node(m, m->heap[0]);
+        store_map_drop(m, m->heap[0]);
         return;
     }
     m->evicted_lru++;
-    store_map_drop_node(
+    store_map_drop(
         m, container_of(queue_tail(&m->lru), struct store_map_node, lru));
 }
 
 void store_map_set(struct store_map *m, const char *key, size_t len, void *val,
                    int64_t expire_at_ns, int64_t now)
 {
-    uint64_t h = hmap_hash(key, len);
-    struct store_map_node **pn = store_map_find(m, key, len, h), *n;
-    size_t i;
+    struct store_map_node *n = hmap_get(&m->index, key, len);
 
-    if (pn != NULL) {
-        n = *pn;
+    if (n != NULL) {
         if (n->val != val) {
             store_map_free_val(m, n->val);
             n->val = val;
@@ -242,22 +192,16 @@ void store_map_set(struct store_map *m, const char *key, size_t len, void *val,
     if (m->max_keys > 0 && m->count >= m->max_keys) {
         store_map_evict(m, now);
     }
-    if (m->count >= m->nbuckets) {
-        store_map_grow(m);
-    }
     if (m->count >= m->heap_cap) {
-        m->heap_cap = m->heap_cap ? m->heap_cap * 2 : STORE_MAP_MIN_BUCKETS;
+        m->heap_cap = m->heap_cap ? m->heap_cap * 2 : STORE_MAP_MIN_HEAP;
         m->heap = px_realloc(m->heap, m->heap_cap * sizeof(*m->heap));
     }
     n = px_malloc(sizeof(*n) + len);
-    n->hash = h;
     n->expire_at_ns = expire_at_ns;
     n->val = val;
     n->len = len;
     memcpy(n->key, key, len);
-    i = h & (m->nbuckets - 1);
-    n->next = m->buckets[i];
-    m->buckets[i] = n;
+    hmap_put(&m->index, key, len, n);
     queue_insert_head(&m->lru, &n->lru);
     store_map_heap_place(m, m->count, n);
     m->count++;
@@ -266,13 +210,12 @@ void store_map_set(struct store_map *m, const char *key, size_t len, void *val,
 
 int store_map_del(struct store_map *m, const char *key, size_t len)
 {
-    struct store_map_node **pn =
-        store_map_find(m, key, len, hmap_hash(key, len));
+    struct store_map_node *n = hmap_get(&m->index, key, len);
 
-    if (pn == NULL) {
+    if (n == NULL) {
         return 0;
     }
-    store_map_drop(m, pn);
+    store_map_drop(m, n);
     return 1;
 }
 
@@ -281,7 +224,7 @@ size_t store_map_expire(struct store_map *m, int64_t now, size_t budget)
     size_t n = 0;
 
     while (n < budget && m->count > 0 && m->heap[0]->expire_at_ns <= now) {
-        store_map_drop_node(m, m->heap[0]);
+        store_map_drop(m, m->heap[0]);
         n++;
     }
     return n;

@@ -3,7 +3,7 @@
  *
  * Full, a new key takes the place of the entry that matters least: an
  * expired one first (the one that expired earliest), else the least
- * recently used. Each entry is in three places: its hash chain (lookup),
+ * recently used. Each entry is in three places: the index (lookup),
  * the recency list (a get or set moves it to the front) and a min-heap on
  * the expiry time (the earliest expiry on top), so finding the victim,
  * and expiring everything past due, costs O(log n) per entry, never a
@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/core/hmap.h"
 #include "proxy/core/queue.h"
 
 struct store_map_node;
@@ -23,17 +24,17 @@ struct store_map_node;
 typedef void store_map_free_fn(void *val);
 
 struct store_map {
-    struct store_map_node **buckets; /* owned array of chains */
-    size_t nbuckets;                 /* power of two, or 0 before first set */
-    size_t count;                    /* entries */
-    size_t max_keys;                 /* most entries; 0: no bound */
-    struct queue lru;                /* entries, most recently used first */
-    struct store_map_node **heap;    /* owned: the count entries, a
-                                        min-heap on expire_at_ns */
-    size_t heap_cap;                 /* slots of heap */
-    store_map_free_fn *free_val;     /* frees values the map drops */
-    uint64_t evicted_expired;        /* full: an expired entry made room */
-    uint64_t evicted_lru;            /* full: a live entry made room */
+    struct hmap index;            /* key -> struct store_map_node
+                                     (owned) */
+    size_t count;                 /* entries */
+    size_t max_keys;              /* most entries; 0: no bound */
+    struct queue lru;             /* entries, most recently used first */
+    struct store_map_node **heap; /* owned: the count entries, a
+                                     min-heap on expire_at_ns */
+    size_t heap_cap;              /* slots of heap */
+    store_map_free_fn *free_val;  /* frees values the map drops */
+    uint64_t evicted_expired;     /* full: an expired entry made room */
+    uint64_t evicted_lru;         /* full: a live entry made room */
 };
 
 /* An empty map of at most max_keys entries (0: no bound) whose dropped
