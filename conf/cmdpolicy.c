@@ -217,6 +217,59 @@ void cmdpolicy_init(struct cmdpolicy *p)
     (void)rc; /* test_cmdpolicy checks that the default rules parse */
 }
 
+/* ---------------- As Redis ACL rules ---------------- */
+
+/* Appends `sign` and `word`, blank-separated, to `out` (`outlen` bytes)
+ * when it fits; *used counts the bytes either way. */
+static void cmdpolicy_put(char *out, size_t outlen, size_t *used, char sign,
+                          const char *word)
+{
+    size_t n = strlen(word) + (sign != 0) + (*used > 0);
+
+    if (*used + n < outlen) {
+        char *w = out + *used;
+        if (*used > 0) {
+            *w++ = ' ';
+        }
+        if (sign != 0) {
+            *w++ = sign;
+        }
+        memcpy(w, word, strlen(word) + 1);
+    }
+    *used += n;
+}
+
+size_t cmdpolicy_acl_rules(const struct cmdpolicy *p, char *out, size_t outlen)
+{
+    int base = p->others_denied; /* what "+@all"/"-@all" leaves */
+    char sign = base ? '+' : '-';
+    size_t used = 0, i, j, end;
+
+    if (outlen > 0) {
+        out[0] = '\0';
+    }
+    cmdpolicy_put(out, outlen, &used, 0, base ? "-@all" : "+@all");
+    for (i = 0; i < CMDPOLICY_NCMDS; i = end) {
+        int same = 1;
+        for (end = i + 1; cmdpolicy_is_sub_of(end, i); end++) {
+            same &= cmdpolicy_is_denied(p, end) == cmdpolicy_is_denied(p, i);
+        }
+        if (same || end == i + 1) {
+            /* The command as a whole (its subcommands with it). */
+            if (cmdpolicy_is_denied(p, i) != base) {
+                cmdpolicy_put(out, outlen, &used, sign, cmdpolicy_cmds[i].name);
+            }
+            continue;
+        }
+        for (j = i + 1; j < end; j++) {
+            if (cmdpolicy_is_denied(p, j) != base) {
+                cmdpolicy_put(out, outlen, &used, sign, cmdpolicy_cmds[j].name);
+            }
+        }
+    }
+    return used;
+}
+
 /* ---------------- Checks ---------------- */
 
 int cmdpolicy_allows(const struct cmdpolicy *p, const char *name, size_t nlen,

@@ -52,6 +52,12 @@ int cmdpolicy_apply_all(struct cmdpolicy *p, const char *text, const char **bad,
 int cmdpolicy_allows(const struct cmdpolicy *p, const char *name, size_t nlen,
                      const char *arg, size_t alen);
 
+/* The policy as Redis ACL command rules, blank-separated ("+@all -flushall
+ * -client|kill ..."): applied to a Redis user, they allow exactly what `p`
+ * allows. Written to `out` when it has room (NUL-terminated); returns the
+ * length the text needs, without the NUL, like snprintf. */
+size_t cmdpolicy_acl_rules(const struct cmdpolicy *p, char *out, size_t outlen);
+
 /* What an error code means, for messages: "unknown command", ... */
 const char *cmdpolicy_strerror(int code);
 

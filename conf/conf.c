@@ -152,6 +152,10 @@ static const struct conf_command conf_commands[] = {
              CONF_WANT_STRING),
     CONF_CMD("upstream_password", conf_set_string, upstream_password, 0, 0,
              CONF_WANT_STRING),
+    CONF_CMD("limiter_user", conf_set_string, limiter_user, 1, 0,
+             "a non-empty string"),
+    CONF_CMD("limiter_password", conf_set_string, limiter_password, 0, 0,
+             CONF_WANT_STRING),
     CONF_CMD("requirepass", conf_set_string, requirepass, 0, 0,
              CONF_WANT_STRING),
     CONF_CMD("admin_password", conf_set_string, admin_password, 0, 0,
@@ -714,19 +718,32 @@ static const struct conf_command *conf_command_find(const char *name,
     return NULL;
 }
 
-/* Reports upstream and cluster set together, at the later of the two. */
-static void conf_check_conflicts(struct conf_loader *ld,
-                                 yaml_node_t *const *seen)
+/* The key `name` of the file, or NULL when the file does not set it. */
+static const yaml_node_t *conf_seen(yaml_node_t *const *seen, const char *name)
 {
-    const yaml_node_t *up = NULL, *cluster = NULL, *later;
     size_t i;
 
     for (i = 0; i < CONF_ARRAY_SIZE(conf_commands); i++) {
-        if (strcmp(conf_commands[i].name, "cluster") == 0) {
-            cluster = seen[i];
-        } else if (strcmp(conf_commands[i].name, "upstream") == 0) {
-            up = seen[i];
+        if (strcmp(conf_commands[i].name, name) == 0) {
+            return seen[i];
         }
+    }
+    return NULL;
+}
+
+/* Reports upstream and cluster set together, at the later of the two, and
+ * a limiter user without its password (the limiter could not log in). */
+static void conf_check_conflicts(struct conf_loader *ld,
+                                 yaml_node_t *const *seen)
+{
+    const yaml_node_t *up = conf_seen(seen, "upstream");
+    const yaml_node_t *cluster = conf_seen(seen, "cluster");
+    const yaml_node_t *luser = conf_seen(seen, "limiter_user");
+    const yaml_node_t *later;
+
+    if (luser != NULL && conf_seen(seen, "limiter_password") == NULL) {
+        conf_yaml_error(&ld->diag, &luser->start_mark,
+                        "limiter_user needs limiter_password");
     }
     if (up == NULL || cluster == NULL) {
         return;
@@ -879,8 +896,9 @@ int conf_init(struct conf *c)
 void conf_free(struct conf *c)
 {
     char **owned[] = {
-        &c->upstream_user,  &c->upstream_password, &c->requirepass,
-        &c->admin_password, &c->limits_file,       &c->key_prefix,
+        &c->upstream_user,    &c->upstream_password, &c->limiter_user,
+        &c->limiter_password, &c->requirepass,       &c->admin_password,
+        &c->limits_file,      &c->key_prefix,
     };
     size_t i;
 

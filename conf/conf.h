@@ -45,6 +45,10 @@ struct conf {
 
     char *upstream_user;     /* owned; NULL = AUTH with password only */
     char *upstream_password; /* owned; NULL = no AUTH upstream */
+    char *limiter_user;      /* owned; the Redis user of the limiter's
+                                own connections, NULL = none */
+    char *limiter_password;  /* owned; NULL = the limiter shares the
+                                client traffic's connections */
     char *requirepass;       /* owned; NULL = clients need no AUTH */
     char *admin_password;    /* owned; NULL = no admin login */
     char *limits_file;       /* owned; NULL = no limits tree */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conf/acl.h"
 #include "conf/conf.h"
 #include "conf/limits.h"
 #include "proxy/core/log.h"
@@ -31,6 +32,8 @@ static const char main_usage[] =
     "  --commands RULES     command rules for ordinary clients, applied after\n"
     "                       proxy.yaml's (\"+flushall -keys\", allcommands)\n"
     "  --check-config       validate the configuration and exit\n"
+    "  --print-acl          print the ACL SETUSER lines of the two Redis users\n"
+    "                       (upstream_user, limiter_user) and exit\n"
     "  --version            print the version and exit\n"
     "  --help               print this help and exit\n"
     "\n"
@@ -41,6 +44,7 @@ static const char main_usage[] =
 struct main_opts {
     const char *config; /* borrowed from argv */
     int check_config;   /* --check-config */
+    int print_acl;      /* --print-acl */
 };
 
 static void main_bad_usage(const char *what, const char *arg)
@@ -73,7 +77,8 @@ static const char *main_opt_value(int argc, char **argv, int *i,
     return argv[*i];
 }
 
-/* First pass: --config, --help, --version, --check-config. Returns -1 to
+/* First pass: --config, --help, --version, --check-config, --print-acl.
+ * Returns -1 to
  * exit 0, 1 on a usage error, 0 to go on. */
 static int main_first_pass(int argc, char **argv, struct main_opts *o)
 {
@@ -91,6 +96,10 @@ static int main_first_pass(int argc, char **argv, struct main_opts *o)
         }
         if (strcmp(argv[i], "--check-config") == 0) {
             o->check_config = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--print-acl") == 0) {
+            o->print_acl = 1;
             continue;
         }
         v = main_opt_value(argc, argv, &i, "--config", &err);
@@ -111,7 +120,8 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
     const char *v;
 
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--check-config") == 0) {
+        if (strcmp(argv[i], "--check-config") == 0 ||
+            strcmp(argv[i], "--print-acl") == 0) {
             continue;
         }
         if ((v = main_opt_value(argc, argv, &i, "--config", &err)) != NULL) {
@@ -198,6 +208,40 @@ static int main_check_limits(const struct conf *conf)
     return rc;
 }
 
+/* --print-acl: the two users' ACL SETUSER lines on stdout. 0, or 1 when
+ * proxy.yaml does not name both users with their passwords. */
+static int main_print_acl(const struct conf *c)
+{
+    size_t n;
+    char *text;
+
+    if (c->upstream_user == NULL || c->upstream_password == NULL ||
+        c->limiter_user == NULL || c->limiter_password == NULL) {
+        fprintf(stderr,
+                "cellgate: --print-acl needs upstream_user, "
+                "upstream_password, limiter_user and limiter_password in "
+                "proxy.yaml (--config)\n");
+        return 1;
+    }
+    if (!acl_prefix_ok(c->key_prefix, strlen(c->key_prefix))) {
+        fprintf(stderr,
+                "cellgate: key_prefix '%s' has a blank, which a Redis ACL key "
+                "pattern cannot hold: choose a prefix without one\n",
+                c->key_prefix);
+        return 1;
+    }
+    n = acl_setuser_lines(c, NULL, 0);
+    text = px_malloc(n + 1);
+    if (n == 0 || acl_setuser_lines(c, text, n + 1) != n) {
+        fprintf(stderr, "cellgate: out of memory\n");
+        px_free(text);
+        return 1;
+    }
+    fputs(text, stdout);
+    px_free(text);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct main_opts o = { 0 };
@@ -230,6 +274,11 @@ int main(int argc, char **argv)
     if (main_apply_flags(argc, argv, &conf) != 0) {
         conf_free(&conf);
         return 1;
+    }
+    if (o.print_acl) {
+        rc = main_print_acl(&conf);
+        conf_free(&conf);
+        return rc;
     }
     if (o.check_config) {
         rc = main_check_limits(&conf);

@@ -3,7 +3,9 @@
  *   cluster.nodes: [node A] [node B] [node C] ...   each with npool shared
  *                     ^        ^                    upstreams (and npool
  *                     |        |                    RESP3 ones, opened for
- *                     |        |                    the first RESP3 client)
+ *                     |        |                    the first RESP3 client;
+ *                     |        |                    and npool limiter ones,
+ *                     |        |                    as limiter_user)
  *   cluster.slot[0..16383] --+--------+  (borrowed: the master of a slot)
  *
  *   refresh:  req "CLUSTER SLOTS" --(a READY node's upstream)--> reply
@@ -92,12 +94,12 @@ static void cluster_on_oneshot_idle(struct upstream *up)
     }
 }
 
-/* A shared upstream of `n` in `proto`. */
+/* A shared upstream of `n` in `proto`, with `flags` (UPSTREAM_*). */
 static struct upstream *cluster_shared_new(struct cluster *cl, struct node *n,
-                                           int proto)
+                                           int proto, unsigned flags)
 {
-    struct upstream *up =
-        upstream_new(cl->core, &n->sa, n->name, n, proto, &cluster_shared_ops);
+    struct upstream *up = upstream_new(cl->core, &n->sa, n->name, n, proto,
+                                       flags, &cluster_shared_ops);
 
     up->ctx = cl;
     return up;
@@ -179,7 +181,16 @@ static struct node *cluster_node_get(struct cluster *cl, const char *host,
     n->npool = cl->core->conf->upstream_pool;
     n->pool = px_calloc(n->npool, sizeof(*n->pool));
     for (i = 0; i < n->npool; i++) {
-        n->pool[i] = cluster_shared_new(cl, n, RESP_PROTO2);
+        n->pool[i] = cluster_shared_new(cl, n, RESP_PROTO2, 0);
+    }
+    if (cl->core->conf->limiter_password != NULL) {
+        /* The limiter logs in as its own user, which alone may touch
+         * limiter keys: its calls never share a client's connection. */
+        n->lpool = px_calloc(n->npool, sizeof(*n->lpool));
+        for (i = 0; i < n->npool; i++) {
+            n->lpool[i] =
+                cluster_shared_new(cl, n, RESP_PROTO2, UPSTREAM_LIMITER);
+        }
     }
     queue_insert_tail(&cl->nodes, &n->link);
     cl->nnodes++;
@@ -218,11 +229,16 @@ static void cluster_node_drop(struct cluster *cl, struct node *n,
             n->pool3[i]->node = NULL;
             upstream_destroy(n->pool3[i], why);
         }
+        if (n->lpool != NULL) {
+            n->lpool[i]->node = NULL;
+            upstream_destroy(n->lpool[i], why);
+        }
     }
     queue_remove(&n->link);
     cl->nnodes--;
     px_free(n->pool);
     px_free(n->pool3);
+    px_free(n->lpool);
     px_free(n);
 }
 
@@ -243,10 +259,24 @@ struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
         log_info("node %s: opening RESP3 connections", node->name);
         node->pool3 = px_calloc(node->npool, sizeof(*node->pool3));
         for (i = 0; i < node->npool; i++) {
-            node->pool3[i] = cluster_shared_new(node->cl, node, RESP_PROTO3);
+            node->pool3[i] = cluster_shared_new(node->cl, node, RESP_PROTO3, 0);
         }
     }
     return node->pool3[cid % node->npool];
+}
+
+struct upstream *cluster_limiter_upstream(const struct node *node, uint64_t cid)
+{
+    return node->lpool != NULL ? node->lpool[cid % node->npool]
+                               : cluster_upstream(node, cid);
+}
+
+/* The shared connection `req` goes on at `node`. */
+static struct upstream *cluster_upstream_req(struct node *node,
+                                             const struct req *req)
+{
+    return req->limiter ? cluster_limiter_upstream(node, req->cid)
+                        : cluster_upstream_proto(node, req->cid, req->proto);
 }
 
 struct node *cluster_node_by_name(struct cluster *cl, const char *name)
@@ -280,7 +310,22 @@ struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
         upstream_switch_proto(up, proto);
         return up;
     }
-    up = upstream_new_private(cl->core, &node->sa, node->name, proto, ops);
+    up = upstream_new_private(cl->core, &node->sa, node->name, proto, 0, ops);
+    up->ctx = cl;
+    return up;
+}
+
+struct upstream *cluster_limiter_private(struct cluster *cl, struct node *node,
+                                         int proto,
+                                         const struct upstream_ops *ops)
+{
+    struct upstream *up;
+
+    if (cl->core->conf->limiter_password == NULL) {
+        return cluster_private_take(cl, node, proto, ops);
+    }
+    up = upstream_new_private(cl->core, &node->sa, node->name, proto,
+                              UPSTREAM_LIMITER, ops);
     up->ctx = cl;
     return up;
 }
@@ -329,9 +374,9 @@ void cluster_private_put(struct cluster *cl, struct upstream *up, int close)
     up->owner = NULL;
     up->oneshot = 0;
     up->ops = &cluster_pooled_ops;
-    if (close || up->tracked || n == NULL || !queue_empty(&up->inflight) ||
-        !upstream_is_usable(up) || n->nidle >= cl->core->conf->private_pool ||
-        cl->core->shutting_down) {
+    if (close || up->tracked || up->limiter || n == NULL ||
+        !queue_empty(&up->inflight) || !upstream_is_usable(up) ||
+        n->nidle >= cl->core->conf->private_pool || cl->core->shutting_down) {
         upstream_destroy(up, NULL);
         return;
     }
@@ -358,7 +403,7 @@ void cluster_send(struct cluster *cl, struct node *n, struct req *req)
         req_reply_error(req, "CLUSTERDOWN Hash slot not served");
         return;
     }
-    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+    upstream_send(cluster_upstream_req(n, req), req);
 }
 
 void cluster_send_key(struct cluster *cl, const char *key, size_t klen,
@@ -720,6 +765,9 @@ void cluster_cron(struct cluster *cl, uint64_t now_ms)
             if (n->pool3 != NULL) {
                 upstream_check_timeout(n->pool3[i], now_ms, silent_ms);
             }
+            if (n->lpool != NULL) {
+                upstream_check_timeout(n->lpool[i], now_ms, silent_ms);
+            }
         }
     }
 }
@@ -812,10 +860,10 @@ static int cluster_on_error(struct upstream *up, struct req *req,
         cluster_refresh_soon(cl);
     } else {
         const char *argv[1] = { "ASKING" };
-        upstream_send(cluster_upstream_proto(n, req->cid, req->proto),
+        upstream_send(cluster_upstream_req(n, req),
                       req_own_argv(1, argv, NULL, NULL));
     }
-    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+    upstream_send(cluster_upstream_req(n, req), req);
     return 1;
 }
 

@@ -32,7 +32,10 @@ struct node {
     struct upstream **pool3;    /* owned array of npool shared RESP3
                                    upstreams, NULL until a RESP3 client
                                    needs this node */
-    unsigned npool;             /* length of pool (and of pool3) */
+    struct upstream **lpool;    /* owned array of npool shared limiter
+                                   upstreams (UPSTREAM_LIMITER), NULL
+                                   unless limiter_password is set */
+    unsigned npool;             /* length of pool (and of pool3, lpool) */
     struct queue idle;          /* idle private upstreams, reset, ready for
                                    the next client that needs one */
     unsigned nidle;             /* length of idle */
@@ -95,7 +98,8 @@ const struct keyspec *cluster_keyspec(struct cluster *cl);
  * with the reply, or with an error when the request cannot be sent. */
 
 /* To node `n` (NULL: fails with -CLUSTERDOWN, the slot is not served), on
- * the shared connection of lane req->cid in protocol req->proto. */
+ * the shared connection of lane req->cid in protocol req->proto (or on
+ * the limiter's connection of that lane, for a req->limiter request). */
 void cluster_send(struct cluster *cl, struct node *n, struct req *req);
 
 /* To the node that owns `key`. */
@@ -125,6 +129,19 @@ struct upstream *cluster_upstream(const struct node *node, uint64_t cid);
  * RESP2-only deployments never open one. */
 struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
                                         int proto);
+
+/* The shared connection of `node` that the limiter's calls of lane `cid`
+ * use: one logged in as limiter_user when it is set, else the client
+ * traffic's (cluster_upstream). */
+struct upstream *cluster_limiter_upstream(const struct node *node,
+                                          uint64_t cid);
+
+/* A private upstream for the limiter (its invalidation tracker): a new one
+ * logged in as limiter_user when it is set, which is closed when given
+ * back, never pooled for a client; else cluster_private_take's. */
+struct upstream *cluster_limiter_private(struct cluster *cl, struct node *node,
+                                         int proto,
+                                         const struct upstream_ops *ops);
 
 /* A private upstream to `node` speaking `proto`, telling `ops` (its new
  * holder's): an idle one of the node's pool when there is one, else a new

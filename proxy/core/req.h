@@ -98,6 +98,8 @@ struct req {
                                  shows its client blocked until done */
     unsigned tunnel : 1;      /* SYNC/PSYNC: the stream after it is relayed
                                  raw (upstream_send_tunnel) */
+    unsigned limiter : 1;     /* the limiter's: sent on its connections
+                                 (cluster_limiter_upstream) */
     unsigned until_reset : 1; /* proxy's own RESET: frames before its
                                  +RESET belong to the state it ends */
 };

@@ -12,9 +12,9 @@
  * dropped on a shared connection.
  *
  * A new connection first sends the proxy's own requests, whose replies are
- * dropped: AUTH (when upstream_password is set), then HELLO 3 on a RESP3
- * connection. A refused HELLO 3 fails the connection (a RESP3 client must
- * never get RESP2 replies).
+ * dropped: AUTH (when upstream_password is set; a limiter connection logs in
+ * as limiter_user instead), then HELLO 3 on a RESP3 connection. A refused HELLO
+ * 3 fails the connection (a RESP3 client must never get RESP2 replies).
  *
  * States: CONNECTING -> READY -> (error) CLOSING -> IDLE -(backoff)->
  * CONNECTING. While IDLE or CLOSING a request fails at once with
@@ -535,31 +535,35 @@ static void upstream_queue_hello(struct upstream *up, int proto)
     upstream_queue_own(up, 2, argv, lens);
 }
 
-/* Queues AUTH (when configured), then HELLO 3 on a RESP3 connection, as the
- * first requests of a new connection. */
-/* Queues AUTH when an upstream password is configured. */
+/* Queues AUTH when a password is configured for the connection's user:
+ * the limiter's user on a limiter connection, else the client traffic's. */
 static void upstream_queue_auth(struct upstream *up)
 {
     const struct conf *conf = up->core->conf;
+    const char *user = up->limiter ? conf->limiter_user : conf->upstream_user;
+    const char *pass =
+        up->limiter ? conf->limiter_password : conf->upstream_password;
     const char *argv[3];
     size_t lens[3];
     int argc = 0;
 
-    if (conf->upstream_password != NULL) {
+    if (pass != NULL) {
         argv[argc] = "AUTH";
         lens[argc++] = 4;
-        if (conf->upstream_user != NULL) {
-            argv[argc] = conf->upstream_user;
-            lens[argc] = strlen(conf->upstream_user);
+        if (user != NULL) {
+            argv[argc] = user;
+            lens[argc] = strlen(user);
             argc++;
         }
-        argv[argc] = conf->upstream_password;
-        lens[argc] = strlen(conf->upstream_password);
+        argv[argc] = pass;
+        lens[argc] = strlen(pass);
         argc++;
         upstream_queue_own(up, argc, argv, lens);
     }
 }
 
+/* Queues AUTH (when configured), then HELLO 3 on a RESP3 connection, as the
+ * first requests of a new connection. */
 static void upstream_queue_setup(struct upstream *up)
 {
     upstream_queue_auth(up);
@@ -659,7 +663,7 @@ static struct upstream *upstream_alloc(struct core *core,
 struct upstream *upstream_new(struct core *core,
                               const struct sockaddr_storage *sa,
                               const char *name, struct node *node, int proto,
-                              const struct upstream_ops *ops)
+                              unsigned flags, const struct upstream_ops *ops)
 {
     struct upstream *up = upstream_alloc(core, ops);
 
@@ -667,6 +671,7 @@ struct upstream *upstream_new(struct core *core,
     snprintf(up->name, sizeof(up->name), "%s", name);
     up->node = node;
     up->proto = proto;
+    up->limiter = (flags & UPSTREAM_LIMITER) != 0;
     upstream_connect(up);
     return up;
 }
@@ -684,6 +689,7 @@ int upstream_is_usable(const struct upstream *up)
 struct upstream *upstream_new_private(struct core *core,
                                       const struct sockaddr_storage *sa,
                                       const char *name, int proto,
+                                      unsigned flags,
                                       const struct upstream_ops *ops)
 {
     struct upstream *up = upstream_alloc(core, ops);
@@ -692,6 +698,7 @@ struct upstream *upstream_new_private(struct core *core,
     snprintf(up->name, sizeof(up->name), "%s", name);
     up->priv = 1;
     up->proto = proto;
+    up->limiter = (flags & UPSTREAM_LIMITER) != 0;
     upstream_connect(up);
     return up;
 }

@@ -116,21 +116,28 @@ struct upstream {
                                  read goes to the owner as it is */
     unsigned oneshot : 1;     /* private, lent for the requests in flight
                                  (SCRIPT KILL): pooled when they are done */
+    unsigned limiter : 1;     /* logs in as limiter_user: carries the
+                                 limiter's calls only, never a client's */
 };
 
+/* Flags of a new upstream. */
+#define UPSTREAM_LIMITER 1u /* a limiter connection (see `limiter`) */
+
 /* A shared upstream of `node` to the resolved address `sa` (named `name` in
- * logs and errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3), telling
- * `ops`, connecting at once. */
+ * logs and errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3), with
+ * `flags` (UPSTREAM_*), telling `ops`, connecting at once. */
 struct upstream *upstream_new(struct core *core,
                               const struct sockaddr_storage *sa,
                               const char *name, struct node *node, int proto,
-                              const struct upstream_ops *ops);
+                              unsigned flags, const struct upstream_ops *ops);
 
 /* A private upstream to the node at `sa` (named `name`), speaking `proto`,
- * telling `ops`, connecting at once. Its opener sets `owner`. */
+ * with `flags`, telling `ops`, connecting at once. Its opener sets
+ * `owner`. */
 struct upstream *upstream_new_private(struct core *core,
                                       const struct sockaddr_storage *sa,
                                       const char *name, int proto,
+                                      unsigned flags,
                                       const struct upstream_ops *ops);
 
 /* Queues `up` for the next flush pass. */

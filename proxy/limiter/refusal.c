@@ -167,7 +167,8 @@ static struct refusal_tracker *refusal_tracker_for(struct refusal *rf,
     t = px_calloc(1, sizeof(*t));
     t->rf = rf;
     snprintf(t->name, sizeof(t->name), "%s", node->name);
-    t->up = cluster_private_take(cl, node, RESP_PROTO3, &refusal_tracker_ops);
+    t->up =
+        cluster_limiter_private(cl, node, RESP_PROTO3, &refusal_tracker_ops);
     /* `owner` is opaque to the core; the tracker is this one's. */
     t->up->owner = (void *)t;
     /* Redis keeps naming it in its tracking table: never pooled again. */

@@ -64,6 +64,7 @@
 #include "proxy/core/queue.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/aclcheck.h"
 #include "proxy/limiter/refusal.h"
 #include "proxy/limiter/store.h"
 
@@ -182,6 +183,7 @@ static void store_redis_part_send(struct store *st, struct resp_cmd *cmd,
 
     part->part = partno;
     part->cid = cid;
+    part->limiter = 1;
     cluster_send_key(st->cl, key, klen, part);
 }
 
@@ -197,18 +199,34 @@ static int store_redis_ready(struct store *st, struct req *req)
 /* ---------------- Calling the scripts: FCALL, or EVALSHA ---------------- */
 
 /* FUNCTION LOAD of the library, sent to `node` or to the node of `key`
- * on lane `cid` (the lane of the call that will follow it); its reply is
- * dropped ("already exists" is the usual one). */
+ * on lane `cid` (the lane of the call that will follow it). "Already
+ * exists" is the usual reply (another proxy, or an earlier run, loaded
+ * it); another error is logged. */
+static void store_redis_on_load(struct req *req, const char *frame, size_t len)
+{
+    static const char exists[] = "already exists\r\n";
+    size_t n = sizeof(exists) - 1;
+
+    PX_UNUSED(req);
+    if (len > 2 && frame[0] == '-' &&
+        (len < n || memcmp(frame + len - n, exists, n) != 0)) {
+        /* The call that follows reports it too, with its own error. */
+        log_warn("limiter: FUNCTION LOAD failed: %.*s",
+                 (int)(len > 202 ? 200 : len - 2), frame);
+    }
+}
+
 static void store_redis_load(struct store *st, struct node *node,
                              const char *key, size_t klen, uint64_t cid)
 {
     const struct scripts_library *lib = scripts_library();
     const char *argv[3] = { "FUNCTION", "LOAD", lib->body };
     size_t lens[3] = { 8, 4, lib->len };
-    struct req *req = req_own(resp_cmd_new(3, argv, lens), NULL, NULL);
+    struct req *req =
+        req_own(resp_cmd_new(3, argv, lens), store_redis_on_load, NULL);
 
     req->cid = cid;
-
+    req->limiter = 1;
     if (node != NULL) {
         cluster_send(st->cl, node, req);
     } else {
@@ -316,7 +334,8 @@ static int store_redis_retry(struct store *st, unsigned char *via,
 }
 
 /* The periodic pass: the library goes to every master it was not sent to
- * yet (at start and when a node appears), so no call waits for a load. */
+ * yet (at start and when a node appears), so no call waits for a load,
+ * and the node's Redis users are checked (aclcheck). */
 static void store_redis_cron(struct store *st)
 {
     struct store_redis *rs = st->impl;
@@ -332,6 +351,7 @@ static void store_redis_cron(struct store *st)
         if (hmap_get(&rs->loaded, m[i]->name, len) == NULL) {
             hmap_put(&rs->loaded, m[i]->name, len, &rs->loaded);
             store_redis_load(st, m[i], NULL, 0, 0);
+            aclcheck_node(st->cl, st->conf, m[i]);
         }
     }
 }
@@ -1549,7 +1569,7 @@ static void store_redis_flush(struct store *st)
                                 ? cluster_node_for_slot(st->cl, it->slot)
                                 : st->cl->single;
         struct upstream *up =
-            node != NULL ? cluster_upstream(node, it->cid) : NULL;
+            node != NULL ? cluster_limiter_upstream(node, it->cid) : NULL;
         struct limiter_batch *b = NULL;
 
         queue_remove(&it->link);

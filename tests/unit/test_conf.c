@@ -27,6 +27,8 @@ static const char *const all_keys[] = {
     "cluster",
     "upstream_user",
     "upstream_password",
+    "limiter_user",
+    "limiter_password",
     "requirepass",
     "admin_password",
     "limits_file",
