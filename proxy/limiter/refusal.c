@@ -3,6 +3,7 @@
 #include "proxy/limiter/refusal.h"
 
 #include <string.h>
+#include <uv.h>
 
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
@@ -318,17 +319,86 @@ static void refusal_on_expiretime(struct req *part, const char *frame,
     }
 }
 
+/* The clock of a call sent at local time `sent_ns` that read the node's
+ * TIME as `node_now_ns`: the node read it at some instant after sent_ns,
+ * and TIME drops up to a microsecond, so node time <= local + this. */
+static int64_t refusal_offset(int64_t node_now_ns, uint64_t sent_ns)
+{
+    return node_now_ns + REFUSAL_NS_PER_US - (int64_t)sent_ns;
+}
+
+/* A TIME the tracker sent for the entry of `key`. Owned by its request
+ * (freed by its reply). */
+struct refusal_clock {
+    struct refusal *rf; /* borrowed */
+    uint64_t sent_ns;   /* local time it was queued */
+    size_t klen;        /* bytes of key */
+    char key[];         /* the entry's key */
+};
+
+/* A bulk string of 1 to 18 digits as a number; -1 otherwise. */
+static int64_t refusal_digits(const struct resp_value *v)
+{
+    int64_t x = 0;
+    size_t i;
+
+    if (v->type != '$' || v->null || v->len == 0 || v->len > 18) {
+        return -1;
+    }
+    for (i = 0; i < v->len; i++) {
+        if (v->str[i] < '0' || v->str[i] > '9') {
+            return -1;
+        }
+        x = x * 10 + (v->str[i] - '0');
+    }
+    return x;
+}
+
+/* The tracker's TIME: a connection nothing else queues on reads the clock
+ * within a round trip of sending, so its bound on the node's clock is
+ * usually far tighter than the one of a batched call that waited behind
+ * others (a loose bound lets cached fields run ahead of Redis's). */
+static void refusal_on_time(struct req *part, const char *frame, size_t len)
+{
+    struct refusal_clock *ck = part->ctx;
+    struct refusal_entry *e;
+    struct resp_value v;
+    size_t used;
+
+    if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
+        int64_t sec =
+            v.type == '*' && v.n == 2 ? refusal_digits(&v.elem[0]) : -1;
+        int64_t usec = sec >= 0 ? refusal_digits(&v.elem[1]) : -1;
+        e = hmap_get(&ck->rf->entries, ck->key, ck->klen);
+        if (usec >= 0 && e != NULL) {
+            int64_t off = refusal_offset(sec * 1000000 * REFUSAL_NS_PER_US +
+                                             usec * REFUSAL_NS_PER_US,
+                                         ck->sent_ns);
+            e->offset_ns = off < e->offset_ns ? off : e->offset_ns;
+        }
+        resp_value_free(&v);
+    }
+    px_free(ck);
+}
+
 /* Sends the tracker's reads of entry e: `argv` (the state of its key),
- * then PEXPIRETIME of the key. */
+ * TIME, then PEXPIRETIME of the key (whose reply makes it active). */
 static void refusal_read(struct refusal *rf, struct refusal_entry *e, int argc,
                          const char **argv, size_t *lens,
                          req_reply_fn *on_state)
 {
+    static const char *const time[1] = { "TIME" };
     const char *xargv[2] = { "PEXPIRETIME", e->key };
     size_t xlens[2] = { 11, e->klen };
+    struct refusal_clock *ck = px_malloc(sizeof(*ck) + e->klen);
 
+    ck->rf = rf;
+    ck->sent_ns = uv_hrtime();
+    ck->klen = e->klen;
+    memcpy(ck->key, e->key, e->klen);
     upstream_send(e->t->up,
                   req_own(resp_cmd_new(argc, argv, lens), on_state, rf));
+    upstream_send(e->t->up, req_own_argv(1, time, refusal_on_time, ck));
     upstream_send(e->t->up, req_own(resp_cmd_new(2, xargv, xlens),
                                     refusal_on_expiretime, rf));
 }
@@ -420,12 +490,14 @@ int refusal_lookup_window(struct refusal *rf, const char *key, size_t klen,
     return 1;
 }
 
-/* The clock of a call sent at local time `sent_ns` that read the node's
- * TIME as `node_now_ns`: the node read it at some instant after sent_ns,
- * and TIME drops up to a microsecond, so node time <= local + this. */
-static int64_t refusal_offset(int64_t node_now_ns, uint64_t sent_ns)
+/* Keeps the tighter of e's bound on the node's clock and the one of a
+ * call sent at `sent_ns` that read `node_now_ns`: both hold. */
+static void refusal_tighten(struct refusal_entry *e, int64_t node_now_ns,
+                            uint64_t sent_ns)
 {
-    return node_now_ns + REFUSAL_NS_PER_US - (int64_t)sent_ns;
+    int64_t off = refusal_offset(node_now_ns, sent_ns);
+
+    e->offset_ns = off < e->offset_ns ? off : e->offset_ns;
 }
 
 /* A new, pending entry for `key` in place of any it had (NULL when the
@@ -478,8 +550,8 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
         (e->raw == NULL) == (raw == NULL) &&
         (raw == NULL ||
          (e->rawlen == rawlen && memcmp(e->raw, raw, rawlen) == 0))) {
-        /* The same state, seen again: a later, closer clock. */
-        e->offset_ns = refusal_offset(node_now_ns, sent_ns);
+        /* The same state, seen again: another bound on the clock. */
+        refusal_tighten(e, node_now_ns, sent_ns);
         return;
     }
     e = refusal_entry_new(rf, key, klen, REFUSAL_TAT, node_now_ns, sent_ns);
@@ -508,8 +580,8 @@ void refusal_learn_window(struct refusal *rf, const char *key, size_t klen,
     e = hmap_get(&rf->entries, key, klen);
     if (e != NULL && e->kind == REFUSAL_WINDOW) {
         /* Cached, or being read: whatever changed it since is pushed.
-         * A later, closer clock. */
-        e->offset_ns = refusal_offset(node_now_ns, sent_ns);
+         * Another bound on the clock. */
+        refusal_tighten(e, node_now_ns, sent_ns);
         return;
     }
     e = refusal_entry_new(rf, key, klen, REFUSAL_WINDOW, node_now_ns, sent_ns);

@@ -20,7 +20,8 @@
  * of an expiry comes late. Losing a tracker forgets its node's entries.
  *
  *   refused reply --> refusal_learn[_window] (pending) --read on the
- *       tracker--> the state: active      other bytes, an error: forgotten
+ *       tracker (state, TIME, PEXPIRETIME)--> active
+ *                                         other bytes, an error: forgotten
  *   a call --> refusal_lookup[_window]: active entry --> the model at the
  *       node's time (an upper bound: the local clock since the call that
  *       learned it was sent) --> refused: the reply, no Redis
@@ -31,7 +32,12 @@
  * earlier than Redis's own. A GCRA refusal at a later time is one at every
  * earlier time; a window refusal holds for every time before the window's
  * end (a clock before its start still counts in it). So a refusal computed
- * with the bound is one Redis would also make. Memory: at most
+ * with the bound is one Redis would also make. Every call and read that
+ * gives a bound may tighten it (the least holds): the learning call, a
+ * later one that saw the same state, and a TIME the tracker reads with the
+ * state, which nothing queues ahead of, so cached fields stay within about
+ * a round trip of Redis's even when the calls wait in batches. Memory: at
+ * most
  * refusal_cache_size entries. */
 #ifndef PX_PROXY_LIMITER_REFUSAL_H
 #define PX_PROXY_LIMITER_REFUSAL_H
