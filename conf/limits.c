@@ -1129,8 +1129,8 @@ static void limits_read_shadow(struct limits_loader *ld, struct limits_node *n,
 {
     static const char *const yes[] = { "true", "yes", "on" };
     static const char *const no[] = { "false", "no", "off" };
-    const char *s = conf_yaml_scalar(&ld->diag, v, ld->pattern, "shadow",
-                                     "true or false");
+    const char *s =
+        conf_yaml_scalar(&ld->diag, v, ld->pattern, "shadow", "true or false");
     char shown[CONF_YAML_SHOW_SIZE];
     size_t i;
 
@@ -2424,8 +2424,7 @@ static int limits_describe_node(const struct limits_node *n, char *pat,
         }
         memcpy(pat + len, c->seg, c->seglen);
         pat[len + c->seglen] = '\0';
-        rc = limits_describe_node(c, pat, len + c->seglen, all_shadow, line,
-                                  o);
+        rc = limits_describe_node(c, pat, len + c->seglen, all_shadow, line, o);
         pat[patlen] = '\0';
     }
     return rc;
@@ -2470,9 +2469,9 @@ int limits_describe(const struct limits_tree *t, bool all_shadow, char **out,
     }
     o.data[0] = '\0';
     o.cap = 1;
-    rc = t != NULL ? limits_describe_node(&t->root, pat, 0, all_shadow, line,
-                                          &o)
-                   : LIMITS_OK;
+    rc = t != NULL
+             ? limits_describe_node(&t->root, pat, 0, all_shadow, line, &o)
+             : LIMITS_OK;
     for (i = 0; t != NULL && i < t->nov && rc == LIMITS_OK; i++) {
         rc = limits_describe_override(&t->ov[i], line, &o);
     }

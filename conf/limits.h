@@ -14,10 +14,10 @@
  * A node is a mapping with optional `limits:`, `children:` (segment ->
  * node; null is an empty node) and `shadow:` (true or false, default false:
  * a node with limits whose level decides and keeps its state but never
- * refuses; see limits_level.shadow). A segment is a literal or exactly "*" (quote
- * it: a bare * starts a YAML alias). `limits:` is either redis-cell's GCRA
- * shorthand [max_burst, count, period] or a list of mappings, each naming an
- * `algorithm:` (default gcra) and its parameters. Units:
+ * refuses; see limits_level.shadow). A segment is a literal or exactly "*"
+ * (quote it: a bare * starts a YAML alias). `limits:` is either redis-cell's
+ * GCRA shorthand [max_burst, count, period] or a list of mappings, each naming
+ * an `algorithm:` (default gcra) and its parameters. Units:
  *
  *   counts    integers, 0 < n <= 2^53 - 1 (a Lua double holds them exactly);
  *             max_burst may be 0.

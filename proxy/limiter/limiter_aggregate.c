@@ -131,8 +131,7 @@ unsigned limiter_aggregate_shadow_limited(const struct store_limit *lim,
     unsigned i, count = 0;
 
     for (i = 0; i < n; i++) {
-        if (lim[i].shadow_limited &&
-            (levels >> lim[i].level & 1) == 0) {
+        if (lim[i].shadow_limited && (levels >> lim[i].level & 1) == 0) {
             levels |= UINT64_C(1) << lim[i].level;
             count++;
         }

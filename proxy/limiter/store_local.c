@@ -357,8 +357,7 @@ int store_local_check(struct store_local *st, unsigned n,
             out[i] = r.d;
             peek[i] = pk.d;
             store_local_gcra_pending(&wr, &w[i]);
-            store_local_refused(&l[i], wr.d.limited, &limited,
-                                &shadow_refused);
+            store_local_refused(&l[i], wr.d.limited, &limited, &shadow_refused);
             continue;
         }
         if (store_local_decide(l[i].lim, e, now, cost, &out[i], &w[i], err) !=

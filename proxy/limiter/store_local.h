@@ -62,8 +62,9 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
  * real (not shadow) limit admits, writes them all but the limits of a
  * shadow level that refused, else writes none; plus what an algorithm
  * writes for a refused attempt (sliding_log), shadow or not. A limit that
- * admitted but writes nothing reports its state without this request. A key that holds another
- * algorithm's state is WRONGTYPE. 0, or -1 with `*err` the reply text. */
+ * admitted but writes nothing reports its state without this request. A key
+ * that holds another algorithm's state is WRONGTYPE. 0, or -1 with `*err` the
+ * reply text. */
 int store_local_check(struct store_local *st, unsigned n,
                       const struct store_local_limit *l, int64_t cost,
                       int commit, struct rl_decision *out,

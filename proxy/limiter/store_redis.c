@@ -15,8 +15,9 @@
  *        v  (limiter_flush): one batch per kind, node and client lane
  *   part "FCALL <lib>_gcra n k1..kn <inc_s inc_ns dvt_s dvt_ns>... each"
  *   part "FCALL <lib>_limiter nk <keys, the override hash last, per group>
- *         each '' G (mode cost n (algo p1 p2 p3 p4 undo)... m (path
- *         known)...)..."
+ *         each '' G (mode cost n (algo p1 p2 p3 p4 tag)... m (path
+ *         known)...)..."    tag: a refund's undo token; a check's
+ *         shadow level ("" for a real level)
  *        (keys of several slots on one node: 0 keys declared, the keys
  *         after the arguments: "spread")
  *          | Function not found, NOSCRIPT...: store_redis_retry, once each
@@ -42,7 +43,8 @@
  * started over. A group that admitted is marked (c->admitted) so the
  * commands can have it refunded ("refund" mode, each limit's undo token)
  * when another group refused or failed: a check consumes everywhere or
- * nowhere. RESET is a DEL per group, sent at once. */
+ * nowhere. A limit of a shadow level that refused took nothing, so its
+ * group's refund leaves it out. RESET is a DEL per group, sent at once. */
 #include "proxy/limiter/store_redis.h"
 
 #include <stdio.h>
@@ -832,8 +834,7 @@ static int store_redis_group_cacheable(const struct store_check *c, unsigned g)
      * its group could answer "limited" for a check it never refuses. */
     for (i = 0; i < c->n; i++) {
         if (c->lim[i].group == g &&
-            (!store_redis_algo_cacheable(c->lim[i].algo) ||
-             c->lim[i].shadow)) {
+            (!store_redis_algo_cacheable(c->lim[i].algo) || c->lim[i].shadow)) {
             return 0;
         }
     }

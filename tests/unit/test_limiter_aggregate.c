@@ -310,8 +310,7 @@ Test(limiter_aggregate, a_refusing_real_level_decides_beside_a_shadow_one)
     /* WAIT long enough: reserved by the real level; no refund. */
     res[0] = no(10, 0, 3 * S, 4 * S);
     cr_assert_not(limiter_aggregate_refunds(res, lim, 2, 5 * S));
-    cr_assert_eq(limiter_aggregate_check(res, peek, lim, 2, 5 * S, v),
-                 3 * S);
+    cr_assert_eq(limiter_aggregate_check(res, peek, lim, 2, 5 * S, v), 3 * S);
     assert_ints(v, 0, 10, 0, -1, 5);
 }
 
