@@ -422,3 +422,50 @@ Test(it_limiter_shadow, check_config_refuses_a_shadow_that_is_no_boolean,
     px_check_location(res.err, conf, 1);
     px_run_free(&res);
 }
+
+/* ---------------- The refusal cache ---------------- */
+
+/* rc:<id>: a real GCRA of one per 3 s; rc:<id>:x below it, a shadow GCRA
+ * of one per 1000 s. */
+static const char cache_tree[] = "rc:\n"
+                                 "  children:\n"
+                                 "    \"*\":\n"
+                                 "      limits: [0, 1, 3]\n"
+                                 "      children:\n"
+                                 "        x:\n"
+                                 "          shadow: true\n"
+                                 "          limits: [0, 1, 1000]\n";
+
+static void init_cache(void)
+{
+    px_limits_start(PX_MODE_SINGLE, cache_tree, NULL);
+}
+
+Test(it_limiter_shadow, a_group_with_a_shadow_level_is_never_cached,
+     .init = init_cache, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    struct px_five f;
+    int i;
+
+    /* Both admit; then both refuse, again and again: refusals the cache
+     * would learn (in a few milliseconds: it-refusal's tests) for a group
+     * of gcra levels without a shadow one. */
+    f = px_take_five(px_cmd(c, "LIMITER CHECK rc:alex:x"), "1");
+    cr_assert_eq(f.limited, 0);
+    for (i = 0; i < 100; i++) {
+        f = px_take_five(px_cmd(c, "LIMITER CHECK rc:alex:x"), "refused");
+        cr_assert_eq(f.limited, 1, "check %d: the real level admitted", i);
+        px_sleep_ms(5);
+    }
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 0);
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
+    /* Once the real level has its token back (3 s, however long the sleep
+     * overruns: the shadow level stays empty for 1000 s), only the shadow
+     * level refuses: admitted. */
+    px_sleep_ms(3100);
+    f = px_take_five(px_cmd(c, "LIMITER CHECK rc:alex:x"), "after");
+    cr_assert_eq(f.limited, 0, "refused by the shadow level alone");
+    cr_assert_eq(px_info_int(c, "limiter_shadow_limited"), 101);
+    redisFree(c);
+}
