@@ -13,7 +13,9 @@
 --              TIME (the proxy always sends ""; tests step time with it)
 --          [3] cost, an integer >= 0 (gcra has it folded into INC)
 --          then for each key 6 values: algorithm, four parameters ("" when
---          unused), and the undo token a check returned (refund only)
+--          unused), and a tag: for refund the undo token a check returned;
+--          for check and peek the limit's shadow level: "" for a real
+--          limit, else any name, shared by the limits of one shadow level
 --          then m, the override fields to verify, and m pairs (path, what
 --          the proxy assumed the field holds, "" for nothing)
 -- Parameters per algorithm (the units of conf/limits.h):
@@ -27,17 +29,22 @@
 -- Reply    {"override", v_1 .. v_m} when an override field differs from
 --          what the proxy assumed: nothing was decided or written, the
 --          proxy applies the values and calls again.
---          Otherwise {limited (0|1: any limit refused), now_s, now_us,
+--          Otherwise {limited (0|1: any real limit refused), now_s, now_us,
 --          e_1 .. e_n}: e_i is {stored TAT or nil} for gcra (the proxy
 --          computes its five integers with the C model), else {limited,
---          limit, remaining, retry_after_us, reset_after_us, undo} (when
---          another limit refused, a limit that admitted shows its state
---          without this request, as cost 0 would), the
+--          limit, remaining, retry_after_us, reset_after_us, undo} (a
+--          limit that admitted but takes nothing, because a real limit or
+--          a limit of its shadow level refused, shows its state without
+--          this request, as cost 0 would), the
 --          durations floored to microseconds (a decimal string when not
 --          below 2^53). refund replies {0, now_s, now_us}.
--- Writes   check: each limit's state when all admit; when one refuses,
---          only the writes an algorithm makes for a refused attempt
---          (sliding_log logs it when it refused). peek writes nothing.
+-- Writes   check: when every real limit admits, each limit's state but
+--          those of a shadow level that refused (a shadow level never
+--          refuses the call: it takes its cost only when it and every real
+--          limit admit); when a real limit refuses, nothing; in both cases
+--          also the writes an algorithm makes for a refused attempt
+--          (sliding_log logs it when it refused, shadow or not). peek
+--          writes nothing.
 -- Errors   (nothing written) WRONGTYPE, a malformed stored state, bad
 --          arguments.
 --
@@ -133,10 +140,12 @@ ALGO.gcra = {
 }
 
 -- Scratch of one group's decisions: its algorithms (LIM_A), entries
--- (LIM_E), refusals (LIM_L) and pending writes (LIM_W, 7 slots a limit:
--- when, w1 .. w6). Every group of every call writes a slot before reading
--- it; the library keeps them between calls instead of building them anew.
-local LIM_A, LIM_E, LIM_L, LIM_W = {}, {}, {}, {}
+-- (LIM_E), refusals (LIM_L), shadow levels (LIM_S: the name, or false),
+-- whether each takes its cost (LIM_T) and pending writes (LIM_W, 7 slots a
+-- limit: when, w1 .. w6). Every group of every call writes a slot before
+-- reading it; the library keeps them between calls instead of building
+-- them anew.
+local LIM_A, LIM_E, LIM_L, LIM_S, LIM_T, LIM_W = {}, {}, {}, {}, {}, {}
 
 -- now (us), now_s and its microseconds from the argument ("": the node's
 -- TIME); nil when malformed.
@@ -202,8 +211,8 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
     end
   end
 
-  local E, L, W = LIM_E, LIM_L, LIM_W
-  local limited = false
+  local E, L, S, T, W = LIM_E, LIM_L, LIM_S, LIM_T, LIM_W
+  local limited, refused = false, nil -- refused: shadow level -> true
   for i = 1, n do
     local b, w = lb + 6 * i - 6, 7 * i - 7
     local lim, e, when, w1, w2, w3, w4, w5, w6 = A[i].decide(
@@ -212,19 +221,31 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
     if lim == nil then
       return nil, e
     end
-    E[i], L[i] = e, lim
+    local shadow = ARGV[b + 5] ~= '' and ARGV[b + 5]
+    E[i], L[i], S[i] = e, lim, shadow
     W[w + 1], W[w + 2], W[w + 3], W[w + 4], W[w + 5], W[w + 6], W[w + 7] =
       when, w1, w2, w3, w4, w5, w6
-    limited = limited or lim
+    if not lim then
+      -- admitted
+    elseif shadow then
+      refused = refused or {}
+      refused[shadow] = true
+    else
+      limited = true
+    end
+  end
+  for i = 1, n do
+    T[i] = not limited and not (S[i] and refused and refused[S[i]])
   end
 
-  -- A refused check consumes nothing: the limits that would have admitted
-  -- report their state without this request (gcra's is computed by the
-  -- proxy from the stored TAT).
+  -- A refused check consumes nothing, a shadow level that refused nothing
+  -- of its own: the limits that admitted but take nothing report their
+  -- state without this request (gcra's is computed by the proxy from the
+  -- stored TAT).
   local reply = {limited and 1 or 0, now_s, now_us}
   for i = 1, n do
     local e = E[i]
-    if limited and cost > 0 and not L[i] and not A[i].fixed then
+    if not T[i] and cost > 0 and not L[i] and not A[i].fixed then
       local b = lb + 6 * i - 6
       local _
       _, e = A[i].decide(KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2],
@@ -237,7 +258,7 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
     for i = 1, n do
       local w = 7 * i - 7
       local when = W[w + 1]
-      if when == (limited and 2 or 1) then
+      if when == 2 or (when == 1 and T[i]) then
         A[i].commit(KEYS[k0 + i - 1], W[w + 2], W[w + 3], W[w + 4],
                     W[w + 5], W[w + 6], W[w + 7])
       end

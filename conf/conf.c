@@ -206,6 +206,8 @@ static const struct conf_command conf_commands[] = {
              "a non-negative integer"),
     CONF_CMD("limiter_wait_max_total", conf_set_uint, limiter_wait_max_total, 0,
              UINT_MAX, "a non-negative integer"),
+    CONF_CMD("limiter_shadow", conf_set_bool, limiter_shadow, 0, 1,
+             "yes or no"),
 };
 
 /* A name accepted for an enum setting. */

@@ -80,6 +80,8 @@ struct conf {
     unsigned limiter_wait_max_per_identity; /* LIMITER CHECK ... WAIT
                                                held per identity; 0 = none */
     unsigned limiter_wait_max_total;        /* ... and in all; 0 = none */
+    int limiter_shadow; /* every level of the limits tree decides and keeps
+                           state but never refuses; default 0 */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

@@ -68,6 +68,7 @@ struct limits_node {
     size_t nchild;               /* entries of child */
     struct limits_limit *limits; /* owned; NULL when none */
     size_t nlimits;              /* entries of limits */
+    bool shadow;                 /* shadow: true: its limits never refuse */
 };
 
 /* What an override does, for LIMITER RULES. */
@@ -1120,11 +1121,40 @@ static const char *limits_where(const struct limits_loader *ld)
     return ld->patlen > 0 ? ld->pattern : "top level";
 }
 
-/* The body of one node: limits: and children:. */
+/* shadow: true or false (YAML's other spellings of a boolean too, in any
+ * case: yes/no, on/off). Anything else is an error: a typo must not turn a
+ * limit that should refuse into one that never does, or the reverse. */
+static void limits_read_shadow(struct limits_loader *ld, struct limits_node *n,
+                               const yaml_node_t *v)
+{
+    static const char *const yes[] = { "true", "yes", "on" };
+    static const char *const no[] = { "false", "no", "off" };
+    const char *s =
+        conf_yaml_scalar(&ld->diag, v, ld->pattern, "shadow", "true or false");
+    char shown[CONF_YAML_SHOW_SIZE];
+    size_t i;
+
+    if (s == NULL) {
+        return;
+    }
+    for (i = 0; i < LIMITS_ARRAY_SIZE(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
+            n->shadow = strcasecmp(s, yes[i]) == 0;
+            return;
+        }
+    }
+    conf_yaml_show(shown, s, strlen(s));
+    conf_yaml_error(&ld->diag, &v->start_mark,
+                    "%s: shadow: expected true or false, got \"%s\"",
+                    ld->pattern, shown);
+}
+
+/* The body of one node: limits:, children: and shadow:. */
 static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
                             const yaml_node_t *value)
 {
-    const yaml_node_t *seen[2] = { NULL, NULL }; /* limits, children */
+    static const char *const names[3] = { "limits", "children", "shadow" };
+    const yaml_node_t *seen[3] = { NULL, NULL, NULL };
     const yaml_node_pair_t *pair;
     char shown[CONF_YAML_SHOW_SIZE];
     int rc;
@@ -1149,24 +1179,29 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
         if (key == NULL) {
             continue;
         }
-        if (!limits_key_is(key, "limits") && !limits_key_is(key, "children")) {
+        for (i = 0; i < 3 && !limits_key_is(key, names[i]); i++) {
+        }
+        if (i == 3) {
             conf_yaml_show(shown, (const char *)key->data.scalar.value,
                            key->data.scalar.length);
             conf_yaml_error(
                 &ld->diag, &key->start_mark,
-                "%s: unknown key '%s' (expected limits or children)",
+                "%s: unknown key '%s' (expected limits, children or shadow)",
                 ld->pattern, shown);
             continue;
         }
-        i = limits_key_is(key, "limits") ? 0 : 1;
         if (seen[i] != NULL) {
             conf_yaml_error(&ld->diag, &key->start_mark,
                             "%s: duplicate key '%s' (first at line %zu)",
-                            ld->pattern, i == 0 ? "limits" : "children",
+                            ld->pattern, names[i],
                             seen[i]->start_mark.line + 1);
             continue;
         }
         seen[i] = key;
+        if (i == 2) {
+            limits_read_shadow(ld, n, v);
+            continue;
+        }
         if (i == 0) {
             rc =
                 limits_read_limits(ld, ld->pattern, v, &n->limits, &n->nlimits);
@@ -1178,6 +1213,13 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
         if (rc == LIMITS_ENOMEM) {
             return rc;
         }
+    }
+    if (n->shadow && seen[0] == NULL) {
+        conf_yaml_error(&ld->diag, &seen[2]->start_mark,
+                        "%s: shadow: true on a node without limits (it "
+                        "applies to the node's own limits, not to its "
+                        "children)",
+                        ld->pattern);
     }
     return LIMITS_OK;
 }
@@ -2195,6 +2237,7 @@ static void limits_level_limits(const struct limits_tree *t,
     lv->base = n->limits;
     lv->nbase = n->nlimits;
     lv->overridden = ov != NULL;
+    lv->shadow = n->shadow;
     lv->unlimited = ov != NULL && ov->kind == LIMITS_OV_UNLIMITED;
     if (ov != NULL) {
         lv->limits = ov->limits;
@@ -2357,7 +2400,8 @@ static void limits_fmt_list(struct limits_str *str,
 /* One line per node with limits under `n`, depth first; `pat` holds the
  * pattern of `n` (patlen bytes). */
 static int limits_describe_node(const struct limits_node *n, char *pat,
-                                size_t patlen, char *line, struct limits_out *o)
+                                size_t patlen, bool all_shadow, char *line,
+                                struct limits_out *o)
 {
     struct limits_str str = { .p = line, .size = LIMITS_LINE_SIZE };
     size_t i;
@@ -2366,6 +2410,9 @@ static int limits_describe_node(const struct limits_node *n, char *pat,
     if (n->nlimits > 0) {
         limits_str_add(&str, "%s  ", pat);
         limits_fmt_list(&str, n->limits, n->nlimits);
+        if (n->shadow || all_shadow) {
+            limits_str_add(&str, "  shadow");
+        }
         rc = limits_out_line(o, &str);
     }
     for (i = 0; i < n->nchild && rc == LIMITS_OK && !o->truncated; i++) {
@@ -2377,7 +2424,7 @@ static int limits_describe_node(const struct limits_node *n, char *pat,
         }
         memcpy(pat + len, c->seg, c->seglen);
         pat[len + c->seglen] = '\0';
-        rc = limits_describe_node(c, pat, len + c->seglen, line, o);
+        rc = limits_describe_node(c, pat, len + c->seglen, all_shadow, line, o);
         pat[patlen] = '\0';
     }
     return rc;
@@ -2403,7 +2450,8 @@ static int limits_describe_override(const struct limits_override *ov,
     return limits_out_line(o, &str);
 }
 
-int limits_describe(const struct limits_tree *t, char **out, size_t *outlen)
+int limits_describe(const struct limits_tree *t, bool all_shadow, char **out,
+                    size_t *outlen)
 {
     struct limits_out o = { 0 };
     char pat[LIMITS_MAX_PATH_BYTES + 1] = "";
@@ -2421,8 +2469,9 @@ int limits_describe(const struct limits_tree *t, char **out, size_t *outlen)
     }
     o.data[0] = '\0';
     o.cap = 1;
-    rc = t != NULL ? limits_describe_node(&t->root, pat, 0, line, &o)
-                   : LIMITS_OK;
+    rc = t != NULL
+             ? limits_describe_node(&t->root, pat, 0, all_shadow, line, &o)
+             : LIMITS_OK;
     for (i = 0; t != NULL && i < t->nov && rc == LIMITS_OK; i++) {
         rc = limits_describe_override(&t->ov[i], line, &o);
     }

@@ -11,11 +11,13 @@
  * user:<name> limits: [5, 10, 15] overrides:               # reserved top-level
  * key: per-identity overrides user:alex: { factor: 2 }
  *
- * A node is a mapping with optional `limits:` and `children:` (segment ->
- * node; null is an empty node). A segment is a literal or exactly "*" (quote
- * it: a bare * starts a YAML alias). `limits:` is either redis-cell's GCRA
- * shorthand [max_burst, count, period] or a list of mappings, each naming an
- * `algorithm:` (default gcra) and its parameters. Units:
+ * A node is a mapping with optional `limits:`, `children:` (segment ->
+ * node; null is an empty node) and `shadow:` (true or false, default false:
+ * a node with limits whose level decides and keeps its state but never
+ * refuses; see limits_level.shadow). A segment is a literal or exactly "*"
+ * (quote it: a bare * starts a YAML alias). `limits:` is either redis-cell's
+ * GCRA shorthand [max_burst, count, period] or a list of mappings, each naming
+ * an `algorithm:` (default gcra) and its parameters. Units:
  *
  *   counts    integers, 0 < n <= 2^53 - 1 (a Lua double holds them exactly);
  *             max_burst may be 0.
@@ -212,6 +214,8 @@ struct limits_level {
     bool unlimited;   /* an override lifts every limit: admit */
     bool overridden;  /* limits come from an override of this path */
     bool wildcard;    /* this level's own segment matched a "*" node */
+    bool shadow;      /* shadow: true on the node: the level decides and
+                         keeps state, but never refuses (the caller's job) */
     unsigned depth;   /* segments of this level's path, 1.. */
     const char *path; /* borrowed from levels->text: the concrete prefix */
     size_t path_len;  /* bytes of path (not NUL-terminated) */
@@ -339,11 +343,13 @@ int limits_runtime_parse_text(const struct limits_limit *base, size_t nbase,
                               size_t errlen);
 
 /* Renders the tree for LIMITER RULES: one line per node with limits,
- * "<pattern>  <limit> <limit>...", depth first, children in byte order,
- * then one line per override, "override <path>  <what>". `*out` is
+ * "<pattern>  <limit> <limit>...", with "  shadow" after the limits of a
+ * shadow node (every node when `all_shadow`), depth first, children in
+ * byte order, then one line per override, "override <path>  <what>". `*out` is
  * malloc'd and NUL-terminated (the caller frees it); `*outlen` excludes
  * the NUL. Output past 1 MiB is cut with a last line "(truncated)".
  * LIMITS_OK or LIMITS_ENOMEM. */
-int limits_describe(const struct limits_tree *t, char **out, size_t *outlen);
+int limits_describe(const struct limits_tree *t, bool all_shadow, char **out,
+                    size_t *outlen);
 
 #endif /* PX_CONF_LIMITS_H */

@@ -101,6 +101,7 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              "client_output_limit_disconnections:%llu\r\n"
              "client_output_bytes:%llu\r\n"
              "limiter_fail_open:%llu\r\n"
+             "limiter_shadow_limited:%llu\r\n"
              "limiter_refusal_cache_hits:%llu\r\n"
              "limiter_refusal_cache_keys:%llu\r\n"
              "limiter_refusal_cache_invalidations:%llu\r\n",
@@ -108,6 +109,7 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
              (unsigned long long)server.stats.rejected_conns,
              (unsigned long long)server.stats.output_limit, held,
              (unsigned long long)limiter_fail_open(&server.limiter),
+             (unsigned long long)limiter_shadow_limited(&server.limiter),
              (unsigned long long)ls.refusal_hits,
              (unsigned long long)ls.refusal_keys,
              (unsigned long long)ls.refusal_invalidations);

@@ -22,6 +22,12 @@
  *        |                 its WAIT reservation is due (limiter_wait.c)
  *        +-- overrides changed under the call: start over (3 tries)
  *
+ * A shadow level (limits.yaml `shadow: true`, or every level with
+ * proxy.yaml `limiter_shadow`) is decided and keeps its state like the
+ * others, but the reply and the refund leave it out: the check answers as
+ * its real levels alone would, and a shadow level that refused took
+ * nothing (the store's job: store_limit.shadow_limited) and is counted.
+ *
  * This file parses, resolves and replies; where the state lives is the
  * store's business (store.h). limiter_init is the one place that names
  * the implementations (store_local_ops, store_redis_ops) and picks one;
@@ -165,13 +171,17 @@ static const char *limiter_add(struct store_check *c,
     memset(x, 0, sizeof(*x));
     x->algo = l->algo;
     x->lim = *l;
+    x->level = (unsigned)(lev - c->lv->level);
+    x->shadow = lev->shadow || c->st->conf->limiter_shadow;
     if (l->algo == LIMITS_GCRA &&
         gcra_params_init_ns(&x->p, l->u.gcra.max_burst, l->u.gcra.count,
                             l->u.gcra.period_ms * RL_NS_PER_MS, c->cost,
                             &err) != GCRA_OK) {
         return err;
     }
-    if (l->algo != LIMITS_GCRA && c->wait_ns > 0) {
+    /* A shadow level never makes a client wait, so any algorithm may be
+     * one on a path checked with WAIT. */
+    if (l->algo != LIMITS_GCRA && c->wait_ns > 0 && !x->shadow) {
         return "the WAIT option needs gcra limits: the other algorithms "
                "cannot reserve a later slot";
     }
@@ -233,7 +243,6 @@ static void limiter_check_done(struct store_check *c)
     struct limiter *lm = container_of(c->st, struct limiter, store);
     struct req *root = c->root;
     struct limiter_wait *slot;
-    struct rl_decision agg;
     int64_t v[5], delay;
 
     if (c->op == STORE_RESET) {
@@ -279,11 +288,13 @@ static void limiter_check_done(struct store_check *c)
         limiter_reply_ints(root, limiter_unlimited);
         return;
     }
-    limiter_aggregate(c->res, c->n, &agg);
-    if (c->op == STORE_CHECK && agg.limited && lm->store.ops->refund != NULL &&
-        (c->wait_ns == 0 ||
-         limiter_aggregate_wait_delay(c->res, c->n, c->wait_ns) < 0)) {
+    if (c->op == STORE_CHECK && lm->store.ops->refund != NULL &&
+        limiter_aggregate_refunds(c->res, c->lim, c->n, c->wait_ns)) {
         lm->store.ops->refund(&lm->store, c);
+    }
+    if (c->op == STORE_CHECK &&
+        limiter_aggregate_shadow_limited(c->lim, c->n) > 0) {
+        lm->shadow_limited++;
     }
     /* PEEK answers as the CHECK it shows would (its wait_ns is 0). */
     delay =
@@ -600,7 +611,8 @@ static void limiter_rules(struct limiter *lm, struct req *req)
                              "--limits)");
         return;
     }
-    if (limits_describe(lm->limits, &text, &len) != LIMITS_OK) {
+    if (limits_describe(lm->limits, lm->conf->limiter_shadow, &text, &len) !=
+        LIMITS_OK) {
         px_oom(0);
     }
     PX_CHECK_OOM(resp_enc_bulk(&req->reply, text, len));
@@ -742,6 +754,11 @@ void limiter_free(struct limiter *lm)
 uint64_t limiter_fail_open(const struct limiter *lm)
 {
     return lm->store.fail_open;
+}
+
+uint64_t limiter_shadow_limited(const struct limiter *lm)
+{
+    return lm->shadow_limited;
 }
 
 void limiter_wait_counts(const struct limiter *lm,

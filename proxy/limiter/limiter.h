@@ -32,6 +32,8 @@ struct limiter {
                                    their caps */
     struct store store;         /* THE store, chosen at limiter_init: in
                                    the process or on the Redis nodes */
+    uint64_t shadow_limited;    /* CHECKs a shadow level would have
+                                   refused */
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when
@@ -79,6 +81,10 @@ void limiter_free(struct limiter *lm);
 
 /* Calls admitted with the store down (store_down_policy: fail_open). */
 uint64_t limiter_fail_open(const struct limiter *lm);
+
+/* LIMITER CHECKs where some shadow level would have refused (each
+ * admitted as its real levels decided). */
+uint64_t limiter_shadow_limited(const struct limiter *lm);
 
 /* The store's counters (zero where the store keeps none). */
 void limiter_stats(struct limiter *lm, struct store_stats *out);

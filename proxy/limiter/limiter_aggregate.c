@@ -5,22 +5,43 @@
  * process, or by limiter.lua on the nodes). The caller sees one reply, in
  * redis-cell's shape: the most restrictive limit decides it. These
  * functions are that rule, in one place, shared by both stores' paths and
- * unit tested (tests/unit/test_limiter_aggregate.c). */
+ * unit tested (tests/unit/test_limiter_aggregate.c).
+ *
+ * Shadow levels (lim[i].shadow) are left out of the reply: the check
+ * answers what its real levels alone answer, so adding a shadow level to a
+ * path changes no reply. Only a path of shadow levels alone answers from
+ * them, always admitted. */
 #include "proxy/limiter/limiter_aggregate.h"
 
 #include "proxy/limiter/store.h"
 
-void limiter_aggregate(const struct rl_decision *res, unsigned n,
-                       struct rl_decision *out)
+/* Whether limit i counts toward the reply: every limit without `lim`, else
+ * the real (not shadow) ones. */
+static int limiter_aggregate_real(const struct store_limit *lim, unsigned i)
 {
-    unsigned i, best = 0;
+    return lim == NULL || !lim[i].shadow;
+}
+
+/* limiter_aggregate over the limits limiter_aggregate_real selects (at
+ * least one). */
+static void limiter_aggregate_sel(const struct rl_decision *res,
+                                  const struct store_limit *lim, unsigned n,
+                                  struct rl_decision *out)
+{
+    unsigned i, best = n;
     int never = 0;
 
-    *out = res[0];
-    out->limited = 0;
-    out->retry_after_ns = -RL_NS_PER_SEC;
     for (i = 0; i < n; i++) {
         const struct rl_decision *d = &res[i];
+        if (!limiter_aggregate_real(lim, i)) {
+            continue;
+        }
+        if (best == n) {
+            best = i;
+            *out = res[i];
+            out->limited = 0;
+            out->retry_after_ns = -RL_NS_PER_SEC;
+        }
         if (d->remaining < res[best].remaining ||
             (d->remaining == res[best].remaining &&
              d->reset_after_ns > res[best].reset_after_ns)) {
@@ -45,15 +66,23 @@ void limiter_aggregate(const struct rl_decision *res, unsigned n,
     out->remaining = res[best].remaining;
 }
 
-int64_t limiter_aggregate_wait_delay(const struct rl_decision *res, unsigned n,
-                                     int64_t wait_ns)
+void limiter_aggregate(const struct rl_decision *res, unsigned n,
+                       struct rl_decision *out)
+{
+    limiter_aggregate_sel(res, NULL, n, out);
+}
+
+/* limiter_aggregate_wait_delay over the selected limits. */
+static int64_t limiter_aggregate_delay_sel(const struct rl_decision *res,
+                                           const struct store_limit *lim,
+                                           unsigned n, int64_t wait_ns)
 {
     int64_t delay = 0;
     unsigned i;
 
     for (i = 0; i < n; i++) {
         const struct rl_decision *d = &res[i];
-        if (!d->limited) {
+        if (!d->limited || !limiter_aggregate_real(lim, i)) {
             continue;
         }
         if (d->retry_after_ns < 0 || d->retry_after_ns > wait_ns) {
@@ -66,6 +95,72 @@ int64_t limiter_aggregate_wait_delay(const struct rl_decision *res, unsigned n,
     return delay;
 }
 
+int64_t limiter_aggregate_wait_delay(const struct rl_decision *res, unsigned n,
+                                     int64_t wait_ns)
+{
+    return limiter_aggregate_delay_sel(res, NULL, n, wait_ns);
+}
+
+/* Whether a real limit refused. */
+static int limiter_aggregate_limited(const struct rl_decision *res,
+                                     const struct store_limit *lim, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        if (res[i].limited && limiter_aggregate_real(lim, i)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int limiter_aggregate_refunds(const struct rl_decision *res,
+                              const struct store_limit *lim, unsigned n,
+                              int64_t wait_ns)
+{
+    return limiter_aggregate_limited(res, lim, n) &&
+           (wait_ns == 0 ||
+            limiter_aggregate_delay_sel(res, lim, n, wait_ns) < 0);
+}
+
+unsigned limiter_aggregate_shadow_limited(const struct store_limit *lim,
+                                          unsigned n)
+{
+    uint64_t levels = 0;
+    unsigned i, count = 0;
+
+    for (i = 0; i < n; i++) {
+        if (lim[i].shadow_limited && (levels >> lim[i].level & 1) == 0) {
+            levels |= UINT64_C(1) << lim[i].level;
+            count++;
+        }
+    }
+    return count;
+}
+
+/* The reply of a path of shadow levels only: admitted, the levels as the
+ * check left them (a level that refused took nothing: its limits that
+ * admitted show their state without the cost). */
+static void limiter_aggregate_shadow_only(struct rl_decision *res,
+                                          const struct rl_decision *peek,
+                                          const struct store_limit *lim,
+                                          unsigned n, int64_t v[5])
+{
+    struct rl_decision agg;
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        if (lim[i].shadow_limited && !res[i].limited) {
+            res[i] = peek[i];
+        }
+    }
+    limiter_aggregate_sel(res, NULL, n, &agg);
+    agg.limited = 0;
+    agg.retry_after_ns = -RL_NS_PER_SEC;
+    rl_reply_ints(&agg, v);
+}
+
 int64_t limiter_aggregate_check(struct rl_decision *res,
                                 const struct rl_decision *peek,
                                 const struct store_limit *lim, unsigned n,
@@ -73,20 +168,25 @@ int64_t limiter_aggregate_check(struct rl_decision *res,
 {
     struct rl_decision agg;
     int64_t delay;
-    unsigned i;
-    int limited = 0;
+    unsigned i, nreal = 0;
+    int limited;
 
     for (i = 0; i < n; i++) {
-        limited |= res[i].limited;
+        nreal += !lim[i].shadow;
     }
+    if (nreal == 0) {
+        limiter_aggregate_shadow_only(res, peek, lim, n, v);
+        return -1;
+    }
+    limited = limiter_aggregate_limited(res, lim, n);
     delay = limited && wait_ns > 0
-                ? limiter_aggregate_wait_delay(res, n, wait_ns)
+                ? limiter_aggregate_delay_sel(res, lim, n, wait_ns)
                 : -1;
     if (delay >= 0) {
-        limiter_aggregate(res, n, &agg);
+        limiter_aggregate_sel(res, lim, n, &agg);
         for (i = 0; i < n; i++) {
             int64_t reset = res[i].reset_after_ns;
-            if (res[i].limited &&
+            if (!lim[i].shadow && res[i].limited &&
                 !__builtin_add_overflow(reset, lim[i].p.inc_ns, &reset) &&
                 reset > agg.reset_after_ns) {
                 agg.reset_after_ns = reset;
@@ -105,7 +205,7 @@ int64_t limiter_aggregate_check(struct rl_decision *res,
             }
         }
     }
-    limiter_aggregate(res, n, &agg);
+    limiter_aggregate_sel(res, lim, n, &agg);
     rl_reply_ints(&agg, v);
     return -1;
 }

@@ -26,6 +26,18 @@ void limiter_aggregate(const struct rl_decision *res, unsigned n,
 int64_t limiter_aggregate_wait_delay(const struct rl_decision *res, unsigned n,
                                      int64_t wait_ns);
 
+/* Whether the store must give back what a CHECK took (the refund op): a
+ * real limit refused and no WAIT reservation was made. Shadow limits never
+ * refuse a check. */
+int limiter_aggregate_refunds(const struct rl_decision *res,
+                              const struct store_limit *lim, unsigned n,
+                              int64_t wait_ns);
+
+/* Shadow levels that refused (lim[i].shadow_limited, counted once per
+ * level). */
+unsigned limiter_aggregate_shadow_limited(const struct store_limit *lim,
+                                          unsigned n);
+
 /* The reply `v` of a LIMITER CHECK whose n >= 1 limits `lim` decided `res`
  * and would be in state `peek` without this request; a LIMITER PEEK's too
  * (wait_ns 0): the reply of the CHECK it shows. Returns -1 when `v` goes
@@ -35,7 +47,14 @@ int64_t limiter_aggregate_wait_delay(const struct rl_decision *res, unsigned n,
  * A refused check consumed nothing, so the limits that would have admitted
  * report their state without it (res[i] is replaced by peek[i]); a
  * reserved one reports the state it left: not limited, nothing remaining,
- * reset after the reservation (each refusing limit's reset plus its INC). */
+ * reset after the reservation (each refusing limit's reset plus its INC).
+ *
+ * Shadow limits (lim[i].shadow) are left out: the reply is the one of the
+ * real limits alone. When every limit is shadow, the reply is admitted:
+ * [0, limit, remaining, -1, reset] of limiter_aggregate over them as the
+ * check left them (a shadow level that refused took nothing: its limits
+ * that admitted show their state without the cost, res[i] replaced by
+ * peek[i]). */
 int64_t limiter_aggregate_check(struct rl_decision *res,
                                 const struct rl_decision *peek,
                                 const struct store_limit *lim, unsigned n,

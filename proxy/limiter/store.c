@@ -4,7 +4,9 @@
  *
  * The implementation is named by limiter_init, once, from whether a Redis
  * is configured; this file only runs the ops table it is given, so it
- * knows neither implementation (they depend on it, never the other way). */
+ * knows neither implementation (they depend on it, never the other way).
+ * Shadow levels (limits.yaml `shadow: true`, or limiter_shadow) are marked
+ * here from the decisions, the one rule both stores apply. */
 #include "proxy/limiter/store.h"
 
 #include <string.h>
@@ -46,6 +48,24 @@ void store_check_free(struct store_check *c)
     px_free(c->admitted);
     buf_free(&c->err);
     px_free(c);
+}
+
+_Static_assert(LIMITS_MAX_DEPTH <= 64, "a level's bit must fit a uint64_t");
+
+void store_shadow_mark(struct store_check *c)
+{
+    uint64_t refused = 0; /* bit l: shadow level l refused */
+    unsigned i;
+
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].shadow && c->res[i].limited) {
+            refused |= UINT64_C(1) << c->lim[i].level;
+        }
+    }
+    for (i = 0; i < c->n; i++) {
+        c->lim[i].shadow_limited =
+            c->lim[i].shadow && (refused >> c->lim[i].level & 1) != 0;
+    }
 }
 
 void store_write_params(const struct gcra_params *p, int64_t wait_ns,

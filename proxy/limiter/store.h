@@ -23,6 +23,7 @@
 #ifndef PX_PROXY_LIMITER_STORE_H
 #define PX_PROXY_LIMITER_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +89,14 @@ struct store_limit {
     char *key;                 /* owned: the limit's key */
     size_t klen;               /* bytes of key */
     unsigned group;            /* tag group: one script call */
+    unsigned level;            /* index of its level in the check's lv */
+    bool shadow;               /* its level is shadow: it never refuses the
+                                  check, and takes its cost only when its
+                                  level and every real limit admit */
+    bool shadow_limited;       /* the decision: its level is shadow and
+                                  refused (some limit of it would have):
+                                  none of that level's limits took a cost.
+                                  Set by the store with c->res */
     char undo[STORE_UNDO_MAX]; /* what a refund takes back, NUL-ended */
 };
 
@@ -210,6 +219,11 @@ void store_free(struct store *st);
 
 /* Frees `c`, its limits and its decisions. */
 void store_check_free(struct store_check *c);
+
+/* Sets lim[i].shadow_limited of every limit of `c` from c->res: a shadow
+ * level refused when any of its limits did. Levels never span groups, so
+ * a group's limits are right once that group's decisions are in. */
+void store_shadow_mark(struct store_check *c);
 
 /* The parameters that decide writes: with WAIT, a request due within the
  * wait is reserved, so the tolerance grows by it (not for a request that

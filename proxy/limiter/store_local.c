@@ -299,6 +299,29 @@ static int store_local_decide(const struct limits_limit *lim,
     return -1;
 }
 
+/* Counts one limit's refusal: a real limit's refuses the check, a shadow
+ * limit's only its own level. */
+static void store_local_refused(const struct store_local_limit *l, int refused,
+                                int *limited, uint64_t *shadow_refused)
+{
+    if (!refused) {
+        return;
+    }
+    if (l->shadow) {
+        *shadow_refused |= UINT64_C(1) << l->level;
+    } else {
+        *limited = 1;
+    }
+}
+
+/* Whether limit l takes its cost: every real limit admitted and, for a
+ * shadow limit, every limit of its level too. */
+static int store_local_takes(const struct store_local_limit *l, int limited,
+                             uint64_t shadow_refused)
+{
+    return !limited && (!l->shadow || (shadow_refused >> l->level & 1) == 0);
+}
+
 int store_local_check(struct store_local *st, unsigned n,
                       const struct store_local_limit *l, int64_t cost,
                       int commit, struct rl_decision *out,
@@ -307,6 +330,7 @@ int store_local_check(struct store_local *st, unsigned n,
     int64_t now = store_local_now_ns();
     struct store_pending *w = px_calloc(n, sizeof(*w));
     int limited = 0, rc = 0;
+    uint64_t shadow_refused = 0; /* bit l: shadow level l refused */
     unsigned i;
 
     for (i = 0; i < n && rc == 0; i++) {
@@ -333,7 +357,7 @@ int store_local_check(struct store_local *st, unsigned n,
             out[i] = r.d;
             peek[i] = pk.d;
             store_local_gcra_pending(&wr, &w[i]);
-            limited |= wr.d.limited;
+            store_local_refused(&l[i], wr.d.limited, &limited, &shadow_refused);
             continue;
         }
         if (store_local_decide(l[i].lim, e, now, cost, &out[i], &w[i], err) !=
@@ -342,14 +366,16 @@ int store_local_check(struct store_local *st, unsigned n,
             break;
         }
         peek[i] = out[i];
-        limited |= out[i].limited;
+        store_local_refused(&l[i], out[i].limited, &limited, &shadow_refused);
     }
-    /* A refused check reports the limits that admitted without its cost:
-     * decided again with cost 0, only then (a sliding log's decision
-     * copies up to `max` entries). */
-    for (i = 0; i < n && rc == 0 && limited && cost > 0; i++) {
+    /* A limit that admitted but takes nothing (the check refused, or its
+     * shadow level did) reports its state without the cost: decided again
+     * with cost 0, only then (a sliding log's decision copies up to `max`
+     * entries). */
+    for (i = 0; i < n && rc == 0 && cost > 0; i++) {
         struct store_pending pw;
-        if (l[i].algo == LIMITS_GCRA || out[i].limited) {
+        if (l[i].algo == LIMITS_GCRA || out[i].limited ||
+            store_local_takes(&l[i], limited, shadow_refused)) {
             continue;
         }
         rc = store_local_decide(l[i].lim,
@@ -359,7 +385,8 @@ int store_local_check(struct store_local *st, unsigned n,
     }
     if (rc == 0 && commit) {
         for (i = 0; i < n; i++) {
-            if (!limited || w[i].write == 3) {
+            if (store_local_takes(&l[i], limited, shadow_refused) ||
+                w[i].write == 3) {
                 store_local_apply(st, l[i].key, l[i].klen, &w[i], now);
             }
         }
@@ -475,17 +502,23 @@ static void store_local_check_op(struct store *st, struct store_check *c,
     sl = px_calloc(c->n, sizeof(*sl));
     wp = px_calloc(c->n, sizeof(*wp));
     for (i = 0; i < c->n; i++) {
-        store_write_params(&c->lim[i].p, c->wait_ns, &wp[i]);
+        /* A shadow level reserves nothing for WAIT: it never delays. */
+        store_write_params(&c->lim[i].p, c->lim[i].shadow ? 0 : c->wait_ns,
+                           &wp[i]);
         sl[i].algo = c->lim[i].algo;
         sl[i].lim = &c->lim[i].lim;
         sl[i].p = &c->lim[i].p;
         sl[i].p_write = &wp[i];
         sl[i].key = c->lim[i].key;
         sl[i].klen = c->lim[i].klen;
+        sl[i].level = c->lim[i].level;
+        sl[i].shadow = c->lim[i].shadow;
     }
     if (store_local_check(st->impl, c->n, sl, c->cost, c->op == STORE_CHECK,
                           c->res, c->peek, &err) != 0) {
         c->err_text = err;
+    } else {
+        store_shadow_mark(c);
     }
     px_free(sl);
     px_free(wp);

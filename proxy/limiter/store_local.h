@@ -40,6 +40,8 @@ struct store_local_limit {
     const struct gcra_params *p_write; /* gcra: decides the write (WAIT) */
     const char *key;                   /* the limit's key */
     size_t klen;                       /* bytes of key */
+    unsigned level;                    /* its level, < 64 */
+    bool shadow;                       /* its level is shadow */
 };
 
 /* An empty store of at most max_keys keys (embedded_max_keys). */
@@ -57,9 +59,12 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
 /* Decides every limit l[i] with `cost` at one instant into out[i], and
  * into peek[i] what a refused check reports for it (for a limit that
  * admitted, its state without this request); when `commit` and every
- * one admits, writes them all, else writes none, except what an algorithm
- * writes for a refused attempt (sliding_log). A key that holds another
- * algorithm's state is WRONGTYPE. 0, or -1 with `*err` the reply text. */
+ * real (not shadow) limit admits, writes them all but the limits of a
+ * shadow level that refused, else writes none; plus what an algorithm
+ * writes for a refused attempt (sliding_log), shadow or not. A limit that
+ * admitted but writes nothing reports its state without this request. A key
+ * that holds another algorithm's state is WRONGTYPE. 0, or -1 with `*err` the
+ * reply text. */
 int store_local_check(struct store_local *st, unsigned n,
                       const struct store_local_limit *l, int64_t cost,
                       int commit, struct rl_decision *out,

@@ -15,8 +15,9 @@
  *        v  (limiter_flush): one batch per kind, node and client lane
  *   part "FCALL <lib>_gcra n k1..kn <inc_s inc_ns dvt_s dvt_ns>... each"
  *   part "FCALL <lib>_limiter nk <keys, the override hash last, per group>
- *         each '' G (mode cost n (algo p1 p2 p3 p4 undo)... m (path
- *         known)...)..."
+ *         each '' G (mode cost n (algo p1 p2 p3 p4 tag)... m (path
+ *         known)...)..."    tag: a refund's undo token; a check's
+ *         shadow level ("" for a real level)
  *        (keys of several slots on one node: 0 keys declared, the keys
  *         after the arguments: "spread")
  *          | Function not found, NOSCRIPT...: store_redis_retry, once each
@@ -42,7 +43,8 @@
  * started over. A group that admitted is marked (c->admitted) so the
  * commands can have it refunded ("refund" mode, each limit's undo token)
  * when another group refused or failed: a check consumes everywhere or
- * nowhere. RESET is a DEL per group, sent at once. */
+ * nowhere. A limit of a shadow level that refused took nothing, so its
+ * group's refund leaves it out. RESET is a DEL per group, sent at once. */
 #include "proxy/limiter/store_redis.h"
 
 #include <stdio.h>
@@ -620,7 +622,7 @@ static int64_t store_redis_us_to_ns(int64_t us)
  * 0, or -1 when malformed (c->err is set). */
 static int store_redis_entry(struct store_check *c, unsigned i,
                              const struct resp_value *e,
-                             const struct gcra_script_reply *sr, int admitted)
+                             const struct gcra_script_reply *sr)
 {
     struct store_limit *x = &c->lim[i];
     const char *err = NULL;
@@ -669,15 +671,7 @@ static int store_redis_entry(struct store_check *c, unsigned i,
     c->res[i].reset_after_ns = store_redis_us_to_ns(f[4]);
     memcpy(x->undo, e->elem[5].str, e->elem[5].len);
     x->undo[e->elem[5].len] = '\0';
-    c->peek[i] = c->res[i];
-    if (admitted && c->cost > 0) {
-        /* Admitted in this group (taken by a check and refunded if another
-         * slot refuses; what a check would take, for a peek): the state
-         * without this request has its cost back. */
-        c->peek[i].remaining = c->res[i].remaining > c->res[i].limit - c->cost
-                                   ? c->res[i].limit
-                                   : c->res[i].remaining + c->cost;
-    }
+    c->peek[i] = c->res[i]; /* with its cost back if taken: the caller */
     return 0;
 }
 
@@ -736,12 +730,28 @@ static void store_redis_group_reply(struct store_check *c, unsigned g,
         }
         if (3 + k >= v->n) {
             store_redis_check_error(c, GCRA_ERR_SCRIPT);
-            break;
+            return;
         }
-        if (store_redis_entry(c, i, &v->elem[3 + k++], &sr, sr.limited == 0) !=
-            0) {
-            break;
+        if (store_redis_entry(c, i, &v->elem[3 + k++], &sr) != 0) {
+            return;
         }
+    }
+    /* The script's `limited` is its real limits' alone; a limit of a
+     * shadow level that refused took nothing either. */
+    store_shadow_mark(c);
+    for (i = 0; i < c->n; i++) {
+        struct store_limit *x = &c->lim[i];
+        struct rl_decision *r = &c->res[i];
+        if (x->group != g || x->algo == LIMITS_GCRA || sr.limited != 0 ||
+            x->shadow_limited || c->cost == 0) {
+            continue;
+        }
+        /* Taken in this group (by a check, refunded if another slot
+         * refuses; what a check would take, for a peek): the state
+         * without this request has its cost back. */
+        c->peek[i].remaining = r->remaining > r->limit - c->cost
+                                   ? r->limit
+                                   : r->remaining + c->cost;
     }
 }
 
@@ -759,7 +769,8 @@ static void store_redis_lua_params(const struct store_check *c,
     if (x->algo == LIMITS_GCRA) {
         struct gcra_params wp;
         struct gcra_script_args sa;
-        store_write_params(&x->p, c->wait_ns, &wp);
+        /* A shadow level reserves nothing for WAIT: it never delays. */
+        store_write_params(&x->p, x->shadow ? 0 : c->wait_ns, &wp);
         gcra_script_args(&wp, &sa);
         for (k = 0; k < 4; k++) {
             memcpy(out[k], sa.v[k], sa.len[k]);
@@ -839,9 +850,11 @@ static int store_redis_group_cacheable(const struct store_check *c, unsigned g)
     if (c->op == STORE_RESET || c->wait_ns != 0) {
         return 0;
     }
+    /* A shadow level's refusal is not the check's: a cached refusal of
+     * its group could answer "limited" for a check it never refuses. */
     for (i = 0; i < c->n; i++) {
         if (c->lim[i].group == g &&
-            !store_redis_algo_cacheable(c->lim[i].algo)) {
+            (!store_redis_algo_cacheable(c->lim[i].algo) || c->lim[i].shadow)) {
             return 0;
         }
     }
@@ -983,6 +996,15 @@ static int store_redis_refused_here(struct store *st, struct store_check *c)
     return 1;
 }
 
+/* Whether limit i goes into group g's call: every limit of the group, but
+ * a refund only gives back what the check took, so not the limits of a
+ * shadow level that refused. */
+static int store_redis_group_sends(const struct store_check *c, unsigned i,
+                                   unsigned g, int refund)
+{
+    return c->lim[i].group == g && !(refund && c->lim[i].shadow_limited);
+}
+
 /* Queues group g of `c` for the flush pass in `mode` ("check", "peek" or
  * "refund"; a refund is nobody's to wait for): its keys, the override
  * hash of its tag last (which also routes a group whose levels an
@@ -1008,7 +1030,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
     q->it.slot = c->st->cl->enabled ? slot_for_key(ovkey, (size_t)ovlen) : 0;
     for (i = 0; i < c->n; i++) {
-        if (c->lim[i].group == g) {
+        if (store_redis_group_sends(c, i, g, refund)) {
             store_redis_word(q, c->lim[i].key, c->lim[i].klen);
         }
     }
@@ -1022,9 +1044,16 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     store_redis_word(q, num, strlen(num));
     for (i = 0; i < c->n; i++) {
         const char *algo = limits_algo_name(c->lim[i].algo);
+        /* The last value: a refund's undo token; a check's shadow level
+         * ("" for a real limit, else a name its level's limits share). */
         const char *undo = refund ? c->lim[i].undo : "";
-        if (c->lim[i].group != g) {
+        char level[16];
+        if (!store_redis_group_sends(c, i, g, refund)) {
             continue;
+        }
+        if (!refund && c->lim[i].shadow) {
+            snprintf(level, sizeof(level), "%u", c->lim[i].level + 1);
+            undo = level;
         }
         store_redis_lua_params(c, &c->lim[i], args);
         store_redis_word(q, algo, strlen(algo));
@@ -1253,7 +1282,11 @@ static void store_redis_refund(struct store *st, struct store_check *c)
 
     PX_UNUSED(st);
     for (g = 0; g < c->ngroups; g++) {
-        if (c->admitted[g]) {
+        unsigned i, takers = 0;
+        for (i = 0; i < c->n; i++) {
+            takers += store_redis_group_sends(c, i, g, 1);
+        }
+        if (c->admitted[g] && takers > 0) {
             store_redis_forget_keys(c, g);
             store_redis_group_queue(c, g, "refund");
         }

@@ -51,6 +51,7 @@ static const char *const all_keys[] = {
     "embedded_max_keys",
     "limiter_wait_max_per_identity",
     "limiter_wait_max_total",
+    "limiter_shadow",
 };
 
 /* Loads `yaml` over the defaults into `c`, naming it proxy.yaml. */
@@ -114,6 +115,7 @@ static void assert_defaults(const struct conf *c)
     cr_assert_eq(c->embedded_max_keys, 1000000);
     cr_assert_eq(c->limiter_wait_max_per_identity, 100);
     cr_assert_eq(c->limiter_wait_max_total, 10000);
+    cr_assert_eq(c->limiter_shadow, 0);
 }
 
 /* ---------------- Defaults and the example file ---------------- */
@@ -204,7 +206,8 @@ Test(conf, every_key_is_parsed)
                                "max_bulk_bytes: 1mb\n"
                                "max_elements: 100\n"
                                "max_inline_bytes: 4096\n"
-                               "client_max_output_bytes: 2gb\n";
+                               "client_max_output_bytes: 2gb\n"
+                               "limiter_shadow: yes\n";
     struct conf c;
     char err[ERRLEN];
 
@@ -232,6 +235,7 @@ Test(conf, every_key_is_parsed)
     cr_assert_eq(c.max_elements, 100);
     cr_assert_eq(c.max_inline_bytes, 4096);
     cr_assert_eq(c.client_max_output_bytes, 2ULL * 1024 * 1024 * 1024);
+    cr_assert_eq(c.limiter_shadow, 1);
     conf_free(&c);
 }
 
@@ -466,6 +470,9 @@ ParameterizedTestParameters(conf, each_error_names_file_line_and_column)
         { "client_max_output_bytes: [1]\n",
           "proxy.yaml:1:26: client_max_output_bytes: expected a positive size "
           "such as 65536, 64kb or 512mb, got a sequence" },
+        { "limiter_shadow: maybe\n",
+          "proxy.yaml:1:17: limiter_shadow: expected yes or no, got "
+          "\"maybe\"" },
         { "embedded_max_keys: 99\n",
           "proxy.yaml:1:20: embedded_max_keys: expected an integer of at "
           "least 100, got \"99\"" },

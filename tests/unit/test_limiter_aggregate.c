@@ -262,3 +262,72 @@ Test(limiter_aggregate, check_wait_admitted_replies_at_once)
     cr_assert_eq(limiter_aggregate_check(res, peek, lim, 1, 5 * S, v), -1);
     assert_ints(v, 0, 10, 4, -1, 1);
 }
+
+/* ---------------- Shadow levels ---------------- */
+
+/* Level 1 of `lim` (limits [from, n)) is shadow; shadow_limited as the
+ * store marks it when `refused`. */
+static void shadow_level(struct store_limit *lim, unsigned from, unsigned n,
+                         int refused)
+{
+    for (unsigned i = from; i < n; i++) {
+        lim[i].level = 1;
+        lim[i].shadow = true;
+        lim[i].shadow_limited = refused;
+    }
+}
+
+Test(limiter_aggregate, a_refusing_shadow_level_changes_no_reply)
+{
+    /* The real level admits with 3 left; the shadow level refuses with a
+     * longer reset: the reply is the real level's alone, no refund. */
+    struct rl_decision res[] = { ok(10, 3, 2 * S), no(5, 0, 7 * S, 9 * S) };
+    struct rl_decision peek[] = { ok(10, 4, 1 * S), no(5, 0, 7 * S, 9 * S) };
+    struct store_limit lim[2];
+    int64_t v[5];
+
+    limits_with_inc(lim, 2, 1 * S);
+    shadow_level(lim, 1, 2, 1);
+    cr_assert_not(limiter_aggregate_refunds(res, lim, 2, 0));
+    cr_assert_eq(limiter_aggregate_shadow_limited(lim, 2), 1);
+    cr_assert_eq(limiter_aggregate_check(res, peek, lim, 2, 0, v), -1);
+    assert_ints(v, 0, 10, 3, -1, 2);
+}
+
+Test(limiter_aggregate, a_refusing_real_level_decides_beside_a_shadow_one)
+{
+    struct rl_decision res[] = { no(10, 0, 3 * S, 4 * S), ok(5, 0, 9 * S) };
+    struct rl_decision peek[] = { no(10, 0, 3 * S, 4 * S), ok(5, 1, 8 * S) };
+    struct store_limit lim[2];
+    int64_t v[5];
+
+    limits_with_inc(lim, 2, 1 * S);
+    shadow_level(lim, 1, 2, 0);
+    cr_assert(limiter_aggregate_refunds(res, lim, 2, 0));
+    cr_assert_eq(limiter_aggregate_shadow_limited(lim, 2), 0);
+    cr_assert_eq(limiter_aggregate_check(res, peek, lim, 2, 0, v), -1);
+    assert_ints(v, 1, 10, 0, 3, 4);
+    /* WAIT long enough: reserved by the real level; no refund. */
+    res[0] = no(10, 0, 3 * S, 4 * S);
+    cr_assert_not(limiter_aggregate_refunds(res, lim, 2, 5 * S));
+    cr_assert_eq(limiter_aggregate_check(res, peek, lim, 2, 5 * S, v), 3 * S);
+    assert_ints(v, 0, 10, 0, -1, 5);
+}
+
+Test(limiter_aggregate, only_shadow_levels_admit_showing_what_was_left)
+{
+    /* One shadow level of two limits refused by its second: its first took
+     * nothing and shows its state without the cost (peek). */
+    struct rl_decision res[] = { ok(10, 2, 2 * S), no(5, 0, 7 * S, 9 * S) };
+    struct rl_decision peek[] = { ok(10, 3, 1 * S), no(5, 0, 7 * S, 9 * S) };
+    struct store_limit lim[2];
+    int64_t v[5];
+
+    limits_with_inc(lim, 2, 1 * S);
+    shadow_level(lim, 0, 2, 1);
+    cr_assert_not(limiter_aggregate_refunds(res, lim, 2, 0));
+    cr_assert_eq(limiter_aggregate_shadow_limited(lim, 2), 1);
+    cr_assert_eq(limiter_aggregate_check(res, peek, lim, 2, 0, v), -1);
+    assert_ints(v, 0, 5, 0, -1, 9);
+    assert_decision(&res[0], 0, 10, 3, -S, 1 * S);
+}

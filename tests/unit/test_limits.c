@@ -118,7 +118,7 @@ static char *describe(const struct limits_tree *t)
     char *out = NULL;
     size_t len = 0;
 
-    cr_assert_eq(limits_describe(t, &out, &len), LIMITS_OK);
+    cr_assert_eq(limits_describe(t, false, &out, &len), LIMITS_OK);
     cr_assert_not_null(out);
     cr_assert_eq(strlen(out), len);
     return out;
@@ -628,8 +628,8 @@ ParameterizedTestParameters(limits, each_error_names_file_line_and_column)
           "limits.yaml:2:4: control characters are not allowed (byte 0x01)" },
         /* Nodes. */
         { "user:\n  limts: [1, 1, 1]\n",
-          "limits.yaml:2:3: user: unknown key 'limts' (expected limits or "
-          "children)" },
+          "limits.yaml:2:3: user: unknown key 'limts' (expected limits, "
+          "children or shadow)" },
         { "user: [15, 30, 60]\n",
           "limits.yaml:1:7: user: expected a mapping with limits and/or "
           "children, got a sequence" },
@@ -890,7 +890,7 @@ Test(limits, every_error_of_the_file_is_reported_one_per_line)
 
     expect_error(yaml,
                  "limits.yaml:2:3: user: unknown key 'limts' (expected "
-                 "limits or children)\n"
+                 "limits, children or shadow)\n"
                  "limits.yaml:5:20: user:*: count: expected a positive "
                  "integer, got \"0\"\n"
                  "limits.yaml:10:25: user:*:trade: capacity: expected a "
@@ -1789,7 +1789,7 @@ Test(limits, describe_is_cut_after_one_mebibyte)
     }
     t = load_ok(yaml);
     cr_assert_eq(limits_rule_count(t), 20000);
-    cr_assert_eq(limits_describe(t, &text, &outlen), LIMITS_OK);
+    cr_assert_eq(limits_describe(t, false, &text, &outlen), LIMITS_OK);
     cr_assert_leq(outlen, 1024 * 1024 + 16);
     cr_assert_gt(outlen, 1024 * 1024 - 200);
     cr_assert_eq(strcmp(text + outlen - 12, "(truncated)\n"), 0);
@@ -1894,4 +1894,89 @@ Test(limits, runtime_overrides_apply_to_the_nodes_own_limits)
     cr_assert_str_eq(err, "parameters need a node with exactly one limit, "
                           "this one has 2 (use FACTOR or UNLIMITED)");
     limits_free(t);
+}
+
+/* ---------------- shadow: ---------------- */
+
+static const char shadow_yaml[] = "global:\n"
+                                  "  limits: [9, 10, 1]\n"
+                                  "  shadow: true\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      shadow: FALSE\n"
+                                  "      limits: [1, 2, 3]\n"
+                                  "      children:\n"
+                                  "        new:\n"
+                                  "          shadow: yes\n"
+                                  "          limits:\n"
+                                  "            - {algorithm: fixed_window, "
+                                  "max: 5, window: 1h}\n"
+                                  "overrides:\n"
+                                  "  global:bob:new: {factor: 2}\n";
+
+Test(limits, shadow_marks_only_its_own_node_and_survives_overrides)
+{
+    struct limits_tree *t = load_ok(shadow_yaml);
+    struct limits_levels *lv = levels_new();
+
+    resolve(t, "global:bob:new", lv);
+    cr_assert_eq(lv->n, 3);
+    cr_assert(lv->level[0].shadow);
+    cr_assert_not(lv->level[1].shadow, "shadow: FALSE, and not inherited");
+    cr_assert(lv->level[2].shadow, "shadow: yes");
+    cr_assert(lv->level[2].overridden);
+    resolve(t, "global:alex", lv);
+    cr_assert_eq(lv->n, 2);
+    cr_assert(lv->level[0].shadow);
+    cr_assert_not(lv->level[1].shadow);
+    free(lv);
+    limits_free(t);
+}
+
+Test(limits, rules_show_shadow_after_the_limits)
+{
+    struct limits_tree *t = load_ok(shadow_yaml);
+    char *out = NULL;
+    size_t len = 0;
+
+    out = describe(t);
+    cr_assert_str_eq(out,
+                     "global  gcra(max_burst=9,count=10,period=1s)  shadow\n"
+                     "global:*  gcra(max_burst=1,count=2,period=3s)\n"
+                     "global:*:new  fixed_window(max=5,window=3600s)  shadow\n"
+                     "override global:bob:new  factor=2 "
+                     "fixed_window(max=2,window=3600s)\n");
+    free(out);
+    /* limiter_shadow: every node. */
+    cr_assert_eq(limits_describe(t, true, &out, &len), LIMITS_OK);
+    cr_assert_str_eq(out,
+                     "global  gcra(max_burst=9,count=10,period=1s)  shadow\n"
+                     "global:*  gcra(max_burst=1,count=2,period=3s)  shadow\n"
+                     "global:*:new  fixed_window(max=5,window=3600s)  shadow\n"
+                     "override global:bob:new  factor=2 "
+                     "fixed_window(max=2,window=3600s)\n");
+    free(out);
+    limits_free(t);
+}
+
+Test(limits, shadow_takes_a_boolean_on_a_node_with_limits)
+{
+    expect_error("user:\n  limits: [1, 1, 1]\n  shadow: maybe\n",
+                 "limits.yaml:3:11: user: shadow: expected true or false, "
+                 "got \"maybe\"");
+    expect_error("user:\n  limits: [1, 1, 1]\n  shadow: [true]\n",
+                 "limits.yaml:3:11: user: shadow: expected true or false, "
+                 "got a sequence");
+    expect_error("user:\n  limits: [1, 1, 1]\n  shadow: 1\n",
+                 "limits.yaml:3:11: user: shadow: expected true or false, "
+                 "got \"1\"");
+    expect_error("user:\n  shadow: true\n  limits: [1, 1, 1]\n"
+                 "  shadow: false\n",
+                 "limits.yaml:4:3: user: duplicate key 'shadow' (first at "
+                 "line 2)");
+    expect_error("user:\n  shadow: true\n  children:\n    a:\n"
+                 "      limits: [1, 1, 1]\n",
+                 "limits.yaml:2:3: user: shadow: true on a node without "
+                 "limits (it applies to the node's own limits, not to its "
+                 "children)");
 }
