@@ -76,6 +76,12 @@ struct conf {
     unsigned limiter_wait_max_per_identity; /* LIMITER CHECK ... WAIT
                                                held per identity; 0 = none */
     unsigned limiter_wait_max_total;        /* ... and in all; 0 = none */
+    struct conf_addr metrics_listen;        /* the Prometheus endpoint; port 0 =
+                                               off (default) */
+    double metrics_near_limit_ratio; /* an admitted decision with at least
+                                        this share of its limit used is
+                                        near_limit; 0 < r <= 1, default
+                                        0.8 */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

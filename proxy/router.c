@@ -573,6 +573,11 @@ void router_dispatch(struct req *req)
          * REPLY OFF, as in Redis (they are pushes, not replies). */
         req->silent = 0;
     }
+    /* From here on the request goes to a node, but for the commands the
+     * proxy answers itself (of which the limiter's are timed too). */
+    req->lat = how == CMD_LIMITER                      ? REQ_LAT_DECISION
+               : how == CMD_LOCAL || how == CMD_REFUSE ? REQ_LAT_NONE
+                                                       : REQ_LAT_FORWARD;
     if (c->multi && !(flags & CMD_F_NOAUTH)) {
         /* Inside MULTI Redis queues (or refuses) every command, PING and
          * ECHO included: the transaction's connection decides. */
@@ -582,6 +587,7 @@ void router_dispatch(struct req *req)
         } else {
             c->multi_count++;
         }
+        req->lat = REQ_LAT_FORWARD;
         router_send_private(req);
         return;
     }
