@@ -196,7 +196,11 @@ static void decisions_body(void)
     }
     /* A PEEK decides nothing. */
     px_take_five(px_cmd(c, "LIMITER PEEK user:alex:trade"), "peek");
+    /* A forwarded command is timed where there is a node to send it to. */
+    freeReplyObject(px_cmd(c, "GET x"));
     body = scrape();
+    cr_assert_eq(count_of(body, "cellgate_forward_duration_seconds_count"),
+                 px_mode_now() == PX_MODE_EMBEDDED ? 0 : 1);
     check_rule(body, "user:*", 6, 4, 2, 0, 0);
     check_rule(body, "user:*:trade", 6, 0, 0, 0, 0);
     check_rule(body, "cl.throttle", 2, 1, 1, 0, 0);
