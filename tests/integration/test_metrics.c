@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "parser/slot.h"
+#include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
 
@@ -367,6 +369,48 @@ Test(it_metrics, cluster_nodes_count_requests, .init = init_cluster,
     cr_assert(family_sum(body, "cellgate_node_connected") >= 3);
     cr_assert_eq(count_of(body, "cellgate_forward_duration_seconds_count"),
                  fwd + 20);
+    redisFree(c);
+}
+
+/* A slot half migrated: each GET of a moved key gets -ASK from the source
+ * (counted there); once the slot is reassigned, the stale map earns a
+ * -MOVED. */
+Test(it_metrics, cluster_nodes_count_ask_and_moved, .init = init_cluster,
+     .fini = px_env_fini, .timeout = 180)
+{
+    struct px_cluster *cl = px_cluster();
+    struct px_cluster_migration m;
+    redisContext *c = px_connect(px_env()->proxy.port);
+    unsigned slot = slot_for_key("{mig}", 5);
+    int to = (px_cluster_master_of_slot(cl, slot) + 1) % 3;
+    long long ask0, moved0;
+    const char *body;
+    int i;
+
+    for (i = 0; i < 20; i++) {
+        px_check_status(px_cmd(c, "SET {mig}%d %d", i, i), "OK");
+    }
+    body = scrape();
+    ask0 = family_sum(body, "cellgate_node_ask_total");
+    moved0 = family_sum(body, "cellgate_node_moved_total");
+    px_cluster_migrate_begin(cl, &m, slot, to);
+    cr_assert_eq(px_cluster_migrate_keys(cl, &m, 10), 10);
+    for (i = 0; i < 20; i++) {
+        char want[8];
+        snprintf(want, sizeof(want), "%d", i);
+        px_check_str(px_cmd(c, "GET {mig}%d", i), want);
+    }
+    body = scrape();
+    cr_assert_eq(family_sum(body, "cellgate_node_ask_total"), ask0 + 10);
+    px_cluster_migrate_keys(cl, &m, 0);
+    px_cluster_migrate_finish(cl, &m);
+    for (i = 0; i < 20; i++) {
+        char want[8];
+        snprintf(want, sizeof(want), "%d", i);
+        px_check_str(px_cmd(c, "GET {mig}%d", i), want);
+    }
+    body = scrape();
+    cr_assert(family_sum(body, "cellgate_node_moved_total") >= moved0 + 1);
     redisFree(c);
 }
 
