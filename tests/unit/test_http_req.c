@@ -211,8 +211,8 @@ static void fuzz_splits(const char *in, size_t n, enum http_req_status want)
 }
 
 static const char *const fuzz_seeds[] = {
-    "GET /metrics HTTP/1.1\r\nHost: localhost:9100\r\nUser-Agent: "
-    "Prometheus/2.45.0\r\nAccept: text/plain;version=0.0.4\r\n\r\n",
+    ("GET /metrics HTTP/1.1\r\nHost: localhost:9100\r\nUser-Agent: "
+     "Prometheus/2.45.0\r\nAccept: text/plain;version=0.0.4\r\n\r\n"),
     "GET /metrics HTTP/1.0\r\n\r\n",
     "HEAD / HTTP/1.1\r\nX: \t y\r\n\r\n",
 };
