@@ -91,6 +91,9 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 #define CONF_DEFAULT_WAIT_MAX_PER_IDENTITY 100
 #define CONF_DEFAULT_WAIT_MAX_TOTAL        10000
 
+/* A decision is near its limit at 80% of it used, by default. */
+#define CONF_DEFAULT_NEAR_LIMIT_RATIO 0.8
+
 /* A proxy.yaml is a few hundred bytes; refuse to read anything absurd. */
 #define CONF_MAX_FILE_BYTES ((size_t)1024 * 1024)
 /* Longest "[host]:port" text: brackets, 255-byte host, colon, 5 digits. */
@@ -132,6 +135,7 @@ static conf_set_fn conf_set_ull;
 static conf_set_fn conf_set_size;
 static conf_set_fn conf_set_bool;
 static conf_set_fn conf_set_commands;
+static conf_set_fn conf_set_ratio;
 
 #define CONF_CMD(key, setter, field, lo, hi, what)                             \
     {                                                                          \
@@ -208,6 +212,11 @@ static const struct conf_command conf_commands[] = {
              UINT_MAX, "a non-negative integer"),
     CONF_CMD("limiter_shadow", conf_set_bool, limiter_shadow, 0, 1,
              "yes or no"),
+    CONF_CMD("metrics_listen", conf_set_addr, metrics_listen, 0, 0,
+             "host:port"),
+    CONF_CMD("metrics_near_limit_ratio", conf_set_ratio,
+             metrics_near_limit_ratio, 0, 0,
+             "a decimal number above 0 and at most 1, such as 0.8"),
 };
 
 /* A name accepted for an enum setting. */
@@ -648,6 +657,36 @@ static int conf_set_size(struct conf_loader *ld, const struct conf_command *cmd,
     return CONF_OK;
 }
 
+/* A ratio: digits and at most one '.', above 0 and at most 1 (no sign,
+ * exponent, inf or nan, which strtod alone would take). */
+static int conf_set_ratio(struct conf_loader *ld,
+                          const struct conf_command *cmd, yaml_node_t *node)
+{
+    const char *s =
+        conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
+    double *field = conf_field(ld->c, cmd);
+    size_t k, dots = 0;
+    char *end = NULL;
+    double v;
+
+    if (s == NULL) {
+        return CONF_ERR;
+    }
+    for (k = 0; s[k] != '\0'; k++) {
+        dots += s[k] == '.';
+        if ((s[k] < '0' || s[k] > '9') && s[k] != '.') {
+            break;
+        }
+    }
+    v = k > 0 && s[k] == '\0' && dots <= 1 && s[0] != '.' ? strtod(s, &end) : 0;
+    if (end == NULL || *end != '\0' || !(v > 0 && v <= 1)) {
+        conf_bad_value(ld, node, cmd);
+        return CONF_ERR;
+    }
+    *field = v;
+    return CONF_OK;
+}
+
 /* One scalar of `commands:`: its rules, applied in order to `p`. An
  * unknown name is reported at the scalar. */
 static int conf_commands_scalar(struct conf_loader *ld,
@@ -892,6 +931,7 @@ int conf_init(struct conf *c)
     c->embedded_max_keys = CONF_DEFAULT_EMBEDDED_MAX_KEYS;
     c->limiter_wait_max_per_identity = CONF_DEFAULT_WAIT_MAX_PER_IDENTITY;
     c->limiter_wait_max_total = CONF_DEFAULT_WAIT_MAX_TOTAL;
+    c->metrics_near_limit_ratio = CONF_DEFAULT_NEAR_LIMIT_RATIO;
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }
 

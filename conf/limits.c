@@ -36,6 +36,7 @@
 #include <yaml.h>
 
 #include "conf/conf_yaml.h"
+#include "conf/sha256.h"
 
 #define LIMITS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -69,6 +70,8 @@ struct limits_node {
     struct limits_limit *limits; /* owned; NULL when none */
     size_t nlimits;              /* entries of limits */
     bool shadow;                 /* shadow: true: its limits never refuse */
+    char *pattern;               /* owned, with limits: "user:*:trade" */
+    size_t rule;                 /* with limits: its index in tree->rules */
 };
 
 /* What an override does, for LIMITER RULES. */
@@ -91,10 +94,14 @@ struct limits_override {
 };
 
 struct limits_tree {
-    struct limits_node root;    /* segment "", never has limits */
-    struct limits_override *ov; /* owned, sorted by path */
-    size_t nov;                 /* entries of ov */
-    size_t nrules;              /* nodes with limits */
+    struct limits_node root;          /* segment "", never has limits */
+    struct limits_override *ov;       /* owned, sorted by path */
+    size_t nov;                       /* entries of ov */
+    size_t nrules;                    /* nodes with limits */
+    const struct limits_node **rules; /* owned array of nrules borrowed
+                                         nodes, in file order */
+    size_t rules_cap;                 /* entries allocated in rules */
+    char sha256[SHA256_HEX_LEN];      /* of the text loaded */
 };
 
 /* State of one load: where errors go and what is being built. */
@@ -741,6 +748,7 @@ static void limits_node_free(struct limits_node *n)
     free(n->child);
     free(n->limits);
     free(n->seg);
+    free(n->pattern);
 }
 
 /* ---------------- YAML helpers ---------------- */
@@ -1121,6 +1129,30 @@ static const char *limits_where(const struct limits_loader *ld)
     return ld->patlen > 0 ? ld->pattern : "top level";
 }
 
+/* Numbers node `n` (its limits just read, its pattern `pattern`) as the
+ * tree's next rule. LIMITS_OK or LIMITS_ENOMEM. */
+static int limits_rule_add(struct limits_tree *t, struct limits_node *n,
+                           const char *pattern)
+{
+    if (t->nrules == t->rules_cap) {
+        size_t cap = t->rules_cap > 0 ? 2 * t->rules_cap : 16;
+        const struct limits_node **r = realloc(t->rules, cap * sizeof(*r));
+        if (r == NULL) {
+            return LIMITS_ENOMEM;
+        }
+        t->rules = r;
+        t->rules_cap = cap;
+    }
+    n->pattern = strdup(pattern);
+    if (n->pattern == NULL) {
+        return LIMITS_ENOMEM;
+    }
+    n->rule = t->nrules;
+    t->rules[t->nrules++] = n;
+    return LIMITS_OK;
+}
+
+
 /* shadow: true or false (YAML's other spellings of a boolean too, in any
  * case: yes/no, on/off). Anything else is an error: a typo must not turn a
  * limit that should refuse into one that never does, or the reverse. */
@@ -1206,7 +1238,9 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
             rc =
                 limits_read_limits(ld, ld->pattern, v, &n->limits, &n->nlimits);
             n->bad = rc == LIMITS_ERR;
-            ld->tree->nrules += rc == LIMITS_OK;
+            if (rc == LIMITS_OK) {
+                rc = limits_rule_add(ld->tree, n, ld->pattern);
+            }
         } else {
             rc = limits_walk_children(ld, n, v, false);
         }
@@ -1907,6 +1941,7 @@ static int limits_load_buffer(struct limits_loader *ld, const char *text,
         conf_yaml_error(&ld->diag, NULL, "out of memory");
         return LIMITS_ENOMEM;
     }
+    sha256_hex(text, len, ld->tree->sha256);
     rc = limits_build(ld);
     if (rc != LIMITS_OK || ld->diag.nerrors > 0) {
         limits_free(ld->tree);
@@ -1965,6 +2000,7 @@ void limits_free(struct limits_tree *t)
         return;
     }
     limits_node_free(&t->root);
+    free(t->rules);
     for (i = 0; i < t->nov; i++) {
         free(t->ov[i].path);
         free(t->ov[i].limits);
@@ -1981,6 +2017,16 @@ size_t limits_rule_count(const struct limits_tree *t)
 size_t limits_override_count(const struct limits_tree *t)
 {
     return t != NULL ? t->nov : 0;
+}
+
+const char *limits_rule_pattern(const struct limits_tree *t, size_t i)
+{
+    return t != NULL && i < t->nrules ? t->rules[i]->pattern : NULL;
+}
+
+const char *limits_sha256(const struct limits_tree *t)
+{
+    return t != NULL ? t->sha256 : NULL;
 }
 
 /* ---------------- Public API: limits ---------------- */
@@ -2295,6 +2341,7 @@ int limits_resolve(const struct limits_tree *t, const char *path,
         lv = &out->level[out->n++];
         memset(lv, 0, sizeof(*lv));
         lv->depth = i + 1;
+        lv->rule = n->rule;
         lv->wildcard = n->wildcard;
         lv->path = out->text;
         lv->path_len = start[i] + seglen[i];

@@ -217,6 +217,7 @@ struct limits_level {
     bool shadow;      /* shadow: true on the node: the level decides and
                          keeps state, but never refuses (the caller's job) */
     unsigned depth;   /* segments of this level's path, 1.. */
+    size_t rule;      /* the node's rule: limits_rule_pattern's index */
     const char *path; /* borrowed from levels->text: the concrete prefix */
     size_t path_len;  /* bytes of path (not NUL-terminated) */
     const char *key;  /* borrowed from levels->text: key base, NUL-ended */
@@ -259,6 +260,16 @@ void limits_free(struct limits_tree *t);
 /* Nodes with limits, and overrides, of a tree (0 for NULL). */
 size_t limits_rule_count(const struct limits_tree *t);
 size_t limits_override_count(const struct limits_tree *t);
+
+/* The pattern of rule `i` (0 .. limits_rule_count - 1, in file order), the
+ * tree path of a node with limits with its "*" segments as written
+ * ("user:*:trade"), NUL-ended and valid until the tree is freed; NULL when
+ * `i` is out of range. A level's rule is limits_level.rule. */
+const char *limits_rule_pattern(const struct limits_tree *t, size_t i);
+
+/* The SHA-256 of the file's bytes as loaded, lowercase hex as sha256sum
+ * prints it (NULL for a NULL tree). */
+const char *limits_sha256(const struct limits_tree *t);
 
 /* Walks `path` (not NUL-terminated) through the tree and fills `out` with
  * every level that has limits, top first, each with its key base built on

@@ -38,6 +38,7 @@
 #include "parser/resp_enc.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/log.h"
+#include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
@@ -175,6 +176,11 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
     if (req->made_error) {
         server.stats.errors++;
     }
+    if (req->lat != REQ_LAT_NONE) {
+        metrics_observe(req->lat == REQ_LAT_DECISION ? &server.metrics.decision
+                                                     : &server.metrics.forward,
+                        uv_hrtime() - req->parsed_ns);
+    }
     if (p == req->reply.data && n == req->reply.len) {
         /* Built in place by the proxy. */
         if (req->silent) {
@@ -214,6 +220,7 @@ struct req *client_req_new(struct client *c, struct resp_cmd *cmd)
     req->cid = c->lane;
     req->proto = c->proto;
     req->on_reply = client_on_reply;
+    req->parsed_ns = uv_hrtime();
     queue_insert_tail(&c->reqs, &req->cnode);
     c->nreqs++;
     return req;

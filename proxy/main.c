@@ -28,6 +28,8 @@ static const char main_usage[] =
     "  --cluster HOST:PORT[,HOST:PORT...]\n"
     "                       Redis Cluster seed nodes\n"
     "  --limits FILE        limits.yaml (the limits tree)\n"
+    "  --metrics-listen HOST:PORT\n"
+    "                       serve Prometheus metrics at /metrics (default off)\n"
     "  --log-level LEVEL    debug, info, warn or error (default info)\n"
     "  --commands RULES     command rules for ordinary clients, applied after\n"
     "                       proxy.yaml's (\"+flushall -keys\", allcommands)\n"
@@ -148,6 +150,14 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
                 return 1;
             }
             c->upstream.port = 0;
+            continue;
+        }
+        if (!err &&
+            (v = main_opt_value(argc, argv, &i, "--metrics-listen", &err))) {
+            if (conf_parse_addr(v, &c->metrics_listen) != CONF_OK) {
+                main_bad_usage("invalid --metrics-listen address", v);
+                return 1;
+            }
             continue;
         }
         if (!err && (v = main_opt_value(argc, argv, &i, "--limits", &err))) {

@@ -39,6 +39,7 @@
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/merge_build.h"
+#include "proxy/metrics_text.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
 
@@ -66,7 +67,7 @@ static void merge_info_private_nodes(struct buf *out)
 }
 
 /* The "# Proxy" section of INFO: cellgate's own numbers. */
-static void merge_info_proxy(const struct merge *mg, struct buf *out)
+static void merge_info_proxy_section(const struct merge *mg, struct buf *out)
 {
     const struct cluster *cl = &server.cluster;
     struct limiter_wait_counts wc;
@@ -140,6 +141,16 @@ static void merge_info_proxy(const struct merge *mg, struct buf *out)
     PX_CHECK_OOM(buf_append_str(out, line));
     merge_info_private_nodes(out);
     session_info_libs(out);
+}
+
+/* The proxy's INFO sections `mg` asked for: "# Proxy" (cellgate's own
+ * numbers), then the metrics' sections. */
+static void merge_info_proxy(const struct merge *mg, struct buf *out)
+{
+    if (mg->info_sections & METRICS_TEXT_PROXY) {
+        merge_info_proxy_section(mg, out);
+    }
+    metrics_text_info(out, mg->info_sections);
 }
 
 /* Makes `mg` the parts of `req`: every part is owed until it comes back. */
@@ -360,26 +371,43 @@ static int merge_scan_start(struct req *req, struct node **masters,
     return 1;
 }
 
-/* True when INFO's arguments ask for the proxy's section: none, or one
- * of all, everything, default, proxy (as Redis picks its sections). */
-static int merge_info_wants_proxy(const struct req *req)
+/* The proxy's INFO sections the arguments ask for (metrics_text.h's
+ * bits): every one for none, all, everything or default (as Redis picks
+ * its sections), else those named (proxy, limiter, latency, nodes). */
+static unsigned merge_info_sections(const struct req *req)
 {
-    static const char *const picks[] = { "all", "everything", "default",
-                                         "proxy" };
-    int i;
+    static const char *const every[] = { "all", "everything", "default" };
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } named[] = {
+        { "proxy", METRICS_TEXT_PROXY },
+        { "limiter", METRICS_TEXT_LIMITER },
+        { "latency", METRICS_TEXT_LATENCY },
+        { "nodes", METRICS_TEXT_NODES },
+    };
+    const unsigned all = METRICS_TEXT_PROXY | METRICS_TEXT_LIMITER |
+                         METRICS_TEXT_LATENCY | METRICS_TEXT_NODES;
+    unsigned want = 0;
     size_t k;
+    int i;
 
     if (req->cmd->argc == 1) {
-        return 1;
+        return all;
     }
     for (i = 1; i < req->cmd->argc; i++) {
-        for (k = 0; k < ARRAY_SIZE(picks); k++) {
-            if (resp_cmd_arg_is(req->cmd, i, picks[k])) {
-                return 1;
+        for (k = 0; k < ARRAY_SIZE(every); k++) {
+            if (resp_cmd_arg_is(req->cmd, i, every[k])) {
+                return all;
+            }
+        }
+        for (k = 0; k < ARRAY_SIZE(named); k++) {
+            if (resp_cmd_arg_is(req->cmd, i, named[k].name)) {
+                want |= named[k].bit;
             }
         }
     }
-    return 0;
+    return want;
 }
 
 /* INFO with no Redis behind (embedded mode): the proxy's section alone,
@@ -391,9 +419,8 @@ static void merge_info_embedded(struct req *req)
 
     memset(&none, 0, sizeof(none));
     buf_init(&text);
-    if (merge_info_wants_proxy(req)) {
-        merge_info_proxy(&none, &text);
-    }
+    none.info_sections = merge_info_sections(req);
+    merge_info_proxy(&none, &text);
     PX_CHECK_OOM(
         resp_enc_verbatim(&req->reply, "txt", text.data, text.len, req->proto));
     buf_free(&text);
@@ -434,7 +461,9 @@ int merge_fanout(struct req *req)
     } else {
         merge_attach(req, merge_new((enum merge_kind)kind, n));
         req->mg->oneshot = kind == MERGE_ANY_OK;
-        req->mg->info_proxy = kind == MERGE_INFO && merge_info_wants_proxy(req);
+        req->mg->info_sections =
+            kind == MERGE_INFO ? merge_info_sections(req) : 0;
+        req->mg->info_proxy = req->mg->info_sections != 0;
         if (kind == MERGE_INFO) {
             req->mg->names = px_calloc(n, sizeof(*req->mg->names));
             for (i = 0; i < n; i++) {

@@ -40,8 +40,9 @@ struct merge {
     char (*names)[300];      /* owned, MERGE_INFO: node of each part */
     struct buf proxy_info;   /* owned, MERGE_INFO: the proxy's own section,
                                 written before merge_build */
-    unsigned info_proxy : 1; /* MERGE_INFO: the proxy's section was asked
-                                for (no section, all, default, proxy) */
+    unsigned info_proxy : 1; /* MERGE_INFO: one of the proxy's sections was
+                                asked for (proxy_info holds them) */
+    unsigned info_sections;  /* MERGE_INFO: which (metrics_text.h's bits) */
     unsigned oneshot : 1;    /* parts travel on connections lent for the call
                                 (the shared ones may be stuck behind a busy
                                 script) */

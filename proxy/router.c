@@ -573,6 +573,15 @@ void router_dispatch(struct req *req)
          * REPLY OFF, as in Redis (they are pushes, not replies). */
         req->silent = 0;
     }
+    /* From here on the request goes to a node, but for the commands the
+     * proxy answers itself (of which the limiter's are timed too) and in
+     * embedded mode, where there is no node. */
+    if (how == CMD_LIMITER) {
+        req->lat = REQ_LAT_DECISION;
+    } else if (how != CMD_LOCAL && how != CMD_REFUSE &&
+               (server.cluster.enabled || server.cluster.single != NULL)) {
+        req->lat = REQ_LAT_FORWARD;
+    }
     if (c->multi && !(flags & CMD_F_NOAUTH)) {
         /* Inside MULTI Redis queues (or refuses) every command, PING and
          * ECHO included: the transaction's connection decides. */
@@ -582,6 +591,9 @@ void router_dispatch(struct req *req)
         } else {
             c->multi_count++;
         }
+        req->lat = server.cluster.enabled || server.cluster.single != NULL
+                       ? REQ_LAT_FORWARD
+                       : REQ_LAT_NONE;
         router_send_private(req);
         return;
     }

@@ -22,6 +22,8 @@
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/limiter.h"
+#include "proxy/metrics_http.h"
+#include "proxy/metrics_text.h"
 #include "proxy/pubsub.h"
 #include "proxy/router.h"
 
@@ -99,6 +101,7 @@ static void server_stop(void)
         uv_close((uv_handle_t *)&server.listener, NULL);
         server.listening = 0;
     }
+    metrics_http_stop(&server.metrics_http);
     while (!queue_empty(&server.clients)) {
         client_close(
             container_of(queue_head(&server.clients), struct client, node));
@@ -131,8 +134,7 @@ static void server_on_sighup(uv_signal_t *h, int signum)
         return;
     }
     err[0] = '\0';
-    if (limiter_load(&server.limiter, server.conf->limits_file, err,
-                     sizeof(err)) != PX_OK) {
+    if (limiter_reload_file(&server.limiter, err, sizeof(err)) != PX_OK) {
         log_warn("SIGHUP: %s refused, old rules kept: %s",
                  server.conf->limits_file, err);
         return;
@@ -203,6 +205,7 @@ static int server_init_failed(void)
     uv_loop_close(server.loop);
     limiter_free(&server.limiter);
     pubsub_free();
+    metrics_free(&server.metrics);
     return PX_ERR;
 }
 
@@ -213,6 +216,9 @@ int server_init(const struct conf *conf)
     queue_init(&server.clients);
     queue_init(&server.dirty_clients);
     core_init(&server.core, server.loop, conf);
+    metrics_init(&server.metrics, conf->metrics_near_limit_ratio);
+    server.core.metrics = &server.metrics;
+    queue_init(&server.metrics_http.conns);
     /* Empty lists, so a start that fails before cluster_init can still
      * run cluster_shutdown. */
     queue_init(&server.cluster.nodes);
@@ -242,7 +248,10 @@ int server_init(const struct conf *conf)
             return server_init_failed();
         }
     }
-    if (server_listen(conf) != PX_OK) {
+    if (server_listen(conf) != PX_OK ||
+        metrics_http_start(&server.metrics_http, server.loop,
+                           &conf->metrics_listen,
+                           metrics_text_prometheus) != PX_OK) {
         return server_init_failed();
     }
     if (cluster_init(&server.cluster, &server.core, conf, router_dispatch) !=
@@ -278,6 +287,7 @@ int server_run(void)
     uv_run(server.loop, UV_RUN_DEFAULT);
     limiter_free(&server.limiter);
     pubsub_free();
+    metrics_free(&server.metrics);
     rc = uv_loop_close(server.loop);
     if (rc != 0) {
         uv_walk(server.loop, server_on_walk, NULL);

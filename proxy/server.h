@@ -9,8 +9,10 @@
 #include "proxy/core/cluster.h"
 #include "proxy/core/core.h"
 #include "proxy/core/hmap.h"
+#include "proxy/core/metrics.h"
 #include "proxy/core/queue.h"
 #include "proxy/limiter/limiter.h"
+#include "proxy/metrics_http.h"
 
 struct conf;
 struct limits_tree;
@@ -67,6 +69,9 @@ struct server {
     unsigned shutting_down : 1;       /* stop() ran */
     unsigned listening : 1;           /* listener handle initialised, open */
     struct server_stats stats;        /* counters */
+    struct metrics metrics;           /* INFO's and /metrics' counters; the
+                                         core holds a pointer to it */
+    struct metrics_http metrics_http; /* the Prometheus endpoint */
 };
 
 extern struct server server;

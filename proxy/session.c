@@ -738,41 +738,50 @@ static void session_info_name(char *out, size_t outlen, const char *name)
     out[k] = '\0';
 }
 
-void session_info_libs(struct buf *b)
+void session_libs_count(struct session_libs *out)
 {
-    const char *names[32];
-    unsigned counts[32], nnames = 0, other = 0, none = 0, i;
-    char name[80], item[128];
     struct queue *q;
+    unsigned i;
 
+    memset(out, 0, sizeof(*out));
     for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
         const struct client *c = container_of(q, struct client, node);
         if (c->lib_name == NULL) {
-            none++;
+            out->none++;
             continue;
         }
-        for (i = 0; i < nnames && strcmp(names[i], c->lib_name) != 0; i++) {
+        for (i = 0; i < out->n && strcmp(out->names[i], c->lib_name) != 0;
+             i++) {
         }
-        if (i == nnames && nnames == ARRAY_SIZE(names)) {
-            other++;
+        if (i == out->n && out->n == SESSION_LIBS_MAX) {
+            out->other++;
             continue;
         }
-        if (i == nnames) {
-            names[nnames] = c->lib_name;
-            counts[nnames++] = 0;
+        if (i == out->n) {
+            out->names[out->n] = c->lib_name;
+            out->counts[out->n++] = 0;
         }
-        counts[i]++;
+        out->counts[i]++;
     }
+}
+
+void session_info_libs(struct buf *b)
+{
+    struct session_libs libs;
+    char name[80], item[128];
+    unsigned i;
+
+    session_libs_count(&libs);
     PX_CHECK_OOM(buf_append_str(b, "clients_by_lib_name:"));
-    for (i = 0; i < nnames; i++) {
-        session_info_name(name, sizeof(name), names[i]);
-        snprintf(item, sizeof(item), "%s=%u,", name, counts[i]);
+    for (i = 0; i < libs.n; i++) {
+        session_info_name(name, sizeof(name), libs.names[i]);
+        snprintf(item, sizeof(item), "%s=%u,", name, libs.counts[i]);
         PX_CHECK_OOM(buf_append_str(b, item));
     }
-    if (other > 0) {
-        snprintf(item, sizeof(item), "(other)=%u,", other);
+    if (libs.other > 0) {
+        snprintf(item, sizeof(item), "(other)=%u,", libs.other);
         PX_CHECK_OOM(buf_append_str(b, item));
     }
-    snprintf(item, sizeof(item), "(none)=%u\r\n", none);
+    snprintf(item, sizeof(item), "(none)=%u\r\n", libs.none);
     PX_CHECK_OOM(buf_append_str(b, item));
 }

@@ -11,6 +11,11 @@
 #   LIMITS=my.yaml scripts/run.sh   another limits tree (LIMITS= for none);
 #                                   by default conf/limits.example.yaml, unless
 #                                   the flags name --limits or --config
+#   METRICS=127.0.0.1:9200 scripts/run.sh
+#                                   the Prometheus endpoint elsewhere (METRICS=
+#                                   for none); by default 127.0.0.1:9121,
+#                                   unless the flags name --metrics-listen or
+#                                   --config
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,12 +84,27 @@ case " $* " in
     ;;
 esac
 
+METRICS_ARGS=()
+case " $* " in
+*" --metrics-listen"* | *" --config"*) ;;
+*)
+    METRICS=${METRICS-127.0.0.1:9121}
+    if [ -n "$METRICS" ]; then
+        METRICS_ARGS=(--metrics-listen "$METRICS")
+    fi
+    ;;
+esac
+
 PORT=${LISTEN##*:}
 echo "cellgate on $LISTEN: try  redis-cli -p $PORT ping" >&2
 if [ ${#LIMITS_ARGS[@]} -gt 0 ]; then
     echo "               and  redis-cli -p $PORT limiter check user:alex:trade" >&2
 fi
+if [ ${#METRICS_ARGS[@]} -gt 0 ]; then
+    echo "metrics:       curl -s http://$METRICS/metrics" >&2
+fi
 build/cellgate --listen "$LISTEN" "${UPSTREAM[@]+"${UPSTREAM[@]}"}" \
-    "${LIMITS_ARGS[@]+"${LIMITS_ARGS[@]}"}" "$@" &
+    "${LIMITS_ARGS[@]+"${LIMITS_ARGS[@]}"}" \
+    "${METRICS_ARGS[@]+"${METRICS_ARGS[@]}"}" "$@" &
 CG_PID=$!
 wait "$CG_PID"

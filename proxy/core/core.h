@@ -15,11 +15,14 @@
 
 struct conf;
 
+struct metrics;
+
 struct core {
     uv_loop_t *loop;              /* borrowed: the loop everything runs on */
     const struct conf *conf;      /* borrowed: timeouts, credentials, pools */
     struct queue upstreams;       /* every struct upstream (link) */
     struct queue dirty_upstreams; /* upstreams with bytes to write */
+    struct metrics *metrics;      /* borrowed: the counters (NULL: none) */
     unsigned shutting_down : 1;   /* no new connections, nothing pooled */
 };
 

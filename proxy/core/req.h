@@ -52,6 +52,8 @@ struct req {
     const struct cmd_def *def; /* borrowed from the command table, or NULL */
     struct buf reply;          /* owned: reply bytes (and relayed pushes) */
     uint64_t sent_ms;          /* loop time when queued upstream */
+    uint64_t parsed_ns;        /* uv_hrtime when a client's request was
+                                  parsed: the start of its latency */
     req_reply_fn *on_reply;    /* the completion callback (see above);
                                   NULL: the reply is dropped and the
                                   request freed (swallowed, orphaned) */
@@ -102,6 +104,15 @@ struct req {
                                  (cluster_limiter_upstream) */
     unsigned until_reset : 1; /* proxy's own RESET: frames before its
                                  +RESET belong to the state it ends */
+    unsigned lat : 2;         /* the latency histogram its reply is
+                                 observed in (enum req_lat) */
+};
+
+/* Which latency a client's request measures, set by the router. */
+enum req_lat {
+    REQ_LAT_NONE = 0, /* answered by the proxy: not observed */
+    REQ_LAT_DECISION, /* CL.THROTTLE, LIMITER: parsed to reply queued */
+    REQ_LAT_FORWARD,  /* sent to a node: parsed to reply delivered */
 };
 
 /* A new request owning `cmd` (may be NULL), linked nowhere. Its creator

@@ -38,6 +38,7 @@
 #include "parser/resp_enc.h"
 #include "proxy/core/core.h"
 #include "proxy/core/log.h"
+#include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
 
@@ -112,6 +113,9 @@ static void upstream_on_reconnect_timer(uv_timer_t *t)
     struct upstream *up = container_of(t, struct upstream, timer);
 
     if (up->state == UP_IDLE) {
+        if (up->mnode != NULL) {
+            up->mnode->reconnects++;
+        }
         upstream_connect(up);
     }
 }
@@ -205,6 +209,9 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
+    if (up->mnode != NULL) {
+        up->mnode->errors++;
+    }
     if (up->priv) {
         log_debug("upstream %s (private): %s", up->name, why);
         upstream_destroy(up, why);
@@ -324,6 +331,19 @@ static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 /* Hands one complete reply frame (its value of type `type`) to its request.
  * Returns 0, or -1 when the upstream stopped being usable while
  * delivering. */
+/* Counts an error reply of the node: a redirection, or an error. */
+static void upstream_count_error(struct metrics_node *mn, const char *frame,
+                                 size_t len)
+{
+    if (len >= 7 && memcmp(frame, "-MOVED ", 7) == 0) {
+        mn->moved++;
+    } else if (len >= 5 && memcmp(frame, "-ASK ", 5) == 0) {
+        mn->ask++;
+    } else {
+        mn->errors++;
+    }
+}
+
 static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
                             char type)
 {
@@ -358,6 +378,9 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
         return 0;
     }
     queue_remove(&req->unode);
+    if (frame[0] == '-' && up->mnode != NULL) {
+        upstream_count_error(up->mnode, frame, len);
+    }
     if (frame[0] != '-' && !up->served) {
         up->served = 1;
         up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
@@ -443,6 +466,9 @@ static void upstream_on_connect_timeout(uv_timer_t *t)
     struct upstream *up = container_of(t, struct upstream, timer);
 
     if (up->state == UP_CONNECTING) {
+        if (up->mnode != NULL) {
+            up->mnode->timeouts++;
+        }
         upstream_fail(up, "unavailable: connect timed out");
     }
 }
@@ -669,6 +695,8 @@ struct upstream *upstream_new(struct core *core,
 
     memcpy(&up->sa, sa, sizeof(up->sa));
     snprintf(up->name, sizeof(up->name), "%s", name);
+    up->mnode =
+        core->metrics != NULL ? metrics_node(core->metrics, name) : NULL;
     up->node = node;
     up->proto = proto;
     up->limiter = (flags & UPSTREAM_LIMITER) != 0;
@@ -696,6 +724,8 @@ struct upstream *upstream_new_private(struct core *core,
 
     memcpy(&up->sa, sa, sizeof(up->sa));
     snprintf(up->name, sizeof(up->name), "%s", name);
+    up->mnode =
+        core->metrics != NULL ? metrics_node(core->metrics, name) : NULL;
     up->priv = 1;
     up->proto = proto;
     up->limiter = (flags & UPSTREAM_LIMITER) != 0;
@@ -728,6 +758,9 @@ void upstream_send(struct upstream *up, struct req *req)
         return;
     }
     PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
+    if (up->mnode != NULL) {
+        up->mnode->requests++;
+    }
     req->sent_ms = core_now_ms(up->core);
     queue_insert_tail(&up->inflight, &req->unode);
     if (up->state == UP_READY) {
@@ -831,6 +864,9 @@ void upstream_check_timeout(struct upstream *up, uint64_t now_ms,
         return;
     }
     if (upstream_silent_ms(up, now_ms) > timeout_ms) {
+        if (up->mnode != NULL) {
+            up->mnode->timeouts++;
+        }
         upstream_fail(up, "command timed out after %u ms", timeout_ms);
     }
 }

@@ -32,6 +32,8 @@ struct upstream;
 /* What an upstream tells the one who opened it, installed with it (the
  * cluster for shared and pooled connections, the client for its private
  * ones). Any entry may be NULL. */
+struct metrics_node;
+
 struct upstream_ops {
     /* Bytes that answer no request: a RESP3 push, a message of a
      * subscription, the replication stream of a tunnel. NULL: a push is
@@ -81,43 +83,45 @@ struct upstream {
     struct client *owner;           /* borrowed, opaque here: the client of a
                                        private upstream, NULL while pooled or
                                        lent */
-    struct node *node;        /* borrowed: the node of a shared upstream */
-    struct node *home;        /* borrowed: the node whose idle pool holds
-                                 this private upstream, or NULL */
-    struct queue idle_link;   /* link in home->idle while pooled */
-    struct node *held_on;     /* borrowed: the node whose `held` list
-                                 counts this private upstream while a
-                                 client holds it, or NULL */
-    struct queue held_link;   /* link in held_on->held */
-    struct queue aux_link;    /* link in owner->aux (cluster tracking) */
-    struct queue tunnel_wait; /* struct req (unode): a SYNC waiting for
-                                 the replies owed before it */
-    struct queue rid_wait;    /* struct req (unode) waiting for rid */
-    uint64_t rid;             /* Redis's CLIENT ID of a private upstream,
-                                 0 until known */
-    unsigned backoff_ms;      /* reconnect delay before jitter: doubles
-                                 while attempts fail, reset once one
-                                 served */
-    unsigned retry_ms;        /* the delay of the pending reconnect */
-    uint64_t ready_ms;        /* loop time the connection was made */
-    uint64_t rng;             /* xorshift state of the jitter */
-    char last_err[160];       /* why the last attempt failed */
-    uint64_t last_read_ms;    /* loop time bytes last arrived */
-    int pending_closes;       /* handles still closing (free at 0) */
-    int proto;                /* RESP_PROTO2 or RESP_PROTO3 */
-    unsigned tcp_open : 1;    /* tcp handle initialised, not closed */
-    unsigned priv : 1;        /* private: never shared, never reconnects */
-    unsigned served : 1;      /* this connection got a reply that was not
-                                 an error: the node takes clients */
-    unsigned tracked : 1;     /* private, had CLIENT TRACKING on: Redis's
-                                 tracking table still names it for the
-                                 keys it read, so it is never reused */
-    unsigned tunnel : 1;      /* private, after SYNC/PSYNC: every byte
-                                 read goes to the owner as it is */
-    unsigned oneshot : 1;     /* private, lent for the requests in flight
-                                 (SCRIPT KILL): pooled when they are done */
-    unsigned limiter : 1;     /* logs in as limiter_user: carries the
-                                 limiter's calls only, never a client's */
+    struct node *node;          /* borrowed: the node of a shared upstream */
+    struct node *home;          /* borrowed: the node whose idle pool holds
+                                   this private upstream, or NULL */
+    struct queue idle_link;     /* link in home->idle while pooled */
+    struct node *held_on;       /* borrowed: the node whose `held` list
+                                   counts this private upstream while a
+                                   client holds it, or NULL */
+    struct queue held_link;     /* link in held_on->held */
+    struct queue aux_link;      /* link in owner->aux (cluster tracking) */
+    struct queue tunnel_wait;   /* struct req (unode): a SYNC waiting for
+                                   the replies owed before it */
+    struct queue rid_wait;      /* struct req (unode) waiting for rid */
+    uint64_t rid;               /* Redis's CLIENT ID of a private upstream,
+                                   0 until known */
+    unsigned backoff_ms;        /* reconnect delay before jitter: doubles
+                                   while attempts fail, reset once one
+                                   served */
+    unsigned retry_ms;          /* the delay of the pending reconnect */
+    uint64_t ready_ms;          /* loop time the connection was made */
+    uint64_t rng;               /* xorshift state of the jitter */
+    struct metrics_node *mnode; /* borrowed from core->metrics: its node's
+                                   counters, or NULL */
+    char last_err[160];         /* why the last attempt failed */
+    uint64_t last_read_ms;      /* loop time bytes last arrived */
+    int pending_closes;         /* handles still closing (free at 0) */
+    int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
+    unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
+    unsigned priv : 1;          /* private: never shared, never reconnects */
+    unsigned served : 1;        /* this connection got a reply that was not
+                                   an error: the node takes clients */
+    unsigned tracked : 1;       /* private, had CLIENT TRACKING on: Redis's
+                                   tracking table still names it for the
+                                   keys it read, so it is never reused */
+    unsigned tunnel : 1;        /* private, after SYNC/PSYNC: every byte
+                                   read goes to the owner as it is */
+    unsigned oneshot : 1;       /* private, lent for the requests in flight
+                                   (SCRIPT KILL): pooled when they are done */
+    unsigned limiter : 1;       /* logs in as limiter_user: carries the
+                                   limiter's calls only, never a client's */
 };
 
 /* Flags of a new upstream. */

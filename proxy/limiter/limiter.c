@@ -47,7 +47,9 @@
 #include "conf/limits.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
+#include "proxy/core/core.h"
 #include "proxy/core/log.h"
+#include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/limiter_aggregate.h"
@@ -117,6 +119,121 @@ static void limiter_store_done(struct store *st, struct req *req,
     req_reply_built(req);
 }
 
+/* ---------------- Metrics ---------------- */
+
+/* The counters, or NULL (a limiter without a core, in unit tests). */
+static struct metrics *limiter_metrics(const struct limiter *lm)
+{
+    return lm->core != NULL ? lm->core->metrics : NULL;
+}
+
+/* CL.THROTTLE's completion: counts the decision under the one rule of
+ * CL.THROTTLE, then replies. */
+static void limiter_throttle_done(struct store *st, struct req *req,
+                                  const struct store_reply *r)
+{
+    struct limiter *lm = container_of(st, struct limiter, store);
+    struct metrics *m = limiter_metrics(lm);
+
+    if (m != NULL) {
+        struct metrics_rule *rule = m->throttle;
+        if (r->kind != STORE_REPLY_INTS) {
+            metrics_rule_count(rule, METRICS_ERRORS);
+        } else if (r->fail_open) {
+            metrics_rule_count(rule, METRICS_FAIL_OPEN);
+        } else if (r->v[0] != 0) {
+            metrics_rule_count(rule, METRICS_LIMITED);
+        } else {
+            metrics_rule_count(rule, METRICS_ALLOWED);
+            if (metrics_near_limit(m, r->v[1], r->v[2])) {
+                metrics_rule_count(rule, METRICS_NEAR_LIMIT);
+            }
+        }
+    }
+    limiter_store_done(st, req, r);
+}
+
+/* The most levels a check counts: one per depth of the tree. */
+#define LIMITER_MAX_LEVELS LIMITS_MAX_DEPTH
+
+/* Counts a CHECK that ended in an error: once per level with limits. */
+static void limiter_count_error(const struct store_check *c)
+{
+    unsigned i;
+    int seen[LIMITER_MAX_LEVELS] = { 0 };
+
+    for (i = 0; i < c->n; i++) {
+        unsigned l = c->lim[i].level;
+        if (l < LIMITER_MAX_LEVELS && !seen[l]) {
+            seen[l] = 1;
+            metrics_rule_count(c->lim[i].rule, METRICS_ERRORS);
+        }
+    }
+}
+
+/* What a decided CHECK's levels said, read before the decisions are
+ * rewritten into the reply. */
+struct limiter_tally {
+    struct metrics_rule *rule[LIMITER_MAX_LEVELS]; /* each level's */
+    unsigned char seen[LIMITER_MAX_LEVELS];        /* the level has limits */
+    unsigned char limited[LIMITER_MAX_LEVELS];     /* one of them refused */
+    unsigned char shadow[LIMITER_MAX_LEVELS];      /* a shadow level */
+    unsigned char near[LIMITER_MAX_LEVELS];        /* ... or is near its
+                                                      limit */
+};
+
+static void limiter_tally(const struct metrics *m, const struct store_check *c,
+                          struct limiter_tally *t)
+{
+    unsigned i;
+
+    memset(t, 0, sizeof(*t));
+    for (i = 0; i < c->n; i++) {
+        const struct rl_decision *d = &c->res[i];
+        unsigned l = c->lim[i].level;
+        if (l >= LIMITER_MAX_LEVELS) {
+            continue;
+        }
+        t->seen[l] = 1;
+        t->rule[l] = c->lim[i].rule;
+        t->shadow[l] |= c->lim[i].shadow;
+        t->limited[l] |=
+            c->lim[i].shadow ? c->lim[i].shadow_limited : d->limited != 0;
+        t->near[l] |=
+            d->limited || metrics_near_limit(m, d->limit, d->remaining);
+    }
+}
+
+/* Counts a decided CHECK: each level is a rule and counts once. A shadow
+ * level that would have refused counts shadow_limited, whatever the check
+ * answered (it took nothing). Otherwise, in a check that was admitted
+ * (`admitted`: its reply says not limited, a WAIT reservation included),
+ * every level counts allowed, and near_limit too when one of its limits
+ * was refused (reserved) or has at least the near ratio used. In a
+ * refused check, a level that refused counts limited, and a level that
+ * would have admitted counts nothing: nothing was taken from it, and it
+ * did not refuse. */
+static void limiter_count_check(const struct limiter_tally *t, int admitted)
+{
+    unsigned i;
+
+    for (i = 0; i < LIMITER_MAX_LEVELS; i++) {
+        if (!t->seen[i]) {
+            continue;
+        }
+        if (t->shadow[i] && t->limited[i]) {
+            metrics_rule_count(t->rule[i], METRICS_SHADOW_LIMITED);
+        } else if (admitted) {
+            metrics_rule_count(t->rule[i], METRICS_ALLOWED);
+            if (t->near[i]) {
+                metrics_rule_count(t->rule[i], METRICS_NEAR_LIMIT);
+            }
+        } else if (t->limited[i]) {
+            metrics_rule_count(t->rule[i], METRICS_LIMITED);
+        }
+    }
+}
+
 /* ---------------- CL.THROTTLE ---------------- */
 
 /* CL.THROTTLE and the raw LIMITER form: parse, then the store. A key
@@ -153,7 +270,7 @@ static void limiter_throttle_req(struct limiter *lm, struct req *req, int admin)
         return;
     }
     lm->store.ops->throttle(&lm->store, req, &p, argv[1], lens[1],
-                            limiter_store_done);
+                            limiter_throttle_done);
 }
 
 /* ---------------- The limits tree: CHECK, PEEK, RESET ---------------- */
@@ -163,6 +280,8 @@ static const char *limiter_add(struct store_check *c,
                                const struct limits_level *lev, size_t k,
                                const struct limits_limit *l)
 {
+    const struct limiter *lm = container_of(c->st, struct limiter, store);
+    size_t nrules = limits_rule_count(lm->limits);
     struct store_limit *x = &c->lim[c->n];
     char key[STORE_KEY_MAX];
     const char *err = NULL;
@@ -190,6 +309,9 @@ static const char *limiter_add(struct store_check *c,
     x->key = px_strndup(key, (size_t)kl);
     x->klen = (size_t)kl;
     x->group = lev->group;
+    x->level = (unsigned)(lev - c->lv->level);
+    x->rule =
+        lm->rules != NULL && lev->rule < nrules ? lm->rules[lev->rule] : NULL;
     c->n++;
     return NULL;
 }
@@ -241,8 +363,10 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
 static void limiter_check_done(struct store_check *c)
 {
     struct limiter *lm = container_of(c->st, struct limiter, store);
+    struct metrics *m = limiter_metrics(lm);
     struct req *root = c->root;
     struct limiter_wait *slot;
+    struct limiter_tally tally;
     int64_t v[5], delay;
 
     if (c->op == STORE_RESET) {
@@ -262,6 +386,9 @@ static void limiter_check_done(struct store_check *c)
             lm->store.ops->refund(&lm->store, c);
         }
         if (c->err_text != NULL && c->err.len == 0) {
+            if (c->op == STORE_CHECK) {
+                limiter_count_error(c);
+            }
             req_reply_error(root, "%s", c->err_text);
             store_check_free(c);
             return;
@@ -277,6 +404,9 @@ static void limiter_check_done(struct store_check *c)
             PX_CHECK_OOM(buf_append_str(&c->err,
                                         "-ERR limiter overrides kept changing "
                                         "during the check, try again\r\n"));
+        }
+        if (c->op == STORE_CHECK) {
+            limiter_count_error(c);
         }
         req_reply(root, c->err.data, c->err.len);
         store_check_free(c);
@@ -297,8 +427,14 @@ static void limiter_check_done(struct store_check *c)
         lm->shadow_limited++;
     }
     /* PEEK answers as the CHECK it shows would (its wait_ns is 0). */
+    if (m != NULL) {
+        limiter_tally(m, c, &tally);
+    }
     delay =
         limiter_aggregate_check(c->res, c->peek, c->lim, c->n, c->wait_ns, v);
+    if (m != NULL && c->op == STORE_CHECK) {
+        limiter_count_check(&tally, v[0] == 0);
+    }
     slot = c->hold; /* a CHECK ... WAIT's slot: the timer takes it */
     c->hold = NULL;
     store_check_free(c);
@@ -631,7 +767,7 @@ static void limiter_reload(struct limiter *lm, struct req *req)
         return;
     }
     err[0] = '\0';
-    if (limiter_load(lm, lm->conf->limits_file, err, sizeof(err)) != PX_OK) {
+    if (limiter_reload_file(lm, err, sizeof(err)) != PX_OK) {
         size_t len = strlen(err);
         while (len > 0 && (err[len - 1] == '\n' || err[len - 1] == ' ')) {
             err[--len] = '\0';
@@ -670,6 +806,25 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
                conf);
 }
 
+/* Finds the counters of every rule of the tree just loaded (made on
+ * first sight, kept across reloads), and records the file's hash. */
+static void limiter_rules_bind(struct limiter *lm)
+{
+    struct metrics *m = limiter_metrics(lm);
+    size_t i, n = limits_rule_count(lm->limits);
+
+    px_free(lm->rules);
+    lm->rules = NULL;
+    if (m == NULL) {
+        return;
+    }
+    lm->rules = px_calloc(n > 0 ? n : 1, sizeof(*lm->rules));
+    for (i = 0; i < n; i++) {
+        lm->rules[i] = metrics_rule(m, limits_rule_pattern(lm->limits, i));
+    }
+    metrics_set_sha256(m, limits_sha256(lm->limits));
+}
+
 int limiter_load(struct limiter *lm, const char *path, char *err, size_t errlen)
 {
     struct limits_tree *t = NULL;
@@ -682,7 +837,20 @@ int limiter_load(struct limiter *lm, const char *path, char *err, size_t errlen)
     }
     limits_free(lm->limits);
     lm->limits = t;
+    limiter_rules_bind(lm);
     return PX_OK;
+}
+
+int limiter_reload_file(struct limiter *lm, char *err, size_t errlen)
+{
+    struct metrics *m = limiter_metrics(lm);
+    int rc = limiter_load(lm, lm->conf->limits_file, err, errlen);
+
+    if (m != NULL) {
+        m->reloads_ok += rc == PX_OK;
+        m->reloads_failed += rc != PX_OK;
+    }
+    return rc;
 }
 
 void limiter_throttle(struct limiter *lm, struct req *req, int admin)
@@ -746,6 +914,8 @@ void limiter_free(struct limiter *lm)
 {
     limits_free(lm->limits);
     lm->limits = NULL;
+    px_free(lm->rules);
+    lm->rules = NULL;
     /* The store first: a call it still holds gives its WAIT slot back. */
     store_free(&lm->store);
     limiter_waits_free(&lm->waits);

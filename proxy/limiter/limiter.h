@@ -25,15 +25,18 @@ struct limits_tree;
 struct req;
 
 struct limiter {
-    struct core *core;          /* borrowed: the loop (WAIT timers) */
-    const struct conf *conf;    /* borrowed */
-    struct limits_tree *limits; /* owned: limits.yaml, or NULL */
-    struct limiter_waits waits; /* replies held by CHECK ... WAIT, and
-                                   their caps */
-    struct store store;         /* THE store, chosen at limiter_init: in
-                                   the process or on the Redis nodes */
-    uint64_t shadow_limited;    /* CHECKs a shadow level would have
-                                   refused */
+    struct core *core;           /* borrowed: the loop (WAIT timers) */
+    const struct conf *conf;     /* borrowed */
+    struct limits_tree *limits;  /* owned: limits.yaml, or NULL */
+    struct limiter_waits waits;  /* replies held by CHECK ... WAIT, and
+                                    their caps */
+    struct store store;          /* THE store, chosen at limiter_init: in
+                                    the process or on the Redis nodes */
+    struct metrics_rule **rules; /* owned array, borrowed entries: the
+                                    counters of each rule of `limits`
+                                    (limits_rule_pattern's index) */
+    uint64_t shadow_limited;     /* CHECKs a shadow level would have
+                                    refused */
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when
@@ -63,6 +66,10 @@ void limiter_command(struct limiter *lm, struct req *req, int admin);
  * "file:line:column: message". */
 int limiter_load(struct limiter *lm, const char *path, char *err,
                  size_t errlen);
+
+/* limiter_load of the configured limits file again (SIGHUP, LIMITER
+ * RELOAD), counted as a reload that worked or was refused. */
+int limiter_reload_file(struct limiter *lm, char *err, size_t errlen);
 
 /* Sends the CL.THROTTLE calls that arrived this loop turn, batched per
  * node and slot into few script calls (called by the flush pass, before

@@ -34,6 +34,7 @@
 
 struct cluster;
 struct conf;
+struct metrics_rule;
 struct req;
 struct store_ops;
 
@@ -53,10 +54,12 @@ struct store_reply {
         STORE_REPLY_BULK,  /* text, len: a bulk string; NULL text: nil */
         STORE_REPLY_OK,    /* +OK */
     } kind;
-    int64_t v[5];     /* STORE_REPLY_INTS */
-    long long n;      /* STORE_REPLY_INT */
-    const char *text; /* borrowed for the call */
-    size_t len;       /* bytes of text */
+    int64_t v[5];           /* STORE_REPLY_INTS */
+    long long n;            /* STORE_REPLY_INT */
+    const char *text;       /* borrowed for the call */
+    size_t len;             /* bytes of text */
+    unsigned fail_open : 1; /* STORE_REPLY_INTS: admitted undecided, the
+                               store down (store_down_policy: fail_open) */
 };
 
 /* A store: the context of every op. Embedded in struct limiter. */
@@ -89,7 +92,8 @@ struct store_limit {
     char *key;                 /* owned: the limit's key */
     size_t klen;               /* bytes of key */
     unsigned group;            /* tag group: one script call */
-    unsigned level;            /* index of its level in the check's lv */
+    unsigned level;            /* index of its level in the check's levels */
+    struct metrics_rule *rule; /* borrowed: its level's counters, or NULL */
     bool shadow;               /* its level is shadow: it never refuses the
                                   check, and takes its cost only when its
                                   level and every real limit admit */

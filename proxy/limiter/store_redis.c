@@ -403,6 +403,7 @@ static void store_redis_call_error(struct store *st, struct limiter_call *call,
         r.v[2] = 0;
         r.v[3] = -1;
         r.v[4] = 0;
+        r.fail_open = 1;
         st->fail_open++;
         call->done(st, root, &r);
     } else {

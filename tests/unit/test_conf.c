@@ -52,6 +52,8 @@ static const char *const all_keys[] = {
     "limiter_wait_max_per_identity",
     "limiter_wait_max_total",
     "limiter_shadow",
+    "metrics_listen",
+    "metrics_near_limit_ratio",
 };
 
 /* Loads `yaml` over the defaults into `c`, naming it proxy.yaml. */
@@ -116,9 +118,30 @@ static void assert_defaults(const struct conf *c)
     cr_assert_eq(c->limiter_wait_max_per_identity, 100);
     cr_assert_eq(c->limiter_wait_max_total, 10000);
     cr_assert_eq(c->limiter_shadow, 0);
+    cr_assert_eq(c->metrics_listen.port, 0);
+    cr_assert(c->metrics_near_limit_ratio == 0.8);
 }
 
 /* ---------------- Defaults and the example file ---------------- */
+
+Test(conf, metrics_keys_are_read)
+{
+    struct conf c;
+    char err[ERRLEN];
+
+    cr_assert_eq(load(&c,
+                      "metrics_listen: 0.0.0.0:9121\n"
+                      "metrics_near_limit_ratio: 0.95\n",
+                      err),
+                 CONF_OK, "%s", err);
+    cr_assert_str_eq(c.metrics_listen.host, "0.0.0.0");
+    cr_assert_eq(c.metrics_listen.port, 9121);
+    cr_assert(c.metrics_near_limit_ratio == 0.95);
+    conf_free(&c);
+    cr_assert_eq(load(&c, "metrics_near_limit_ratio: 1\n", err), CONF_OK);
+    cr_assert(c.metrics_near_limit_ratio == 1.0);
+    conf_free(&c);
+}
 
 Test(conf, init_sets_the_documented_defaults)
 {
@@ -476,6 +499,21 @@ ParameterizedTestParameters(conf, each_error_names_file_line_and_column)
         { "embedded_max_keys: 99\n",
           "proxy.yaml:1:20: embedded_max_keys: expected an integer of at "
           "least 100, got \"99\"" },
+        { "metrics_near_limit_ratio: 0\n",
+          "proxy.yaml:1:27: metrics_near_limit_ratio: expected a decimal "
+          "number above 0 and at most 1, such as 0.8, got \"0\"" },
+        { "metrics_near_limit_ratio: 1.5\n",
+          "proxy.yaml:1:27: metrics_near_limit_ratio: expected a decimal "
+          "number above 0 and at most 1, such as 0.8, got \"1.5\"" },
+        { "metrics_near_limit_ratio: 1e-1\n",
+          "proxy.yaml:1:27: metrics_near_limit_ratio: expected a decimal "
+          "number above 0 and at most 1, such as 0.8, got \"1e-1\"" },
+        { "metrics_near_limit_ratio: nan\n",
+          "proxy.yaml:1:27: metrics_near_limit_ratio: expected a decimal "
+          "number above 0 and at most 1, such as 0.8, got \"nan\"" },
+        { "metrics_listen: \"nohost\"\n",
+          "proxy.yaml:1:17: metrics_listen: expected host:port, got "
+          "\"nohost\"" },
         { "limiter_wait_max_total: -1\n",
           "proxy.yaml:1:25: limiter_wait_max_total: expected a non-negative "
           "integer, got \"-1\"" },

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "conf/limits.h"
+#include "conf/sha256.h"
 #include "tests/support/px_test.h"
 
 /* After px_test.h: criterion.h must come before its parameterized.h. */
@@ -146,6 +147,29 @@ Test(limits, seed_schema_loads_two_gcra_rules)
     cr_assert_eq(g->max_burst, 5);
     cr_assert_eq(g->count, 10);
     cr_assert_eq(g->period_ms, 15000);
+    free(lv);
+    limits_free(t);
+}
+
+/* Each node with limits is a numbered rule with its pattern, and a level
+ * names its rule; the tree keeps the file's SHA-256. */
+Test(limits, rules_have_patterns_and_levels_name_them)
+{
+    struct limits_tree *t = load_ok(seed_yaml);
+    struct limits_levels *lv = levels_new();
+    char sha[SHA256_HEX_LEN];
+
+    cr_assert_eq(limits_rule_count(t), 2);
+    cr_assert_str_eq(limits_rule_pattern(t, 0), "user:*");
+    cr_assert_str_eq(limits_rule_pattern(t, 1), "user:*:trade");
+    cr_assert_null(limits_rule_pattern(t, 2));
+    resolve(t, "user:alex:trade", lv);
+    cr_assert_eq(lv->n, 2);
+    cr_assert_str_eq(limits_rule_pattern(t, lv->level[0].rule), "user:*");
+    cr_assert_str_eq(limits_rule_pattern(t, lv->level[1].rule), "user:*:trade");
+    sha256_hex(seed_yaml, strlen(seed_yaml), sha);
+    cr_assert_str_eq(limits_sha256(t), sha);
+    cr_assert_null(limits_sha256(NULL));
     free(lv);
     limits_free(t);
 }

@@ -1,0 +1,314 @@
+/* The metrics endpoint (see metrics_http.h).
+ *
+ *   accept (over the cap: closed at once)
+ *     -> read into conn->head, parse the whole head again (http_req.c)
+ *          MORE -> read on (a full buffer: 431)    BAD -> 400
+ *          DONE -> route: GET /metrics 200, other paths 404, other
+ *                  methods 405, HTTP/2+ 505
+ *     -> write the response, then shut our side down and read (and drop)
+ *        whatever the client still sends until it closes: closing with
+ *        unread bytes would reset the connection and could destroy the
+ *        response before the client read it
+ *     -> close (two handles: tcp and timer, freed when both are closed)
+ *
+ * The timer runs from accept and closes whatever is still open when it
+ * fires, slow senders and slow readers alike. */
+#include "proxy/metrics_http.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "conf/conf.h"
+#include "parser/buf.h"
+#include "parser/http_req.h"
+#include "proxy/core/log.h"
+#include "proxy/core/util.h"
+
+/* listen(2) backlog: scrapers come one at a time. */
+#define METRICS_HTTP_BACKLOG 64
+
+/* One connection. */
+struct metrics_conn {
+    uv_tcp_t tcp;                     /* embedded */
+    uv_timer_t timer;                 /* its deadline */
+    uv_write_t wr;                    /* the response's write */
+    uv_shutdown_t sd;                 /* our side's FIN after it */
+    struct metrics_http *h;           /* borrowed: its endpoint */
+    struct queue link;                /* link in h->conns */
+    char head[METRICS_HTTP_MAX_HEAD]; /* the request head so far */
+    size_t used;                      /* bytes of head */
+    struct buf out;                   /* owned: the response, until its
+                                         write's callback */
+    int pending_closes;               /* handles still closing */
+    unsigned answered : 1;            /* a response is on its way */
+    unsigned written : 1;             /* ... and was written */
+    unsigned eof : 1;                 /* the client closed its side
+                                         before the response was out */
+    unsigned closing : 1;             /* metrics_conn_close ran */
+};
+
+static void metrics_conn_on_close(uv_handle_t *hd)
+{
+    struct metrics_conn *c = hd->type == UV_TIMER
+                                 ? container_of(hd, struct metrics_conn, timer)
+                                 : container_of(hd, struct metrics_conn, tcp);
+
+    if (--c->pending_closes > 0) {
+        return;
+    }
+    buf_free(&c->out);
+    px_free(c);
+}
+
+static void metrics_conn_close(struct metrics_conn *c)
+{
+    if (c->closing) {
+        return;
+    }
+    c->closing = 1;
+    queue_remove(&c->link);
+    c->h->nconns--;
+    uv_close((uv_handle_t *)&c->timer, metrics_conn_on_close);
+    uv_close((uv_handle_t *)&c->tcp, metrics_conn_on_close);
+}
+
+static void metrics_conn_on_timer(uv_timer_t *t)
+{
+    metrics_conn_close(container_of(t, struct metrics_conn, timer));
+}
+
+static void metrics_conn_alloc(uv_handle_t *hd, size_t hint, uv_buf_t *b)
+{
+    struct metrics_conn *c = container_of(hd, struct metrics_conn, tcp);
+
+    PX_UNUSED(hint);
+    if (c->answered) {
+        /* Draining after the response: the bytes are dropped. */
+        b->base = c->head;
+        b->len = sizeof(c->head);
+        return;
+    }
+    b->base = c->head + c->used;
+    b->len = sizeof(c->head) - c->used;
+}
+
+static void metrics_conn_on_shutdown(uv_shutdown_t *sd, int status)
+{
+    struct metrics_conn *c = container_of(sd, struct metrics_conn, sd);
+
+    if (status < 0 && !c->closing) {
+        metrics_conn_close(c);
+    }
+}
+
+static void metrics_conn_on_write(uv_write_t *wr, int status)
+{
+    struct metrics_conn *c = container_of(wr, struct metrics_conn, wr);
+
+    buf_free(&c->out);
+    c->written = 1;
+    if (c->closing) {
+        return;
+    }
+    if (status < 0 || c->eof ||
+        uv_shutdown(&c->sd, (uv_stream_t *)&c->tcp, metrics_conn_on_shutdown) <
+            0) {
+        metrics_conn_close(c);
+    }
+}
+
+static void metrics_conn_on_read(uv_stream_t *s, ssize_t nread,
+                                 const uv_buf_t *b);
+
+/* Sends status `status` (with its reason text) and `body` (NULL: the
+ * reason), then closes our side. */
+static void metrics_conn_respond(struct metrics_conn *c, const char *status,
+                                 const char *extra, const struct buf *body)
+{
+    const char *text = body != NULL ? body->data : status;
+    size_t len = body != NULL ? body->len : strlen(status);
+    char head[256];
+    uv_buf_t ub;
+    int n;
+
+    n = snprintf(head, sizeof(head),
+                 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n%s\r\n",
+                 status,
+                 body != NULL ? "text/plain; version=0.0.4; charset=utf-8"
+                              : "text/plain; charset=utf-8",
+                 len + (body != NULL ? 0 : 1), extra);
+    PX_CHECK_OOM(buf_append(&c->out, head, (size_t)n));
+    PX_CHECK_OOM(buf_append(&c->out, text, len));
+    if (body == NULL) {
+        PX_CHECK_OOM(buf_append(&c->out, "\n", 1));
+    }
+    c->answered = 1;
+    ub = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &ub, 1,
+                 metrics_conn_on_write) < 0) {
+        buf_free(&c->out);
+        metrics_conn_close(c);
+    }
+}
+
+/* Answers a complete head. */
+static void metrics_conn_route(struct metrics_conn *c, const struct http_req *r)
+{
+    struct buf body;
+
+    if (r->major != 1) {
+        metrics_conn_respond(c, "505 HTTP Version Not Supported", "", NULL);
+    } else if (!http_req_path_is(r->target, r->target_len, "/metrics")) {
+        metrics_conn_respond(c, "404 Not Found", "", NULL);
+    } else if (r->method_len != 3 || memcmp(r->method, "GET", 3) != 0) {
+        metrics_conn_respond(c, "405 Method Not Allowed", "Allow: GET\r\n",
+                             NULL);
+    } else {
+        buf_init(&body);
+        c->h->render(&body);
+        metrics_conn_respond(c, "200 OK", "", &body);
+        buf_free(&body);
+    }
+}
+
+static void metrics_conn_on_read(uv_stream_t *s, ssize_t nread,
+                                 const uv_buf_t *b)
+{
+    struct metrics_conn *c = container_of(s, struct metrics_conn, tcp);
+    struct http_req r;
+
+    PX_UNUSED(b);
+    if (nread == 0) {
+        return;
+    }
+    if (nread < 0 && c->answered && !c->written) {
+        /* The client only closed its side: the response still goes out,
+         * and the connection closes once it has. */
+        c->eof = 1;
+        uv_read_stop(s);
+        return;
+    }
+    if (nread < 0) {
+        metrics_conn_close(c); /* EOF, an error, or the drain is over */
+        return;
+    }
+    if (c->answered) {
+        return; /* dropped */
+    }
+    c->used += (size_t)nread;
+    switch (http_req_parse(c->head, c->used, &r)) {
+    case HTTP_REQ_DONE:
+        metrics_conn_route(c, &r);
+        return;
+    case HTTP_REQ_BAD:
+        metrics_conn_respond(c, "400 Bad Request", "", NULL);
+        return;
+    case HTTP_REQ_MORE:
+        break;
+    }
+    if (c->used == sizeof(c->head)) {
+        metrics_conn_respond(c, "431 Request Header Fields Too Large", "",
+                             NULL);
+    }
+}
+
+static void metrics_http_on_refused_close(uv_handle_t *hd)
+{
+    px_free(hd);
+}
+
+static void metrics_http_on_connection(uv_stream_t *ls, int status)
+{
+    struct metrics_http *h = container_of(ls, struct metrics_http, listener);
+    struct metrics_conn *c;
+
+    if (status < 0) {
+        log_warn("metrics: accept error: %s", uv_strerror(status));
+        return;
+    }
+    if (h->nconns >= METRICS_HTTP_MAX_CONNS) {
+        /* Taken off the backlog and closed: a flood of scrapers waits in
+         * no queue of ours. */
+        uv_tcp_t *t = px_calloc(1, sizeof(*t));
+        uv_tcp_init(h->loop, t);
+        if (uv_accept(ls, (uv_stream_t *)t) == 0) {
+            h->refused++;
+        }
+        uv_close((uv_handle_t *)t, metrics_http_on_refused_close);
+        return;
+    }
+    c = px_calloc(1, sizeof(*c));
+    c->h = h;
+    buf_init(&c->out);
+    uv_tcp_init(h->loop, &c->tcp);
+    uv_timer_init(h->loop, &c->timer);
+    c->pending_closes = 2;
+    queue_insert_tail(&h->conns, &c->link);
+    h->nconns++;
+    if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, metrics_conn_alloc,
+                      metrics_conn_on_read) < 0) {
+        metrics_conn_close(c);
+        return;
+    }
+    uv_timer_start(&c->timer, metrics_conn_on_timer, METRICS_HTTP_TIMEOUT_MS,
+                   0);
+}
+
+int metrics_http_start(struct metrics_http *h, uv_loop_t *loop,
+                       const struct conf_addr *addr,
+                       metrics_http_render_fn *render)
+{
+    struct addrinfo hints, *res = NULL;
+    char port[16];
+    int rc;
+
+    memset(h, 0, sizeof(*h));
+    h->loop = loop;
+    h->render = render;
+    queue_init(&h->conns);
+    if (addr->port == 0) {
+        return PX_OK;
+    }
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    snprintf(port, sizeof(port), "%d", addr->port);
+    rc = getaddrinfo(addr->host, port, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        log_error("metrics_listen %s:%d: cannot resolve: %s", addr->host,
+                  addr->port, gai_strerror(rc));
+        return PX_ERR;
+    }
+    uv_tcp_init(loop, &h->listener);
+    h->listening = 1;
+    rc = uv_tcp_bind(&h->listener, res->ai_addr, 0);
+    freeaddrinfo(res);
+    if (rc == 0) {
+        rc = uv_listen((uv_stream_t *)&h->listener, METRICS_HTTP_BACKLOG,
+                       metrics_http_on_connection);
+    }
+    if (rc < 0) {
+        log_error("metrics_listen %s:%d: %s", addr->host, addr->port,
+                  uv_strerror(rc));
+        return PX_ERR;
+    }
+    log_info("metrics on http://%s:%d/metrics", addr->host, addr->port);
+    return PX_OK;
+}
+
+void metrics_http_stop(struct metrics_http *h)
+{
+    if (h->listening) {
+        uv_close((uv_handle_t *)&h->listener, NULL);
+        h->listening = 0;
+    }
+    while (!queue_empty(&h->conns)) {
+        metrics_conn_close(
+            container_of(queue_head(&h->conns), struct metrics_conn, link));
+    }
+}

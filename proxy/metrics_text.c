@@ -1,0 +1,294 @@
+/* Renders the metrics (see metrics_text.h). Both outputs walk the same
+ * counters in the same order, so INFO and /metrics never disagree.
+ *
+ * What the node numbers mean: `connected` is the connections open to the
+ * node now (shared, private, the proxy's own); `requests` every request
+ * written to it (clients' and the proxy's own: scripts, ASKING, setup);
+ * `errors` its error replies other than -MOVED/-ASK plus connections that
+ * failed (refused, lost, timed out); `timeouts` connects and commands that
+ * ran out of time; `reconnects` the shared connections' attempts again
+ * after a loss. Rendering is not on the hot path: it formats into the
+ * caller's buffer, one scrape or one INFO at a time. */
+#include "proxy/metrics_text.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parser/buf.h"
+#include "proxy/core/metrics.h"
+#include "proxy/core/upstream.h"
+#include "proxy/core/util.h"
+#include "proxy/server.h"
+#include "proxy/session.h"
+
+/* Label values of the result label, by enum metrics_result. */
+static const char *const metrics_text_results[METRICS_RESULTS] = {
+    [METRICS_ALLOWED] = "allowed",
+    [METRICS_LIMITED] = "limited",
+    [METRICS_NEAR_LIMIT] = "near_limit",
+    [METRICS_SHADOW_LIMITED] = "shadow_limited",
+    [METRICS_ERRORS] = "errors",
+    [METRICS_FAIL_OPEN] = "fail_open",
+};
+
+static void metrics_text_printf(struct buf *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void metrics_text_printf(struct buf *out, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    PX_ASSERT(n >= 0 && (size_t)n < sizeof(line));
+    PX_CHECK_OOM(buf_append(out, line, (size_t)n));
+}
+
+/* A label value, escaped as the exposition format wants: backslash,
+ * double quote and newline. */
+static void metrics_text_label(struct buf *out, const char *v)
+{
+    for (; *v != '\0'; v++) {
+        const char *esc = *v == '\\'   ? "\\\\"
+                          : *v == '"'  ? "\\\""
+                          : *v == '\n' ? "\\n"
+                                       : NULL;
+        if (esc != NULL) {
+            PX_CHECK_OOM(buf_append_str(out, esc));
+        } else {
+            PX_CHECK_OOM(buf_append(out, v, 1));
+        }
+    }
+}
+
+/* An INFO value: ',', '=' and ':' would break the line's format, and
+ * control bytes its lines. */
+static void metrics_text_info_value(struct buf *out, const char *v)
+{
+    for (; *v != '\0'; v++) {
+        char ch = *v == ',' || *v == '=' || (unsigned char)*v < 0x20 ? '_' : *v;
+        PX_CHECK_OOM(buf_append(out, &ch, 1));
+    }
+}
+
+/* Counts each node's open connections into its scratch `connected`. */
+static void metrics_text_connected(struct metrics *m)
+{
+    const struct queue *q;
+    size_t i;
+
+    for (i = 0; i < m->nnodes; i++) {
+        m->nodes[i]->connected = 0;
+    }
+    for (q = queue_head(&server.core.upstreams); q != &server.core.upstreams;
+         q = q->next) {
+        const struct upstream *up = container_of(q, struct upstream, link);
+        if (up->mnode != NULL && upstream_is_ready(up)) {
+            up->mnode->connected++;
+        }
+    }
+}
+
+static double metrics_text_seconds(uint64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+static void metrics_text_hist(struct buf *out, const char *name,
+                              const char *help, const struct metrics_hist *h)
+{
+    uint64_t cum = 0;
+    unsigned i;
+
+    metrics_text_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help,
+                        name);
+    for (i = 0; i < METRICS_BUCKETS; i++) {
+        cum += h->bucket[i];
+        metrics_text_printf(out, "%s_bucket{le=\"%s\"} %llu\n", name,
+                            metrics_bucket_le[i], (unsigned long long)cum);
+    }
+    metrics_text_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+                        (unsigned long long)h->count);
+    metrics_text_printf(out, "%s_sum %.9f\n%s_count %llu\n", name,
+                        metrics_text_seconds(h->sum_ns), name,
+                        (unsigned long long)h->count);
+}
+
+/* One counter or gauge per node: `field` picks it. */
+static void metrics_text_node_family(struct buf *out, const struct metrics *m,
+                                     const char *name, const char *type,
+                                     const char *help, size_t field)
+{
+    size_t i;
+
+    metrics_text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                        type);
+    for (i = 0; i < m->nnodes; i++) {
+        const struct metrics_node *n = m->nodes[i];
+        uint64_t v = *(const uint64_t *)(const void *)((const char *)n + field);
+        metrics_text_printf(out, "%s{node=\"", name);
+        metrics_text_label(out, n->name);
+        metrics_text_printf(out, "\"} %llu\n", (unsigned long long)v);
+    }
+}
+
+void metrics_text_prometheus(struct buf *out)
+{
+    struct metrics *m = &server.metrics;
+    struct session_libs libs;
+    size_t i, r;
+
+    metrics_text_printf(out,
+                        "# HELP cellgate_limiter_decisions_total Limiter "
+                        "decisions by rule (tree path; cl.throttle for "
+                        "CL.THROTTLE) and result.\n"
+                        "# TYPE cellgate_limiter_decisions_total counter\n");
+    for (i = 0; i < m->nrules; i++) {
+        for (r = 0; r < METRICS_RESULTS; r++) {
+            PX_CHECK_OOM(buf_append_str(
+                out, "cellgate_limiter_decisions_total{rule=\""));
+            metrics_text_label(out, m->rules[i]->path);
+            metrics_text_printf(out, "\",result=\"%s\"} %llu\n",
+                                metrics_text_results[r],
+                                (unsigned long long)m->rules[i]->n[r]);
+        }
+    }
+    metrics_text_hist(out, "cellgate_decision_duration_seconds",
+                      "CL.THROTTLE and LIMITER commands, from parsed to "
+                      "reply queued.",
+                      &m->decision);
+    metrics_text_hist(out, "cellgate_forward_duration_seconds",
+                      "Forwarded commands, from parsed to reply delivered.",
+                      &m->forward);
+    metrics_text_connected(m);
+    metrics_text_node_family(out, m, "cellgate_node_connected", "gauge",
+                             "Connections open to the node.",
+                             offsetof(struct metrics_node, connected));
+    metrics_text_node_family(out, m, "cellgate_node_reconnects_total",
+                             "counter", "Reconnect attempts after a loss.",
+                             offsetof(struct metrics_node, reconnects));
+    metrics_text_node_family(out, m, "cellgate_node_timeouts_total", "counter",
+                             "Connects and commands that timed out.",
+                             offsetof(struct metrics_node, timeouts));
+    metrics_text_node_family(out, m, "cellgate_node_moved_total", "counter",
+                             "-MOVED replies.",
+                             offsetof(struct metrics_node, moved));
+    metrics_text_node_family(out, m, "cellgate_node_ask_total", "counter",
+                             "-ASK replies.",
+                             offsetof(struct metrics_node, ask));
+    metrics_text_node_family(out, m, "cellgate_node_requests_total", "counter",
+                             "Requests written to the node.",
+                             offsetof(struct metrics_node, requests));
+    metrics_text_node_family(out, m, "cellgate_node_errors_total", "counter",
+                             "Error replies (not MOVED/ASK) and failed "
+                             "connections.",
+                             offsetof(struct metrics_node, errors));
+    session_libs_count(&libs);
+    metrics_text_printf(out, "# HELP cellgate_clients Connected clients by "
+                             "lib-name (CLIENT SETINFO).\n"
+                             "# TYPE cellgate_clients gauge\n");
+    for (i = 0; i < libs.n; i++) {
+        PX_CHECK_OOM(buf_append_str(out, "cellgate_clients{lib=\""));
+        metrics_text_label(out, libs.names[i]);
+        metrics_text_printf(out, "\"} %u\n", libs.counts[i]);
+    }
+    metrics_text_printf(out,
+                        "cellgate_clients{lib=\"(other)\"} %u\n"
+                        "cellgate_clients{lib=\"(none)\"} %u\n",
+                        libs.other, libs.none);
+    metrics_text_printf(
+        out,
+        "# HELP cellgate_config_reloads_total Limits file reloads (SIGHUP, "
+        "LIMITER RELOAD) by result.\n"
+        "# TYPE cellgate_config_reloads_total counter\n"
+        "cellgate_config_reloads_total{result=\"ok\"} %llu\n"
+        "cellgate_config_reloads_total{result=\"failed\"} %llu\n",
+        (unsigned long long)m->reloads_ok,
+        (unsigned long long)m->reloads_failed);
+    if (m->sha256[0] != '\0') {
+        metrics_text_printf(out,
+                            "# HELP cellgate_config_info The loaded limits "
+                            "file (its SHA-256).\n"
+                            "# TYPE cellgate_config_info gauge\n"
+                            "cellgate_config_info{sha256=\"%s\"} 1\n",
+                            m->sha256);
+    }
+}
+
+/* "# name" of an INFO section, after a blank line unless it is the
+ * first. */
+static void metrics_text_header(struct buf *out, const char *name)
+{
+    metrics_text_printf(out, "%s# %s\r\n", out->len > 0 ? "\r\n" : "", name);
+}
+
+static void metrics_text_info_hist(struct buf *out, const char *name,
+                                   const struct metrics_hist *h)
+{
+    uint64_t cum = 0;
+    unsigned i;
+
+    metrics_text_printf(out, "%s:count=%llu,sum=%.9f", name,
+                        (unsigned long long)h->count,
+                        metrics_text_seconds(h->sum_ns));
+    for (i = 0; i < METRICS_BUCKETS; i++) {
+        cum += h->bucket[i];
+        metrics_text_printf(out, ",le_%s=%llu", metrics_bucket_le[i],
+                            (unsigned long long)cum);
+    }
+    metrics_text_printf(out, ",le_+Inf=%llu\r\n", (unsigned long long)h->count);
+}
+
+void metrics_text_info(struct buf *out, unsigned sections)
+{
+    struct metrics *m = &server.metrics;
+    size_t i, r;
+
+    if (sections & METRICS_TEXT_LIMITER) {
+        metrics_text_header(out, "Limiter");
+        metrics_text_printf(out,
+                            "limiter_near_limit_ratio:%g\r\n"
+                            "config_reloads_ok:%llu\r\n"
+                            "config_reloads_failed:%llu\r\n"
+                            "limits_file_sha256:%s\r\n",
+                            m->near_ratio, (unsigned long long)m->reloads_ok,
+                            (unsigned long long)m->reloads_failed, m->sha256);
+        for (i = 0; i < m->nrules; i++) {
+            metrics_text_printf(out, "limiter_rule_%zu:rule=", i);
+            metrics_text_info_value(out, m->rules[i]->path);
+            for (r = 0; r < METRICS_RESULTS; r++) {
+                metrics_text_printf(out, ",%s=%llu", metrics_text_results[r],
+                                    (unsigned long long)m->rules[i]->n[r]);
+            }
+            PX_CHECK_OOM(buf_append_str(out, "\r\n"));
+        }
+    }
+    if (sections & METRICS_TEXT_LATENCY) {
+        metrics_text_header(out, "Latency");
+        metrics_text_info_hist(out, "decision_latency_seconds", &m->decision);
+        metrics_text_info_hist(out, "forward_latency_seconds", &m->forward);
+    }
+    if (sections & METRICS_TEXT_NODES) {
+        metrics_text_header(out, "Nodes");
+        metrics_text_connected(m);
+        for (i = 0; i < m->nnodes; i++) {
+            const struct metrics_node *n = m->nodes[i];
+            metrics_text_printf(out, "node_%zu:node=", i);
+            metrics_text_info_value(out, n->name);
+            metrics_text_printf(
+                out,
+                ",connected=%llu,reconnects=%llu,timeouts=%llu,moved=%llu,"
+                "ask=%llu,requests=%llu,errors=%llu\r\n",
+                (unsigned long long)n->connected,
+                (unsigned long long)n->reconnects,
+                (unsigned long long)n->timeouts, (unsigned long long)n->moved,
+                (unsigned long long)n->ask, (unsigned long long)n->requests,
+                (unsigned long long)n->errors);
+        }
+    }
+}
