@@ -82,8 +82,8 @@ struct conf {
     unsigned limiter_wait_max_total;        /* ... and in all; 0 = none */
     int limiter_shadow; /* every level of the limits tree decides and keeps
                            state but never refuses; default 0 */
-    struct conf_addr metrics_listen;        /* the Prometheus endpoint; port 0 =
-                                               off (default) */
+    struct conf_addr metrics_listen; /* the Prometheus endpoint; port 0 =
+                                        off (default) */
     double metrics_near_limit_ratio; /* an admitted decision with at least
                                         this share of its limit used is
                                         near_limit; 0 < r <= 1, default

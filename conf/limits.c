@@ -1152,7 +1152,6 @@ static int limits_rule_add(struct limits_tree *t, struct limits_node *n,
     return LIMITS_OK;
 }
 
-
 /* shadow: true or false (YAML's other spellings of a boolean too, in any
  * case: yes/no, on/off). Anything else is an error: a typo must not turn a
  * limit that should refuse into one that never does, or the reverse. */
