@@ -15,7 +15,6 @@
  * fires, slow senders and slow readers alike. */
 #include "proxy/metrics_http.h"
 
-#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,6 +22,7 @@
 #include "conf/conf.h"
 #include "parser/buf.h"
 #include "parser/http_req.h"
+#include "proxy/core/core.h"
 #include "proxy/core/log.h"
 #include "proxy/core/util.h"
 
@@ -262,8 +262,6 @@ int metrics_http_start(struct metrics_http *h, uv_loop_t *loop,
                        const struct conf_addr *addr,
                        metrics_http_render_fn *render)
 {
-    struct addrinfo hints, *res = NULL;
-    char port[16];
     int rc;
 
     memset(h, 0, sizeof(*h));
@@ -273,28 +271,10 @@ int metrics_http_start(struct metrics_http *h, uv_loop_t *loop,
     if (addr->port == 0) {
         return PX_OK;
     }
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    snprintf(port, sizeof(port), "%d", addr->port);
-    rc = getaddrinfo(addr->host, port, &hints, &res);
-    if (rc != 0 || res == NULL) {
-        log_error("metrics_listen %s:%d: cannot resolve: %s", addr->host,
-                  addr->port, gai_strerror(rc));
-        return PX_ERR;
-    }
-    uv_tcp_init(loop, &h->listener);
-    h->listening = 1;
-    rc = uv_tcp_bind(&h->listener, res->ai_addr, 0);
-    freeaddrinfo(res);
-    if (rc == 0) {
-        rc = uv_listen((uv_stream_t *)&h->listener, METRICS_HTTP_BACKLOG,
-                       metrics_http_on_connection);
-    }
-    if (rc < 0) {
-        log_error("metrics_listen %s:%d: %s", addr->host, addr->port,
-                  uv_strerror(rc));
+    rc = core_listen(loop, &h->listener, addr, METRICS_HTTP_BACKLOG,
+                     metrics_http_on_connection, "metrics_listen");
+    h->listening = rc != CORE_LISTEN_UNRESOLVED;
+    if (rc != CORE_LISTEN_OK) {
         return PX_ERR;
     }
     log_info("metrics on http://%s:%d/metrics", addr->host, addr->port);

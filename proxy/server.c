@@ -11,7 +11,6 @@
  * exit frees everything (libuv's MAKE_VALGRIND_HAPPY). */
 #include "proxy/server.h"
 
-#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -149,51 +148,13 @@ static void server_on_signal(uv_signal_t *h, int signum)
     server_stop();
 }
 
-/* Resolves the listen address (a literal or a name, at startup). */
-static int server_resolve(const struct conf_addr *a,
-                          struct sockaddr_storage *out)
-{
-    struct addrinfo hints, *res = NULL;
-    char portstr[16];
-    int rc;
-
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    snprintf(portstr, sizeof(portstr), "%d", a->port);
-    rc = getaddrinfo(a->host, portstr, &hints, &res);
-    if (rc != 0 || res == NULL) {
-        log_error("listen %s:%d: cannot resolve: %s", a->host, a->port,
-                  gai_strerror(rc));
-        return PX_ERR;
-    }
-    memcpy(out, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    return PX_OK;
-}
-
 static int server_listen(const struct conf *conf)
 {
-    struct sockaddr_storage sa;
-    int rc;
+    int rc = core_listen(server.loop, &server.listener, &conf->listen,
+                         SERVER_BACKLOG, server_on_connection, "listen");
 
-    if (server_resolve(&conf->listen, &sa) != PX_OK) {
-        return PX_ERR;
-    }
-    uv_tcp_init(server.loop, &server.listener);
-    server.listening = 1;
-    rc = uv_tcp_bind(&server.listener, (const struct sockaddr *)&sa, 0);
-    if (rc == 0) {
-        rc = uv_listen((uv_stream_t *)&server.listener, SERVER_BACKLOG,
-                       server_on_connection);
-    }
-    if (rc < 0) {
-        log_error("listen %s:%d: %s", conf->listen.host, conf->listen.port,
-                  uv_strerror(rc));
-        return PX_ERR;
-    }
-    return PX_OK;
+    server.listening = rc != CORE_LISTEN_UNRESOLVED;
+    return rc == CORE_LISTEN_OK ? PX_OK : PX_ERR;
 }
 
 /* Closes whatever server_init() opened and runs the loop dry, so a failed

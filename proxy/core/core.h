@@ -14,7 +14,7 @@
 #include "proxy/core/queue.h"
 
 struct conf;
-
+struct conf_addr;
 struct metrics;
 
 struct core {
@@ -28,6 +28,18 @@ struct core {
 
 /* Sets up an empty core on `loop` with `conf`. */
 void core_init(struct core *k, uv_loop_t *loop, const struct conf *conf);
+
+/* core_listen's results. */
+#define CORE_LISTEN_OK         0
+#define CORE_LISTEN_UNRESOLVED -1 /* `tcp` untouched */
+#define CORE_LISTEN_FAILED     -2 /* `tcp` initialised: the caller closes it */
+
+/* Opens TCP listener `tcp` on `loop` at `a` (a literal address, or a name
+ * resolved now: this runs at start), calling `cb` for each connection.
+ * Errors are logged under `what` ("listen", "metrics_listen"). Returns a
+ * CORE_LISTEN_* code. */
+int core_listen(uv_loop_t *loop, uv_tcp_t *tcp, const struct conf_addr *a,
+                int backlog, uv_connection_cb cb, const char *what);
 
 /* Loop time in milliseconds. */
 static inline uint64_t core_now_ms(const struct core *k)
