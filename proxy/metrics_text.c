@@ -120,18 +120,48 @@ static void metrics_text_hist(struct buf *out, const char *name,
 }
 
 /* One counter or gauge per node: `field` picks it. */
+/* One per-node family of the Prometheus text: a counter or gauge of
+ * struct metrics_node. */
+struct metrics_text_family {
+    const char *name;
+    const char *type; /* "counter" or "gauge" */
+    const char *help;
+    size_t field; /* offsetof its uint64_t in struct metrics_node */
+};
+
+static const struct metrics_text_family metrics_text_node_families[] = {
+    { "cellgate_node_connected", "gauge", "Connections open to the node.",
+      offsetof(struct metrics_node, connected) },
+    { "cellgate_node_reconnects_total", "counter",
+      "Reconnect attempts after a loss.",
+      offsetof(struct metrics_node, reconnects) },
+    { "cellgate_node_timeouts_total", "counter",
+      "Connects and commands that timed out.",
+      offsetof(struct metrics_node, timeouts) },
+    { "cellgate_node_moved_total", "counter", "-MOVED replies.",
+      offsetof(struct metrics_node, moved) },
+    { "cellgate_node_ask_total", "counter", "-ASK replies.",
+      offsetof(struct metrics_node, ask) },
+    { "cellgate_node_requests_total", "counter",
+      "Requests written to the node.",
+      offsetof(struct metrics_node, requests) },
+    { "cellgate_node_errors_total", "counter",
+      "Error replies (not MOVED/ASK) and failed connections.",
+      offsetof(struct metrics_node, errors) },
+};
+
 static void metrics_text_node_family(struct buf *out, const struct metrics *m,
-                                     const char *name, const char *type,
-                                     const char *help, size_t field)
+                                     const struct metrics_text_family *f)
 {
     size_t i;
 
-    metrics_text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
-                        type);
+    metrics_text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help,
+                        f->name, f->type);
     for (i = 0; i < m->nnodes; i++) {
         const struct metrics_node *n = m->nodes[i];
-        uint64_t v = *(const uint64_t *)(const void *)((const char *)n + field);
-        metrics_text_printf(out, "%s{node=\"", name);
+        uint64_t v =
+            *(const uint64_t *)(const void *)((const char *)n + f->field);
+        metrics_text_printf(out, "%s{node=\"", f->name);
         metrics_text_label(out, n->name);
         metrics_text_printf(out, "\"} %llu\n", (unsigned long long)v);
     }
@@ -166,28 +196,9 @@ void metrics_text_prometheus(struct buf *out)
                       "Forwarded commands, from parsed to reply delivered.",
                       &m->forward);
     metrics_text_connected(m);
-    metrics_text_node_family(out, m, "cellgate_node_connected", "gauge",
-                             "Connections open to the node.",
-                             offsetof(struct metrics_node, connected));
-    metrics_text_node_family(out, m, "cellgate_node_reconnects_total",
-                             "counter", "Reconnect attempts after a loss.",
-                             offsetof(struct metrics_node, reconnects));
-    metrics_text_node_family(out, m, "cellgate_node_timeouts_total", "counter",
-                             "Connects and commands that timed out.",
-                             offsetof(struct metrics_node, timeouts));
-    metrics_text_node_family(out, m, "cellgate_node_moved_total", "counter",
-                             "-MOVED replies.",
-                             offsetof(struct metrics_node, moved));
-    metrics_text_node_family(out, m, "cellgate_node_ask_total", "counter",
-                             "-ASK replies.",
-                             offsetof(struct metrics_node, ask));
-    metrics_text_node_family(out, m, "cellgate_node_requests_total", "counter",
-                             "Requests written to the node.",
-                             offsetof(struct metrics_node, requests));
-    metrics_text_node_family(out, m, "cellgate_node_errors_total", "counter",
-                             "Error replies (not MOVED/ASK) and failed "
-                             "connections.",
-                             offsetof(struct metrics_node, errors));
+    for (i = 0; i < ARRAY_SIZE(metrics_text_node_families); i++) {
+        metrics_text_node_family(out, m, &metrics_text_node_families[i]);
+    }
     session_libs_count(&libs);
     metrics_text_printf(out, "# HELP cellgate_clients Connected clients by "
                              "lib-name (CLIENT SETINFO).\n"

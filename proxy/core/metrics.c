@@ -56,21 +56,32 @@ static void metrics_push(void ***arr, size_t *n, size_t *cap, void *item)
     (*arr)[(*n)++] = item;
 }
 
+/* The entry of `*name` in `map` (`count` entries), or NULL when it is to
+ * be made; past `max` entries a new name counts under "other", and *name
+ * and *len say which name to make it under. */
+static void *metrics_lookup(struct hmap *map, size_t count, size_t max,
+                            const char **name, size_t *len)
+{
+    void *e;
+
+    *len = strlen(*name);
+    e = hmap_get(map, *name, *len);
+    if (e != NULL || count < max) {
+        return e;
+    }
+    *name = "other";
+    *len = strlen(*name);
+    return hmap_get(map, *name, *len);
+}
+
 struct metrics_rule *metrics_rule(struct metrics *m, const char *path)
 {
-    size_t len = strlen(path);
-    struct metrics_rule *r = hmap_get(&m->rule_by_path, path, len);
+    size_t len;
+    struct metrics_rule *r = metrics_lookup(&m->rule_by_path, m->nrules,
+                                            METRICS_MAX_RULES, &path, &len);
 
     if (r != NULL) {
         return r;
-    }
-    if (m->nrules >= METRICS_MAX_RULES) {
-        path = "other";
-        len = strlen(path);
-        r = hmap_get(&m->rule_by_path, path, len);
-        if (r != NULL) {
-            return r;
-        }
     }
     r = px_calloc(1, sizeof(*r));
     r->path = px_strndup(path, len);
@@ -90,19 +101,12 @@ int metrics_near_limit(const struct metrics *m, int64_t limit,
 
 struct metrics_node *metrics_node(struct metrics *m, const char *name)
 {
-    size_t len = strlen(name);
-    struct metrics_node *n = hmap_get(&m->node_by_name, name, len);
+    size_t len;
+    struct metrics_node *n = metrics_lookup(&m->node_by_name, m->nnodes,
+                                            METRICS_MAX_NODES, &name, &len);
 
     if (n != NULL) {
         return n;
-    }
-    if (m->nnodes >= METRICS_MAX_NODES) {
-        name = "other";
-        len = strlen(name);
-        n = hmap_get(&m->node_by_name, name, len);
-        if (n != NULL) {
-            return n;
-        }
     }
     n = px_calloc(1, sizeof(*n));
     snprintf(n->name, sizeof(n->name), "%s", name);
