@@ -1,19 +1,15 @@
 -- GCRA as redis-cell's CL.THROTTLE, atomically inside Redis (the C twin is
 -- algorithms/gcra.c; a differential test keeps them equal). One call checks
--- one key (CL.THROTTLE) or several batched calls (mode "each"); LIMITER
--- CHECK runs the same algorithm through limiter.lua.
+-- one key or several that must all admit (modes check, peek, refund), or
+-- decides the independent CL.THROTTLE calls the proxy batched (mode
+-- "runs"); LIMITER CHECK runs the same algorithm through limiter.lua.
 --
 -- KEYS     the limiter keys (any bytes), n >= 1
 -- ARGV     for each key, inc_s inc_ns dvt_s dvt_ns: INC = EI * Q and
 --          DVT = EI * (B + 1), split as s = floor(d / 1e9), 0 <= ns < 1e9
 --          (proxy-computed); then optionally a mode: "check" (default),
---          "peek" (decide, write nothing), "refund" (take INC back from
---          each stored TAT: undoes a check that another slot refused) or
---          "each" (independent calls batched together: see below).
---          With no KEYS, "each" only: the n keys follow it in ARGV (a
---          batch of keys of several slots on one cluster node, which
---          declared keys could not carry; the library's functions allow
---          it with the flag allow-cross-slot-keys).
+--          "peek" (decide, write nothing) or "refund" (take INC back from
+--          each stored TAT: undoes a check that another slot refused).
 -- Reply    {limited (0|1: any key refused), now_s, now_us, then each key's
 --          stored TAT as given or nil}; the proxy computes the five
 --          integers from these with the C model. refund replies {0, now_s,
@@ -27,6 +23,25 @@
 -- Cost     per key one GET, plus one SET (or DEL) when it admits: a refused
 --          key is read once and not written.
 --
+-- Mode "runs": independent calls batched together, each key decided in
+-- turn, each seeing the writes of the ones before (a key may repeat).
+-- KEYS     k_1 .. k_n; or none, and the n keys follow the runs in ARGV (a
+--          batch of keys of several slots on one cluster node, which
+--          declared keys could not carry; the library's functions allow it
+--          with the flag allow-cross-slot-keys)
+-- ARGV     "runs", R, then R runs of five: count, inc_s, inc_ns, dvt_s,
+--          dvt_ns: the next `count` keys share those four (batched calls
+--          mostly share one limit, so Redis parses it once, not per key);
+--          the counts add up to n
+-- Reply    {0, now_s, now_us, raw_1 .. raw_n, flag_1 .. flag_n}: raw_i
+--          the key's stored TAT as given or nil; flag_i 0 admitted, 1
+--          refused, -1 not a TAT (WRONGTYPE), -2 TAT out of range, -3 not
+--          served by this node (not decided, nothing written).
+-- Cost     as above, except that on Redis 7 a missing key (that would be
+--          admitted) is read and written by one SET ... NX GET.
+-- Errors   one for the whole call, nothing written: malformed runs or
+--          arguments.
+--
 -- The lines before "--#call" are definitions only (the FUNCTION library
 -- runs them once, at load); the lines after it are one call (the body of
 -- the library's function). A script runs the whole file each time.
@@ -34,73 +49,106 @@
 --#include lib
 --#include gcra
 
--- The arguments of keys 1..n, parsed into the four arrays (when given);
--- nil and the error text when one is malformed. Batched keys mostly share
--- one limit: the same four strings (Lua strings are interned, so comparing
--- them is comparing pointers) are not parsed again.
+-- The arguments of keys 1..n, parsed into the four arrays; nil and the
+-- error text when one is malformed.
 local function GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
-  local pa, pb, pc, pd = false, false, false, false -- ARGV holds no false
-  local x, y, z, w
   for i = 1, n do
     local b = 4 * i - 4
-    local a1, a2, a3, a4 = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-    if a1 ~= pa or a2 ~= pb or a3 ~= pc or a4 ~= pd then
-      x, y, z, w = gcra_args(a1, a2, a3, a4)
-      if not x then
-        return nil, y
-      end
-      pa, pb, pc, pd = a1, a2, a3, a4
+    local x, y, z, w = gcra_args(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
+                                 ARGV[b + 4])
+    if not x then
+      return nil, y
     end
-    if inc_s then
-      inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i] = x, y, z, w
-    end
+    inc_s[i], inc_ns[i], dvt_s[i], dvt_ns[i] = x, y, z, w
   end
   return true
 end
 
--- Mode "each": independent calls batched by the proxy (CL.THROTTLE): each
--- key in turn, each seeing the writes of the ones before (a key may
--- repeat). Key i is K[k0 + i] (KEYS, or ARGV after "each" when the keys
--- were not declared). Reply {0, now_s, now_us, raw_1..raw_n,
--- flag_1..flag_n}, flag 0 admitted, 1 refused, -1 not a TAT (WRONGTYPE),
--- -2 TAT out of range, -3 not served by this node (not decided, nothing
--- written). The arguments were checked (GCRA_E_args); they are parsed
--- again only where they differ from the previous key's.
-local function GCRA_E_each(K, k0, ARGV, n, now_s, now_us, now_ns)
+-- One key of mode "runs" under one limit (its four values, and the fast
+-- path's strings when gcra_fast gave them): its raw TAT (or false) and its
+-- flag.
+local function GCRA_E_one(key, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
+                          f_now, f_thr, f_top, f_val, f_ms)
+  local v
+  if f_now then
+    local written
+    v, written = gcra_fast_read(key, f_val, f_ms)
+    if written then
+      return false, 0
+    end
+    local flag = gcra_fast_decide(key, v, f_now, f_thr, f_top, f_val, f_ms)
+    if flag then
+      return v, flag
+    end
+  else
+    v = redis.pcall('GET', key)
+  end
+  local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
+  if raw == nil then
+    return false, r_s and -3 or -1
+  end
+  local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s, inc_ns,
+    dvt_s, dvt_ns, now_s, now_ns)
+  if limited == nil then
+    return raw, -2
+  elseif limited then
+    return raw, 1
+  end
+  gcra_store(key, raw, ttl_s, ttl_ns, s, ns)
+  return raw, 0
+end
+
+-- Mode "runs" (the header's second part).
+local function GCRA_E_runs(KEYS, ARGV)
+  local R, nargv = lib_int(ARGV[2]), #ARGV
+  if not R or R < 1 or 2 + 5 * R > nargv then
+    return redis.error_reply(GCRA_BAD_ARGS)
+  end
+  -- The whole structure first: a malformed batch writes nothing.
+  local n = 0
+  for r = 1, R do
+    local b = 5 * r - 2
+    local count = lib_int(ARGV[b])
+    if not count or count < 1 then
+      return redis.error_reply(GCRA_BAD_ARGS)
+    end
+    local ok, err = gcra_args(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
+                              ARGV[b + 4])
+    if not ok then
+      return redis.error_reply(err)
+    end
+    n = n + count
+  end
+  local K, k0 = KEYS, 0
+  if #KEYS == 0 then
+    K, k0 = ARGV, 2 + 5 * R
+  end
+  if #K ~= k0 + n or (K == KEYS and nargv ~= 2 + 5 * R) then
+    return redis.error_reply(GCRA_BAD_ARGS)
+  end
+
+  local t = redis.call('TIME')
+  local now_s, now_us = tonumber(t[1]), tonumber(t[2])
+  local now_ns = now_us * 1000
   local reply = {0, now_s, now_us}
-  local pa, pb, pc, pd = false, false, false, false
-  local inc_s, inc_ns, dvt_s, dvt_ns
-  for i = 1, n do
-    local b = 4 * i - 4
-    local a1, a2, a3, a4 = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-    if a1 ~= pa or a2 ~= pb or a3 ~= pc or a4 ~= pd then
-      inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
-      pa, pb, pc, pd = a1, a2, a3, a4
+  local i = 0
+  for r = 1, R do
+    local b = 5 * r - 2
+    local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(ARGV[b + 1], ARGV[b + 2],
+                                                   ARGV[b + 3], ARGV[b + 4])
+    local f_now, f_thr, f_top, f_val, f_ms = gcra_fast(inc_s, inc_ns, dvt_s,
+      dvt_ns, now_s, now_ns)
+    for _ = 1, lib_int(ARGV[b]) do
+      i = i + 1
+      reply[3 + i], reply[3 + n + i] = GCRA_E_one(K[k0 + i], inc_s, inc_ns,
+        dvt_s, dvt_ns, now_s, now_ns, f_now, f_thr, f_top, f_val, f_ms)
     end
-    local key = K[k0 + i]
-    local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
-    local flag = -1
-    if raw == nil and r_s then
-      flag = -3
-    elseif raw ~= nil then
-      local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s,
-        inc_ns, dvt_s, dvt_ns, now_s, now_ns)
-      if limited == nil then
-        flag = -2
-      elseif limited then
-        flag = 1
-      else
-        flag = 0
-        gcra_store(key, raw, ttl_s, ttl_ns, s, ns)
-      end
-    end
-    reply[3 + i] = raw or false
-    reply[3 + n + i] = flag
   end
   return reply
 end
 
--- The other modes see every key at once: all read, then all decided.
+-- The modes check, peek and refund see every key at once: all read, then
+-- all decided.
 local function GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
                           now_us, now_ns)
   local raw, rel_s, rel_ns = {}, {}, {}
@@ -144,26 +192,14 @@ local function GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
 end
 
 --#call
-local n, K, k0, nargs = #KEYS, KEYS, 0, 4 * #KEYS + 1
-if n == 0 then
-  -- "each" across slots (cluster mode): the keys follow "each", undeclared.
-  n = (#ARGV - 1) / 5
-  K, k0, nargs = ARGV, 4 * n + 1, 5 * n + 1
+if ARGV[1] == 'runs' then
+  return GCRA_E_runs(KEYS, ARGV)
 end
+local n = #KEYS
 local mode = ARGV[4 * n + 1] or 'check'
-if n < 1 or n % 1 ~= 0 or #ARGV > nargs or (K ~= KEYS and mode ~= 'each') or
-    (mode ~= 'check' and mode ~= 'peek' and mode ~= 'refund' and
-     mode ~= 'each') then
+if n < 1 or #ARGV > 4 * n + 1 or
+    (mode ~= 'check' and mode ~= 'peek' and mode ~= 'refund') then
   return redis.error_reply(GCRA_BAD_ARGS)
-end
-if mode == 'each' then
-  local ok, err = GCRA_E_args(ARGV, n)
-  if not ok then
-    return redis.error_reply(err)
-  end
-  local t = redis.call('TIME')
-  local now_s, now_us = tonumber(t[1]), tonumber(t[2])
-  return GCRA_E_each(K, k0, ARGV, n, now_s, now_us, now_us * 1000)
 end
 local inc_s, inc_ns, dvt_s, dvt_ns = {}, {}, {}, {}
 local ok, err = GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)

@@ -91,14 +91,17 @@ local function gcra_args(a, b, c, d)
   return inc_s, inc_ns, dvt_s, dvt_ns
 end
 
--- Reads a key's stored TAT (one GET): its raw bytes (or false), and rel,
--- the part of the TAT ahead of now (negative when it is past). Returns nil
--- when the key holds no TAT (WRONGTYPE), nil and the node's error when the
--- node cannot read it at all (a key it does not serve, in a batch whose
+-- A key's stored value, read with the GET a decision makes (through
+-- redis.pcall: the caller tells a wrong type from a node that does not
+-- serve the key).
+--
+-- rel, the part of a stored TAT ahead of now (negative when it is past),
+-- from v, the GET's reply: its raw bytes (or false), r_s, r_ns. Returns
+-- nil when the key holds no TAT (WRONGTYPE), nil and the node's error when
+-- the node cannot read it at all (a key it does not serve, in a batch whose
 -- keys were not declared: the caller reports it instead of raising, so
 -- the batch's other keys are still decided).
-local function gcra_read(key, now_s, now_ns)
-  local v = redis.pcall('GET', key)
+local function gcra_rel(v, now_s, now_ns)
   if not v then
     return false, 0, 0
   end
@@ -121,6 +124,11 @@ local function gcra_read(key, now_s, now_ns)
     return v, r_s - 1, r_ns + GCRA_NS
   end
   return v, r_s, r_ns
+end
+
+-- Reads a key's stored TAT (one GET): gcra_rel of what it holds.
+local function gcra_read(key, now_s, now_ns)
+  return gcra_rel(redis.pcall('GET', key), now_s, now_ns)
 end
 
 -- The decision from rel: refused (a boolean; nil when the new TAT passes
@@ -163,6 +171,81 @@ local function gcra_store(key, raw, ttl_s, ttl_ns, s, ns)
   elseif raw then
     redis.call('DEL', key)
   end
+end
+
+-- The fast path. Nearly every decision reads nothing, or a TAT this
+-- library wrote: 19 plain digits (every instant from 2001-09-09 to
+-- INT64_MAX), and strings of one length compare as the numbers they write.
+-- So, for one limit at one instant, a few strings prepared once decide
+-- such a key with no parsing and no formatting:
+--   absent, or TAT <= now         admitted as from rel 0: SET val PX ms,
+--                                 val = now + INC, ms = trunc(INC / 1 ms)
+--   thr < TAT <= top              refused, nothing written (thr = now +
+--                                 DVT - INC; top = INT64_MAX - INC, above
+--                                 which the new TAT would not fit)
+-- Anything else (now < TAT <= thr, which admits from a TAT ahead of now;
+-- other forms; an error) is left to the general path.
+--
+-- The strings now, thr, top, val and ms of a limit (gcra_args' four
+-- values) at now; nil when the fast path does not apply to the limit at
+-- all: INC > DVT (every request refused), INC under 1 ms (its write is a
+-- DEL), now before 2001 or sums beyond INT64_MAX.
+local function gcra_fast(inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns)
+  if now_s < 1000000000 then
+    return nil
+  end
+  local lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide(0, 0, inc_s, inc_ns,
+    dvt_s, dvt_ns, now_s, now_ns)
+  local ms = lim == false and ttl_s * 1000 + math.floor(ttl_ns / 1000000)
+  if not ms or ms <= 0 then
+    return nil
+  end
+  local thr_s, thr_ns = gcra_norm(now_s + (dvt_s - inc_s),
+                                  now_ns + (dvt_ns - inc_ns))
+  local top_s, top_ns = gcra_norm(GCRA_MAX_S - inc_s, GCRA_MAX_NS - inc_ns)
+  if thr_s > top_s or (thr_s == top_s and thr_ns >= top_ns) then
+    return nil
+  end
+  local f = '%d%09d'
+  return string.format(f, now_s, now_ns), string.format(f, thr_s, thr_ns),
+    string.format(f, top_s, top_ns), string.format(f, new_s, new_ns),
+    string.format('%d', ms)
+end
+
+-- Redis 7 takes SET ... NX GET (6.2 refuses NX with GET; 7.0 also set
+-- REDIS_VERSION_NUM, and a script runs with it on either).
+local GCRA_NX_GET = redis.REDIS_VERSION_NUM ~= nil
+
+-- The first read of the fast path: GET, or on Redis 7 one command that
+-- reads the key and, when it is absent, writes the admitted TAT (SET val
+-- NX PX ms GET: a missing key is admitted, as the table above says, and a
+-- present one is left alone and returned). Returns the key's value as GET
+-- would (false, a string or an error) and whether it was written.
+local function gcra_fast_read(key, f_val, f_ms)
+  if GCRA_NX_GET then
+    local v = redis.pcall('SET', key, f_val, 'NX', 'PX', f_ms, 'GET')
+    return v, v == false
+  end
+  return redis.pcall('GET', key), false
+end
+
+-- The fast path's decision of a key from v, its GET's reply, with the
+-- strings of gcra_fast: 0 admitted (written), 1 refused; nil when the
+-- general path decides (nothing written).
+local function gcra_fast_decide(key, v, f_now, f_thr, f_top, f_val, f_ms)
+  if v then
+    if type(v) ~= 'string' or #v ~= 19 or string.find(v, '%D') then
+      return nil
+    end
+    if v > f_now then
+      if v > f_thr and v <= f_top then
+        return 1
+      end
+      return nil
+    end
+  end
+  redis.call('SET', key, f_val, 'PX', f_ms)
+  return 0
 end
 
 -- Takes INC back from a stored TAT (undoes a check that another slot

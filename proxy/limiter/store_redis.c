@@ -13,7 +13,8 @@
  *   `pending` (struct store_redis_item: a limiter_call, or a
  *        |      limiter_group with its words copied), until the flush pass
  *        v  (limiter_flush): one batch per kind, node and client lane
- *   part "FCALL <lib>_gcra n k1..kn <inc_s inc_ns dvt_s dvt_ns>... each"
+ *   part "FCALL <lib>_gcra n k1..kn runs R <count inc_s inc_ns dvt_s
+ *         dvt_ns>..." (a run: `count` consecutive calls of one limit)
  *   part "FCALL <lib>_limiter nk <keys, the override hash last, per group>
  *         each '' G (mode cost n (algo p1 p2 p3 p4 tag)... m (path
  *         known)...)..."    tag: a refund's undo token; a check's
@@ -1345,38 +1346,60 @@ static void store_redis_words_head(struct store_redis_words *w,
     store_redis_words_add(w, num, strlen(num));
 }
 
-/* gcra.lua "each": KEYS k1..kn, ARGV the four numbers of each, "each". */
+/* Whether two calls' script arguments are the same four strings. */
+static int store_redis_same_args(const struct gcra_script_args *x,
+                                 const struct gcra_script_args *y)
+{
+    for (int k = 0; k < GCRA_SCRIPT_NARGS; k++) {
+        if (x->len[k] != y->len[k] || memcmp(x->v[k], y->v[k], x->len[k])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* gcra.lua "runs": KEYS k1..kn (declared) or none, then "runs", R and R
+ * runs of count and the four numbers that `count` consecutive calls
+ * share, then the keys (spread). */
 static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
 {
     struct gcra_script_args *sa = px_calloc(b->n, sizeof(*sa));
+    char(*count)[16] = px_calloc(b->n + 1, sizeof(*count)); /* [n]: R */
     struct store_redis_words w;
     struct resp_cmd *cmd;
     char num[16];
-    unsigned i, pass;
+    unsigned i, j, runs = 0;
     int k;
 
-    store_redis_words_init(&w, 4 + 5 * b->n);
+    for (i = 0; i < b->n; i++) {
+        gcra_script_args(&((struct limiter_call *)b->item[i])->p, &sa[i]);
+        runs += i == 0 || !store_redis_same_args(&sa[i - 1], &sa[i]);
+    }
+    store_redis_words_init(&w, 5 + b->n + 5 * runs);
     store_redis_words_head(&w, b, scripts_gcra(), b->n, num);
-    for (pass = 0; pass < 2; pass++) {
-        /* the keys before the arguments (declared) or after (spread) */
-        if (pass == b->spread) {
-            for (i = 0; i < b->n; i++) {
-                struct limiter_call *call = (struct limiter_call *)b->item[i];
-                store_redis_words_add(&w, call->key, call->klen);
-            }
+    for (i = 0; i < b->n && !b->spread; i++) {
+        const struct limiter_call *call = (struct limiter_call *)b->item[i];
+        store_redis_words_add(&w, call->key, call->klen);
+    }
+    store_redis_words_add(&w, "runs", 4);
+    snprintf(count[b->n], sizeof(*count), "%u", runs);
+    store_redis_words_add(&w, count[b->n], strlen(count[b->n]));
+    for (i = 0; i < b->n; i = j) {
+        for (j = i + 1; j < b->n && store_redis_same_args(&sa[i], &sa[j]);
+             j++) {
         }
-        if (pass == 0) {
-            for (i = 0; i < b->n; i++) {
-                struct limiter_call *call = (struct limiter_call *)b->item[i];
-                gcra_script_args(&call->p, &sa[i]);
-                for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
-                    store_redis_words_add(&w, sa[i].v[k], sa[i].len[k]);
-                }
-            }
-            store_redis_words_add(&w, "each", 4);
+        snprintf(count[i], sizeof(*count), "%u", j - i);
+        store_redis_words_add(&w, count[i], strlen(count[i]));
+        for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
+            store_redis_words_add(&w, sa[i].v[k], sa[i].len[k]);
         }
     }
+    for (i = 0; i < b->n && b->spread; i++) {
+        const struct limiter_call *call = (struct limiter_call *)b->item[i];
+        store_redis_words_add(&w, call->key, call->klen);
+    }
     cmd = store_redis_words_cmd(&w);
+    px_free(count);
     px_free(sa);
     return cmd;
 }

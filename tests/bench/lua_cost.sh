@@ -13,7 +13,8 @@
 # body). Then, for each case, FLUSHALL, CONFIG RESETSTAT, N calls
 # with redis-benchmark (C clients, random keys from __rand_int__), and
 # INFO commandstats. Cases:
-#   gcra each       gcra.lua "each" mode, BATCH random keys per call, 15 30 60
+#   gcra each       gcra.lua "runs" mode (the proxy's CL.THROTTLE batches),
+#                   BATCH random keys per call, 15 30 60
 #   gcra each hot   the same with one key BATCH times (all but the first
 #                   16 decisions of the run refused)
 #   <algo>          limiter.lua, one group of one limit (about 100 per
@@ -145,14 +146,14 @@ module_cases() {
     run "module hot" cl.throttle 1 1 CL.THROTTLE hot 15 30 60
 }
 
-# 15 30 60: EI = 2 s, so INC "2 0" and DVT = 16 EI "32 0".
+# 15 30 60: EI = 2 s, so INC "2 0" and DVT = 16 EI "32 0"; one run of
+# BATCH keys, as the proxy batches calls of one limit.
 gcra_batch() {
-    local key=$1 i keys=() args=()
+    local key=$1 i keys=()
     for ((i = 0; i < BATCH; i++)); do
         keys+=("$key")
-        args+=(2 0 32 0)
     done
-    echo "$BATCH ${keys[*]} ${args[*]} each"
+    echo "$BATCH ${keys[*]} runs 1 $BATCH 2 0 32 0"
 }
 
 # The four parameters of each algorithm (limiter.lua's units), about 100

@@ -122,14 +122,23 @@ static void shift_back(redisContext *c, const char *key, size_t keylen,
 
 /* ---------------- One checked call ---------------- */
 
-/* Arguments of EVALSHA for p on key, as the proxy will send them. */
+/* Arguments of EVALSHA for p on key, as the proxy will send them; three
+ * more in mode "runs" (a batch of one call, as the proxy batches
+ * CL.THROTTLE: "runs" 1 1 before the four numbers). */
 #define EVALSHA_ARGC (4 + GCRA_SCRIPT_NARGS)
+#define RUNS_ARGC    (EVALSHA_ARGC + 3)
 
-/* Fills argv/lens (borrowing key, sha and *a) for p on key. */
-static void evalsha_argv(const struct gcra_params *p, const char *key,
-                         size_t keylen, struct gcra_script_args *a,
-                         const char **argv, size_t *lens)
+/* The modes a call is made in: check (the default) or "runs". */
+enum call_mode { CALL_CHECK, CALL_RUNS };
+
+/* Fills argv/lens (borrowing key, sha and *a) for p on key; returns argc. */
+static int evalsha_argv(const struct gcra_params *p, const char *key,
+                        size_t keylen, enum call_mode mode,
+                        struct gcra_script_args *a, const char **argv,
+                        size_t *lens)
 {
+    int at = 4;
+
     gcra_script_args(p, a);
     argv[0] = "EVALSHA";
     argv[1] = scripts_gcra()->sha1;
@@ -139,38 +148,76 @@ static void evalsha_argv(const struct gcra_params *p, const char *key,
         lens[i] = strlen(argv[i]);
     }
     lens[3] = keylen;
-    for (int i = 0; i < GCRA_SCRIPT_NARGS; i++) {
-        argv[4 + i] = a->v[i];
-        lens[4 + i] = a->len[i];
+    if (mode == CALL_RUNS) {
+        static const char *const runs[3] = { "runs", "1", "1" };
+        for (int i = 0; i < 3; i++, at++) {
+            argv[at] = runs[i];
+            lens[at] = strlen(runs[i]);
+        }
     }
+    for (int i = 0; i < GCRA_SCRIPT_NARGS; i++, at++) {
+        argv[at] = a->v[i];
+        lens[at] = a->len[i];
+    }
+    return at;
 }
 
 /* Sends EVALSHA for p on key; returns the raw reply (caller frees). */
-static redisReply *evalsha(redisContext *c, const char *key, size_t keylen,
-                           const struct gcra_params *p)
+static redisReply *evalsha_mode(redisContext *c, const char *key, size_t keylen,
+                                const struct gcra_params *p,
+                                enum call_mode mode)
 {
     struct gcra_script_args a;
-    const char *argv[EVALSHA_ARGC];
-    size_t lens[EVALSHA_ARGC];
-
-    evalsha_argv(p, key, keylen, &a, argv, lens);
-    redisReply *r = redisCommandArgv(c, EVALSHA_ARGC, argv, lens);
+    const char *argv[RUNS_ARGC];
+    size_t lens[RUNS_ARGC];
+    int argc = evalsha_argv(p, key, keylen, mode, &a, argv, lens);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
     cr_assert_not_null(r, "EVALSHA: %s", c->errstr);
     return r;
 }
 
-/* Extracts the script's raw reply; asserts its shape. Borrows r. */
-static void script_reply(const redisReply *r, struct gcra_script_reply *sr,
-                         const char *ctx)
+static redisReply *evalsha(redisContext *c, const char *key, size_t keylen,
+                           const struct gcra_params *p)
+{
+    return evalsha_mode(c, key, keylen, p, CALL_CHECK);
+}
+
+/* The flag of a one-key "runs" call that decided nothing (asserting the
+ * shape: {0, now_s, now_us, raw, flag}); raw is left in *raw (borrowed). */
+static long long runs_flag(const redisReply *r, const redisReply **raw,
+                           const char *ctx)
 {
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: reply type %d \"%s\"", ctx,
                  r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
-    cr_assert_eq(r->elements, GCRA_SCRIPT_NREPLY, "%s: elements", ctx);
+    cr_assert_eq(r->elements, 5, "%s: elements", ctx);
+    cr_assert_eq(r->element[0]->integer, 0, "%s: element 1", ctx);
+    cr_assert_eq(r->element[4]->type, REDIS_REPLY_INTEGER, "%s: flag", ctx);
+    *raw = r->element[3];
+    return r->element[4]->integer;
+}
+
+/* Extracts the script's raw reply; asserts its shape. Borrows r. */
+static void script_reply(const redisReply *r, enum call_mode mode,
+                         struct gcra_script_reply *sr, const char *ctx)
+{
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: reply type %d \"%s\"", ctx,
+                 r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+    if (mode == CALL_RUNS) {
+        /* {0, now_s, now_us, raw, flag}: the decision is the flag. */
+        cr_assert_eq(r->elements, 5, "%s: elements", ctx);
+        cr_assert_eq(r->element[0]->integer, 0, "%s: element 1", ctx);
+        cr_assert_eq(r->element[4]->type, REDIS_REPLY_INTEGER, "%s: flag", ctx);
+        cr_assert(r->element[4]->integer == 0 || r->element[4]->integer == 1,
+                  "%s: flag %lld", ctx, r->element[4]->integer);
+    } else {
+        cr_assert_eq(r->elements, GCRA_SCRIPT_NREPLY, "%s: elements", ctx);
+    }
     for (int i = 0; i < 3; i++) {
         cr_assert_eq(r->element[i]->type, REDIS_REPLY_INTEGER, "%s: el %d", ctx,
                      i);
     }
-    sr->limited = r->element[0]->integer;
+    sr->limited =
+        mode == CALL_RUNS ? r->element[4]->integer : r->element[0]->integer;
     sr->now_s = r->element[1]->integer;
     sr->now_us = r->element[2]->integer;
     if (r->element[3]->type == REDIS_REPLY_NIL) {
@@ -226,17 +273,19 @@ static void check_store_after(redisContext *c, const char *key, size_t keylen,
     freeReplyObject(pttl);
 }
 
-/* One script call, checked against the model as the file header says.
- * Returns the model's result. */
-static struct gcra_result call_and_check(redisContext *c, const char *key,
-                                         size_t keylen,
-                                         const struct gcra_params *p,
-                                         const char *ctx)
+/* One script call in mode, checked against the model as the file header
+ * says. Returns the model's result. */
+static struct gcra_result call_and_check_mode(redisContext *c, const char *key,
+                                              size_t keylen,
+                                              const struct gcra_params *p,
+                                              enum call_mode mode,
+                                              const char *ctx)
 {
     struct stored before;
     struct gcra_script_args a;
-    const char *argv[EVALSHA_ARGC];
-    size_t lens[EVALSHA_ARGC];
+    const char *argv[RUNS_ARGC];
+    size_t lens[RUNS_ARGC];
+    int argc;
     struct gcra_script_reply sr;
     struct gcra_result got, want;
     const char *err = NULL;
@@ -248,7 +297,7 @@ static struct gcra_result call_and_check(redisContext *c, const char *key,
     /* GET and the script in one transaction: `before` is exactly the
      * value the script read, even if the key expires around the call. */
     t0 = px_now_ms();
-    evalsha_argv(p, key, keylen, &a, argv, lens);
+    argc = evalsha_argv(p, key, keylen, mode, &a, argv, lens);
     if (lua_twin_function_form()) {
         argv[0] = "FCALL";
         argv[1] = LUA_TWIN_FN_PREFIX "gcra";
@@ -257,7 +306,7 @@ static struct gcra_result call_and_check(redisContext *c, const char *key,
     }
     redisAppendCommand(c, "MULTI");
     redisAppendCommand(c, "GET %b", key, keylen);
-    redisAppendCommandArgv(c, EVALSHA_ARGC, argv, lens);
+    redisAppendCommandArgv(c, argc, argv, lens);
     redisAppendCommand(c, "EXEC");
     px_check_status(px_next(c), "OK");
     px_check_status(px_next(c), "QUEUED");
@@ -272,7 +321,7 @@ static struct gcra_result call_and_check(redisContext *c, const char *key,
         before.len = r->element[0]->len;
         memcpy(before.val, r->element[0]->str, before.len);
     }
-    script_reply(r->element[1], &sr, ctx);
+    script_reply(r->element[1], mode, &sr, ctx);
 
     /* The script reports exactly the value that was stored. */
     cr_assert_eq(sr.tat != NULL, before.have, "%s: TAT presence", ctx);
@@ -298,6 +347,14 @@ static struct gcra_result call_and_check(redisContext *c, const char *key,
 
     check_store_after(c, key, keylen, &want, &before, t0, ctx);
     return want;
+}
+
+static struct gcra_result call_and_check(redisContext *c, const char *key,
+                                         size_t keylen,
+                                         const struct gcra_params *p,
+                                         const char *ctx)
+{
+    return call_and_check_mode(c, key, keylen, p, CALL_CHECK, ctx);
 }
 
 /* Parameters; asserts they are valid. */
@@ -545,7 +602,7 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
     uint64_t seed = env != NULL ? strtoull(env, NULL, 10)
                                 : (uint64_t)wall_ns() ^ (uint64_t)getpid();
     uint64_t st = seed | 1;
-    long calls = 0, limited = 0, sets = 0, dels = 0;
+    long calls = 0, limited = 0, sets = 0, dels = 0, runs = 0;
 
     fprintf(stderr, "it_gcra_lua: PX_GCRA_SEED=%llu\n",
             (unsigned long long)seed);
@@ -572,8 +629,14 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
             if (kind < 60) {
                 int64_t q = rnd_in(&st, 0, (b > 0 ? b : 0) + 3);
                 struct gcra_params pq = mk(p.max_burst, p.count, p.period_s, q);
-                struct gcra_result r = call_and_check(c, key, keylen, &pq, ctx);
+                /* Half the calls in mode "runs", whose decisions take a
+                 * faster path in the script: the model must not tell. */
+                enum call_mode mode =
+                    rnd_in(&st, 0, 1) ? CALL_RUNS : CALL_CHECK;
+                struct gcra_result r =
+                    call_and_check_mode(c, key, keylen, &pq, mode, ctx);
                 calls++;
+                runs += mode == CALL_RUNS;
                 limited += r.d.limited;
                 sets += r.write == GCRA_WRITE_SET;
                 dels += r.write == GCRA_WRITE_DEL;
@@ -590,13 +653,17 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
             }
         }
     }
-    fprintf(stderr, "it_gcra_lua: %ld calls, %ld limited, %ld SET, %ld DEL\n",
-            calls, limited, sets, dels);
+    fprintf(stderr,
+            "it_gcra_lua: %ld calls (%ld runs), %ld limited, %ld SET, %ld "
+            "DEL\n",
+            calls, runs, limited, sets, dels);
     /* The sequences reached every branch. */
     cr_assert_gt(limited, 0);
     cr_assert_gt(calls - limited, 0);
     cr_assert_gt(sets, 0);
     cr_assert_gt(dels, 0);
+    cr_assert_gt(runs, 0);
+    cr_assert_gt(calls - runs, 0);
     redisFree(c);
 }
 
@@ -610,6 +677,12 @@ Test(it_gcra_lua, hash_key_gives_exact_wrongtype_and_is_not_written,
 
     px_check_int(px_cmd(c, "HSET h f v"), 1);
     px_check_error(evalsha(c, "h", 1, &p), E_WRONGTYPE);
+    /* In a batch: flag -1 for the key, nothing read, nothing written. */
+    const redisReply *raw;
+    redisReply *r = evalsha_mode(c, "h", 1, &p, CALL_RUNS);
+    cr_assert_eq(runs_flag(r, &raw, "runs"), -1);
+    cr_assert_eq(raw->type, REDIS_REPLY_NIL);
+    freeReplyObject(r);
     px_check_status(px_cmd(c, "TYPE h"), "hash");
     px_check_int(px_cmd(c, "HLEN h"), 1);
     px_check_str(px_cmd(c, "HGET h f"), "v");
@@ -634,6 +707,12 @@ Test(it_gcra_lua, strings_that_are_no_tat_give_wrongtype_and_stay,
         "9223372036854775808",
         "-9223372036854775809",
         "1\xff",
+        /* 19 characters, as a stored TAT: the script's fast path must
+         * not take them for one. */
+        "1764000000 23456789",
+        "176400000012345678 ",
+        "1764000000-23456789",
+        "9999999999999999999",
     };
     redisContext *c = connect_loaded();
     struct gcra_params p = mk(4, 1, 1, 1);
@@ -643,6 +722,15 @@ Test(it_gcra_lua, strings_that_are_no_tat_give_wrongtype_and_stay,
         redisReply *r = evalsha(c, "s", 1, &p);
         cr_assert_eq(r->type, REDIS_REPLY_ERROR, "\"%s\" accepted", bad[i]);
         cr_assert_str_eq(r->str, E_WRONGTYPE, "\"%s\"", bad[i]);
+        freeReplyObject(r);
+        px_check_str(px_cmd(c, "GET s"), bad[i]);
+        px_check_int(px_cmd(c, "PTTL s"), -1);
+        /* In a batch: flag -1 (and no TAT reported), the value kept. */
+        const redisReply *raw;
+        r = evalsha_mode(c, "s", 1, &p, CALL_RUNS);
+        cr_assert_eq(runs_flag(r, &raw, bad[i]), -1, "\"%s\" in a batch",
+                     bad[i]);
+        cr_assert_eq(raw->type, REDIS_REPLY_NIL);
         freeReplyObject(r);
         px_check_str(px_cmd(c, "GET s"), bad[i]);
         px_check_int(px_cmd(c, "PTTL s"), -1);
@@ -709,6 +797,18 @@ Test(it_gcra_lua, tat_that_would_overflow_gives_the_range_error,
     px_check_status(px_cmd(c, "SET big 9223372036854775807"), "OK");
     px_check_error(evalsha(c, "big", 3, &p), E_TAT_RANGE);
     px_check_str(px_cmd(c, "GET big"), "9223372036854775807");
+    /* In a batch, flag -2, for INT64_MAX and for the largest TAT past
+     * which INC does not fit (INC is 1 s here). */
+    static const char *const over[] = { "9223372036854775807",
+                                        "9223372035854775808" };
+    for (int i = 0; i < 2; i++) {
+        const redisReply *raw;
+        px_check_status(px_cmd(c, "SET big %s", over[i]), "OK");
+        redisReply *e = evalsha_mode(c, "big", 3, &p, CALL_RUNS);
+        cr_assert_eq(runs_flag(e, &raw, over[i]), -2, "%s", over[i]);
+        freeReplyObject(e);
+        px_check_str(px_cmd(c, "GET big"), over[i]);
+    }
     /* The model agrees. */
     cr_assert_eq(gcra_decide(&p, 1, INT64_MAX, wall_ns(), &r, &err),
                  GCRA_ERANGE);
@@ -716,6 +816,8 @@ Test(it_gcra_lua, tat_that_would_overflow_gives_the_range_error,
     /* The largest TAT that still fits is decided, and refused. */
     px_check_status(px_cmd(c, "SET big 9223372035854775807"), "OK");
     r = call_and_check(c, "big", 3, &p, "largest");
+    cr_assert_eq(r.d.limited, 1);
+    r = call_and_check_mode(c, "big", 3, &p, CALL_RUNS, "largest, runs");
     cr_assert_eq(r.d.limited, 1);
     redisFree(c);
 }
@@ -732,5 +834,97 @@ Test(it_gcra_lua, expiry_under_one_ms_deletes_the_key, .init = it_init,
     cr_assert_eq(r.d.limited, 0);
     cr_assert_eq(r.write, GCRA_WRITE_DEL);
     px_check_int(px_cmd(c, "EXISTS d"), 0);
+    px_check_status(px_cmd(c, "SET d 5"), "OK");
+    r = call_and_check_mode(c, "d", 1, &p, CALL_RUNS, "sub-ms, runs");
+    cr_assert_eq(r.write, GCRA_WRITE_DEL);
+    px_check_int(px_cmd(c, "EXISTS d"), 0);
+    redisFree(c);
+}
+
+/* ---------------- Mode "runs": the proxy's batches ---------------- */
+
+/* Asserts a "runs" reply's flags and which keys had a TAT ("+" one was
+ * reported, "-" none), e.g. "-0 -0 +0 +1 -0 ". Borrows r. */
+static void expect_runs(const redisReply *r, size_t n, const char *want,
+                        const char *ctx)
+{
+    char got[128] = "";
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: reply type %d \"%s\"", ctx,
+                 r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_eq(r->elements, 3 + 2 * n, "%s: elements", ctx);
+    for (size_t i = 0; i < n; i++) {
+        size_t used = strlen(got);
+        snprintf(got + used, sizeof(got) - used, "%c%lld ",
+                 r->element[3 + i]->type == REDIS_REPLY_NIL ? '-' : '+',
+                 r->element[3 + n + i]->integer);
+    }
+    cr_assert_str_eq(got, want, "%s", ctx);
+}
+
+Test(it_gcra_lua, runs_decide_each_key_in_turn_under_its_own_limit,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_loaded();
+    const char *sha = scripts_gcra()->sha1;
+    redisReply *r;
+
+    /* Run 1: a b a under burst 1 (INC 2 s, DVT 4 s); run 2: a c under
+     * burst 0 (DVT 2 s). The second a admits from the first one's TAT,
+     * the third is refused by it. */
+    r = px_cmd(c, "EVALSHA %s 5 a b a a c runs 2 3 2 0 4 0 2 2 0 2 0", sha);
+    expect_runs(r, 5, "-0 -0 +0 +1 -0 ", "declared");
+    /* a holds now + 4 s exactly, by the node's clock the reply gave. */
+    char want[2 * INT64_DIGITS];
+    snprintf(want, sizeof(want), "%lld%09lld", r->element[1]->integer + 4,
+             r->element[2]->integer * 1000);
+    freeReplyObject(r);
+    px_check_str(px_cmd(c, "GET a"), want);
+
+    /* The same batch with its keys after the runs (none declared: a
+     * cluster batch of several slots) decides the same on fresh keys. */
+    r = px_cmd(c, "EVALSHA %s 0 runs 2 3 2 0 4 0 2 2 0 2 0 x y x x z", sha);
+    expect_runs(r, 5, "-0 -0 +0 +1 -0 ", "undeclared");
+    freeReplyObject(r);
+    px_check_int(px_cmd(c, "DBSIZE"), 6);
+    redisFree(c);
+}
+
+Test(it_gcra_lua, malformed_runs_are_refused_whole_and_write_nothing,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const char *const bad[] = {
+        "1 k runs",                   /* no R */
+        "1 k runs 0",                 /* no run */
+        "1 k runs x 1 2 0 4 0",       /* R not a number */
+        "1 k runs 2 1 2 0 4 0",       /* fewer runs than R */
+        "1 k runs 1 0 2 0 4 0",       /* a run of no key */
+        "1 k runs 1 2 2 0 4 0",       /* counts beyond the keys */
+        "2 k l runs 1 1 2 0 4 0",     /* keys beyond the counts */
+        "1 k runs 1 1 2 0 4",         /* a short run */
+        "1 k runs 1 1 2 0 4 0 extra", /* arguments left over */
+        "1 k runs 1 1 2 x 4 0",       /* a number that is none */
+        "1 k runs 1 1 2 1000000000 4 0",
+        "0 runs 1 2 2 0 4 0 k", /* undeclared: a key short */
+    };
+    redisContext *c = connect_loaded();
+    const char *sha = scripts_gcra()->sha1;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "EVALSHA %s %s", sha, bad[i]);
+        redisReply *r = px_cmd(c, cmd);
+        cr_assert_eq(r->type, REDIS_REPLY_ERROR, "\"%s\" accepted", bad[i]);
+        cr_assert_str_eq(r->str,
+                         "ERR gcra script arguments are inc_s inc_ns dvt_s "
+                         "dvt_ns",
+                         "\"%s\"", bad[i]);
+        freeReplyObject(r);
+    }
+    /* A negative INC has redis-cell's error, and nothing is written. */
+    px_check_error(
+        px_cmd(c, "EVALSHA %s 2 k l runs 2 1 2 0 4 0 1 -2 0 4 0", sha),
+        E_NEG_Q);
+    px_check_int(px_cmd(c, "DBSIZE"), 0);
     redisFree(c);
 }

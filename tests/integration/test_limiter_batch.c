@@ -373,10 +373,9 @@ Test(it_limiter_batch, undeclared_keys_of_another_node_are_left_untouched,
     db = px_cluster_connect(cl, mb);
     lib = library_name(da);
 
-    /* gcra "each": 1 per 60 s, burst 1 (INC 60 s, DVT 120 s). */
+    /* gcra "runs": 1 per 60 s, burst 1 (INC 60 s, DVT 120 s). */
     snprintf(fn, sizeof(fn), "%s_gcra", lib);
-    r = px_cmd(da, "FCALL %s 0 60 0 120 0 60 0 120 0 60 0 120 0 each %s %s %s",
-               fn, a1, b, a2);
+    r = px_cmd(da, "FCALL %s 0 runs 1 3 60 0 120 0 %s %s %s", fn, a1, b, a2);
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
     cr_assert_eq(r->elements, 9);
     cr_assert_eq(r->element[6]->integer, 0, "a1 admitted");

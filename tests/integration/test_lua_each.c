@@ -655,8 +655,8 @@ Test(it_lua_each, a_repeated_key_sees_the_earlier_groups_write, .init = it_init,
 
 /* ---------------- The library form answers as the scripts ---------------- */
 
-/* gcra.lua "each" over keys[0..n-1] with one limit (4 arguments). */
-static void args_gcra_each(struct args *a, const char *const *keys, int n,
+/* gcra.lua "runs" over keys[0..n-1], one run of one limit (4 arguments). */
+static void args_gcra_runs(struct args *a, const char *const *keys, int n,
                            const char *const p[4], enum form form)
 {
     memset(a, 0, sizeof(*a));
@@ -665,12 +665,12 @@ static void args_gcra_each(struct args *a, const char *const *keys, int n,
     for (int i = 0; i < n; i++) {
         arg(a, keys[i]);
     }
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; k < 4; k++) {
-            arg(a, p[k]);
-        }
+    arg(a, "runs");
+    arg(a, "1");
+    arg_int(a, n);
+    for (int k = 0; k < 4; k++) {
+        arg(a, p[k]);
     }
-    arg(a, "each");
 }
 
 /* The run of one form: every limiter call's reply, and of each gcra call
@@ -698,9 +698,9 @@ static void run_form(redisContext *c, enum form form, struct form_run *fr)
     args_each(&a, MIXED, NMIXED, form);
     fr->lim[fr->nlim++] = run(c, &a);
     for (int x = 0; x < 4; x++) {
-        args_gcra_each(&a, gkeys, 6, p, form);
+        args_gcra_runs(&a, gkeys, 6, p, form);
         redisReply *r = run(c, &a);
-        expect_array(r, "gcra each");
+        expect_array(r, "gcra runs");
         cr_assert_eq(r->elements, 3 + 2 * 6);
         for (int i = 0; i < 6; i++) {
             size_t used = strlen(fr->gcra[x]);
