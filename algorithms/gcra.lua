@@ -76,7 +76,10 @@ local function GCRA_E_one(key, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
     if written then
       return false, 0
     end
-    local flag = gcra_fast_decide(key, v, f_now, f_thr, f_top, f_val, f_ms)
+    local flag = gcra_fast_class(v, f_now, f_thr, f_top)
+    if flag == 0 then
+      redis.call('SET', key, f_val, 'PX', f_ms)
+    end
     if flag then
       return v, flag
     end

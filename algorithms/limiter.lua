@@ -105,26 +105,85 @@ local ALGO = {}
 
 local LIM_BAD_ARGS = 'ERR limiter script arguments are malformed'
 
+-- lib_int of the short counts every group carries (its cost, n and m),
+-- remembered: a table lookup instead of a pattern and a conversion. Only
+-- integers of at most 3 characters are kept, so the memo stays under
+-- 1200 entries whatever the calls send.
+local LIM_INTS = {}
+local function LIM_int(s)
+  local v = LIM_INTS[s]
+  if v == nil then
+    v = lib_int(s)
+    if v ~= nil and #s <= 3 then
+      LIM_INTS[s] = v
+    end
+  end
+  return v
+end
+
+-- The last gcra limit parsed, at the last now: its four values and the
+-- fast path's strings (gcra_fast). The groups of a batch mostly share a
+-- limit, and Lua strings are interned, so a hit is four pointer
+-- comparisons; the values depend on the strings and now alone, so the
+-- memo may outlive a call.
+local LG_a1, LG_a2, LG_a3, LG_a4, LG_now = false, false, false, false, false
+local LG = {}
+
+-- The memo filled for a1 .. a4 at now; nil and the error text when the
+-- arguments are malformed.
+local function LIM_gcra(a1, a2, a3, a4, now_us, now_s, now_ns)
+  if a1 == LG_a1 and a2 == LG_a2 and a3 == LG_a3 and a4 == LG_a4 and
+      now_us == LG_now then
+    return LG
+  end
+  local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
+  if not inc_s then
+    return nil, inc_ns
+  end
+  local G = LG
+  G.inc_s, G.inc_ns, G.dvt_s, G.dvt_ns = inc_s, inc_ns, dvt_s, dvt_ns
+  G.f_now, G.f_thr, G.f_top, G.f_val, G.f_ms = gcra_fast(inc_s, inc_ns, dvt_s,
+    dvt_ns, now_s, now_ns)
+  LG_a1, LG_a2, LG_a3, LG_a4, LG_now = a1, a2, a3, a4, now_us
+  return G
+end
+
 -- gcra through the common interface; its entry is {stored TAT or nil}.
+-- The write waits for the group's other limits: the fast path's is
+-- (raw, val, ms) with val a string, the general path's (raw, ttl_s,
+-- ttl_ns, new_s, new_ns).
 ALGO.gcra = {
   fixed = true,
   decide = function(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns)
-    local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
-    if not inc_s then
-      return nil, inc_ns
+    local G, err = LIM_gcra(a1, a2, a3, a4, now_us, now_s, now_ns)
+    if not G then
+      return nil, err
     end
-    local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
+    local v = redis.pcall('GET', key)
+    if G.f_now then
+      local class = gcra_fast_class(v, G.f_now, G.f_thr, G.f_top)
+      if class then
+        return class == 1, {v}, 1, v, G.f_val, G.f_ms
+      end
+    end
+    local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
     if raw == nil then
       return nil, r_s or WRONGTYPE
     end
-    local lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide(r_s, r_ns, inc_s,
-      inc_ns, dvt_s, dvt_ns, now_s, now_ns)
+    local lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide(r_s, r_ns,
+      G.inc_s, G.inc_ns, G.dvt_s, G.dvt_ns, now_s, now_ns)
     if lim == nil then
       return nil, GCRA_TAT_RANGE
     end
     return lim, {raw}, 1, raw, ttl_s, ttl_ns, new_s, new_ns
   end,
-  commit = gcra_store,
+  commit = function(key, raw, a, b, c, d)
+    if type(a) == 'string' then
+      redis.call('SET', key, a, 'PX', b)
+    else
+      gcra_store(key, raw, a, b, c, d)
+    end
+  end,
   refund = function(key, a1, a2, a3, a4, now_us, cost, undo, now_s, now_ns)
     local inc_s, inc_ns = gcra_args(a1, a2, a3, a4)
     if not inc_s then
@@ -192,7 +251,13 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
     return {0, now_s, now_us}
   end
 
-  if m > 0 then
+  if m == 1 then
+    -- One field (a path of one level): HGET, no tables.
+    local have = redis.call('HGET', KEYS[k0 + n], ARGV[mb + 1]) or ''
+    if have ~= ARGV[mb + 2] then
+      return {'override', have}
+    end
+  elseif m > 1 then
     local fields = {}
     for j = 1, m do
       fields[j] = ARGV[mb + 2 * j - 1]
@@ -274,8 +339,8 @@ end
 -- One group (the layout of the header's first part).
 local function LIM_single(KEYS, ARGV)
   local n = #KEYS - 1
-  local mode, cost = ARGV[1], lib_int(ARGV[3])
-  local m = lib_int(ARGV[4 + 6 * n])
+  local mode, cost = ARGV[1], LIM_int(ARGV[3])
+  local m = LIM_int(ARGV[4 + 6 * n])
   if n < 0 or cost == nil or cost < 0 or m == nil or m < 0 or
       #ARGV ~= 4 + 6 * n + 2 * m or not LIM_mode_ok(mode) or
       not LIM_algos(ARGV, 4, n) then
@@ -299,7 +364,7 @@ local LIM_G = {}
 
 -- Mode "each" (the header's second part).
 local function LIM_each(KEYS, ARGV)
-  local G = lib_int(ARGV[3])
+  local G = LIM_int(ARGV[3])
   local nargv, nkeys = #ARGV, #KEYS
   if G == nil or G < 1 then
     return redis.error_reply(LIM_BAD_ARGS)
@@ -307,8 +372,8 @@ local function LIM_each(KEYS, ARGV)
   -- The structure first, whole: a malformed batch writes nothing.
   local a, k = 4, 1
   for g = 1, G do
-    local n = lib_int(ARGV[a + 2])
-    local m = n and n >= 0 and lib_int(ARGV[a + 3 + 6 * n])
+    local n = LIM_int(ARGV[a + 2])
+    local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
     if not m or m < 0 then
       return redis.error_reply(LIM_BAD_ARGS)
     end
@@ -336,7 +401,7 @@ local function LIM_each(KEYS, ARGV)
   for g = 1, G do
     local x = 4 * g - 4
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
-    local mode, cost = ARGV[a0], lib_int(ARGV[a0 + 1])
+    local mode, cost = ARGV[a0], LIM_int(ARGV[a0 + 1])
     local ok, r, err = true, nil, LIM_BAD_ARGS
     if cost ~= nil and cost >= 0 and LIM_mode_ok(mode) and
         LIM_algos(ARGV, a0 + 3, n) then

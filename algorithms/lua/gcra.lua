@@ -216,11 +216,12 @@ end
 -- REDIS_VERSION_NUM, and a script runs with it on either).
 local GCRA_NX_GET = redis.REDIS_VERSION_NUM ~= nil
 
--- The first read of the fast path: GET, or on Redis 7 one command that
--- reads the key and, when it is absent, writes the admitted TAT (SET val
--- NX PX ms GET: a missing key is admitted, as the table above says, and a
--- present one is left alone and returned). Returns the key's value as GET
--- would (false, a string or an error) and whether it was written.
+-- The first read of a key that is decided and written at once (gcra.lua's
+-- batches): GET, or on Redis 7 one command that reads the key and, when it
+-- is absent, writes the admitted TAT (SET val NX PX ms GET: a missing key
+-- is admitted, as the table above says, and a present one is left alone
+-- and returned). Returns the key's value as GET would (false, a string or
+-- an error) and whether it was written.
 local function gcra_fast_read(key, f_val, f_ms)
   if GCRA_NX_GET then
     local v = redis.pcall('SET', key, f_val, 'NX', 'PX', f_ms, 'GET')
@@ -230,9 +231,9 @@ local function gcra_fast_read(key, f_val, f_ms)
 end
 
 -- The fast path's decision of a key from v, its GET's reply, with the
--- strings of gcra_fast: 0 admitted (written), 1 refused; nil when the
--- general path decides (nothing written).
-local function gcra_fast_decide(key, v, f_now, f_thr, f_top, f_val, f_ms)
+-- strings of gcra_fast: 0 admitted as from rel 0 (the write is SET f_val
+-- PX f_ms), 1 refused; nil when the general path decides.
+local function gcra_fast_class(v, f_now, f_thr, f_top)
   if v then
     if type(v) ~= 'string' or #v ~= 19 or string.find(v, '%D') then
       return nil
@@ -244,7 +245,6 @@ local function gcra_fast_decide(key, v, f_now, f_thr, f_top, f_val, f_ms)
       return nil
     end
   end
-  redis.call('SET', key, f_val, 'PX', f_ms)
   return 0
 end
 
