@@ -121,30 +121,34 @@ local function LIM_int(s)
   return v
 end
 
--- The last gcra limit parsed, at the last now: its four values and the
--- fast path's strings (gcra_fast). The groups of a batch mostly share a
--- limit, and Lua strings are interned, so a hit is four pointer
--- comparisons; the values depend on the strings and now alone, so the
--- memo may outlive a call.
-local LG_a1, LG_a2, LG_a3, LG_a4, LG_now = false, false, false, false, false
-local LG = {}
+-- The last gcra limits parsed, each at its now: its four values and the
+-- fast path's strings (gcra_fast). The groups of a batch mostly share
+-- their limits (a path of two levels alternates between two), and Lua
+-- strings are interned, so a hit is a few pointer comparisons; the values
+-- depend on the strings and now alone, so the memo may outlive a call.
+-- Four slots, refilled in turn.
+local LG, LG_next = {{}, {}, {}, {}}, 1
 
--- The memo filled for a1 .. a4 at now; nil and the error text when the
--- arguments are malformed.
+-- The memo of a1 .. a4 at now; nil and the error text when the arguments
+-- are malformed.
 local function LIM_gcra(a1, a2, a3, a4, now_us, now_s, now_ns)
-  if a1 == LG_a1 and a2 == LG_a2 and a3 == LG_a3 and a4 == LG_a4 and
-      now_us == LG_now then
-    return LG
+  for i = 1, 4 do
+    local G = LG[i]
+    if G.a1 == a1 and G.a2 == a2 and G.a3 == a3 and G.a4 == a4 and
+        G.now == now_us then
+      return G
+    end
   end
   local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
   if not inc_s then
     return nil, inc_ns
   end
-  local G = LG
+  local G = LG[LG_next]
+  LG_next = LG_next % 4 + 1
+  G.a1, G.a2, G.a3, G.a4, G.now = a1, a2, a3, a4, now_us
   G.inc_s, G.inc_ns, G.dvt_s, G.dvt_ns = inc_s, inc_ns, dvt_s, dvt_ns
   G.f_now, G.f_thr, G.f_top, G.f_val, G.f_ms = gcra_fast(inc_s, inc_ns, dvt_s,
     dvt_ns, now_s, now_ns)
-  LG_a1, LG_a2, LG_a3, LG_a4, LG_now = a1, a2, a3, a4, now_us
   return G
 end
 
