@@ -624,3 +624,16 @@ void lua_twin_tally_report(const char *suite, const struct lua_twin_tally *t)
     cr_assert_gt(t->writes, 0);
     cr_assert_gt(t->refunds, 0);
 }
+
+void lua_twin_runs_text(const redisReply *r, size_t n, char *buf, size_t size)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++) {
+        used += (size_t)snprintf(
+            buf + used, size - used, "%c%lld ",
+            r->element[3 + i]->type == REDIS_REPLY_NIL ? '-' : '+',
+            r->element[3 + n + i]->integer);
+    }
+}

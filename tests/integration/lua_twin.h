@@ -95,6 +95,11 @@ int lua_twin_parse(const redisReply *r, const char *mode, const char *ctx,
  * us and more come as text); asserts it is one or the other. */
 int64_t lua_twin_reply_int(const redisReply *r, const char *ctx);
 
+/* gcra.lua's "runs" reply r of n keys as text, each key's "+" (a TAT was
+ * reported) or "-" (none) and its flag: "-0 +1 --1 ". The caller asserts
+ * the shape (3 + 2n elements). */
+void lua_twin_runs_text(const redisReply *r, size_t n, char *buf, size_t size);
+
 /* A script call made in MULTI with the reads that must see what it left
  * (PTTL, a state read, PERSIST), so that wall time never expires the key
  * of a test whose clock is simulated. */

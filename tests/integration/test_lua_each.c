@@ -702,12 +702,7 @@ static void run_form(redisContext *c, enum form form, struct form_run *fr)
         redisReply *r = run(c, &a);
         expect_array(r, "gcra runs");
         cr_assert_eq(r->elements, 3 + 2 * 6);
-        for (int i = 0; i < 6; i++) {
-            size_t used = strlen(fr->gcra[x]);
-            snprintf(fr->gcra[x] + used, sizeof(fr->gcra[x]) - used, "%c%lld ",
-                     r->element[3 + i]->type == REDIS_REPLY_NIL ? '-' : '+',
-                     r->element[3 + 6 + i]->integer);
-        }
+        lua_twin_runs_text(r, 6, fr->gcra[x], sizeof(fr->gcra[x]));
         freeReplyObject(r);
     }
     for (int k = 0; k < NMIXED_KEYS; k++) {
