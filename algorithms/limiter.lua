@@ -74,6 +74,25 @@
 --          structure is malformed: G, an n_g or an m_g that is no integer
 --          >= 0, or counts that do not add up to #ARGV and #KEYS.
 --
+-- Mode "shapes": the batch of mode "each" with each distinct argument
+-- block sent once (the groups of a batch mostly share their tree node, so
+-- all they differ in is their keys), and a flat reply (Redis converts
+-- every table of a reply with several lookups, which cost more than a
+-- decision's own Lua).
+-- KEYS     as in mode "each" (or none, the keys then after the indexes)
+-- ARGV     [1] "shapes"
+--          [2] now, as above
+--          [3] S, the number of shapes (>= 1)
+--          then S shapes, each the arguments of a group in mode "each"
+--          (mode, cost, n, 6 values per limit, m, m override pairs)
+--          then G (>= 1) and G shape indexes (1 .. S), one per group
+-- Reply    {0, now_s, now_us, then each group's elements}: a group that
+--          was decided gives its limited (0|1) then its entries, each
+--          gcra entry one element (the stored TAT or nil) and any other
+--          the 6 elements of its table; any other group one element: its
+--          error, its {"override", v...} or its refund's {0, now_s,
+--          now_us}. Errors as in mode "each".
+--
 -- The lines before "--#call" are definitions only (the FUNCTION library
 -- runs them once, at load); the lines after it are one call (the body of
 -- the library's function). A script runs the whole file each time.
@@ -91,7 +110,8 @@
 --   refund = f(key, a1, a2, a3, a4, now_us, cost, undo, now_s, now_ns),
 --   fixed = true when its entry shows the stored state as it was read
 --     (gcra: the proxy computes the five integers), so a refusal of another
---     limit needs no second look }
+--     limit needs no second look; its entry is then one value, the others'
+--     a table of 6 }
 -- Plain values, no closure per decision: the write waits in LIM_W.
 local ALGO = {}
 
@@ -152,10 +172,20 @@ local function LIM_gcra(a1, a2, a3, a4, now_us, now_s, now_ns)
   return G
 end
 
--- gcra through the common interface; its entry is {stored TAT or nil}.
+-- Whether the group being decided lets gcra write an absent key while it
+-- reads it (gcra_fast_read): a check whose limits are all gcra, none of a
+-- shadow level, on distinct keys. A fresh key admits, so the write stands
+-- unless another limit refuses, and then LIM_run deletes it (the key was
+-- absent before): one command instead of GET and SET for every new
+-- identity. gcra's decide raises no error, so nothing else can leave the
+-- write behind.
+local LIM_NX = false
+
+-- gcra through the common interface; its entry is the stored TAT (or
+-- false), which the reply wraps ({TAT}) or, flat, writes as it is.
 -- The write waits for the group's other limits: the fast path's is
 -- (raw, val, ms) with val a string, the general path's (raw, ttl_s,
--- ttl_ns, new_s, new_ns).
+-- ttl_ns, new_s, new_ns); a key written at the read (LIM_NX) says when 3.
 ALGO.gcra = {
   fixed = true,
   decide = function(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns)
@@ -163,11 +193,19 @@ ALGO.gcra = {
     if not G then
       return nil, err
     end
-    local v = redis.pcall('GET', key)
+    local v, written
+    if LIM_NX and G.f_now then
+      v, written = gcra_fast_read(key, G.f_val, G.f_ms)
+      if written then
+        return false, v, 3
+      end
+    else
+      v = redis.pcall('GET', key)
+    end
     if G.f_now then
       local class = gcra_fast_class(v, G.f_now, G.f_thr, G.f_top)
       if class then
-        return class == 1, {v}, 1, v, G.f_val, G.f_ms
+        return class == 1, v, 1, v, G.f_val, G.f_ms
       end
     end
     local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
@@ -179,7 +217,7 @@ ALGO.gcra = {
     if lim == nil then
       return nil, GCRA_TAT_RANGE
     end
-    return lim, {raw}, 1, raw, ttl_s, ttl_ns, new_s, new_ns
+    return lim, raw, 1, raw, ttl_s, ttl_ns, new_s, new_ns
   end,
   commit = function(key, raw, a, b, c, d)
     if type(a) == 'string' then
@@ -239,12 +277,55 @@ local function LIM_algos(ARGV, lb, n)
   return true
 end
 
+-- LIM_NX's condition for n limits (algorithms in LIM_A, values from
+-- ARGV[lb], keys from KEYS[k0]); up to four limits, so the pairwise key
+-- comparison stays short.
+local function LIM_nx_ok(KEYS, k0, ARGV, lb, n)
+  if n > 4 then
+    return false
+  end
+  for i = 1, n do
+    if LIM_A[i] ~= ALGO.gcra or ARGV[lb + 6 * i - 1] ~= '' then
+      return false
+    end
+    for j = 1, i - 1 do
+      if KEYS[k0 + j - 1] == KEYS[k0 + i - 1] then
+        return false
+      end
+    end
+  end
+  return true
+end
+
+-- Deletes the keys of the first n limits that were written at their read
+-- (LIM_W's when 3) and take nothing: T[i] false, or every one when T is
+-- nil (the group failed).
+local function LIM_undo(KEYS, k0, n, T)
+  for i = 1, n do
+    if LIM_W[7 * i - 6] == 3 and not (T and T[i]) then
+      redis.call('DEL', KEYS[k0 + i - 1])
+    end
+  end
+end
+
+-- A reply that stays whole: returned, or when flat written as one element
+-- at out[o + 1] and its index returned.
+local function LIM_whole(out, o, r)
+  if out then
+    out[o + 1] = r
+    return o + 1
+  end
+  return r
+end
+
 -- Decides one group whose algorithms are in LIM_A: n limits, the keys
 -- from KEYS[k0] (the override hash after them), the limits' values from
 -- ARGV[lb] (6 each), m override pairs after ARGV[mb] = m. Returns the
--- group's reply, or nil and the error (nothing written).
+-- group's reply; or, with a table `out`, writes it flat after out[o] (the
+-- header's mode "shapes") and returns the index of its last element; or
+-- nil and the error (nothing written).
 local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
-                       now_us)
+                       now_us, out, o)
   local A, now_ns = LIM_A, now_us * 1000
   if mode == 'refund' then
     for i = 1, n do
@@ -252,14 +333,14 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
       A[i].refund(KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
                   ARGV[b + 4], now, cost, ARGV[b + 5], now_s, now_ns)
     end
-    return {0, now_s, now_us}
+    return LIM_whole(out, o, {0, now_s, now_us})
   end
 
   if m == 1 then
     -- One field (a path of one level): HGET, no tables.
     local have = redis.call('HGET', KEYS[k0 + n], ARGV[mb + 1]) or ''
     if have ~= ARGV[mb + 2] then
-      return {'override', have}
+      return LIM_whole(out, o, {'override', have})
     end
   elseif m > 1 then
     local fields = {}
@@ -276,11 +357,12 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
     end
     if differ then
       table.insert(have, 1, 'override')
-      return have
+      return LIM_whole(out, o, have)
     end
   end
 
   local E, L, S, T, W = LIM_E, LIM_L, LIM_S, LIM_T, LIM_W
+  LIM_NX = mode == 'check' and LIM_nx_ok(KEYS, k0, ARGV, lb, n)
   local limited, refused = false, nil -- refused: shadow level -> true
   for i = 1, n do
     local b, w = lb + 6 * i - 6, 7 * i - 7
@@ -288,6 +370,7 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
       KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
       now, cost, now_s, now_ns)
     if lim == nil then
+      LIM_undo(KEYS, k0, i - 1, nil)
       return nil, e
     end
     local shadow = ARGV[b + 5] ~= '' and ARGV[b + 5]
@@ -311,19 +394,42 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
   -- of its own: the limits that admitted but take nothing report their
   -- state without this request (gcra's is computed by the proxy from the
   -- stored TAT).
-  local reply = {limited and 1 or 0, now_s, now_us}
+  local reply, j = out, o
+  if out then
+    j = o + 1
+    out[j] = limited and 1 or 0
+  else
+    reply, j = {limited and 1 or 0, now_s, now_us}, 3
+  end
   for i = 1, n do
     local e = E[i]
-    if not T[i] and cost > 0 and not L[i] and not A[i].fixed then
-      local b = lb + 6 * i - 6
-      local _
-      _, e = A[i].decide(KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2],
-                         ARGV[b + 3], ARGV[b + 4], now, 0, now_s, now_ns)
+    if A[i].fixed then
+      j = j + 1
+      if out then
+        out[j] = e
+      else
+        reply[j] = {e}
+      end
+    else
+      if not T[i] and cost > 0 and not L[i] then
+        local b = lb + 6 * i - 6
+        local _
+        _, e = A[i].decide(KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2],
+                           ARGV[b + 3], ARGV[b + 4], now, 0, now_s, now_ns)
+      end
+      if out then
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5],
+          out[j + 6] = e[1], e[2], e[3], e[4], e[5], e[6]
+        j = j + 6
+      else
+        j = j + 1
+        reply[j] = e
+      end
     end
-    reply[3 + i] = e
   end
 
   if mode == 'check' then
+    LIM_undo(KEYS, k0, n, T)
     for i = 1, n do
       local w = 7 * i - 7
       local when = W[w + 1]
@@ -333,7 +439,7 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
       end
     end
   end
-  return reply
+  return out and j or reply
 end
 
 local function LIM_mode_ok(mode)
@@ -366,6 +472,61 @@ end
 -- of its mode in ARGV, n, m, its first key), kept like the other scratch.
 local LIM_G = {}
 
+-- Decides the G groups that LIM_G describes, their keys from K[kb + 1]:
+-- the reply of mode "each", or flat that of mode "shapes".
+local function LIM_groups(K, kb, ARGV, G, flat)
+  local now, now_s, now_us = LIM_now(ARGV[2])
+  if now == nil then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local reply, o = {0, now_s, now_us}, 3
+  local out = flat and reply or nil
+  for g = 1, G do
+    local x = 4 * g - 4
+    local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
+    local mode, cost = ARGV[a0], LIM_int(ARGV[a0 + 1])
+    local ok, r, err = true, nil, LIM_BAD_ARGS
+    if cost ~= nil and cost >= 0 and LIM_mode_ok(mode) and
+        LIM_algos(ARGV, a0 + 3, n) then
+      -- A raised error ends this group only. Its keys share one slot, so
+      -- a slot this node does not serve (undeclared keys) fails the
+      -- group's first command, before anything is written.
+      ok, r, err = pcall(LIM_run, K, kb + k0, ARGV, mode, cost, n, a0 + 3,
+                         a0 + 3 + 6 * n, m, now, now_s, now_us, out, o)
+      if not ok then
+        r, err = nil, type(r) == 'table' and r.err or tostring(r)
+      end
+    end
+    if out and r then
+      o = r
+    else
+      -- A failed group is one error element; flat, what it had written
+      -- before a raised error goes.
+      for j = o + 1, out and o + 1 + 6 * n or 0 do
+        out[j] = nil
+      end
+      o = o + 1
+      reply[o] = r or redis.error_reply(err)
+    end
+  end
+  return reply
+end
+
+-- The keys of a batch of k - 1 keys whose arguments end before ARGV[a]:
+-- KEYS, or when none are declared the ARGV after the arguments. Returns
+-- the table and the index before the first key, or nil when the counts do
+-- not add up.
+local function LIM_keys(KEYS, ARGV, a, k)
+  local nargv, nkeys, K, kb = #ARGV, #KEYS, KEYS, 0
+  if nkeys == 0 then
+    K, kb, nkeys, nargv = ARGV, a - 1, k - 1, nargv - (k - 1)
+  end
+  if a ~= nargv + 1 or k ~= nkeys + 1 then
+    return nil
+  end
+  return K, kb
+end
+
 -- Mode "each" (the header's second part).
 local function LIM_each(KEYS, ARGV)
   local G = LIM_int(ARGV[3])
@@ -388,43 +549,63 @@ local function LIM_each(KEYS, ARGV)
       return redis.error_reply(LIM_BAD_ARGS)
     end
   end
-  -- No KEYS: the keys follow the groups in ARGV, undeclared.
-  local K, kb = KEYS, 0
-  if nkeys == 0 then
-    K, kb, nkeys, nargv = ARGV, a - 1, k - 1, nargv - (k - 1)
-  end
-  if a ~= nargv + 1 or k ~= nkeys + 1 then
+  local K, kb = LIM_keys(KEYS, ARGV, a, k)
+  if K == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end
-  local now, now_s, now_us = LIM_now(ARGV[2])
-  if now == nil then
-    return redis.error_reply(LIM_BAD_ARGS)
-  end
+  return LIM_groups(K, kb, ARGV, G, false)
+end
 
-  local reply = {0, now_s, now_us}
-  for g = 1, G do
-    local x = 4 * g - 4
-    local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
-    local mode, cost = ARGV[a0], LIM_int(ARGV[a0 + 1])
-    local ok, r, err = true, nil, LIM_BAD_ARGS
-    if cost ~= nil and cost >= 0 and LIM_mode_ok(mode) and
-        LIM_algos(ARGV, a0 + 3, n) then
-      -- A raised error ends this group only. Its keys share one slot and
-      -- are all read before any is written, so a slot this node does not
-      -- serve (undeclared keys) fails the group before it writes.
-      ok, r, err = pcall(LIM_run, K, kb + k0, ARGV, mode, cost, n, a0 + 3,
-                         a0 + 3 + 6 * n, m, now, now_s, now_us)
-      if not ok then
-        r, err = nil, type(r) == 'table' and r.err or tostring(r)
-      end
-    end
-    reply[3 + g] = r or redis.error_reply(err)
+-- Where each shape's arguments start (LIM_SH: 3 slots a shape: the index
+-- of its mode in ARGV, n, m).
+local LIM_SH = {}
+
+-- Mode "shapes" (the header's third part).
+local function LIM_shapes(KEYS, ARGV)
+  local S = LIM_int(ARGV[3])
+  local nargv = #ARGV
+  if S == nil or S < 1 then
+    return redis.error_reply(LIM_BAD_ARGS)
   end
-  return reply
+  local a = 4
+  for s = 1, S do
+    local n = LIM_int(ARGV[a + 2])
+    local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
+    if not m or m < 0 then
+      return redis.error_reply(LIM_BAD_ARGS)
+    end
+    LIM_SH[3 * s - 2], LIM_SH[3 * s - 1], LIM_SH[3 * s] = a, n, m
+    a = a + 4 + 6 * n + 2 * m
+    if a > nargv then
+      return redis.error_reply(LIM_BAD_ARGS)
+    end
+  end
+  local G = LIM_int(ARGV[a])
+  if G == nil or G < 1 or a + G > nargv then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local k = 1
+  for g = 1, G do
+    local s = LIM_int(ARGV[a + g])
+    if s == nil or s < 1 or s > S then
+      return redis.error_reply(LIM_BAD_ARGS)
+    end
+    local x, y = 4 * g - 4, 3 * s - 3
+    LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4] =
+      LIM_SH[y + 1], LIM_SH[y + 2], LIM_SH[y + 3], k
+    k = k + LIM_SH[y + 2] + 1
+  end
+  local K, kb = LIM_keys(KEYS, ARGV, a + G + 1, k)
+  if K == nil then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  return LIM_groups(K, kb, ARGV, G, true)
 end
 
 --#call
-if ARGV[1] == 'each' then
+if ARGV[1] == 'shapes' then
+  return LIM_shapes(KEYS, ARGV)
+elseif ARGV[1] == 'each' then
   return LIM_each(KEYS, ARGV)
 end
 return LIM_single(KEYS, ARGV)

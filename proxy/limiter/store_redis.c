@@ -1404,49 +1404,97 @@ static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
     return cmd;
 }
 
-/* Adds the keys (`keys`) or the arguments of every group of `b`. */
-static void store_redis_group_words(struct store_redis_words *w,
-                                    const struct limiter_batch *b, int keys)
+/* Adds the keys of every group of `b`. */
+static void store_redis_batch_keys(struct store_redis_words *w,
+                                   const struct limiter_batch *b)
 {
     unsigned i, j;
 
     for (i = 0; i < b->n; i++) {
         const struct limiter_group *q = (struct limiter_group *)b->item[i];
         size_t at = 0, len;
-        for (j = 0; j < q->nw; j++) {
+        for (j = 0; j < q->nk; j++) {
             const char *p = store_redis_word_at(q, &at, &len);
-            if ((j < q->nk) == keys) {
-                store_redis_words_add(w, p, len);
-            }
+            store_redis_words_add(w, p, len);
         }
     }
 }
 
-/* limiter.lua "each": every group's keys, then "each", "" (the node's
- * clock), G and every group's arguments. */
+/* Where group q's arguments start in its words (after its keys). */
+static size_t store_redis_args_at(const struct limiter_group *q)
+{
+    size_t at = 0, len;
+    unsigned j;
+
+    for (j = 0; j < q->nk; j++) {
+        store_redis_word_at(q, &at, &len);
+    }
+    return at;
+}
+
+/* limiter.lua "shapes": every group's keys, then "shapes", "" (the node's
+ * clock), S and the S distinct argument blocks of the groups (a block is
+ * the bytes of its words, so equal bytes are equal words), then G and each
+ * group's block number. The groups of one batch mostly come from one tree
+ * node and differ in their keys alone. */
 static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
 {
     struct store_redis_words w;
-    unsigned i, nk = 0, nw = 0;
-    char num[16], ng[16];
+    size_t at[STORE_REDIS_BATCH_MAX];
+    unsigned shape[STORE_REDIS_BATCH_MAX]; /* group -> its first group */
+    char idx[STORE_REDIS_BATCH_MAX][12];
+    unsigned i, j, nk = 0, nw = 0, ns = 0;
+    char num[16], cnt[2][16];
 
     for (i = 0; i < b->n; i++) {
         const struct limiter_group *q = (struct limiter_group *)b->item[i];
         nk += q->nk;
         nw += q->nw;
+        at[i] = store_redis_args_at(q);
+        shape[i] = i;
+        for (j = 0; j < i; j++) {
+            const struct limiter_group *r = (struct limiter_group *)b->item[j];
+            size_t len = q->words.len - at[i];
+            if (shape[j] == j && r->words.len - at[j] == len &&
+                memcmp(q->words.data + at[i], r->words.data + at[j], len) ==
+                    0) {
+                shape[i] = j;
+                break;
+            }
+        }
+        if (shape[i] == i) {
+            /* Its number among the shapes, for the groups that share it. */
+            snprintf(idx[i], sizeof(idx[i]), "%u", ++ns);
+        }
     }
-    store_redis_words_init(&w, 6 + nw);
+    store_redis_words_init(&w, 7 + nw + b->n);
     store_redis_words_head(&w, b, scripts_limiter(), nk, num);
     if (!b->spread) {
-        store_redis_group_words(&w, b, 1);
+        store_redis_batch_keys(&w, b);
     }
-    store_redis_words_add(&w, "each", 4);
+    store_redis_words_add(&w, "shapes", 6);
     store_redis_words_add(&w, "", 0);
-    snprintf(ng, sizeof(ng), "%u", b->n);
-    store_redis_words_add(&w, ng, strlen(ng));
-    store_redis_group_words(&w, b, 0);
+    snprintf(cnt[0], sizeof(cnt[0]), "%u", ns);
+    store_redis_words_add(&w, cnt[0], strlen(cnt[0]));
+    for (i = 0; i < b->n; i++) {
+        const struct limiter_group *q = (struct limiter_group *)b->item[i];
+        size_t p = at[i], len;
+        if (shape[i] != i) {
+            continue;
+        }
+        while (p < q->words.len) {
+            const char *word = store_redis_word_at(q, &p, &len);
+            store_redis_words_add(&w, word, len);
+        }
+    }
+    snprintf(cnt[1], sizeof(cnt[1]), "%u", b->n);
+    store_redis_words_add(&w, cnt[1], strlen(cnt[1]));
+    for (i = 0; i < b->n; i++) {
+        const char *x = idx[shape[i]];
+        store_redis_words_add(&w, x, strlen(x));
+    }
     if (b->spread) {
-        store_redis_group_words(&w, b, 1);
+        store_redis_batch_keys(&w, b);
     }
     return store_redis_words_cmd(&w);
 }
@@ -1514,19 +1562,83 @@ static void store_redis_item_fail(struct store *st, struct store_redis_item *it,
     store_redis_group_done((struct limiter_group *)it, &e, 0);
 }
 
+/* How many elements of a "shapes" reply group q's answer takes, `e`
+ * being the first: a decided group's limited then its entries (a gcra
+ * entry 1, any other 6); anything else (an error, an override's or a
+ * refund's table) is one. */
+static size_t store_redis_flat_len(const struct limiter_group *q,
+                                   const struct resp_value *e)
+{
+    size_t n = 1;
+    unsigned i;
+
+    if (e->type != ':' || q->c == NULL) {
+        return 1;
+    }
+    for (i = 0; i < q->c->n; i++) {
+        if (q->c->lim[i].group == q->g) {
+            n += q->c->lim[i].algo == LIMITS_GCRA ? 1 : 6;
+        }
+    }
+    return n;
+}
+
+/* Group q's decided answer in the "shapes" reply v, from v->elem[at], as
+ * mode "each" gives it ({limited, now_s, now_us, entry...}) in *g, whose
+ * arrays point into v's: free g->elem alone, with px_free. */
+static void store_redis_flat_group(const struct limiter_group *q,
+                                   struct resp_value *v, size_t at,
+                                   struct resp_value *g)
+{
+    size_t p = at + 1, k = 3;
+    unsigned i;
+
+    memset(g, 0, sizeof(*g));
+    g->type = '*';
+    g->n = 3;
+    for (i = 0; i < q->c->n; i++) {
+        g->n += q->c->lim[i].group == q->g;
+    }
+    g->elem = px_calloc(g->n, sizeof(*g->elem));
+    g->elem[0] = v->elem[at];
+    g->elem[1] = v->elem[1];
+    g->elem[2] = v->elem[2];
+    for (i = 0; i < q->c->n; i++) {
+        struct resp_value *e = &g->elem[k];
+        if (q->c->lim[i].group != q->g) {
+            continue;
+        }
+        k++;
+        e->type = '*';
+        e->n = q->c->lim[i].algo == LIMITS_GCRA ? 1 : 6;
+        e->elem = &v->elem[p];
+        p += e->n;
+    }
+}
+
 /* True when `v` has the shape of the reply to `b`: {0, now_s, now_us}
- * then per CL.THROTTLE a TAT and an integer flag, or per group its
- * element. */
+ * then per CL.THROTTLE a TAT and an integer flag, or each group's
+ * elements (store_redis_flat_len). */
 static int store_redis_batch_shape(const struct limiter_batch *b,
                                    const struct resp_value *v)
 {
-    size_t i, n = b->kind == STORE_REDIS_THROTTLE ? 2 * (size_t)b->n : b->n;
+    size_t i, at = 3;
 
-    if (v->type != '*' || v->n != 3 + n || v->elem[1].type != ':' ||
+    if (v->type != '*' || v->n < 3 || v->elem[1].type != ':' ||
         v->elem[2].type != ':') {
         return 0;
     }
-    for (i = 3 + b->n; b->kind == STORE_REDIS_THROTTLE && i < v->n; i++) {
+    if (b->kind != STORE_REDIS_THROTTLE) {
+        for (i = 0; i < b->n && at < v->n; i++) {
+            at += store_redis_flat_len((struct limiter_group *)b->item[i],
+                                       &v->elem[at]);
+        }
+        return i == b->n && at == v->n;
+    }
+    if (v->n != 3 + 2 * (size_t)b->n) {
+        return 0;
+    }
+    for (i = 3 + b->n; i < v->n; i++) {
         if (v->elem[i].type != ':') {
             return 0;
         }
@@ -1539,10 +1651,11 @@ static void store_redis_on_batch(struct req *part, const char *frame,
 {
     static const char bad[] = "-" GCRA_ERR_SCRIPT "\r\n";
     struct limiter_batch *b = part->ctx;
-    struct resp_value v;
-    size_t used, klen;
+    struct resp_value v, g;
+    size_t used, klen, at = 3, flat;
     const char *key;
     unsigned i;
+    int shaped;
 
     part->ctx = NULL;
     key = store_redis_item_key(b->item[0], &klen);
@@ -1570,9 +1683,11 @@ static void store_redis_on_batch(struct req *part, const char *frame,
         v.n = 0;
         v.elem = NULL;
     }
+    shaped = store_redis_batch_shape(b, &v);
     for (i = 0; i < b->n; i++) {
         struct store_redis_item *it = b->item[i];
-        if (!store_redis_batch_shape(b, &v)) {
+        struct limiter_group *q = (struct limiter_group *)it;
+        if (!shaped) {
             store_redis_item_fail(b->st, it, bad, sizeof(bad) - 1);
         } else if (it->kind == STORE_REDIS_THROTTLE) {
             if (v.elem[3 + b->n + i].integer == -3 && b->spread) {
@@ -1581,11 +1696,19 @@ static void store_redis_on_batch(struct req *part, const char *frame,
                 store_redis_call_done(b->st, (struct limiter_call *)it, &v, i,
                                       b->n, b->sent_ns);
             }
-        } else if (v.elem[3 + i].type == '-' && b->spread) {
+        } else if (q->c != NULL && v.elem[at].type == ':') {
+            /* Decided (of any number of limits); measured before the
+             * answer frees q. */
+            flat = store_redis_flat_len(q, &v.elem[at]);
+            store_redis_flat_group(q, &v, at, &g);
+            at += flat;
+            store_redis_group_done(q, &g, b->sent_ns);
+            px_free(g.elem);
+        } else if (v.elem[at].type == '-' && b->spread) {
             store_redis_item_alone(b->st, it);
+            at++;
         } else {
-            store_redis_group_done((struct limiter_group *)it, &v.elem[3 + i],
-                                   b->sent_ns);
+            store_redis_group_done(q, &v.elem[at++], b->sent_ns);
         }
     }
     resp_value_free(&v);

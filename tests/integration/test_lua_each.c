@@ -489,6 +489,237 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     redisFree(c);
 }
 
+/* ---------------- Mode "shapes" ---------------- */
+
+/* A valid group's arguments: "check 1 1 fixed_window 5 60000 '' '' '' 0". */
+#define OK_GROUP                                                               \
+    "check", "1", "1", "fixed_window", "5", "60000", "", "", "", "0"
+
+/* limiter.lua "shapes" of groups g[0..ng-1]: each distinct argument block
+ * once (blocks[] holds them, alive until the call is made), the keys
+ * declared or after the indexes. Returns the number of shapes. */
+static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
+                       int ng, int declared)
+{
+    int shape[GROUPS_MAX], ns = 0, nk = 0;
+
+    memset(a, 0, sizeof(*a));
+    arg_head(a, "limiter", FORM_RUN);
+    for (int x = 0; x < ng; x++) {
+        struct args *b = &blocks[x];
+        memset(b, 0, sizeof(*b));
+        arg(b, g[x].mode);
+        arg(b, g[x].cost);
+        arg_int(b, g[x].n);
+        arg_group_tail(b, &g[x]);
+        nk += g[x].n + 1;
+        shape[x] = -1;
+        for (int y = 0; y < x && shape[x] < 0; y++) {
+            int same = shape[y] == y && blocks[y].n == b->n;
+            for (int i = 0; same && i < b->n; i++) {
+                same = strcmp(blocks[y].v[i], b->v[i]) == 0;
+            }
+            shape[x] = same ? y : -1;
+        }
+        if (shape[x] < 0) {
+            shape[x] = x;
+            ns++;
+        }
+    }
+    arg_int(a, declared ? nk : 0);
+    for (int x = 0; x < ng && declared; x++) {
+        for (int i = 0; i < g[x].n; i++) {
+            arg(a, g[x].l[i].key);
+        }
+        arg(a, g[x].ovr);
+    }
+    arg(a, "shapes");
+    arg(a, NOW);
+    arg_int(a, ns);
+    for (int x = 0; x < ng; x++) {
+        for (int i = 0; shape[x] == x && i < blocks[x].n; i++) {
+            arg(a, blocks[x].v[i]);
+        }
+    }
+    arg_int(a, ng);
+    for (int x = 0; x < ng; x++) {
+        int number = 0;
+        for (int y = 0; y <= shape[x]; y++) {
+            number += shape[y] == y;
+        }
+        arg_int(a, number);
+    }
+    for (int x = 0; x < ng && !declared; x++) {
+        for (int i = 0; i < g[x].n; i++) {
+            arg(a, g[x].l[i].key);
+        }
+        arg(a, g[x].ovr);
+    }
+    return ns;
+}
+
+/* The elements mode "each"'s group reply r (of group g) takes in a flat
+ * "shapes" reply, into out[]: a decided group's limited and its entries
+ * (one value for a one-element entry, else its elements); anything else
+ * whole. Returns how many. */
+static int flatten(const redisReply *r, const struct grp *g,
+                   const redisReply **out)
+{
+    int n = 0;
+
+    if (r->type != REDIS_REPLY_ARRAY || strcmp(g->mode, "refund") == 0 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        out[n++] = r;
+        return n;
+    }
+    out[n++] = r->element[0];
+    for (size_t i = 3; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        for (size_t j = 0; j < e->elements; j++) {
+            out[n++] = e->element[j];
+        }
+    }
+    return n;
+}
+
+Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+    static struct args blocks[GROUPS_MAX];
+    struct keystate s1[NMIXED_KEYS], s2[NMIXED_KEYS];
+    const redisReply *want[ARGV_MAX];
+    redisReply *each, *shapes;
+    struct args a;
+    long long t0, t1, t2;
+
+    cr_assert_leq(NMIXED, GROUPS_MAX);
+    for (int declared = 1; declared >= 0; declared--) {
+        int nwant = 3, ns;
+
+        plant(c);
+        t0 = px_now_ms();
+        args_each(&a, MIXED, NMIXED, FORM_RUN);
+        each = run(c, &a);
+        for (int k = 0; k < NMIXED_KEYS; k++) {
+            read_state(c, MIXED_KEYS[k], &s1[k]);
+        }
+        t1 = px_now_ms();
+        plant(c);
+        ns = args_shapes(&a, blocks, MIXED, NMIXED, declared);
+        shapes = run(c, &a);
+        for (int k = 0; k < NMIXED_KEYS; k++) {
+            read_state(c, MIXED_KEYS[k], &s2[k]);
+        }
+        t2 = px_now_ms();
+
+        /* Groups 0 and 9, and 6 and 7, share their blocks. */
+        cr_assert_eq(ns, NMIXED - 2);
+        expect_array(each, "each");
+        expect_array(shapes, "shapes");
+        for (int i = 0; i < 3; i++) {
+            want[i] = each->element[i];
+        }
+        for (int x = 0; x < NMIXED; x++) {
+            nwant += flatten(each->element[3 + x], &MIXED[x], want + nwant);
+        }
+        cr_assert_eq(shapes->elements, (size_t)nwant, "%s: %zu elements",
+                     declared ? "declared" : "undeclared", shapes->elements);
+        for (int i = 0; i < nwant; i++) {
+            char ctx[48];
+            snprintf(ctx, sizeof(ctx), "%s element %d",
+                     declared ? "declared" : "undeclared", i);
+            expect_reply_eq(want[i], shapes->element[i], ctx);
+        }
+        for (int k = 0; k < NMIXED_KEYS; k++) {
+            expect_state_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5,
+                            MIXED_KEYS[k]);
+        }
+        /* The gcra group (a1) gives one element, the TAT before it: nil
+         * then the first call's. */
+        cr_assert_eq(shapes->element[4]->type, REDIS_REPLY_NIL);
+        freeReplyObject(each);
+        freeReplyObject(shapes);
+    }
+    redisFree(c);
+}
+
+Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    /* Each line: KEYS, then ARGV after "shapes" NOW (NULL ends). */
+    static const struct {
+        int nkeys;
+        const char *argv[40];
+    } bad[] = {
+        { 2, { "0", OK_GROUP, "1", "1", NULL } },           /* S = 0 */
+        { 2, { "x", OK_GROUP, "1", "1", NULL } },           /* S not a number */
+        { 2, { "2", OK_GROUP, "1", "1", NULL } },           /* a shape short */
+        { 2, { "1", OK_GROUP, "0", NULL } },                /* G = 0 */
+        { 2, { "1", OK_GROUP, "-1", NULL } },               /* G < 0 */
+        { 2, { "1", OK_GROUP, "2", "1", NULL } },           /* an index short */
+        { 2, { "1", OK_GROUP, "1", "1", "1", NULL } },      /* ARGV left over */
+        { 2, { "1", OK_GROUP, "1", "0", NULL } },           /* index 0 */
+        { 2, { "1", OK_GROUP, "1", "2", NULL } },           /* index > S */
+        { 2, { "1", OK_GROUP, "1", "one", NULL } },         /* not a number */
+        { 3, { "1", OK_GROUP, "1", "1", NULL } },           /* a key too many */
+        { 1, { "1", OK_GROUP, "1", "1", NULL } },           /* a key too few */
+        { 2, { "1", OK_GROUP, NULL } },                     /* no G */
+        { 4, { "2", OK_GROUP, OK_GROUP, "1", "1", NULL } }, /* 4 keys, 2 */
+        { 2,
+          { "1", "check", "1", "9", "fixed_window", "5", "60000", "", "", "",
+            "0", "1", "1", NULL } }, /* n past the end */
+    };
+    static const char *const keys[] = { "k1", "k1#o", "k2", "k2#o" };
+    redisContext *c = connect_all();
+
+    px_check_status(px_cmd(c, "SET other 1"), "OK");
+    for (size_t x = 0; x < sizeof(bad) / sizeof(*bad); x++) {
+        struct args a;
+        redisReply *r;
+        char ctx[32];
+        memset(&a, 0, sizeof(a));
+        arg_head(&a, "limiter", FORM_RUN);
+        arg_int(&a, bad[x].nkeys);
+        for (int k = 0; k < bad[x].nkeys; k++) {
+            arg(&a, keys[k]);
+        }
+        arg(&a, "shapes");
+        arg(&a, NOW);
+        for (int i = 0; bad[x].argv[i] != NULL; i++) {
+            arg(&a, bad[x].argv[i]);
+        }
+        r = run(c, &a);
+        snprintf(ctx, sizeof(ctx), "shapes case %zu", x);
+        expect_error(r, E_BAD, ctx);
+        freeReplyObject(r);
+        px_check_int(px_cmd(c, "DBSIZE"), 1);
+    }
+    /* Two groups of one shape, undeclared: both decided. */
+    {
+        struct args a;
+        redisReply *r;
+        memset(&a, 0, sizeof(a));
+        arg_head(&a, "limiter", FORM_RUN);
+        arg(&a, "0");
+        arg(&a, "shapes");
+        arg(&a, NOW);
+        static const char *const valid[] = { "1",  OK_GROUP, "2",  "1",   "1",
+                                             "k1", "k1#o",   "k2", "k2#o" };
+        for (size_t i = 0; i < sizeof(valid) / sizeof(*valid); i++) {
+            arg(&a, valid[i]);
+        }
+        r = run(c, &a);
+        expect_array(r, "the valid batch");
+        cr_assert_eq(r->elements, 3 + 2 * 7, "two decided groups, flat");
+        cr_assert_eq(r->element[3]->integer, 0);
+        cr_assert_eq(r->element[10]->integer, 0);
+        freeReplyObject(r);
+        px_check_int(px_cmd(c, "DBSIZE"), 3);
+    }
+    redisFree(c);
+}
+
 /* ---------------- Errors ---------------- */
 
 Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
@@ -544,10 +775,7 @@ Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
 Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
-    /* Each line: KEYS, then ARGV after "each" NOW (NULL ends). A valid
-     * group is "check 1 1 fixed_window 5 60000 '' '' '' 0". */
-#define OK_GROUP                                                               \
-    "check", "1", "1", "fixed_window", "5", "60000", "", "", "", "0"
+    /* Each line: KEYS, then ARGV after "each" NOW (NULL ends). */
     static const struct {
         int nkeys;
         const char *argv[32];
