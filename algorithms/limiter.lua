@@ -527,6 +527,17 @@ local function LIM_keys(KEYS, ARGV, a, k)
   return K, kb
 end
 
+-- n and m of the group arguments (as mode "each" lays them out) that
+-- start at ARGV[a]; nil when either is no integer >= 0.
+local function LIM_block(ARGV, a)
+  local n = LIM_int(ARGV[a + 2])
+  local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
+  if not m or m < 0 then
+    return nil
+  end
+  return n, m
+end
+
 -- Mode "each" (the header's second part).
 local function LIM_each(KEYS, ARGV)
   local G = LIM_int(ARGV[3])
@@ -537,9 +548,8 @@ local function LIM_each(KEYS, ARGV)
   -- The structure first, whole: a malformed batch writes nothing.
   local a, k = 4, 1
   for g = 1, G do
-    local n = LIM_int(ARGV[a + 2])
-    local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
-    if not m or m < 0 then
+    local n, m = LIM_block(ARGV, a)
+    if not n then
       return redis.error_reply(LIM_BAD_ARGS)
     end
     local x = 4 * g - 4
@@ -569,9 +579,8 @@ local function LIM_shapes(KEYS, ARGV)
   end
   local a = 4
   for s = 1, S do
-    local n = LIM_int(ARGV[a + 2])
-    local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
-    if not m or m < 0 then
+    local n, m = LIM_block(ARGV, a)
+    if not n then
       return redis.error_reply(LIM_BAD_ARGS)
     end
     LIM_SH[3 * s - 2], LIM_SH[3 * s - 1], LIM_SH[3 * s] = a, n, m

@@ -28,6 +28,18 @@ int lua_twin_function_form(void)
     return v != NULL && strcmp(v, "function") == 0;
 }
 
+int lua_twin_limiter_head(const char **v)
+{
+    if (lua_twin_function_form()) {
+        v[0] = "FCALL";
+        v[1] = LUA_TWIN_FN_PREFIX "limiter";
+    } else {
+        v[0] = "EVALSHA";
+        v[1] = scripts_limiter()->sha1;
+    }
+    return 2;
+}
+
 /* A growing text. */
 struct twin_text {
     char *p;
@@ -220,13 +232,7 @@ void lua_twin_append(redisContext *c, const char *mode, const char *key,
         snprintf(now, sizeof(now), "%" PRId64, now_us);
     }
     snprintf(costs, sizeof(costs), "%" PRId64, cost);
-    if (lua_twin_function_form()) {
-        argv[argc++] = "FCALL";
-        argv[argc++] = LUA_TWIN_FN_PREFIX "limiter";
-    } else {
-        argv[argc++] = "EVALSHA";
-        argv[argc++] = scripts_limiter()->sha1;
-    }
+    argc += lua_twin_limiter_head(argv);
     argv[argc++] = "2";
     argv[argc++] = key;
     argv[argc++] = "lua-twin-test#overrides";

@@ -45,6 +45,11 @@ struct lua_twin_out {
 /* Whether the tests call the function form (PX_LUA_FORM=function). */
 int lua_twin_function_form(void);
 
+/* The first two words of a limiter.lua call in the run's form into v[0]
+ * and v[1] (FCALL and the function, or EVALSHA and the script's SHA1);
+ * returns 2. */
+int lua_twin_limiter_head(const char **v);
+
 /* The library text built from the sources of algorithms/ as described
  * above; malloc'd, NUL-ended, its length in *len. Asserts on failure. */
 char *lua_twin_library(size_t *len);

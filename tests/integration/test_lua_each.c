@@ -489,6 +489,45 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     redisFree(c);
 }
 
+/* A call of limiter.lua that must be refused whole: its KEYS (of k1,
+ * k1#o, k2, k2#o), then its ARGV after the mode and now (NULL ends). */
+struct bad_call {
+    int nkeys;
+    const char *argv[40];
+};
+
+/* Runs each of bad[0..n-1] in `mode` and asserts the refusal and that
+ * nothing was written (the database holds "other" alone); `now_too`
+ * alternates the node's clock ("") with NOW. */
+static void expect_refused_whole(redisContext *c, const char *mode,
+                                 const struct bad_call *bad, size_t n,
+                                 int now_too)
+{
+    static const char *const keys[] = { "k1", "k1#o", "k2", "k2#o" };
+
+    for (size_t x = 0; x < n; x++) {
+        struct args a;
+        redisReply *r;
+        char ctx[32];
+        memset(&a, 0, sizeof(a));
+        arg_head(&a, "limiter", FORM_RUN);
+        arg_int(&a, bad[x].nkeys);
+        for (int k = 0; k < bad[x].nkeys; k++) {
+            arg(&a, keys[k]);
+        }
+        arg(&a, mode);
+        arg(&a, x % 2 || !now_too ? NOW : "");
+        for (int i = 0; bad[x].argv[i] != NULL; i++) {
+            arg(&a, bad[x].argv[i]);
+        }
+        r = run(c, &a);
+        snprintf(ctx, sizeof(ctx), "%s case %zu", mode, x);
+        expect_error(r, E_BAD, ctx);
+        freeReplyObject(r);
+        px_check_int(px_cmd(c, "DBSIZE"), 1);
+    }
+}
+
 /* ---------------- Mode "shapes" ---------------- */
 
 /* A valid group's arguments: "check 1 1 fixed_window 5 60000 '' '' '' 0". */
@@ -648,10 +687,7 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
     /* Each line: KEYS, then ARGV after "shapes" NOW (NULL ends). */
-    static const struct {
-        int nkeys;
-        const char *argv[40];
-    } bad[] = {
+    static const struct bad_call bad[] = {
         { 2, { "0", OK_GROUP, "1", "1", NULL } },           /* S = 0 */
         { 2, { "x", OK_GROUP, "1", "1", NULL } },           /* S not a number */
         { 2, { "2", OK_GROUP, "1", "1", NULL } },           /* a shape short */
@@ -670,31 +706,10 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
           { "1", "check", "1", "9", "fixed_window", "5", "60000", "", "", "",
             "0", "1", "1", NULL } }, /* n past the end */
     };
-    static const char *const keys[] = { "k1", "k1#o", "k2", "k2#o" };
     redisContext *c = connect_all();
 
     px_check_status(px_cmd(c, "SET other 1"), "OK");
-    for (size_t x = 0; x < sizeof(bad) / sizeof(*bad); x++) {
-        struct args a;
-        redisReply *r;
-        char ctx[32];
-        memset(&a, 0, sizeof(a));
-        arg_head(&a, "limiter", FORM_RUN);
-        arg_int(&a, bad[x].nkeys);
-        for (int k = 0; k < bad[x].nkeys; k++) {
-            arg(&a, keys[k]);
-        }
-        arg(&a, "shapes");
-        arg(&a, NOW);
-        for (int i = 0; bad[x].argv[i] != NULL; i++) {
-            arg(&a, bad[x].argv[i]);
-        }
-        r = run(c, &a);
-        snprintf(ctx, sizeof(ctx), "shapes case %zu", x);
-        expect_error(r, E_BAD, ctx);
-        freeReplyObject(r);
-        px_check_int(px_cmd(c, "DBSIZE"), 1);
-    }
+    expect_refused_whole(c, "shapes", bad, sizeof(bad) / sizeof(*bad), 0);
     /* Two groups of one shape, undeclared: both decided. */
     {
         struct args a;
@@ -776,10 +791,7 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
     /* Each line: KEYS, then ARGV after "each" NOW (NULL ends). */
-    static const struct {
-        int nkeys;
-        const char *argv[32];
-    } bad[] = {
+    static const struct bad_call bad[] = {
         { 2, { "0", OK_GROUP, NULL } },           /* G = 0 */
         { 2, { "x", OK_GROUP, NULL } },           /* G not a number */
         { 2, { "2", OK_GROUP, NULL } },           /* fewer groups */
@@ -798,31 +810,10 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
             "1", "user:x", NULL } },     /* a pair cut short */
         { 2, { "-1", OK_GROUP, NULL } }, /* G < 0 */
     };
-    static const char *const keys[] = { "k1", "k1#o", "k2", "k2#o" };
     redisContext *c = connect_all();
 
     px_check_status(px_cmd(c, "SET other 1"), "OK");
-    for (size_t x = 0; x < sizeof(bad) / sizeof(*bad); x++) {
-        struct args a;
-        redisReply *r;
-        char ctx[32];
-        memset(&a, 0, sizeof(a));
-        arg_head(&a, "limiter", FORM_RUN);
-        arg_int(&a, bad[x].nkeys);
-        for (int k = 0; k < bad[x].nkeys; k++) {
-            arg(&a, keys[k]);
-        }
-        arg(&a, "each");
-        arg(&a, x % 2 ? NOW : "");
-        for (int i = 0; bad[x].argv[i] != NULL; i++) {
-            arg(&a, bad[x].argv[i]);
-        }
-        r = run(c, &a);
-        snprintf(ctx, sizeof(ctx), "case %zu", x);
-        expect_error(r, E_BAD, ctx);
-        freeReplyObject(r);
-        px_check_int(px_cmd(c, "DBSIZE"), 1);
-    }
+    expect_refused_whole(c, "each", bad, sizeof(bad) / sizeof(*bad), 1);
     /* A bad clock is refused whole too, and the valid batch works. */
     {
         static const struct grp g =

@@ -30,7 +30,6 @@
 #include <sys/time.h>
 
 #include "algorithms/gcra.h"
-#include "algorithms/scripts.h"
 
 PX_TEST_SUITE(it_lua_levels);
 
@@ -150,21 +149,14 @@ static redisReply *script_call(redisContext *c, const struct model *m,
 {
     const char *v[64];
     size_t len[64];
-    char nk[16], now[24], cs[24], fn[64];
+    char nk[16], now[24], cs[24];
     struct gcra_script_args a[NLEVEL];
     int n = 0, nl = 0;
 
     while (order[nl] >= 0) {
         nl++;
     }
-    if (lua_twin_function_form()) {
-        snprintf(fn, sizeof(fn), LUA_TWIN_FN_PREFIX "limiter");
-        v[n++] = "FCALL";
-        v[n++] = fn;
-    } else {
-        v[n++] = "EVALSHA";
-        v[n++] = scripts_find("limiter")->sha1;
-    }
+    n += lua_twin_limiter_head(v);
     snprintf(nk, sizeof(nk), "%d", nl + 1);
     v[n++] = nk;
     for (int i = 0; i < nl; i++) {

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "algorithms/fixed_window.h"
-#include "algorithms/scripts.h"
 
 PX_TEST_SUITE(it_lua_shadow);
 
@@ -109,17 +108,10 @@ static redisReply *script_call(redisContext *c, const char *mode,
 {
     const char *v[64];
     size_t len[64];
-    char nk[8], now[24], cs[24], mx[NLIM][24], win[NLIM][24], fn[64];
+    char nk[8], now[24], cs[24], mx[NLIM][24], win[NLIM][24];
     int n = 0;
 
-    if (lua_twin_function_form()) {
-        snprintf(fn, sizeof(fn), LUA_TWIN_FN_PREFIX "limiter");
-        v[n++] = "FCALL";
-        v[n++] = fn;
-    } else {
-        v[n++] = "EVALSHA";
-        v[n++] = scripts_find("limiter")->sha1;
-    }
+    n += lua_twin_limiter_head(v);
     snprintf(nk, sizeof(nk), "%d", NLIM + 1);
     v[n++] = nk;
     for (int i = 0; i < NLIM; i++) {
