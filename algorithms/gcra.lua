@@ -79,6 +79,10 @@ local function GCRA_E_one(key, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
     local flag = gcra_fast_class(v, f_now, f_thr, f_top)
     if flag == 0 then
       redis.call('SET', key, f_val, 'PX', f_ms)
+    elseif flag == 2 then
+      local val, ms = gcra_fast_ahead(v, inc_s, inc_ns, now_s, now_ns)
+      redis.call('SET', key, val, 'PX', ms)
+      return v, 0
     end
     if flag then
       return v, flag

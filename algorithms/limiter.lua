@@ -74,18 +74,19 @@
 --          structure is malformed: G, an n_g or an m_g that is no integer
 --          >= 0, or counts that do not add up to #ARGV and #KEYS.
 --
--- Mode "shapes": the batch of mode "each" with each distinct argument
--- block sent once (the groups of a batch mostly share their tree node, so
--- all they differ in is their keys), and a flat reply (Redis converts
--- every table of a reply with several lookups, which cost more than a
--- decision's own Lua).
--- KEYS     as in mode "each" (or none, the keys then after the indexes)
+-- Mode "shapes": the batch of mode "each" with each distinct block of
+-- levels sent once (the groups of a batch mostly share their tree node, so
+-- all they differ in is their keys and override fields, which name the
+-- identity), and a flat reply (Redis converts every table of a reply with
+-- several lookups, which cost more than a decision's own Lua).
+-- KEYS     as in mode "each" (or none, the keys then after the groups)
 -- ARGV     [1] "shapes"
 --          [2] now, as above
 --          [3] S, the number of shapes (>= 1)
---          then S shapes, each the arguments of a group in mode "each"
---          (mode, cost, n, 6 values per limit, m, m override pairs)
---          then G (>= 1) and G shape indexes (1 .. S), one per group
+--          then S shapes, each the start of a group's arguments in mode
+--          "each": mode, cost, n, 6 values per limit
+--          then G (>= 1) and for each group its shape (1 .. S), m and m
+--          override pairs
 -- Reply    {0, now_s, now_us, then each group's elements}: a group that
 --          was decided gives its limited (0|1) then its entries, each
 --          gcra entry one element (the stored TAT or nil) and any other
@@ -204,7 +205,10 @@ ALGO.gcra = {
     end
     if G.f_now then
       local class = gcra_fast_class(v, G.f_now, G.f_thr, G.f_top)
-      if class then
+      if class == 2 then
+        return false, v, 1, v, gcra_fast_ahead(v, G.inc_s, G.inc_ns, now_s,
+                                               now_ns)
+      elseif class then
         return class == 1, v, 1, v, G.f_val, G.f_ms
       end
     end
@@ -468,9 +472,199 @@ local function LIM_single(KEYS, ARGV)
   return r
 end
 
--- Where each group's arguments start (LIM_G: 4 slots a group: the index
--- of its mode in ARGV, n, m, its first key), kept like the other scratch.
+-- Where each group's arguments start (LIM_G: 6 slots a group: the index
+-- of its mode in ARGV, n, m, its first key, its shape in mode "shapes" or
+-- 0, the index of its m in ARGV), kept like the other scratch.
 local LIM_G = {}
+
+-- The fast path of mode "shapes", per shape of the call (LIM_F[s]: its
+-- strings and values, kept from call to call like the other scratch;
+-- LIM_FOK[s]: true when they are made for this call, false when the shape
+-- takes LIM_run, nil before its first group): a check of one to four
+-- gcra levels, none of a shadow level. Such a group needs none of
+-- LIM_run's generality, which costs Redis more than the group's own
+-- commands: it is the override read, one SET ... NX GET (or GET) per
+-- level, decided as gcra.lua's batches decide a key, and a SET per level
+-- to admit or a DEL per key written at its read to refuse, exactly as
+-- LIM_run would do them. Anything else it meets (an override that
+-- differs, a repeated key, a value that is no TAT, an error) it undoes and
+-- hands the group to LIM_run, so the two never answer differently.
+local LIM_F, LIM_FOK, LIM_FLD = {}, {}, {}
+
+-- Makes f the strings and values of the shape whose block starts at
+-- ARGV[a0] (9 a level: gcra_fast's five, false when the level is off its
+-- fast path, then inc_s, inc_ns, dvt_s, dvt_ns); false when the shape
+-- takes LIM_run.
+local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
+  local cost = LIM_int(ARGV[a0 + 1])
+  if ARGV[a0] ~= 'check' or cost == nil or cost < 0 or n < 1 or n > 4 then
+    return false
+  end
+  for i = 1, n do
+    local b = a0 + 6 * i - 3
+    if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
+      return false
+    end
+    local G = LIM_gcra(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
+                       now_us, now_s, now_ns)
+    if not G then
+      return false
+    end
+    local x = 9 * i - 9
+    f[x + 1], f[x + 2], f[x + 3], f[x + 4], f[x + 5] =
+      G.f_now or false, G.f_thr, G.f_top, G.f_val, G.f_ms
+    f[x + 6], f[x + 7], f[x + 8], f[x + 9] = G.inc_s, G.inc_ns, G.dvt_s,
+      G.dvt_ns
+  end
+  return true
+end
+
+-- Deletes the keys among the first n of a fast group that were written
+-- at their read (LIM_T[i] true).
+local function LIM_fast_undo(K, k0, n)
+  for i = 1, n do
+    if LIM_T[i] then
+      redis.call('DEL', K[k0 + i - 1])
+    end
+  end
+end
+
+-- One level of a fast group (x: its place in f): the key's value as read,
+-- whether it refuses, and whether it was written at its read; nil when
+-- LIM_run must decide. An admission's write waits in LIM_W[3 * i - 2 ..]:
+-- a SET's value and ms, or when the general arithmetic decided, false then
+-- gcra_store's arguments.
+local function LIM_fast_level(key, f, x, i, now_s, now_ns)
+  local v, written
+  local W, w = LIM_W, 6 * i - 6
+  if f[x + 1] then
+    v, written = gcra_fast_read(key, f[x + 4], f[x + 5])
+    if written then
+      return v, false, true
+    end
+    local class = gcra_fast_class(v, f[x + 1], f[x + 2], f[x + 3])
+    if class == 0 then
+      W[w + 1], W[w + 2] = f[x + 4], f[x + 5]
+      return v, false, false
+    elseif class == 2 then
+      W[w + 1], W[w + 2] = gcra_fast_ahead(v, f[x + 6], f[x + 7], now_s,
+                                           now_ns)
+      return v, false, false
+    elseif class == 1 then
+      return v, true, false
+    end
+  else
+    v = redis.pcall('GET', key)
+  end
+  local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
+  if raw == nil then
+    return nil
+  end
+  local lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide(r_s, r_ns, f[x + 6],
+    f[x + 7], f[x + 8], f[x + 9], now_s, now_ns)
+  if lim == nil then
+    return nil
+  end
+  W[w + 1], W[w + 2], W[w + 3], W[w + 4], W[w + 5], W[w + 6] = false, raw,
+    ttl_s, ttl_ns, new_s, new_ns
+  return v, lim, false
+end
+
+-- Decides one group on the fast path (f from LIM_fast_shape; keys from
+-- K[k0], the override hash after them; m override pairs after ARGV[mb])
+-- and writes its reply flat after out[o]: the index of its last element,
+-- or false, having changed nothing, when LIM_run must decide it.
+local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
+  if m == 1 then
+    local have = redis.pcall('HGET', K[k0 + n], ARGV[mb + 1]) or ''
+    if have ~= ARGV[mb + 2] then
+      return false
+    end
+  elseif m > 1 then
+    for j = 1, m do
+      LIM_FLD[j] = ARGV[mb + 2 * j - 1]
+    end
+    local have = redis.pcall('HMGET', K[k0 + n], unpack(LIM_FLD, 1, m))
+    if have.err then
+      return false
+    end
+    for j = 1, m do
+      if (have[j] or '') ~= ARGV[mb + 2 * j] then
+        return false
+      end
+    end
+  end
+  for i = 2, n do
+    for j = 1, i - 1 do
+      if K[k0 + i - 1] == K[k0 + j - 1] then
+        return false
+      end
+    end
+  end
+  -- LIM_E: each level's read; LIM_T: written at its read.
+  local E, T, limited = LIM_E, LIM_T, false
+  for i = 1, n do
+    local v, lim, written = LIM_fast_level(K[k0 + i - 1], f, 9 * i - 9, i,
+                                           now_s, now_ns)
+    if lim == nil then
+      LIM_fast_undo(K, k0, i - 1)
+      return false
+    end
+    E[i], T[i] = v, written
+    limited = limited or lim
+  end
+  out[o + 1] = limited and 1 or 0
+  for i = 1, n do
+    out[o + 1 + i] = E[i]
+  end
+  if limited then
+    LIM_fast_undo(K, k0, n)
+  else
+    local W = LIM_W
+    for i = 1, n do
+      local w = 6 * i - 6
+      if T[i] then
+        -- written at its read
+      elseif W[w + 1] then
+        redis.call('SET', K[k0 + i - 1], W[w + 1], 'PX', W[w + 2])
+      else
+        gcra_store(K[k0 + i - 1], W[w + 2], W[w + 3], W[w + 4], W[w + 5],
+                   W[w + 6])
+      end
+    end
+  end
+  return o + 1 + n
+end
+
+-- Decides the group whose block starts at ARGV[a0] (n limits, m override
+-- pairs, keys from K[k0]) through LIM_run and writes its reply after
+-- reply[o] (flat when out is given): the index of its last element.
+local function LIM_general(K, k0, ARGV, a0, n, mb, m, now, now_s, now_us,
+                           reply, out, o)
+  local mode, cost = ARGV[a0], LIM_int(ARGV[a0 + 1])
+  local ok, r, err = true, nil, LIM_BAD_ARGS
+  if cost ~= nil and cost >= 0 and LIM_mode_ok(mode) and
+      LIM_algos(ARGV, a0 + 3, n) then
+    -- A raised error ends this group only. Its keys share one slot, so a
+    -- slot this node does not serve (undeclared keys) fails the group's
+    -- first command, before anything is written.
+    ok, r, err = pcall(LIM_run, K, k0, ARGV, mode, cost, n, a0 + 3, mb, m,
+                       now, now_s, now_us, out, o)
+    if not ok then
+      r, err = nil, type(r) == 'table' and r.err or tostring(r)
+    end
+  end
+  if out and r then
+    return r
+  end
+  -- A failed group is one error element; flat, what it had written before
+  -- a raised error goes.
+  for j = o + 1, out and o + 1 + 6 * n or 0 do
+    out[j] = nil
+  end
+  reply[o + 1] = r or redis.error_reply(err)
+  return o + 1
+end
 
 -- Decides the G groups that LIM_G describes, their keys from K[kb + 1]:
 -- the reply of mode "each", or flat that of mode "shapes".
@@ -482,31 +676,30 @@ local function LIM_groups(K, kb, ARGV, G, flat)
   local reply, o = {0, now_s, now_us}, 3
   local out = flat and reply or nil
   for g = 1, G do
-    local x = 4 * g - 4
+    local x = 6 * g - 6
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
-    local mode, cost = ARGV[a0], LIM_int(ARGV[a0 + 1])
-    local ok, r, err = true, nil, LIM_BAD_ARGS
-    if cost ~= nil and cost >= 0 and LIM_mode_ok(mode) and
-        LIM_algos(ARGV, a0 + 3, n) then
-      -- A raised error ends this group only. Its keys share one slot, so
-      -- a slot this node does not serve (undeclared keys) fails the
-      -- group's first command, before anything is written.
-      ok, r, err = pcall(LIM_run, K, kb + k0, ARGV, mode, cost, n, a0 + 3,
-                         a0 + 3 + 6 * n, m, now, now_s, now_us, out, o)
-      if not ok then
-        r, err = nil, type(r) == 'table' and r.err or tostring(r)
+    local s, mb, r = LIM_G[x + 5], LIM_G[x + 6], false
+    if s > 0 then
+      local ok = LIM_FOK[s]
+      if ok == nil then
+        local f = LIM_F[s]
+        if f == nil then
+          f = {}
+          LIM_F[s] = f
+        end
+        ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_us * 1000)
+        LIM_FOK[s] = ok
+      end
+      if ok then
+        r = LIM_fast(K, kb + k0, LIM_F[s], n, ARGV, mb, m, now_s,
+                     now_us * 1000, out, o)
       end
     end
-    if out and r then
+    if r then
       o = r
     else
-      -- A failed group is one error element; flat, what it had written
-      -- before a raised error goes.
-      for j = o + 1, out and o + 1 + 6 * n or 0 do
-        out[j] = nil
-      end
-      o = o + 1
-      reply[o] = r or redis.error_reply(err)
+      o = LIM_general(K, kb + k0, ARGV, a0, n, mb, m, now, now_s, now_us,
+                      reply, out, o)
     end
   end
   return reply
@@ -552,8 +745,9 @@ local function LIM_each(KEYS, ARGV)
     if not n then
       return redis.error_reply(LIM_BAD_ARGS)
     end
-    local x = 4 * g - 4
-    LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4] = a, n, m, k
+    local x = 6 * g - 6
+    LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4], LIM_G[x + 5],
+      LIM_G[x + 6] = a, n, m, k, 0, a + 3 + 6 * n
     a, k = a + 4 + 6 * n + 2 * m, k + n + 1
     if a > nargv + 1 or (nkeys > 0 and k > nkeys + 1) then
       return redis.error_reply(LIM_BAD_ARGS)
@@ -566,8 +760,8 @@ local function LIM_each(KEYS, ARGV)
   return LIM_groups(K, kb, ARGV, G, false)
 end
 
--- Where each shape's arguments start (LIM_SH: 3 slots a shape: the index
--- of its mode in ARGV, n, m).
+-- Where each shape's arguments start (LIM_SH: 2 slots a shape: the index
+-- of its mode in ARGV, n).
 local LIM_SH = {}
 
 -- Mode "shapes" (the header's third part).
@@ -579,32 +773,39 @@ local function LIM_shapes(KEYS, ARGV)
   end
   local a = 4
   for s = 1, S do
-    local n, m = LIM_block(ARGV, a)
-    if not n then
+    local n = LIM_int(ARGV[a + 2])
+    if n == nil or n < 0 then
       return redis.error_reply(LIM_BAD_ARGS)
     end
-    LIM_SH[3 * s - 2], LIM_SH[3 * s - 1], LIM_SH[3 * s] = a, n, m
-    a = a + 4 + 6 * n + 2 * m
+    LIM_SH[2 * s - 1], LIM_SH[2 * s] = a, n
+    LIM_FOK[s] = nil -- made at the shape's first group, at this call's now
+    a = a + 3 + 6 * n
     if a > nargv then
       return redis.error_reply(LIM_BAD_ARGS)
     end
   end
   local G = LIM_int(ARGV[a])
-  if G == nil or G < 1 or a + G > nargv then
+  if G == nil or G < 1 then
     return redis.error_reply(LIM_BAD_ARGS)
   end
+  -- a: the index of the next group's shape.
   local k = 1
+  a = a + 1
   for g = 1, G do
-    local s = LIM_int(ARGV[a + g])
-    if s == nil or s < 1 or s > S then
+    local s, m = LIM_int(ARGV[a]), LIM_int(ARGV[a + 1])
+    if s == nil or s < 1 or s > S or m == nil or m < 0 then
       return redis.error_reply(LIM_BAD_ARGS)
     end
-    local x, y = 4 * g - 4, 3 * s - 3
-    LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4] =
-      LIM_SH[y + 1], LIM_SH[y + 2], LIM_SH[y + 3], k
+    local x, y = 6 * g - 6, 2 * s - 2
+    LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4], LIM_G[x + 5],
+      LIM_G[x + 6] = LIM_SH[y + 1], LIM_SH[y + 2], m, k, s, a + 1
     k = k + LIM_SH[y + 2] + 1
+    a = a + 2 + 2 * m
+    if a > nargv + 1 then
+      return redis.error_reply(LIM_BAD_ARGS)
+    end
   end
-  local K, kb = LIM_keys(KEYS, ARGV, a + G + 1, k)
+  local K, kb = LIM_keys(KEYS, ARGV, a, k)
   if K == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end

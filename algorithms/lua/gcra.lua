@@ -176,15 +176,18 @@ end
 -- The fast path. Nearly every decision reads nothing, or a TAT this
 -- library wrote: 19 plain digits (every instant from 2001-09-09 to
 -- INT64_MAX), and strings of one length compare as the numbers they write.
--- So, for one limit at one instant, a few strings prepared once decide
--- such a key with no parsing and no formatting:
+-- So, for one limit at one instant, a few strings prepared once classify
+-- such a key with no parsing:
 --   absent, or TAT <= now         admitted as from rel 0: SET val PX ms,
 --                                 val = now + INC, ms = trunc(INC / 1 ms)
+--   now < TAT <= thr              admitted from the TAT: SET TAT + INC PX
+--                                 trunc((TAT + INC - now) / 1 ms), both
+--                                 from the TAT's two halves (gcra_fast_ahead)
 --   thr < TAT <= top              refused, nothing written (thr = now +
 --                                 DVT - INC; top = INT64_MAX - INC, above
 --                                 which the new TAT would not fit)
--- Anything else (now < TAT <= thr, which admits from a TAT ahead of now;
--- other forms; an error) is left to the general path.
+-- Anything else (other forms; above top; an error) is left to the
+-- general path.
 --
 -- The strings now, thr, top, val and ms of a limit (gcra_args' four
 -- values) at now; nil when the fast path does not apply to the limit at
@@ -232,20 +235,40 @@ end
 
 -- The fast path's decision of a key from v, its GET's reply, with the
 -- strings of gcra_fast: 0 admitted as from rel 0 (the write is SET f_val
--- PX f_ms), 1 refused; nil when the general path decides.
+-- PX f_ms), 1 refused, 2 admitted from its TAT ahead of now (the write is
+-- gcra_fast_ahead's); nil when the general path decides.
 local function gcra_fast_class(v, f_now, f_thr, f_top)
   if v then
     if type(v) ~= 'string' or #v ~= 19 or string.find(v, '%D') then
       return nil
     end
     if v > f_now then
-      if v > f_thr and v <= f_top then
+      if v <= f_thr then
+        return 2
+      elseif v <= f_top then
         return 1
       end
       return nil
     end
   end
   return 0
+end
+
+-- The write of class 2 above: the new TAT and its expiry in ms, as the
+-- strings SET takes. v is 19 digits, now < v <= thr, so the sum fits and
+-- the expiry is at least INC >= 1 ms.
+local function gcra_fast_ahead(v, inc_s, inc_ns, now_s, now_ns)
+  local s = tonumber(string.sub(v, 1, 10)) + inc_s
+  local ns = tonumber(string.sub(v, 11)) + inc_ns
+  if ns >= GCRA_NS then
+    s, ns = s + 1, ns - GCRA_NS
+  end
+  local t_s, t_ns = s - now_s, ns - now_ns
+  if t_ns < 0 then
+    t_s, t_ns = t_s - 1, t_ns + GCRA_NS
+  end
+  return string.format('%d%09d', s, ns),
+    string.format('%d', t_s * 1000 + math.floor(t_ns / 1000000))
 end
 
 -- Takes INC back from a stored TAT (undoes a check that another slot

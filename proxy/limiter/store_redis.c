@@ -1346,35 +1346,35 @@ static void store_redis_words_head(struct store_redis_words *w,
     store_redis_words_add(w, num, strlen(num));
 }
 
-/* Whether two calls' script arguments are the same four strings. */
-static int store_redis_same_args(const struct gcra_script_args *x,
-                                 const struct gcra_script_args *y)
+/* Whether calls i and j of `b` send the same four script arguments: those
+ * are INC and DVT, split (gcra_script_args). */
+static int store_redis_same_run(const struct limiter_batch *b, unsigned i,
+                                unsigned j)
 {
-    for (int k = 0; k < GCRA_SCRIPT_NARGS; k++) {
-        if (x->len[k] != y->len[k] || memcmp(x->v[k], y->v[k], x->len[k])) {
-            return 0;
-        }
-    }
-    return 1;
+    const struct gcra_params *x = &((struct limiter_call *)b->item[i])->p;
+    const struct gcra_params *y = &((struct limiter_call *)b->item[j])->p;
+
+    return x->inc_ns == y->inc_ns && x->dvt_ns == y->dvt_ns;
 }
 
-/* gcra.lua "runs": KEYS k1..kn (declared) or none, then "runs", R and R
- * runs of count and the four numbers that `count` consecutive calls
- * share, then the keys (spread). */
+/* gcra.lua "runs": the keys, then "runs", R and per run of calls with the
+ * same limit its count and four arguments, formatted once a run (batched
+ * calls mostly share one limit). */
 static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
 {
-    struct gcra_script_args *sa = px_calloc(b->n, sizeof(*sa));
-    char(*count)[16] = px_calloc(b->n + 1, sizeof(*count)); /* [n]: R */
+    struct gcra_script_args *sa;
+    char(*count)[16]; /* [runs]: R, then each run's count */
     struct store_redis_words w;
     struct resp_cmd *cmd;
     char num[16];
-    unsigned i, j, runs = 0;
+    unsigned i, j, r, runs = 0;
     int k;
 
     for (i = 0; i < b->n; i++) {
-        gcra_script_args(&((struct limiter_call *)b->item[i])->p, &sa[i]);
-        runs += i == 0 || !store_redis_same_args(&sa[i - 1], &sa[i]);
+        runs += i == 0 || !store_redis_same_run(b, i - 1, i);
     }
+    sa = px_calloc(runs, sizeof(*sa));
+    count = px_calloc(runs + 1, sizeof(*count));
     store_redis_words_init(&w, 5 + b->n + 5 * runs);
     store_redis_words_head(&w, b, scripts_gcra(), b->n, num);
     for (i = 0; i < b->n && !b->spread; i++) {
@@ -1382,16 +1382,16 @@ static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
         store_redis_words_add(&w, call->key, call->klen);
     }
     store_redis_words_add(&w, "runs", 4);
-    snprintf(count[b->n], sizeof(*count), "%u", runs);
-    store_redis_words_add(&w, count[b->n], strlen(count[b->n]));
-    for (i = 0; i < b->n; i = j) {
-        for (j = i + 1; j < b->n && store_redis_same_args(&sa[i], &sa[j]);
-             j++) {
+    snprintf(count[runs], sizeof(*count), "%u", runs);
+    store_redis_words_add(&w, count[runs], strlen(count[runs]));
+    for (i = 0, r = 0; i < b->n; i = j, r++) {
+        for (j = i + 1; j < b->n && store_redis_same_run(b, i, j); j++) {
         }
-        snprintf(count[i], sizeof(*count), "%u", j - i);
-        store_redis_words_add(&w, count[i], strlen(count[i]));
+        gcra_script_args(&((struct limiter_call *)b->item[i])->p, &sa[r]);
+        snprintf(count[r], sizeof(*count), "%u", j - i);
+        store_redis_words_add(&w, count[r], strlen(count[r]));
         for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
-            store_redis_words_add(&w, sa[i].v[k], sa[i].len[k]);
+            store_redis_words_add(&w, sa[r].v[k], sa[r].len[k]);
         }
     }
     for (i = 0; i < b->n && b->spread; i++) {
@@ -1432,15 +1432,45 @@ static size_t store_redis_args_at(const struct limiter_group *q)
     return at;
 }
 
+/* Where group q's override part (m, then m field/value pairs) starts in
+ * its words: after its args_at, the mode, cost, n and 6 words a level
+ * (n = its keys but the override hash). */
+static size_t store_redis_pairs_at(const struct limiter_group *q,
+                                   size_t args_at)
+{
+    size_t at = args_at, len;
+    unsigned j;
+
+    for (j = 0; j < 3 + 6 * (q->nk - 1); j++) {
+        store_redis_word_at(q, &at, &len);
+    }
+    return at;
+}
+
+/* Adds the words of q from byte `from` to byte `to`. */
+static void store_redis_add_words(struct store_redis_words *w,
+                                  const struct limiter_group *q, size_t from,
+                                  size_t to)
+{
+    size_t len;
+
+    while (from < to) {
+        const char *word = store_redis_word_at(q, &from, &len);
+        store_redis_words_add(w, word, len);
+    }
+}
+
 /* limiter.lua "shapes": every group's keys, then "shapes", "" (the node's
- * clock), S and the S distinct argument blocks of the groups (a block is
- * the bytes of its words, so equal bytes are equal words), then G and each
- * group's block number. The groups of one batch mostly come from one tree
- * node and differ in their keys alone. */
+ * clock), S and the S distinct blocks of the groups (mode, cost, n and the
+ * levels: a block is the bytes of its words, so equal bytes are equal
+ * words), then G and for each group its block's number and its override
+ * part. The groups of one batch mostly come from one tree node: they share
+ * the levels and differ in their keys and in the override fields, which
+ * name the identity. */
 static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
 {
     struct store_redis_words w;
-    size_t at[STORE_REDIS_BATCH_MAX];
+    size_t at[STORE_REDIS_BATCH_MAX], pairs[STORE_REDIS_BATCH_MAX];
     unsigned shape[STORE_REDIS_BATCH_MAX]; /* group -> its first group */
     char idx[STORE_REDIS_BATCH_MAX][12];
     unsigned i, j, nk = 0, nw = 0, ns = 0;
@@ -1451,11 +1481,12 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
         nk += q->nk;
         nw += q->nw;
         at[i] = store_redis_args_at(q);
+        pairs[i] = store_redis_pairs_at(q, at[i]);
         shape[i] = i;
         for (j = 0; j < i; j++) {
             const struct limiter_group *r = (struct limiter_group *)b->item[j];
-            size_t len = q->words.len - at[i];
-            if (shape[j] == j && r->words.len - at[j] == len &&
+            size_t len = pairs[i] - at[i];
+            if (shape[j] == j && pairs[j] - at[j] == len &&
                 memcmp(q->words.data + at[i], r->words.data + at[j], len) ==
                     0) {
                 shape[i] = j;
@@ -1477,21 +1508,18 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
     snprintf(cnt[0], sizeof(cnt[0]), "%u", ns);
     store_redis_words_add(&w, cnt[0], strlen(cnt[0]));
     for (i = 0; i < b->n; i++) {
-        const struct limiter_group *q = (struct limiter_group *)b->item[i];
-        size_t p = at[i], len;
-        if (shape[i] != i) {
-            continue;
-        }
-        while (p < q->words.len) {
-            const char *word = store_redis_word_at(q, &p, &len);
-            store_redis_words_add(&w, word, len);
+        if (shape[i] == i) {
+            store_redis_add_words(&w, (struct limiter_group *)b->item[i], at[i],
+                                  pairs[i]);
         }
     }
     snprintf(cnt[1], sizeof(cnt[1]), "%u", b->n);
     store_redis_words_add(&w, cnt[1], strlen(cnt[1]));
     for (i = 0; i < b->n; i++) {
+        const struct limiter_group *q = (struct limiter_group *)b->item[i];
         const char *x = idx[shape[i]];
         store_redis_words_add(&w, x, strlen(x));
+        store_redis_add_words(&w, q, pairs[i], q->words.len);
     }
     if (b->spread) {
         store_redis_batch_keys(&w, b);

@@ -2,7 +2,8 @@
  * a single Redis and a cluster: the same five integers in each; several
  * limits on one node admitting only together; a refused check consuming
  * nothing, also across slots; run-time overrides (LIMITER OVERRIDE) taking
- * effect on a second proxy without a restart.
+ * effect on a second proxy without a restart, and one this proxy has not
+ * heard of deciding its identity's check in a batch of others.
  *
  * Refills and windows are long (a token per 1000 s, windows of an hour or
  * a day), so nothing a test does can drift with the machine's speed: every
@@ -329,6 +330,63 @@ Test(it_limiter_algos, every_algorithm_in_cluster_mode, .init = init_cluster,
 
     everything(c, peer);
     redisFree(peer);
+    redisFree(c);
+}
+
+/* An override another proxy wrote, whose news this proxy has not heard
+ * (written straight into Redis here), on node `node`'s identity ob,
+ * checked in one batch with the identity oa beside it: the batch carries
+ * each group's own override fields, so ob is decided by the override (as
+ * oc, whose override the proxy knows) and oa by the file. */
+static void hidden_override(redisContext *c, redisContext *redis,
+                            const char *node, const char *spec)
+{
+    char path[KEY_MAX], hash[KEY_MAX];
+    struct px_five want, oa, ob;
+    redisReply *r;
+
+    snprintf(path, sizeof(path), "LIMITER OVERRIDE SET %s:oc %s", node, spec);
+    px_check_status(px_cmd(c, path), "OK");
+    snprintf(path, sizeof(path), "LIMITER CHECK %s:oc", node);
+    want = px_take_five(px_cmd(c, path), "oc");
+    cr_assert_neq(want.limit, 3, "%s: the override changes the limit", node);
+
+    snprintf(path, sizeof(path), "LIMITER OVERRIDE SET %s:ob %s", node, spec);
+    px_check_status(px_cmd(c, path), "OK");
+    snprintf(hash, sizeof(hash), "cellgate:{%s:ob}#overrides", node);
+    r = px_cmd(redis, "HGETALL %s", hash);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 2, "%s: one field", hash);
+    snprintf(path, sizeof(path), "LIMITER OVERRIDE DEL %s:ob", node);
+    px_check_int(px_cmd(c, path), 1);
+    px_check_int(px_cmd(redis, "HSET %s %s %s", hash, r->element[0]->str,
+                        r->element[1]->str),
+                 1);
+    freeReplyObject(r);
+
+    redisAppendCommand(c, "LIMITER CHECK %s:oa", node);
+    redisAppendCommand(c, "LIMITER CHECK %s:ob", node);
+    cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+    oa = px_take_five(r, "oa");
+    cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+    ob = px_take_five(r, "ob");
+    cr_assert_eq(oa.limited, 0, "%s: oa limited", node);
+    cr_assert_eq(oa.limit, 3, "%s: oa's limit %lld", node, oa.limit);
+    cr_assert_eq(ob.limited, want.limited, "%s: ob limited", node);
+    cr_assert_eq(ob.limit, want.limit, "%s: ob's limit %lld, want %lld", node,
+                 ob.limit, want.limit);
+    cr_assert_eq(ob.remaining, want.remaining, "%s: ob's remaining", node);
+}
+
+Test(it_limiter_algos, a_batched_check_sees_its_own_unheard_override,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *redis = px_connect(px_env()->redis.port);
+
+    hidden_override(c, redis, "tb", "capacity 10");
+    hidden_override(c, redis, "gc", "FACTOR 0.5");
+    redisFree(redis);
     redisFree(c);
 }
 

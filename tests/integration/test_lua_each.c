@@ -117,8 +117,8 @@ static void arg_head(struct args *a, const char *name, enum form form)
     }
 }
 
-/* The 6 values of each limit, m and the pairs: a group's tail. */
-static void arg_group_tail(struct args *a, const struct grp *g)
+/* The 6 values of each limit. */
+static void arg_group_levels(struct args *a, const struct grp *g)
 {
     for (int i = 0; i < g->n; i++) {
         arg(a, g->l[i].algo);
@@ -127,11 +127,23 @@ static void arg_group_tail(struct args *a, const struct grp *g)
         }
         arg(a, g->l[i].undo);
     }
+}
+
+/* m and the override pairs. */
+static void arg_group_overrides(struct args *a, const struct grp *g)
+{
     arg_int(a, g->m);
     for (int j = 0; j < g->m; j++) {
         arg(a, g->path[j]);
         arg(a, g->known[j]);
     }
+}
+
+/* The 6 values of each limit, m and the pairs: a group's tail. */
+static void arg_group_tail(struct args *a, const struct grp *g)
+{
+    arg_group_levels(a, g);
+    arg_group_overrides(a, g);
 }
 
 /* The call of group g alone. */
@@ -534,9 +546,13 @@ static void expect_refused_whole(redisContext *c, const char *mode,
 #define OK_GROUP                                                               \
     "check", "1", "1", "fixed_window", "5", "60000", "", "", "", "0"
 
-/* limiter.lua "shapes" of groups g[0..ng-1]: each distinct argument block
- * once (blocks[] holds them, alive until the call is made), the keys
- * declared or after the indexes. Returns the number of shapes. */
+/* A valid shape: "check 1 1 fixed_window 5 60000 '' '' ''". */
+#define OK_SHAPE "check", "1", "1", "fixed_window", "5", "60000", "", "", ""
+
+/* limiter.lua "shapes" of groups g[0..ng-1]: each distinct block of levels
+ * once (blocks[] holds them, alive until the call is made), then each
+ * group's shape and override part, the keys declared or after those.
+ * Returns the number of shapes. */
 static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
                        int ng, int declared)
 {
@@ -550,7 +566,7 @@ static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
         arg(b, g[x].mode);
         arg(b, g[x].cost);
         arg_int(b, g[x].n);
-        arg_group_tail(b, &g[x]);
+        arg_group_levels(b, &g[x]);
         nk += g[x].n + 1;
         shape[x] = -1;
         for (int y = 0; y < x && shape[x] < 0; y++) {
@@ -587,6 +603,7 @@ static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
             number += shape[y] == y;
         }
         arg_int(a, number);
+        arg_group_overrides(a, &g[x]);
     }
     for (int x = 0; x < ng && !declared; x++) {
         for (int i = 0; i < g[x].n; i++) {
@@ -686,25 +703,31 @@ Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
 Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
-    /* Each line: KEYS, then ARGV after "shapes" NOW (NULL ends). */
+    /* Each line: KEYS, then ARGV after "shapes" NOW (NULL ends); a
+     * group is its shape's number, m and m pairs. */
     static const struct bad_call bad[] = {
-        { 2, { "0", OK_GROUP, "1", "1", NULL } },           /* S = 0 */
-        { 2, { "x", OK_GROUP, "1", "1", NULL } },           /* S not a number */
-        { 2, { "2", OK_GROUP, "1", "1", NULL } },           /* a shape short */
-        { 2, { "1", OK_GROUP, "0", NULL } },                /* G = 0 */
-        { 2, { "1", OK_GROUP, "-1", NULL } },               /* G < 0 */
-        { 2, { "1", OK_GROUP, "2", "1", NULL } },           /* an index short */
-        { 2, { "1", OK_GROUP, "1", "1", "1", NULL } },      /* ARGV left over */
-        { 2, { "1", OK_GROUP, "1", "0", NULL } },           /* index 0 */
-        { 2, { "1", OK_GROUP, "1", "2", NULL } },           /* index > S */
-        { 2, { "1", OK_GROUP, "1", "one", NULL } },         /* not a number */
-        { 3, { "1", OK_GROUP, "1", "1", NULL } },           /* a key too many */
-        { 1, { "1", OK_GROUP, "1", "1", NULL } },           /* a key too few */
-        { 2, { "1", OK_GROUP, NULL } },                     /* no G */
-        { 4, { "2", OK_GROUP, OK_GROUP, "1", "1", NULL } }, /* 4 keys, 2 */
+        { 2, { "0", OK_SHAPE, "1", "1", "0", NULL } },      /* S = 0 */
+        { 2, { "x", OK_SHAPE, "1", "1", "0", NULL } },      /* S no number */
+        { 2, { "2", OK_SHAPE, "1", "1", "0", NULL } },      /* a shape short */
+        { 2, { "1", OK_SHAPE, "0", NULL } },                /* G = 0 */
+        { 2, { "1", OK_SHAPE, "-1", NULL } },               /* G < 0 */
+        { 2, { "1", OK_SHAPE, "2", "1", "0", NULL } },      /* a group short */
+        { 2, { "1", OK_SHAPE, "1", "1", "0", "1", NULL } }, /* ARGV left */
+        { 2, { "1", OK_SHAPE, "1", "0", "0", NULL } },      /* shape 0 */
+        { 2, { "1", OK_SHAPE, "1", "2", "0", NULL } },      /* shape > S */
+        { 2, { "1", OK_SHAPE, "1", "one", "0", NULL } },    /* no number */
+        { 2, { "1", OK_SHAPE, "1", "1", NULL } },           /* no m */
+        { 2, { "1", OK_SHAPE, "1", "1", "-1", NULL } },     /* m < 0 */
+        { 2, { "1", OK_SHAPE, "1", "1", "x", NULL } },      /* m no number */
+        { 2, { "1", OK_SHAPE, "1", "1", "1", "f", NULL } }, /* a pair short */
+        { 2, { "1", OK_SHAPE, "1", "1", "2", "f", "", NULL } }, /* m past */
+        { 3, { "1", OK_SHAPE, "1", "1", "0", NULL } }, /* a key too many */
+        { 1, { "1", OK_SHAPE, "1", "1", "0", NULL } }, /* a key too few */
+        { 2, { "1", OK_SHAPE, NULL } },                /* no G */
+        { 4, { "2", OK_SHAPE, OK_SHAPE, "1", "1", "0", NULL } }, /* 4 keys */
         { 2,
           { "1", "check", "1", "9", "fixed_window", "5", "60000", "", "", "",
-            "0", "1", "1", NULL } }, /* n past the end */
+            "1", "1", "0", NULL } }, /* n past the end */
     };
     redisContext *c = connect_all();
 
@@ -719,8 +742,9 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
         arg(&a, "0");
         arg(&a, "shapes");
         arg(&a, NOW);
-        static const char *const valid[] = { "1",  OK_GROUP, "2",  "1",   "1",
-                                             "k1", "k1#o",   "k2", "k2#o" };
+        static const char *const valid[] = { "1",    OK_SHAPE, "2",   "1", "0",
+                                             "1",    "1",      "f",   "",  "k1",
+                                             "k1#o", "k2",     "k2#o" };
         for (size_t i = 0; i < sizeof(valid) / sizeof(*valid); i++) {
             arg(&a, valid[i]);
         }

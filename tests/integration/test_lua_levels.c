@@ -17,7 +17,10 @@
  * entry (the stored TAT before the call), each key's value, and whether it
  * has an expiry (the keys a call writes are read with PTTL in the same
  * MULTI, then made persistent so the simulated clock owns time) must be
- * the model's. */
+ * the model's. Half the calls go as the single-group form, half as a
+ * batch of mode "shapes", whose checks of gcra levels take a fast path of
+ * their own (and hand anything unusual to the general one), so both are
+ * held to the model on the same keys. */
 #include "tests/integration/fixture.h"
 #include "tests/integration/lua_twin.h"
 #include "tests/support/px_test.h"
@@ -140,16 +143,19 @@ static int64_t wall_us(void)
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-/* One call of the script's single-group form in MULTI, followed by PTTL
- * and PERSIST of every key. Returns EXEC's reply: [script, PTTL x NKEY,
- * PERSIST x NKEY]. */
+/* One call in MULTI, followed by PTTL and PERSIST of every key: the
+ * script's single-group form, or (shapes) a batch of mode "shapes" of this
+ * one group, whose checks of gcra levels take their own fast path. Override
+ * fields: none, "u:*", or "u:*" and "u:*:x", all unset, as the proxy sends
+ * them. Returns EXEC's reply: [script, PTTL x NKEY, PERSIST x NKEY]. */
 static redisReply *script_call(redisContext *c, const struct model *m,
                                const int *order, int id, const char *mode,
-                               int64_t now_us, int64_t cost, int with_field)
+                               int64_t now_us, int64_t cost, int fields,
+                               int shapes)
 {
     const char *v[64];
     size_t len[64];
-    char nk[16], now[24], cs[24];
+    char nk[16], now[24], cs[24], nlv[16];
     struct gcra_script_args a[NLEVEL];
     int n = 0, nl = 0;
 
@@ -163,11 +169,21 @@ static redisReply *script_call(redisContext *c, const struct model *m,
         v[n++] = m->name[key_of(order[i], id)];
     }
     v[n++] = "{t}#overrides";
-    v[n++] = mode;
     snprintf(now, sizeof(now), "%" PRId64, now_us);
-    v[n++] = now;
     snprintf(cs, sizeof(cs), "%" PRId64, cost);
-    v[n++] = cs;
+    if (shapes) {
+        snprintf(nlv, sizeof(nlv), "%d", nl);
+        v[n++] = "shapes";
+        v[n++] = now;
+        v[n++] = "1";
+        v[n++] = mode;
+        v[n++] = cs;
+        v[n++] = nlv;
+    } else {
+        v[n++] = mode;
+        v[n++] = now;
+        v[n++] = cs;
+    }
     for (int i = 0; i < nl; i++) {
         struct gcra_params p;
 
@@ -179,12 +195,18 @@ static redisReply *script_call(redisContext *c, const struct model *m,
         }
         v[n++] = "";
     }
-    if (with_field) {
-        v[n++] = "1";
+    if (shapes) {
+        v[n++] = "1"; /* G */
+        v[n++] = "1"; /* the group's shape, then its override part */
+    }
+    v[n++] = fields == 2 ? "2" : fields == 1 ? "1" : "0";
+    if (fields >= 1) {
         v[n++] = "u:*";
         v[n++] = "";
-    } else {
-        v[n++] = "0";
+    }
+    if (fields == 2) {
+        v[n++] = "u:*:x";
+        v[n++] = "";
     }
     for (int i = 0; i < n; i++) {
         len[i] = strlen(v[i]);
@@ -242,6 +264,7 @@ Test(it_lua_levels, gcra_levels_match_the_c_model, .init = it_init,
     struct model m;
     int64_t now = wall_us();
     long calls = 0, limited = 0, failed = 0, undone = 0, fresh = 0;
+    long overrides = 0;
 
     model_init(&m);
     freeReplyObject(px_cmd(c, "HSET %s f v", m.name[key_of(2, 5)]));
@@ -254,7 +277,14 @@ Test(it_lua_levels, gcra_levels_match_the_c_model, .init = it_init,
         int64_t cost = lua_twin_rnd_in(&seed, 0, 5) == 0
                            ? lua_twin_rnd_in(&seed, 0, 6)
                            : 1;
-        int with_field = (int)lua_twin_rnd_in(&seed, 0, 1);
+        int fields = (int)lua_twin_rnd_in(&seed, 0, 2);
+        int shapes = (int)lua_twin_rnd_in(&seed, 0, 1);
+        /* Now and then an override the call does not expect: field 1
+         * ("u:*") or 2 ("u:*:x") holds "9" while the call expects "". */
+        int ov = lua_twin_rnd_in(&seed, 0, 7) == 0
+                     ? (int)lua_twin_rnd_in(&seed, 1, 2)
+                     : 0;
+        int overridden = ov != 0 && ov <= fields;
         char ctx[128];
         struct want w;
         redisReply *exec, *r;
@@ -280,46 +310,94 @@ Test(it_lua_levels, gcra_levels_match_the_c_model, .init = it_init,
                    ? 5000000
                    : lua_twin_rnd_in(&seed, 0, 700000);
         snprintf(ctx, sizeof(ctx),
-                 "step %d (%s u%d cost %" PRId64 " levels %d%d%d)", step,
-                 check ? "check" : "peek", id, cost, order[0], order[1],
-                 order[1] >= 0 ? order[2] : -1);
+                 "step %d (%s %s u%d cost %" PRId64 " levels %d%d%d)", step,
+                 shapes ? "shapes" : "single", check ? "check" : "peek", id,
+                 cost, order[0], order[1], order[1] >= 0 ? order[2] : -1);
         memcpy(before, m.tat, sizeof(before));
         memcpy(had, m.have, sizeof(had));
         model_call(&m, order, id, check, now, cost, &w);
+        if (overridden) {
+            /* The override is read first: nothing is decided or written. */
+            memset(&w, 0, sizeof(w));
+        }
+        if (ov != 0) {
+            freeReplyObject(px_cmd(c, "HSET {t}#overrides %s 9",
+                                   ov == 1 ? "u:*" : "u:*:x"));
+        }
         int64_t t0 = wall_us();
         exec = script_call(c, &m, order, id, check ? "check" : "peek", now,
-                           cost, with_field);
+                           cost, fields, shapes);
         int64_t took_ms = (wall_us() - t0) / 1000 + 1;
         r = exec->element[0];
         calls++;
+        if (ov != 0) {
+            freeReplyObject(px_cmd(c, "DEL {t}#overrides"));
+        }
 
-        if (w.failed) {
-            cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s: no error", ctx);
-            failed++;
-        } else {
-            int nl = 0;
+        /* The group's part of the reply: all of it in the single form;
+         * after the batch's {0, now_s, now_us} in a shapes batch, with its
+         * entries inline instead of one table each. */
+        redisReply **g = &r;
+        size_t ng = 1;
+        int nl = 0;
 
+        while (order[nl] >= 0) {
+            nl++;
+        }
+        if (shapes) {
             cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", ctx,
                          r->type == REDIS_REPLY_ERROR ? r->str : "");
-            while (order[nl] >= 0) {
-                nl++;
+            cr_assert_geq(r->elements, 4, "%s", ctx);
+            cr_assert_eq(r->element[0]->integer, 0, "%s", ctx);
+            g = r->element + 3;
+            ng = r->elements - 3;
+        }
+        if (overridden) {
+            /* {"override", what each expected field holds}. */
+            cr_assert_eq(ng, 1, "%s", ctx);
+            cr_assert_eq(g[0]->type, REDIS_REPLY_ARRAY, "%s: not refused", ctx);
+            cr_assert_eq(g[0]->elements, (size_t)(1 + fields), "%s", ctx);
+            cr_assert_str_eq(g[0]->element[0]->str, "override", "%s", ctx);
+            for (int j = 1; j <= fields; j++) {
+                cr_assert_str_eq(g[0]->element[j]->str, j == ov ? "9" : "",
+                                 "%s: field %d", ctx, j);
             }
-            cr_assert_eq(r->elements, (size_t)(3 + nl), "%s", ctx);
-            cr_assert_eq(r->element[0]->integer, w.limited, "%s: limited", ctx);
+            overrides++;
+        } else if (w.failed) {
+            cr_assert_eq(ng, 1, "%s", ctx);
+            cr_assert_eq(g[0]->type, REDIS_REPLY_ERROR, "%s: no error", ctx);
+            failed++;
+        } else {
+            const redisReply *lim = shapes ? g[0] : r;
+
+            cr_assert_eq(g[0]->type,
+                         shapes ? REDIS_REPLY_INTEGER : REDIS_REPLY_ARRAY,
+                         "%s: %s", ctx,
+                         g[0]->type == REDIS_REPLY_ERROR ? g[0]->str : "");
+            if (shapes) {
+                cr_assert_eq(ng, (size_t)(1 + nl), "%s", ctx);
+            } else {
+                cr_assert_eq(r->elements, (size_t)(3 + nl), "%s", ctx);
+                lim = r->element[0];
+            }
+            cr_assert_eq(lim->integer, w.limited, "%s: limited", ctx);
             for (int i = 0; i < nl; i++) {
                 int k = key_of(order[i], id);
-                const redisReply *e = r->element[3 + i];
+                const redisReply *e = shapes ? g[1 + i] : r->element[3 + i];
 
-                cr_assert_eq(e->type, REDIS_REPLY_ARRAY, "%s", ctx);
+                if (!shapes) {
+                    cr_assert_eq(e->type, REDIS_REPLY_ARRAY, "%s", ctx);
+                    e = e->element[0];
+                }
                 if (!had[k]) {
-                    cr_assert_eq(e->element[0]->type, REDIS_REPLY_NIL,
+                    cr_assert_eq(e->type, REDIS_REPLY_NIL,
                                  "%s: level %d read a TAT", ctx, order[i]);
                     fresh++;
                     undone += check && w.limited;
                 } else {
-                    cr_assert_eq(strtoll(e->element[0]->str, NULL, 10),
-                                 before[k], "%s: level %d read %s", ctx,
-                                 order[i], e->element[0]->str);
+                    cr_assert_eq(e->type, REDIS_REPLY_STRING, "%s", ctx);
+                    cr_assert_eq(strtoll(e->str, NULL, 10), before[k],
+                                 "%s: level %d read %s", ctx, order[i], e->str);
                 }
             }
             limited += w.limited;
@@ -349,11 +427,12 @@ Test(it_lua_levels, gcra_levels_match_the_c_model, .init = it_init,
         freeReplyObject(exec);
         expect_keys(c, &m, ctx);
     }
-    printf("it_lua_levels: %ld calls, %ld limited, %ld failed, %ld absent "
-           "keys read (%ld in refused checks)\n",
-           calls, limited, failed, fresh, undone);
+    printf("it_lua_levels: %ld calls, %ld limited, %ld failed, %ld "
+           "overridden, %ld absent keys read (%ld in refused checks)\n",
+           calls, limited, failed, overrides, fresh, undone);
     cr_assert_gt(limited, 0);
     cr_assert_gt(failed, 0);
     cr_assert_gt(undone, 0);
+    cr_assert_gt(overrides, 0);
     redisFree(c);
 }
