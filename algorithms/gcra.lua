@@ -90,13 +90,11 @@ local function GCRA_E_one(key, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
   else
     v = redis.pcall('GET', key)
   end
-  local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
-  if raw == nil then
-    return false, r_s and -3 or -1
-  end
-  local limited, ttl_s, ttl_ns, s, ns = gcra_decide(r_s, r_ns, inc_s, inc_ns,
+  local raw, limited, ttl_s, ttl_ns, s, ns = gcra_decide_v(v, inc_s, inc_ns,
     dvt_s, dvt_ns, now_s, now_ns)
-  if limited == nil then
+  if raw == nil then
+    return false, limited and -3 or -1
+  elseif limited == nil then
     return raw, -2
   elseif limited then
     return raw, 1

@@ -212,13 +212,11 @@ ALGO.gcra = {
         return class == 1, v, 1, v, G.f_val, G.f_ms
       end
     end
-    local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
+    local raw, lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide_v(v, G.inc_s,
+      G.inc_ns, G.dvt_s, G.dvt_ns, now_s, now_ns)
     if raw == nil then
-      return nil, r_s or WRONGTYPE
-    end
-    local lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide(r_s, r_ns,
-      G.inc_s, G.inc_ns, G.dvt_s, G.dvt_ns, now_s, now_ns)
-    if lim == nil then
+      return nil, lim or WRONGTYPE
+    elseif lim == nil then
       return nil, GCRA_TAT_RANGE
     end
     return lim, raw, 1, raw, ttl_s, ttl_ns, new_s, new_ns
@@ -281,9 +279,21 @@ local function LIM_algos(ARGV, lb, n)
   return true
 end
 
+-- Whether the n keys from K[k0] are distinct (n is at most four, so the
+-- pairwise comparison stays short).
+local function LIM_distinct(K, k0, n)
+  for i = 2, n do
+    for j = 1, i - 1 do
+      if K[k0 + i - 1] == K[k0 + j - 1] then
+        return false
+      end
+    end
+  end
+  return true
+end
+
 -- LIM_NX's condition for n limits (algorithms in LIM_A, values from
--- ARGV[lb], keys from KEYS[k0]); up to four limits, so the pairwise key
--- comparison stays short.
+-- ARGV[lb], keys from KEYS[k0]): up to four limits.
 local function LIM_nx_ok(KEYS, k0, ARGV, lb, n)
   if n > 4 then
     return false
@@ -292,13 +302,8 @@ local function LIM_nx_ok(KEYS, k0, ARGV, lb, n)
     if LIM_A[i] ~= ALGO.gcra or ARGV[lb + 6 * i - 1] ~= '' then
       return false
     end
-    for j = 1, i - 1 do
-      if KEYS[k0 + j - 1] == KEYS[k0 + i - 1] then
-        return false
-      end
-    end
   end
-  return true
+  return LIM_distinct(KEYS, k0, n)
 end
 
 -- Deletes the keys of the first n limits that were written at their read
@@ -556,13 +561,9 @@ local function LIM_fast_level(key, f, x, i, now_s, now_ns)
   else
     v = redis.pcall('GET', key)
   end
-  local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
-  if raw == nil then
-    return nil
-  end
-  local lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide(r_s, r_ns, f[x + 6],
+  local raw, lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide_v(v, f[x + 6],
     f[x + 7], f[x + 8], f[x + 9], now_s, now_ns)
-  if lim == nil then
+  if raw == nil or lim == nil then
     return nil
   end
   W[w + 1], W[w + 2], W[w + 3], W[w + 4], W[w + 5], W[w + 6] = false, raw,
@@ -594,12 +595,8 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
       end
     end
   end
-  for i = 2, n do
-    for j = 1, i - 1 do
-      if K[k0 + i - 1] == K[k0 + j - 1] then
-        return false
-      end
-    end
+  if not LIM_distinct(K, k0, n) then
+    return false
   end
   -- LIM_E: each level's read; LIM_T: written at its read.
   local E, T, limited = LIM_E, LIM_T, false

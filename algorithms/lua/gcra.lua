@@ -154,6 +154,19 @@ local function gcra_decide(r_s, r_ns, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
     new_s, new_ns
 end
 
+-- The general path's decision of v, a GET's reply, at now: raw (as
+-- gcra_rel gives it), refused, ttl_s, ttl_ns, new_s, new_ns; raw and nil
+-- when the new TAT passes INT64_MAX; nil and the node's error (nil for
+-- WRONGTYPE) when v holds no TAT.
+local function gcra_decide_v(v, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns)
+  local raw, r_s, r_ns = gcra_rel(v, now_s, now_ns)
+  if raw == nil then
+    return nil, r_s
+  end
+  return raw, gcra_decide(r_s, r_ns, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
+                          now_ns)
+end
+
 -- Stores a TAT `s, ns`, expiring when it is reached; a TTL under 1 ms
 -- deletes a stored key (raw: what it held).
 local function gcra_store(key, raw, ttl_s, ttl_ns, s, ns)
