@@ -484,8 +484,8 @@ local LIM_G = {}
 
 -- The fast path of mode "shapes", per shape of the call (LIM_F[s]: its
 -- strings and values, kept from call to call like the other scratch;
--- LIM_FOK[s]: true when they are made for this call, false when the shape
--- takes LIM_run, nil before its first group): a check of one to four
+-- LIM_FOK[s]: true when they are made for this call, 'one' for LIM_one,
+-- false when the shape takes LIM_run, nil before its first group): a check of one to four
 -- gcra levels, none of a shadow level. Such a group needs none of
 -- LIM_run's generality, which costs Redis more than the group's own
 -- commands: it is the override read, one SET ... NX GET (or GET) per
@@ -504,6 +504,11 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
   local cost = LIM_int(ARGV[a0 + 1])
   if ARGV[a0] ~= 'check' or cost == nil or cost < 0 or n < 1 or n > 4 then
     return false
+  end
+  local one = ALGO[ARGV[a0 + 3]]
+  if n == 1 and one and one ~= ALGO.gcra and ARGV[a0 + 8] == '' then
+    f.algo, f.cost = one, cost
+    return 'one'
   end
   for i = 1, n do
     local b = a0 + 6 * i - 3
@@ -571,21 +576,17 @@ local function LIM_fast_level(key, f, x, i, now_s, now_ns)
   return v, lim, false
 end
 
--- Decides one group on the fast path (f from LIM_fast_shape; keys from
--- K[k0], the override hash after them; m override pairs after ARGV[mb])
--- and writes its reply flat after out[o]: the index of its last element,
--- or false, having changed nothing, when LIM_run must decide it.
-local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
+-- Whether the override hash holds what the group expects in its m
+-- fields (after ARGV[mb]); false too when it cannot be read.
+local function LIM_override_ok(hash, ARGV, mb, m)
   if m == 1 then
-    local have = redis.pcall('HGET', K[k0 + n], ARGV[mb + 1]) or ''
-    if have ~= ARGV[mb + 2] then
-      return false
-    end
+    local have = redis.pcall('HGET', hash, ARGV[mb + 1]) or ''
+    return have == ARGV[mb + 2]
   elseif m > 1 then
     for j = 1, m do
       LIM_FLD[j] = ARGV[mb + 2 * j - 1]
     end
-    local have = redis.pcall('HMGET', K[k0 + n], unpack(LIM_FLD, 1, m))
+    local have = redis.pcall('HMGET', hash, unpack(LIM_FLD, 1, m))
     if have.err then
       return false
     end
@@ -595,7 +596,16 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
       end
     end
   end
-  if not LIM_distinct(K, k0, n) then
+  return true
+end
+
+-- Decides one group on the fast path (f from LIM_fast_shape; keys from
+-- K[k0], the override hash after them; m override pairs after ARGV[mb])
+-- and writes its reply flat after out[o]: the index of its last element,
+-- or false, having changed nothing, when LIM_run must decide it.
+local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
+  if not LIM_override_ok(K[k0 + n], ARGV, mb, m) or
+      not LIM_distinct(K, k0, n) then
     return false
   end
   -- LIM_E: each level's read; LIM_T: written at its read.
@@ -631,6 +641,43 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
     end
   end
   return o + 1 + n
+end
+
+-- A check of one level of another algorithm (f.algo), no shadow level,
+-- keys K[k0] and the override hash: LIM_run's decision without its
+-- generality (for one real level, the group's flag is the level's, and
+-- the level writes what its decision says). Returns as LIM_fast does; a
+-- write that raised an error leaves the group's error element instead of
+-- its reply, as LIM_general would.
+local function LIM_one(K, k0, f, ARGV, a0, mb, m, now, now_s, now_ns, out, o)
+  if not LIM_override_ok(K[k0 + 1], ARGV, mb, m) then
+    return false
+  end
+  local A, key, b = f.algo, K[k0], a0 + 3
+  -- decide only reads, so a raised error leaves nothing to undo: LIM_run
+  -- decides again and reports it.
+  local ok, lim, e, when, w1, w2, w3, w4, w5, w6 = pcall(A.decide, key,
+    ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], now, f.cost, now_s,
+    now_ns)
+  if not ok or lim == nil then
+    return false
+  end
+  out[o + 1] = lim and 1 or 0
+  out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
+    e[1], e[2], e[3], e[4], e[5], e[6]
+  if when == 2 or (when == 1 and not lim) then
+    local err
+    ok, err = pcall(A.commit, key, w1, w2, w3, w4, w5, w6)
+    if not ok then
+      for j = o + 2, o + 7 do
+        out[j] = nil
+      end
+      out[o + 1] = redis.error_reply(type(err) == 'table' and err.err or
+                                     tostring(err))
+      return o + 1
+    end
+  end
+  return o + 7
 end
 
 -- Decides the group whose block starts at ARGV[a0] (n limits, m override
@@ -687,7 +734,10 @@ local function LIM_groups(K, kb, ARGV, G, flat)
         ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_us * 1000)
         LIM_FOK[s] = ok
       end
-      if ok then
+      if ok == 'one' then
+        r = LIM_one(K, kb + k0, LIM_F[s], ARGV, a0, mb, m, now, now_s,
+                    now_us * 1000, out, o)
+      elseif ok then
         r = LIM_fast(K, kb + k0, LIM_F[s], n, ARGV, mb, m, now_s,
                      now_us * 1000, out, o)
       end
