@@ -485,8 +485,8 @@ local LIM_G = {}
 -- The fast path of mode "shapes", per shape of the call (LIM_F[s]: its
 -- strings and values, kept from call to call like the other scratch;
 -- LIM_FOK[s]: true when they are made for this call, 'one' for LIM_one,
--- false when the shape takes LIM_run, nil before its first group): a check of one to four
--- gcra levels, none of a shadow level. Such a group needs none of
+-- false when the shape takes LIM_run, nil before its first group): a
+-- check of one to four gcra levels, none of a shadow level. Such a group needs none of
 -- LIM_run's generality, which costs Redis more than the group's own
 -- commands: it is the override read, one SET ... NX GET (or GET) per
 -- level, decided as gcra.lua's batches decide a key, and a SET per level
@@ -498,8 +498,9 @@ local LIM_F, LIM_FOK, LIM_FLD = {}, {}, {}
 
 -- Makes f the strings and values of the shape whose block starts at
 -- ARGV[a0] (9 a level: gcra_fast's five, false when the level is off its
--- fast path, then inc_s, inc_ns, dvt_s, dvt_ns); false when the shape
--- takes LIM_run.
+-- fast path, then inc_s, inc_ns, dvt_s, dvt_ns) and returns true; or
+-- makes f.algo and f.cost those of a LIM_one shape and returns 'one';
+-- false when the shape takes LIM_run.
 local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
   local cost = LIM_int(ARGV[a0 + 1])
   if ARGV[a0] ~= 'check' or cost == nil or cost < 0 or n < 1 or n > 4 then
@@ -541,7 +542,7 @@ end
 
 -- One level of a fast group (x: its place in f): the key's value as read,
 -- whether it refuses, and whether it was written at its read; nil when
--- LIM_run must decide. An admission's write waits in LIM_W[3 * i - 2 ..]:
+-- LIM_run must decide. An admission's write waits in LIM_W[6 * i - 5 ..]:
 -- a SET's value and ms, or when the general arithmetic decided, false then
 -- gcra_store's arguments.
 local function LIM_fast_level(key, f, x, i, now_s, now_ns)
