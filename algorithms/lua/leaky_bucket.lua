@@ -14,6 +14,7 @@
 --#include span
 
 local LB = {
+  M = {}, -- the last parameters that parsed, as lib.lua's header says
   MAX_DRIP_MS = 315360000000, -- 3650 days
   ERR_SIZE = 'ERR leaky_bucket size must be between 1 and 2^53 - 1',
   ERR_DRIP_MS = 'ERR leaky_bucket drip_ms must be between 1 and 315360000000 (3650 days)',
@@ -24,6 +25,10 @@ local LB = {
 -- The parameters (size, drip_ms, drip_size), checked in the order of
 -- leaky_bucket_params_init(); or nil and the error.
 function LB.params(a1, a2, a3)
+  local M = LB.M
+  if M.p and M.a1 == a1 and M.a2 == a2 and M.a3 == a3 then
+    return M.p
+  end
   local size, drip_ms, drip_size = lib_int(a1), lib_int(a2), lib_int(a3)
   if size == nil or size < 1 then
     return nil, LB.ERR_SIZE
@@ -34,8 +39,10 @@ function LB.params(a1, a2, a3)
   if drip_size == nil or drip_size < 1 then
     return nil, LB.ERR_DRIP_SIZE
   end
-  return {size = size, drip_ms = drip_ms, drip_us = drip_ms * 1000,
-          drip_size = drip_size}
+  M.a1, M.a2, M.a3 = a1, a2, a3
+  M.p = {size = size, drip_ms = drip_ms, drip_us = drip_ms * 1000,
+         drip_size = drip_size}
+  return M.p
 end
 
 -- The stored state: true, level, ts; false when the key is missing; nil

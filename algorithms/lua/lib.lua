@@ -8,6 +8,13 @@
 -- FUNCTION library runs it once, when only `redis` exists (Redis 7.0 has
 -- no string, math or tonumber at load), so it defines and names, never
 -- calls.
+--
+-- Each algorithm's parameter parser keeps its last success, keyed by the
+-- argument strings: the groups of a batch mostly share one limit, parsing
+-- a number (lib_int) costs Redis thousands of instructions, and Lua
+-- strings are interned, so a hit is a few comparisons. The results depend
+-- on the strings alone, so the memo may outlive a call; a table it
+-- returns is never written by its callers.
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local P53 = 9007199254740992

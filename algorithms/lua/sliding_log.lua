@@ -24,6 +24,7 @@
 --#include span
 
 local SL = {
+  M = {}, -- the last parameters that parsed, as lib.lua's header says
   MAX_ENTRIES = 100000,
   MAX_DURATION_MS = 315360000000, -- 3650 days
   ERR_MAX = 'ERR sliding_log max must be between 1 and 100000',
@@ -35,6 +36,10 @@ local SL = {
 -- The parameters (max, window_ms, min_interval_ms), checked in the order
 -- of sliding_log_params_init(); or nil and the error.
 function SL.params(a1, a2, a3)
+  local M = SL.M
+  if M.p and M.a1 == a1 and M.a2 == a2 and M.a3 == a3 then
+    return M.p
+  end
   local max, w, mi = lib_int(a1), lib_int(a2), lib_int(a3)
   if max == nil or max < 1 or max > SL.MAX_ENTRIES then
     return nil, SL.ERR_MAX
@@ -46,8 +51,10 @@ function SL.params(a1, a2, a3)
     return nil, SL.ERR_INTERVAL
   end
   local h = math.max(w, mi)
-  return {max = max, w_ms = w, w_us = w * 1000, mi_ms = mi, mi_us = mi * 1000,
-          h_ms = h, h_us = h * 1000}
+  M.a1, M.a2, M.a3 = a1, a2, a3
+  M.p = {max = max, w_ms = w, w_us = w * 1000, mi_ms = mi, mi_us = mi * 1000,
+         h_ms = h, h_us = h * 1000}
+  return M.p
 end
 
 -- A stored score as a timestamp, or nil when it is not an integer in

@@ -14,6 +14,7 @@
 --#include span
 
 local SW = {
+  M = {}, -- the last parameters that parsed, as lib.lua's header says
   MAX_WINDOW_MS = 315360000000, -- 3650 days
   MAX_SLOTS = 3600,
   ERR_MAX = 'ERR sliding_window max must be between 1 and 2^53 - 1',
@@ -26,6 +27,10 @@ local SW = {
 -- The parameters (max, window_ms, resolution_ms), checked in the order of
 -- sliding_window_params_init(); or nil and the error.
 function SW.params(a1, a2, a3)
+  local M = SW.M
+  if M.p and M.a1 == a1 and M.a2 == a2 and M.a3 == a3 then
+    return M.p
+  end
   local max, window_ms, res_ms = lib_int(a1), lib_int(a2), lib_int(a3)
   if max == nil or max < 1 then
     return nil, SW.ERR_MAX
@@ -40,7 +45,9 @@ function SW.params(a1, a2, a3)
   if n > SW.MAX_SLOTS then
     return nil, SW.ERR_SLOTS
   end
-  return {max = max, window_ms = window_ms, res_us = res_ms * 1000, n = n}
+  M.a1, M.a2, M.a3 = a1, a2, a3
+  M.p = {max = max, window_ms = window_ms, res_us = res_ms * 1000, n = n}
+  return M.p
 end
 
 -- The time until slot k leaves the window, (k * res - now) + window: the

@@ -20,19 +20,26 @@ local TB_ERR_RATE = 'ERR token_bucket refill_per_sec must be positive and at mos
 local TB_ERR_STATE = 'ERR token_bucket state is malformed (negative or out-of-range field)'
 
 -- capacity and rate (millionths of a token per second, false for inf), or
--- nil and the error.
+-- nil and the error. The last success is kept (TB_M), as lib.lua's header
+-- says of parameters.
+local TB_M = {}
 local function tb_args(a1, a2)
+  local M = TB_M
+  if M.cap and M.a1 == a1 and M.a2 == a2 then
+    return M.cap, M.rate
+  end
   local cap = lib_int(a1)
   if cap == nil or cap < 1 then
     return nil, TB_ERR_CAPACITY
   end
-  if a2 == 'inf' or a2 == '9223372036854775807' then
-    return cap, false
+  local rate = false
+  if a2 ~= 'inf' and a2 ~= '9223372036854775807' then
+    rate = lib_int(a2)
+    if rate == nil or rate < 1 or rate > TB_MAX_RATE then
+      return nil, TB_ERR_RATE
+    end
   end
-  local rate = lib_int(a2)
-  if rate == nil or rate < 1 or rate > TB_MAX_RATE then
-    return nil, TB_ERR_RATE
-  end
+  M.a1, M.a2, M.cap, M.rate = a1, a2, cap, rate
   return cap, rate
 end
 

@@ -210,7 +210,13 @@ end
 local TW_MAX_WINDOW_MS = 315360000000 -- 3650 days
 
 -- max and the window in us, or nil and the error (the C model's order).
+-- The last success is kept (TW_M), as lib.lua's header says of parameters.
+local TW_M = {}
 local function tw_window_args(a1, a2, err_max, err_window)
+  local M = TW_M
+  if M.max and M.a1 == a1 and M.a2 == a2 then
+    return M.max, M.w
+  end
   local max = lib_int(a1)
   if max == nil or max < 1 then
     return nil, err_max
@@ -219,6 +225,7 @@ local function tw_window_args(a1, a2, err_max, err_window)
   if ms == nil or ms < 1 or ms > TW_MAX_WINDOW_MS then
     return nil, err_window
   end
+  M.a1, M.a2, M.max, M.w = a1, a2, max, ms * 1000
   return max, ms * 1000
 end
 

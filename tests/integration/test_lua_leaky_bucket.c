@@ -435,8 +435,15 @@ Test(it_lua_leaky_bucket, randomized_sequences_match_the_c_model,
                                           later <= US_MAX ? later : now, ctx);
             } else if (kind < 93) {
                 /* Same key, other limits: the expiry written under the old
-                 * ones no longer says when the bucket is empty. */
-                rnd_conf(&rs, &cf);
+                 * ones no longer says when the bucket is empty. Half the
+                 * time only drip_size changes: the script keeps the last
+                 * parameters it parsed, and must see a change in any one. */
+                if (lua_twin_rnd_in(&rs, 0, 1)) {
+                    rnd_conf(&rs, &cf);
+                } else {
+                    conf_set(&cf, cf.size, cf.drip_ms,
+                             cf.drip_size == 1 ? 2 : 1);
+                }
                 m.deadline_us = INT64_MAX;
                 n.changes++;
             } else if (m.have && now >= m.deadline_us) {

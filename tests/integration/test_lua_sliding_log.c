@@ -534,8 +534,17 @@ Test(it_lua_sliding_log, randomized_sequences_match_the_c_model,
                                           later <= US_MAX ? later : now, ctx);
             } else if (kind < 85) {
                 /* Same key, other limits: the expiry written under the old
-                 * ones says nothing. */
-                rnd_conf(&rs, &cf);
+                 * ones says nothing. Half the time only min_interval
+                 * changes: the script keeps the last parameters it parsed,
+                 * and must see a change in any one. */
+                if (lua_twin_rnd_in(&rs, 0, 1)) {
+                    rnd_conf(&rs, &cf);
+                } else {
+                    conf_set(&cf, cf.max, cf.window_ms,
+                             cf.mi_ms == 0
+                                 ? lua_twin_rnd_in(&rs, 1, cf.window_ms)
+                                 : 0);
+                }
                 m.deadline_us = INT64_MAX;
                 n.changes++;
             } else if (kind < 92) {

@@ -534,8 +534,15 @@ Test(it_lua_sliding_window, randomized_sequences_match_the_c_model,
                                           later <= US_MAX ? later : now, ctx);
             } else if (kind < 85) {
                 /* Same key, other limits: slots off the new grid, and the
-                 * expiry written under the old ones says nothing. */
-                rnd_conf(&rs, &cf);
+                 * expiry written under the old ones says nothing. Now and
+                 * then only the resolution changes (to the whole window):
+                 * the script keeps the last parameters it parsed, and must
+                 * see a change in any one. */
+                if (cf.res_ms != cf.window_ms && lua_twin_rnd_in(&rs, 0, 1)) {
+                    conf_set(&cf, cf.max, cf.window_ms, cf.window_ms);
+                } else {
+                    rnd_conf(&rs, &cf);
+                }
                 m.deadline_us = INT64_MAX;
                 n.changes++;
             } else if (kind < 92) {
