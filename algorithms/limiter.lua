@@ -631,8 +631,7 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
     local W = LIM_W
     for i = 1, n do
       local w = 6 * i - 6
-      if T[i] then
-        -- written at its read
+      if T[i] then -- written at its read
       elseif W[w + 1] then
         redis.call('SET', K[k0 + i - 1], W[w + 1], 'PX', W[w + 2])
       else
@@ -642,6 +641,23 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
     end
   end
   return o + 1 + n
+end
+
+-- The text of an error raised inside a group (a redis.call error table or
+-- a Lua error).
+local function LIM_raised(e)
+  return type(e) == 'table' and e.err or tostring(e)
+end
+
+-- Makes group g's reply after reply[o] one error element (text err): in
+-- a flat reply (out given), whatever its n levels had written there goes.
+-- Returns the element's index.
+local function LIM_failed(reply, out, o, n, err)
+  for j = o + 1, out and o + 1 + 6 * n or 0 do
+    out[j] = nil
+  end
+  reply[o + 1] = redis.error_reply(err)
+  return o + 1
 end
 
 -- A check of one level of another algorithm (f.algo), no shadow level,
@@ -670,12 +686,7 @@ local function LIM_one(K, k0, f, ARGV, a0, mb, m, now, now_s, now_ns, out, o)
     local err
     ok, err = pcall(A.commit, key, w1, w2, w3, w4, w5, w6)
     if not ok then
-      for j = o + 2, o + 7 do
-        out[j] = nil
-      end
-      out[o + 1] = redis.error_reply(type(err) == 'table' and err.err or
-                                     tostring(err))
-      return o + 1
+      return LIM_failed(out, out, o, 1, LIM_raised(err))
     end
   end
   return o + 7
@@ -696,18 +707,15 @@ local function LIM_general(K, k0, ARGV, a0, n, mb, m, now, now_s, now_us,
     ok, r, err = pcall(LIM_run, K, k0, ARGV, mode, cost, n, a0 + 3, mb, m,
                        now, now_s, now_us, out, o)
     if not ok then
-      r, err = nil, type(r) == 'table' and r.err or tostring(r)
+      r, err = nil, LIM_raised(r)
     end
   end
-  if out and r then
-    return r
+  if r == nil then
+    return LIM_failed(reply, out, o, n, err)
+  elseif out then
+    return r -- flat: the index of its last element
   end
-  -- A failed group is one error element; flat, what it had written before
-  -- a raised error goes.
-  for j = o + 1, out and o + 1 + 6 * n or 0 do
-    out[j] = nil
-  end
-  reply[o + 1] = r or redis.error_reply(err)
+  reply[o + 1] = r
   return o + 1
 end
 
@@ -719,7 +727,7 @@ local function LIM_groups(K, kb, ARGV, G, flat)
     return redis.error_reply(LIM_BAD_ARGS)
   end
   local reply, o = {0, now_s, now_us}, 3
-  local out = flat and reply or nil
+  local out, now_ns = flat and reply or nil, now_us * 1000
   for g = 1, G do
     local x = 6 * g - 6
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
@@ -732,15 +740,15 @@ local function LIM_groups(K, kb, ARGV, G, flat)
           f = {}
           LIM_F[s] = f
         end
-        ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_us * 1000)
+        ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
         LIM_FOK[s] = ok
       end
       if ok == 'one' then
         r = LIM_one(K, kb + k0, LIM_F[s], ARGV, a0, mb, m, now, now_s,
-                    now_us * 1000, out, o)
+                    now_ns, out, o)
       elseif ok then
-        r = LIM_fast(K, kb + k0, LIM_F[s], n, ARGV, mb, m, now_s,
-                     now_us * 1000, out, o)
+        r = LIM_fast(K, kb + k0, LIM_F[s], n, ARGV, mb, m, now_s, now_ns,
+                     out, o)
       end
     end
     if r then

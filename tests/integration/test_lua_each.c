@@ -146,16 +146,25 @@ static void arg_group_tail(struct args *a, const struct grp *g)
     arg_group_overrides(a, g);
 }
 
+/* The keys of groups g[0..ng-1]: each one's limit keys, then its override
+ * hash. */
+static void arg_keys(struct args *a, const struct grp *g, int ng)
+{
+    for (int x = 0; x < ng; x++) {
+        for (int i = 0; i < g[x].n; i++) {
+            arg(a, g[x].l[i].key);
+        }
+        arg(a, g[x].ovr);
+    }
+}
+
 /* The call of group g alone. */
 static void args_single(struct args *a, const struct grp *g, enum form form)
 {
     memset(a, 0, sizeof(*a));
     arg_head(a, "limiter", form);
     arg_int(a, g->n + 1);
-    for (int i = 0; i < g->n; i++) {
-        arg(a, g->l[i].key);
-    }
-    arg(a, g->ovr);
+    arg_keys(a, g, 1);
     arg(a, g->mode);
     arg(a, NOW);
     arg(a, g->cost);
@@ -174,12 +183,7 @@ static void args_each(struct args *a, const struct grp *g, int ng,
         nk += g[x].n + 1;
     }
     arg_int(a, nk);
-    for (int x = 0; x < ng; x++) {
-        for (int i = 0; i < g[x].n; i++) {
-            arg(a, g[x].l[i].key);
-        }
-        arg(a, g[x].ovr);
-    }
+    arg_keys(a, g, ng);
     arg(a, "each");
     arg(a, NOW);
     arg_int(a, ng);
@@ -582,11 +586,8 @@ static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
         }
     }
     arg_int(a, declared ? nk : 0);
-    for (int x = 0; x < ng && declared; x++) {
-        for (int i = 0; i < g[x].n; i++) {
-            arg(a, g[x].l[i].key);
-        }
-        arg(a, g[x].ovr);
+    if (declared) {
+        arg_keys(a, g, ng);
     }
     arg(a, "shapes");
     arg(a, NOW);
@@ -605,11 +606,8 @@ static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
         arg_int(a, number);
         arg_group_overrides(a, &g[x]);
     }
-    for (int x = 0; x < ng && !declared; x++) {
-        for (int i = 0; i < g[x].n; i++) {
-            arg(a, g[x].l[i].key);
-        }
-        arg(a, g[x].ovr);
+    if (!declared) {
+        arg_keys(a, g, ng);
     }
     return ns;
 }
