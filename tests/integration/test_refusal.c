@@ -725,7 +725,14 @@ Test(it_refusal, two_proxies_on_windows_that_end_answer_as_redis,
         cr_assert_eq(v[1], 3);
         if (v[0] == 1) {
             /* Redis refuses only in a window holding 3 that had not
-             * ended when the call was sent. */
+             * ended when the call was sent. A refusal just before the
+             * window ends may find the key expired by the time it is
+             * read: then the window is the last one that admitted. */
+            if (!have && nwin > 0) {
+                have = 1;
+                start = starts[nwin - 1];
+                count = counted[nwin - 1];
+            }
             cr_assert(have && count >= 3 && t0 < start + window_us,
                       "call %d (%s) refused: window %lld holds %lld at %lld", i,
                       hit ? "cache" : "Redis", (long long)start, count,
