@@ -268,6 +268,26 @@ range:
 /* ---------------- The Lua script's side ---------------- */
 
 /* Writes d as "s ns" with s = floor(d / 1e9) and 0 <= ns < 1e9. */
+/* Writes v in decimal and a NUL at dst (GCRA_SCRIPT_ARG_MAX bytes): made
+ * for every check, so without snprintf's format parsing. */
+static void gcra_put_i64(char *dst, int64_t v)
+{
+    char tmp[GCRA_SCRIPT_ARG_MAX];
+    char *p = tmp + sizeof(tmp);
+    /* As unsigned, so that INT64_MIN negates. */
+    uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + m % 10);
+        m /= 10;
+    } while (m != 0);
+    if (v < 0) {
+        *--p = '-';
+    }
+    memcpy(dst, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
 static void gcra_split(int64_t d, char *s, char *ns)
 {
     int64_t sec = d / RL_NS_PER_SEC;
@@ -277,8 +297,8 @@ static void gcra_split(int64_t d, char *s, char *ns)
         rem += RL_NS_PER_SEC;
         sec--;
     }
-    snprintf(s, GCRA_SCRIPT_ARG_MAX, "%" PRId64, sec);
-    snprintf(ns, GCRA_SCRIPT_ARG_MAX, "%" PRId64, rem);
+    gcra_put_i64(s, sec);
+    gcra_put_i64(ns, rem);
 }
 
 void gcra_script_args(const struct gcra_params *p, struct gcra_script_args *out)

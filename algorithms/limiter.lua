@@ -577,10 +577,23 @@ local function LIM_fast_level(key, f, x, i, now_s, now_ns)
   return v, lim, false
 end
 
+-- True while LIM_groups decides a batch none of whose groups' override
+-- hashes exists (one EXISTS of them all), so LIM_override_ok needs no
+-- read; LIM_OVK holds the hashes' names for that EXISTS.
+local LIM_NOHASH, LIM_OVK = false, {}
+
 -- Whether the override hash holds what the group expects in its m
 -- fields (after ARGV[mb]); false too when it cannot be read.
 local function LIM_override_ok(hash, ARGV, mb, m)
-  if m == 1 then
+  if LIM_NOHASH then
+    -- No hash, so every field reads as nothing.
+    for j = 1, m do
+      if ARGV[mb + 2 * j] ~= '' then
+        return false
+      end
+    end
+    return true
+  elseif m == 1 then
     local have = redis.pcall('HGET', hash, ARGV[mb + 1]) or ''
     return have == ARGV[mb + 2]
   elseif m > 1 then
@@ -728,6 +741,23 @@ local function LIM_groups(K, kb, ARGV, G, flat)
   end
   local reply, o = {0, now_s, now_us}, 3
   local out, now_ns = flat and reply or nil, now_us * 1000
+  -- Overrides are rare: one EXISTS of every group's override hash spares
+  -- the fast paths a read each when none exists (checks never write one,
+  -- so reading them all first is reading each at its group's turn). Only
+  -- with declared keys (kb 0): they share a slot, or there is no cluster,
+  -- so one command may name them all.
+  LIM_NOHASH = false
+  if flat and kb == 0 and G > 1 then
+    local c = 0
+    for g = 1, G do
+      local x = 6 * g - 6
+      if LIM_G[x + 3] > 0 then
+        c = c + 1
+        LIM_OVK[c] = K[LIM_G[x + 4] + LIM_G[x + 2]]
+      end
+    end
+    LIM_NOHASH = c > 1 and redis.pcall('EXISTS', unpack(LIM_OVK, 1, c)) == 0
+  end
   for g = 1, G do
     local x = 6 * g - 6
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]

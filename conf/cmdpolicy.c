@@ -13,7 +13,6 @@
  * commands the table does not know. */
 #include "conf/cmdpolicy.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -57,8 +56,14 @@ static int cmdpolicy_is_denied(const struct cmdpolicy *p, size_t i)
 
 static int cmdpolicy_compare(const void *key, const void *elem)
 {
-    const struct cmdpolicy_cmd *c = elem;
-    return strcmp(key, c->name);
+    const char *k = key, *name = ((const struct cmdpolicy_cmd *)elem)->name;
+
+    /* Checked on every command: most probes differ in the first letter,
+     * and those need no strcmp call. */
+    if (k[0] != name[0]) {
+        return (unsigned char)k[0] - (unsigned char)name[0];
+    }
+    return strcmp(k, name);
 }
 
 /* Lower-cases `len` bytes into `out` (CMDPOLICY_NAME_MAX + 1 bytes),
@@ -71,7 +76,9 @@ static int cmdpolicy_lower(char *out, size_t *used, const char *s, size_t len)
         return -1;
     }
     for (k = 0; k < len; k++) {
-        out[*used + k] = (char)tolower((unsigned char)s[k]);
+        char ch = s[k];
+
+        out[*used + k] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
     }
     *used += len;
     out[*used] = '\0';

@@ -2364,19 +2364,35 @@ int limits_resolve(const struct limits_tree *t, const char *path,
 int limits_limit_key(const struct limits_level *lv, size_t i, char *out,
                      size_t outlen)
 {
-    char suffix[48];
-    size_t n, k;
+    char suffix[48], digits[24];
+    const char *algo;
+    size_t n = 0, d = sizeof(digits), alen, k;
 
     if (lv->limits == NULL || i >= lv->nlimits) {
         return -1;
     }
+    /* "#<i>:<algorithm>", made for every check: by hand, not snprintf. */
+    algo = limits_algo_name(lv->limits[i].algo);
+    alen = strlen(algo);
+    do {
+        digits[--d] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i != 0);
+    suffix[n++] = '#';
+    memcpy(suffix + n, digits + d, sizeof(digits) - d);
+    n += sizeof(digits) - d;
+    suffix[n++] = ':';
+    memcpy(suffix + n, algo, alen + 1);
+    n += alen;
     /* Copied by length: a path may hold any byte but braces, even NUL. */
-    n = (size_t)snprintf(suffix, sizeof(suffix), "#%zu:%s", i,
-                         limits_algo_name(lv->limits[i].algo));
     if (outlen > 0) {
-        k = lv->key_len < outlen - 1 ? lv->key_len : outlen - 1;
+        size_t room = outlen - 1, t; /* bytes before the NUL */
+
+        k = lv->key_len < room ? lv->key_len : room;
         memcpy(out, lv->key, k);
-        snprintf(out + k, outlen - k, "%s", suffix);
+        t = n < room - k ? n : room - k;
+        memcpy(out + k, suffix, t);
+        out[k + t] = '\0';
     }
     return (int)(lv->key_len + n);
 }

@@ -147,6 +147,46 @@ int resp_enc_bulk(struct buf *b, const char *p, size_t n)
     return BUF_OK;
 }
 
+/* Writes `<type><v>\r\n` at dst (ENC_NUM_MAX + 3 bytes of room) and returns
+ * the byte after it. */
+static char *enc_put_line_num(char *dst, char type, long long v)
+{
+    char tmp[ENC_NUM_MAX];
+    char *end = tmp + sizeof(tmp);
+    char *p = enc_digits(end, v);
+    size_t n = (size_t)(end - p);
+
+    *dst++ = type;
+    memcpy(dst, p, n);
+    dst += n;
+    *dst++ = '\r';
+    *dst++ = '\n';
+    return dst;
+}
+
+size_t resp_fmt_ll(char *dst, long long v)
+{
+    char tmp[ENC_NUM_MAX];
+    char *end = tmp + sizeof(tmp);
+    char *p = enc_digits(end, v);
+    size_t n = (size_t)(end - p);
+
+    memcpy(dst, p, n);
+    dst[n] = '\0';
+    return n;
+}
+
+size_t resp_put_ints(char *dst, const long long *v, int n)
+{
+    char *p = enc_put_line_num(dst, '*', n);
+    int k;
+
+    for (k = 0; k < n; k++) {
+        p = enc_put_line_num(p, ':', v[k]);
+    }
+    return (size_t)(p - dst);
+}
+
 int resp_enc_nil(struct buf *b)
 {
     return buf_append(b, "$-1\r\n", 5);

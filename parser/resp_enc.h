@@ -18,6 +18,23 @@ int resp_enc_bulk(struct buf *b, const char *p, size_t n); /* $n */
 int resp_enc_nil(struct buf *b);                           /* $-1 */
 int resp_enc_array_header(struct buf *b, long long n);     /* *n */
 
+/* Longest decimal resp_fmt_ll writes: a sign and 19 digits. */
+#define RESP_FMT_LL_MAX 20
+
+/* Writes v in decimal at dst (RESP_FMT_LL_MAX + 1 bytes of room), NUL
+ * after it, and returns its length: snprintf's "%lld" without the cost of
+ * a format string, for numbers made per request. */
+size_t resp_fmt_ll(char *dst, long long v);
+
+/* Bytes resp_put_ints may write for n integers: the header and n lines of
+ * a sign, 19 digits and CRLF at most. */
+#define RESP_PUT_INTS_SIZE(n) (24 * ((size_t)(n) + 1))
+
+/* Writes the array of the n integers v[0..n) (`*n` and n lines `:v`) at
+ * dst, which has RESP_PUT_INTS_SIZE(n) bytes of room, and returns the bytes
+ * written. For a reply kept on the stack instead of in a buf. */
+size_t resp_put_ints(char *dst, const long long *v, int n);
+
 /* Protocol versions, as HELLO names them. */
 #define RESP_PROTO2 2
 #define RESP_PROTO3 3

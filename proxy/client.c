@@ -181,6 +181,18 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
                                                      : &server.metrics.forward,
                         uv_hrtime() - req->parsed_ns);
     }
+    if (!c->closing && p != req->reply.data && req->reply.len == 0 &&
+        !req->silent && req->filter == NULL && req->add_int == 0 &&
+        !req->close_after && queue_head(&c->reqs) == &req->cnode) {
+        /* The usual case, the oldest request's plain reply: straight to the
+         * output, with no copy kept in the request. */
+        client_out_append(c, p, n);
+        client_req_free(c, req);
+        client_drain(c);
+        server_mark_client(c);
+        client_check_output(c);
+        return;
+    }
     if (p == req->reply.data && n == req->reply.len) {
         /* Built in place by the proxy. */
         if (req->silent) {

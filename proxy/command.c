@@ -616,8 +616,13 @@ static const struct cmd_def cmd_defs[] = {
 
 static int cmd_compare(const void *key, const void *elem)
 {
-    const struct cmd_def *def = elem;
-    return strcmp(key, def->name);
+    const char *k = key, *name = ((const struct cmd_def *)elem)->name;
+
+    /* Most probes differ in the first letter: no strcmp call for those. */
+    if (k[0] != name[0]) {
+        return (unsigned char)k[0] - (unsigned char)name[0];
+    }
+    return strcmp(k, name);
 }
 
 const struct cmd_def *cmd_lookup(const char *name, size_t len)
@@ -629,8 +634,10 @@ const struct cmd_def *cmd_lookup(const char *name, size_t len)
         return NULL;
     }
     for (k = 0; k < len; k++) {
-        lower[k] = (char)tolower((unsigned char)name[k]);
-        if (lower[k] == '|') {
+        char ch = name[k];
+
+        lower[k] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+        if (ch == '|') {
             return NULL; /* subcommand entries are not command names */
         }
     }

@@ -78,13 +78,15 @@ static const int64_t limiter_unlimited[5] = { 0, 0, 0, -1, 0 };
 
 static void limiter_reply_ints(struct req *req, const int64_t v[5])
 {
+    long long ll[5];
+    char out[RESP_PUT_INTS_SIZE(5)];
     int k;
 
-    PX_CHECK_OOM(resp_enc_array_header(&req->reply, 5));
     for (k = 0; k < 5; k++) {
-        PX_CHECK_OOM(resp_enc_int(&req->reply, (long long)v[k]));
+        ll[k] = (long long)v[k];
     }
-    req_reply_built(req);
+    /* On the stack: the client copies it straight to its output. */
+    req_reply(req, out, resp_put_ints(out, ll, 5));
 }
 
 /* The completion of the store's throttle and override calls: the reply. */
@@ -593,15 +595,6 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
         }
         return;
     }
-    c = px_calloc(1, sizeof(*c));
-    c->st = &lm->store;
-    c->root = req;
-    c->op = op;
-    c->tries = tries;
-    c->lv = lv;
-    c->cost = cost;
-    c->wait_ns = wait_ms * RL_NS_PER_MS;
-    buf_init(&c->err);
     /* Room for every limit any override could give the levels: a
      * run-time override has the node's own count, or none. */
     for (l = 0; l < lv->n; l++) {
@@ -609,11 +602,14 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
                    ? (unsigned)lv->level[l].nlimits
                    : (unsigned)lv->level[l].nbase;
     }
-    c->lim = px_calloc(cap, sizeof(*c->lim));
-    c->res = px_calloc(cap, sizeof(*c->res));
-    c->peek = px_calloc(cap, sizeof(*c->peek));
-    c->ngroups = lv->ngroups;
-    c->admitted = px_calloc(c->ngroups, 1);
+    c = store_check_new(cap, (unsigned)lv->ngroups);
+    c->st = &lm->store;
+    c->root = req;
+    c->op = op;
+    c->tries = tries;
+    c->lv = lv;
+    c->cost = cost;
+    c->wait_ns = wait_ms * RL_NS_PER_MS;
     err = limiter_build(c);
     if (err != NULL) {
         store_check_free(c);

@@ -9,6 +9,7 @@
  * here from the decisions, the one rule both stores apply. */
 #include "proxy/limiter/store.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "proxy/core/util.h"
@@ -31,6 +32,33 @@ void store_free(struct store *st)
     st->impl = NULL;
 }
 
+/* `n` rounded up to the strictest alignment, so an array may start there. */
+static size_t store_align(size_t n)
+{
+    size_t a = _Alignof(max_align_t);
+
+    return (n + a - 1) / a * a;
+}
+
+struct store_check *store_check_new(unsigned cap, unsigned ngroups)
+{
+    /* A check is made for every LIMITER call: one allocation, not five. */
+    size_t at_lim = store_align(sizeof(struct store_check));
+    size_t at_res = at_lim + store_align(cap * sizeof(struct store_limit));
+    size_t at_peek = at_res + store_align(cap * sizeof(struct rl_decision));
+    size_t at_adm = at_peek + store_align(cap * sizeof(struct rl_decision));
+    char *mem = px_calloc(1, at_adm + (ngroups > 0 ? ngroups : 1));
+    struct store_check *c = (struct store_check *)(void *)mem;
+
+    c->lim = (struct store_limit *)(void *)(mem + at_lim);
+    c->res = (struct rl_decision *)(void *)(mem + at_res);
+    c->peek = (struct rl_decision *)(void *)(mem + at_peek);
+    c->admitted = (unsigned char *)(mem + at_adm);
+    c->ngroups = ngroups;
+    buf_init(&c->err);
+    return c;
+}
+
 void store_check_free(struct store_check *c)
 {
     unsigned i;
@@ -42,10 +70,6 @@ void store_check_free(struct store_check *c)
         px_free(c->lim[i].key);
     }
     px_free(c->lv);
-    px_free(c->lim);
-    px_free(c->res);
-    px_free(c->peek);
-    px_free(c->admitted);
     buf_free(&c->err);
     px_free(c);
 }

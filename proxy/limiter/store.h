@@ -123,10 +123,10 @@ struct store_check {
     unsigned ngroups;          /* script calls */
     unsigned pending;          /* calls still owed */
     struct limits_levels *lv;  /* owned: the path's levels */
-    struct store_limit *lim;   /* owned: n limits */
-    struct rl_decision *res;   /* owned: n decisions */
-    struct rl_decision *peek;  /* owned: n states without this request */
-    unsigned char *admitted;   /* owned: ngroups "check went through" */
+    struct store_limit *lim;   /* n limits, in c's allocation */
+    struct rl_decision *res;   /* n decisions, in c's allocation */
+    struct rl_decision *peek;  /* n states without this request (same) */
+    unsigned char *admitted;   /* ngroups "check went through" (same) */
     unsigned char stale;       /* a group saw overrides we did not assume */
     long long deleted;         /* RESET: keys removed */
     int64_t cost;              /* COST n (default 1; PEEK's too) */
@@ -220,6 +220,10 @@ void store_init(struct store *st, const struct store_ops *ops,
 
 /* Frees what the implementation holds (a zeroed `st`: nothing). */
 void store_free(struct store *st);
+
+/* A zeroed call with room for `cap` limits (lim, res, peek) and `ngroups`
+ * groups (admitted), all in one allocation. */
+struct store_check *store_check_new(unsigned cap, unsigned ngroups);
 
 /* Frees `c`, its limits and its decisions. */
 void store_check_free(struct store_check *c);

@@ -59,6 +59,7 @@
 #include "conf/conf.h"
 #include "conf/limits.h"
 #include "parser/resp.h"
+#include "parser/resp_enc.h"
 #include "parser/resp_value.h"
 #include "parser/slot.h"
 #include "proxy/core/cluster.h"
@@ -81,6 +82,10 @@
 /* Cached run-time overrides past this many are forgotten at once: the
  * scripts verify every assumption, so the cache only saves retries. */
 #define STORE_REDIS_OVERRIDE_CACHE_MAX 100000
+
+/* Bytes of words reserved for a LIMITER group when it is queued: its
+ * keys, arguments and override pairs, each with its length. */
+#define STORE_REDIS_GROUP_WORDS_BYTES 512
 
 /* Decimal room for one script argument. */
 #define STORE_REDIS_ARG_MAX 24
@@ -564,14 +569,27 @@ static void store_redis_override_learn(struct store *st, const char *path,
     px_free(hmap_put(&rs->overrides, path, len, px_strndup(text, tlen)));
 }
 
-/* Writes the override hash of `lev`'s identity, "<prefix>{tag}#overrides";
- * returns its length (snprintf's). */
+/* Writes the override hash of `lev`'s identity, "<prefix>{tag}#overrides",
+ * and a NUL; returns its length, or -1 when it does not fit (STORE_KEY_MAX
+ * always holds it). */
 static int store_redis_override_key(const struct store *st,
                                     const struct limits_level *lev, char *out,
                                     size_t outlen)
 {
-    return snprintf(out, outlen, "%s{%.*s}#overrides", st->conf->key_prefix,
-                    (int)lev->tag_len, lev->tag);
+    /* Made for every check: pieces copied, no format string. */
+    static const char tail[] = "}#overrides";
+    const char *prefix = st->conf->key_prefix;
+    size_t plen = strlen(prefix);
+    size_t n = plen + 1 + lev->tag_len + sizeof(tail) - 1;
+
+    if (n >= outlen) {
+        return -1;
+    }
+    memcpy(out, prefix, plen);
+    out[plen] = '{';
+    memcpy(out + plen + 1, lev->tag, lev->tag_len);
+    memcpy(out + plen + 1 + lev->tag_len, tail, sizeof(tail));
+    return (int)n;
 }
 
 /* ---------------- LIMITER CHECK|PEEK|RESET: limiter.lua ---------------- */
@@ -784,7 +802,7 @@ static void store_redis_lua_params(const struct store_check *c,
         if (v[k] == LIMITS_RATE_INF) {
             memcpy(out[k], "inf", 4);
         } else {
-            snprintf(out[k], STORE_REDIS_ARG_MAX, "%lld", (long long)v[k]);
+            resp_fmt_ll(out[k], (long long)v[k]);
         }
     }
 }
@@ -952,6 +970,7 @@ static int store_redis_refused_here(struct store *st, struct store_check *c)
         }
         ovlen = store_redis_override_key(st, store_redis_group_level(c, g),
                                          ovkey, sizeof(ovkey));
+        PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
         if (!refusal_lookup(&rs->refusals, ovkey, (size_t)ovlen, now_local,
                             &have, &tat, &now) ||
             have) {
@@ -1027,6 +1046,8 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     q->c = refund ? NULL : c;
     q->g = g;
     buf_init(&q->words);
+    /* Room for a usual group's words at once, not grown word by word. */
+    PX_CHECK_OOM(buf_reserve(&q->words, STORE_REDIS_GROUP_WORDS_BYTES));
     ovlen = store_redis_override_key(c->st, store_redis_group_level(c, g),
                                      ovkey, sizeof(ovkey));
     PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
@@ -1040,21 +1061,19 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     store_redis_word(q, ovkey, (size_t)ovlen);
     q->nk = q->nw;
     store_redis_word(q, mode, strlen(mode));
-    snprintf(num, sizeof(num), "%lld", (long long)c->cost);
-    store_redis_word(q, num, strlen(num));
-    snprintf(num, sizeof(num), "%u", q->nk - 1);
-    store_redis_word(q, num, strlen(num));
+    store_redis_word(q, num, resp_fmt_ll(num, (long long)c->cost));
+    store_redis_word(q, num, resp_fmt_ll(num, (long long)q->nk - 1));
     for (i = 0; i < c->n; i++) {
         const char *algo = limits_algo_name(c->lim[i].algo);
         /* The last value: a refund's undo token; a check's shadow level
          * ("" for a real limit, else a name its level's limits share). */
         const char *undo = refund ? c->lim[i].undo : "";
-        char level[16];
+        char level[RESP_FMT_LL_MAX + 1];
         if (!store_redis_group_sends(c, i, g, refund)) {
             continue;
         }
         if (!refund && c->lim[i].shadow) {
-            snprintf(level, sizeof(level), "%u", c->lim[i].level + 1);
+            resp_fmt_ll(level, (long long)c->lim[i].level + 1);
             undo = level;
         }
         store_redis_lua_params(c, &c->lim[i], args);
@@ -1069,8 +1088,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     for (l = 0; l < c->lv->n && !refund; l++) {
         npath += c->lv->level[l].group == g;
     }
-    snprintf(num, sizeof(num), "%u", npath);
-    store_redis_word(q, num, strlen(num));
+    store_redis_word(q, num, resp_fmt_ll(num, (long long)npath));
     for (l = 0; l < c->lv->n && !refund; l++) {
         const struct limits_level *lev = &c->lv->level[l];
         const char *known;
@@ -1472,7 +1490,7 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
     struct store_redis_words w;
     size_t at[STORE_REDIS_BATCH_MAX], pairs[STORE_REDIS_BATCH_MAX];
     unsigned shape[STORE_REDIS_BATCH_MAX]; /* group -> its first group */
-    char idx[STORE_REDIS_BATCH_MAX][12];
+    char idx[STORE_REDIS_BATCH_MAX][RESP_FMT_LL_MAX + 1];
     unsigned i, j, nk = 0, nw = 0, ns = 0;
     char num[16], cnt[2][16];
 
@@ -1495,7 +1513,7 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
         }
         if (shape[i] == i) {
             /* Its number among the shapes, for the groups that share it. */
-            snprintf(idx[i], sizeof(idx[i]), "%u", ++ns);
+            resp_fmt_ll(idx[i], (long long)++ns);
         }
     }
     store_redis_words_init(&w, 7 + nw + b->n);

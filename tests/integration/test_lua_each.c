@@ -698,6 +698,106 @@ Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
     redisFree(c);
 }
 
+/* A batch whose groups assume overrides that are gone: nothing decided or
+ * written for those, whether or not any override hash of the batch
+ * exists (none: one EXISTS for the batch answers for every group; one
+ * does: each group reads its own). */
+static const struct grp STALE[] = {
+    { "check",
+      "1",
+      1,
+      { { "a1", "gcra", { GCRA_2S }, NULL } },
+      "o1",
+      1,
+      { "user:a" },
+      { "" } },
+    { "check",
+      "1",
+      1,
+      { { "a2", "gcra", { GCRA_2S }, NULL } },
+      "o2",
+      1,
+      { "user:b" },
+      { "2" } },
+    { "check",
+      "1",
+      1,
+      { { "b1", "token_bucket", { "3", "1000000" }, NULL } },
+      "o3",
+      1,
+      { "user:c" },
+      { "3" } },
+    { "check",
+      "1",
+      2,
+      { { "a3", "gcra", { GCRA_2S }, NULL },
+        { "a4", "gcra", { GCRA_2S }, NULL } },
+      "o4",
+      2,
+      { "user:d", "user:d:x" },
+      { "", "" } },
+    { "check",
+      "1",
+      1,
+      { { "b2", "token_bucket", { "3", "1000000" }, NULL } },
+      "o5",
+      1,
+      { "user:e" },
+      { "" } },
+};
+#define NSTALE (int)(sizeof(STALE) / sizeof(*STALE))
+
+Test(it_lua_each, a_stale_override_is_caught_with_or_without_hashes,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+    static struct args blocks[GROUPS_MAX];
+    struct args a;
+
+    for (int some = 0; some <= 1; some++) {
+        const char *ctx = some ? "a hash exists" : "no hash";
+        redisReply *r;
+        size_t e = 3;
+
+        px_check_status(px_cmd(c, "FLUSHALL"), "OK");
+        if (some) {
+            /* A field none of the groups names. */
+            px_check_int(px_cmd(c, "HSET o4 user:z 7"), 1);
+        }
+        args_shapes(&a, blocks, STALE, NSTALE, 1);
+        r = run(c, &a);
+        expect_array(r, ctx);
+        for (int x = 0; x < NSTALE; x++) {
+            const struct grp *g = &STALE[x];
+            int stale = strcmp(g->known[0], "") != 0;
+
+            cr_assert_lt(e, r->elements, "%s: group %d", ctx, x);
+            if (stale) {
+                const redisReply *o = r->element[e++];
+
+                expect_array(o, ctx);
+                cr_assert_eq(o->elements, 2, "%s: group %d", ctx, x);
+                cr_assert_str_eq(o->element[0]->str, "override", "%s", ctx);
+                cr_assert_str_eq(o->element[1]->str, "", "%s", ctx);
+                continue;
+            }
+            /* Decided and admitted: limited 0, then per gcra level its
+             * TAT before (none), or token_bucket's six values. */
+            cr_assert_eq(r->element[e]->type, REDIS_REPLY_INTEGER,
+                         "%s: group %d", ctx, x);
+            cr_assert_eq(r->element[e]->integer, 0, "%s: group %d", ctx, x);
+            e += 1 + (strcmp(g->l[0].algo, "gcra") == 0 ? (size_t)g->n : 6);
+        }
+        cr_assert_eq(r->elements, e, "%s", ctx);
+        freeReplyObject(r);
+        /* Written: the admitted groups' keys, and the planted hash. */
+        px_check_int(px_cmd(c, "EXISTS a1 a3 a4 b2"), 4);
+        px_check_int(px_cmd(c, "EXISTS a2 b1 o1 o2 o3 o5"), 0);
+        px_check_int(px_cmd(c, "DBSIZE"), 4 + some);
+    }
+    redisFree(c);
+}
+
 Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {

@@ -68,6 +68,42 @@ Test(resp_enc, integers_including_extremes)
     }
 }
 
+Test(resp_enc, fmt_ll_writes_decimal_and_a_nul)
+{
+    static const struct {
+        long long v;
+        const char *want;
+    } cases[] = {
+        { 0, "0" },
+        { 7, "7" },
+        { -7, "-7" },
+        { 1000000, "1000000" },
+        { LLONG_MAX, "9223372036854775807" },
+        { LLONG_MIN, "-9223372036854775808" },
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[RESP_FMT_LL_MAX + 1];
+
+        memset(out, 'x', sizeof(out));
+        cr_assert_eq(resp_fmt_ll(out, cases[i].v), strlen(cases[i].want));
+        cr_assert_str_eq(out, cases[i].want);
+    }
+}
+
+Test(resp_enc, put_ints_writes_an_array_of_integers)
+{
+    static const long long v[5] = { 1, LLONG_MIN, 0, -1, LLONG_MAX };
+    static const char want[] = "*5\r\n:1\r\n:-9223372036854775808\r\n:0\r\n"
+                               ":-1\r\n:9223372036854775807\r\n";
+    char out[RESP_PUT_INTS_SIZE(5)];
+
+    cr_assert_eq(resp_put_ints(out, v, 5), sizeof(want) - 1);
+    cr_assert_eq(memcmp(out, want, sizeof(want) - 1), 0);
+    cr_assert_eq(resp_put_ints(out, v, 0), 4);
+    cr_assert_eq(memcmp(out, "*0\r\n", 4), 0);
+}
+
 Test(resp_enc, bulk_strings_are_binary_safe)
 {
     struct buf b;
