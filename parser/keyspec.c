@@ -176,13 +176,22 @@ size_t keyspec_count(const struct keyspec *ks)
 
 /* ---------------- Lookup ---------------- */
 
+/* bsearch's comparison of a name with an entry. Every forwarded command is
+ * looked up: most probes differ in the first letter and need no strcmp. */
+static int ks_name_cmp(const void *key, const void *elem)
+{
+    const char *k = key, *name = ((const struct ks_entry *)elem)->name;
+
+    if (k[0] != name[0]) {
+        return (unsigned char)k[0] - (unsigned char)name[0];
+    }
+    return strcmp(k, name);
+}
+
 static const struct ks_entry *ks_lookup(const struct keyspec *ks,
                                         const char *name)
 {
-    struct ks_entry key;
-
-    memcpy(key.name, name, strlen(name) + 1);
-    return bsearch(&key, ks->e, ks->n, sizeof(*ks->e), ks_cmp);
+    return bsearch(name, ks->e, ks->n, sizeof(*ks->e), ks_name_cmp);
 }
 
 /* Parses argument i as a count in 0..max. 0 on success. */

@@ -148,16 +148,29 @@ int resp_enc_bulk(struct buf *b, const char *p, size_t n)
 }
 
 /* Writes `<type><v>\r\n` at dst (ENC_NUM_MAX + 3 bytes of room) and returns
- * the byte after it. */
+ * the byte after it. The digits go straight to their place: no copy. */
 static char *enc_put_line_num(char *dst, char type, long long v)
 {
-    char tmp[ENC_NUM_MAX];
-    char *end = tmp + sizeof(tmp);
-    char *p = enc_digits(end, v);
-    size_t n = (size_t)(end - p);
+    /* As unsigned, so that LLONG_MIN negates. */
+    unsigned long long m =
+        v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    unsigned long long t = m;
+    size_t n = 1;
+    char *p;
 
+    while (t >= 10) {
+        t /= 10;
+        n++;
+    }
     *dst++ = type;
-    memcpy(dst, p, n);
+    if (v < 0) {
+        *dst++ = '-';
+    }
+    p = dst + n;
+    do {
+        *--p = (char)('0' + m % 10);
+        m /= 10;
+    } while (m != 0);
     dst += n;
     *dst++ = '\r';
     *dst++ = '\n';
