@@ -83,10 +83,12 @@
 -- ARGV     [1] "shapes"
 --          [2] now, as above
 --          [3] S, the number of shapes (>= 1)
---          then S shapes, each the start of a group's arguments in mode
---          "each": mode, cost, n, 6 values per limit
---          then G (>= 1) and for each group its shape (1 .. S), m and m
---          override pairs
+--          then S shapes, each a group's arguments in mode "each" but
+--          its override pairs: mode, cost, n, 6 values per limit, m
+--          then G (>= 1) and for each group its shape (1 .. S; left out
+--          when S is 1) and its shape's m override pairs (every argument
+--          a group repeats costs Redis about as much as a decision's
+--          arithmetic)
 -- Reply    {0, now_s, now_us, then each group's elements}: a group that
 --          was decided gives its limited (0|1) then its entries, each
 --          gcra entry one element (the stored TAT or nil) and any other
@@ -479,7 +481,8 @@ end
 
 -- Where each group's arguments start (LIM_G: 6 slots a group: the index
 -- of its mode in ARGV, n, m, its first key, its shape in mode "shapes" or
--- 0, the index of its m in ARGV), kept like the other scratch.
+-- 0, the index in ARGV after which its override pairs start: its m's in
+-- mode "each"), kept like the other scratch.
 local LIM_G = {}
 
 -- The fast path of mode "shapes", per shape of the call (LIM_F[s]: its
@@ -846,8 +849,8 @@ local function LIM_each(KEYS, ARGV)
   return LIM_groups(K, kb, ARGV, G, false)
 end
 
--- Where each shape's arguments start (LIM_SH: 2 slots a shape: the index
--- of its mode in ARGV, n).
+-- Where each shape's arguments start (LIM_SH: 3 slots a shape: the index
+-- of its mode in ARGV, n, m).
 local LIM_SH = {}
 
 -- Mode "shapes" (the header's third part).
@@ -860,12 +863,13 @@ local function LIM_shapes(KEYS, ARGV)
   local a = 4
   for s = 1, S do
     local n = LIM_int(ARGV[a + 2])
-    if n == nil or n < 0 then
+    local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
+    if not m or m < 0 then
       return redis.error_reply(LIM_BAD_ARGS)
     end
-    LIM_SH[2 * s - 1], LIM_SH[2 * s] = a, n
+    LIM_SH[3 * s - 2], LIM_SH[3 * s - 1], LIM_SH[3 * s] = a, n, m
     LIM_FOK[s] = nil -- made at the shape's first group, at this call's now
-    a = a + 3 + 6 * n
+    a = a + 4 + 6 * n
     if a > nargv then
       return redis.error_reply(LIM_BAD_ARGS)
     end
@@ -874,19 +878,25 @@ local function LIM_shapes(KEYS, ARGV)
   if G == nil or G < 1 then
     return redis.error_reply(LIM_BAD_ARGS)
   end
-  -- a: the index of the next group's shape.
-  local k = 1
+  -- a: the index of the next group's first argument; one = 1 when the
+  -- groups name no shape (S is 1).
+  local k, one = 1, S == 1 and 1 or nil
   a = a + 1
   for g = 1, G do
-    local s, m = LIM_int(ARGV[a]), LIM_int(ARGV[a + 1])
-    if s == nil or s < 1 or s > S or m == nil or m < 0 then
+    local s = one or LIM_int(ARGV[a])
+    if s == nil or s < 1 or s > S then
       return redis.error_reply(LIM_BAD_ARGS)
     end
-    local x, y = 6 * g - 6, 2 * s - 2
+    local x, y = 6 * g - 6, 3 * s - 3
+    local n, m = LIM_SH[y + 2], LIM_SH[y + 3]
+    if not one then
+      a = a + 1
+    end
+    -- The group's pairs follow ARGV[a - 1].
     LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4], LIM_G[x + 5],
-      LIM_G[x + 6] = LIM_SH[y + 1], LIM_SH[y + 2], m, k, s, a + 1
-    k = k + LIM_SH[y + 2] + 1
-    a = a + 2 + 2 * m
+      LIM_G[x + 6] = LIM_SH[y + 1], n, m, k, s, a - 1
+    k = k + n + 1
+    a = a + 2 * m
     if a > nargv + 1 then
       return redis.error_reply(LIM_BAD_ARGS)
     end

@@ -1479,12 +1479,12 @@ static void store_redis_add_words(struct store_redis_words *w,
 }
 
 /* limiter.lua "shapes": every group's keys, then "shapes", "" (the node's
- * clock), S and the S distinct blocks of the groups (mode, cost, n and the
- * levels: a block is the bytes of its words, so equal bytes are equal
- * words), then G and for each group its block's number and its override
- * part. The groups of one batch mostly come from one tree node: they share
- * the levels and differ in their keys and in the override fields, which
- * name the identity. */
+ * clock), S and the S distinct blocks of the groups (mode, cost, n, the
+ * levels and m: a block is the bytes of its words, so equal bytes are
+ * equal words), then G and for each group its block's number (none when
+ * S is 1) and its override pairs. The groups of one batch mostly come from
+ * one tree node: they share the levels and differ in their keys and in
+ * the override fields, which name the identity. */
 static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
 {
     struct store_redis_words w;
@@ -1496,10 +1496,13 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
 
     for (i = 0; i < b->n; i++) {
         const struct limiter_group *q = (struct limiter_group *)b->item[i];
+        size_t mlen;
         nk += q->nk;
         nw += q->nw;
         at[i] = store_redis_args_at(q);
         pairs[i] = store_redis_pairs_at(q, at[i]);
+        /* The block ends after m: the pairs are the group's own. */
+        store_redis_word_at(q, &pairs[i], &mlen);
         shape[i] = i;
         for (j = 0; j < i; j++) {
             const struct limiter_group *r = (struct limiter_group *)b->item[j];
@@ -1536,7 +1539,9 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
     for (i = 0; i < b->n; i++) {
         const struct limiter_group *q = (struct limiter_group *)b->item[i];
         const char *x = idx[shape[i]];
-        store_redis_words_add(&w, x, strlen(x));
+        if (ns > 1) {
+            store_redis_words_add(&w, x, strlen(x));
+        }
         store_redis_add_words(&w, q, pairs[i], q->words.len);
     }
     if (b->spread) {

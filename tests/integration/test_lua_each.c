@@ -129,14 +129,20 @@ static void arg_group_levels(struct args *a, const struct grp *g)
     }
 }
 
-/* m and the override pairs. */
-static void arg_group_overrides(struct args *a, const struct grp *g)
+/* The override pairs. */
+static void arg_group_pairs(struct args *a, const struct grp *g)
 {
-    arg_int(a, g->m);
     for (int j = 0; j < g->m; j++) {
         arg(a, g->path[j]);
         arg(a, g->known[j]);
     }
+}
+
+/* m and the override pairs. */
+static void arg_group_overrides(struct args *a, const struct grp *g)
+{
+    arg_int(a, g->m);
+    arg_group_pairs(a, g);
 }
 
 /* The 6 values of each limit, m and the pairs: a group's tail. */
@@ -550,13 +556,16 @@ static void expect_refused_whole(redisContext *c, const char *mode,
 #define OK_GROUP                                                               \
     "check", "1", "1", "fixed_window", "5", "60000", "", "", "", "0"
 
-/* A valid shape: "check 1 1 fixed_window 5 60000 '' '' ''". */
-#define OK_SHAPE "check", "1", "1", "fixed_window", "5", "60000", "", "", ""
+/* A valid shape without its m: "check 1 1 fixed_window 5 60000 '' '' ''". */
+#define OK_LEVELS "check", "1", "1", "fixed_window", "5", "60000", "", "", ""
+
+/* A valid shape: OK_LEVELS and m = 0 (a group of it is no words). */
+#define OK_SHAPE OK_LEVELS, "0"
 
 /* limiter.lua "shapes" of groups g[0..ng-1]: each distinct block of levels
- * once (blocks[] holds them, alive until the call is made), then each
- * group's shape and override part, the keys declared or after those.
- * Returns the number of shapes. */
+ * and m once (blocks[] holds them, alive until the call is made), then
+ * each group's shape (when there are several) and override pairs, the
+ * keys declared or after those. Returns the number of shapes. */
 static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
                        int ng, int declared)
 {
@@ -571,6 +580,7 @@ static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
         arg(b, g[x].cost);
         arg_int(b, g[x].n);
         arg_group_levels(b, &g[x]);
+        arg_int(b, g[x].m);
         nk += g[x].n + 1;
         shape[x] = -1;
         for (int y = 0; y < x && shape[x] < 0; y++) {
@@ -603,8 +613,10 @@ static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
         for (int y = 0; y <= shape[x]; y++) {
             number += shape[y] == y;
         }
-        arg_int(a, number);
-        arg_group_overrides(a, &g[x]);
+        if (ns > 1) {
+            arg_int(a, number);
+        }
+        arg_group_pairs(a, &g[x]);
     }
     if (!declared) {
         arg_keys(a, g, ng);
@@ -802,57 +814,67 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
     /* Each line: KEYS, then ARGV after "shapes" NOW (NULL ends); a
-     * group is its shape's number, m and m pairs. */
+     * group is its shape's number (when S > 1) and its shape's m pairs. */
     static const struct bad_call bad[] = {
-        { 2, { "0", OK_SHAPE, "1", "1", "0", NULL } },      /* S = 0 */
-        { 2, { "x", OK_SHAPE, "1", "1", "0", NULL } },      /* S no number */
-        { 2, { "2", OK_SHAPE, "1", "1", "0", NULL } },      /* a shape short */
-        { 2, { "1", OK_SHAPE, "0", NULL } },                /* G = 0 */
-        { 2, { "1", OK_SHAPE, "-1", NULL } },               /* G < 0 */
-        { 2, { "1", OK_SHAPE, "2", "1", "0", NULL } },      /* a group short */
-        { 2, { "1", OK_SHAPE, "1", "1", "0", "1", NULL } }, /* ARGV left */
-        { 2, { "1", OK_SHAPE, "1", "0", "0", NULL } },      /* shape 0 */
-        { 2, { "1", OK_SHAPE, "1", "2", "0", NULL } },      /* shape > S */
-        { 2, { "1", OK_SHAPE, "1", "one", "0", NULL } },    /* no number */
-        { 2, { "1", OK_SHAPE, "1", "1", NULL } },           /* no m */
-        { 2, { "1", OK_SHAPE, "1", "1", "-1", NULL } },     /* m < 0 */
-        { 2, { "1", OK_SHAPE, "1", "1", "x", NULL } },      /* m no number */
-        { 2, { "1", OK_SHAPE, "1", "1", "1", "f", NULL } }, /* a pair short */
-        { 2, { "1", OK_SHAPE, "1", "1", "2", "f", "", NULL } }, /* m past */
-        { 3, { "1", OK_SHAPE, "1", "1", "0", NULL } }, /* a key too many */
-        { 1, { "1", OK_SHAPE, "1", "1", "0", NULL } }, /* a key too few */
-        { 2, { "1", OK_SHAPE, NULL } },                /* no G */
-        { 4, { "2", OK_SHAPE, OK_SHAPE, "1", "1", "0", NULL } }, /* 4 keys */
+        { 2, { "0", OK_SHAPE, "1", NULL } },      /* S = 0 */
+        { 2, { "x", OK_SHAPE, "1", NULL } },      /* S no number */
+        { 2, { "2", OK_SHAPE, "1", NULL } },      /* a shape short */
+        { 2, { "1", OK_SHAPE, "0", NULL } },      /* G = 0 */
+        { 2, { "1", OK_SHAPE, "-1", NULL } },     /* G < 0 */
+        { 2, { "1", OK_SHAPE, "2", NULL } },      /* a group short */
+        { 2, { "1", OK_SHAPE, "1", "1", NULL } }, /* ARGV left */
+        { 4, { "2", OK_SHAPE, OK_SHAPE, "2", "0", "1", NULL } }, /* shape 0 */
+        { 4, { "2", OK_SHAPE, OK_SHAPE, "2", "1", "3", NULL } }, /* > S */
+        { 4, { "2", OK_SHAPE, OK_SHAPE, "2", "1", "x", NULL } }, /* no number */
+        { 4, { "2", OK_SHAPE, OK_SHAPE, "2", "1", NULL } }, /* a number short */
+        { 2, { "1", OK_LEVELS, "1", NULL } },               /* no m */
+        { 2, { "1", OK_LEVELS, "-1", "1", NULL } },         /* m < 0 */
+        { 2, { "1", OK_LEVELS, "x", "1", NULL } },          /* m no number */
+        { 2, { "1", OK_LEVELS, "1", "1", "f", NULL } },     /* a pair short */
+        { 2, { "1", OK_LEVELS, "2", "1", "f", "", NULL } }, /* m past */
+        { 3, { "1", OK_SHAPE, "1", NULL } },                /* a key too many */
+        { 1, { "1", OK_SHAPE, "1", NULL } },                /* a key too few */
+        { 2, { "1", OK_SHAPE, NULL } },                     /* no G */
+        { 4, { "2", OK_SHAPE, OK_SHAPE, "1", "1", NULL } }, /* 4 keys */
         { 2,
           { "1", "check", "1", "9", "fixed_window", "5", "60000", "", "", "",
-            "1", "1", "0", NULL } }, /* n past the end */
+            "0", "1", NULL } }, /* n past the end */
     };
     redisContext *c = connect_all();
 
     px_check_status(px_cmd(c, "SET other 1"), "OK");
     expect_refused_whole(c, "shapes", bad, sizeof(bad) / sizeof(*bad), 0);
-    /* Two groups of one shape, undeclared: both decided. */
-    {
+    /* Valid, undeclared, both groups decided: two shapes, of m 0 and 1,
+     * then one shape of m 1 (its groups name none). */
+    for (int one = 0; one <= 1; one++) {
         struct args a;
         redisReply *r;
+        static const char *const two[] = { "2",  OK_LEVELS, "0",  OK_LEVELS,
+                                           "1",  "2",       "1",  "2",
+                                           "f",  "",        "k1", "k1#o",
+                                           "k2", "k2#o",    NULL };
+        static const char *const single[] = { "1",  OK_LEVELS, "1",  "2",
+                                              "f",  "",        "g",  "",
+                                              "k1", "k1#o",    "k2", "k2#o",
+                                              NULL };
+        const char *const *valid = one ? single : two;
+
+        px_check_status(px_cmd(c, "FLUSHALL"), "OK");
         memset(&a, 0, sizeof(a));
         arg_head(&a, "limiter", FORM_RUN);
         arg(&a, "0");
         arg(&a, "shapes");
         arg(&a, NOW);
-        static const char *const valid[] = { "1",    OK_SHAPE, "2",   "1", "0",
-                                             "1",    "1",      "f",   "",  "k1",
-                                             "k1#o", "k2",     "k2#o" };
-        for (size_t i = 0; i < sizeof(valid) / sizeof(*valid); i++) {
+        for (size_t i = 0; valid[i] != NULL; i++) {
             arg(&a, valid[i]);
         }
         r = run(c, &a);
-        expect_array(r, "the valid batch");
+        expect_array(r, one ? "one shape" : "two shapes");
         cr_assert_eq(r->elements, 3 + 2 * 7, "two decided groups, flat");
         cr_assert_eq(r->element[3]->integer, 0);
         cr_assert_eq(r->element[10]->integer, 0);
         freeReplyObject(r);
-        px_check_int(px_cmd(c, "DBSIZE"), 3);
+        px_check_int(px_cmd(c, "DBSIZE"), 2);
     }
     redisFree(c);
 }

@@ -195,11 +195,12 @@ static redisReply *script_call(redisContext *c, const struct model *m,
         }
         v[n++] = "";
     }
+    /* m: the shape's last word in a shapes batch, then G, and the group
+     * (of the one shape, so it names none) is its override pairs. */
+    v[n++] = fields == 2 ? "2" : fields == 1 ? "1" : "0";
     if (shapes) {
         v[n++] = "1"; /* G */
-        v[n++] = "1"; /* the group's shape, then its override part */
     }
-    v[n++] = fields == 2 ? "2" : fields == 1 ? "1" : "0";
     if (fields >= 1) {
         v[n++] = "u:*";
         v[n++] = "";
