@@ -54,8 +54,8 @@
 local function GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
   for i = 1, n do
     local b = 4 * i - 4
-    local x, y, z, w = gcra_args(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
-                                 ARGV[b + 4])
+    local x, y, z, w = gcra_args_memo(ARGV[b + 1], ARGV[b + 2],
+                                      ARGV[b + 3], ARGV[b + 4])
     if not x then
       return nil, y
     end
@@ -117,8 +117,8 @@ local function GCRA_E_runs(KEYS, ARGV)
     if not count or count < 1 then
       return redis.error_reply(GCRA_BAD_ARGS)
     end
-    local ok, err = gcra_args(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
-                              ARGV[b + 4])
+    local ok, err = gcra_args_memo(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
+                                   ARGV[b + 4])
     if not ok then
       return redis.error_reply(err)
     end
@@ -139,8 +139,8 @@ local function GCRA_E_runs(KEYS, ARGV)
   local i = 0
   for r = 1, R do
     local b = 5 * r - 2
-    local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(ARGV[b + 1], ARGV[b + 2],
-                                                   ARGV[b + 3], ARGV[b + 4])
+    local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args_memo(ARGV[b + 1],
+      ARGV[b + 2], ARGV[b + 3], ARGV[b + 4])
     local f_now, f_thr, f_top, f_val, f_ms = gcra_fast(inc_s, inc_ns, dvt_s,
       dvt_ns, now_s, now_ns)
     for _ = 1, lib_int(ARGV[b]) do

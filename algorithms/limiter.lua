@@ -162,7 +162,7 @@ local function LIM_gcra(a1, a2, a3, a4, now_us, now_s, now_ns)
       return G
     end
   end
-  local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args(a1, a2, a3, a4)
+  local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args_memo(a1, a2, a3, a4)
   if not inc_s then
     return nil, inc_ns
   end
@@ -231,7 +231,7 @@ ALGO.gcra = {
     end
   end,
   refund = function(key, a1, a2, a3, a4, now_us, cost, undo, now_s, now_ns)
-    local inc_s, inc_ns = gcra_args(a1, a2, a3, a4)
+    local inc_s, inc_ns = gcra_args_memo(a1, a2, a3, a4)
     if not inc_s then
       return
     end

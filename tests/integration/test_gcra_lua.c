@@ -50,9 +50,9 @@ static void it_init(void)
     px_redis_start(&px_env()->redis, NULL);
 }
 
-/* A connection to the test's redis with the script loaded (and the
- * FUNCTION library, when PX_LUA_FORM=function); asserts the sha Redis
- * computes is the one embedded at build time. */
+/* A connection to the test's redis with the script and the FUNCTION
+ * library loaded; asserts the sha Redis computes is the one embedded at
+ * build time. */
 static redisContext *connect_loaded(void)
 {
     redisContext *c = px_redis_connect(&px_env()->redis, NULL);
@@ -60,9 +60,7 @@ static redisContext *connect_loaded(void)
     redisReply *r = px_cmd(c, "SCRIPT LOAD %b", s->body, s->len);
 
     px_check_str(r, s->sha1);
-    if (lua_twin_function_form()) {
-        lua_twin_load_library(c);
-    }
+    lua_twin_load_library(c); /* CALL_RUNS_FN's, whatever the form */
     return c;
 }
 
@@ -128,8 +126,10 @@ static void shift_back(redisContext *c, const char *key, size_t keylen,
 #define EVALSHA_ARGC (4 + GCRA_SCRIPT_NARGS)
 #define RUNS_ARGC    (EVALSHA_ARGC + 3)
 
-/* The modes a call is made in: check (the default) or "runs". */
-enum call_mode { CALL_CHECK, CALL_RUNS };
+/* The modes a call is made in: check (the default) or "runs"; "runs"
+ * through the FUNCTION library whatever PX_LUA_FORM says (its memo of
+ * parsed limits lives from call to call only there). */
+enum call_mode { CALL_CHECK, CALL_RUNS, CALL_RUNS_FN };
 
 /* Fills argv/lens (borrowing key, sha and *a) for p on key; returns argc. */
 static int evalsha_argv(const struct gcra_params *p, const char *key,
@@ -148,7 +148,7 @@ static int evalsha_argv(const struct gcra_params *p, const char *key,
         lens[i] = strlen(argv[i]);
     }
     lens[3] = keylen;
-    if (mode == CALL_RUNS) {
+    if (mode != CALL_CHECK) {
         static const char *const runs[3] = { "runs", "1", "1" };
         for (int i = 0; i < 3; i++, at++) {
             argv[at] = runs[i];
@@ -202,7 +202,7 @@ static void script_reply(const redisReply *r, enum call_mode mode,
 {
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: reply type %d \"%s\"", ctx,
                  r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
-    if (mode == CALL_RUNS) {
+    if (mode != CALL_CHECK) {
         /* {0, now_s, now_us, raw, flag}: the decision is the flag. */
         const redisReply *raw;
         long long flag = runs_flag(r, &raw, ctx);
@@ -215,7 +215,7 @@ static void script_reply(const redisReply *r, enum call_mode mode,
                      i);
     }
     sr->limited =
-        mode == CALL_RUNS ? r->element[4]->integer : r->element[0]->integer;
+        mode != CALL_CHECK ? r->element[4]->integer : r->element[0]->integer;
     sr->now_s = r->element[1]->integer;
     sr->now_us = r->element[2]->integer;
     if (r->element[3]->type == REDIS_REPLY_NIL) {
@@ -296,7 +296,7 @@ static struct gcra_result call_and_check_mode(redisContext *c, const char *key,
      * value the script read, even if the key expires around the call. */
     t0 = px_now_ms();
     argc = evalsha_argv(p, key, keylen, mode, &a, argv, lens);
-    if (lua_twin_function_form()) {
+    if (lua_twin_function_form() || mode == CALL_RUNS_FN) {
         argv[0] = "FCALL";
         argv[1] = LUA_TWIN_FN_PREFIX "gcra";
         lens[0] = strlen(argv[0]);
@@ -592,6 +592,30 @@ static void plant_value(redisContext *c, uint64_t *st, const char *key,
     }
 }
 
+/* p with one of the four numbers the script gets changed and the other
+ * three kept (`which`: INC's seconds, INC's nanoseconds, DVT's seconds,
+ * DVT's nanoseconds): the library keeps the limits it parsed from call
+ * to call, keyed by those four strings, so a call right after p's with
+ * such a twin must be decided by the twin's own numbers. */
+static struct gcra_params twin_params(uint64_t *st, struct gcra_params p,
+                                      int which)
+{
+    int64_t *d = which < 2 ? &p.inc_ns : &p.dvt_ns;
+    int64_t sec = *d / S, frac = *d % S;
+
+    if (*d < 0) {
+        return p; /* a negative DVT (burst < 0): left as it is */
+    }
+    if (which % 2 == 0) {
+        sec += rnd_in(st, 1, 2);
+    } else {
+        int64_t f = rnd_in(st, 0, S - 1);
+        frac = f != frac ? f : (frac + 1) % S;
+    }
+    *d = sec * S + frac;
+    return p;
+}
+
 Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
      .fini = px_env_fini, .timeout = 120)
 {
@@ -600,7 +624,7 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
     uint64_t seed = env != NULL ? strtoull(env, NULL, 10)
                                 : (uint64_t)wall_ns() ^ (uint64_t)getpid();
     uint64_t st = seed | 1;
-    long calls = 0, limited = 0, sets = 0, dels = 0, runs = 0;
+    long calls = 0, limited = 0, sets = 0, dels = 0, runs = 0, twins = 0;
 
     fprintf(stderr, "it_gcra_lua: PX_GCRA_SEED=%llu\n",
             (unsigned long long)seed);
@@ -628,16 +652,32 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
                 int64_t q = rnd_in(&st, 0, (b > 0 ? b : 0) + 3);
                 struct gcra_params pq = mk(p.max_burst, p.count, p.period_s, q);
                 /* Half the calls in mode "runs", whose decisions take a
-                 * faster path in the script: the model must not tell. */
-                enum call_mode mode =
-                    rnd_in(&st, 0, 1) ? CALL_RUNS : CALL_CHECK;
+                 * faster path in the script: the model must not tell. A
+                 * third are followed by a twin (twin_params), both through
+                 * the library, where its memo lives. */
+                int twin = rnd_in(&st, 0, 2) == 0;
+                enum call_mode mode = twin                ? CALL_RUNS_FN
+                                      : rnd_in(&st, 0, 1) ? CALL_RUNS
+                                                          : CALL_CHECK;
                 struct gcra_result r =
                     call_and_check_mode(c, key, keylen, &pq, mode, ctx);
                 calls++;
-                runs += mode == CALL_RUNS;
+                runs += mode != CALL_CHECK;
                 limited += r.d.limited;
                 sets += r.write == GCRA_WRITE_SET;
                 dels += r.write == GCRA_WRITE_DEL;
+                if (twin) {
+                    /* Its twin at once: one of the four strings differs. */
+                    struct gcra_params pt =
+                        twin_params(&st, pq, (int)rnd_in(&st, 0, 3));
+                    r = call_and_check_mode(c, key, keylen, &pt, mode, ctx);
+                    calls++;
+                    twins++;
+                    runs += 1;
+                    limited += r.d.limited;
+                    sets += r.write == GCRA_WRITE_SET;
+                    dels += r.write == GCRA_WRITE_DEL;
+                }
             } else if (kind < 85) {
                 int64_t span = p.dvt_ns > 0 ? p.dvt_ns : S;
                 shift_back(c, key, keylen, rnd_in(&st, 0, 2 * span));
@@ -652,9 +692,9 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
         }
     }
     fprintf(stderr,
-            "it_gcra_lua: %ld calls (%ld runs), %ld limited, %ld SET, %ld "
-            "DEL\n",
-            calls, runs, limited, sets, dels);
+            "it_gcra_lua: %ld calls (%ld runs, %ld twins), %ld limited, %ld "
+            "SET, %ld DEL\n",
+            calls, runs, twins, limited, sets, dels);
     /* The sequences reached every branch. */
     cr_assert_gt(limited, 0);
     cr_assert_gt(calls - limited, 0);
@@ -662,6 +702,7 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
     cr_assert_gt(dels, 0);
     cr_assert_gt(runs, 0);
     cr_assert_gt(calls - runs, 0);
+    cr_assert_gt(twins, 0);
     redisFree(c);
 }
 
