@@ -376,6 +376,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         px_oom((size_t)nread);
     }
     client_process(c);
+    server_flush_early();
 }
 
 static void client_on_wq_event(struct wq *wq, int status)

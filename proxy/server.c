@@ -42,6 +42,17 @@ uint64_t server_now_ms(void)
     return uv_now(server.loop);
 }
 
+void server_flush_early(void)
+{
+    /* A loop turn that reads many clients queues many limiter calls; those
+     * that fill batches go out now, so Redis decides them while the rest
+     * is read, instead of Redis and cellgate taking turns. */
+    if (limiter_flush_due(&server.limiter)) {
+        limiter_flush(&server.limiter);
+        upstream_flush_dirty(&server.core);
+    }
+}
+
 void server_mark_client(struct client *c)
 {
     if (!queue_linked(&c->dirty_node)) {
@@ -56,11 +67,7 @@ static void server_on_flush(uv_prepare_t *h)
     PX_UNUSED(h);
     for (round = 0; round < SERVER_FLUSH_ROUNDS; round++) {
         limiter_flush(&server.limiter);
-        while (!queue_empty(&server.core.dirty_upstreams)) {
-            struct queue *n = queue_head(&server.core.dirty_upstreams);
-            queue_remove(n);
-            upstream_flush(container_of(n, struct upstream, dirty_node));
-        }
+        upstream_flush_dirty(&server.core);
         while (!queue_empty(&server.dirty_clients)) {
             struct queue *n = queue_head(&server.dirty_clients);
             queue_remove(n);

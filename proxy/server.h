@@ -86,6 +86,11 @@ int server_run(void);
 /* Queues `c` for the next flush pass. */
 void server_mark_client(struct client *c);
 
+/* Sends the limiter's queued calls and writes the upstreams now, when the
+ * limiter has enough calls waiting (limiter_flush_due); called after a
+ * client's input is dispatched, outside every upstream's callback. */
+void server_flush_early(void);
+
 /* Current loop time in milliseconds. */
 uint64_t server_now_ms(void);
 

@@ -834,6 +834,15 @@ void upstream_flush(struct upstream *up)
     }
 }
 
+void upstream_flush_dirty(struct core *core)
+{
+    while (!queue_empty(&core->dirty_upstreams)) {
+        struct queue *n = queue_head(&core->dirty_upstreams);
+        queue_remove(n);
+        upstream_flush(container_of(n, struct upstream, dirty_node));
+    }
+}
+
 /* How long `up` has been silent while owing replies: since its oldest owed
  * request was sent or its last bytes arrived, whichever is later. 0 when
  * it owes nothing. */

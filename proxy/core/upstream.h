@@ -192,6 +192,9 @@ void upstream_destroy(struct upstream *up, const char *why);
 /* Writes the queued bytes (called by the server's flush pass). */
 void upstream_flush(struct upstream *up);
 
+/* Writes every upstream queued in core->dirty_upstreams, emptying it. */
+void upstream_flush_dirty(struct core *core);
+
 /* True when `up` owes replies and has been silent for a while since the
  * oldest was sent: something long runs ahead of them (a slow script). */
 int upstream_is_stalled(const struct upstream *up, uint64_t now_ms);

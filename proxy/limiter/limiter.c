@@ -891,6 +891,11 @@ void limiter_flush(struct limiter *lm)
     }
 }
 
+int limiter_flush_due(const struct limiter *lm)
+{
+    return lm->store.early > 0 && lm->store.queued >= lm->store.early;
+}
+
 void limiter_cron(struct limiter *lm)
 {
     if (lm->store.ops->cron != NULL) {

@@ -76,6 +76,10 @@ int limiter_reload_file(struct limiter *lm, char *err, size_t errlen);
  * the upstreams are written). */
 void limiter_flush(struct limiter *lm);
 
+/* True when enough calls wait that limiter_flush should not wait for the
+ * end of the loop turn (server_flush_early). */
+int limiter_flush_due(const struct limiter *lm);
+
 /* Periodic work: expires a little of the in-process store. */
 void limiter_cron(struct limiter *lm);
 

@@ -68,6 +68,9 @@ struct store {
     struct cluster *cl;          /* borrowed: where the Redis store lives */
     const struct conf *conf;     /* borrowed */
     uint64_t fail_open;          /* calls admitted with the store down */
+    unsigned queued;             /* calls queued since the last flush */
+    unsigned early;              /* queued calls that make a flush due
+                                    before the loop turn ends; 0: never */
     void *impl;                  /* owned by ops: the implementation's state
                                     (init op makes it, free op frees it) */
 };

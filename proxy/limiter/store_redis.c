@@ -536,6 +536,7 @@ static void store_redis_throttle(struct store *st, struct req *req,
     call->done = done;
     req->owed++;
     queue_insert_tail(&rs->pending, &call->it.link);
+    st->queued++;
 }
 
 /* ---------------- The override cache ---------------- */
@@ -1101,6 +1102,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
                          known != NULL ? strlen(known) : 0);
     }
     queue_insert_tail(&rs->pending, &q->it.link);
+    c->st->queued++;
 }
 
 /* One more part of `c` answered; after the last, its completion (or the
@@ -1793,6 +1795,7 @@ static void store_redis_flush(struct store *st)
     struct store_redis_open open[STORE_REDIS_BATCH_MAX];
     unsigned nopen = 0, i;
 
+    st->queued = 0;
     while (!queue_empty(&rs->pending)) {
         struct store_redis_item *it = container_of(
             queue_head(&rs->pending), struct store_redis_item, link);
@@ -1936,6 +1939,11 @@ static void store_redis_init(struct store *st)
     hmap_init(&rs->loaded);
     refusal_init(&rs->refusals, st->cl, st->conf->refusal_cache_size);
     queue_init(&rs->pending);
+    /* A full batch for each of a node's limiter connections, on average:
+     * sent at once, it keeps Redis busy while cellgate reads on. */
+    st->early = STORE_REDIS_BATCH_MAX * (st->conf->upstream_pool > 0
+                                             ? st->conf->upstream_pool
+                                             : 1);
     st->impl = rs;
 }
 

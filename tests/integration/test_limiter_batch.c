@@ -29,6 +29,8 @@ PX_TEST_SUITE(it_limiter_batch);
 #define FW          4     /* checks of the fixed-window identity */
 #define OTHER       10    /* checks of the client beside it */
 #define SPREAD_KEYS 60    /* CL.THROTTLE keys of many slots */
+#define LONG_KEYS   100   /* keys of the long pipeline, each round */
+#define LONG_ROUNDS 6     /* its rounds: 600 calls */
 #define ID_TRIES    10000 /* bound of the search for an identity on a node */
 #define LOAD_WAIT   200   /* probes of FUNCTION LIST, 50 ms apart */
 
@@ -244,6 +246,46 @@ Test(it_limiter_batch, cl_throttle_keys_of_many_slots_share_a_call_per_node,
         snprintf(key, sizeof(key), "spread:%d", i);
         check_only_on_owner(key, key);
     }
+    redisFree(c);
+}
+
+/* ---------------- More calls than a loop turn's batches ---------------- */
+
+/* One pipeline of many calls (more than the limiter queues before it
+ * sends batches without waiting for the loop turn's end), the same keys
+ * in every round, beside another client: each reply exact and in order. */
+Test(it_limiter_batch, a_long_pipeline_is_decided_in_order_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *o = px_connect(px_env()->proxy.port);
+    char key[KEY_MAX];
+    int i, round;
+
+    for (round = 0; round < LONG_ROUNDS; round++) {
+        for (i = 0; i < LONG_KEYS; i++) {
+            redisAppendCommand(c, "CL.THROTTLE long:%d 1 1 60", i);
+        }
+        redisAppendCommand(o, "CL.THROTTLE other 1 1 60");
+    }
+    px_flush(c);
+    px_flush(o);
+    for (round = 0; round < LONG_ROUNDS; round++) {
+        /* 2 admitted (1, then 0 left), then refused. */
+        for (i = 0; i < LONG_KEYS; i++) {
+            snprintf(key, sizeof(key), "long:%d round %d", i, round);
+            px_check_five(px_next(c), key, round < 2 ? 0 : 1, 2,
+                          round < 2 ? 1 - round : 0, round < 2 ? -1 : 60,
+                          round < 2 ? 60 * (round + 1) : 120);
+        }
+    }
+    for (round = 0; round < LONG_ROUNDS; round++) {
+        snprintf(key, sizeof(key), "other round %d", round);
+        px_check_five(px_next(o), key, round < 2 ? 0 : 1, 2,
+                      round < 2 ? 1 - round : 0, round < 2 ? -1 : 60,
+                      round < 2 ? 60 * (round + 1) : 120);
+    }
+    redisFree(o);
     redisFree(c);
 }
 
