@@ -1941,9 +1941,8 @@ static void store_redis_init(struct store *st)
     queue_init(&rs->pending);
     /* A full batch for each of a node's limiter connections, on average:
      * sent at once, it keeps Redis busy while cellgate reads on. */
-    st->early = STORE_REDIS_BATCH_MAX * (st->conf->upstream_pool > 0
-                                             ? st->conf->upstream_pool
-                                             : 1);
+    st->early = STORE_REDIS_BATCH_MAX *
+                (st->conf->upstream_pool > 0 ? st->conf->upstream_pool : 1);
     st->impl = rs;
 }
 
