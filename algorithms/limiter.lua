@@ -582,35 +582,32 @@ end
 
 -- True while LIM_groups decides a batch none of whose groups' override
 -- hashes exists (one EXISTS of them all), so LIM_override_ok needs no
--- read; LIM_OVK holds the hashes' names for that EXISTS.
-local LIM_NOHASH, LIM_OVK = false, {}
+-- read; LIM_OVK holds the hashes' names for that EXISTS. LIM_NONE is
+-- what an absent hash's fields read as.
+local LIM_NOHASH, LIM_OVK, LIM_NONE = false, {}, {}
 
 -- Whether the override hash holds what the group expects in its m
 -- fields (after ARGV[mb]); false too when it cannot be read.
 local function LIM_override_ok(hash, ARGV, mb, m)
-  if LIM_NOHASH then
-    -- No hash, so every field reads as nothing.
-    for j = 1, m do
-      if ARGV[mb + 2 * j] ~= '' then
-        return false
-      end
-    end
+  if m == 0 then
     return true
-  elseif m == 1 then
-    local have = redis.pcall('HGET', hash, ARGV[mb + 1]) or ''
-    return have == ARGV[mb + 2]
-  elseif m > 1 then
+  end
+  local have = LIM_NONE
+  if not LIM_NOHASH then
+    if m == 1 then
+      return (redis.pcall('HGET', hash, ARGV[mb + 1]) or '') == ARGV[mb + 2]
+    end
     for j = 1, m do
       LIM_FLD[j] = ARGV[mb + 2 * j - 1]
     end
-    local have = redis.pcall('HMGET', hash, unpack(LIM_FLD, 1, m))
+    have = redis.pcall('HMGET', hash, unpack(LIM_FLD, 1, m))
     if have.err then
       return false
     end
-    for j = 1, m do
-      if (have[j] or '') ~= ARGV[mb + 2 * j] then
-        return false
-      end
+  end
+  for j = 1, m do
+    if (have[j] or '') ~= ARGV[mb + 2 * j] then
+      return false
     end
   end
   return true

@@ -27,31 +27,56 @@ static char *enc_udigits(char *end, unsigned long long m)
     return p;
 }
 
-/* Same for a signed value, with its minus sign. */
-static char *enc_digits(char *end, long long v)
+/* Number of decimal digits of `n`. */
+static size_t enc_ndigits(unsigned long long n)
 {
-    /* Negate as unsigned so that LLONG_MIN does not overflow. */
-    char *p;
+    size_t d = 1;
 
-    if (v >= 0) {
-        return enc_udigits(end, (unsigned long long)v);
+    while (n >= 10) {
+        n /= 10;
+        d++;
     }
-    p = enc_udigits(end, 0ULL - (unsigned long long)v);
-    *--p = '-';
-    return p;
+    return d;
+}
+
+/* Writes v in decimal at dst (ENC_NUM_MAX bytes of room), the digits
+ * straight in their place, and returns the byte after it. */
+static char *enc_put_num(char *dst, long long v)
+{
+    /* As unsigned, so that LLONG_MIN negates. */
+    unsigned long long m =
+        v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+
+    if (v < 0) {
+        *dst++ = '-';
+    }
+    dst += enc_ndigits(m);
+    (void)enc_udigits(dst, m);
+    return dst;
+}
+
+/* Writes `<type><v>\r\n` at dst (ENC_NUM_MAX + 3 bytes of room) and returns
+ * the byte after it. */
+static char *enc_put_line_num(char *dst, char type, long long v)
+{
+    *dst++ = type;
+    dst = enc_put_num(dst, v);
+    *dst++ = '\r';
+    *dst++ = '\n';
+    return dst;
 }
 
 /* Appends `<type><v>\r\n`, or returns BUF_ENOMEM having appended nothing. */
 static int enc_line_num(struct buf *b, char type, long long v)
 {
-    char tmp[ENC_NUM_MAX + 3];
-    char *end = tmp + sizeof(tmp) - 2;
-    char *p = enc_digits(end, v);
+    char *end;
 
-    *--p = type;
-    end[0] = '\r';
-    end[1] = '\n';
-    return buf_append(b, p, (size_t)(end + 2 - p));
+    if (buf_reserve(b, ENC_NUM_MAX + 3) != BUF_OK) {
+        return BUF_ENOMEM;
+    }
+    end = enc_put_line_num(buf_tail(b), type, v);
+    buf_commit(b, (size_t)(end - buf_tail(b)));
+    return BUF_OK;
 }
 
 /* Appends `<type><s>\r\n`. */
@@ -72,18 +97,6 @@ static int enc_line_str(struct buf *b, char type, const char *s)
     return BUF_OK;
 }
 
-/* Number of decimal digits of `n`. */
-static size_t enc_ndigits(size_t n)
-{
-    size_t d = 1;
-
-    while (n >= 10) {
-        n /= 10;
-        d++;
-    }
-    return d;
-}
-
 /* Bytes of a bulk string of `n` payload bytes: `$<n>\r\n<payload>\r\n`, or
  * 0 if that overflows size_t. */
 static size_t enc_bulk_size(size_t n)
@@ -100,14 +113,9 @@ static size_t enc_bulk_size(size_t n)
  * and returns the byte after it. */
 static char *enc_put_bulk(char *dst, const char *p, size_t n)
 {
-    char tmp[ENC_NUM_MAX];
-    char *end = tmp + sizeof(tmp);
-    char *d = enc_udigits(end, n);
-    size_t nd = (size_t)(end - d);
-
     *dst++ = '$';
-    memcpy(dst, d, nd);
-    dst += nd;
+    dst += enc_ndigits(n);
+    (void)enc_udigits(dst, n);
     *dst++ = '\r';
     *dst++ = '\n';
     if (n > 0) {
@@ -147,46 +155,12 @@ int resp_enc_bulk(struct buf *b, const char *p, size_t n)
     return BUF_OK;
 }
 
-/* Writes `<type><v>\r\n` at dst (ENC_NUM_MAX + 3 bytes of room) and returns
- * the byte after it. The digits go straight to their place: no copy. */
-static char *enc_put_line_num(char *dst, char type, long long v)
-{
-    /* As unsigned, so that LLONG_MIN negates. */
-    unsigned long long m =
-        v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    unsigned long long t = m;
-    size_t n = 1;
-    char *p;
-
-    while (t >= 10) {
-        t /= 10;
-        n++;
-    }
-    *dst++ = type;
-    if (v < 0) {
-        *dst++ = '-';
-    }
-    p = dst + n;
-    do {
-        *--p = (char)('0' + m % 10);
-        m /= 10;
-    } while (m != 0);
-    dst += n;
-    *dst++ = '\r';
-    *dst++ = '\n';
-    return dst;
-}
-
 size_t resp_fmt_ll(char *dst, long long v)
 {
-    char tmp[ENC_NUM_MAX];
-    char *end = tmp + sizeof(tmp);
-    char *p = enc_digits(end, v);
-    size_t n = (size_t)(end - p);
+    char *end = enc_put_num(dst, v);
 
-    memcpy(dst, p, n);
-    dst[n] = '\0';
-    return n;
+    *end = '\0';
+    return (size_t)(end - dst);
 }
 
 size_t resp_put_ints(char *dst, const long long *v, int n)

@@ -1452,16 +1452,16 @@ static size_t store_redis_args_at(const struct limiter_group *q)
     return at;
 }
 
-/* Where group q's override part (m, then m field/value pairs) starts in
- * its words: after its args_at, the mode, cost, n and 6 words a level
- * (n = its keys but the override hash). */
+/* Where group q's override pairs start in its words: after its args_at,
+ * the mode, cost, n, 6 words a level (n = its keys but the override hash)
+ * and m. What comes before them is the group's shape. */
 static size_t store_redis_pairs_at(const struct limiter_group *q,
                                    size_t args_at)
 {
     size_t at = args_at, len;
     unsigned j;
 
-    for (j = 0; j < 3 + 6 * (q->nk - 1); j++) {
+    for (j = 0; j < 4 + 6 * (q->nk - 1); j++) {
         store_redis_word_at(q, &at, &len);
     }
     return at;
@@ -1498,13 +1498,10 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
 
     for (i = 0; i < b->n; i++) {
         const struct limiter_group *q = (struct limiter_group *)b->item[i];
-        size_t mlen;
         nk += q->nk;
         nw += q->nw;
         at[i] = store_redis_args_at(q);
         pairs[i] = store_redis_pairs_at(q, at[i]);
-        /* The block ends after m: the pairs are the group's own. */
-        store_redis_word_at(q, &pairs[i], &mlen);
         shape[i] = i;
         for (j = 0; j < i; j++) {
             const struct limiter_group *r = (struct limiter_group *)b->item[j];
