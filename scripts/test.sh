@@ -34,16 +34,19 @@ cleanup() {
 trap cleanup EXIT
 
 status=0
+failed=()
 run_suite() {
     local name=$1; shift
     local log="$RUNDIR/$name.log"
     echo "== $name tests"
     if ! "$@" 2>&1 | tee "$log"; then
         status=1
+        failed+=("$name")
     fi
     if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$log"; then
         echo "!! $name: sanitizer report in the log" >&2
         status=1
+        failed+=("$name (sanitizer report)")
     fi
 }
 
@@ -61,6 +64,7 @@ if [ "$WHAT" = all ]; then
     echo "== layers"
     if ! bash scripts/check_layers.sh; then
         status=1
+        failed+=(layers)
     fi
 fi
 if [ "$WHAT" = all ] && command -v clang-format >/dev/null; then
@@ -70,10 +74,18 @@ if [ "$WHAT" = all ] && command -v clang-format >/dev/null; then
     if [ -n "$bad" ]; then
         echo "!! not clang-formatted: $bad" >&2
         status=1
+        failed+=(clang-format)
     fi
 fi
 if [ "$status" -ne 0 ]; then
-    echo "scripts/test.sh: FAILED" >&2
+    # CI may keep only the end of the output: name what failed here, with
+    # each failing test's first lines, so the tail alone says what broke.
+    for log in "$RUNDIR"/*.log; do
+        [ -f "$log" ] || continue
+        grep -E '^\[(----|FAIL)\]|^not ok - |ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' \
+            "$log" | head -60 | sed "s|^|!! $(basename "$log" .log): |" >&2 || true
+    done
+    echo "scripts/test.sh: FAILED: ${failed[*]:-see above}" >&2
 else
     echo "scripts/test.sh: all suites passed"
 fi
