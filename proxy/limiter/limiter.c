@@ -182,6 +182,8 @@ struct limiter_tally {
     unsigned char shadow[LIMITER_MAX_LEVELS];      /* a shadow level */
     unsigned char near[LIMITER_MAX_LEVELS];        /* ... or is near its
                                                       limit */
+    unsigned char fail_open[LIMITER_MAX_LEVELS];   /* its node was down:
+                                                      admitted undecided */
 };
 
 static void limiter_tally(const struct metrics *m, const struct store_check *c,
@@ -199,6 +201,7 @@ static void limiter_tally(const struct metrics *m, const struct store_check *c,
         t->seen[l] = 1;
         t->rule[l] = c->lim[i].rule;
         t->shadow[l] |= c->lim[i].shadow;
+        t->fail_open[l] |= c->lim[i].fail_open;
         t->limited[l] |=
             c->lim[i].shadow ? c->lim[i].shadow_limited : d->limited != 0;
         t->near[l] |=
@@ -211,7 +214,8 @@ static void limiter_tally(const struct metrics *m, const struct store_check *c,
  * answered (it took nothing). Otherwise, in a check that was admitted
  * (`admitted`: its reply says not limited, a WAIT reservation included),
  * every level counts allowed, and near_limit too when one of its limits
- * was refused (reserved) or has at least the near ratio used. In a
+ * was refused (reserved) or has at least the near ratio used; but a level
+ * whose node was down and failed open counts fail_open instead. In a
  * refused check, a level that refused counts limited, and a level that
  * would have admitted counts nothing: nothing was taken from it, and it
  * did not refuse. */
@@ -225,6 +229,8 @@ static void limiter_count_check(const struct limiter_tally *t, int admitted)
         }
         if (t->shadow[i] && t->limited[i]) {
             metrics_rule_count(t->rule[i], METRICS_SHADOW_LIMITED);
+        } else if (admitted && t->fail_open[i]) {
+            metrics_rule_count(t->rule[i], METRICS_FAIL_OPEN);
         } else if (admitted) {
             metrics_rule_count(t->rule[i], METRICS_ALLOWED);
             if (t->near[i]) {

@@ -104,6 +104,10 @@ struct store_limit {
                                   refused (some limit of it would have):
                                   none of that level's limits took a cost.
                                   Set by the store with c->res */
+    bool fail_open;            /* its node could not answer and the
+                                  store_down_policy is fail_open: c->res
+                                  admits it undecided, nothing taken. Set
+                                  by the store with c->res */
     char undo[STORE_UNDO_MAX]; /* what a refund takes back, NUL-ended */
 };
 

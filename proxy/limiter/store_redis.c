@@ -717,6 +717,62 @@ static void store_redis_group_overrides(struct store_check *c, unsigned g,
     c->stale = 1;
 }
 
+/* The most a limit admits at once: the `limit` its decisions report. */
+static int64_t store_redis_limit_max(const struct limits_limit *l)
+{
+    switch (l->algo) {
+    case LIMITS_GCRA:
+        return l->u.gcra.max_burst + 1;
+    case LIMITS_TOKEN_BUCKET:
+        return l->u.token_bucket.capacity;
+    case LIMITS_LEAKY_BUCKET:
+        return l->u.leaky_bucket.size;
+    case LIMITS_FIXED_WINDOW:
+        return l->u.fixed_window.max;
+    case LIMITS_SLIDING_WINDOW:
+        return l->u.sliding_window.max;
+    case LIMITS_SLIDING_LOG:
+        return l->u.sliding_log.max;
+    case LIMITS_SLIDING_COUNTER:
+        return l->u.sliding_counter.max;
+    }
+    return 0;
+}
+
+/* Group g of a CHECK or PEEK could not be asked (its node is down or did
+ * not answer in time, `frame`): with store_down_policy fail_open, each of
+ * its limits admits undecided, as CL.THROTTLE does ([0, limit, 0, -1, 0]),
+ * and nothing is taken there, so nothing is refunded. The other groups'
+ * decisions stand: a live node's refusal still refuses the check. 1 when
+ * it failed open. */
+static int store_redis_group_fail_open(struct store_check *c, unsigned g,
+                                       const char *frame, size_t len)
+{
+    unsigned i;
+
+    if (c->st->conf->store_down != CONF_FAIL_OPEN ||
+        (c->op != STORE_CHECK && c->op != STORE_PEEK) ||
+        !store_redis_down(frame, len)) {
+        return 0;
+    }
+    for (i = 0; i < c->n; i++) {
+        struct store_limit *x = &c->lim[i];
+        if (x->group != g) {
+            continue;
+        }
+        x->fail_open = true;
+        c->res[i].limited = 0;
+        c->res[i].limit = store_redis_limit_max(&x->lim);
+        c->res[i].remaining = 0;
+        c->res[i].retry_after_ns = -RL_NS_PER_SEC;
+        c->res[i].reset_after_ns = 0;
+        c->peek[i] = c->res[i];
+    }
+    c->admitted[g] = 0;
+    c->st->fail_open++;
+    return 1;
+}
+
 /* One group's answer `v` (its element of a batch's reply, or an error
  * for it): each of its limits' decision. */
 static void store_redis_group_reply(struct store_check *c, unsigned g,
@@ -726,6 +782,9 @@ static void store_redis_group_reply(struct store_check *c, unsigned g,
     unsigned i, k = 0;
 
     if (v->type == '-') {
+        if (store_redis_group_fail_open(c, g, v->raw, v->raw_len)) {
+            return;
+        }
         if (c->err.len == 0) {
             PX_CHECK_OOM(buf_append(&c->err, v->raw, v->raw_len));
         }

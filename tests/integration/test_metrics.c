@@ -78,6 +78,13 @@ static void init_fail_open(void)
                           "command_timeout_ms: 300\n");
 }
 
+static void init_fail_open_cluster(void)
+{
+    start(PX_MODE_CLUSTER, "store_down_policy: fail_open\n"
+                           "command_timeout_ms: 300\n"
+                           "busy_reply_threshold_ms: 0\n");
+}
+
 /* ---------------- HTTP ---------------- */
 
 /* Sends `req` on a new connection and reads the response until the
@@ -333,16 +340,108 @@ Test(it_metrics, fail_open_is_counted, .init = init_fail_open,
      .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
+    redisReply *r;
     const char *body;
 
     px_check_five(px_cmd(c, "CL.THROTTLE fo 1 1 60"), "up", 0, 2, 1, -1, 60);
+    px_check_five(px_cmd(c, "LIMITER CHECK user:fo:trade"), "check up", 0, 6, 5,
+                  -1, 600);
     px_redis_kill(&px_env()->redis, SIGKILL);
     px_check_five(px_cmd(c, "CL.THROTTLE fo 1 1 60"), "down", 0, 2, 0, -1, 0);
     px_check_five(px_cmd(c, "CL.THROTTLE fo 1 1 60"), "down", 0, 2, 0, -1, 0);
+    /* LIMITER fails open as CL.THROTTLE does: admitted, nothing left, the
+     * limit of the path's first level; a PEEK says the same and counts
+     * nothing under the rules. */
+    for (int i = 0; i < 3; i++) {
+        px_check_five(px_cmd(c, "LIMITER CHECK user:fo:trade"), "check down", 0,
+                      6, 0, -1, 0);
+    }
+    px_check_five(px_cmd(c, "LIMITER PEEK user:fo:trade"), "peek down", 0, 6, 0,
+                  -1, 0);
+    /* Arguments are still checked first. */
+    px_check_error_prefix(px_cmd(c, "LIMITER CHECK user:fo:trade COST x"),
+                          "ERR ");
     body = scrape();
     check_rule(body, "cl.throttle", 1, 0, 0, 0, 2);
+    check_rule(body, "user:*", 1, 0, 0, 0, 3);
+    check_rule(body, "user:*:trade", 1, 0, 0, 0, 3);
     /* The lost node counted its failures. */
     cr_assert(family_sum(body, "cellgate_node_errors_total") >= 1);
+    /* INFO (merged with the node's, so asked once it is back): every call
+     * admitted without its node, the PEEK's too. */
+    px_redis_restart(&px_env()->redis);
+    for (int i = 0;; i++) {
+        r = px_cmd(c, "INFO proxy");
+        if (r->type == REDIS_REPLY_STRING) {
+            break;
+        }
+        cr_assert_lt(i, 200, "INFO: %s",
+                     r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        freeReplyObject(r);
+        px_sleep_ms(50);
+    }
+    cr_assert_not_null(strstr(r->str, "limiter_fail_open:6\r\n"), "%s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* One master stops answering: a check of an identity it owns fails open,
+ * one of an identity on a live master is decided exactly beside it, and
+ * once the master is back the failed-open checks turn out to have taken
+ * nothing. */
+Test(it_metrics, fail_open_harms_no_identity_of_a_live_node_cluster,
+     .init = init_fail_open_cluster, .fini = px_env_fini, .timeout = 120)
+{
+    struct px_cluster *cl = px_cluster();
+    redisContext *c = px_connect(px_env()->proxy.port);
+    char down[32], live[32], cmd[96];
+    const char *body;
+    struct px_five f;
+    long long left;
+    int m, i;
+
+    px_ident_off("user:", "dn", NULL, down, sizeof(down));
+    snprintf(cmd, sizeof(cmd), "user:%s", down);
+    m = px_cluster_master_of_key(cl, cmd, strlen(cmd));
+    snprintf(cmd, sizeof(cmd), "user:%s", down);
+    px_ident_off("user:", "lv", cmd, live, sizeof(live));
+    cr_assert_eq(kill(cl->nodes[m].proc.pid, SIGSTOP), 0);
+    snprintf(cmd, sizeof(cmd), "LIMITER CHECK user:%s:trade", down);
+    px_check_five(px_cmd(c, cmd), "stopped master", 0, 6, 0, -1, 0);
+    snprintf(cmd, sizeof(cmd), "LIMITER CHECK user:%s:trade", live);
+    for (i = 0; i < 7; i++) {
+        f = px_take_five(px_cmd(c, cmd), "live master");
+        cr_assert_eq(f.limited, i < 6 ? 0 : 1, "live check %d", i);
+        cr_assert_eq(f.remaining, i < 6 ? 5 - i : 0, "live check %d", i);
+    }
+    snprintf(cmd, sizeof(cmd), "LIMITER CHECK user:%s:trade", down);
+    px_check_five(px_cmd(c, cmd), "stopped master, again", 0, 6, 0, -1, 0);
+    cr_assert_eq(kill(cl->nodes[m].proc.pid, SIGCONT), 0);
+    /* Back: a PEEK decides again (a fail-open PEEK says 0 left, reset 0).
+     * A call that timed out may still have run when the node resumed (it
+     * was in the node's socket buffer), so a check would leave 3 to 5 of
+     * 6 (a PEEK answers what the CHECK would), and the next check does. */
+    snprintf(cmd, sizeof(cmd), "LIMITER PEEK user:%s:trade", down);
+    for (i = 0;; i++) {
+        f = px_take_five(px_cmd(c, cmd), "peek");
+        if (f.remaining != 0 || f.reset != 0) {
+            break;
+        }
+        cr_assert_lt(i, 200, "the stopped master never came back");
+        px_sleep_ms(50);
+    }
+    cr_assert(f.limited == 0 && f.remaining >= 3 && f.remaining <= 5,
+              "back: [%lld %lld %lld %lld %lld]", f.limited, f.limit,
+              f.remaining, f.retry, f.reset);
+    left = f.remaining;
+    snprintf(cmd, sizeof(cmd), "LIMITER CHECK user:%s:trade", down);
+    f = px_take_five(px_cmd(c, cmd), "back");
+    cr_assert(f.limited == 0 && f.limit == 6 && f.remaining == left,
+              "back: [%lld %lld %lld %lld %lld], the PEEK said %lld", f.limited,
+              f.limit, f.remaining, f.retry, f.reset, left);
+    body = scrape();
+    check_rule(body, "user:*", 7, 1, 2, 0, 2);
+    check_rule(body, "user:*:trade", 7, 0, 0, 0, 2);
     redisFree(c);
 }
 
@@ -389,10 +488,12 @@ Test(it_metrics, histograms_count_each_request_and_nodes_count_requests,
     /* INFO shows the same numbers (INFO itself is forwarded: the 8th). */
     {
         redisReply *r = px_cmd(c, "INFO latency");
-        cr_assert_eq(r->type, REDIS_REPLY_STRING);
+        cr_assert_eq(r->type, REDIS_REPLY_STRING, "%d %s", r->type,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "");
         cr_assert_not_null(strstr(r->str, "# Latency\r\n"), "%s", r->str);
         char want[96];
-        cr_assert_eq(r->type, REDIS_REPLY_STRING);
+        cr_assert_eq(r->type, REDIS_REPLY_STRING, "%d %s", r->type,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "");
         snprintf(want, sizeof(want), "decision_latency_seconds:count=%lld,",
                  dec + 5);
         cr_assert_not_null(strstr(r->str, want), "%s", r->str);
