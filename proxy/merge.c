@@ -371,21 +371,23 @@ static int merge_scan_start(struct req *req, struct node **masters,
     return 1;
 }
 
-/* The proxy's INFO sections the arguments ask for (metrics_text.h's
- * bits): every one for none, all, everything or default (as Redis picks
- * its sections), else those named (proxy, limiter, latency, nodes). */
+/* The proxy's own INFO sections, by name (metrics_text.h's bits). */
+static const struct {
+    const char *name;
+    unsigned bit;
+} merge_info_named[] = {
+    { "proxy", METRICS_TEXT_PROXY },
+    { "limiter", METRICS_TEXT_LIMITER },
+    { "latency", METRICS_TEXT_LATENCY },
+    { "nodes", METRICS_TEXT_NODES },
+};
+
+/* The proxy's INFO sections the arguments ask for: every one for none,
+ * all, everything or default (as Redis picks its sections), else those
+ * named. */
 static unsigned merge_info_sections(const struct req *req)
 {
     static const char *const every[] = { "all", "everything", "default" };
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } named[] = {
-        { "proxy", METRICS_TEXT_PROXY },
-        { "limiter", METRICS_TEXT_LIMITER },
-        { "latency", METRICS_TEXT_LATENCY },
-        { "nodes", METRICS_TEXT_NODES },
-    };
     const unsigned all = METRICS_TEXT_PROXY | METRICS_TEXT_LIMITER |
                          METRICS_TEXT_LATENCY | METRICS_TEXT_NODES;
     unsigned want = 0;
@@ -401,18 +403,43 @@ static unsigned merge_info_sections(const struct req *req)
                 return all;
             }
         }
-        for (k = 0; k < ARRAY_SIZE(named); k++) {
-            if (resp_cmd_arg_is(req->cmd, i, named[k].name)) {
-                want |= named[k].bit;
+        for (k = 0; k < ARRAY_SIZE(merge_info_named); k++) {
+            if (resp_cmd_arg_is(req->cmd, i, merge_info_named[k].name)) {
+                want |= merge_info_named[k].bit;
             }
         }
     }
     return want;
 }
 
-/* INFO with no Redis behind (embedded mode): the proxy's section alone,
- * so the embedded store's and the limiter's counters are seen too. */
-static void merge_info_embedded(struct req *req)
+/* 1 when INFO names sections and every one is the proxy's: Redis would
+ * add nothing, and an operator asking while the nodes are down gets the
+ * answer instead of their error. */
+static int merge_info_proxy_only(const struct req *req)
+{
+    size_t k;
+    int i;
+
+    if (req->cmd->argc < 2) {
+        return 0;
+    }
+    for (i = 1; i < req->cmd->argc; i++) {
+        for (k = 0; k < ARRAY_SIZE(merge_info_named); k++) {
+            if (resp_cmd_arg_is(req->cmd, i, merge_info_named[k].name)) {
+                break;
+            }
+        }
+        if (k == ARRAY_SIZE(merge_info_named)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* INFO answered by the proxy alone (embedded mode, or only the proxy's
+ * sections asked for): its sections, so the embedded store's and the
+ * limiter's counters are seen too. */
+static void merge_info_local(struct req *req)
 {
     struct merge none;
     struct buf text;
@@ -443,9 +470,10 @@ int merge_fanout(struct req *req)
         return 0;
     }
     kind = (int)def->merge;
-    if (!server.cluster.enabled && server.cluster.single == NULL &&
-        kind == MERGE_INFO) {
-        merge_info_embedded(req);
+    if (kind == MERGE_INFO &&
+        ((!server.cluster.enabled && server.cluster.single == NULL) ||
+         merge_info_proxy_only(req))) {
+        merge_info_local(req);
         return 1;
     }
     if (!server.cluster.enabled &&
