@@ -139,9 +139,10 @@ struct limiter_call {
     struct store_redis_item it; /* first: the queue's view */
     struct req *root;           /* borrowed: the client's request */
     struct gcra_params p;       /* parsed arguments */
-    char *key;                  /* owned copy of the key */
     size_t klen;                /* bytes in key */
     store_done_fn *done;        /* the completion */
+    char key[];                 /* a copy of the key, NUL-ended, in the
+                                   call's own allocation (one per call) */
 };
 
 /* One tag group of a LIMITER CHECK, PEEK or refund waiting for its script
@@ -387,7 +388,6 @@ static int store_redis_down(const char *frame, size_t len)
 
 static void store_redis_call_free(struct limiter_call *call)
 {
-    px_free(call->key);
     px_free(call);
 }
 
@@ -525,13 +525,13 @@ static void store_redis_throttle(struct store *st, struct req *req,
         done(st, req, &r);
         return;
     }
-    call = px_calloc(1, sizeof(*call));
+    call = px_calloc(1, sizeof(*call) + klen + 1);
     call->it.kind = STORE_REDIS_THROTTLE;
     call->it.slot = st->cl->enabled ? slot_for_key(key, klen) : 0;
     call->it.cid = req->cid;
     call->root = req;
     call->p = *p;
-    call->key = px_strndup(key, klen);
+    memcpy(call->key, key, klen);
     call->klen = klen;
     call->done = done;
     req->owed++;
