@@ -3,6 +3,7 @@
 #include "tests/support/px_test.h"
 
 #include <criterion/parameterized.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "parser/buf.h"
@@ -201,5 +202,48 @@ Test(keyspec, flags_come_from_command_flags_and_acl_categories)
     cmd = cmd_of(1, "nosuchcommand", "");
     cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_UNKNOWN);
     resp_cmd_free(cmd);
+    keyspec_free(ks);
+}
+
+/* A table as large as a Redis with modules (600 commands and a container
+ * with subcommands): every name is found, whichever slot of the index it
+ * landed in, and a name that only shares a prefix, or differs in case
+ * only, is what it should be. */
+Test(keyspec, every_command_of_a_large_table_is_found)
+{
+    enum { N = 600 };
+    struct buf b;
+    struct keyspec *ks;
+    char name[32], words[64];
+    int keys[16], n, i;
+
+    buf_init(&b);
+    resp_enc_array_header(&b, N + 1); /* box's subcommands are inside it */
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "cmd%d", i);
+        command_entry(&b, name, -7, 0, 1 + i % 5, 1 + i % 5, 1, 0);
+    }
+    command_entry(&b, "box", -2, 0, 0, 0, 0, 2);
+    command_entry(&b, "box|a", 3, 0, 2, 2, 1, 0);
+    command_entry(&b, "box|b", 4, 0, 3, 3, 1, 0);
+    ks = keyspec_new(b.data, b.len);
+    buf_free(&b);
+    cr_assert_not_null(ks);
+    cr_assert_eq(keyspec_count(ks), N + 3);
+    for (i = 0; i < N; i++) {
+        snprintf(words, sizeof(words), "%s%d k1 k2 k3 k4 k5 k6",
+                 i % 2 ? "CMD" : "cmd", i);
+        cr_assert_eq(find(ks, words, keys, &n), KEYSPEC_OK, "%s", words);
+        cr_assert_eq(n, 1, "%s: %d keys", words, n);
+        cr_assert_eq(keys[0], 1 + i % 5, "%s: key at %d", words, keys[0]);
+    }
+    cr_assert_eq(find(ks, "BOX A x k", keys, &n), KEYSPEC_OK);
+    cr_assert(n == 1 && keys[0] == 2);
+    cr_assert_eq(find(ks, "box b x k", keys, &n), KEYSPEC_OK);
+    cr_assert(n == 1 && keys[0] == 3);
+    cr_assert_eq(find(ks, "cmd k", keys, &n), KEYSPEC_UNKNOWN);
+    cr_assert_eq(find(ks, "cmd600 k", keys, &n), KEYSPEC_UNKNOWN);
+    cr_assert_eq(find(ks, "cmd1x k", keys, &n), KEYSPEC_UNKNOWN);
+    cr_assert_eq(find(ks, "bo k", keys, &n), KEYSPEC_UNKNOWN);
     keyspec_free(ks);
 }
