@@ -134,6 +134,11 @@ static void init_caps_single(void)
     px_limits_start(PX_MODE_SINGLE, wait_tree, wait_caps);
 }
 
+static void init_caps_cluster(void)
+{
+    px_limits_start(PX_MODE_CLUSTER, wait_tree, wait_caps);
+}
+
 /* `c` checks `id` once (admitted) and sends n WAITs whose replies are
  * held; returns once the proxy holds `total` waits. */
 static void hold_waits(redisContext *c, redisContext *watch, const char *id,
@@ -217,6 +222,13 @@ Test(it_limiter_bounds, wait_caps_hold_embedded, .init = init_caps_embedded,
 }
 
 Test(it_limiter_bounds, wait_caps_hold_single, .init = init_caps_single,
+     .fini = px_env_fini, .timeout = 120)
+{
+    wait_caps_hold();
+}
+
+/* The caps are the proxy's, whichever master holds each identity. */
+Test(it_limiter_bounds, wait_caps_hold_cluster, .init = init_caps_cluster,
      .fini = px_env_fini, .timeout = 120)
 {
     wait_caps_hold();

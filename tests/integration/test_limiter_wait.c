@@ -1,9 +1,9 @@
 /* LIMITER CHECK ... WAIT: a request due within the wait is reserved and its
  * reply held until then (a timer, nothing blocks), replies keep request
  * order, a client that leaves while waiting keeps its reservation and harms
- * nothing, and a proxy stopped with replies held exits cleanly. Single Redis
- * and embedded. No timing assertion: reservations show in the replies and
- * in the stored state. */
+ * nothing, and a proxy stopped with replies held exits cleanly. Single
+ * Redis, a 3-master cluster and embedded. No timing assertion: reservations
+ * show in the replies and in the stored state. */
 #include "tests/support/px_test.h"
 
 #include <signal.h>
@@ -34,6 +34,11 @@ static void init_single(void)
     px_redis_start(&px_env()->redis, NULL);
     snprintf(yaml, sizeof(yaml), "limits_file: \"%s\"\n", limits_path);
     px_proxy_start_for(&px_env()->proxy, &px_env()->redis, yaml);
+}
+
+static void init_cluster(void)
+{
+    px_limits_start(PX_MODE_CLUSTER, wait_tree, NULL);
 }
 
 static void init_embedded(void)
@@ -86,6 +91,12 @@ Test(it_limiter_wait, reserved_requests_reply_in_order_single,
     reserves_and_keeps_order();
 }
 
+Test(it_limiter_wait, reserved_requests_reply_in_order_cluster,
+     .init = init_cluster, .fini = px_env_fini, .timeout = 120)
+{
+    reserves_and_keeps_order();
+}
+
 Test(it_limiter_wait, reserved_requests_reply_in_order_embedded,
      .init = init_embedded, .fini = px_env_fini, .timeout = 60)
 {
@@ -119,6 +130,12 @@ static void leaving_while_waiting(void)
 
 Test(it_limiter_wait, a_client_leaving_while_waiting_keeps_its_reservation,
      .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    leaving_while_waiting();
+}
+
+Test(it_limiter_wait, a_client_leaving_while_waiting_cluster,
+     .init = init_cluster, .fini = px_env_fini, .timeout = 120)
 {
     leaving_while_waiting();
 }
