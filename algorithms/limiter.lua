@@ -499,6 +499,18 @@ local LIM_G = {}
 -- hands the group to LIM_run, so the two never answer differently.
 local LIM_F, LIM_FOK, LIM_FLD = {}, {}, {}
 
+-- Whether the n levels of the shape whose block starts at ARGV[a0] are all
+-- gcra, none of a shadow level.
+local function LIM_gcra_shape(ARGV, a0, n)
+  for i = 1, n do
+    local b = a0 + 6 * i - 3
+    if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
+      return false
+    end
+  end
+  return true
+end
+
 -- Makes f the strings and values of the shape whose block starts at
 -- ARGV[a0] (9 a level: gcra_fast's five, false when the level is off its
 -- fast path, then inc_s, inc_ns, dvt_s, dvt_ns) and returns true; or
@@ -514,11 +526,11 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     f.algo, f.cost = one, cost
     return 'one'
   end
+  if not LIM_gcra_shape(ARGV, a0, n) then
+    return false
+  end
   for i = 1, n do
     local b = a0 + 6 * i - 3
-    if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
-      return false
-    end
     local G = LIM_gcra(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
                        now_us, now_s, now_ns)
     if not G then
@@ -850,6 +862,99 @@ end
 -- of its mode in ARGV, n, m).
 local LIM_SH = {}
 
+-- Mode "shapes" when its one shape is a check of one to four gcra levels
+-- (n), none of a shadow level, with m override pairs (a path of n levels:
+-- what most LIMITER CHECKs are), its groups from ARGV[a] on (G of them,
+-- their pairs only). The batch LIM_groups would decide, with the same
+-- commands in the same order, but in one loop: every Lua opcode costs
+-- Redis about 50 instructions, and LIM_groups's and LIM_fast's
+-- bookkeeping cost more per group than the group's own commands. A
+-- group off the fast path (an override that differs, a repeated key, a
+-- value that is no plain TAT, an error) goes to LIM_general, having
+-- changed nothing, as from LIM_fast.
+local function LIM_levels(KEYS, ARGV, a, G, n, m)
+  local K, kb = LIM_keys(KEYS, ARGV, a + 2 * m * G, (n + 1) * G + 1)
+  if K == nil then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local now, now_s, now_us = LIM_now(ARGV[2])
+  if now == nil then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local now_ns, a0, f = now_us * 1000, LIM_SH[1], LIM_F[1]
+  if f == nil then
+    f = {}
+    LIM_F[1] = f
+  end
+  local fast = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns) == true
+  for i = 1, fast and n or 0 do
+    fast = fast and f[9 * i - 8]
+  end
+  LIM_NOHASH = false
+  if fast and kb == 0 and G > 1 and m > 0 then
+    for g = 1, G do
+      LIM_OVK[g] = K[(n + 1) * g]
+    end
+    LIM_NOHASH = redis.pcall('EXISTS', unpack(LIM_OVK, 1, G)) == 0
+  end
+  local reply, o = {0, now_s, now_us}, 3
+  local E, T, W = LIM_E, LIM_T, LIM_W
+  for g = 1, G do
+    -- The group's keys from K[k], its override hash K[k + n], its pairs
+    -- after ARGV[p - 1].
+    local k, p, done = kb + (n + 1) * g - n, a + 2 * m * (g - 1), false
+    -- (LIM_override_ok inlined for the one field of a one-level path.)
+    if fast and (m ~= 1 and LIM_override_ok(K[k + n], ARGV, p - 1, m) or
+        m == 1 and (LIM_NOHASH and ARGV[p + 1] == '' or not LIM_NOHASH and
+        (redis.pcall('HGET', K[k + n], ARGV[p]) or '') == ARGV[p + 1])) and
+        (n == 1 or LIM_distinct(K, k, n)) then
+      -- Each level read (E), written at its read (T), its write (W).
+      local limited, i = false, 1
+      while i <= n do
+        local key, x = K[k + i - 1], 9 * i - 9
+        local v, written = gcra_fast_read(key, f[x + 4], f[x + 5])
+        if not written then
+          local class = gcra_fast_class(v, f[x + 1], f[x + 2], f[x + 3])
+          if class == 0 then
+            W[2 * i - 1], W[2 * i] = f[x + 4], f[x + 5]
+          elseif class == 2 then
+            W[2 * i - 1], W[2 * i] = gcra_fast_ahead(v, f[x + 6], f[x + 7],
+                                                     now_s, now_ns)
+          elseif class == 1 then
+            limited = true
+          else
+            break
+          end
+        end
+        E[i], T[i], i = v, written, i + 1
+      end
+      if i <= n then
+        LIM_fast_undo(K, k, i - 1)
+      else
+        reply[o + 1] = limited and 1 or 0
+        for j = 1, n do
+          reply[o + 1 + j] = E[j]
+        end
+        if limited then
+          LIM_fast_undo(K, k, n)
+        else
+          for j = 1, n do
+            if not T[j] then
+              redis.call('SET', K[k + j - 1], W[2 * j - 1], 'PX', W[2 * j])
+            end
+          end
+        end
+        o, done = o + 1 + n, true
+      end
+    end
+    if not done then
+      o = LIM_general(K, k, ARGV, a0, n, p - 1, m, now, now_s, now_us, reply,
+                      reply, o)
+    end
+  end
+  return reply
+end
+
 -- Mode "shapes" (the header's third part).
 local function LIM_shapes(KEYS, ARGV)
   local S = LIM_int(ARGV[3])
@@ -874,6 +979,11 @@ local function LIM_shapes(KEYS, ARGV)
   local G = LIM_int(ARGV[a])
   if G == nil or G < 1 then
     return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local n = LIM_SH[2]
+  if S == 1 and n >= 1 and n <= 4 and ARGV[LIM_SH[1]] == 'check' and
+      LIM_gcra_shape(ARGV, LIM_SH[1], n) then
+    return LIM_levels(KEYS, ARGV, a + 1, G, n, LIM_SH[3])
   end
   -- a: the index of the next group's first argument; one = 1 when the
   -- groups name no shape (S is 1).

@@ -648,64 +648,221 @@ static int flatten(const redisReply *r, const struct grp *g,
     return n;
 }
 
-Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
-     .fini = px_env_fini, .timeout = 60)
+/* Decides groups g[0..ng-1] as one "each" batch and as one "shapes"
+ * batch, with the keys declared and then after the arguments, each time
+ * from the state plant_fn makes, and asserts that the two answer and write
+ * alike: the shapes reply is the each reply flattened, and keys[] hold the
+ * same. Returns the number of shapes; *last is the shapes reply with keys
+ * undeclared (the caller frees it). */
+static int expect_shapes_as_each(redisContext *c, const struct grp *g, int ng,
+                                 const char *const *keys, int nkeys,
+                                 void (*plant_fn)(redisContext *),
+                                 redisReply **last)
 {
-    redisContext *c = connect_all();
     static struct args blocks[GROUPS_MAX];
-    struct keystate s1[NMIXED_KEYS], s2[NMIXED_KEYS];
+    static struct keystate s1[GROUPS_MAX * LIMITS_MAX],
+        s2[GROUPS_MAX * LIMITS_MAX];
     const redisReply *want[ARGV_MAX];
-    redisReply *each, *shapes;
+    redisReply *each, *shapes = NULL;
     struct args a;
     long long t0, t1, t2;
+    int ns = 0;
 
-    cr_assert_leq(NMIXED, GROUPS_MAX);
+    cr_assert_leq(ng, GROUPS_MAX);
+    cr_assert_leq(nkeys, GROUPS_MAX * LIMITS_MAX);
     for (int declared = 1; declared >= 0; declared--) {
-        int nwant = 3, ns;
+        const char *ctx = declared ? "declared" : "undeclared";
+        int nwant = 3;
 
-        plant(c);
+        plant_fn(c);
         t0 = px_now_ms();
-        args_each(&a, MIXED, NMIXED, FORM_RUN);
+        args_each(&a, g, ng, FORM_RUN);
         each = run(c, &a);
-        for (int k = 0; k < NMIXED_KEYS; k++) {
-            read_state(c, MIXED_KEYS[k], &s1[k]);
+        for (int k = 0; k < nkeys; k++) {
+            read_state(c, keys[k], &s1[k]);
         }
         t1 = px_now_ms();
-        plant(c);
-        ns = args_shapes(&a, blocks, MIXED, NMIXED, declared);
+        plant_fn(c);
+        ns = args_shapes(&a, blocks, g, ng, declared);
         shapes = run(c, &a);
-        for (int k = 0; k < NMIXED_KEYS; k++) {
-            read_state(c, MIXED_KEYS[k], &s2[k]);
+        for (int k = 0; k < nkeys; k++) {
+            read_state(c, keys[k], &s2[k]);
         }
         t2 = px_now_ms();
 
-        /* Groups 0 and 9, and 6 and 7, share their blocks. */
-        cr_assert_eq(ns, NMIXED - 2);
         expect_array(each, "each");
         expect_array(shapes, "shapes");
         for (int i = 0; i < 3; i++) {
             want[i] = each->element[i];
         }
-        for (int x = 0; x < NMIXED; x++) {
-            nwant += flatten(each->element[3 + x], &MIXED[x], want + nwant);
+        for (int x = 0; x < ng; x++) {
+            nwant += flatten(each->element[3 + x], &g[x], want + nwant);
         }
-        cr_assert_eq(shapes->elements, (size_t)nwant, "%s: %zu elements",
-                     declared ? "declared" : "undeclared", shapes->elements);
+        cr_assert_eq(shapes->elements, (size_t)nwant, "%s: %zu elements", ctx,
+                     shapes->elements);
         for (int i = 0; i < nwant; i++) {
-            char ctx[48];
-            snprintf(ctx, sizeof(ctx), "%s element %d",
-                     declared ? "declared" : "undeclared", i);
-            expect_reply_eq(want[i], shapes->element[i], ctx);
+            char at[48];
+            snprintf(at, sizeof(at), "%s element %d", ctx, i);
+            expect_reply_eq(want[i], shapes->element[i], at);
         }
-        for (int k = 0; k < NMIXED_KEYS; k++) {
-            expect_state_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5,
-                            MIXED_KEYS[k]);
+        for (int k = 0; k < nkeys; k++) {
+            expect_state_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5, keys[k]);
         }
-        /* The gcra group (a1) gives one element, the TAT before it: nil
-         * then the first call's. */
-        cr_assert_eq(shapes->element[4]->type, REDIS_REPLY_NIL);
         freeReplyObject(each);
-        freeReplyObject(shapes);
+        if (declared) {
+            freeReplyObject(shapes);
+        }
+    }
+    *last = shapes;
+    return ns;
+}
+
+Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+    redisReply *shapes;
+
+    /* Groups 0 and 9, and 6 and 7, share their blocks. */
+    cr_assert_eq(expect_shapes_as_each(c, MIXED, NMIXED, MIXED_KEYS,
+                                       NMIXED_KEYS, plant, &shapes),
+                 NMIXED - 2);
+    /* The gcra group (a1) gives one element, the TAT before it: nil then
+     * the first call's. */
+    cr_assert_eq(shapes->element[4]->type, REDIS_REPLY_NIL);
+    freeReplyObject(shapes);
+    redisFree(c);
+}
+
+/* The gcra parameters for burst 2, one per second: INC 1 s, DVT 3 s. */
+#define GCRA_B2 "1", "0", "3", "0"
+
+/* A check of one gcra level (GCRA_B2) on `key`, override hash "o1",
+ * assuming field `path` holds `known`. */
+#define LEVEL1(key, path, known)                                               \
+    {                                                                          \
+        "check", "1", 1, { { key, "gcra", { GCRA_B2 }, NULL } }, "o1", 1,      \
+            { path },                                                          \
+        {                                                                      \
+            known                                                              \
+        }                                                                      \
+    }
+
+/* Batches of one shape, one gcra level and one override pair (a path of
+ * one level: what most LIMITER CHECKs are), which the library decides in
+ * a loop of its own: k1 fresh (written at its read), admitted twice from
+ * a TAT ahead of now, then refused; a stale override; a key of the wrong
+ * type; a value that is no TAT. */
+static const struct grp LEVEL1S[] = {
+    LEVEL1("k1", "user:a", ""),  LEVEL1("k1", "user:a", ""),
+    LEVEL1("k1", "user:a", ""),  LEVEL1("k1", "user:a", ""),
+    LEVEL1("k2", "user:o", "2"), LEVEL1("kw", "user:a", ""),
+    LEVEL1("ks", "user:a", ""),  LEVEL1("k2", "user:o", ""),
+    LEVEL1("k2", "user:a", ""),  LEVEL1("k1", "user:a", ""),
+};
+#define NLEVEL1S (int)(sizeof(LEVEL1S) / sizeof(*LEVEL1S))
+
+static const char *const LEVEL1_KEYS[] = { "k1", "k2", "kw", "ks", "o1" };
+
+/* A check of two gcra levels (GCRA_B2, then GCRA_2S) on keys k and l,
+ * override hash "o1", assuming fields user:a and user:a:x hold "" and
+ * `known`. */
+#define LEVEL2(k, l, known)                                                    \
+    {                                                                          \
+        "check", "1", 2,                                                       \
+            { { k, "gcra", { GCRA_B2 }, NULL },                                \
+              { l, "gcra", { GCRA_2S }, NULL } },                              \
+            "o1", 2, { "user:a", "user:a:x" },                                 \
+        {                                                                      \
+            "", known                                                          \
+        }                                                                      \
+    }
+
+/* The same for two levels: both fresh; the second refuses (its fresh
+ * first level is deleted again); a repeated key; a second level of the
+ * wrong type or no TAT after a fresh first; a stale override. */
+static const struct grp LEVEL2S[] = {
+    LEVEL2("k1", "x1", ""),  LEVEL2("k1", "x1", ""), LEVEL2("k2", "x1", ""),
+    LEVEL2("k3", "k3", ""),  LEVEL2("k4", "kw", ""), LEVEL2("k5", "ks", ""),
+    LEVEL2("k6", "x2", "2"), LEVEL2("k1", "x3", ""),
+};
+#define NLEVEL2S (int)(sizeof(LEVEL2S) / sizeof(*LEVEL2S))
+
+static const char *const LEVEL2_KEYS[] = { "k1", "k2", "k3", "k4", "k5", "k6",
+                                           "x1", "x2", "x3", "kw", "ks", "o1" };
+#define NLEVEL2_KEYS (int)(sizeof(LEVEL2_KEYS) / sizeof(*LEVEL2_KEYS))
+
+/* kw a hash, ks no TAT; with `level1_hash`, field user:o of the override
+ * hash holds "2" (else no hash exists, which one EXISTS of them all
+ * tells). */
+static int level1_hash;
+
+static void plant_level1(redisContext *c)
+{
+    px_check_status(px_cmd(c, "FLUSHALL"), "OK");
+    px_check_int(px_cmd(c, "HSET kw f v"), 1);
+    px_check_status(px_cmd(c, "SET ks abc"), "OK");
+    if (level1_hash) {
+        px_check_int(px_cmd(c, "HSET o1 user:o 2"), 1);
+    }
+}
+
+Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+
+    for (level1_hash = 0; level1_hash <= 1; level1_hash++) {
+        redisReply *r;
+        /* Flat: the batch's 3, then limited and the TAT read per group,
+         * or one element for a group that was not decided. */
+        static const int limited[] = { 0, 0, 0, 1 };
+        const char *ctx = level1_hash ? "a hash" : "no hash";
+
+        cr_assert_eq(expect_shapes_as_each(c, LEVEL1S, NLEVEL1S, LEVEL1_KEYS, 5,
+                                           plant_level1, &r),
+                     1);
+        /* What the differential comparison alone would not catch: both
+         * forms wrong alike. k1's four checks: nil, then TATs, the last
+         * refused. */
+        for (int i = 0; i < 4; i++) {
+            cr_assert_eq(r->element[3 + 2 * i]->integer, limited[i],
+                         "%s: k1 check %d", ctx, i);
+            cr_assert_eq(r->element[4 + 2 * i]->type,
+                         i == 0 ? REDIS_REPLY_NIL : REDIS_REPLY_STRING,
+                         "%s: k1 check %d", ctx, i);
+        }
+        /* k2 assuming "2": decided only when the hash holds it. */
+        cr_assert_eq(r->element[11]->type,
+                     level1_hash ? REDIS_REPLY_INTEGER : REDIS_REPLY_ARRAY,
+                     "%s", ctx);
+        freeReplyObject(r);
+    }
+    redisFree(c);
+}
+
+Test(it_lua_each, two_level_batches_decide_as_each, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+
+    for (level1_hash = 0; level1_hash <= 1; level1_hash++) {
+        const char *ctx = level1_hash ? "a hash" : "no hash";
+        redisReply *r;
+
+        cr_assert_eq(expect_shapes_as_each(c, LEVEL2S, NLEVEL2S, LEVEL2_KEYS,
+                                           NLEVEL2_KEYS, plant_level1, &r),
+                     1);
+        /* The first two groups: admitted with nothing read, then refused
+         * by x1 (its TAT read); the third refused by x1 too. */
+        cr_assert_eq(r->element[3]->integer, 0, "%s", ctx);
+        cr_assert_eq(r->element[4]->type, REDIS_REPLY_NIL, "%s", ctx);
+        cr_assert_eq(r->element[6]->integer, 1, "%s", ctx);
+        cr_assert_eq(r->element[8]->type, REDIS_REPLY_STRING, "%s", ctx);
+        cr_assert_eq(r->element[9]->integer, 1, "%s", ctx);
+        freeReplyObject(r);
+        /* k2 was fresh, refused by x1: not left behind. */
+        px_check_int(px_cmd(c, "EXISTS k2"), 0);
     }
     redisFree(c);
 }
