@@ -898,7 +898,7 @@ local function LIM_levels(KEYS, ARGV, a, G, n, m)
     LIM_NOHASH = redis.pcall('EXISTS', unpack(LIM_OVK, 1, G)) == 0
   end
   local reply, o = {0, now_s, now_us}, 3
-  local E, T, W = LIM_E, LIM_T, LIM_W
+  local T, W = LIM_T, LIM_W
   for g = 1, G do
     -- The group's keys from K[k], its override hash K[k + n], its pairs
     -- after ARGV[p - 1].
@@ -908,36 +908,49 @@ local function LIM_levels(KEYS, ARGV, a, G, n, m)
         m == 1 and (LIM_NOHASH and ARGV[p + 1] == '' or not LIM_NOHASH and
         (redis.pcall('HGET', K[k + n], ARGV[p]) or '') == ARGV[p + 1])) and
         (n == 1 or LIM_distinct(K, k, n)) then
-      -- Each level read (E), written at its read (T), its write (W).
+      -- Each level's read goes to the reply at once; with several levels,
+      -- whether it was written at its read (T) and its write (W) wait
+      -- for the others, while one level's write is its group's.
       local limited, i = false, 1
+      reply[o + 1] = 0
       while i <= n do
         local key, x = K[k + i - 1], 9 * i - 9
         local v, written = gcra_fast_read(key, f[x + 4], f[x + 5])
+        local val, ms
         if not written then
           local class = gcra_fast_class(v, f[x + 1], f[x + 2], f[x + 3])
           if class == 0 then
-            W[2 * i - 1], W[2 * i] = f[x + 4], f[x + 5]
+            val, ms = f[x + 4], f[x + 5]
           elseif class == 2 then
-            W[2 * i - 1], W[2 * i] = gcra_fast_ahead(v, f[x + 6], f[x + 7],
-                                                     now_s, now_ns)
+            val, ms = gcra_fast_ahead(v, f[x + 6], f[x + 7], now_s, now_ns)
           elseif class == 1 then
             limited = true
           else
             break
           end
         end
-        E[i], T[i], i = v, written, i + 1
+        reply[o + 1 + i] = v
+        if n == 1 then
+          if val then
+            redis.call('SET', key, val, 'PX', ms)
+          end
+        else
+          T[i], W[2 * i - 1], W[2 * i] = written, val, ms
+        end
+        i = i + 1
       end
       if i <= n then
+        -- LIM_general writes over the elements written here: a decided
+        -- group has as many, a failed one clears them, and the overrides
+        -- it reads are the ones just checked.
         LIM_fast_undo(K, k, i - 1)
       else
-        reply[o + 1] = limited and 1 or 0
-        for j = 1, n do
-          reply[o + 1 + j] = E[j]
-        end
         if limited then
-          LIM_fast_undo(K, k, n)
-        else
+          reply[o + 1] = 1
+          if n > 1 then
+            LIM_fast_undo(K, k, n)
+          end
+        elseif n > 1 then
           for j = 1, n do
             if not T[j] then
               redis.call('SET', K[k + j - 1], W[2 * j - 1], 'PX', W[2 * j])

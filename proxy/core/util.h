@@ -43,17 +43,22 @@ static inline void *px_malloc(size_t n)
     return p;
 }
 
+/* Zeroed, as calloc. glibc's calloc skips the per-thread cache that its
+ * malloc takes small blocks from (callgrind: every calloc of a request's
+ * objects reached _int_malloc), so malloc and memset cost less. */
 static inline void *px_calloc(size_t n, size_t size)
 {
+    size_t bytes;
     void *p;
     if (size != 0 && n > SIZE_MAX / size) {
         px_oom(SIZE_MAX);
     }
-    p = calloc(n ? n : 1, size ? size : 1);
+    bytes = n * size;
+    p = malloc(bytes != 0 ? bytes : 1);
     if (p == NULL) {
-        px_oom(n * size);
+        px_oom(bytes);
     }
-    return p;
+    return memset(p, 0, bytes);
 }
 
 static inline void *px_realloc(void *old, size_t n)

@@ -1692,12 +1692,19 @@ static size_t store_redis_flat_len(const struct limiter_group *q,
     return n;
 }
 
+/* Elements of a group's answer that store_redis_flat_group keeps on the
+ * caller's stack: {limited, now_s, now_us} and up to 5 limits. */
+#define STORE_REDIS_FLAT_SMALL 8
+
 /* Group q's decided answer in the "shapes" reply v, from v->elem[at], as
  * mode "each" gives it ({limited, now_s, now_us, entry...}) in *g, whose
- * arrays point into v's: free g->elem alone, with px_free. */
+ * arrays point into v's. g->elem is `small` (STORE_REDIS_FLAT_SMALL
+ * elements) when it fits, else allocated: px_free it when it is not
+ * `small`. */
 static void store_redis_flat_group(const struct limiter_group *q,
                                    struct resp_value *v, size_t at,
-                                   struct resp_value *g)
+                                   struct resp_value *g,
+                                   struct resp_value *small)
 {
     size_t p = at + 1, k = 3;
     unsigned i;
@@ -1708,7 +1715,9 @@ static void store_redis_flat_group(const struct limiter_group *q,
     for (i = 0; i < q->c->n; i++) {
         g->n += q->c->lim[i].group == q->g;
     }
-    g->elem = px_calloc(g->n, sizeof(*g->elem));
+    g->elem = g->n <= STORE_REDIS_FLAT_SMALL
+                  ? memset(small, 0, g->n * sizeof(*small))
+                  : px_calloc(g->n, sizeof(*g->elem));
     g->elem[0] = v->elem[at];
     g->elem[1] = v->elem[1];
     g->elem[2] = v->elem[2];
@@ -1760,7 +1769,7 @@ static void store_redis_on_batch(struct req *part, const char *frame,
 {
     static const char bad[] = "-" GCRA_ERR_SCRIPT "\r\n";
     struct limiter_batch *b = part->ctx;
-    struct resp_value v, g;
+    struct resp_value v, g, small[STORE_REDIS_FLAT_SMALL];
     size_t used, klen, at = 3, flat;
     const char *key;
     unsigned i;
@@ -1809,10 +1818,12 @@ static void store_redis_on_batch(struct req *part, const char *frame,
             /* Decided (of any number of limits); measured before the
              * answer frees q. */
             flat = store_redis_flat_len(q, &v.elem[at]);
-            store_redis_flat_group(q, &v, at, &g);
+            store_redis_flat_group(q, &v, at, &g, small);
             at += flat;
             store_redis_group_done(q, &g, b->sent_ns);
-            px_free(g.elem);
+            if (g.elem != small) {
+                px_free(g.elem);
+            }
         } else if (v.elem[at].type == '-' && b->spread) {
             store_redis_item_alone(b->st, it);
             at++;
