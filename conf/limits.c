@@ -2305,6 +2305,7 @@ int limits_resolve(const struct limits_tree *t, const char *path,
     out->ngroups = 0;
     out->nsegments = 0;
     out->matched = 0;
+    out->text_len = 0;
     if (prefix == NULL) {
         prefix = LIMITS_DEFAULT_PREFIX;
         prefix_len = strlen(prefix);
@@ -2358,7 +2359,31 @@ int limits_resolve(const struct limits_tree *t, const char *path,
             lv->group = id_group;
         }
     }
+    out->text_len = used;
     return LIMITS_OK;
+}
+
+struct limits_levels *limits_levels_copy(const struct limits_levels *src)
+{
+    size_t head =
+        offsetof(struct limits_levels, level) + src->n * sizeof(src->level[0]);
+    struct limits_levels *c = malloc(sizeof(*c) + src->text_len);
+    size_t i;
+
+    if (c == NULL) {
+        return NULL;
+    }
+    /* The levels in use and their text; the rest stays unread. */
+    memcpy(c, src, head);
+    memcpy(c->text, src->text, src->text_len);
+    for (i = 0; i < c->n; i++) {
+        struct limits_level *lv = &c->level[i];
+
+        lv->path = c->text + (lv->path - src->text);
+        lv->key = c->text + (lv->key - src->text);
+        lv->tag = c->text + (lv->tag - src->text);
+    }
+    return c;
 }
 
 int limits_limit_key(const struct limits_level *lv, size_t i, char *out,

@@ -232,16 +232,24 @@ struct limits_level {
     (LIMITS_MAX_PATH_BYTES + 1 +                                               \
      LIMITS_MAX_DEPTH * (LIMITS_MAX_PREFIX_BYTES + LIMITS_MAX_PATH_BYTES + 3))
 
-/* The levels of one path, top first. About 40 KB: keep one per server (or
- * allocate it), not on a small stack. Valid until the tree is freed. */
+/* The levels of one path, top first. Valid until the tree is freed.
+ * limits_resolve fills one of LIMITS_LEVELS_BYTES (about 41 KB, for the
+ * longest paths: allocate it once, not on a small stack); what a path
+ * uses is kept by limits_levels_copy in about 3.5 KB. */
 struct limits_levels {
     size_t n;           /* levels with limits; 0 when the path matches none */
     unsigned ngroups;   /* tag groups: 1 = one slot, one script call */
     unsigned nsegments; /* segments of the path */
     unsigned matched;   /* leading segments matched by a node */
+    size_t text_len;    /* bytes of text in use */
     struct limits_level level[LIMITS_MAX_DEPTH]; /* n entries */
-    char text[LIMITS_LEVELS_TEXT_BYTES];         /* storage of path and keys */
+    char text[]; /* storage of path and keys: LIMITS_LEVELS_TEXT_BYTES
+                    for limits_resolve, text_len in a copy */
 };
+
+/* Bytes of a struct limits_levels that limits_resolve may fill. */
+#define LIMITS_LEVELS_BYTES                                                    \
+    (sizeof(struct limits_levels) + LIMITS_LEVELS_TEXT_BYTES)
 
 /* Loads a limits file into a new tree. On LIMITS_OK `*out` is the tree
  * (owned by the caller, free with limits_free). On error `*out` is left
@@ -287,6 +295,12 @@ const char *limits_sha256(const struct limits_tree *t);
 int limits_resolve(const struct limits_tree *t, const char *path,
                    size_t path_len, const char *prefix, size_t prefix_len,
                    struct limits_levels *out, const char **err);
+
+/* A copy of `src` (filled by limits_resolve) in one allocation of the size
+ * its path needs, its levels pointing into its own text: what a request
+ * keeps while it is decided. Free it with free(). NULL when out of
+ * memory. */
+struct limits_levels *limits_levels_copy(const struct limits_levels *src);
 
 /* Writes the key of limit `i` of `lv`, "<key>#<i>:<algorithm>", NUL-ended.
  * Returns its length (as snprintf: truncated when >= outlen), or -1 when

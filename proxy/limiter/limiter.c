@@ -527,22 +527,27 @@ static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
     return 0;
 }
 
-/* Resolves `path` into a new limits_levels. NULL after replying an error
- * (also for a path no node of the tree knows). */
+/* Resolves `path` into a new limits_levels of the size it needs (a
+ * request keeps it while it is decided, and a client may have
+ * max_pipeline of them in flight: room for the longest path in each
+ * would be 41 KB a request). NULL after replying an error. */
 static struct limits_levels *limiter_resolve(struct limiter *lm,
                                              struct req *req, const char *path,
                                              size_t plen)
 {
     const struct conf *conf = lm->conf;
     const char *err = NULL;
-    /* About 40 KB (room for the longest paths): not for the stack. */
-    struct limits_levels *lv = px_malloc(sizeof(*lv));
+    struct limits_levels *lv;
 
     if (limits_resolve(lm->limits, path, plen, conf->key_prefix,
-                       strlen(conf->key_prefix), lv, &err) != LIMITS_OK) {
-        px_free(lv);
+                       strlen(conf->key_prefix), lm->resolving,
+                       &err) != LIMITS_OK) {
         req_reply_error(req, "%s", err);
         return NULL;
+    }
+    lv = limits_levels_copy(lm->resolving);
+    if (lv == NULL) {
+        px_oom(sizeof(*lv) + lm->resolving->text_len);
     }
     return lv;
 }
@@ -801,6 +806,7 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
     memset(lm, 0, sizeof(*lm));
     lm->core = core;
     lm->conf = conf;
+    lm->resolving = px_malloc(LIMITS_LEVELS_BYTES);
     limiter_waits_init(&lm->waits, conf->limiter_wait_max_per_identity,
                        conf->limiter_wait_max_total);
     /* The one choice of the store: nothing else asks which one runs. */
@@ -921,6 +927,8 @@ void limiter_free(struct limiter *lm)
 {
     limits_free(lm->limits);
     lm->limits = NULL;
+    px_free(lm->resolving);
+    lm->resolving = NULL;
     px_free(lm->rules);
     lm->rules = NULL;
     /* The store first: a call it still holds gives its WAIT slot back. */

@@ -25,18 +25,21 @@ struct limits_tree;
 struct req;
 
 struct limiter {
-    struct core *core;           /* borrowed: the loop (WAIT timers) */
-    const struct conf *conf;     /* borrowed */
-    struct limits_tree *limits;  /* owned: limits.yaml, or NULL */
-    struct limiter_waits waits;  /* replies held by CHECK ... WAIT, and
-                                    their caps */
-    struct store store;          /* THE store, chosen at limiter_init: in
-                                    the process or on the Redis nodes */
-    struct metrics_rule **rules; /* owned array, borrowed entries: the
-                                    counters of each rule of `limits`
-                                    (limits_rule_pattern's index) */
-    uint64_t shadow_limited;     /* CHECKs a shadow level would have
-                                    refused */
+    struct core *core;               /* borrowed: the loop (WAIT timers) */
+    const struct conf *conf;         /* borrowed */
+    struct limits_tree *limits;      /* owned: limits.yaml, or NULL */
+    struct limits_levels *resolving; /* owned: LIMITS_LEVELS_BYTES, where
+                                        each path is resolved before a
+                                        request keeps its copy */
+    struct limiter_waits waits;      /* replies held by CHECK ... WAIT, and
+                                        their caps */
+    struct store store;              /* THE store, chosen at limiter_init: in
+                                        the process or on the Redis nodes */
+    struct metrics_rule **rules;     /* owned array, borrowed entries: the
+                                        counters of each rule of `limits`
+                                        (limits_rule_pattern's index) */
+    uint64_t shadow_limited;         /* CHECKs a shadow level would have
+                                        refused */
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when

@@ -107,7 +107,7 @@ static const char *fmt(const struct limits_limit *l)
 
 static struct limits_levels *levels_new(void)
 {
-    struct limits_levels *lv = malloc(sizeof(*lv));
+    struct limits_levels *lv = malloc(LIMITS_LEVELS_BYTES);
 
     cr_assert_not_null(lv);
     return lv;
@@ -147,6 +147,46 @@ Test(limits, seed_schema_loads_two_gcra_rules)
     cr_assert_eq(g->max_burst, 5);
     cr_assert_eq(g->count, 10);
     cr_assert_eq(g->period_ms, 15000);
+    free(lv);
+    limits_free(t);
+}
+
+/* A copy keeps the levels of a resolved path in the room they need, with
+ * its own text: resolving another path into the source changes nothing
+ * of it. */
+Test(limits, a_copy_of_resolved_levels_stands_alone)
+{
+    struct limits_tree *t = load_ok(seed_yaml);
+    struct limits_levels *lv = levels_new(), *c;
+
+    resolve(t, "user:alex:trade", lv);
+    c = limits_levels_copy(lv);
+    cr_assert_not_null(c);
+    cr_assert_eq(c->n, 2);
+    cr_assert_eq(c->ngroups, lv->ngroups);
+    cr_assert_eq(c->nsegments, 3);
+    cr_assert_eq(c->text_len, lv->text_len);
+    /* The path and two key bases, each NUL-ended. */
+    cr_assert_eq(c->text_len, strlen("user:alex:trade") + 1 +
+                                  strlen("cellgate:{user:alex}") + 1 +
+                                  strlen("cellgate:{user:alex}:trade") + 1);
+    resolve(t, "user:bob", lv);
+    cr_assert_eq(lv->n, 1);
+    for (size_t i = 0; i < c->n; i++) {
+        const struct limits_level *l = &c->level[i];
+
+        cr_assert(l->path >= c->text && l->path < c->text + c->text_len);
+        cr_assert(l->key >= c->text && l->key < c->text + c->text_len);
+        cr_assert_eq(l->tag, l->key + strlen("cellgate:{"));
+        cr_assert_eq(memcmp(l->tag, "user:alex", l->tag_len), 0);
+        cr_assert_eq(l->tag_len, strlen("user:alex"));
+    }
+    cr_assert_eq(c->level[0].path_len, strlen("user:alex"));
+    cr_assert_eq(memcmp(c->level[1].path, "user:alex:trade", 15), 0);
+    cr_assert_str_eq(c->level[0].key, "cellgate:{user:alex}");
+    cr_assert_str_eq(c->level[1].key, "cellgate:{user:alex}:trade");
+    cr_assert_eq(c->level[1].limits[0].u.gcra.count, 10);
+    free(c);
     free(lv);
     limits_free(t);
 }
@@ -1839,7 +1879,7 @@ static void base_of(struct limits_tree *t, const char *path,
 
 Test(limits, runtime_overrides_apply_to_the_nodes_own_limits)
 {
-    static struct limits_levels lv; /* about 40 KB: not on the stack */
+    struct limits_levels *lv = levels_new();
     struct limits_tree *t =
         load_ok("tb:\n  children:\n    \"*\":\n      limits:\n"
                 "        - {algorithm: token_bucket, capacity: 10, "
@@ -1850,12 +1890,13 @@ Test(limits, runtime_overrides_apply_to_the_nodes_own_limits)
     struct limits_runtime rt;
     char err[256];
 
-    base_of(t, "tb:alex", &lv);
+    base_of(t, "tb:alex", lv);
     /* The file's override applies to the level; the base stays. */
-    cr_assert_eq(lv.level[0].limits[0].u.token_bucket.capacity, 5);
-    cr_assert_eq(lv.level[0].base[0].u.token_bucket.capacity, 10);
+    cr_assert_eq(lv->level[0].limits[0].u.token_bucket.capacity, 5);
+    cr_assert_eq(lv->level[0].base[0].u.token_bucket.capacity, 10);
 
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, lv.level[0].nbase,
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base,
+                                           lv->level[0].nbase,
                                            "capacity 50 refill_per_sec 0.5", 30,
                                            &rt, err, sizeof(err)),
                  LIMITS_OK, "%s", err);
@@ -1864,59 +1905,60 @@ Test(limits, runtime_overrides_apply_to_the_nodes_own_limits)
     cr_assert_eq(rt.limits[0].u.token_bucket.capacity, 50);
     cr_assert_eq(rt.limits[0].u.token_bucket.refill_per_sec_micro, 500000);
 
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "FACTOR 4", 8,
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "FACTOR 4", 8,
                                            &rt, err, sizeof(err)),
                  LIMITS_OK, "%s", err);
     cr_assert_eq(rt.limits[0].u.token_bucket.capacity, 2); /* 10 / 4 */
     cr_assert_eq(rt.limits[0].u.token_bucket.refill_per_sec_micro, 500000);
 
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "inf", 3, &rt,
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "inf", 3, &rt,
                                            err, sizeof(err)),
                  LIMITS_OK);
     cr_assert(rt.unlimited);
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "Unlimited", 9,
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "Unlimited", 9,
                                            &rt, err, sizeof(err)),
                  LIMITS_OK);
     cr_assert(rt.unlimited);
 
     /* Refused, each with its reason. */
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "", 0, &rt, err,
-                                           sizeof(err)),
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "", 0, &rt,
+                                           err, sizeof(err)),
                  LIMITS_ERR);
     cr_assert_str_eq(err, "an override needs FACTOR f, UNLIMITED or "
                           "parameters with values");
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "size 3", 6,
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "size 3", 6,
                                            &rt, err, sizeof(err)),
                  LIMITS_ERR);
     cr_assert_str_eq(err, "unknown parameter 'size' of token_bucket "
                           "(expected capacity, refill_per_sec)");
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "capacity 1.5",
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "capacity 1.5",
                                            12, &rt, err, sizeof(err)),
                  LIMITS_ERR);
     cr_assert_str_eq(err, "capacity: expected a positive integer, got "
                           "\"1.5\"");
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "factor 0", 8,
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "factor 0", 8,
                                            &rt, err, sizeof(err)),
                  LIMITS_ERR);
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 1, "factor 2 3",
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "factor 2 3",
                                            10, &rt, err, sizeof(err)),
                  LIMITS_ERR);
     cr_assert_str_eq(err, "FACTOR takes one number");
 
     /* Two limits: a factor scales both; parameters are refused. */
-    base_of(t, "two", &lv);
-    cr_assert_eq(lv.level[0].nbase, 2);
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 2, "factor 0.5",
+    base_of(t, "two", lv);
+    cr_assert_eq(lv->level[0].nbase, 2);
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 2, "factor 0.5",
                                            10, &rt, err, sizeof(err)),
                  LIMITS_OK, "%s", err);
     cr_assert_eq(rt.nlimits, 2);
     cr_assert_eq(rt.limits[0].u.gcra.max_burst, 6);
     cr_assert_eq(rt.limits[1].u.fixed_window.max, 200);
-    cr_assert_eq(limits_runtime_parse_text(lv.level[0].base, 2, "max 5", 5, &rt,
-                                           err, sizeof(err)),
+    cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 2, "max 5", 5,
+                                           &rt, err, sizeof(err)),
                  LIMITS_ERR);
     cr_assert_str_eq(err, "parameters need a node with exactly one limit, "
                           "this one has 2 (use FACTOR or UNLIMITED)");
+    free(lv);
     limits_free(t);
 }
 
