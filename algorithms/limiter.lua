@@ -863,9 +863,10 @@ end
 local LIM_SH = {}
 
 -- Mode "shapes" when its one shape is a check of one to four gcra levels
--- (n), none of a shadow level, with m override pairs (a path of n levels:
--- what most LIMITER CHECKs are), its groups from ARGV[a] on (G of them,
--- their pairs only). The batch LIM_groups would decide, with the same
+-- (n), none of a shadow level, or of one level of any algorithm (LIM_one
+-- decides each group), with m override pairs (a path of n levels: what
+-- most LIMITER CHECKs are), its groups from ARGV[a] on (G of them, their
+-- pairs only). The batch LIM_groups would decide, with the same
 -- commands in the same order, but in one loop: every Lua opcode costs
 -- Redis about 50 instructions, and LIM_groups's and LIM_fast's
 -- bookkeeping cost more per group than the group's own commands. A
@@ -886,12 +887,13 @@ local function LIM_levels(KEYS, ARGV, a, G, n, m)
     f = {}
     LIM_F[1] = f
   end
-  local fast = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns) == true
+  local kind = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
+  local fast = kind == true
   for i = 1, fast and n or 0 do
     fast = fast and f[9 * i - 8]
   end
   LIM_NOHASH = false
-  if fast and kb == 0 and G > 1 and m > 0 then
+  if (fast or kind == 'one') and kb == 0 and G > 1 and m > 0 then
     for g = 1, G do
       LIM_OVK[g] = K[(n + 1) * g]
     end
@@ -903,8 +905,14 @@ local function LIM_levels(KEYS, ARGV, a, G, n, m)
     -- The group's keys from K[k], its override hash K[k + n], its pairs
     -- after ARGV[p - 1].
     local k, p, done = kb + (n + 1) * g - n, a + 2 * m * (g - 1), false
+    if kind == 'one' then
+      local r = LIM_one(K, k, f, ARGV, a0, p - 1, m, now, now_s, now_ns,
+                        reply, o)
+      if r then
+        o, done = r, true
+      end
     -- (LIM_override_ok inlined for the one field of a one-level path.)
-    if fast and (m ~= 1 and LIM_override_ok(K[k + n], ARGV, p - 1, m) or
+    elseif fast and (m ~= 1 and LIM_override_ok(K[k + n], ARGV, p - 1, m) or
         m == 1 and (LIM_NOHASH and ARGV[p + 1] == '' or not LIM_NOHASH and
         (redis.pcall('HGET', K[k + n], ARGV[p]) or '') == ARGV[p + 1])) and
         (n == 1 or LIM_distinct(K, k, n)) then
@@ -995,7 +1003,7 @@ local function LIM_shapes(KEYS, ARGV)
   end
   local n = LIM_SH[2]
   if S == 1 and n >= 1 and n <= 4 and ARGV[LIM_SH[1]] == 'check' and
-      LIM_gcra_shape(ARGV, LIM_SH[1], n) then
+      (n == 1 or LIM_gcra_shape(ARGV, LIM_SH[1], n)) then
     return LIM_levels(KEYS, ARGV, a + 1, G, n, LIM_SH[3])
   end
   -- a: the index of the next group's first argument; one = 1 when the

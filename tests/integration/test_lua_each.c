@@ -841,6 +841,50 @@ Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
     redisFree(c);
 }
 
+/* A check of one token_bucket level (capacity 2, 1 a second) on `key`,
+ * override hash "o1", assuming field `path` holds `known`. */
+#define LEVEL1TB(key, path, known)                                             \
+    {                                                                          \
+        "check", "1", 1,                                                       \
+            { { key, "token_bucket", { "2", "1000000" }, NULL } }, "o1", 1,    \
+            { path },                                                          \
+        {                                                                      \
+            known                                                              \
+        }                                                                      \
+    }
+
+/* Batches of one shape of one level of another algorithm, which the
+ * library decides in the same loop (each group as LIM_one does): k1
+ * admitted twice, then refused; a stale override; a key of the wrong
+ * type. */
+static const struct grp LEVEL1TBS[] = {
+    LEVEL1TB("k1", "user:a", ""), LEVEL1TB("k1", "user:a", ""),
+    LEVEL1TB("k1", "user:a", ""), LEVEL1TB("k2", "user:o", "2"),
+    LEVEL1TB("ks", "user:a", ""), LEVEL1TB("k2", "user:a", ""),
+};
+#define NLEVEL1TBS (int)(sizeof(LEVEL1TBS) / sizeof(*LEVEL1TBS))
+
+Test(it_lua_each, one_level_batches_of_another_algorithm_decide_as_each,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+
+    for (level1_hash = 0; level1_hash <= 1; level1_hash++) {
+        const char *ctx = level1_hash ? "a hash" : "no hash";
+        redisReply *r;
+
+        cr_assert_eq(expect_shapes_as_each(c, LEVEL1TBS, NLEVEL1TBS,
+                                           LEVEL1_KEYS, 5, plant_level1, &r),
+                     1);
+        /* k1: admitted, admitted, refused (limited, then its 6 values). */
+        cr_assert_eq(r->element[3]->integer, 0, "%s", ctx);
+        cr_assert_eq(r->element[10]->integer, 0, "%s", ctx);
+        cr_assert_eq(r->element[17]->integer, 1, "%s", ctx);
+        freeReplyObject(r);
+    }
+    redisFree(c);
+}
+
 Test(it_lua_each, two_level_batches_decide_as_each, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
