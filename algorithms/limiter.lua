@@ -499,23 +499,11 @@ local LIM_G = {}
 -- hands the group to LIM_run, so the two never answer differently.
 local LIM_F, LIM_FOK, LIM_FLD = {}, {}, {}
 
--- Whether the n levels of the shape whose block starts at ARGV[a0] are all
--- gcra, none of a shadow level.
-local function LIM_gcra_shape(ARGV, a0, n)
-  for i = 1, n do
-    local b = a0 + 6 * i - 3
-    if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
-      return false
-    end
-  end
-  return true
-end
-
 -- Makes f the strings and values of the shape whose block starts at
--- ARGV[a0] (9 a level: gcra_fast's five, false when the level is off its
--- fast path, then inc_s, inc_ns, dvt_s, dvt_ns) and returns true; or
--- makes f.algo and f.cost those of a LIM_one shape and returns 'one';
--- false when the shape takes LIM_run.
+-- ARGV[a0] (7 a level: gcra_fast's five, false when the level is off its
+-- fast path, then inc_s, inc_ns) and returns true; or makes f.algo and
+-- f.cost those of a LIM_one shape and returns 'one'; false when the shape
+-- takes LIM_run.
 local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
   local cost = LIM_int(ARGV[a0 + 1])
   if ARGV[a0] ~= 'check' or cost == nil or cost < 0 or n < 1 or n > 4 then
@@ -526,21 +514,20 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     f.algo, f.cost = one, cost
     return 'one'
   end
-  if not LIM_gcra_shape(ARGV, a0, n) then
-    return false
-  end
   for i = 1, n do
     local b = a0 + 6 * i - 3
+    if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
+      return false
+    end
     local G = LIM_gcra(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
                        now_us, now_s, now_ns)
     if not G then
       return false
     end
-    local x = 9 * i - 9
+    local x = 7 * i - 7
     f[x + 1], f[x + 2], f[x + 3], f[x + 4], f[x + 5] =
       G.f_now or false, G.f_thr, G.f_top, G.f_val, G.f_ms
-    f[x + 6], f[x + 7], f[x + 8], f[x + 9] = G.inc_s, G.inc_ns, G.dvt_s,
-      G.dvt_ns
+    f[x + 6], f[x + 7] = G.inc_s, G.inc_ns
   end
   return true
 end
@@ -555,43 +542,6 @@ local function LIM_fast_undo(K, k0, n)
   end
 end
 
--- One level of a fast group (x: its place in f): the key's value as read,
--- whether it refuses, and whether it was written at its read; nil when
--- LIM_run must decide. An admission's write waits in LIM_W[6 * i - 5 ..]:
--- a SET's value and ms, or when the general arithmetic decided, false then
--- gcra_store's arguments.
-local function LIM_fast_level(key, f, x, i, now_s, now_ns)
-  local v, written
-  local W, w = LIM_W, 6 * i - 6
-  if f[x + 1] then
-    v, written = gcra_fast_read(key, f[x + 4], f[x + 5])
-    if written then
-      return v, false, true
-    end
-    local class = gcra_fast_class(v, f[x + 1], f[x + 2], f[x + 3])
-    if class == 0 then
-      W[w + 1], W[w + 2] = f[x + 4], f[x + 5]
-      return v, false, false
-    elseif class == 2 then
-      W[w + 1], W[w + 2] = gcra_fast_ahead(v, f[x + 6], f[x + 7], now_s,
-                                           now_ns)
-      return v, false, false
-    elseif class == 1 then
-      return v, true, false
-    end
-  else
-    v = redis.pcall('GET', key)
-  end
-  local raw, lim, ttl_s, ttl_ns, new_s, new_ns = gcra_decide_v(v, f[x + 6],
-    f[x + 7], f[x + 8], f[x + 9], now_s, now_ns)
-  if raw == nil or lim == nil then
-    return nil
-  end
-  W[w + 1], W[w + 2], W[w + 3], W[w + 4], W[w + 5], W[w + 6] = false, raw,
-    ttl_s, ttl_ns, new_s, new_ns
-  return v, lim, false
-end
-
 -- True while LIM_groups decides a batch none of whose groups' override
 -- hashes exists (one EXISTS of them all), so LIM_override_ok needs no
 -- read; LIM_OVK holds the hashes' names for that EXISTS. LIM_NONE is
@@ -601,14 +551,16 @@ local LIM_NOHASH, LIM_OVK, LIM_NONE = false, {}, {}
 -- Whether the override hash holds what the group expects in its m
 -- fields (after ARGV[mb]); false too when it cannot be read.
 local function LIM_override_ok(hash, ARGV, mb, m)
-  if m == 0 then
+  if m == 1 then -- a path of one level: the common case first
+    if LIM_NOHASH then
+      return ARGV[mb + 2] == ''
+    end
+    return (redis.pcall('HGET', hash, ARGV[mb + 1]) or '') == ARGV[mb + 2]
+  elseif m == 0 then
     return true
   end
   local have = LIM_NONE
   if not LIM_NOHASH then
-    if m == 1 then
-      return (redis.pcall('HGET', hash, ARGV[mb + 1]) or '') == ARGV[mb + 2]
-    end
     for j = 1, m do
       LIM_FLD[j] = ARGV[mb + 2 * j - 1]
     end
@@ -628,40 +580,57 @@ end
 -- Decides one group on the fast path (f from LIM_fast_shape; keys from
 -- K[k0], the override hash after them; m override pairs after ARGV[mb])
 -- and writes its reply flat after out[o]: the index of its last element,
--- or false, having changed nothing, when LIM_run must decide it.
+-- or false, having changed nothing, when LIM_run must decide it. Each
+-- level's read goes to the reply at once; with several levels, whether it
+-- was written at its read (LIM_T) and its write (LIM_W, value and ms) wait
+-- for the others, while one level's write is its group's. LIM_run writes
+-- over whatever elements a group it takes over left: a decided group has
+-- as many, a failed one clears them.
 local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
   if not LIM_override_ok(K[k0 + n], ARGV, mb, m) or
-      not LIM_distinct(K, k0, n) then
+      (n > 1 and not LIM_distinct(K, k0, n)) then
     return false
   end
-  -- LIM_E: each level's read; LIM_T: written at its read.
-  local E, T, limited = LIM_E, LIM_T, false
+  local T, W, limited = LIM_T, LIM_W, false
+  out[o + 1] = 0
   for i = 1, n do
-    local v, lim, written = LIM_fast_level(K[k0 + i - 1], f, 9 * i - 9, i,
-                                           now_s, now_ns)
-    if lim == nil then
-      LIM_fast_undo(K, k0, i - 1)
-      return false
+    local key, x = K[k0 + i - 1], 7 * i - 7
+    local v, written, val, ms = false, false, nil, nil
+    if f[x + 1] then
+      v, written = gcra_fast_read(key, f[x + 4], f[x + 5])
     end
-    E[i], T[i] = v, written
-    limited = limited or lim
-  end
-  out[o + 1] = limited and 1 or 0
-  for i = 1, n do
-    out[o + 1 + i] = E[i]
+    if not written then
+      local class = f[x + 1] and gcra_fast_class(v, f[x + 1], f[x + 2],
+                                                 f[x + 3])
+      if class == 0 then
+        val, ms = f[x + 4], f[x + 5]
+      elseif class == 2 then
+        val, ms = gcra_fast_ahead(v, f[x + 6], f[x + 7], now_s, now_ns)
+      elseif class == 1 then
+        limited = true
+      else
+        LIM_fast_undo(K, k0, i - 1)
+        return false
+      end
+    end
+    out[o + 1 + i] = v
+    if n == 1 then
+      if val then
+        redis.call('SET', key, val, 'PX', ms)
+      end
+    else
+      T[i], W[2 * i - 1], W[2 * i] = written, val, ms
+    end
   end
   if limited then
-    LIM_fast_undo(K, k0, n)
-  else
-    local W = LIM_W
+    out[o + 1] = 1
+    if n > 1 then
+      LIM_fast_undo(K, k0, n)
+    end
+  elseif n > 1 then
     for i = 1, n do
-      local w = 6 * i - 6
-      if T[i] then -- written at its read
-      elseif W[w + 1] then
-        redis.call('SET', K[k0 + i - 1], W[w + 1], 'PX', W[w + 2])
-      else
-        gcra_store(K[k0 + i - 1], W[w + 2], W[w + 3], W[w + 4], W[w + 5],
-                   W[w + 6])
+      if not T[i] then
+        redis.call('SET', K[k0 + i - 1], W[2 * i - 1], 'PX', W[2 * i])
       end
     end
   end
@@ -862,18 +831,14 @@ end
 -- of its mode in ARGV, n, m).
 local LIM_SH = {}
 
--- Mode "shapes" when its one shape is a check of one to four gcra levels
--- (n), none of a shadow level, or of one level of any algorithm (LIM_one
--- decides each group), with m override pairs (a path of n levels: what
--- most LIMITER CHECKs are), its groups from ARGV[a] on (G of them, their
--- pairs only). The batch LIM_groups would decide, with the same
--- commands in the same order, but in one loop: every Lua opcode costs
--- Redis about 50 instructions, and LIM_groups's and LIM_fast's
--- bookkeeping cost more per group than the group's own commands. A
--- group off the fast path (an override that differs, a repeated key, a
--- value that is no plain TAT, an error) goes to LIM_general, having
--- changed nothing, as from LIM_fast.
-local function LIM_levels(KEYS, ARGV, a, G, n, m)
+-- Mode "shapes" when it has one shape (what a steady load on one tree node
+-- sends), its groups from ARGV[a] on (G of them, n + 1 keys and m pairs
+-- each): the batch LIM_groups would decide, with the same commands in the
+-- same order, but in one loop, its structure checked by arithmetic. Every
+-- Lua opcode costs Redis about 50 instructions, and LIM_groups's table of
+-- where each group starts, filled and read back, cost more per group than
+-- a one-level check's own commands.
+local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   local K, kb = LIM_keys(KEYS, ARGV, a + 2 * m * G, (n + 1) * G + 1)
   if K == nil then
     return redis.error_reply(LIM_BAD_ARGS)
@@ -888,90 +853,25 @@ local function LIM_levels(KEYS, ARGV, a, G, n, m)
     LIM_F[1] = f
   end
   local kind = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
-  local fast = kind == true
-  for i = 1, fast and n or 0 do
-    fast = fast and f[9 * i - 8]
-  end
+  -- LIM_groups's EXISTS of every override hash, for the fast paths.
   LIM_NOHASH = false
-  if (fast or kind == 'one') and kb == 0 and G > 1 and m > 0 then
+  if kind and kb == 0 and G > 1 and m > 0 then
     for g = 1, G do
       LIM_OVK[g] = K[(n + 1) * g]
     end
     LIM_NOHASH = redis.pcall('EXISTS', unpack(LIM_OVK, 1, G)) == 0
   end
   local reply, o = {0, now_s, now_us}, 3
-  local T, W = LIM_T, LIM_W
   for g = 1, G do
-    -- The group's keys from K[k], its override hash K[k + n], its pairs
-    -- after ARGV[p - 1].
-    local k, p, done = kb + (n + 1) * g - n, a + 2 * m * (g - 1), false
+    -- The group's keys from K[k], its pairs after ARGV[mb].
+    local k, mb, r = kb + (n + 1) * g - n, a + 2 * m * (g - 1) - 1, false
     if kind == 'one' then
-      local r = LIM_one(K, k, f, ARGV, a0, p - 1, m, now, now_s, now_ns,
-                        reply, o)
-      if r then
-        o, done = r, true
-      end
-    -- (LIM_override_ok inlined for the one field of a one-level path.)
-    elseif fast and (m ~= 1 and LIM_override_ok(K[k + n], ARGV, p - 1, m) or
-        m == 1 and (LIM_NOHASH and ARGV[p + 1] == '' or not LIM_NOHASH and
-        (redis.pcall('HGET', K[k + n], ARGV[p]) or '') == ARGV[p + 1])) and
-        (n == 1 or LIM_distinct(K, k, n)) then
-      -- Each level's read goes to the reply at once; with several levels,
-      -- whether it was written at its read (T) and its write (W) wait
-      -- for the others, while one level's write is its group's.
-      local limited, i = false, 1
-      reply[o + 1] = 0
-      while i <= n do
-        local key, x = K[k + i - 1], 9 * i - 9
-        local v, written = gcra_fast_read(key, f[x + 4], f[x + 5])
-        local val, ms
-        if not written then
-          local class = gcra_fast_class(v, f[x + 1], f[x + 2], f[x + 3])
-          if class == 0 then
-            val, ms = f[x + 4], f[x + 5]
-          elseif class == 2 then
-            val, ms = gcra_fast_ahead(v, f[x + 6], f[x + 7], now_s, now_ns)
-          elseif class == 1 then
-            limited = true
-          else
-            break
-          end
-        end
-        reply[o + 1 + i] = v
-        if n == 1 then
-          if val then
-            redis.call('SET', key, val, 'PX', ms)
-          end
-        else
-          T[i], W[2 * i - 1], W[2 * i] = written, val, ms
-        end
-        i = i + 1
-      end
-      if i <= n then
-        -- LIM_general writes over the elements written here: a decided
-        -- group has as many, a failed one clears them, and the overrides
-        -- it reads are the ones just checked.
-        LIM_fast_undo(K, k, i - 1)
-      else
-        if limited then
-          reply[o + 1] = 1
-          if n > 1 then
-            LIM_fast_undo(K, k, n)
-          end
-        elseif n > 1 then
-          for j = 1, n do
-            if not T[j] then
-              redis.call('SET', K[k + j - 1], W[2 * j - 1], 'PX', W[2 * j])
-            end
-          end
-        end
-        o, done = o + 1 + n, true
-      end
+      r = LIM_one(K, k, f, ARGV, a0, mb, m, now, now_s, now_ns, reply, o)
+    elseif kind then
+      r = LIM_fast(K, k, f, n, ARGV, mb, m, now_s, now_ns, reply, o)
     end
-    if not done then
-      o = LIM_general(K, k, ARGV, a0, n, p - 1, m, now, now_s, now_us, reply,
-                      reply, o)
-    end
+    o = r or LIM_general(K, k, ARGV, a0, n, mb, m, now, now_s, now_us, reply,
+                         reply, o)
   end
   return reply
 end
@@ -1001,25 +901,20 @@ local function LIM_shapes(KEYS, ARGV)
   if G == nil or G < 1 then
     return redis.error_reply(LIM_BAD_ARGS)
   end
-  local n = LIM_SH[2]
-  if S == 1 and n >= 1 and n <= 4 and ARGV[LIM_SH[1]] == 'check' and
-      (n == 1 or LIM_gcra_shape(ARGV, LIM_SH[1], n)) then
-    return LIM_levels(KEYS, ARGV, a + 1, G, n, LIM_SH[3])
+  if S == 1 then
+    return LIM_one_shape(KEYS, ARGV, a + 1, G, LIM_SH[2], LIM_SH[3])
   end
-  -- a: the index of the next group's first argument; one = 1 when the
-  -- groups name no shape (S is 1).
-  local k, one = 1, S == 1 and 1 or nil
+  -- a: the index of the next group's first argument (its shape).
+  local k = 1
   a = a + 1
   for g = 1, G do
-    local s = one or LIM_int(ARGV[a])
+    local s = LIM_int(ARGV[a])
     if s == nil or s < 1 or s > S then
       return redis.error_reply(LIM_BAD_ARGS)
     end
     local x, y = 6 * g - 6, 3 * s - 3
     local n, m = LIM_SH[y + 2], LIM_SH[y + 3]
-    if not one then
-      a = a + 1
-    end
+    a = a + 1
     -- The group's pairs follow ARGV[a - 1].
     LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4], LIM_G[x + 5],
       LIM_G[x + 6] = LIM_SH[y + 1], n, m, k, s, a - 1
