@@ -2306,6 +2306,7 @@ int limits_resolve(const struct limits_tree *t, const char *path,
     out->nsegments = 0;
     out->matched = 0;
     out->text_len = 0;
+    out->text = (char *)&out->level[LIMITS_MAX_DEPTH];
     if (prefix == NULL) {
         prefix = LIMITS_DEFAULT_PREFIX;
         prefix_len = strlen(prefix);
@@ -2367,14 +2368,17 @@ struct limits_levels *limits_levels_copy(const struct limits_levels *src)
 {
     size_t head =
         offsetof(struct limits_levels, level) + src->n * sizeof(src->level[0]);
-    struct limits_levels *c = malloc(sizeof(*c) + src->text_len);
+    struct limits_levels *c = malloc(head + src->text_len);
     size_t i;
 
     if (c == NULL) {
         return NULL;
     }
-    /* The levels in use and their text; the rest stays unread. */
+    /* The levels in use, then their text right after them: small enough
+     * for the allocator's per-thread cache, which a request's copy of
+     * every level's room was not. */
     memcpy(c, src, head);
+    c->text = (char *)c + head;
     memcpy(c->text, src->text, src->text_len);
     for (i = 0; i < c->n; i++) {
         struct limits_level *lv = &c->level[i];

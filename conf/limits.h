@@ -235,21 +235,24 @@ struct limits_level {
 /* The levels of one path, top first. Valid until the tree is freed.
  * limits_resolve fills one of LIMITS_LEVELS_BYTES (about 41 KB, for the
  * longest paths: allocate it once, not on a small stack); what a path
- * uses is kept by limits_levels_copy in about 3.5 KB. */
+ * uses is kept by limits_levels_copy in a few hundred bytes. */
 struct limits_levels {
     size_t n;           /* levels with limits; 0 when the path matches none */
     unsigned ngroups;   /* tag groups: 1 = one slot, one script call */
     unsigned nsegments; /* segments of the path */
     unsigned matched;   /* leading segments matched by a node */
     size_t text_len;    /* bytes of text in use */
-    struct limits_level level[LIMITS_MAX_DEPTH]; /* n entries */
-    char text[]; /* storage of path and keys: LIMITS_LEVELS_TEXT_BYTES
-                    for limits_resolve, text_len in a copy */
+    char *text; /* in the same allocation, after the levels' room: the path
+                   and every key base (LIMITS_LEVELS_TEXT_BYTES for
+                   limits_resolve, text_len in a copy) */
+    struct limits_level level[]; /* n entries; room for LIMITS_MAX_DEPTH
+                                    in what limits_resolve fills */
 };
 
 /* Bytes of a struct limits_levels that limits_resolve may fill. */
 #define LIMITS_LEVELS_BYTES                                                    \
-    (sizeof(struct limits_levels) + LIMITS_LEVELS_TEXT_BYTES)
+    (sizeof(struct limits_levels) +                                            \
+     LIMITS_MAX_DEPTH * sizeof(struct limits_level) + LIMITS_LEVELS_TEXT_BYTES)
 
 /* Loads a limits file into a new tree. On LIMITS_OK `*out` is the tree
  * (owned by the caller, free with limits_free). On error `*out` is left

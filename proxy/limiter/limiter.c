@@ -547,7 +547,8 @@ static struct limits_levels *limiter_resolve(struct limiter *lm,
     }
     lv = limits_levels_copy(lm->resolving);
     if (lv == NULL) {
-        px_oom(sizeof(*lv) + lm->resolving->text_len);
+        px_oom(sizeof(*lv) + lm->resolving->n * sizeof(lv->level[0]) +
+               lm->resolving->text_len);
     }
     return lv;
 }

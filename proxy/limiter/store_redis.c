@@ -91,6 +91,18 @@
 #define STORE_REDIS_ARG_MAX 24
 
 /* The Redis store's state: a struct store's `impl`. */
+/* The four script words of the last limit formatted, with what they were
+ * made from: the groups of a batch mostly share one limit, and formatting
+ * four numbers costs more than comparing them. */
+struct store_redis_params {
+    enum limits_algo algo; /* the limit's algorithm; valid when used */
+    int64_t v[LIMITS_MAX_PARAMS]; /* gcra: INC and DVT; else limits_params */
+    size_t nv;                    /* entries of v */
+    int used;                     /* the words below are set */
+    char out[4][STORE_REDIS_ARG_MAX]; /* the words, NUL-ended ("" unused) */
+    size_t len[4];                    /* their lengths */
+};
+
 struct store_redis {
     struct hmap overrides;     /* path -> owned text, the run-time overrides
                                   the scripts reported (a cache they verify on
@@ -103,6 +115,7 @@ struct store_redis {
     unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
                                   not use it: scripts from now on */
     struct refusal refusals;   /* CL.THROTTLE refusals answered here */
+    struct store_redis_params params; /* the last limit's script words */
 };
 
 /* How a script call is sent. A call starts as FCALL (EVALSHA once a node
@@ -837,34 +850,53 @@ static void store_redis_group_reply(struct store_check *c, unsigned g,
 
 /* The four parameters of limit x as limiter.lua takes them: gcra's split
  * INC and DVT, else the documented parameters in stored units ("" when
- * unused; an infinite rate as "inf"). */
-static void store_redis_lua_params(const struct store_check *c,
-                                   const struct store_limit *x,
-                                   char out[4][STORE_REDIS_ARG_MAX])
+ * unused; an infinite rate as "inf"). Returns the words, kept in rs's
+ * memo until the next call. */
+static const struct store_redis_params *
+store_redis_lua_params(struct store_redis *rs, const struct store_check *c,
+                       const struct store_limit *x)
 {
+    struct store_redis_params *m = &rs->params;
+    struct gcra_params wp;
     int64_t v[LIMITS_MAX_PARAMS];
     size_t nv, k;
 
-    memset(out, 0, 4 * STORE_REDIS_ARG_MAX);
     if (x->algo == LIMITS_GCRA) {
-        struct gcra_params wp;
-        struct gcra_script_args sa;
         /* A shadow level reserves nothing for WAIT: it never delays. */
         store_write_params(&x->p, x->shadow ? 0 : c->wait_ns, &wp);
+        v[0] = wp.inc_ns;
+        v[1] = wp.dvt_ns;
+        nv = 2;
+    } else {
+        nv = limits_params(&x->lim, v);
+    }
+    if (m->used && m->algo == x->algo && m->nv == nv &&
+        memcmp(m->v, v, nv * sizeof(v[0])) == 0) {
+        return m;
+    }
+    memset(m, 0, sizeof(*m));
+    if (x->algo == LIMITS_GCRA) {
+        struct gcra_script_args sa;
         gcra_script_args(&wp, &sa);
         for (k = 0; k < 4; k++) {
-            memcpy(out[k], sa.v[k], sa.len[k]);
+            memcpy(m->out[k], sa.v[k], sa.len[k]);
+            m->len[k] = sa.len[k];
         }
-        return;
-    }
-    nv = limits_params(&x->lim, v);
-    for (k = 0; k < nv && k < 4; k++) {
-        if (v[k] == LIMITS_RATE_INF) {
-            memcpy(out[k], "inf", 4);
-        } else {
-            resp_fmt_ll(out[k], (long long)v[k]);
+    } else {
+        for (k = 0; k < nv && k < 4; k++) {
+            if (v[k] == LIMITS_RATE_INF) {
+                memcpy(m->out[k], "inf", 4);
+                m->len[k] = 3;
+            } else {
+                m->len[k] = (size_t)resp_fmt_ll(m->out[k], (long long)v[k]);
+            }
         }
     }
+    m->algo = x->algo;
+    memcpy(m->v, v, nv * sizeof(v[0]));
+    m->nv = nv;
+    m->used = 1;
+    return m;
 }
 
 /* The first level of group g (every group has one). */
@@ -882,11 +914,22 @@ store_redis_group_level(const struct store_check *c, unsigned g)
     return NULL;
 }
 
-/* One word of a queued group. */
+/* One word of a queued group: its length, then its bytes, written at
+ * once into the room the group reserved (a group queues a dozen words or
+ * more per LIMITER call). */
 static void store_redis_word(struct limiter_group *q, const char *p, size_t len)
 {
-    PX_CHECK_OOM(buf_append(&q->words, &len, sizeof(len)));
-    PX_CHECK_OOM(buf_append(&q->words, p, len));
+    char *at;
+
+    if (buf_avail(&q->words) < sizeof(len) + len) {
+        PX_CHECK_OOM(buf_reserve(&q->words, sizeof(len) + len));
+    }
+    at = buf_tail(&q->words);
+    memcpy(at, &len, sizeof(len));
+    if (len > 0) {
+        memcpy(at + sizeof(len), p, len);
+    }
+    buf_commit(&q->words, sizeof(len) + len);
     q->nw++;
 }
 
@@ -1096,7 +1139,8 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     struct store_redis *rs = c->st->impl;
     int refund = strcmp(mode, "refund") == 0;
     struct limiter_group *q = px_calloc(1, sizeof(*q));
-    char num[24], ovkey[STORE_KEY_MAX], args[4][STORE_REDIS_ARG_MAX];
+    const struct store_redis_params *args;
+    char num[24], ovkey[STORE_KEY_MAX];
     unsigned i, npath = 0;
     int ovlen, k;
     size_t l;
@@ -1136,10 +1180,10 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
             resp_fmt_ll(level, (long long)c->lim[i].level + 1);
             undo = level;
         }
-        store_redis_lua_params(c, &c->lim[i], args);
+        args = store_redis_lua_params(rs, c, &c->lim[i]);
         store_redis_word(q, algo, strlen(algo));
         for (k = 0; k < 4; k++) {
-            store_redis_word(q, args[k], strlen(args[k]));
+            store_redis_word(q, args->out[k], args->len[k]);
         }
         store_redis_word(q, undo, strlen(undo));
     }

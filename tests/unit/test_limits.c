@@ -166,6 +166,8 @@ Test(limits, a_copy_of_resolved_levels_stands_alone)
     cr_assert_eq(c->ngroups, lv->ngroups);
     cr_assert_eq(c->nsegments, 3);
     cr_assert_eq(c->text_len, lv->text_len);
+    /* Its text follows its two levels: no room kept for the other 30. */
+    cr_assert_eq(c->text, (char *)&c->level[2]);
     /* The path and two key bases, each NUL-ended. */
     cr_assert_eq(c->text_len, strlen("user:alex:trade") + 1 +
                                   strlen("cellgate:{user:alex}") + 1 +
