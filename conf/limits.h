@@ -252,7 +252,8 @@ struct limits_levels {
 /* Bytes of a struct limits_levels that limits_resolve may fill. */
 #define LIMITS_LEVELS_BYTES                                                    \
     (sizeof(struct limits_levels) +                                            \
-     LIMITS_MAX_DEPTH * sizeof(struct limits_level) + LIMITS_LEVELS_TEXT_BYTES)
+     LIMITS_MAX_DEPTH * sizeof(struct limits_level) +                          \
+     LIMITS_LEVELS_TEXT_BYTES)
 
 /* Loads a limits file into a new tree. On LIMITS_OK `*out` is the tree
  * (owned by the caller, free with limits_free). On error `*out` is left

@@ -90,12 +90,11 @@
 /* Decimal room for one script argument. */
 #define STORE_REDIS_ARG_MAX 24
 
-/* The Redis store's state: a struct store's `impl`. */
 /* The four script words of the last limit formatted, with what they were
  * made from: the groups of a batch mostly share one limit, and formatting
  * four numbers costs more than comparing them. */
 struct store_redis_params {
-    enum limits_algo algo; /* the limit's algorithm; valid when used */
+    enum limits_algo algo;        /* the limit's algorithm; valid when used */
     int64_t v[LIMITS_MAX_PARAMS]; /* gcra: INC and DVT; else limits_params */
     size_t nv;                    /* entries of v */
     int used;                     /* the words below are set */
@@ -103,6 +102,7 @@ struct store_redis_params {
     size_t len[4];                    /* their lengths */
 };
 
+/* The Redis store's state: a struct store's `impl`. */
 struct store_redis {
     struct hmap overrides;     /* path -> owned text, the run-time overrides
                                   the scripts reported (a cache they verify on
