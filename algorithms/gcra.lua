@@ -65,17 +65,12 @@ local function GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
 end
 
 -- One key of mode "runs" under one limit (its four values, and the fast
--- path's strings when gcra_fast gave them): its raw TAT (or false) and its
--- flag.
-local function GCRA_E_one(key, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
+-- path's strings when gcra_fast gave them), v being its value as GET
+-- reads it (the caller's read, which wrote nothing): its raw TAT (or
+-- false) and its flag.
+local function GCRA_E_one(key, v, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
                           f_now, f_thr, f_top, f_val, f_ms)
-  local v
   if f_now then
-    local written
-    v, written = gcra_fast_read(key, f_val, f_ms)
-    if written then
-      return false, 0
-    end
     local flag = gcra_fast_class(v, f_now, f_thr, f_top)
     if flag == 0 then
       redis.call('SET', key, f_val, 'PX', f_ms)
@@ -87,8 +82,6 @@ local function GCRA_E_one(key, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
     if flag then
       return v, flag
     end
-  else
-    v = redis.pcall('GET', key)
   end
   local raw, limited, ttl_s, ttl_ns, s, ns = gcra_decide_v(v, inc_s, inc_ns,
     dvt_s, dvt_ns, now_s, now_ns)
@@ -145,8 +138,20 @@ local function GCRA_E_runs(KEYS, ARGV)
       dvt_ns, now_s, now_ns)
     for _ = 1, lib_int(ARGV[b]) do
       i = i + 1
-      reply[3 + i], reply[3 + n + i] = GCRA_E_one(K[k0 + i], inc_s, inc_ns,
-        dvt_s, dvt_ns, now_s, now_ns, f_now, f_thr, f_top, f_val, f_ms)
+      local key, v, written = K[k0 + i], nil, false
+      if f_now then
+        v, written = gcra_fast_read(key, f_val, f_ms)
+      else
+        v = redis.pcall('GET', key)
+      end
+      -- A new key was admitted by its read (most keys of a batch): no
+      -- further call, which costs Redis a thousand instructions.
+      if written then
+        reply[3 + i], reply[3 + n + i] = false, 0
+      else
+        reply[3 + i], reply[3 + n + i] = GCRA_E_one(key, v, inc_s, inc_ns,
+          dvt_s, dvt_ns, now_s, now_ns, f_now, f_thr, f_top, f_val, f_ms)
+      end
     end
   end
   return reply

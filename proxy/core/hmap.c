@@ -75,7 +75,12 @@ static struct hmap_entry **hmap_find(const struct hmap *m, const char *key,
 
 void *hmap_get(const struct hmap *m, const char *key, size_t len)
 {
-    struct hmap_entry **pe = hmap_find(m, key, len, hmap_hash(key, len));
+    struct hmap_entry **pe;
+
+    if (m->count == 0) {
+        return NULL; /* the usual case of some maps: no key to hash */
+    }
+    pe = hmap_find(m, key, len, hmap_hash(key, len));
 
     return pe != NULL ? (*pe)->val : NULL;
 }

@@ -43,22 +43,24 @@ static inline void *px_malloc(size_t n)
     return p;
 }
 
+/* n elements of `size` bytes, not zeroed; n * size checked for overflow
+ * (for arrays that are filled before they are read). */
+static inline void *px_mallocarray(size_t n, size_t size)
+{
+    if (size != 0 && n > SIZE_MAX / size) {
+        px_oom(SIZE_MAX);
+    }
+    return px_malloc(n * size);
+}
+
 /* Zeroed, as calloc. glibc's calloc skips the per-thread cache that its
  * malloc takes small blocks from (callgrind: every calloc of a request's
  * objects reached _int_malloc), so malloc and memset cost less. */
 static inline void *px_calloc(size_t n, size_t size)
 {
-    size_t bytes;
-    void *p;
-    if (size != 0 && n > SIZE_MAX / size) {
-        px_oom(SIZE_MAX);
-    }
-    bytes = n * size;
-    p = malloc(bytes != 0 ? bytes : 1);
-    if (p == NULL) {
-        px_oom(bytes);
-    }
-    return memset(p, 0, bytes);
+    void *p = px_mallocarray(n, size);
+
+    return memset(p, 0, n * size);
 }
 
 static inline void *px_realloc(void *old, size_t n)
