@@ -69,13 +69,14 @@ end
 -- reads it (the caller's read, which wrote nothing): its raw TAT (or
 -- false) and its flag.
 local function GCRA_E_one(key, v, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns,
-                          f_now, f_thr, f_top, f_val, f_ms)
+                          f_now, f_thr, f_top, f_val, f_ms, f_lo, f_fmt)
   if f_now then
     local flag = gcra_fast_class(v, f_now, f_thr, f_top)
     if flag == 0 then
       redis.call('SET', key, f_val, 'PX', f_ms)
     elseif flag == 2 then
-      local val, ms = gcra_fast_ahead(v, inc_s, inc_ns, now_s, now_ns)
+      local val, ms = gcra_fast_ahead(v, inc_s, inc_ns, now_s, now_ns, f_lo,
+                                      f_fmt)
       redis.call('SET', key, val, 'PX', ms)
       return v, 0
     end
@@ -134,8 +135,8 @@ local function GCRA_E_runs(KEYS, ARGV)
     local b = 5 * r - 2
     local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args_memo(ARGV[b + 1],
       ARGV[b + 2], ARGV[b + 3], ARGV[b + 4])
-    local f_now, f_thr, f_top, f_val, f_ms = gcra_fast(inc_s, inc_ns, dvt_s,
-      dvt_ns, now_s, now_ns)
+    local f_now, f_thr, f_top, f_val, f_ms, f_lo, f_fmt = gcra_fast(inc_s,
+      inc_ns, dvt_s, dvt_ns, now_s, now_ns)
     for _ = 1, lib_int(ARGV[b]) do
       i = i + 1
       local key, v, written = K[k0 + i], nil, false
@@ -150,7 +151,8 @@ local function GCRA_E_runs(KEYS, ARGV)
         reply[3 + i], reply[3 + n + i] = false, 0
       else
         reply[3 + i], reply[3 + n + i] = GCRA_E_one(key, v, inc_s, inc_ns,
-          dvt_s, dvt_ns, now_s, now_ns, f_now, f_thr, f_top, f_val, f_ms)
+          dvt_s, dvt_ns, now_s, now_ns, f_now, f_thr, f_top, f_val, f_ms,
+          f_lo, f_fmt)
       end
     end
   end

@@ -170,8 +170,8 @@ local function LIM_gcra(a1, a2, a3, a4, now_us, now_s, now_ns)
   LG_next = LG_next % 4 + 1
   G.a1, G.a2, G.a3, G.a4, G.now = a1, a2, a3, a4, now_us
   G.inc_s, G.inc_ns, G.dvt_s, G.dvt_ns = inc_s, inc_ns, dvt_s, dvt_ns
-  G.f_now, G.f_thr, G.f_top, G.f_val, G.f_ms = gcra_fast(inc_s, inc_ns, dvt_s,
-    dvt_ns, now_s, now_ns)
+  G.f_now, G.f_thr, G.f_top, G.f_val, G.f_ms, G.f_lo, G.f_fmt = gcra_fast(
+    inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns)
   return G
 end
 
@@ -209,7 +209,7 @@ ALGO.gcra = {
       local class = gcra_fast_class(v, G.f_now, G.f_thr, G.f_top)
       if class == 2 then
         return false, v, 1, v, gcra_fast_ahead(v, G.inc_s, G.inc_ns, now_s,
-                                               now_ns)
+                                               now_ns, G.f_lo, G.f_fmt)
       elseif class then
         return class == 1, v, 1, v, G.f_val, G.f_ms
       end
@@ -524,10 +524,10 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     if not G then
       return false
     end
-    local x = 7 * i - 7
+    local x = 9 * i - 9
     f[x + 1], f[x + 2], f[x + 3], f[x + 4], f[x + 5] =
       G.f_now or false, G.f_thr, G.f_top, G.f_val, G.f_ms
-    f[x + 6], f[x + 7] = G.inc_s, G.inc_ns
+    f[x + 6], f[x + 7], f[x + 8], f[x + 9] = G.inc_s, G.inc_ns, G.f_lo, G.f_fmt
   end
   return true
 end
@@ -594,7 +594,7 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o, v1)
   local T, W, limited = LIM_T, LIM_W, false
   out[o + 1] = 0
   for i = 1, n do
-    local key, x = K[k0 + i - 1], 7 * i - 7
+    local key, x = K[k0 + i - 1], 9 * i - 9
     local v, written, val, ms = false, false, nil, nil
     if v1 ~= nil then -- one level, read by the caller (nothing written)
       v = v1
@@ -607,7 +607,8 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o, v1)
       if class == 0 then
         val, ms = f[x + 4], f[x + 5]
       elseif class == 2 then
-        val, ms = gcra_fast_ahead(v, f[x + 6], f[x + 7], now_s, now_ns)
+        val, ms = gcra_fast_ahead(v, f[x + 6], f[x + 7], now_s, now_ns,
+                                  f[x + 8], f[x + 9])
       elseif class == 1 then
         limited = true
       else
