@@ -16,6 +16,18 @@ CATEGORIES = ["keyspace", "read", "write", "set", "sortedset", "list", "hash",
               "transaction", "scripting"]
 
 
+# Slots of the name index: a power of two, under half full.
+HASH_SLOTS = 1024
+
+
+def fnv1a(name):
+    """32-bit FNV-1a of the name's bytes, as cmdpolicy_hash computes it."""
+    h = 2166136261
+    for b in name.encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
 def read_reply(f):
     line = f.readline().rstrip(b"\r\n")
     kind, rest = line[:1], line[1:]
@@ -76,6 +88,23 @@ def main():
         bits = " | ".join("CMDPOLICY_CAT_%s" % c.upper()
                           for i, c in enumerate(CATEGORIES) if mask >> i & 1)
         print('    { "%s", %s },' % (name, bits or "0"))
+    print("};")
+    print()
+    # The index cmdpolicy_find probes: every name's slot by its hash,
+    # linear probing, so a command is found with one string comparison
+    # (it is looked up for every request).
+    slots = [-1] * HASH_SLOTS
+    for i, (name, _) in enumerate(out):
+        h = fnv1a(name) % HASH_SLOTS
+        while slots[h] != -1:
+            h = (h + 1) % HASH_SLOTS
+        slots[h] = i
+    print("/* cmdpolicy_cmds by cmdpolicy_hash of the name, linear probing, -1")
+    print(" * empty. */")
+    print("#define CMDPOLICY_HASH_SLOTS %d" % HASH_SLOTS)
+    print("static const short cmdpolicy_index[CMDPOLICY_HASH_SLOTS] = {")
+    for j in range(0, HASH_SLOTS, 12):
+        print("    " + ", ".join(str(x) for x in slots[j:j + 12]) + ",")
     print("};")
 
 

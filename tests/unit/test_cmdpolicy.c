@@ -1,5 +1,6 @@
 /* Unit tests of conf/cmdpolicy: the default command policy, each form of
  * rule, the order rules apply in, and lookups by any case. */
+#include <stdio.h>
 #include <string.h>
 
 #include "conf/cmdpolicy.h"
@@ -234,4 +235,40 @@ Test(cmdpolicy, odd_lookups_follow_the_command)
         &p, "flushall",
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
     cr_assert(allows(&p, "", NULL));
+}
+
+/* The table itself, to name every entry (cmdpolicy.c keeps it private). */
+struct cmdpolicy_cmd {
+    const char *name;
+    unsigned cats;
+};
+#include "conf/cmdpolicy_table.h"
+
+/* Every entry of the table is found by its name through the hash index:
+ * allowed alone under "nocommands", refused alone under "allcommands"
+ * (a subcommand as its command and first argument). A name the index
+ * lost would follow the unknown-command bit instead. */
+Test(cmdpolicy, every_table_entry_is_found_by_its_name)
+{
+    size_t n = sizeof(cmdpolicy_cmds) / sizeof(cmdpolicy_cmds[0]), i;
+
+    cr_assert_gt(n, 300);
+    for (i = 0; i < n; i++) {
+        const char *name = cmdpolicy_cmds[i].name, *bar = strchr(name, '|');
+        char cmd[64], rule[80];
+        struct cmdpolicy only, but;
+        size_t clen = bar != NULL ? (size_t)(bar - name) : strlen(name);
+
+        cr_assert_lt(clen, sizeof(cmd));
+        memcpy(cmd, name, clen);
+        cmd[clen] = '\0';
+        cmdpolicy_init(&only);
+        cmdpolicy_init(&but);
+        snprintf(rule, sizeof(rule), "nocommands +%s", name);
+        apply(&only, rule);
+        snprintf(rule, sizeof(rule), "allcommands -%s", name);
+        apply(&but, rule);
+        cr_assert(allows(&only, cmd, bar != NULL ? bar + 1 : NULL), "%s", name);
+        cr_assert(!allows(&but, cmd, bar != NULL ? bar + 1 : NULL), "%s", name);
+    }
 }
