@@ -586,7 +586,7 @@ end
 -- for the others, while one level's write is its group's. LIM_run writes
 -- over whatever elements a group it takes over left: a decided group has
 -- as many, a failed one clears them.
-local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o, v1)
+local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
   if not LIM_override_ok(K[k0 + n], ARGV, mb, m) or
       (n > 1 and not LIM_distinct(K, k0, n)) then
     return false
@@ -596,9 +596,7 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o, v1)
   for i = 1, n do
     local key, x = K[k0 + i - 1], 9 * i - 9
     local v, written, val, ms = false, false, nil, nil
-    if v1 ~= nil then -- one level, read by the caller (nothing written)
-      v = v1
-    elseif f[x + 1] then
+    if f[x + 1] then
       v, written = gcra_fast_read(key, f[x + 4], f[x + 5])
     end
     if not written then
@@ -865,21 +863,37 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     LIM_NOHASH = redis.pcall('EXISTS', unpack(LIM_OVK, 1, G)) == 0
   end
   -- One gcra level, no override hash in the batch: a group whose proxy
-  -- assumes no override either is admitted by its read when its key is
-  -- new (most keys of a batch), at no further call (a call of LIM_fast
-  -- costs Redis about a thousand instructions).
+  -- assumes no override either is decided right here, with no call of
+  -- LIM_fast (which costs Redis about a thousand instructions a group);
+  -- a new key (most keys of a batch) is admitted by its read.
   local fresh = kind == true and n == 1 and m == 1 and LIM_NOHASH and f[1]
   local reply, o = {0, now_s, now_us}, 3
   for g = 1, G do
     -- The group's keys from K[k], its pairs after ARGV[mb].
     local k, mb, r = kb + (n + 1) * g - n, a + 2 * m * (g - 1) - 1, false
     if fresh and ARGV[mb + 2] == '' then
-      local v, written = gcra_fast_read(K[k], f[4], f[5])
+      -- LIM_fast's decision of one level, inline: a new key admitted by
+      -- its read, a TAT ahead of now that admits, at or before now
+      -- (class 0) or refused (1); LIM_general takes anything else, nothing
+      -- written.
+      local key = K[k]
+      local v, written = gcra_fast_read(key, f[4], f[5])
+      local class = not written and gcra_fast_class(v, f[1], f[2], f[3])
       if written then
         reply[o + 1], reply[o + 2] = 0, false
         r = o + 2
-      else
-        r = LIM_fast(K, k, f, 1, ARGV, mb, m, now_s, now_ns, reply, o, v)
+      elseif class == 2 then
+        local val, ms = gcra_fast_ahead(v, f[6], f[7], now_s, now_ns, f[8],
+                                        f[9])
+        redis.call('SET', key, val, 'PX', ms)
+        reply[o + 1], reply[o + 2] = 0, v
+        r = o + 2
+      elseif class then
+        if class == 0 then
+          redis.call('SET', key, f[4], 'PX', f[5])
+        end
+        reply[o + 1], reply[o + 2] = class, v
+        r = o + 2
       end
     elseif kind == 'one' then
       r = LIM_one(K, k, f, ARGV, a0, mb, m, now, now_s, now_ns, reply, o)
