@@ -500,8 +500,9 @@ local LIM_G = {}
 local LIM_F, LIM_FOK, LIM_FLD = {}, {}, {}
 
 -- Makes f the strings and values of the shape whose block starts at
--- ARGV[a0] (7 a level: gcra_fast's five, false when the level is off its
--- fast path, then inc_s, inc_ns) and returns true; or makes f.algo and
+-- ARGV[a0] (9 a level: gcra_fast's five, false when the level is off its
+-- fast path, then inc_s, inc_ns and gcra_fast's lo and fmt) and returns
+-- true; or makes f.algo and
 -- f.cost those of a LIM_one shape and returns 'one'; false when the shape
 -- takes LIM_run.
 local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
@@ -841,11 +842,8 @@ local LIM_SH = {}
 -- a one-level check's own commands.
 local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   local K, kb = LIM_keys(KEYS, ARGV, a + 2 * m * G, (n + 1) * G + 1)
-  if K == nil then
-    return redis.error_reply(LIM_BAD_ARGS)
-  end
   local now, now_s, now_us = LIM_now(ARGV[2])
-  if now == nil then
+  if K == nil or now == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end
   local now_ns, a0, f = now_us * 1000, LIM_SH[1], LIM_F[1]

@@ -96,7 +96,7 @@ static long cmdpolicy_find(const char *name)
                    "the index needs an empty slot");
     while (cmdpolicy_index[h] >= 0) {
         const char *entry = cmdpolicy_cmds[cmdpolicy_index[h]].name;
-        if (entry[0] == name[0] && strcmp(entry, name) == 0) {
+        if (strcmp(entry, name) == 0) {
             return cmdpolicy_index[h];
         }
         h = (h + 1) % CMDPOLICY_HASH_SLOTS;

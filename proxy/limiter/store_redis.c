@@ -96,8 +96,7 @@
 struct store_redis_params {
     enum limits_algo algo;        /* the limit's algorithm; valid when used */
     int64_t v[LIMITS_MAX_PARAMS]; /* gcra: INC and DVT; else limits_params */
-    size_t nv;                    /* entries of v */
-    int used;                     /* the words below are set */
+    size_t nv;                    /* entries of v; 0 before the first */
     char out[4][STORE_REDIS_ARG_MAX]; /* the words, NUL-ended ("" unused) */
     size_t len[4];                    /* their lengths */
 };
@@ -870,7 +869,7 @@ store_redis_lua_params(struct store_redis *rs, const struct store_check *c,
     } else {
         nv = limits_params(&x->lim, v);
     }
-    if (m->used && m->algo == x->algo && m->nv == nv &&
+    if (m->nv == nv && m->algo == x->algo &&
         memcmp(m->v, v, nv * sizeof(v[0])) == 0) {
         return m;
     }
@@ -895,7 +894,6 @@ store_redis_lua_params(struct store_redis *rs, const struct store_check *c,
     m->algo = x->algo;
     memcpy(m->v, v, nv * sizeof(v[0]));
     m->nv = nv;
-    m->used = 1;
     return m;
 }
 
@@ -921,9 +919,7 @@ static void store_redis_word(struct limiter_group *q, const char *p, size_t len)
 {
     char *at;
 
-    if (buf_avail(&q->words) < sizeof(len) + len) {
-        PX_CHECK_OOM(buf_reserve(&q->words, sizeof(len) + len));
-    }
+    PX_CHECK_OOM(buf_reserve(&q->words, sizeof(len) + len));
     at = buf_tail(&q->words);
     memcpy(at, &len, sizeof(len));
     if (len > 0) {

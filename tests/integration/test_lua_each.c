@@ -737,16 +737,19 @@ Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
 /* The gcra parameters for burst 2, one per second: INC 1 s, DVT 3 s. */
 #define GCRA_B2 "1", "0", "3", "0"
 
-/* A check of one gcra level (GCRA_B2) on `key`, override hash "o1",
- * assuming field `path` holds `known`. */
-#define LEVEL1(key, path, known)                                               \
+/* A check of one level of `algo` (its parameters `params`, a macro) on
+ * `key`, override hash "o1", assuming field `path` holds `known`. */
+#define LEVEL1_OF(algo, params, key, path, known)                              \
     {                                                                          \
-        "check", "1", 1, { { key, "gcra", { GCRA_B2 }, NULL } }, "o1", 1,      \
+        "check", "1", 1, { { key, algo, { params }, NULL } }, "o1", 1,         \
             { path },                                                          \
         {                                                                      \
             known                                                              \
         }                                                                      \
     }
+
+/* The same of one gcra level (GCRA_B2). */
+#define LEVEL1(key, path, known) LEVEL1_OF("gcra", GCRA_B2, key, path, known)
 
 /* Batches of one shape, one gcra level and one override pair (a path of
  * one level: what most LIMITER CHECKs are), which the library decides in
@@ -841,17 +844,12 @@ Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
     redisFree(c);
 }
 
-/* A check of one token_bucket level (capacity 2, 1 a second) on `key`,
- * override hash "o1", assuming field `path` holds `known`. */
+/* The token_bucket parameters for capacity 2, 1 a second. */
+#define TB_2 "2", "1000000"
+
+/* A check of one token_bucket level (TB_2). */
 #define LEVEL1TB(key, path, known)                                             \
-    {                                                                          \
-        "check", "1", 1,                                                       \
-            { { key, "token_bucket", { "2", "1000000" }, NULL } }, "o1", 1,    \
-            { path },                                                          \
-        {                                                                      \
-            known                                                              \
-        }                                                                      \
-    }
+    LEVEL1_OF("token_bucket", TB_2, key, path, known)
 
 /* Batches of one shape of one level of another algorithm, which the
  * library decides in the same loop (each group as LIM_one does): k1
