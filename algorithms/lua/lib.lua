@@ -20,15 +20,31 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local P53 = 9007199254740992
 
 -- The integer written in s (decimal digits, an optional '-'), or nil when
--- s is anything else or beyond +-(2^53 - 1).
+-- s is anything else or beyond +-(2^53 - 1). The values parsed are
+-- remembered (LIB_INT, at most 4096 strings, then it starts again): a
+-- pattern and a conversion cost Redis about two thousand instructions, a
+-- lookup of an interned string a tenth of that, and stored fields repeat
+-- (a window's start, small counts, the now of the call that wrote them).
+local LIB_INT, LIB_INT_N = {}, 0
 local function lib_int(s)
+  if not s then
+    return nil
+  end
+  local v = LIB_INT[s]
+  if v ~= nil then
+    return v
+  end
   if type(s) ~= 'string' or #s > 17 or not string.find(s, '^%-?%d+$') then
     return nil
   end
-  local v = tonumber(s)
+  v = tonumber(s)
   if v == nil or v >= P53 or v <= -P53 then
     return nil
   end
+  if LIB_INT_N >= 4096 then
+    LIB_INT, LIB_INT_N = {}, 0
+  end
+  LIB_INT[s], LIB_INT_N = v, LIB_INT_N + 1
   return v
 end
 
@@ -49,17 +65,33 @@ local function lib_ceildiv(a, b)
 end
 
 -- An integer for a reply or a stored field (|v| < 2^53): '%d' converts
--- through a C long, exact for these and cheaper than '%.0f'.
+-- through a C long, exact for these and cheaper than '%.0f'. The strings
+-- made are remembered (LIB_STR, at most 4096, then it starts again): a
+-- batch writes mostly the same few values (a window's start, its expiry,
+-- small counts), and a lookup costs a fifth of a format. In a library the
+-- memo outlives the call, which only saves more.
+local LIB_STR, LIB_STR_N = {}, 0
 local function lib_str(v)
-  return string.format('%d', v)
+  local s = LIB_STR[v]
+  if s == nil then
+    s = string.format('%d', v)
+    if LIB_STR_N >= 4096 then
+      LIB_STR, LIB_STR_N = {}, 0
+    end
+    if v == v then -- NaN is no table key
+      LIB_STR[v], LIB_STR_N = s, LIB_STR_N + 1
+    end
+  end
+  return s
 end
 
 -- A read through redis.pcall, so that a key of another type costs no TYPE
--- call first: the reply, or nil for WRONGTYPE. Any other error (a key
+-- call first: the reply (a table, a string or false: a number's .err
+-- would raise), or nil for WRONGTYPE. Any other error (a key
 -- this node does not serve...) is raised as redis.call raises it.
 local function lib_read(...)
   local v = redis.pcall(...)
-  if type(v) == 'table' and v.err then
+  if v and v.err then -- a string's .err is nil too: no type() needed
     if string.find(v.err, '^WRONGTYPE') then
       return nil
     end

@@ -85,9 +85,12 @@ ALGO.sliding_counter = {
     elseif have and s_start >= start - w then
       prev = s_count
     end
-    local untl = xint_sum(start - now, w)
-    local rem = w
-    if type(untl) == 'number' and untl < w then
+    -- untl: a number while below 2^53 (small), else an xint.
+    local untl, rem = start - now + w, w
+    local small = untl < P53
+    if not small then
+      untl = xint_sum(start - now, w)
+    elseif untl < w then
       rem = untl
     end
     local weighted = prev > 0 and sc_weighted(prev, rem, w) or 0
@@ -113,7 +116,11 @@ ALGO.sliding_counter = {
     end
     local ms
     if c > 0 then
-      e[5], ms = xint_dur(xint_sum(untl, w), 0)
+      if small then
+        e[5], ms = xint_until(untl, w)
+      else
+        e[5], ms = xint_dur(xint_sum(untl, w), 0)
+      end
     elseif prev > 0 then
       e[5] = xint_dur(untl, 0)
     end
