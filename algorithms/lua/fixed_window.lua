@@ -35,7 +35,7 @@ ALGO.fixed_window = {
       -- The current window, or a later one when the clock is behind.
       start, count = s_start, s_count
     end
-    local untl, ms = xint_until(start - now, w)
+    local untl, ms = xint_dur_plus(start - now, w, 0, false)
     -- {limited, limit, remaining, retry, reset, undo}
     local e = {0, max, 0, -1000000, 0, ''}
     local limited = false

@@ -117,7 +117,7 @@ ALGO.sliding_counter = {
     local ms
     if c > 0 then
       if small then
-        e[5], ms = xint_until(untl, w)
+        e[5], ms = xint_dur_plus(untl, w, 0, false)
       else
         e[5], ms = xint_dur(xint_sum(untl, w), 0)
       end

@@ -105,7 +105,8 @@ end
 
 -- The refill time until the level reaches n > tok whole tokens,
 -- ceil(((n - tok) * 1e15 - frac) / rate) ns, as us = floor(ns / 1000) (a
--- number below 2^53, else an xint) and x = ns mod 1000. With k = n - tok - 1
+-- number below 2^53, else an xint), x = ns mod 1000 and whether us is an
+-- xint. With k = n - tok - 1
 -- and 1e15 = q1 * rate + r1 the quotient is k * q1 + floor((k * r1 + tail)
 -- / rate), in plain numbers whenever those stay below 2^53.
 local function tb_wait(rate, tok, frac, n)
@@ -116,17 +117,19 @@ local function tb_wait(rate, tok, frac, n)
   if kr < 7e15 then
     local q = k * q1 + lib_divmod(kr + tail, rate)
     if q < P53 then
-      return lib_divmod(q, 1000)
+      local us, x = lib_divmod(q, 1000)
+      return us, x, false
     end
   end
   local num = xint_add(xint_mul(xint_of(k), XINT_FRAC_ONE), xint_of(tail))
-  return xint_divmod((xint_divmod(num, rate)), 1000)
+  local us, x = xint_divmod((xint_divmod(num, rate)), 1000)
+  return us, x, true
 end
 
 -- Duration (reply value, expiry ms) of gap us plus the wait to n tokens.
 local function tb_dur(rate, tok, frac, n, gap)
-  local us, x = tb_wait(rate, tok, frac, n)
-  return xint_dur(xint_sum(us, gap), x)
+  local us, x, big = tb_wait(rate, tok, frac, n)
+  return xint_dur_plus(us, gap, x, big)
 end
 
 -- Stores the level tok + frac / 1e15 credited up to ts, expiring in ms.
@@ -169,13 +172,19 @@ ALGO.token_bucket = {
     if tok >= cap then
       return limited, e
     end
-    local us, x = tb_wait(rate, tok, frac, cap)
+    local us, x, big = tb_wait(rate, tok, frac, cap)
     local ms
-    e[5], ms = xint_dur(xint_sum(us, gap), x)
+    e[5], ms = xint_dur_plus(us, gap, x, big)
     if not limited and cost > 0 then
       -- The instant the bucket is full again: ts + ceil(wait).
-      us = xint_sum(xint_sum(us, x > 0 and 1 or 0), ts)
-      e[6] = type(us) == 'number' and lib_str(us) or xint_str(us)
+      local up = x > 0 and 1 or 0
+      local full = not big and us + up + ts
+      if full and full < P53 then
+        e[6] = lib_str(full)
+      else
+        us = xint_sum(xint_sum(us, up), ts)
+        e[6] = type(us) == 'number' and lib_str(us) or xint_str(us)
+      end
       return false, e, 1, tok, frac, ts, ms
     end
     return limited, e

@@ -195,15 +195,21 @@ local function xint_dur(u, x)
   return u, ms
 end
 
--- xint_dur(xint_sum(u, g), 0) for a number u (the window twins' time
--- until a window ends), with no type() (which costs Redis a string
--- lookup) while the sum is a number.
-local function xint_until(u, g)
-  local s = u + g
-  if s < P53 then
-    return s, lib_ceildiv(s, 1000)
+-- xint_dur(xint_sum(u, g), x) with no type() (which costs Redis a string
+-- lookup) when u is a number (big false) and the sum stays below 2^53:
+-- what the twins compute for nearly every decision.
+local function xint_dur_plus(u, g, x, big)
+  if not big then
+    local s = u + g
+    if s < P53 then
+      local ms, sub = lib_divmod(s, 1000)
+      if sub > 0 or x > 0 then
+        ms = ms + 1
+      end
+      return s, ms
+    end
   end
-  return xint_dur(xint_sum(u, g), 0)
+  return xint_dur(xint_sum(u, g), x)
 end
 
 -- A stored field: the integer (0 .. 2^53 - 1), or nil when it is missing,
