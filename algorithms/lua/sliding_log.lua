@@ -93,9 +93,11 @@ function SL.read(key, p, now)
   if oldest == nil or newest == nil then
     return nil, SL.ERR_STATE
   end
-  st.newest = newest
+  st.oldest, st.newest = oldest, newest
   st.kept = redis.call('ZCOUNT', key, '(' .. lib_str(now - p.h_us), '+inf')
-  st.live = redis.call('ZCOUNT', key, '(' .. lib_str(now - p.w_us), '+inf')
+  -- Without a min_interval beyond the window the horizon is the window.
+  st.live = p.h_us == p.w_us and st.kept or
+    redis.call('ZCOUNT', key, '(' .. lib_str(now - p.w_us), '+inf')
   if newest > now then
     st.fut = redis.call('ZCOUNT', key, '(' .. lib_str(now), '+inf')
   end
@@ -142,18 +144,22 @@ function SL.retry(key, p, st, add, m, live, newest, now, cost)
   return (SPAN.after(1, bms, bt - now))
 end
 
--- Logs a entries at now after dropping those older than the horizon
--- (h_us), caps the log at max (the oldest go) and sets the expiry. A log
--- the decision read empty (`empty`: no key) has nothing to drop, no entry
--- at now to number after and at most max entries: its write is the ZADD
--- and the expiry, three commands fewer for every new identity.
-function SL.commit(key, h_us, max, now, a, ms, empty)
+-- Logs a entries at now after dropping those at or before `drop` (the
+-- horizon's start), caps the log at `cap` entries (the oldest go) and sets
+-- the expiry. What the decision read says which of these have work: drop
+-- is false when the oldest entry is after it, cap false when the kept
+-- entries and the added fit, top false when no entry lies at now (the
+-- newest is before it), whose numbers the added would follow. A new
+-- identity's check (a log read empty) skips all three; one in use mostly
+-- skips the last two, and the drop while its oldest entry is in the
+-- horizon.
+function SL.commit(key, drop, cap, now, a, ms, top)
   local ts = lib_str(now)
-  if not empty then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', lib_str(now - h_us))
+  if drop then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', lib_str(drop))
   end
   if a > 0 then
-    local top = not empty and
+    top = top and
       redis.call('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
     local j = 0
     if top then
@@ -167,8 +173,8 @@ function SL.commit(key, h_us, max, now, a, ms, empty)
     end
     SPAN.batch('ZADD', key, args, 2)
   end
-  if not empty then
-    redis.call('ZREMRANGEBYRANK', key, 0, -(max + 1))
+  if cap then
+    redis.call('ZREMRANGEBYRANK', key, 0, -(cap + 1))
   end
   redis.call('PEXPIRE', key, lib_str(ms))
 end
@@ -227,12 +233,15 @@ function SL.decide(key, a1, a2, a3, a4, now, cost)
     -- The added entries that survive the cap: the future ones go first.
     -- Logged when the group admits, or when this limit refused.
     local a = math.max(0, math.min(add, size - st.fut))
-    local empty = st.newest == nil
+    local h = now - p.h_us
+    local drop = st.oldest ~= nil and st.oldest <= h and h
+    local cap = st.kept + a > p.max and p.max
+    local top = st.newest ~= nil and st.newest >= now
     if refused then
-      return true, e, 2, p.h_us, p.max, now, a, ms, empty
+      return true, e, 2, drop, cap, now, a, ms, top
     end
     e[6] = lib_str(now)
-    return false, e, 1, p.h_us, p.max, now, a, ms, empty
+    return false, e, 1, drop, cap, now, a, ms, top
   end
   return refused, e
 end
