@@ -24,6 +24,7 @@ struct cmdpolicy_cmd {
 };
 
 #include "conf/cmdpolicy_table.h"
+#include "parser/fnv.h"
 
 #define CMDPOLICY_NCMDS (sizeof(cmdpolicy_cmds) / sizeof(cmdpolicy_cmds[0]))
 
@@ -73,24 +74,12 @@ static int cmdpolicy_lower(char *out, size_t *used, const char *s, size_t len)
     return 0;
 }
 
-/* 32-bit FNV-1a of `name`: the hash scripts/cmdpolicy_table.py indexed
- * the table by. */
-static unsigned cmdpolicy_hash(const char *name)
-{
-    uint32_t h = 2166136261u;
-
-    for (; *name != '\0'; name++) {
-        h = (h ^ (unsigned char)*name) * 16777619u;
-    }
-    return h;
-}
-
 /* Index of the entry named `name` (lower case, NUL-terminated), or -1.
  * Looked up for every request: the generated index finds it with one
  * string comparison where a binary search took nine. */
 static long cmdpolicy_find(const char *name)
 {
-    unsigned h = cmdpolicy_hash(name) % CMDPOLICY_HASH_SLOTS;
+    unsigned h = fnv1a(name) % CMDPOLICY_HASH_SLOTS;
 
     _Static_assert(CMDPOLICY_HASH_SLOTS > CMDPOLICY_NCMDS,
                    "the index needs an empty slot");

@@ -611,7 +611,7 @@ static const struct cmdpolicy_cmd cmdpolicy_cmds[] = {
       CMDPOLICY_CAT_WRITE | CMDPOLICY_CAT_SORTEDSET | CMDPOLICY_CAT_SLOW },
 };
 
-/* cmdpolicy_cmds by cmdpolicy_hash of the name, linear probing, -1
+/* cmdpolicy_cmds by fnv1a (parser/fnv.h) of the name, linear probing, -1
  * empty. */
 #define CMDPOLICY_HASH_SLOTS 1024
 static const short cmdpolicy_index[CMDPOLICY_HASH_SLOTS] = {

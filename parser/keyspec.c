@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parser/fnv.h"
 #include "parser/resp.h"
 #include "parser/resp_value.h"
 
@@ -46,7 +47,7 @@ struct keyspec {
     struct ks_entry *e; /* owned, sorted by name */
     size_t n;           /* entries used */
     size_t cap;         /* entries allocated */
-    unsigned *index;    /* owned: open addressing by ks_hash of the name,
+    unsigned *index;    /* owned: open addressing by fnv1a of the name,
                            1 + the entry's position; 0 is a free slot */
     size_t mask;        /* slots of index - 1 (a power of two - 1) */
 };
@@ -139,17 +140,6 @@ static int ks_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* FNV-1a of a NUL-ended name. */
-static size_t ks_hash(const char *name)
-{
-    uint32_t h = 2166136261u;
-
-    for (; *name != '\0'; name++) {
-        h = (h ^ (unsigned char)*name) * 16777619u;
-    }
-    return h;
-}
-
 /* Builds ks->index over the sorted entries: at least twice as many slots
  * as entries, so a probe sequence stays short. 0, or -1 on ENOMEM. */
 static int ks_index(struct keyspec *ks)
@@ -165,7 +155,7 @@ static int ks_index(struct keyspec *ks)
     }
     ks->mask = slots - 1;
     for (i = 0; i < ks->n; i++) {
-        j = ks_hash(ks->e[i].name) & ks->mask;
+        j = fnv1a(ks->e[i].name) & ks->mask;
         while (ks->index[j] != 0) {
             j = (j + 1) & ks->mask;
         }
@@ -227,7 +217,7 @@ size_t keyspec_count(const struct keyspec *ks)
 static const struct ks_entry *ks_lookup(const struct keyspec *ks,
                                         const char *name)
 {
-    size_t j = ks_hash(name) & ks->mask;
+    size_t j = fnv1a(name) & ks->mask;
 
     for (; ks->index[j] != 0; j = (j + 1) & ks->mask) {
         const struct ks_entry *e = &ks->e[ks->index[j] - 1];

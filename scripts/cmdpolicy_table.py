@@ -21,7 +21,7 @@ HASH_SLOTS = 1024
 
 
 def fnv1a(name):
-    """32-bit FNV-1a of the name's bytes, as cmdpolicy_hash computes it."""
+    """32-bit FNV-1a of the name's bytes, as parser/fnv.h computes it."""
     h = 2166136261
     for b in name.encode():
         h = ((h ^ b) * 16777619) & 0xFFFFFFFF
@@ -99,7 +99,7 @@ def main():
         while slots[h] != -1:
             h = (h + 1) % HASH_SLOTS
         slots[h] = i
-    print("/* cmdpolicy_cmds by cmdpolicy_hash of the name, linear probing, -1")
+    print("/* cmdpolicy_cmds by fnv1a (parser/fnv.h) of the name, linear probing, -1")
     print(" * empty. */")
     print("#define CMDPOLICY_HASH_SLOTS %d" % HASH_SLOTS)
     print("static const short cmdpolicy_index[CMDPOLICY_HASH_SLOTS] = {")
