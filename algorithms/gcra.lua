@@ -111,8 +111,7 @@ local function GCRA_E_runs(KEYS, ARGV)
     return redis.error_reply(GCRA_BAD_ARGS)
   end
 
-  local t = redis.call('TIME')
-  local now_s, now_us = tonumber(t[1]), tonumber(t[2])
+  local now_s, now_us = lib_time(redis.call('TIME'))
   local now_ns = now_us * 1000
   local reply = {0, now_s, now_us}
   local i = 0
@@ -216,7 +215,6 @@ local ok, err = GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
 if not ok then
   return redis.error_reply(err)
 end
-local t = redis.call('TIME')
-local now_s, now_us = tonumber(t[1]), tonumber(t[2])
+local now_s, now_us = lib_time(redis.call('TIME'))
 return GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_us,
                   now_us * 1000)

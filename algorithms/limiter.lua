@@ -256,8 +256,7 @@ local LIM_A, LIM_E, LIM_L, LIM_S, LIM_T, LIM_W = {}, {}, {}, {}, {}, {}
 -- TIME); nil when malformed.
 local function LIM_now(arg)
   if arg == '' then
-    local t = redis.call('TIME')
-    local s, us = tonumber(t[1]), tonumber(t[2])
+    local s, us = lib_time(redis.call('TIME'))
     return s * 1000000 + us, s, us
   end
   local now = lib_int(arg)

@@ -1,7 +1,10 @@
 /* The helpers algorithms/lua/lib.lua gives every algorithm, inside the
  * FUNCTION library on a real redis-server: lib_int and lib_str remember
  * what they parsed and formatted, and those memos must stay bounded and
- * answer exactly what a fresh parse or format would.
+ * answer exactly what a fresh parse or format would; lib_time joins TIME's
+ * digits into the nanoseconds GCRA stores, and gcra_fast keeps what
+ * depends on a limit alone, both of which must equal the formats they
+ * replace.
  *
  * The library is loaded with one more function at its end, a probe that
  * sees the library's locals: it parses and formats many distinct values,
@@ -51,7 +54,64 @@ static const char probe[] =
     "  local out = {ci, LIB_INT_N, cs, LIB_STR_N}\n"
     "  for i = 1, #ok do out[4 + i] = ok[i] and 1 or 0 end\n"
     "  return out\n"
+    "end)\n"
+    /* {1 or 0 per check}: lib_time on TIME replies of every length of
+     * microseconds, then gcra_fast's strings against the formats of the
+     * sums they stand for, for limits that churn its memo of four. */
+    "local function ref(s, ns)\n"
+    "  local c = math.floor(ns / 1e9)\n"
+    "  return string.format('%d%09d', s + c, ns - c * 1e9)\n"
+    "end\n"
+    "redis.register_function('cellgate_probe_time', function(keys, args)\n"
+    "  local ok = {}\n"
+    "  local function check(v) ok[#ok + 1] = v and 1 or 0 end\n"
+    "  for _, t2 in ipairs({'0', '7', '42', '999', '1234', '12345',\n"
+    "                       '999999'}) do\n"
+    "    local s, us = lib_time({'1795577545', t2})\n"
+    "    check(s == 1795577545 and us == tonumber(t2))\n"
+    "    check(LIB_NOW_S == s and LIB_NOW_NS == us * 1000)\n"
+    "    check(LIB_NOW_STR == string.format('%d%09d', s, us * 1000))\n"
+    "    check(gcra_fast(2, 0, 32, 0, s, us * 1000) == LIB_NOW_STR)\n"
+    "    check(gcra_fast(2, 0, 32, 0, s, us * 1000 + 1) ==\n"
+    "          ref(s, us * 1000 + 1))\n"
+    "  end\n"
+    "  local s, us = lib_time({'999999999', '5'})\n"
+    "  check(s == 999999999 and us == 5 and LIB_NOW_S == 1795577545)\n"
+    "  local limits = {{2, 0, 32, 0}, {0, 600000000, 60, 0},\n"
+    "    {1, 999999999, 3, 500000000}, {5, 0, 5, 0}, {0, 1000000, 0, 1000000},\n"
+    "    {2, 0, 30, 0}, {2, 0, 32, 0}}\n"
+    "  local nows = {{1795577545, 0}, {1795577545, 999999000},\n"
+    "                {1795577545, 600000000}, {1795577545, 400000000},\n"
+    "                {1799999999, 999999999}}\n"
+    "  for round = 1, 2 do\n"
+    "    for _, l in ipairs(limits) do\n"
+    "      for _, n in ipairs(nows) do\n"
+    "        local f_now, f_thr, f_top, f_val, f_ms, lo, fmt =\n"
+    "          gcra_fast(l[1], l[2], l[3], l[4], n[1], n[2])\n"
+    "        local inc, ms = l[1] * 1e9 + l[2], l[1] * 1000 + l[2] / 1e6\n"
+    "        check(f_now == ref(n[1], n[2]))\n"
+    "        check(f_thr == ref(n[1] + l[3] - l[1], n[2] + l[4] - l[2]))\n"
+    "        check(f_top == ref(9223372036 - l[1], 854775807 - l[2]))\n"
+    "        check(f_val == ref(n[1] + l[1], n[2] + l[2]))\n"
+    "        check(f_ms == string.format('%d', math.floor(ms)))\n"
+    "        check(lo == (n[1] % 1e6) * 1e9 + n[2])\n"
+    "        check(fmt == string.sub(f_now, 1, 4) .. '%015d')\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  -- INC above DVT refuses everything; INC under 1 ms writes a DEL;\n"
+    "  -- a now whose threshold passes INT64_MAX: none takes the fast path.\n"
+    "  check(gcra_fast(33, 0, 32, 0, 1795577545, 0) == nil)\n"
+    "  check(gcra_fast(3, 500000000, 3, 400000000, 1795577545, 0) == nil)\n"
+    "  check(gcra_fast(0, 999999, 32, 0, 1795577545, 0) == nil)\n"
+    "  check(gcra_fast(2, 0, 32, 0, 9223372006, 0) == nil)\n"
+    "  check(gcra_fast(2, 0, 32, 0, 1795577545, 0) ~= nil)\n"
+    "  return ok\n"
     "end)\n";
+
+/* Checks cellgate_probe_time makes: 7 microsecond lengths of 5, one
+ * 9-digit second, 2 rounds of 7 limits at 5 instants of 7, and 5. */
+#define PROBE_TIME_CHECKS (7 * 5 + 1 + 2 * 7 * 5 * 7 + 5)
 
 #define PROBE_CHECKS 18
 
@@ -119,5 +179,23 @@ Test(it_lua_lib, memos_answer_as_a_fresh_parse_and_stay_bounded,
         cr_assert_leq(ints, LIB_MEMO_MAX);
         cr_assert_leq(strs, LIB_MEMO_MAX);
     }
+    redisFree(c);
+}
+
+Test(it_lua_lib, time_and_gcra_fast_strings_equal_their_formats,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = probe_connect();
+    redisReply *r = px_cmd(c, "FCALL cellgate_probe_time 0");
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "probe: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    cr_assert_eq(r->elements, PROBE_TIME_CHECKS);
+    for (size_t i = 0; i < r->elements; i++) {
+        cr_assert_eq(r->element[i]->type, REDIS_REPLY_INTEGER);
+        cr_expect_eq(r->element[i]->integer, 1, "check %zu of the probe failed",
+                     i + 1);
+    }
+    freeReplyObject(r);
     redisFree(c);
 }
