@@ -339,6 +339,18 @@ void lua_twin_call_multi(redisContext *c, const char *mode, const char *key,
     }
 }
 
+int lua_twin_expired(const struct lua_twin_txn *k, int64_t expiry_ms,
+                     const char *ctx)
+{
+    if (k->pttl != -2) {
+        return 0;
+    }
+    cr_assert_leq(expiry_ms, k->elapsed_ms,
+                  "%s: key gone after %lld ms, its expiry %" PRId64 " ms", ctx,
+                  k->elapsed_ms, expiry_ms);
+    return 1;
+}
+
 struct lua_twin_out lua_twin_ok(redisContext *c, const char *mode,
                                 const char *key, const char *algo,
                                 const char *const p[4], int64_t now_us,

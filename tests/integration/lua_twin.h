@@ -128,6 +128,14 @@ void lua_twin_call_multi(redisContext *c, const char *mode, const char *key,
                          const char *read_fmt, struct lua_twin_txn *k,
                          const char *ctx);
 
+/* Whether the key that k's script wrote with an expiry of expiry_ms was
+ * gone by the transaction's PTTL. Redis's PEXPIRE adds the milliseconds
+ * to its clock, then deletes the key if a second reading of the clock has
+ * reached that instant: an expiry of 1 ms across a millisecond's edge,
+ * more likely on a busy machine. Asserts that so much time passed. */
+int lua_twin_expired(const struct lua_twin_txn *k, int64_t expiry_ms,
+                     const char *ctx);
+
 /* lua_twin_call() that asserts success; returns the entry. */
 struct lua_twin_out lua_twin_ok(redisContext *c, const char *mode,
                                 const char *key, const char *algo,

@@ -205,10 +205,14 @@ static struct leaky_bucket_result check(redisContext *c, const char *key,
         m->have = 1;
         m->st = want.next;
         m->deadline_us = now + want.expiry_ms * 1000;
-        cr_assert(k.pttl <= want.expiry_ms &&
-                      k.pttl >= want.expiry_ms - k.elapsed_ms,
-                  "%s: PTTL %lld, expiry %" PRId64 " ms, %lld ms elapsed", ctx,
-                  k.pttl, want.expiry_ms, k.elapsed_ms);
+        if (lua_twin_expired(&k, want.expiry_ms, ctx)) {
+            m->have = 0; /* real time took it: gone on both sides */
+        } else {
+            cr_assert(k.pttl <= want.expiry_ms &&
+                          k.pttl >= want.expiry_ms - k.elapsed_ms,
+                      "%s: PTTL %lld, expiry %" PRId64 " ms, %lld ms elapsed",
+                      ctx, k.pttl, want.expiry_ms, k.elapsed_ms);
+        }
         snprintf(tok, sizeof(tok), "%" PRId64, want.next.ts_ns / 1000);
         cr_assert_str_eq(k.out.undo, tok, "%s: undo token", ctx);
     } else {
@@ -257,8 +261,9 @@ static int refund_cycle(redisContext *c, const char *key, const struct conf *cf,
 
     call_plain(c, "peek", key, cf, now, cost, NULL, &before, ctx);
     r = check(c, key, cf, m, now, cost, &o, ctx);
-    if (r.d.limited || cost == 0) {
-        return 0;
+    if (r.d.limited || cost == 0 ||
+        (r.write == LEAKY_BUCKET_WRITE_SET && !m->have)) {
+        return 0; /* refused, nothing taken, or real time took the key */
     }
     lua_twin_call_multi(c, "refund", key, ALGO, cf->v, now, cost, o.undo,
                         READ_STATE, &k, ctx);

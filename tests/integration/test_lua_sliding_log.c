@@ -222,7 +222,9 @@ static struct sliding_log_result check(redisContext *c, const char *key,
         m->n = want.next_n;
         memcpy(m->e, NEXT, want.next_n * sizeof(*NEXT));
         m->deadline_us = now + want.expiry_ms * 1000;
-        if (m->n > 0) {
+        if (m->n > 0 && lua_twin_expired(&k, want.expiry_ms, ctx)) {
+            m->n = 0; /* real time took it: gone on both sides */
+        } else if (m->n > 0) {
             cr_assert(k.pttl <= want.expiry_ms &&
                           k.pttl >= want.expiry_ms - k.elapsed_ms,
                       "%s: PTTL %lld, expiry %" PRId64 " ms, %lld ms elapsed",
@@ -283,8 +285,9 @@ static int refund_cycle(redisContext *c, const char *key, const struct conf *cf,
     pre = *m;
     call_plain(c, "peek", key, cf, now, cost, NULL, &before, ctx);
     r = check(c, key, cf, m, now, cost, &o, ctx);
-    if (r.d.limited || cost == 0) {
-        return 0;
+    if (r.d.limited || cost == 0 ||
+        (r.write == SLIDING_LOG_WRITE_SET && r.next_n > 0 && m->n == 0)) {
+        return 0; /* refused, nothing taken, or real time took the key */
     }
     for (size_t i = 0; i < m->n; i++) {
         at_now += m->e[i] == now * 1000;
