@@ -873,8 +873,13 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       -- its read, a TAT ahead of now that admits, at or before now
       -- (class 0) or refused (1); LIM_general takes anything else, nothing
       -- written.
-      local key = K[k]
-      local v, written = gcra_fast_read(key, f[4], f[5])
+      local key, v, written = K[k], nil, false
+      if GCRA_NX_GET then -- gcra_fast_read, inline
+        v = redis.pcall('SET', key, f[4], 'NX', 'PX', f[5], 'GET')
+        written = v == false
+      else
+        v = redis.pcall('GET', key)
+      end
       local class = not written and gcra_fast_class(v, f[1], f[2], f[3])
       if written then
         reply[o + 1], reply[o + 2] = 0, false
