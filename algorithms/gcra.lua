@@ -114,23 +114,26 @@ local function GCRA_E_runs(KEYS, ARGV)
   local now_s, now_us = lib_time(redis.call('TIME'))
   local now_ns = now_us * 1000
   local reply = {0, now_s, now_us}
-  local i = 0
+  -- redis.call and redis.pcall as locals: each use of the global costs
+  -- two table lookups, in a loop run once per key.
+  local i, call_, pcall_ = 0, redis.call, redis.pcall
   for r = 1, R do
     local b = 5 * r - 2
     local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args_memo(ARGV[b + 1],
       ARGV[b + 2], ARGV[b + 3], ARGV[b + 4])
     local f_now, f_thr, f_top, f_val, f_ms, f_lo, f_fmt = gcra_fast(inc_s,
       inc_ns, dvt_s, dvt_ns, now_s, now_ns)
+    local nx = f_now and GCRA_NX_GET
     for _ = 1, lib_int(ARGV[b]) do
       i = i + 1
       local key, v, written = K[k0 + i], nil, false
-      if f_now and GCRA_NX_GET then
+      if nx then
         -- gcra_fast_read, inline: a call costs Redis about 700
         -- instructions, a tenth of what a new key's check costs here.
-        v = redis.pcall('SET', key, f_val, 'NX', 'PX', f_ms, 'GET')
+        v = pcall_('SET', key, f_val, 'NX', 'PX', f_ms, 'GET')
         written = v == false
       else
-        v = redis.pcall('GET', key)
+        v = pcall_('GET', key)
       end
       -- Decided here, without a function call (a call of a dozen
       -- arguments costs Redis about a thousand instructions): a new key,
@@ -143,11 +146,11 @@ local function GCRA_E_runs(KEYS, ARGV)
       elseif flag == 2 then
         local val, ms = gcra_fast_ahead(v, inc_s, inc_ns, now_s, now_ns, f_lo,
                                         f_fmt)
-        redis.call('SET', key, val, 'PX', ms)
+        call_('SET', key, val, 'PX', ms)
         reply[3 + i], reply[3 + n + i] = v, 0
       elseif flag then
         if flag == 0 then
-          redis.call('SET', key, f_val, 'PX', f_ms)
+          call_('SET', key, f_val, 'PX', f_ms)
         end
         reply[3 + i], reply[3 + n + i] = v, flag
       else
