@@ -111,12 +111,11 @@ local function GCRA_E_runs(KEYS, ARGV)
     return redis.error_reply(GCRA_BAD_ARGS)
   end
 
-  local now_s, now_us = lib_time(redis.call('TIME'))
+  local now_s, now_us = lib_time(R_CALL('TIME'))
   local now_ns = now_us * 1000
   local reply = {0, now_s, now_us}
-  -- redis.call and redis.pcall as locals: each use of the global costs
-  -- two table lookups, in a loop run once per key.
-  local i, call_, pcall_ = 0, redis.call, redis.pcall
+  -- R_CALL and R_PCALL as locals, in a loop run once per key.
+  local i, call_, pcall_ = 0, R_CALL, R_PCALL
   for r = 1, R do
     local b = 5 * r - 2
     local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args_memo(ARGV[b + 1],
@@ -207,6 +206,9 @@ local function GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s,
 end
 
 --#call
+if not R_CALL then
+  R_CALL, R_PCALL = redis.call, redis.pcall
+end
 if ARGV[1] == 'runs' then
   return GCRA_E_runs(KEYS, ARGV)
 end
@@ -221,6 +223,6 @@ local ok, err = GCRA_E_args(ARGV, n, inc_s, inc_ns, dvt_s, dvt_ns)
 if not ok then
   return redis.error_reply(err)
 end
-local now_s, now_us = lib_time(redis.call('TIME'))
+local now_s, now_us = lib_time(R_CALL('TIME'))
 return GCRA_E_all(KEYS, mode, n, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_us,
                   now_us * 1000)

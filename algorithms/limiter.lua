@@ -203,7 +203,7 @@ ALGO.gcra = {
         return false, v, 3
       end
     else
-      v = redis.pcall('GET', key)
+      v = R_PCALL('GET', key)
     end
     if G.f_now then
       local class = gcra_fast_class(v, G.f_now, G.f_thr, G.f_top)
@@ -225,7 +225,7 @@ ALGO.gcra = {
   end,
   commit = function(key, raw, a, b, c, d)
     if type(a) == 'string' then
-      redis.call('SET', key, a, 'PX', b)
+      R_CALL('SET', key, a, 'PX', b)
     else
       gcra_store(key, raw, a, b, c, d)
     end
@@ -256,7 +256,7 @@ local LIM_A, LIM_E, LIM_L, LIM_S, LIM_T, LIM_W = {}, {}, {}, {}, {}, {}
 -- TIME); nil when malformed.
 local function LIM_now(arg)
   if arg == '' then
-    local s, us = lib_time(redis.call('TIME'))
+    local s, us = lib_time(R_CALL('TIME'))
     return s * 1000000 + us, s, us
   end
   local now = lib_int(arg)
@@ -313,7 +313,7 @@ end
 local function LIM_undo(KEYS, k0, n, T)
   for i = 1, n do
     if LIM_W[7 * i - 6] == 3 and not (T and T[i]) then
-      redis.call('DEL', KEYS[k0 + i - 1])
+      R_CALL('DEL', KEYS[k0 + i - 1])
     end
   end
 end
@@ -348,7 +348,7 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
 
   if m == 1 then
     -- One field (a path of one level): HGET, no tables.
-    local have = redis.call('HGET', KEYS[k0 + n], ARGV[mb + 1]) or ''
+    local have = R_CALL('HGET', KEYS[k0 + n], ARGV[mb + 1]) or ''
     if have ~= ARGV[mb + 2] then
       return LIM_whole(out, o, {'override', have})
     end
@@ -357,7 +357,7 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
     for j = 1, m do
       fields[j] = ARGV[mb + 2 * j - 1]
     end
-    local have = redis.call('HMGET', KEYS[k0 + n], unpack(fields))
+    local have = R_CALL('HMGET', KEYS[k0 + n], unpack(fields))
     local differ = false
     for j = 1, m do
       have[j] = have[j] or ''
@@ -537,7 +537,7 @@ end
 local function LIM_fast_undo(K, k0, n)
   for i = 1, n do
     if LIM_T[i] then
-      redis.call('DEL', K[k0 + i - 1])
+      R_CALL('DEL', K[k0 + i - 1])
     end
   end
 end
@@ -555,7 +555,7 @@ local function LIM_override_ok(hash, ARGV, mb, m)
     if LIM_NOHASH then
       return ARGV[mb + 2] == ''
     end
-    return (redis.pcall('HGET', hash, ARGV[mb + 1]) or '') == ARGV[mb + 2]
+    return (R_PCALL('HGET', hash, ARGV[mb + 1]) or '') == ARGV[mb + 2]
   elseif m == 0 then
     return true
   end
@@ -564,7 +564,7 @@ local function LIM_override_ok(hash, ARGV, mb, m)
     for j = 1, m do
       LIM_FLD[j] = ARGV[mb + 2 * j - 1]
     end
-    have = redis.pcall('HMGET', hash, unpack(LIM_FLD, 1, m))
+    have = R_PCALL('HMGET', hash, unpack(LIM_FLD, 1, m))
     if have.err then
       return false
     end
@@ -617,7 +617,7 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
     out[o + 1 + i] = v
     if n == 1 then
       if val then
-        redis.call('SET', key, val, 'PX', ms)
+        R_CALL('SET', key, val, 'PX', ms)
       end
     else
       T[i], W[2 * i - 1], W[2 * i] = written, val, ms
@@ -631,7 +631,7 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
   elseif n > 1 then
     for i = 1, n do
       if not T[i] then
-        redis.call('SET', K[k0 + i - 1], W[2 * i - 1], 'PX', W[2 * i])
+        R_CALL('SET', K[k0 + i - 1], W[2 * i - 1], 'PX', W[2 * i])
       end
     end
   end
@@ -738,7 +738,7 @@ local function LIM_groups(K, kb, ARGV, G, flat)
         LIM_OVK[c] = K[LIM_G[x + 4] + LIM_G[x + 2]]
       end
     end
-    LIM_NOHASH = c > 1 and redis.pcall('EXISTS', unpack(LIM_OVK, 1, c)) == 0
+    LIM_NOHASH = c > 1 and R_PCALL('EXISTS', unpack(LIM_OVK, 1, c)) == 0
   end
   for g = 1, G do
     local x = 6 * g - 6
@@ -857,7 +857,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     for g = 1, G do
       LIM_OVK[g] = K[(n + 1) * g]
     end
-    LIM_NOHASH = redis.pcall('EXISTS', unpack(LIM_OVK, 1, G)) == 0
+    LIM_NOHASH = R_PCALL('EXISTS', unpack(LIM_OVK, 1, G)) == 0
   end
   -- One gcra level, no override hash in the batch: a group whose proxy
   -- assumes no override either is decided right here, with no call of
@@ -865,8 +865,8 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- a new key (most keys of a batch) is admitted by its read.
   local fresh = kind == true and n == 1 and m == 1 and LIM_NOHASH and f[1]
   local reply, o = {0, now_s, now_us}, 3
-  -- As locals: each use of the global costs two table lookups a group.
-  local call_, pcall_ = redis.call, redis.pcall
+  -- R_CALL and R_PCALL as locals, in a loop run once per group.
+  local call_, pcall_ = R_CALL, R_PCALL
   for g = 1, G do
     -- The group's keys from K[k], its pairs after ARGV[mb].
     local k, mb, r = kb + (n + 1) * g - n, a + 2 * m * (g - 1) - 1, false
@@ -966,6 +966,9 @@ local function LIM_shapes(KEYS, ARGV)
 end
 
 --#call
+if not R_CALL then
+  R_CALL, R_PCALL = redis.call, redis.pcall
+end
 if ARGV[1] == 'shapes' then
   return LIM_shapes(KEYS, ARGV)
 elseif ARGV[1] == 'each' then

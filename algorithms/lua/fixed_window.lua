@@ -15,8 +15,8 @@ local FW_ERR_STATE = 'ERR fixed_window state is malformed (negative start or cou
 
 -- Stores the window start and count, expiring in ms (its end).
 local function fw_commit(key, start, count, ms)
-  redis.call('HSET', key, 'start', lib_str(start), 'count', lib_str(count))
-  redis.call('PEXPIRE', key, lib_str(ms))
+  R_CALL('HSET', key, 'start', lib_str(start), 'count', lib_str(count))
+  R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
 ALGO.fixed_window = {
@@ -78,9 +78,9 @@ ALGO.fixed_window = {
     -- Nothing counted in now's own window is no key; any other window
     -- (a later one, or one of another length) still holds its place.
     if count == 0 and start == now - math.fmod(now, w) then
-      redis.call('DEL', key)
+      R_CALL('DEL', key)
     else
-      redis.call('HSET', key, 'count', lib_str(count))
+      R_CALL('HSET', key, 'count', lib_str(count))
     end
   end,
 }

@@ -153,7 +153,7 @@ end
 
 -- Reads a key's stored TAT (one GET): gcra_rel of what it holds.
 local function gcra_read(key, now_s, now_ns)
-  return gcra_rel(redis.pcall('GET', key), now_s, now_ns)
+  return gcra_rel(R_PCALL('GET', key), now_s, now_ns)
 end
 
 -- The decision from rel: refused (a boolean; nil when the new TAT passes
@@ -205,9 +205,9 @@ local function gcra_store(key, raw, ttl_s, ttl_ns, s, ns)
     else
       val = string.format('%d%09d', s, ns)
     end
-    redis.call('SET', key, val, 'PX', string.format('%d', ms))
+    R_CALL('SET', key, val, 'PX', string.format('%d', ms))
   elseif raw then
-    redis.call('DEL', key)
+    R_CALL('DEL', key)
   end
 end
 
@@ -317,10 +317,10 @@ local GCRA_NX_GET = redis.REDIS_VERSION_NUM ~= nil
 -- an error) and whether it was written.
 local function gcra_fast_read(key, f_val, f_ms)
   if GCRA_NX_GET then
-    local v = redis.pcall('SET', key, f_val, 'NX', 'PX', f_ms, 'GET')
+    local v = R_PCALL('SET', key, f_val, 'NX', 'PX', f_ms, 'GET')
     return v, v == false
   end
-  return redis.pcall('GET', key), false
+  return R_PCALL('GET', key), false
 end
 
 -- The fast path's decision of a key from v, its GET's reply, with the
@@ -385,7 +385,7 @@ local function gcra_refund(key, raw, r_s, r_ns, inc_s, inc_ns, now_s, now_ns)
       local s, ns = gcra_norm(now_s + left_s, now_ns + left_ns)
       gcra_store(key, raw, left_s, left_ns, s, ns)
     else
-      redis.call('DEL', key)
+      R_CALL('DEL', key)
     end
   end
 end

@@ -101,8 +101,8 @@ end
 
 -- Stores level and ts, expiring in ms (when the bucket is empty).
 function LB.commit(key, level, ts, ms)
-  redis.call('HSET', key, 'level', lib_str(level), 'ts', lib_str(ts))
-  redis.call('PEXPIRE', key, lib_str(ms))
+  R_CALL('HSET', key, 'level', lib_str(level), 'ts', lib_str(ts))
+  R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
 function LB.decide(key, a1, a2, a3, a4, now, cost)
@@ -166,7 +166,7 @@ function LB.refund(key, a1, a2, a3, a4, now, cost, undo)
     return -- what the check poured has drained already
   end
   if level <= cost then
-    redis.call('DEL', key)
+    R_CALL('DEL', key)
   else
     local _, ms = LB.reset(p, level - cost, ts, now)
     LB.commit(key, level - cost, ts, ms)

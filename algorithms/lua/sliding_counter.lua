@@ -62,9 +62,9 @@ end
 
 -- Stores the counted window, expiring in ms (the end of the next one).
 local function sc_commit(key, start, c, prev, ms)
-  redis.call('HSET', key, 'start', lib_str(start), 'count', lib_str(c),
+  R_CALL('HSET', key, 'start', lib_str(start), 'count', lib_str(c),
              'prev', lib_str(prev))
-  redis.call('PEXPIRE', key, lib_str(ms))
+  R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
 ALGO.sliding_counter = {
@@ -147,9 +147,9 @@ ALGO.sliding_counter = {
     -- Nothing counted in now's own window nor before it is no key; any
     -- other window (a later one, or one of another length) holds its place.
     if count == 0 and prev == 0 and start == now - math.fmod(now, w) then
-      redis.call('DEL', key)
+      R_CALL('DEL', key)
     else
-      redis.call('HSET', key, 'count', lib_str(count))
+      R_CALL('HSET', key, 'count', lib_str(count))
     end
   end,
 }

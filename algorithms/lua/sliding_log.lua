@@ -70,7 +70,7 @@ end
 -- The score of the stored entry at rank r counted from the newest (0), or
 -- nil when it is malformed.
 function SL.at(key, r)
-  return SL.score(redis.call('ZREVRANGE', key, r, r, 'WITHSCORES')[2])
+  return SL.score(R_CALL('ZREVRANGE', key, r, r, 'WITHSCORES')[2])
 end
 
 -- What the decision needs of the stored log at now: kept (entries in the
@@ -89,17 +89,17 @@ function SL.read(key, p, now)
     return st
   end
   local oldest = SL.score(first[2])
-  local newest = SL.score(redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
+  local newest = SL.score(R_CALL('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
   if oldest == nil or newest == nil then
     return nil, SL.ERR_STATE
   end
   st.oldest, st.newest = oldest, newest
-  st.kept = redis.call('ZCOUNT', key, '(' .. lib_str(now - p.h_us), '+inf')
+  st.kept = R_CALL('ZCOUNT', key, '(' .. lib_str(now - p.h_us), '+inf')
   -- Without a min_interval beyond the window the horizon is the window.
   st.live = p.h_us == p.w_us and st.kept or
-    redis.call('ZCOUNT', key, '(' .. lib_str(now - p.w_us), '+inf')
+    R_CALL('ZCOUNT', key, '(' .. lib_str(now - p.w_us), '+inf')
   if newest > now then
-    st.fut = redis.call('ZCOUNT', key, '(' .. lib_str(now), '+inf')
+    st.fut = R_CALL('ZCOUNT', key, '(' .. lib_str(now), '+inf')
   end
   return st
 end
@@ -156,11 +156,11 @@ end
 function SL.commit(key, drop, cap, now, a, ms, top)
   local ts = lib_str(now)
   if drop then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', lib_str(drop))
+    R_CALL('ZREMRANGEBYSCORE', key, '-inf', lib_str(drop))
   end
   if a > 0 then
     top = top and
-      redis.call('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
+      R_CALL('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
     local j = 0
     if top then
       j = tonumber(string.match(top, '^%d+:[a-p](%d+)$')) or 0
@@ -174,9 +174,9 @@ function SL.commit(key, drop, cap, now, a, ms, top)
     SPAN.batch('ZADD', key, args, 2)
   end
   if cap then
-    redis.call('ZREMRANGEBYRANK', key, 0, -(cap + 1))
+    R_CALL('ZREMRANGEBYRANK', key, 0, -(cap + 1))
   end
-  redis.call('PEXPIRE', key, lib_str(ms))
+  R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
 function SL.decide(key, a1, a2, a3, a4, now, cost)
@@ -260,7 +260,7 @@ function SL.refund(key, a1, a2, a3, a4, now, cost, undo)
     if got == nil or #got == 0 then
       break
     end
-    redis.call('ZREM', key, unpack(got))
+    R_CALL('ZREM', key, unpack(got))
     left = left - #got
   end
 end

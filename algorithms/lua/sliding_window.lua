@@ -153,7 +153,7 @@ function SW.commit(key, res_us, f, live, ks, total, ms)
   set[#set + 1] = 'total'
   set[#set + 1] = lib_str(total)
   SPAN.batch('HSET', key, set, 2)
-  redis.call('PEXPIRE', key, lib_str(ms))
+  R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
 function SW.decide(key, a1, a2, a3, a4, now, cost)
@@ -223,18 +223,18 @@ function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
   local x = math.min(c, cost)
   if c == x then
-    redis.call('HDEL', key, undo)
+    R_CALL('HDEL', key, undo)
   else
-    redis.call('HSET', key, undo, lib_str(c - x))
+    R_CALL('HSET', key, undo, lib_str(c - x))
   end
-  local t = lib_int(redis.call('HGET', key, 'total'))
+  local t = lib_int(R_CALL('HGET', key, 'total'))
   if t ~= nil and t >= x then
-    redis.call('HSET', key, 'total', lib_str(t - x))
+    R_CALL('HSET', key, 'total', lib_str(t - x))
   end
   -- Only "total" left: the key is worth nothing.
-  if redis.call('HLEN', key) == 1 and
-      redis.call('HEXISTS', key, 'total') == 1 then
-    redis.call('DEL', key)
+  if R_CALL('HLEN', key) == 1 and
+      R_CALL('HEXISTS', key, 'total') == 1 then
+    R_CALL('DEL', key)
   end
 end
 

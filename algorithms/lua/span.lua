@@ -73,6 +73,6 @@ function SPAN.batch(cmd, key, args, per)
     if j > n then
       j = n
     end
-    redis.call(cmd, key, unpack(args, i, j))
+    R_CALL(cmd, key, unpack(args, i, j))
   end
 end

@@ -134,9 +134,9 @@ end
 
 -- Stores the level tok + frac / 1e15 credited up to ts, expiring in ms.
 local function tb_store(key, tok, frac, ts, ms)
-  redis.call('HSET', key, 'tokens', lib_str(tok), 'frac', lib_str(frac),
+  R_CALL('HSET', key, 'tokens', lib_str(tok), 'frac', lib_str(frac),
              'ts', lib_str(ts))
-  redis.call('PEXPIRE', key, lib_str(ms))
+  R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
 ALGO.token_bucket = {
@@ -212,7 +212,7 @@ ALGO.token_bucket = {
       -- Full, but the clock is behind ts: that still differs from no key.
       tb_store(key, cap, 0, ts, lib_ceildiv(gap, 1000))
     else
-      redis.call('DEL', key)
+      R_CALL('DEL', key)
     end
   end,
 }
