@@ -63,7 +63,7 @@ end
 -- Stores the counted window, expiring in ms (the end of the next one).
 local function sc_commit(key, start, c, prev, ms)
   R_CALL('HSET', key, 'start', lib_str(start), 'count', lib_str(c),
-             'prev', lib_str(prev))
+         'prev', lib_str(prev))
   R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
@@ -116,11 +116,7 @@ ALGO.sliding_counter = {
     end
     local ms
     if c > 0 then
-      if small then
-        e[5], ms = xint_dur_plus(untl, w, 0, false)
-      else
-        e[5], ms = xint_dur(xint_sum(untl, w), 0)
-      end
+      e[5], ms = xint_dur_plus(untl, w, 0, not small)
     elseif prev > 0 then
       e[5] = xint_dur(untl, 0)
     end

@@ -159,8 +159,7 @@ function SL.commit(key, drop, cap, now, a, ms, top)
     R_CALL('ZREMRANGEBYSCORE', key, '-inf', lib_str(drop))
   end
   if a > 0 then
-    top = top and
-      R_CALL('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
+    top = top and R_CALL('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
     local j = 0
     if top then
       j = tonumber(string.match(top, '^%d+:[a-p](%d+)$')) or 0

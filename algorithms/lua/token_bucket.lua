@@ -106,9 +106,9 @@ end
 -- The refill time until the level reaches n > tok whole tokens,
 -- ceil(((n - tok) * 1e15 - frac) / rate) ns, as us = floor(ns / 1000) (a
 -- number below 2^53, else an xint), x = ns mod 1000 and whether us is an
--- xint. With k = n - tok - 1
--- and 1e15 = q1 * rate + r1 the quotient is k * q1 + floor((k * r1 + tail)
--- / rate), in plain numbers whenever those stay below 2^53.
+-- xint. With k = n - tok - 1 and 1e15 = q1 * rate + r1 the quotient is
+-- k * q1 + floor((k * r1 + tail) / rate), in plain numbers whenever those
+-- stay below 2^53.
 local function tb_wait(rate, tok, frac, n)
   local k = n - tok - 1
   local tail = (TB_FRAC_ONE - frac) + (rate - 1) -- < 2e15
@@ -135,7 +135,7 @@ end
 -- Stores the level tok + frac / 1e15 credited up to ts, expiring in ms.
 local function tb_store(key, tok, frac, ts, ms)
   R_CALL('HSET', key, 'tokens', lib_str(tok), 'frac', lib_str(frac),
-             'ts', lib_str(ts))
+         'ts', lib_str(ts))
   R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
