@@ -113,7 +113,8 @@ local function GCRA_E_runs(KEYS, ARGV)
 
   local now_s, now_us = lib_time(R_CALL('TIME'))
   local now_ns = now_us * 1000
-  local reply = {0, now_s, now_us}
+  local reply = LIB_REPLY
+  reply[1], reply[2], reply[3] = 0, now_s, now_us
   -- R_CALL and R_PCALL as locals, in a loop run once per key.
   local i, call_, pcall_ = 0, R_CALL, R_PCALL
   for r = 1, R do
@@ -158,7 +159,7 @@ local function GCRA_E_runs(KEYS, ARGV)
       end
     end
   end
-  return reply
+  return lib_reply(3 + 2 * n)
 end
 
 -- The modes check, peek and refund see every key at once: all read, then

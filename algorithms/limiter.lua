@@ -721,7 +721,8 @@ local function LIM_groups(K, kb, ARGV, G, flat)
   if now == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end
-  local reply, o = {0, now_s, now_us}, 3
+  local reply, o = flat and LIB_REPLY or {}, 3
+  reply[1], reply[2], reply[3] = 0, now_s, now_us
   local out, now_ns = flat and reply or nil, now_us * 1000
   -- Overrides are rare: one EXISTS of every group's override hash spares
   -- the fast paths a read each when none exists (checks never write one,
@@ -769,6 +770,9 @@ local function LIM_groups(K, kb, ARGV, G, flat)
       o = LIM_general(K, kb + k0, ARGV, a0, n, mb, m, now, now_s, now_us,
                       reply, out, o)
     end
+  end
+  if flat then
+    return lib_reply(o)
   end
   return reply
 end
@@ -864,7 +868,8 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- LIM_fast (which costs Redis about a thousand instructions a group);
   -- a new key (most keys of a batch) is admitted by its read.
   local fresh = kind == true and n == 1 and m == 1 and LIM_NOHASH and f[1]
-  local reply, o = {0, now_s, now_us}, 3
+  local reply, o = LIB_REPLY, 3
+  reply[1], reply[2], reply[3] = 0, now_s, now_us
   -- R_CALL and R_PCALL as locals, in a loop run once per group.
   local call_, pcall_ = R_CALL, R_PCALL
   for g = 1, G do
@@ -907,7 +912,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     o = r or LIM_general(K, k, ARGV, a0, n, mb, m, now, now_s, now_us, reply,
                          reply, o)
   end
-  return reply
+  return lib_reply(o)
 end
 
 -- Mode "shapes" (the header's third part).

@@ -71,7 +71,10 @@ static const char probe[] =
     "    check(s == 1795577545 and us == tonumber(t2))\n"
     "    check(LIB_NOW_S == s and LIB_NOW_NS == us * 1000)\n"
     "    check(LIB_NOW_STR == string.format('%d%09d', s, us * 1000))\n"
-    "    check(gcra_fast(2, 0, 32, 0, s, us * 1000) == LIB_NOW_STR)\n"
+    "    local f_now, f_thr, _, f_val = gcra_fast(2, 0, 32, 0, s, us * 1000)\n"
+    "    check(f_now == LIB_NOW_STR)\n"
+    "    check(f_thr == ref(s + 30, us * 1000))\n"
+    "    check(f_val == ref(s + 2, us * 1000))\n"
     "    check(gcra_fast(2, 0, 32, 0, s, us * 1000 + 1) ==\n"
     "          ref(s, us * 1000 + 1))\n"
     "  end\n"
@@ -79,7 +82,8 @@ static const char probe[] =
     "  check(s == 999999999 and us == 5 and LIB_NOW_S == 1795577545)\n"
     "  local limits = {{2, 0, 32, 0}, {0, 600000000, 60, 0},\n"
     "    {1, 999999999, 3, 500000000}, {5, 0, 5, 0}, {0, 1000000, 0, 1000000},\n"
-    "    {2, 0, 30, 0}, {2, 0, 32, 0}}\n"
+    "    {2, 0, 30, 0}, {2, 0, 32, 0}, {0, 600000000, 60, 600000000},\n"
+    "    {2, 0, 32, 500000000}}\n"
     "  local nows = {{1795577545, 0}, {1795577545, 999999000},\n"
     "                {1795577545, 600000000}, {1795577545, 400000000},\n"
     "                {1799999999, 999999999}}\n"
@@ -109,9 +113,9 @@ static const char probe[] =
     "  return ok\n"
     "end)\n";
 
-/* Checks cellgate_probe_time makes: 7 microsecond lengths of 5, one
- * 9-digit second, 2 rounds of 7 limits at 5 instants of 7, and 5. */
-#define PROBE_TIME_CHECKS (7 * 5 + 1 + 2 * 7 * 5 * 7 + 5)
+/* Checks cellgate_probe_time makes: 7 microsecond lengths of 7, one
+ * 9-digit second, 2 rounds of 9 limits at 5 instants of 7, and 5. */
+#define PROBE_TIME_CHECKS (7 * 7 + 1 + 2 * 9 * 5 * 7 + 5)
 
 #define PROBE_CHECKS 18
 
@@ -197,5 +201,112 @@ Test(it_lua_lib, time_and_gcra_fast_strings_equal_their_formats,
                      i + 1);
     }
     freeReplyObject(r);
+    redisFree(c);
+}
+
+/* FCALL of the library's gcra, mode "runs": n fresh keys "<tag>:<i>"
+ * under one limit (INC 1 s, DVT 1000 s). Asserts the reply: 3 + 2n
+ * elements, each key read as nil and admitted. */
+static void expect_gcra_runs(redisContext *c, const char *tag, int n)
+{
+    const char **argv = calloc((size_t)n + 10, sizeof(*argv));
+    char(*keys)[32] = calloc((size_t)n, sizeof(*keys));
+    char nk[16];
+    int argc = 0;
+
+    cr_assert(argv && keys);
+    snprintf(nk, sizeof(nk), "%d", n);
+    argv[argc++] = "FCALL";
+    argv[argc++] = LUA_TWIN_FN_PREFIX "gcra";
+    argv[argc++] = nk;
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s:%d", tag, i);
+        argv[argc++] = keys[i];
+    }
+    const char *tail[] = { "runs", "1", nk, "1", "0", "1000", "0" };
+    for (size_t i = 0; i < sizeof(tail) / sizeof(*tail); i++) {
+        argv[argc++] = tail[i];
+    }
+    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "gcra %s: %s", tag,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    cr_assert_eq(r->elements, 3 + 2 * (size_t)n, "gcra %s of %d keys: %zu", tag,
+                 n, r->elements);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(r->element[3 + i]->type, REDIS_REPLY_NIL);
+        cr_assert_eq(r->element[3 + n + i]->type, REDIS_REPLY_INTEGER);
+        cr_assert_eq(r->element[3 + n + i]->integer, 0);
+    }
+    freeReplyObject(r);
+    free(keys);
+    free(argv);
+}
+
+/* FCALL of the library's limiter, mode "shapes": g groups of one shape,
+ * one gcra level (INC 1 s, DVT 3 s) and no override pair, on fresh keys
+ * "<tag>:<i>" (override hashes "<tag>:o<i>"). Asserts the flat reply:
+ * 3 + 2g elements, each group admitted with no TAT before it. */
+static void expect_limiter_shapes(redisContext *c, const char *tag, int g)
+{
+    const char **argv = calloc(2 * (size_t)g + 20, sizeof(*argv));
+    char(*keys)[32] = calloc(2 * (size_t)g, sizeof(*keys));
+    char nk[16], ng[16];
+    int argc = 0;
+
+    cr_assert(argv && keys);
+    snprintf(nk, sizeof(nk), "%d", 2 * g);
+    snprintf(ng, sizeof(ng), "%d", g);
+    argv[argc++] = "FCALL";
+    argv[argc++] = LUA_TWIN_FN_PREFIX "limiter";
+    argv[argc++] = nk;
+    for (int i = 0; i < g; i++) {
+        snprintf(keys[2 * i], sizeof(keys[0]), "%s:%d", tag, i);
+        snprintf(keys[2 * i + 1], sizeof(keys[0]), "%s:o%d", tag, i);
+        argv[argc++] = keys[2 * i];
+        argv[argc++] = keys[2 * i + 1];
+    }
+    const char *tail[] = { "shapes", "",  "1", "check", "1", "1", "gcra",
+                           "1",      "0", "3", "0",     "",  "0", ng };
+    for (size_t i = 0; i < sizeof(tail) / sizeof(*tail); i++) {
+        argv[argc++] = tail[i];
+    }
+    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "limiter %s: %s", tag,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    cr_assert_eq(r->elements, 3 + 2 * (size_t)g, "limiter %s of %d groups: %zu",
+                 tag, g, r->elements);
+    for (int i = 0; i < g; i++) {
+        cr_assert_eq(r->element[3 + 2 * i]->type, REDIS_REPLY_INTEGER);
+        cr_assert_eq(r->element[3 + 2 * i]->integer, 0);
+        cr_assert_eq(r->element[4 + 2 * i]->type, REDIS_REPLY_NIL);
+    }
+    freeReplyObject(r);
+    free(keys);
+    free(argv);
+}
+
+/* The library builds each batch's reply in one table it keeps from call
+ * to call (lib_reply): a shorter reply after a longer one must end where
+ * its own elements end, whichever function built the longer one, and one
+ * too long to keep (over 256 elements) must not leave its table behind. */
+Test(it_lua_lib, a_kept_reply_table_ends_where_each_reply_ends, .init = it_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_redis_connect(&px_env()->redis, NULL);
+
+    lua_twin_load_library(c);
+    expect_gcra_runs(c, "a", 40);
+    expect_limiter_shapes(c, "b", 5);
+    expect_gcra_runs(c, "c", 1);
+    expect_limiter_shapes(c, "d", 30);
+    expect_limiter_shapes(c, "e", 1);
+    expect_gcra_runs(c, "f", 130);
+    expect_gcra_runs(c, "g", 2);
+    expect_limiter_shapes(c, "h", 200);
+    expect_gcra_runs(c, "i", 3);
+    /* Every key was new and admitted: each batch wrote all of its own. */
+    px_check_int(px_cmd(c, "DBSIZE"), 40 + 5 + 1 + 30 + 1 + 130 + 2 + 200 + 3);
     redisFree(c);
 }
