@@ -82,25 +82,32 @@ local function GCRA_E_one(key, v, inc_s, inc_ns, dvt_s, dvt_ns, now_s, now_ns)
   return raw, 0
 end
 
--- Mode "runs" (the header's second part).
+-- Mode "runs" (the header's second part). GCRA_RUN holds each run's
+-- count and four values (5 numbers a run) from the structure check to the
+-- decisions (kept for the next call up to 64 runs, as the proxy sends).
+local GCRA_RUN = {}
 local function GCRA_E_runs(KEYS, ARGV)
   local R, nargv = lib_int(ARGV[2]), #ARGV
   if not R or R < 1 or 2 + 5 * R > nargv then
     return redis.error_reply(GCRA_BAD_ARGS)
   end
-  -- The whole structure first: a malformed batch writes nothing.
-  local n = 0
+  -- The whole structure first: a malformed batch writes nothing. What it
+  -- parses waits in GCRA_RUN for the decisions (a second parse, even
+  -- through the memos, costs Redis more than keeping five numbers).
+  local n, P = 0, R <= 64 and GCRA_RUN or {}
   for r = 1, R do
-    local b = 5 * r - 2
+    local b, x = 5 * r - 2, 5 * r - 5
     local count = lib_int(ARGV[b])
     if not count or count < 1 then
       return redis.error_reply(GCRA_BAD_ARGS)
     end
-    local ok, err = gcra_args_memo(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
-                                   ARGV[b + 4])
-    if not ok then
-      return redis.error_reply(err)
+    local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args_memo(ARGV[b + 1],
+      ARGV[b + 2], ARGV[b + 3], ARGV[b + 4])
+    if not inc_s then
+      return redis.error_reply(inc_ns)
     end
+    P[x + 1], P[x + 2], P[x + 3], P[x + 4], P[x + 5] = count, inc_s, inc_ns,
+      dvt_s, dvt_ns
     n = n + count
   end
   local K, k0 = KEYS, 0
@@ -118,13 +125,13 @@ local function GCRA_E_runs(KEYS, ARGV)
   -- R_CALL and R_PCALL as locals, in a loop run once per key.
   local i, call_, pcall_ = 0, R_CALL, R_PCALL
   for r = 1, R do
-    local b = 5 * r - 2
-    local inc_s, inc_ns, dvt_s, dvt_ns = gcra_args_memo(ARGV[b + 1],
-      ARGV[b + 2], ARGV[b + 3], ARGV[b + 4])
+    local x = 5 * r - 5
+    local count, inc_s, inc_ns, dvt_s, dvt_ns = P[x + 1], P[x + 2], P[x + 3],
+      P[x + 4], P[x + 5]
     local f_now, f_thr, f_top, f_val, f_ms, f_lo, f_fmt = gcra_fast(inc_s,
       inc_ns, dvt_s, dvt_ns, now_s, now_ns)
     local nx = f_now and GCRA_NX_GET
-    for _ = 1, lib_int(ARGV[b]) do
+    for _ = 1, count do
       i = i + 1
       local key, v, written = K[k0 + i], nil, false
       if nx then
