@@ -158,7 +158,11 @@ function SL.commit(key, drop, cap, now, a, ms, top)
   if drop then
     R_CALL('ZREMRANGEBYSCORE', key, '-inf', lib_str(drop))
   end
-  if a > 0 then
+  if a == 1 and not top then
+    -- One entry and none at now yet (most checks of cost 1): its
+    -- member is "<ts>:a1", with no table for SPAN.batch.
+    R_CALL('ZADD', key, ts, ts .. ':a1')
+  elseif a > 0 then
     top = top and R_CALL('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
     local j = 0
     if top then

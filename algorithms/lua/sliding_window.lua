@@ -130,6 +130,15 @@ end
 -- fields it holds now; res_us: the slot length), expiring after ms: stale,
 -- empty and duplicate fields go, changed counts are set.
 function SW.commit(key, res_us, f, live, ks, total, ms)
+  if #f == 0 and #ks == 1 then
+    -- A new key (most checks: new identities): its one slot and the
+    -- total, with none of the tables below (each costs Redis about a
+    -- thousand instructions to make and collect).
+    R_CALL('HSET', key, lib_str(ks[1] * res_us), lib_str(total), 'total',
+           lib_str(total))
+    R_CALL('PEXPIRE', key, lib_str(ms))
+    return
+  end
   local want, del, set = {}, {}, {}
   for i = 1, #ks do
     want[lib_str(ks[i] * res_us)] = lib_str(live[ks[i]])
@@ -164,6 +173,16 @@ function SW.decide(key, a1, a2, a3, a4, now, cost)
   local have, f = SW.read(key)
   if have == nil then
     return nil, f
+  end
+  if not have and cost > 0 and cost <= p.max then
+    -- A new key admitted: what SW.slots and the general steps below make
+    -- of an empty hash, without their four tables and sort. Its one slot
+    -- is now's, holding cost.
+    local k = lib_divmod(now, p.res_us)
+    local e = {0, p.max, p.max - cost, -1000000, 0, lib_str(k * p.res_us)}
+    local ms
+    e[5], ms = SW.until_expired(p, k, now)
+    return false, e, 1, p.res_us, f, {[k] = cost}, {k}, cost, ms
   end
   local live, ks, total, k_eff = SW.slots(p, f, now)
   if live == nil then

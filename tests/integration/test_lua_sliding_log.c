@@ -748,6 +748,15 @@ Test(it_lua_sliding_log, members_number_entries_of_one_timestamp_in_order,
     check(c, "k", &cf, &m, T0, 1, &b, "one more");
     px_check_str(px_cmd(c, "ZSCORE k 1700000000000000:b11"),
                  "1700000000000000");
+    /* One entry on a fresh key is numbered 1, the next at its instant 2. */
+    m.n = 0;
+    check(c, "k1", &cf, &m, T0, 1, &a, "one");
+    check(c, "k1", &cf, &m, T0, 1, &a, "one more at its instant");
+    r = px_cmd(c, "ZRANGE k1 0 -1");
+    cr_assert_eq(r->elements, 2);
+    cr_assert_str_eq(r->element[0]->str, "1700000000000000:a1");
+    cr_assert_str_eq(r->element[1]->str, "1700000000000000:a2");
+    freeReplyObject(r);
     redisFree(c);
 }
 
