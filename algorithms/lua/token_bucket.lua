@@ -152,12 +152,15 @@ local TB_N = {}
 local function tb_full(cap, rate, cost)
   local N = TB_N
   if N.cap ~= cap or N.rate ~= rate or N.cost ~= cost then
+    -- All made before any is kept: an entry is never half of one limit.
     local us, x, big = tb_wait(rate, cap - cost, 0, cap)
-    N.cap, N.rate, N.cost, N.ok = cap, rate, cost, not big
+    local reset, ms
     if not big then
-      N.reset, N.ms = xint_dur_plus(us, 0, x, false)
-      N.wait = us + (x > 0 and 1 or 0)
+      reset, ms = xint_dur_plus(us, 0, x, false)
     end
+    N.cap, N.rate, N.cost, N.ok, N.reset, N.ms = cap, rate, cost, not big,
+      reset, ms
+    N.wait = not big and us + (x > 0 and 1 or 0)
   end
   return N.ok and N
 end
