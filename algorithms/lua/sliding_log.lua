@@ -73,6 +73,10 @@ function SL.at(key, r)
   return SL.score(R_CALL('ZREVRANGE', key, r, r, 'WITHSCORES')[2])
 end
 
+-- What SL.read gives for no log (a new identity), made once: it is only
+-- read.
+SL.EMPTY = {kept = 0, live = 0, fut = 0}
+
 -- What the decision needs of the stored log at now: kept (entries in the
 -- horizon), live (in the window), fut (after now) and newest (nil when the
 -- log is empty). nil and the error for a wrong type or a malformed score
@@ -84,10 +88,10 @@ function SL.read(key, p, now)
   if first == nil then
     return nil, WRONGTYPE
   end
-  local st = {kept = 0, live = 0, fut = 0}
   if #first == 0 then
-    return st
+    return SL.EMPTY
   end
+  local st = {kept = 0, live = 0, fut = 0}
   local oldest = SL.score(first[2])
   local newest = SL.score(R_CALL('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
   if oldest == nil or newest == nil then
