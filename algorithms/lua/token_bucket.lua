@@ -158,11 +158,10 @@ local function tb_full(cap, rate, cost)
     if not big then
       reset, ms = xint_dur_plus(us, 0, x, false)
     end
-    N.cap, N.rate, N.cost, N.ok, N.reset, N.ms = cap, rate, cost, not big,
-      reset, ms
+    N.cap, N.rate, N.cost, N.reset, N.ms = cap, rate, cost, reset, ms
     N.wait = not big and us + (x > 0 and 1 or 0)
   end
-  return N.ok and N
+  return N.wait and N
 end
 
 ALGO.token_bucket = {

@@ -204,62 +204,78 @@ Test(it_lua_lib, time_and_gcra_fast_strings_equal_their_formats,
     redisFree(c);
 }
 
+/* FCALL of the library's function `fn` with keys[0..nk-1] declared and
+ * the arguments tail[0..nt-1]. Asserts an array of `want` elements, which
+ * it returns (the caller frees it); `ctx` names the call. */
+static redisReply *lib_fcall(redisContext *c, const char *fn, char (*keys)[32],
+                             int nk, const char *const *tail, int nt,
+                             size_t want, const char *ctx)
+{
+    const char **argv = calloc((size_t)(nk + nt) + 3, sizeof(*argv));
+    char num[16];
+    int argc = 0;
+
+    cr_assert_not_null(argv);
+    snprintf(num, sizeof(num), "%d", nk);
+    argv[argc++] = "FCALL";
+    argv[argc++] = fn;
+    argv[argc++] = num;
+    for (int i = 0; i < nk; i++) {
+        argv[argc++] = keys[i];
+    }
+    for (int i = 0; i < nt; i++) {
+        argv[argc++] = tail[i];
+    }
+    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
+    free(argv);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", ctx,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    cr_assert_eq(r->elements, want, "%s: %zu elements", ctx, r->elements);
+    return r;
+}
+
 /* FCALL of the library's gcra, mode "runs": n fresh keys "<tag>:<i>",
  * the first half under INC 1 s, the rest under INC 500 s (DVT 1000 s for
  * both; one run when n is 1). Asserts the reply: 3 + 2n elements, each key
  * read as nil and admitted; and the expiry each run's last key got. */
 static void expect_gcra_runs(redisContext *c, const char *tag, int n)
 {
-    const char **argv = calloc((size_t)n + 16, sizeof(*argv));
     char(*keys)[32] = calloc((size_t)n, sizeof(*keys));
-    char nk[16];
-    int argc = 0;
+    int n1 = n > 1 ? n / 2 : n;
+    char c1[16], c2[16];
 
-    cr_assert(argv && keys);
-    snprintf(nk, sizeof(nk), "%d", n);
-    argv[argc++] = "FCALL";
-    argv[argc++] = LUA_TWIN_FN_PREFIX "gcra";
-    argv[argc++] = nk;
+    cr_assert_not_null(keys);
     for (int i = 0; i < n; i++) {
         snprintf(keys[i], sizeof(keys[i]), "%s:%d", tag, i);
-        argv[argc++] = keys[i];
     }
-    char n1[16], n2[16];
-    snprintf(n1, sizeof(n1), "%d", n / 2 > 0 ? n / 2 : n);
-    snprintf(n2, sizeof(n2), "%d", n - n / 2);
-    const char *tail[] = { "runs", n / 2 > 0 ? "2" : "1",
-                           n1,     "1",
+    snprintf(c1, sizeof(c1), "%d", n1);
+    snprintf(c2, sizeof(c2), "%d", n - n1);
+    const char *tail[] = { "runs", n > 1 ? "2" : "1",
+                           c1,     "1",
                            "0",    "1000",
-                           "0",    n2,
+                           "0",    c2,
                            "500",  "0",
                            "1000", "0" };
-    for (size_t i = 0; i < (n / 2 > 0 ? 12u : 7u); i++) {
-        argv[argc++] = tail[i];
-    }
-    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
-    cr_assert_not_null(r);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "gcra %s: %s", tag,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-    cr_assert_eq(r->elements, 3 + 2 * (size_t)n, "gcra %s of %d keys: %zu", tag,
-                 n, r->elements);
+    redisReply *r = lib_fcall(c, LUA_TWIN_FN_PREFIX "gcra", keys, n, tail,
+                              n > 1 ? 12 : 7, 3 + 2 * (size_t)n, tag);
     for (int i = 0; i < n; i++) {
         cr_assert_eq(r->element[3 + i]->type, REDIS_REPLY_NIL);
         cr_assert_eq(r->element[3 + n + i]->type, REDIS_REPLY_INTEGER);
         cr_assert_eq(r->element[3 + n + i]->integer, 0);
     }
     freeReplyObject(r);
-    redisReply *t = px_cmd(c, "PTTL %s", keys[n / 2 > 0 ? n / 2 - 1 : 0]);
+    redisReply *t = px_cmd(c, "PTTL %s", keys[n1 - 1]);
     cr_assert(t->integer > 0 && t->integer <= 1000, "%s: PTTL %lld", tag,
               t->integer);
     freeReplyObject(t);
-    if (n / 2 > 0) {
+    if (n > 1) {
         t = px_cmd(c, "PTTL %s", keys[n - 1]);
         cr_assert(t->integer > 1000 && t->integer <= 500000, "%s: PTTL %lld",
                   tag, t->integer);
         freeReplyObject(t);
     }
     free(keys);
-    free(argv);
 }
 
 /* FCALL of the library's limiter, mode "shapes": g groups of one shape,
@@ -268,34 +284,20 @@ static void expect_gcra_runs(redisContext *c, const char *tag, int n)
  * 3 + 2g elements, each group admitted with no TAT before it. */
 static void expect_limiter_shapes(redisContext *c, const char *tag, int g)
 {
-    const char **argv = calloc(2 * (size_t)g + 20, sizeof(*argv));
     char(*keys)[32] = calloc(2 * (size_t)g, sizeof(*keys));
-    char nk[16], ng[16];
-    int argc = 0;
+    char ng[16];
 
-    cr_assert(argv && keys);
-    snprintf(nk, sizeof(nk), "%d", 2 * g);
-    snprintf(ng, sizeof(ng), "%d", g);
-    argv[argc++] = "FCALL";
-    argv[argc++] = LUA_TWIN_FN_PREFIX "limiter";
-    argv[argc++] = nk;
+    cr_assert_not_null(keys);
     for (int i = 0; i < g; i++) {
         snprintf(keys[2 * i], sizeof(keys[0]), "%s:%d", tag, i);
         snprintf(keys[2 * i + 1], sizeof(keys[0]), "%s:o%d", tag, i);
-        argv[argc++] = keys[2 * i];
-        argv[argc++] = keys[2 * i + 1];
     }
+    snprintf(ng, sizeof(ng), "%d", g);
     const char *tail[] = { "shapes", "",  "1", "check", "1", "1", "gcra",
                            "1",      "0", "3", "0",     "",  "0", ng };
-    for (size_t i = 0; i < sizeof(tail) / sizeof(*tail); i++) {
-        argv[argc++] = tail[i];
-    }
-    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
-    cr_assert_not_null(r);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "limiter %s: %s", tag,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-    cr_assert_eq(r->elements, 3 + 2 * (size_t)g, "limiter %s of %d groups: %zu",
-                 tag, g, r->elements);
+    redisReply *r =
+        lib_fcall(c, LUA_TWIN_FN_PREFIX "limiter", keys, 2 * g, tail,
+                  (int)(sizeof(tail) / sizeof(*tail)), 3 + 2 * (size_t)g, tag);
     for (int i = 0; i < g; i++) {
         cr_assert_eq(r->element[3 + 2 * i]->type, REDIS_REPLY_INTEGER);
         cr_assert_eq(r->element[3 + 2 * i]->integer, 0);
@@ -303,15 +305,14 @@ static void expect_limiter_shapes(redisContext *c, const char *tag, int g)
     }
     freeReplyObject(r);
     free(keys);
-    free(argv);
 }
 
 /* The library builds each batch's reply in one table it keeps from call
  * to call (lib_reply): a shorter reply after a longer one must end where
  * its own elements end, whichever function built the longer one, also
  * after one too long to keep (over 256 elements), whose table the next
- * call replaces. gcra's batches of 130 and 3 keys also take the runs table
- * (GCRA_RUN) from a batch of one run to another. */
+ * call replaces. gcra's batches of one run and of two take the runs table
+ * (GCRA_RUN) from one to the other. */
 Test(it_lua_lib, a_kept_reply_table_ends_where_each_reply_ends, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
