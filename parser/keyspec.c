@@ -115,6 +115,8 @@ static int ks_add(struct keyspec *ks, const struct resp_value *v, int depth)
             e.flags |= KEYSPEC_F_PUBSUB;
         } else if (resp_value_is(fl, "admin")) {
             e.flags |= KEYSPEC_F_ADMIN;
+        } else if (resp_value_is(fl, "readonly")) {
+            e.flags |= KEYSPEC_F_READONLY;
         }
     }
     for (k = 0; v->n > KS_F_ACL && k < f[KS_F_ACL].n; k++) {

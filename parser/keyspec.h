@@ -21,12 +21,13 @@ struct keyspec;
 
 /* What COMMAND says about a command, as far as a proxy cares: whether
  * Redis may hold the connection (blocking), whether it is part of the
- * subscription machinery, and whether it acts on the connection itself
- * (the @connection ACL category). */
+ * subscription machinery, whether it acts on the connection itself
+ * (the @connection ACL category), and whether it only reads. */
 #define KEYSPEC_F_BLOCKING   (1u << 0) /* flag "blocking" */
 #define KEYSPEC_F_PUBSUB     (1u << 1) /* flag "pubsub" */
 #define KEYSPEC_F_CONNECTION (1u << 2) /* ACL category "@connection" */
 #define KEYSPEC_F_ADMIN      (1u << 3) /* flag "admin" */
+#define KEYSPEC_F_READONLY   (1u << 4) /* flag "readonly": writes no key */
 
 /* A table built from the reply to `COMMAND` (RESP2 bytes of one frame).
  * NULL when the reply is not a COMMAND reply (or on ENOMEM). */

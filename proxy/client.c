@@ -176,6 +176,16 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
     if (req->made_error) {
         server.stats.errors++;
     }
+    if (req->lat == REQ_LAT_DECISION) {
+        PX_ASSERT(c->lim_owed > 0);
+        c->lim_owed--;
+    } else if (req->lat == REQ_LAT_FORWARD) {
+        PX_ASSERT(c->fwd_owed > 0);
+        c->fwd_owed--;
+    }
+    if (c->order_held != NULL && !c->closing && router_order_ready(c)) {
+        server_mark_client(c); /* its flush dispatches the held request */
+    }
     if (req->lat != REQ_LAT_NONE) {
         metrics_observe(req->lat == REQ_LAT_DECISION ? &server.metrics.decision
                                                      : &server.metrics.forward,
@@ -319,8 +329,14 @@ static void client_process(struct client *c)
         if (c->proto_wait && c->nreqs == 0) {
             c->proto_wait = 0;
         }
+        if (c->order_held != NULL && router_order_ready(c)) {
+            req = c->order_held;
+            c->order_held = NULL;
+            router_dispatch(req);
+            continue;
+        }
         if (c->nreqs >= server.conf->max_pipeline || c->proto_wait ||
-            c->rid_wait) {
+            c->rid_wait || c->order_held != NULL) {
             if (!c->paused) {
                 c->paused = 1;
                 uv_read_stop((uv_stream_t *)&c->tcp);
@@ -413,7 +429,8 @@ void client_flush(struct client *c)
         return;
     }
     if (c->paused && c->nreqs <= server.conf->max_pipeline / 2 &&
-        (!c->proto_wait || c->nreqs == 0) && !c->rid_wait) {
+        (!c->proto_wait || c->nreqs == 0) && !c->rid_wait &&
+        (c->order_held == NULL || router_order_ready(c))) {
         c->paused = 0;
         client_process(c);
         if (!c->paused && !c->closing && !c->quitting && !c->input_done) {

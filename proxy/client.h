@@ -36,6 +36,17 @@ struct client {
     struct resp_reader *rd;        /* owned: request parser */
     struct queue reqs;             /* struct req, arrival order */
     unsigned nreqs;                /* length of reqs */
+    unsigned lim_owed;             /* its limiter requests (CL.THROTTLE,
+                                      LIMITER) not answered yet: calls the
+                                      limiter may still hold back for a
+                                      batch */
+    unsigned fwd_owed;             /* its requests sent to Redis as they are,
+                                      not answered yet */
+    struct req *order_held;        /* borrowed (it is in reqs): the next
+                                      request, parsed, not dispatched until
+                                      the requests of another kind before it
+                                      are answered (router_order_ready);
+                                      nothing after it is parsed */
     struct wq wq;                  /* reply bytes */
     size_t held;                   /* bytes kept in the replies of c->reqs
                                       (completed replies waiting for an

@@ -49,6 +49,7 @@ enum cmd_how {
 #define CMD_F_STICKY  (1u << 10) /* binds the connection for good */
 #define CMD_F_MONITOR (1u << 12) /* MONITOR: private, until RESET/QUIT */
 #define CMD_F_SUBCMDS (1u << 13) /* has "name|sub" entries (fan-outs) */
+#define CMD_F_FLUSH   (1u << 14) /* FLUSHALL/FLUSHDB: every key goes */
 
 struct cmd_def {
     const char *name;      /* lower case; "name|sub" for a subcommand entry */

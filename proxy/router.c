@@ -66,6 +66,10 @@
 /* Shows at most this much of a client's command name in an error. */
 #define ROUTER_NAME_SHOWN 128
 
+/* The lane of limiter calls from clients that owe nothing else (any
+ * lane would do; one for all of them makes big batches). */
+#define ROUTER_LIMITER_LANE 0
+
 /* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
 #define ROUTER_STACK_KEYS 32
 
@@ -543,6 +547,159 @@ static unsigned router_node_flags(const struct req *req)
     return 0;
 }
 
+/* Read-your-writes for what the limiter caches (refusals learned from
+ * Redis): `req` may write keys whose cached refusals would then be
+ * stale, and Redis's invalidation of them comes on another connection,
+ * maybe after the client's next CL.THROTTLE. So they are forgotten as the
+ * command leaves: every key of a command that is not read-only, and
+ * everything for FLUSHALL/FLUSHDB or when the keys cannot be found. */
+static void router_forget_cached(struct req *req)
+{
+    const struct keyspec *ks = cluster_keyspec(&server.cluster);
+    int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, k, rc;
+    unsigned f;
+    size_t len;
+    const char *p;
+
+    if (!limiter_caches(&server.limiter)) {
+        return;
+    }
+    if (ks == NULL || (req->def != NULL && (req->def->flags & CMD_F_FLUSH))) {
+        limiter_forget(&server.limiter, NULL, 0);
+        return;
+    }
+    if (keyspec_flags(ks, req->cmd, &f) == KEYSPEC_OK &&
+        (f & KEYSPEC_F_READONLY)) {
+        return;
+    }
+    if (req->cmd->argc > ROUTER_STACK_KEYS) {
+        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
+    }
+    rc = keyspec_find(ks, req->cmd, keys, &nkeys);
+    if (rc == KEYSPEC_OK) {
+        for (k = 0; k < nkeys; k++) {
+            p = resp_cmd_arg(req->cmd, keys[k], &len);
+            limiter_forget(&server.limiter, p, len);
+        }
+    } else if (rc != KEYSPEC_UNKNOWN) {
+        limiter_forget(&server.limiter, NULL, 0);
+    }
+    if (keys != stack) {
+        px_free(keys);
+    }
+}
+
+/* A client's command is about to go to Redis, on a connection of its own
+ * or a shared one: the limiter calls it sent before must be there first
+ * (a part-filled batch the limiter holds goes now; on the client's lane
+ * the connection keeps the order), and what the limiter cached of the keys
+ * it may write is forgotten. */
+static void router_before_redis(struct req *req)
+{
+    if (req->client->lim_owed > 0) {
+        limiter_send_all(&server.limiter);
+    }
+    router_forget_cached(req);
+}
+
+/* Sets what `req`'s reply is timed as, which also counts it as owed in
+ * its client's lim_owed (a decision) or fwd_owed (a command sent to Redis)
+ * until client_on_reply. A request held until the cluster is ready is
+ * dispatched again: it is counted once. */
+static void router_set_lat(struct req *req, enum req_lat lat)
+{
+    struct client *c = req->client;
+
+    if (req->lat == lat) {
+        return;
+    }
+    if (req->lat == REQ_LAT_DECISION) {
+        c->lim_owed--;
+    } else if (req->lat == REQ_LAT_FORWARD) {
+        c->fwd_owed--;
+    }
+    req->lat = lat;
+    if (lat == REQ_LAT_DECISION) {
+        c->lim_owed++;
+    } else if (lat == REQ_LAT_FORWARD) {
+        c->fwd_owed++;
+    }
+}
+
+/* True when a request of `c` classified `how` with `flags` goes to Redis
+ * as the client sent it (through a shared or a private connection), as
+ * opposed to being answered by cellgate (its own commands, the limiter's,
+ * every command in embedded mode). Inside MULTI Redis queues (or refuses)
+ * every command, PING and ECHO included. */
+static int router_to_redis(const struct client *c, enum cmd_how how,
+                           unsigned flags)
+{
+    if (!server.cluster.enabled && server.cluster.single == NULL) {
+        return 0;
+    }
+    if ((c->multi && !(flags & CMD_F_NOAUTH)) || c->tunnel) {
+        return 1;
+    }
+    return how != CMD_LOCAL && how != CMD_LIMITER && how != CMD_REFUSE;
+}
+
+/* Flags of commands that take a private connection. */
+#define ROUTER_F_PRIVATE                                                       \
+    (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_STICKY | CMD_F_MONITOR | \
+     CMD_F_BLOCKING | CMD_F_XBLOCK)
+
+/* True when the next request of `c` (`to_redis` with `flags`, or a
+ * `limiter_call`) must wait for the client's earlier requests of the other
+ * kind to be answered, because they went on another connection, which
+ * keeps no order with its own: a CL.THROTTLE must see the SET its client
+ * sent before it, a GET that client's CL.THROTTLE. A client's limiter
+ * calls share its lane (router_limiter), whose connection keeps the order
+ * of its shared commands (router_before_redis sends the calls the limiter
+ * holds back first); but a private connection is another one, and when
+ * the limiter logs in as its own user (limiter_password) its calls go on
+ * its own connections. Only a client that mixes the two in flight waits,
+ * one round trip per switch. */
+static int router_order_waits(const struct client *c, int to_redis,
+                              unsigned flags, int limiter_call)
+{
+    int apart = server.conf->limiter_password != NULL || c->priv != NULL;
+
+    if (limiter_call) {
+        return c->fwd_owed > 0 && apart;
+    }
+    return to_redis && c->lim_owed > 0 &&
+           (apart || c->multi || c->tunnel || (flags & ROUTER_F_PRIVATE));
+}
+
+int router_order_ready(const struct client *c)
+{
+    const struct req *req = c->order_held;
+    const struct cmd_def *def = req->def;
+    enum cmd_how how = def != NULL ? def->how : CMD_FORWARD;
+    unsigned flags = def != NULL ? def->flags : router_node_flags(req);
+    int to_redis = router_to_redis(c, how, flags);
+
+    return !router_order_waits(c, to_redis, flags,
+                               how == CMD_LIMITER && !to_redis);
+}
+
+/* A limiter command (CL.THROTTLE, LIMITER): timed as a decision and
+ * counted in c->lim_owed until answered. A client that owes nothing else
+ * moves to the limiter's lane, where the calls of every such client share
+ * one connection per node and so few script calls; a client with
+ * commands owed stays on its lane, behind them. */
+static void router_limiter(struct req *req)
+{
+    struct client *c = req->client;
+
+    router_set_lat(req, REQ_LAT_DECISION);
+    if (c->nreqs == 1) {
+        c->lane = ROUTER_LIMITER_LANE;
+        req->cid = c->lane;
+    }
+    req->def->proc(req);
+}
+
 void router_dispatch(struct req *req)
 {
     struct client *c = req->client;
@@ -551,6 +708,7 @@ void router_dispatch(struct req *req)
     const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
     enum cmd_how how;
     unsigned flags;
+    int to_redis;
 
     def = cmd_lookup(name, nlen);
     req->def = def;
@@ -573,14 +731,17 @@ void router_dispatch(struct req *req)
          * REPLY OFF, as in Redis (they are pushes, not replies). */
         req->silent = 0;
     }
-    /* From here on the request goes to a node, but for the commands the
-     * proxy answers itself (of which the limiter's are timed too) and in
-     * embedded mode, where there is no node. */
-    if (how == CMD_LIMITER) {
-        req->lat = REQ_LAT_DECISION;
-    } else if (how != CMD_LOCAL && how != CMD_REFUSE &&
-               (server.cluster.enabled || server.cluster.single != NULL)) {
-        req->lat = REQ_LAT_FORWARD;
+    to_redis = router_to_redis(c, how, flags);
+    if (router_order_waits(c, to_redis, flags,
+                           how == CMD_LIMITER && !to_redis)) {
+        /* Dispatched again once the calls it must follow are answered
+         * (client_process). */
+        c->order_held = req;
+        return;
+    }
+    if (to_redis) {
+        router_set_lat(req, REQ_LAT_FORWARD);
+        router_before_redis(req);
     }
     if (c->multi && !(flags & CMD_F_NOAUTH)) {
         /* Inside MULTI Redis queues (or refuses) every command, PING and
@@ -591,9 +752,6 @@ void router_dispatch(struct req *req)
         } else {
             c->multi_count++;
         }
-        req->lat = server.cluster.enabled || server.cluster.single != NULL
-                       ? REQ_LAT_FORWARD
-                       : REQ_LAT_NONE;
         router_send_private(req);
         return;
     }
@@ -612,7 +770,11 @@ void router_dispatch(struct req *req)
                         def->name);
         return;
     }
-    if (how == CMD_LOCAL || how == CMD_LIMITER) {
+    if (how == CMD_LIMITER) {
+        router_limiter(req);
+        return;
+    }
+    if (how == CMD_LOCAL) {
         def->proc(req);
         return;
     }

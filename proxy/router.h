@@ -12,6 +12,13 @@ void router_dispatch(struct req *req);
 
 struct node;
 
+struct client;
+
+/* True when the request `c` holds back (c->order_held: it must follow
+ * the answers to the client's earlier requests of another kind, sent on
+ * other connections) may be dispatched now. */
+int router_order_ready(const struct client *c);
+
 /* Sends `req` to its client's private upstream, taking one (of the node of
  * its keys) if needed. */
 void router_send_private(struct req *req);

@@ -158,13 +158,23 @@ static void upstream_close_tcp(struct upstream *up)
     }
 }
 
+/* Takes `req`, the oldest owed request, off `up`'s inflight FIFO. */
+static void upstream_unlink(struct upstream *up, struct req *req)
+{
+    queue_remove(&req->unode);
+    if (req->limiter) {
+        PX_ASSERT(up->limiter_owed > 0);
+        up->limiter_owed--;
+    }
+}
+
 /* Fails every owed request with "upstream <addr> <why>". */
 static void upstream_fail_inflight(struct upstream *up, const char *why)
 {
     while (!queue_empty(&up->inflight)) {
         struct req *req =
             container_of(queue_head(&up->inflight), struct req, unode);
-        queue_remove(&req->unode);
+        upstream_unlink(up, req);
         req_reply_error(req, "upstream %s %s", up->name, why);
     }
 }
@@ -261,7 +271,7 @@ static void upstream_tunnel_relay(struct upstream *up, size_t off)
     if (!up->tunnel) {
         struct req *req =
             container_of(queue_head(&up->inflight), struct req, unode);
-        queue_remove(&req->unode);
+        upstream_unlink(up, req);
         up->tunnel = 1;
         req_reply(req, "", 0);
     }
@@ -377,7 +387,8 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
          * RESET ahead of it ends: nobody wants it any more. */
         return 0;
     }
-    queue_remove(&req->unode);
+    upstream_unlink(up, req);
+    up->limiter_answers += req->limiter;
     if (frame[0] == '-' && up->mnode != NULL) {
         upstream_count_error(up->mnode, frame, len);
     }
@@ -763,9 +774,19 @@ void upstream_send(struct upstream *up, struct req *req)
     }
     req->sent_ms = core_now_ms(up->core);
     queue_insert_tail(&up->inflight, &req->unode);
+    up->limiter_owed += req->limiter;
     if (up->state == UP_READY) {
         upstream_mark(up);
     }
+}
+
+int upstream_limiter_turn(struct upstream *up)
+{
+    if (up->limiter_owed > 0 && up->limiter_answers == up->limiter_turned) {
+        return 0;
+    }
+    up->limiter_turned = up->limiter_answers;
+    return 1;
 }
 
 void upstream_send_pushed(struct upstream *up, struct req *req)

@@ -901,7 +901,26 @@ void limiter_command(struct limiter *lm, struct req *req, int admin)
 void limiter_flush(struct limiter *lm)
 {
     if (lm->store.ops->flush != NULL) {
-        lm->store.ops->flush(&lm->store);
+        lm->store.ops->flush(&lm->store, false);
+    }
+}
+
+void limiter_send_all(struct limiter *lm)
+{
+    if (lm->store.ops->flush != NULL) {
+        lm->store.ops->flush(&lm->store, true);
+    }
+}
+
+bool limiter_caches(struct limiter *lm)
+{
+    return lm->store.ops->caches != NULL && lm->store.ops->caches(&lm->store);
+}
+
+void limiter_forget(struct limiter *lm, const char *key, size_t klen)
+{
+    if (lm->store.ops->forget != NULL) {
+        lm->store.ops->forget(&lm->store, key, klen);
     }
 }
 

@@ -11,6 +11,7 @@
 #ifndef PX_PROXY_LIMITER_LIMITER_H
 #define PX_PROXY_LIMITER_LIMITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,10 +75,27 @@ int limiter_load(struct limiter *lm, const char *path, char *err,
  * RELOAD), counted as a reload that worked or was refused. */
 int limiter_reload_file(struct limiter *lm, char *err, size_t errlen);
 
-/* Sends the CL.THROTTLE calls that arrived this loop turn, batched per
- * node and slot into few script calls (called by the flush pass, before
- * the upstreams are written). */
+/* Sends the limiter calls queued so far, batched per node and connection
+ * into few script calls (called by the flush pass, before the upstreams
+ * are written). A part-filled batch may wait for a reply on its
+ * connection (upstream_limiter_turn) and go with the calls of later
+ * turns. */
 void limiter_flush(struct limiter *lm);
+
+/* Sends every queued limiter call now, part-filled batches too: a
+ * client's next command must not reach Redis before the calls it sent
+ * earlier. */
+void limiter_send_all(struct limiter *lm);
+
+/* True when the limiter caches state that a client's write to a key
+ * makes stale (refusals learned from Redis): see limiter_forget. */
+bool limiter_caches(struct limiter *lm);
+
+/* A client's command that may write `key` (NULL: every key) is on its way
+ * to Redis: what the limiter cached of it is forgotten now, so the
+ * client's next limiter call sees the write (Redis's own invalidation
+ * comes later, on another connection). */
+void limiter_forget(struct limiter *lm, const char *key, size_t klen);
 
 /* True when enough calls wait that limiter_flush should not wait for the
  * end of the loop turn (server_flush_early). */

@@ -606,6 +606,11 @@ void refusal_forget(struct refusal *rf, const char *key, size_t klen)
     }
 }
 
+void refusal_forget_all(struct refusal *rf)
+{
+    refusal_drop_all(rf, NULL);
+}
+
 size_t refusal_count(const struct refusal *rf)
 {
     return rf->entries.count;

@@ -95,8 +95,12 @@ int refusal_lookup_window(struct refusal *rf, const char *key, size_t klen,
 void refusal_learn_window(struct refusal *rf, const char *key, size_t klen,
                           int64_t node_now_ns, uint64_t sent_ns);
 
-/* Forgets `key` (this proxy wrote it). */
+/* Forgets `key` (this proxy wrote it, or a client's command on its way
+ * may). */
 void refusal_forget(struct refusal *rf, const char *key, size_t klen);
+
+/* Forgets every key (a client's FLUSHALL on its way). */
+void refusal_forget_all(struct refusal *rf);
 
 /* Keys cached now. */
 size_t refusal_count(const struct refusal *rf);

@@ -207,8 +207,21 @@ struct store_ops {
                      const char *path, size_t plen, const char *text,
                      size_t tlen, store_done_fn *done);
 
-    /* Sends what was queued this loop turn. NULL: nothing is queued. */
-    void (*flush)(struct store *st);
+    /* Sends what was queued: every call when `all`, else the full
+     * batches and those part-filled ones whose connection may take one
+     * now (upstream_limiter_turn); the rest stays queued for a later
+     * flush. NULL: nothing is queued. */
+    void (*flush)(struct store *st, bool all);
+
+    /* True when some state is cached that a client's write makes stale
+     * (the refusal cache). NULL: nothing is. */
+    bool (*caches)(struct store *st);
+
+    /* Forgets what is cached of `key` (NULL: of every key): a client's
+     * command that may write it is on its way to Redis, and its next
+     * limiter call must see that write, which Redis's invalidation would
+     * tell only later. NULL: nothing is cached. */
+    void (*forget)(struct store *st, const char *key, size_t klen);
 
     /* Periodic work. NULL: none. */
     void (*cron)(struct store *st);

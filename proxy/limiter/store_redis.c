@@ -67,6 +67,7 @@
 #include "proxy/core/log.h"
 #include "proxy/core/queue.h"
 #include "proxy/core/req.h"
+#include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/aclcheck.h"
 #include "proxy/limiter/refusal.h"
@@ -111,6 +112,8 @@ struct store_redis {
     struct hmap loaded;        /* node name -> itself: masters the library was
                                   sent to (the eager load; a node that lost it
                                   gets it again on "Function not found") */
+    struct hmap checked;       /* node name -> itself: masters whose Redis
+                                  users were checked (aclcheck) */
     unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
                                   not use it: scripts from now on */
     struct refusal refusals;   /* CL.THROTTLE refusals answered here */
@@ -354,6 +357,25 @@ static int store_redis_retry(struct store *st, unsigned char *via,
     return 0;
 }
 
+/* The library goes to `node` once, on each of its limiter connections
+ * (every lane), ahead of any call there: a call sent after it on one
+ * connection finds it, so it never fails and comes back after commands
+ * its client sent behind it. */
+static void store_redis_load_node(struct store *st, struct node *node)
+{
+    struct store_redis *rs = st->impl;
+    size_t len = strlen(node->name);
+    unsigned lane;
+
+    if (rs->no_functions || hmap_get(&rs->loaded, node->name, len) != NULL) {
+        return;
+    }
+    hmap_put(&rs->loaded, node->name, len, &rs->loaded);
+    for (lane = 0; lane < (node->npool > 0 ? node->npool : 1); lane++) {
+        store_redis_load(st, node, NULL, 0, lane);
+    }
+}
+
 /* The periodic pass: the library goes to every master it was not sent to
  * yet (at start and when a node appears), so no call waits for a load,
  * and the node's Redis users are checked (aclcheck). */
@@ -369,9 +391,9 @@ static void store_redis_cron(struct store *st)
     n = cluster_masters(st->cl, m, ARRAY_SIZE(m));
     for (i = 0; i < n; i++) {
         size_t len = strlen(m[i]->name);
-        if (hmap_get(&rs->loaded, m[i]->name, len) == NULL) {
-            hmap_put(&rs->loaded, m[i]->name, len, &rs->loaded);
-            store_redis_load(st, m[i], NULL, 0, 0);
+        store_redis_load_node(st, m[i]);
+        if (hmap_get(&rs->checked, m[i]->name, len) == NULL) {
+            hmap_put(&rs->checked, m[i]->name, len, &rs->checked);
             aclcheck_node(st->cl, st->conf, m[i]);
         }
     }
@@ -1892,18 +1914,38 @@ static void store_redis_open_send(struct store_redis_open *open,
     (*nopen)--;
 }
 
-/* The calls of this loop turn, one script call per kind, node and lane
- * (a client's lane, so a call never overtakes the commands its client
- * sent before it), in arrival order within each (calls on one key keep
- * their order). In cluster mode a node's calls of several slots share a
- * call (spread), except a call sent alone. */
-static void store_redis_flush(struct store *st)
+/* Puts the calls of open[i] back at the head of `pending`, in their order,
+ * and drops the batch: it waits for a later flush. Returns how many. */
+static unsigned store_redis_open_hold(struct store_redis *rs,
+                                      struct store_redis_open *open, unsigned i)
+{
+    struct limiter_batch *b = open[i].b;
+    unsigned n = b->n, k;
+
+    for (k = n; k > 0; k--) {
+        queue_insert_head(&rs->pending, &b->item[k - 1]->link);
+    }
+    px_free(b);
+    return n;
+}
+
+/* The queued calls, one script call per kind, node and lane (a client's
+ * lane, so a call never overtakes the commands its client sent before it
+ * on that connection), in arrival order within each (calls on one key
+ * keep their order). In cluster mode a node's calls of several slots
+ * share a call (spread), except a call sent alone. A batch goes as soon
+ * as it is full; a part-filled one goes when `all`, or when its
+ * connection may take one now (upstream_limiter_turn, asked once per
+ * connection and flush), else its calls wait at the head of `pending`
+ * for a later flush, in order ahead of the calls queued meanwhile. */
+static void store_redis_flush(struct store *st, bool all)
 {
     struct store_redis *rs = st->impl;
     struct store_redis_open open[STORE_REDIS_BATCH_MAX];
-    unsigned nopen = 0, i;
+    /* Per open batch: -1 not asked yet, 0 waits, 1 goes. */
+    signed char go[STORE_REDIS_BATCH_MAX];
+    unsigned nopen = 0, held = 0, i, j;
 
-    st->queued = 0;
     while (!queue_empty(&rs->pending)) {
         struct store_redis_item *it = container_of(
             queue_head(&rs->pending), struct store_redis_item, link);
@@ -1928,6 +1970,9 @@ static void store_redis_flush(struct store *st)
                 /* Too many at once: send the oldest. */
                 store_redis_open_send(open, &nopen, 0);
             }
+            if (node != NULL) {
+                store_redis_load_node(st, node);
+            }
             b = px_calloc(1, sizeof(*b));
             b->st = st;
             b->kind = it->kind;
@@ -1941,9 +1986,34 @@ static void store_redis_flush(struct store *st)
             store_redis_open_send(open, &nopen, i);
         }
     }
-    while (nopen > 0) {
-        store_redis_open_send(open, &nopen, 0);
+    /* The part-filled batches: those that go, in order; then those that
+     * wait, put back newest first, so their calls keep the order they
+     * arrived in. */
+    for (i = 0; i < nopen; i++) {
+        go[i] = all || open[i].up == NULL ? 1 : -1;
     }
+    for (i = 0; i < nopen; i++) {
+        if (go[i] < 0) {
+            go[i] = (signed char)upstream_limiter_turn(open[i].up);
+            for (j = i + 1; j < nopen; j++) {
+                if (open[j].up == open[i].up) {
+                    go[j] = go[i];
+                }
+            }
+        }
+    }
+    for (i = 0; i < nopen; i++) {
+        if (go[i]) {
+            store_redis_batch_send(open[i].b);
+        }
+    }
+    for (i = nopen; i > 0; i--) {
+        if (!go[i - 1]) {
+            held += store_redis_open_hold(rs, open, i - 1);
+        }
+    }
+    /* What waits counts toward the next early flush. */
+    st->queued = held;
 }
 
 /* Shutdown: the calls not yet sent fail. */
@@ -2045,12 +2115,13 @@ static void store_redis_init(struct store *st)
 
     hmap_init(&rs->overrides);
     hmap_init(&rs->loaded);
+    hmap_init(&rs->checked);
     refusal_init(&rs->refusals, st->cl, st->conf->refusal_cache_size);
     queue_init(&rs->pending);
-    /* A full batch for each of a node's limiter connections, on average:
-     * sent at once, it keeps Redis busy while cellgate reads on. */
-    st->early = STORE_REDIS_BATCH_MAX *
-                (st->conf->upstream_pool > 0 ? st->conf->upstream_pool : 1);
+    /* A full batch (the calls of clients that owe nothing else share one
+     * connection per node): sent at once, it keeps Redis busy while
+     * cellgate reads on. */
+    st->early = STORE_REDIS_BATCH_MAX;
     st->impl = rs;
 }
 
@@ -2062,9 +2133,28 @@ static void store_redis_free(struct store *st)
     if (rs != NULL) {
         hmap_free(&rs->overrides, px_free);
         hmap_free(&rs->loaded, NULL);
+        hmap_free(&rs->checked, NULL);
         refusal_free(&rs->refusals);
         px_free(rs);
         st->impl = NULL;
+    }
+}
+
+static bool store_redis_caches(struct store *st)
+{
+    struct store_redis *rs = st->impl;
+
+    return refusal_count(&rs->refusals) > 0;
+}
+
+static void store_redis_forget(struct store *st, const char *key, size_t klen)
+{
+    struct store_redis *rs = st->impl;
+
+    if (key == NULL) {
+        refusal_forget_all(&rs->refusals);
+    } else {
+        refusal_forget(&rs->refusals, key, klen);
     }
 }
 
@@ -2087,6 +2177,8 @@ const struct store_ops store_redis_ops = {
     .override_known = store_redis_override_known,
     .override = store_redis_override,
     .flush = store_redis_flush,
+    .caches = store_redis_caches,
+    .forget = store_redis_forget,
     .cron = store_redis_cron,
     .stop = store_redis_stop,
     .stats = store_redis_stats,

@@ -4,6 +4,7 @@
  * expiry checks); what they all read the same way lives here. */
 #include "tests/integration/limiter_support.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <criterion/criterion.h>
@@ -90,6 +91,57 @@ int64_t px_get_tat(redisContext *d, const char *key, size_t klen)
     tat = strtoll(r->str, NULL, 10);
     freeReplyObject(r);
     return tat;
+}
+
+void px_check_client_order(redisContext *c, redisContext *o, const char *tag,
+                           int rounds)
+{
+    char what[128];
+    redisReply *r;
+    int i;
+
+    for (i = 0; i < rounds; i++) {
+        redisAppendCommand(c, "CL.THROTTLE {%s}a%d 0 1 60", tag, i);
+        redisAppendCommand(c, "GET {%s}a%d", tag, i);
+        redisAppendCommand(c, "CL.THROTTLE {%s}b%d 0 1 60", tag, i);
+        redisAppendCommand(c, "DEL {%s}b%d", tag, i);
+        redisAppendCommand(c, "CL.THROTTLE {%s}b%d 0 1 60", tag, i);
+        redisAppendCommand(c, "SET {%s}c%d x", tag, i);
+        redisAppendCommand(c, "CL.THROTTLE {%s}c%d 0 1 60", tag, i);
+        redisAppendCommand(c, "DEL {%s}c%d", tag, i);
+        redisAppendCommand(c, "CL.THROTTLE {%s}c%d 0 1 60", tag, i);
+        redisAppendCommand(c, "EXISTS {%s}c%d", tag, i);
+        redisAppendCommand(o, "CL.THROTTLE o{%s}%d 1 1 60", tag, i);
+        redisAppendCommand(o, "CL.THROTTLE o{%s}%d 1 1 60", tag, i);
+    }
+    px_flush(o);
+    px_flush(c);
+    for (i = 0; i < rounds; i++) {
+        snprintf(what, sizeof(what), "round %d: CL.THROTTLE a", i);
+        px_check_five(px_next(c), what, 0, 1, 0, -1, 60);
+        r = px_next(c);
+        cr_assert(r->type == REDIS_REPLY_STRING && r->len == TAT_DIGITS,
+                  "round %d: GET after CL.THROTTLE saw no TAT (type %d)", i,
+                  r->type);
+        freeReplyObject(r);
+        snprintf(what, sizeof(what), "round %d: CL.THROTTLE b", i);
+        px_check_five(px_next(c), what, 0, 1, 0, -1, 60);
+        px_check_int(px_next(c), 1); /* DEL found the TAT */
+        snprintf(what, sizeof(what), "round %d: CL.THROTTLE b after DEL", i);
+        px_check_five(px_next(c), what, 0, 1, 0, -1, 60);
+        px_check_status(px_next(c), "OK");
+        px_check_error(px_next(c), "WRONGTYPE Operation against a key holding "
+                                   "the wrong kind of value");
+        px_check_int(px_next(c), 1);
+        snprintf(what, sizeof(what), "round %d: CL.THROTTLE c after DEL", i);
+        px_check_five(px_next(c), what, 0, 1, 0, -1, 60);
+        px_check_int(px_next(c), 1);
+    }
+    for (i = 0; i < rounds; i++) {
+        snprintf(what, sizeof(what), "beside, round %d", i);
+        px_check_five(px_next(o), what, 0, 2, 1, -1, 60);
+        px_check_five(px_next(o), what, 0, 2, 0, -1, 120);
+    }
 }
 
 void px_check_absent(const char *key, size_t klen, const char *what)

@@ -58,6 +58,15 @@ int64_t px_get_tat(redisContext *d, const char *key, size_t klen);
  * embedded mode). */
 void px_check_absent(const char *key, size_t klen, const char *what);
 
+/* A client's pipeline that mixes CL.THROTTLE with ordinary commands on
+ * the same keys (all under the hash tag {tag}), `rounds` times in one
+ * pipeline: every command must see each one the client sent before it,
+ * as on one Redis (a GET the TAT of the CL.THROTTLE before it, a
+ * CL.THROTTLE the DEL or the SET before it). Meanwhile `o`, another
+ * client, pipelines CL.THROTTLE calls of keys of its own, checked too. */
+void px_check_client_order(redisContext *c, redisContext *o, const char *tag,
+                           int rounds);
+
 /* Bound of the search for an identity off a master (px_ident_off). */
 #define PX_IDENT_TRIES 1000
 

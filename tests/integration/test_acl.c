@@ -401,6 +401,33 @@ Test(it_acl, the_limiter_runs_as_its_own_user_cluster, .init = init_cluster,
     acl_limiter_works();
 }
 
+/* The limiter's calls go on its own connections, client traffic on
+ * others: a client that mixes them in one pipeline still has each command
+ * see the ones it sent before (cellgate waits for the answers of one kind
+ * before it sends the other). */
+static void acl_order_kept(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *o = px_connect(px_env()->proxy.port);
+
+    px_check_client_order(c, o, "ord", 10);
+    px_check_client_order(c, o, "ord2", 1);
+    redisFree(o);
+    redisFree(c);
+}
+
+Test(it_acl, a_clients_commands_keep_its_order_single, .init = init_single,
+     .fini = fini)
+{
+    acl_order_kept();
+}
+
+Test(it_acl, a_clients_commands_keep_its_order_cluster, .init = init_cluster,
+     .fini = fini)
+{
+    acl_order_kept();
+}
+
 /* Without the users, the start says limiter state is cellgate's alone to
  * guard (Redis would let client traffic write it). */
 static void init_no_users(void)

@@ -267,6 +267,66 @@ Test(it_refusal, writes_deletes_and_flushes_reach_the_cache,
     redisFree(c);
 }
 
+/* A client's own write, pipelined right before its next call: Redis's
+ * invalidation of the key comes later, on another connection, so the
+ * proxy forgets the refusal as the write leaves; the call goes to Redis,
+ * which admits it. A read leaves the cached refusal in place. */
+Test(it_refusal, a_clients_own_write_reaches_its_next_call_at_once,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const char *const writes[][3] = {
+        { "DEL hot", NULL, NULL },
+        { "SET hot 0", NULL, NULL },
+        { "UNLINK hot", NULL, NULL },
+        { "PEXPIRE hot 0", NULL, NULL },
+        { "GETDEL hot", NULL, NULL },
+        { "EVAL %s 1 hot", NULL, NULL }, /* del_script */
+        { "MULTI", "DEL hot", "EXEC" },
+    };
+    static const char del_script[] = "return redis.call('DEL', KEYS[1])";
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], hits;
+    size_t w, k;
+
+    for (w = 0; w < sizeof(writes) / sizeof(writes[0]); w++) {
+        freeReplyObject(px_cmd(d, "FLUSHALL"));
+        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
+        cr_assert_eq(v[0], 0, "%s: the first call is admitted", writes[w][0]);
+        until_cached(c, "CL.THROTTLE hot 0 1 3600", v);
+        /* Reads keep it: answered from the cache. */
+        hits = px_info_int(c, "limiter_refusal_cache_hits");
+        redisAppendCommand(c, "GET hot");
+        redisAppendCommand(c, "PTTL hot");
+        redisAppendCommand(c, "CL.THROTTLE hot 0 1 3600");
+        px_flush(c);
+        freeReplyObject(px_next(c));
+        freeReplyObject(px_next(c));
+        five(px_next(c), v, "after reads");
+        cr_assert_eq(v[0], 1, "%s: refused after reads", writes[w][0]);
+        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + 1,
+                     "%s: a read made the cache forget", writes[w][0]);
+        for (k = 0; k < 3 && writes[w][k] != NULL; k++) {
+            redisAppendCommand(c, writes[w][k], del_script);
+        }
+        redisAppendCommand(c, "CL.THROTTLE hot 0 1 3600");
+        px_flush(c);
+        for (k = 0; k < 3 && writes[w][k] != NULL; k++) {
+            redisReply *r = px_next(c);
+            cr_assert_neq(r->type, REDIS_REPLY_ERROR, "%s: %s", writes[w][k],
+                          r->str);
+            freeReplyObject(r);
+        }
+        five(px_next(c), v, "after the write");
+        cr_assert_eq(v[0], 0,
+                     "%s: the client's own write reset the key, its next "
+                     "call admits",
+                     writes[w][0]);
+    }
+    redisFree(d);
+    redisFree(c);
+}
+
 /* One proxy, one key, random costs and pauses, across the instants at
  * which refusals end: every reply, field by field, is one Redis gives at
  * some instant of its call (this proxy is the only writer, and it forgets

@@ -170,12 +170,13 @@ Test(keyspec, flags_come_from_command_flags_and_acl_categories)
     struct resp_cmd *cmd;
 
     buf_init(&b);
-    resp_enc_array_header(&b, 4);
+    resp_enc_array_header(&b, 5);
     entry_flags(&b, "mod.bpop", "blocking", "@list", 0);
     entry_flags(&b, "ssubscribe", "pubsub", "@pubsub", 0);
     entry_flags(&b, "client", "slow", "@slow", 1);
     entry_flags(&b, "client|setinfo", "fast", "@connection", 0);
     entry_flags(&b, "get", "readonly", "@read", 0);
+    entry_flags(&b, "set", "write", "@write", 0);
     ks = keyspec_new(b.data, b.len);
     buf_free(&b);
     cr_assert_not_null(ks);
@@ -196,6 +197,10 @@ Test(keyspec, flags_come_from_command_flags_and_acl_categories)
     cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_UNKNOWN);
     resp_cmd_free(cmd);
     cmd = cmd_of(2, "get", "k");
+    cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_OK);
+    cr_assert_eq(f, KEYSPEC_F_READONLY);
+    resp_cmd_free(cmd);
+    cmd = cmd_of(2, "set", "k");
     cr_assert_eq(keyspec_flags(ks, cmd, &f), KEYSPEC_OK);
     cr_assert_eq(f, 0);
     resp_cmd_free(cmd);

@@ -1,0 +1,176 @@
+/* A client's limiter calls and its other commands reach Redis in the
+ * order it sent them, and the limiter calls of many clients share script
+ * calls, through the real binary against real Redis (single and a
+ * 3-master cluster).
+ *
+ * cellgate holds a part-filled batch of limiter calls back while the
+ * connection it goes on owes the limiter a reply (Nagle's rule: the calls
+ * that arrive meanwhile join it), and puts the calls of every client that
+ * owes nothing else on one connection per node. Neither may let a
+ * client's GET, DEL or SET overtake its CL.THROTTLE, or the other way
+ * round. The limiter's-own-user mode (limiter_password), where the
+ * limiter's calls go on connections of their own, is tested in
+ * test_acl.c. Nothing asserts how fast anything is. */
+#include "tests/support/px_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/integration/cluster_fixture.h"
+#include "tests/integration/fixture.h"
+#include "tests/integration/limiter_support.h"
+
+PX_TEST_SUITE(it_limiter_order);
+
+#define ROUNDS    20  /* rounds of the mixed pipeline */
+#define WAITERS   10  /* clients whose calls wait behind a call in flight */
+#define BUSY_MS   600 /* how long the script that holds Redis runs */
+#define SETTLE_MS 100 /* lets a command reach Redis before the next goes */
+
+/* Two shared connections per node, so that clients differ in lanes. */
+static const char more_yaml[] = "upstream_pool: 2\n";
+
+/* A tree, so LIMITER is on too; the tests use CL.THROTTLE. */
+static const char tree_yaml[] = "user:\n"
+                                "  children:\n"
+                                "    \"*\":\n"
+                                "      limits: [2, 1, 60]\n";
+
+static void init_single(void)
+{
+    px_limits_start(PX_MODE_SINGLE, tree_yaml, more_yaml);
+}
+
+static void init_cluster(void)
+{
+    px_limits_start(PX_MODE_CLUSTER, tree_yaml, more_yaml);
+}
+
+/* Calls of `name` (INFO commandstats) node `d` ran. */
+static long long calls_of(redisContext *d, const char *name)
+{
+    redisReply *r = px_cmd(d, "INFO commandstats");
+    char want[64];
+    const char *p;
+    long long v = 0;
+
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", name);
+    p = strstr(r->str, want);
+    if (p != NULL) {
+        v = atoll(p + strlen(want));
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+/* The mixed pipeline of px_check_client_order, twice over, beside
+ * another client's limiter calls. */
+static void clients_keep_their_order(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *o = px_connect(px_env()->proxy.port);
+
+    px_check_client_order(c, o, "ord", ROUNDS);
+    px_check_client_order(c, o, "ord2", ROUNDS);
+    /* One at a time too: nothing owed, so the client moves lanes. */
+    px_check_client_order(c, o, "ord3", 1);
+    redisFree(o);
+    redisFree(c);
+}
+
+Test(it_limiter_order, a_clients_commands_keep_its_order_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    clients_keep_their_order();
+}
+
+Test(it_limiter_order, a_clients_commands_keep_its_order_cluster,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    clients_keep_their_order();
+}
+
+/* A command that takes a private connection (MULTI ... EXEC) after a
+ * CL.THROTTLE, and a CL.THROTTLE after it: each sees the other. */
+Test(it_limiter_order, a_transaction_and_cl_throttle_keep_their_order,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisReply *r;
+
+    redisAppendCommand(c, "CL.THROTTLE tx 0 1 60");
+    redisAppendCommand(c, "MULTI");
+    redisAppendCommand(c, "DEL tx");
+    redisAppendCommand(c, "EXEC");
+    redisAppendCommand(c, "CL.THROTTLE tx 0 1 60");
+    redisAppendCommand(c, "CL.THROTTLE tx 0 1 60");
+    px_flush(c);
+    px_check_five(px_next(c), "first", 0, 1, 0, -1, 60);
+    px_check_status(px_next(c), "OK");
+    px_check_status(px_next(c), "QUEUED");
+    r = px_next(c);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+                  r->element[0]->integer == 1,
+              "EXEC's DEL did not find the TAT the first call wrote");
+    freeReplyObject(r);
+    px_check_five(px_next(c), "after the transaction", 0, 1, 0, -1, 60);
+    px_check_five(px_next(c), "refused", 1, 1, 0, 60, 60);
+    redisFree(c);
+}
+
+/* Calls that arrive, one client each, while a call is in flight on the
+ * limiter's connection wait for its reply and then go to Redis together,
+ * in one script call, whatever lanes their clients' commands use: Redis
+ * is held by a script, so the first call stays in flight while the others
+ * arrive. Every reply is exact. */
+Test(it_limiter_order, calls_that_arrive_meanwhile_share_one_script_call,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    redisContext *busy = px_connect(px_env()->proxy.port);
+    redisContext *first = px_connect(px_env()->proxy.port);
+    redisContext *w[WAITERS];
+    long long before;
+    char what[32];
+    int i;
+
+    for (i = 0; i < WAITERS; i++) {
+        w[i] = px_connect(px_env()->proxy.port);
+    }
+    /* The library is loaded (a load in flight holds calls back too). */
+    px_check_five(px_cmd(first, "CL.THROTTLE warm 0 1 60"), "warm", 0, 1, 0, -1,
+                  60);
+    before = calls_of(d, "fcall");
+    /* Holds Redis for BUSY_MS, reading nothing else meanwhile. */
+    redisAppendCommand(busy, "EVAL %s 0 %d",
+                       "local t = redis.call('TIME') "
+                       "local stop = t[1] * 1000000 + t[2] + ARGV[1] * 1000 "
+                       "repeat t = redis.call('TIME') "
+                       "until t[1] * 1000000 + t[2] >= stop "
+                       "return 1",
+                       BUSY_MS);
+    px_flush(busy);
+    px_sleep_ms(SETTLE_MS);
+    redisAppendCommand(first, "CL.THROTTLE first 0 1 60");
+    px_flush(first);
+    px_sleep_ms(SETTLE_MS);
+    for (i = 0; i < WAITERS; i++) {
+        redisAppendCommand(w[i], "CL.THROTTLE w%d 1 1 60", i);
+        px_flush(w[i]);
+    }
+    px_check_int(px_next(busy), 1);
+    px_check_five(px_next(first), "first", 0, 1, 0, -1, 60);
+    for (i = 0; i < WAITERS; i++) {
+        snprintf(what, sizeof(what), "waiter %d", i);
+        px_check_five(px_next(w[i]), what, 0, 2, 1, -1, 60);
+        redisFree(w[i]);
+    }
+    cr_assert_eq(calls_of(d, "fcall") - before, 2,
+                 "%lld script calls for the first call and %d waiting ones",
+                 calls_of(d, "fcall") - before, WAITERS);
+    redisFree(first);
+    redisFree(busy);
+    redisFree(d);
+}
