@@ -73,7 +73,8 @@ static void server_on_flush(uv_prepare_t *h)
             queue_remove(n);
             client_flush(container_of(n, struct client, dirty_node));
         }
-        if (queue_empty(&server.core.dirty_upstreams)) {
+        if (queue_empty(&server.core.dirty_upstreams) &&
+            !limiter_queued(&server.limiter)) {
             break;
         }
     }

@@ -912,6 +912,11 @@ void limiter_send_all(struct limiter *lm)
     }
 }
 
+bool limiter_queued(const struct limiter *lm)
+{
+    return lm->store.queued > 0;
+}
+
 bool limiter_caches(struct limiter *lm)
 {
     return lm->store.ops->caches != NULL && lm->store.ops->caches(&lm->store);
@@ -926,7 +931,8 @@ void limiter_forget(struct limiter *lm, const char *key, size_t klen)
 
 int limiter_flush_due(const struct limiter *lm)
 {
-    return lm->store.early > 0 && lm->store.queued >= lm->store.early;
+    return lm->store.early > 0 &&
+           lm->store.queued + lm->store.held >= lm->store.early;
 }
 
 void limiter_cron(struct limiter *lm)

@@ -87,6 +87,10 @@ void limiter_flush(struct limiter *lm);
  * earlier. */
 void limiter_send_all(struct limiter *lm);
 
+/* True when calls were queued since the last limiter_flush (the flush
+ * pass goes round again for them). */
+bool limiter_queued(const struct limiter *lm);
+
 /* True when the limiter caches state that a client's write to a key
  * makes stale (refusals learned from Redis): see limiter_forget. */
 bool limiter_caches(struct limiter *lm);

@@ -69,6 +69,8 @@ struct store {
     const struct conf *conf;     /* borrowed */
     uint64_t fail_open;          /* calls admitted with the store down */
     unsigned queued;             /* calls queued since the last flush */
+    unsigned held;               /* calls the last flush left queued (a
+                                    part-filled batch waiting its turn) */
     unsigned early;              /* queued calls that make a flush due
                                     before the loop turn ends; 0: never */
     void *impl;                  /* owned by ops: the implementation's state

@@ -2012,8 +2012,8 @@ static void store_redis_flush(struct store *st, bool all)
             held += store_redis_open_hold(rs, open, i - 1);
         }
     }
-    /* What waits counts toward the next early flush. */
-    st->queued = held;
+    st->queued = 0;
+    st->held = held;
 }
 
 /* Shutdown: the calls not yet sent fail. */
