@@ -16,7 +16,10 @@
  * reading (the reader keeps what it already has) and resumes below half.
  * A protocol switch (HELLO 3, RESET) pauses the same way until every reply
  * owed before it is out: later commands go over the other protocol's
- * connections and must not overtake earlier ones.
+ * connections and must not overtake earlier ones. So does a request the
+ * router holds back (order_held) until the client's earlier requests of
+ * another kind are answered: a CL.THROTTLE after a SET, or the other way
+ * round, when the two go on different connections (router_order_ready).
  * A client is closed when what cellgate holds for it passes
  * client_max_output_bytes: bytes written but not taken by the kernel, and
  * replies (and pushes) kept in c->reqs behind an unfinished earlier request

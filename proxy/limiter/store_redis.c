@@ -1,9 +1,8 @@
 /* The Redis limiter store (see store_redis.h): CL.THROTTLE calls and the
- * tag groups of LIMITER calls, batched per loop turn into the library's
- * "each" calls; the override cache; the refusal cache. Its state (the
- * calls of this loop turn, the caches) is a struct store_redis, the struct
- * store's `impl`, made by the init op; it sees the limiter only through
- * store.h.
+ * tag groups of LIMITER calls, batched into the library's "each" calls;
+ * the override cache; the refusal cache. Its state (the calls not sent
+ * yet, the caches) is a struct store_redis, the struct store's `impl`,
+ * made by the init op; it sees the limiter only through store.h.
  *
  *   CL.THROTTLE k B C P [Q]     LIMITER CHECK|PEEK path (limiter.c: the
  *        |                       levels' limits, grouped by hash tag;
@@ -12,7 +11,9 @@
  *        v
  *   `pending` (struct store_redis_item: a limiter_call, or a
  *        |      limiter_group with its words copied), until the flush pass
- *        v  (limiter_flush): one batch per kind, node and client lane
+ *        |  (limiter_flush): one batch per kind, node and lane; a
+ *        |  part-filled one waits in `pending` while its connection owes
+ *        v  the limiter a reply (Nagle's rule, upstream_limiter_turn)
  *   part "FCALL <lib>_gcra n k1..kn runs R <count inc_s inc_ns dvt_s
  *         dvt_ns>..." (a run: `count` consecutive calls of one limit)
  *   part "FCALL <lib>_limiter nk <keys, the override hash last, per group>

@@ -23,10 +23,10 @@
 
 PX_TEST_SUITE(it_limiter_order);
 
-#define ROUNDS    20  /* rounds of the mixed pipeline */
-#define WAITERS   10  /* clients whose calls wait behind a call in flight */
-#define BUSY_MS   600 /* how long the script that holds Redis runs */
-#define SETTLE_MS 100 /* lets a command reach Redis before the next goes */
+#define ROUNDS    20   /* rounds of the mixed pipeline */
+#define WAITERS   10   /* clients whose calls wait behind a call in flight */
+#define BUSY_MS   1000 /* how long the script that holds Redis runs */
+#define SETTLE_MS 100  /* lets a command reach Redis before the next goes */
 
 /* Two shared connections per node, so that clients differ in lanes. */
 static const char more_yaml[] = "upstream_pool: 2\n";
