@@ -552,7 +552,12 @@ static unsigned router_node_flags(const struct req *req)
  * stale, and Redis's invalidation of them comes on another connection,
  * maybe after the client's next CL.THROTTLE. So they are forgotten as the
  * command leaves: every key of a command that is not read-only, and
- * everything for FLUSHALL/FLUSHDB or when the keys cannot be found. */
+ * everything for FLUSHALL/FLUSHDB (or before COMMAND told where keys
+ * are). Keys cellgate cannot locate (a bad numkeys, which Redis refuses;
+ * a module's movable keys) forget nothing: dropping the whole cache for
+ * them would let any client empty it, at a cost that grows with the
+ * cache, with every such command; such a write reaches the cache through
+ * Redis's invalidation, as another client's does. */
 static void router_forget_cached(struct req *req)
 {
     const struct keyspec *ks = cluster_keyspec(&server.cluster);
@@ -576,13 +581,9 @@ static void router_forget_cached(struct req *req)
         keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
     }
     rc = keyspec_find(ks, req->cmd, keys, &nkeys);
-    if (rc == KEYSPEC_OK) {
-        for (k = 0; k < nkeys; k++) {
-            p = resp_cmd_arg(req->cmd, keys[k], &len);
-            limiter_forget(&server.limiter, p, len);
-        }
-    } else if (rc != KEYSPEC_UNKNOWN) {
-        limiter_forget(&server.limiter, NULL, 0);
+    for (k = 0; rc == KEYSPEC_OK && k < nkeys; k++) {
+        p = resp_cmd_arg(req->cmd, keys[k], &len);
+        limiter_forget(&server.limiter, p, len);
     }
     if (keys != stack) {
         px_free(keys);

@@ -306,6 +306,17 @@ Test(it_refusal, a_clients_own_write_reaches_its_next_call_at_once,
         cr_assert_eq(v[0], 1, "%s: refused after reads", writes[w][0]);
         cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + 1,
                      "%s: a read made the cache forget", writes[w][0]);
+        /* So do commands whose keys cannot be found (Redis refuses this
+         * numkeys): one client must not empty the cache with them. */
+        for (k = 0; k < 3; k++) {
+            px_check_error_prefix(px_cmd(c, "EVAL %s notanumber", del_script),
+                                  "ERR ");
+        }
+        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "after bad EVALs");
+        cr_assert_eq(v[0], 1);
+        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + 2,
+                     "%s: a command of unknown keys made the cache forget",
+                     writes[w][0]);
         for (k = 0; k < 3 && writes[w][k] != NULL; k++) {
             redisAppendCommand(c, writes[w][k], del_script);
         }
