@@ -70,6 +70,11 @@
  * lane would do; one for all of them makes big batches). */
 #define ROUTER_LIMITER_LANE 0
 
+/* Flags of commands that take a private connection (so do blocking
+ * calls: CMD_F_BLOCKING, and CMD_F_XBLOCK with a BLOCK option). */
+#define ROUTER_F_PRIVATE                                                       \
+    (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_STICKY | CMD_F_MONITOR)
+
 /* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
 #define ROUTER_STACK_KEYS 32
 
@@ -644,11 +649,6 @@ static int router_to_redis(const struct client *c, enum cmd_how how,
     return how != CMD_LOCAL && how != CMD_LIMITER && how != CMD_REFUSE;
 }
 
-/* Flags of commands that take a private connection. */
-#define ROUTER_F_PRIVATE                                                       \
-    (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_STICKY | CMD_F_MONITOR | \
-     CMD_F_BLOCKING | CMD_F_XBLOCK)
-
 /* True when the next request of `c` (`to_redis` with `flags`, or a
  * `limiter_call`) must wait for the client's earlier requests of the other
  * kind to be answered, because they went on another connection, which
@@ -669,7 +669,8 @@ static int router_order_waits(const struct client *c, int to_redis,
         return c->fwd_owed > 0 && apart;
     }
     return to_redis && c->lim_owed > 0 &&
-           (apart || c->multi || c->tunnel || (flags & ROUTER_F_PRIVATE));
+           (apart || c->multi || c->tunnel ||
+            (flags & (ROUTER_F_PRIVATE | CMD_F_BLOCKING | CMD_F_XBLOCK)));
 }
 
 int router_order_ready(const struct client *c)
@@ -796,9 +797,7 @@ void router_dispatch(struct req *req)
     }
     req->blocking = (flags & CMD_F_BLOCKING) ||
                     ((flags & CMD_F_XBLOCK) && router_xread_blocks(req));
-    if (flags & (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_STICKY |
-                 CMD_F_MONITOR) ||
-        req->blocking) {
+    if ((flags & ROUTER_F_PRIVATE) || req->blocking) {
         router_send_private(req);
         return;
     }

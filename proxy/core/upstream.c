@@ -780,13 +780,14 @@ void upstream_send(struct upstream *up, struct req *req)
     }
 }
 
-int upstream_limiter_turn(struct upstream *up)
+int upstream_limiter_turn(const struct upstream *up)
 {
-    if (up->limiter_owed > 0 && up->limiter_answers == up->limiter_turned) {
-        return 0;
-    }
+    return up->limiter_owed == 0 || up->limiter_answers != up->limiter_turned;
+}
+
+void upstream_limiter_took(struct upstream *up)
+{
     up->limiter_turned = up->limiter_answers;
-    return 1;
 }
 
 void upstream_send_pushed(struct upstream *up, struct req *req)

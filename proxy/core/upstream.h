@@ -109,8 +109,8 @@ struct upstream {
     unsigned limiter_owed;      /* requests of the limiter (req->limiter)
                                    in `inflight` */
     uint64_t limiter_answers;   /* replies delivered to such requests */
-    uint64_t limiter_turned;    /* limiter_answers at the last
-                                   upstream_limiter_turn that said yes */
+    uint64_t limiter_turned;    /* limiter_answers when the limiter last
+                                   took its turn (upstream_limiter_took) */
     uint64_t last_read_ms;      /* loop time bytes last arrived */
     int pending_closes;         /* handles still closing (free at 0) */
     int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
@@ -186,11 +186,15 @@ void upstream_switch_proto(struct upstream *up, int proto);
 
 /* Nagle's rule for the limiter's part-filled batches (its full ones go
  * at once): 1 when `up` owes the limiter nothing, or has delivered a reply
- * to it since the last time this said 1; else 0, and the batch waits for
- * that reply, gathering the calls that arrive meanwhile. An idle
- * connection never delays a call; a busy one sends one part-filled batch
- * per reply, as Redis takes them, instead of many small ones. */
-int upstream_limiter_turn(struct upstream *up);
+ * to it since the limiter last took its turn there; else 0, and the batch
+ * waits for that reply, gathering the calls that arrive meanwhile. An
+ * idle connection never delays a call; a busy one sends one part-filled
+ * batch per reply, as Redis takes them, instead of many small ones. */
+int upstream_limiter_turn(const struct upstream *up);
+
+/* The limiter sent part-filled batches on `up` (its turn): the next wait
+ * for a reply delivered after now. */
+void upstream_limiter_took(struct upstream *up);
 
 /* True when connected. */
 int upstream_is_ready(const struct upstream *up);

@@ -1936,16 +1936,16 @@ static unsigned store_redis_open_hold(struct store_redis *rs,
  * keep their order). In cluster mode a node's calls of several slots
  * share a call (spread), except a call sent alone. A batch goes as soon
  * as it is full; a part-filled one goes when `all`, or when its
- * connection may take one now (upstream_limiter_turn, asked once per
- * connection and flush), else its calls wait at the head of `pending`
- * for a later flush, in order ahead of the calls queued meanwhile. */
+ * connection may take one now (upstream_limiter_turn, asked of every
+ * connection before any takes its turn), else its calls wait at the head
+ * of `pending` for a later flush, in order ahead of the calls queued
+ * meanwhile. */
 static void store_redis_flush(struct store *st, bool all)
 {
     struct store_redis *rs = st->impl;
     struct store_redis_open open[STORE_REDIS_BATCH_MAX];
-    /* Per open batch: -1 not asked yet, 0 waits, 1 goes. */
-    signed char go[STORE_REDIS_BATCH_MAX];
-    unsigned nopen = 0, held = 0, i, j;
+    unsigned char go[STORE_REDIS_BATCH_MAX]; /* per open batch: it goes */
+    unsigned nopen = 0, held = 0, i;
 
     while (!queue_empty(&rs->pending)) {
         struct store_redis_item *it = container_of(
@@ -1991,20 +1991,13 @@ static void store_redis_flush(struct store *st, bool all)
      * wait, put back newest first, so their calls keep the order they
      * arrived in. */
     for (i = 0; i < nopen; i++) {
-        go[i] = all || open[i].up == NULL ? 1 : -1;
-    }
-    for (i = 0; i < nopen; i++) {
-        if (go[i] < 0) {
-            go[i] = (signed char)upstream_limiter_turn(open[i].up);
-            for (j = i + 1; j < nopen; j++) {
-                if (open[j].up == open[i].up) {
-                    go[j] = go[i];
-                }
-            }
-        }
+        go[i] = all || open[i].up == NULL || upstream_limiter_turn(open[i].up);
     }
     for (i = 0; i < nopen; i++) {
         if (go[i]) {
+            if (open[i].up != NULL) {
+                upstream_limiter_took(open[i].up);
+            }
             store_redis_batch_send(open[i].b);
         }
     }

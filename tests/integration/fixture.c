@@ -950,6 +950,21 @@ void px_raw_expect(int fd, const char *want, size_t wantlen)
     cr_assert(same, "unexpected raw reply (see stderr)");
 }
 
+long long px_cmdstat_calls(redisContext *d, const char *cmd)
+{
+    redisReply *r = px_cmd(d, "INFO commandstats");
+    char want[64];
+    const char *at;
+    long long calls;
+
+    cr_assert_eq(r->type, REDIS_REPLY_STRING, "INFO commandstats");
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", cmd);
+    at = strstr(r->str, want);
+    calls = at != NULL ? atoll(at + strlen(want)) : 0;
+    freeReplyObject(r);
+    return calls;
+}
+
 long long px_info_int(redisContext *c, const char *field)
 {
     redisReply *r = px_cmd(c, "INFO");

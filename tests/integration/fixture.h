@@ -198,4 +198,9 @@ long long px_now_ms(void);
  * it is there. */
 long long px_info_int(redisContext *c, const char *field);
 
+/* Calls of `cmd` (lower case; "function|load" for a subcommand) the Redis
+ * node `d` has run since it started (or CONFIG RESETSTAT), from INFO
+ * commandstats; 0 when none. */
+long long px_cmdstat_calls(redisContext *d, const char *cmd);
+
 #endif /* PX_TESTS_INTEGRATION_FIXTURE_H */

@@ -641,28 +641,11 @@ static int has_library(redisContext *d)
     return has;
 }
 
-/* Calls of `cmd` (lower case; "function|load" for a subcommand) the node
- * `d` has run since it started, from INFO commandstats. */
-static long long cmdstat_calls(redisContext *d, const char *cmd)
-{
-    redisReply *r = px_cmd(d, "INFO commandstats");
-    char want[64];
-    const char *at;
-    long long calls;
-
-    cr_assert_eq(r->type, REDIS_REPLY_STRING, "INFO commandstats");
-    snprintf(want, sizeof(want), "cmdstat_%s:calls=", cmd);
-    at = strstr(r->str, want);
-    calls = at != NULL ? atoll(at + strlen(want)) : 0;
-    freeReplyObject(r);
-    return calls;
-}
-
 /* fcall+evalsha+eval calls the node `d` has run. */
 static long long script_calls(redisContext *d)
 {
-    return cmdstat_calls(d, "fcall") + cmdstat_calls(d, "evalsha") +
-           cmdstat_calls(d, "eval");
+    return px_cmdstat_calls(d, "fcall") + px_cmdstat_calls(d, "evalsha") +
+           px_cmdstat_calls(d, "eval");
 }
 
 /* True when the node `d` has the gcra script cached. */
@@ -825,7 +808,7 @@ static void check_node_empty(redisContext *d)
                  (size_t)r->elements);
     freeReplyObject(r);
     px_check_int(px_cmd(d, "DBSIZE"), 0);
-    cr_assert_eq(cmdstat_calls(d, "fcall"), 0);
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), 0);
 }
 
 /* The node that stores the key "<p>rs" and LIMITER path `path` (the
@@ -897,9 +880,9 @@ static void restart_empty(const char *p, const char *path,
     }
 
     cr_assert(has_library(d), "the library never came back");
-    cr_assert_gt(cmdstat_calls(d, "function|load"), 0,
+    cr_assert_gt(px_cmdstat_calls(d, "function|load"), 0,
                  "the node never got FUNCTION LOAD");
-    cr_assert_gt(cmdstat_calls(d, "fcall"), 0, "the node never ran FCALL");
+    cr_assert_gt(px_cmdstat_calls(d, "fcall"), 0, "the node never ran FCALL");
     redisFree(d);
     redisFree(b);
     redisFree(c);
@@ -1513,7 +1496,7 @@ Test(it_limiter, failover_keeps_limiting_and_honours_replicated_state,
                      fk.tats[i], "%s: the TAT changed", fk.limited[i]);
     }
     cr_assert(has_library(d), "the library is gone from the promoted node");
-    cr_assert_gt(cmdstat_calls(d, "fcall"), 0,
+    cr_assert_gt(px_cmdstat_calls(d, "fcall"), 0,
                  "the promoted node never ran FCALL");
     redisFree(d);
     redisFree(c);

@@ -63,21 +63,8 @@ static void init_cluster(void)
 /* Script calls (FCALL, EVALSHA, EVAL) node `d` has run. */
 static long long script_calls(redisContext *d)
 {
-    static const char *const names[] = {
-        "cmdstat_fcall:calls=", "cmdstat_evalsha:calls=", "cmdstat_eval:calls="
-    };
-    redisReply *r = px_cmd(d, "INFO commandstats");
-    long long total = 0;
-
-    cr_assert_eq(r->type, REDIS_REPLY_STRING);
-    for (size_t k = 0; k < sizeof(names) / sizeof(*names); k++) {
-        const char *p = strstr(r->str, names[k]);
-        if (p != NULL) {
-            total += atoll(p + strlen(names[k]));
-        }
-    }
-    freeReplyObject(r);
-    return total;
+    return px_cmdstat_calls(d, "fcall") + px_cmdstat_calls(d, "evalsha") +
+           px_cmdstat_calls(d, "eval");
 }
 
 /* Script calls of every node of the running mode. */

@@ -47,24 +47,6 @@ static void init_cluster(void)
     px_limits_start(PX_MODE_CLUSTER, tree_yaml, more_yaml);
 }
 
-/* Calls of `name` (INFO commandstats) node `d` ran. */
-static long long calls_of(redisContext *d, const char *name)
-{
-    redisReply *r = px_cmd(d, "INFO commandstats");
-    char want[64];
-    const char *p;
-    long long v = 0;
-
-    cr_assert_eq(r->type, REDIS_REPLY_STRING);
-    snprintf(want, sizeof(want), "cmdstat_%s:calls=", name);
-    p = strstr(r->str, want);
-    if (p != NULL) {
-        v = atoll(p + strlen(want));
-    }
-    freeReplyObject(r);
-    return v;
-}
-
 /* The mixed pipeline of px_check_client_order, twice over, beside
  * another client's limiter calls. */
 static void clients_keep_their_order(void)
@@ -142,7 +124,7 @@ Test(it_limiter_order, calls_that_arrive_meanwhile_share_one_script_call,
     /* The library is loaded (a load in flight holds calls back too). */
     px_check_five(px_cmd(first, "CL.THROTTLE warm 0 1 60"), "warm", 0, 1, 0, -1,
                   60);
-    before = calls_of(d, "fcall");
+    before = px_cmdstat_calls(d, "fcall");
     /* Holds Redis for BUSY_MS, reading nothing else meanwhile. */
     redisAppendCommand(busy, "EVAL %s 0 %d",
                        "local t = redis.call('TIME') "
@@ -167,9 +149,9 @@ Test(it_limiter_order, calls_that_arrive_meanwhile_share_one_script_call,
         px_check_five(px_next(w[i]), what, 0, 2, 1, -1, 60);
         redisFree(w[i]);
     }
-    cr_assert_eq(calls_of(d, "fcall") - before, 2,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall") - before, 2,
                  "%lld script calls for the first call and %d waiting ones",
-                 calls_of(d, "fcall") - before, WAITERS);
+                 px_cmdstat_calls(d, "fcall") - before, WAITERS);
     redisFree(first);
     redisFree(busy);
     redisFree(d);

@@ -41,23 +41,6 @@ static void init_two(void)
     px_proxy_start_for(&second, &px_env()->redis, NULL);
 }
 
-/* Calls Redis has run of `cmd` (INFO commandstats), 0 when none. */
-static long long redis_calls(redisContext *d, const char *cmd)
-{
-    redisReply *r = px_cmd(d, "INFO commandstats");
-    char want[64];
-    const char *p;
-    long long v = 0;
-
-    snprintf(want, sizeof(want), "cmdstat_%s:calls=", cmd);
-    p = strstr(r->str, want);
-    if (p != NULL) {
-        v = atoll(p + strlen(want));
-    }
-    freeReplyObject(r);
-    return v;
-}
-
 /* Redis's TIME in nanoseconds. */
 static int64_t redis_now(redisContext *d)
 {
@@ -219,7 +202,7 @@ Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
     /* Refused until the tracker confirmed the state, then from the cache. */
     until_cached(c, "CL.THROTTLE hot 0 1 3600", v);
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 1);
-    calls = redis_calls(d, "fcall");
+    calls = px_cmdstat_calls(d, "fcall");
     for (i = 0; i < 100; i++) {
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "cached");
         cr_assert(v[0] == 1 && v[1] == 1 && v[2] == 0 && v[3] > 3500 &&
@@ -227,13 +210,13 @@ Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
                   "cached refusal %lld %lld %lld %lld %lld", v[0], v[1], v[2],
                   v[3], v[4]);
     }
-    cr_assert_eq(redis_calls(d, "fcall"), calls,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls,
                  "cached refusals still called Redis");
     /* Other parameters on the same key: refused from the same state when
      * the model refuses them, sent to Redis when it admits them. */
     five(px_cmd(c, "CL.THROTTLE hot 5 1 3600"), v, "bigger burst");
     cr_assert_eq(v[0], 0, "a burst of 6 admits a second call");
-    cr_assert_eq(redis_calls(d, "fcall"), calls + 1);
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 1);
     redisFree(d);
     redisFree(c);
 }
@@ -470,11 +453,11 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "off");
         cr_assert_eq(v[0], i == 0 ? 0 : 1);
         if (i == 0) {
-            calls = redis_calls(d, "fcall");
+            calls = px_cmdstat_calls(d, "fcall");
         }
     }
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
-    cr_assert_eq(redis_calls(d, "fcall"), calls + 49,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 49,
                  "every call went to Redis");
     redisReply *r = px_cmd(d, "CLIENT LIST");
     cr_assert_null(strstr(r->str, "flags=t"), "a tracking connection: %s",
@@ -562,7 +545,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     until_cached(c, "LIMITER CHECK user:alex:trade", first);
     /* The user level (key + state) and the override hash (absent). */
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 3);
-    calls = redis_calls(d, "fcall");
+    calls = px_cmdstat_calls(d, "fcall");
     for (i = 0; i < 100; i++) {
         five(px_cmd(c, i % 2 ? "LIMITER PEEK user:alex:trade"
                              : "LIMITER CHECK user:alex:trade"),
@@ -576,12 +559,12 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
                   v[0], v[1], v[2], v[3], v[4], first[0], first[1], first[2],
                   first[3], first[4]);
     }
-    cr_assert_eq(redis_calls(d, "fcall"), calls,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls,
                  "cached refusals still called Redis");
     /* A cost the model admits goes to Redis: COST 0 on the trade level. */
     five(px_cmd(c, "LIMITER CHECK user:alex:trade COST 0"), v, "cost 0");
     cr_assert_eq(v[0], 0);
-    cr_assert_eq(redis_calls(d, "fcall"), calls + 1);
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 1);
 
     /* A RESET through the other proxy reaches this one's cache (the
      * admission above wrote the keys: cached again first). */
@@ -622,7 +605,7 @@ Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
     cr_assert_eq(v[0], 0);
     five(px_cmd(c, "LIMITER CHECK sw:x"), v, "sw");
     cr_assert_eq(v[0], 0);
-    calls = redis_calls(d, "fcall");
+    calls = px_cmdstat_calls(d, "fcall");
     for (i = 0; i < 50; i++) {
         five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob refused");
         cr_assert_eq(v[0], 1);
@@ -631,7 +614,7 @@ Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
         px_sleep_ms(POLL_MS);
     }
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
-    cr_assert_eq(redis_calls(d, "fcall"), calls + 100,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 100,
                  "every refusal went to Redis");
     redisFree(d);
     redisFree(c);
@@ -643,7 +626,7 @@ Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
 static void cached_refusals(redisContext *c, redisContext *d, const char *path,
                             const long long first[5], int n)
 {
-    long long v[5], calls = redis_calls(d, "fcall");
+    long long v[5], calls = px_cmdstat_calls(d, "fcall");
     long long hits = px_info_int(c, "limiter_refusal_cache_hits");
 
     for (int i = 0; i < n; i++) {
@@ -657,7 +640,7 @@ static void cached_refusals(redisContext *c, redisContext *d, const char *path,
                   path, v[0], v[1], v[2], v[3], v[4], first[0], first[1],
                   first[2], first[3], first[4]);
     }
-    cr_assert_eq(redis_calls(d, "fcall"), calls,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls,
                  "%s: cached refusals still called Redis", path);
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + n);
 }
