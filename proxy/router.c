@@ -656,14 +656,16 @@ static int router_to_redis(const struct client *c, enum cmd_how how,
  * sent before it, a GET that client's CL.THROTTLE. A client's limiter
  * calls share its lane (router_limiter), whose connection keeps the order
  * of its shared commands (router_before_redis sends the calls the limiter
- * holds back first); but a private connection is another one, and when
- * the limiter logs in as its own user (limiter_password) its calls go on
- * its own connections. Only a client that mixes the two in flight waits,
- * one round trip per switch. */
+ * holds back first); but a private connection is another one, when the
+ * limiter logs in as its own user (limiter_password) its calls go on its
+ * own connections, and a RESP3 client's commands go on the node's RESP3
+ * connections while the limiter's calls are RESP2 ones. Only a client
+ * that mixes the two in flight waits, one round trip per switch. */
 static int router_order_waits(const struct client *c, int to_redis,
                               unsigned flags, int limiter_call)
 {
-    int apart = server.conf->limiter_password != NULL || c->priv != NULL;
+    int apart = server.conf->limiter_password != NULL || c->priv != NULL ||
+                c->proto == RESP_PROTO3;
 
     if (limiter_call) {
         return c->fwd_owed > 0 && apart;

@@ -787,6 +787,129 @@ Test(it_resp3, cl_throttle_answers_five_integers_in_both_protocols,
     r3_close(c2);
 }
 
+/* ---------------- Order with limiter calls ---------------- */
+
+/* How long the script that holds Redis runs, and the pause that lets a
+ * command reach Redis before the next one goes. */
+#define R3_BUSY_MS   1000
+#define R3_SETTLE_MS 100
+
+/* Clients beside whose commands reach Redis while it is held. */
+#define R3_BYSTANDERS 4
+
+/* A direct connection to the Redis that serves `key`. */
+static redisContext *r3_direct_for(int cluster, const char *key)
+{
+    struct px_cluster *cl = px_cluster();
+
+    if (cluster) {
+        return px_cluster_connect(
+            cl, px_cluster_master_of_key(cl, key, strlen(key)));
+    }
+    return px_redis_connect(&px_env()->redis, NULL);
+}
+
+/* Holds `d`'s Redis for R3_BUSY_MS, reading nothing else meanwhile: the
+ * connections that get bytes during that time are read afterwards in the
+ * order they got their first bytes. */
+static void r3_hold(redisContext *d)
+{
+    redisAppendCommand(d, "EVAL %s 0 %d",
+                       "local t = redis.call('TIME') "
+                       "local stop = t[1] * 1000000 + t[2] + ARGV[1] * 1000 "
+                       "repeat t = redis.call('TIME') "
+                       "until t[1] * 1000000 + t[2] >= stop "
+                       "return 1",
+                       R3_BUSY_MS);
+    px_flush(d);
+    px_sleep_ms(R3_SETTLE_MS);
+}
+
+/* Bystanders send a GET each while Redis is held, so that the node's
+ * connections of their protocol have bytes waiting before the tested
+ * client's commands arrive. */
+static void r3_bystanders(struct r3 **b)
+{
+    char key[64];
+
+    for (int i = 0; i < R3_BYSTANDERS; i++) {
+        snprintf(key, sizeof(key), "{o3}by%d", i);
+        r3_send(b[i], "GET", key, NULL);
+    }
+    px_sleep_ms(R3_SETTLE_MS);
+}
+
+/* Checks the bystanders' replies (nil in their protocol). */
+static void r3_bystanders_answered(int proto, struct r3 **b)
+{
+    for (int i = 0; i < R3_BYSTANDERS; i++) {
+        r3_is(r3_next(b[i]), proto == 3 ? "_\r\n" : "$-1\r\n", "bystander");
+    }
+}
+
+/* A RESP3 client's forwarded commands go on the node's RESP3 connections,
+ * its limiter calls on RESP2 ones: a GET-like command after its
+ * CL.THROTTLE, and a CL.THROTTLE after its SET, must still see each
+ * other, also when the other connection's bytes were read first. Redis is
+ * held while other clients' commands wait on those connections, then
+ * reads them in the order they got bytes, which is the wrong one for a
+ * client whose two commands were sent at once. */
+static void resp3_limiter_order(int cluster)
+{
+    redisContext *d = r3_direct_for(cluster, "{o3}");
+    struct r3 *a = r3_open(proxy_port(), 3);
+    struct r3 *b3[R3_BYSTANDERS], *b2[R3_BYSTANDERS];
+
+    for (int i = 0; i < R3_BYSTANDERS; i++) {
+        b3[i] = r3_open(proxy_port(), 3);
+        b2[i] = r3_open(proxy_port(), 2);
+        /* Opens the node's connections of both protocols. */
+        r3_is(r3_call(b3[i], "GET", "{o3}warm", NULL), "_\r\n", "warm");
+        r3_is(r3_call(b2[i], "GET", "{o3}warm", NULL), "$-1\r\n", "warm");
+    }
+    /* Loads the library (a load in flight holds calls back). */
+    r3_is(r3_call(a, "CL.THROTTLE", "{o3}warm", "5", "10", "60", NULL),
+          "*5\r\n:0\r\n:6\r\n:5\r\n:-1\r\n:6\r\n", "warm");
+
+    /* A SET, then a CL.THROTTLE of its key, behind the RESP2 bystanders'
+     * GETs (the limiter's connections are RESP2). */
+    r3_hold(d);
+    r3_bystanders(b2);
+    r3_send(a, "SET", "{o3}s", "x", NULL);
+    r3_send(a, "CL.THROTTLE", "{o3}s", "5", "10", "60", NULL);
+    px_check_int(px_next(d), 1);
+    r3_bystanders_answered(2, b2);
+    r3_is(r3_next(a), "+OK\r\n", "SET");
+    r3_is(r3_next(a),
+          "-WRONGTYPE Operation against a key holding the wrong kind of "
+          "value\r\n",
+          "CL.THROTTLE after SET (the string it wrote)");
+
+    /* A CL.THROTTLE, then an EXISTS of its key, behind the RESP3
+     * bystanders' GETs. */
+    r3_hold(d);
+    r3_bystanders(b3);
+    r3_send(a, "CL.THROTTLE", "{o3}k", "5", "10", "60", NULL);
+    r3_send(a, "EXISTS", "{o3}k", NULL);
+    px_check_int(px_next(d), 1);
+    r3_bystanders_answered(3, b3);
+    r3_is(r3_next(a), "*5\r\n:0\r\n:6\r\n:5\r\n:-1\r\n:6\r\n", "CL.THROTTLE");
+    r3_is(r3_next(a), ":1\r\n", "EXISTS after CL.THROTTLE (the TAT it wrote)");
+
+    for (int i = 0; i < R3_BYSTANDERS; i++) {
+        r3_close(b3[i]);
+        r3_close(b2[i]);
+    }
+    r3_close(a);
+    redisFree(d);
+}
+
+Test(it_resp3, a_clients_limiter_calls_and_commands_keep_their_order,
+     .init = px_env_init, .fini = px_env_fini, .timeout = 60)
+{
+    resp3_limiter_order(0);
+}
+
 /* Counts RESP3 connections Redis has: CLIENT LIST's resp=3. */
 static int redis_resp3_conns(void)
 {
@@ -984,4 +1107,10 @@ Test(it_resp3_cluster, split_and_fanned_out_commands_answer_in_resp3,
     buf_free(&want2);
     r3_close(c3);
     r3_close(c2);
+}
+
+Test(it_resp3_cluster, a_clients_limiter_calls_and_commands_keep_their_order,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    resp3_limiter_order(1);
 }
