@@ -542,6 +542,21 @@ local function LIM_fast_undo(K, k0, n)
   end
 end
 
+-- Ends a fast group of n > 1 levels whose reads are done: a refusal
+-- deletes the keys written at their read, an admission writes the others
+-- (LIM_T says which were written, LIM_W holds each write's value and ms).
+local function LIM_fast_finish(K, k0, n, refused)
+  if refused then
+    LIM_fast_undo(K, k0, n)
+    return
+  end
+  for i = 1, n do
+    if not LIM_T[i] then
+      R_CALL('SET', K[k0 + i - 1], LIM_W[2 * i - 1], 'PX', LIM_W[2 * i])
+    end
+  end
+end
+
 -- True while LIM_groups decides a batch none of whose groups' override
 -- hashes exists (one EXISTS of them all), so LIM_override_ok needs no
 -- read; LIM_OVK holds the hashes' names for that EXISTS. LIM_NONE is
@@ -625,15 +640,9 @@ local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
   end
   if limited then
     out[o + 1] = 1
-    if n > 1 then
-      LIM_fast_undo(K, k0, n)
-    end
-  elseif n > 1 then
-    for i = 1, n do
-      if not T[i] then
-        R_CALL('SET', K[k0 + i - 1], W[2 * i - 1], 'PX', W[2 * i])
-      end
-    end
+  end
+  if n > 1 then
+    LIM_fast_finish(K, k0, n, limited)
   end
   return o + 1 + n
 end
@@ -836,8 +845,8 @@ end
 -- hash and every level is on its fast path (f[9 * i - 8] set): the same
 -- commands in the same order and the same reply, with its helpers' work
 -- (the override check, each read, the class of what it read) in one
--- function: a group of two new keys costs Redis about half the
--- instructions LIM_fast spends on it.
+-- function: a check of two new keys costs Redis about 9 % fewer
+-- instructions than through LIM_fast, all its commands included.
 local function LIM_levels(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
   for j = mb + 2, mb + 2 * m, 2 do
     if ARGV[j] ~= '' then -- an override the proxy assumes: none exists
@@ -870,15 +879,7 @@ local function LIM_levels(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
     x = x + 9
   end
   out[o + 1] = limited
-  if limited == 1 then
-    LIM_fast_undo(K, k0, n)
-  else
-    for i = 1, n do
-      if not T[i] then
-        R_CALL('SET', K[k0 + i - 1], W[2 * i - 1], 'PX', W[2 * i])
-      end
-    end
-  end
+  LIM_fast_finish(K, k0, n, limited == 1)
   return o + 1 + n
 end
 
