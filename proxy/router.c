@@ -66,10 +66,6 @@
 /* Shows at most this much of a client's command name in an error. */
 #define ROUTER_NAME_SHOWN 128
 
-/* The lane of limiter calls from clients that owe nothing else (any
- * lane would do; one for all of them makes big batches). */
-#define ROUTER_LIMITER_LANE 0
-
 /* Flags of commands that take a private connection (so do blocking
  * calls: CMD_F_BLOCKING, and CMD_F_XBLOCK with a BLOCK option). */
 #define ROUTER_F_PRIVATE                                                       \
@@ -602,7 +598,16 @@ static void router_forget_cached(struct req *req)
  * it may write is forgotten. */
 static void router_before_redis(struct req *req)
 {
-    if (req->client->lim_owed > 0) {
+    struct client *c = req->client;
+
+    if (c->nreqs == 1 && c->lane == CLUSTER_LIMITER_LANE) {
+        /* The client owes nothing else: it leaves the limiter's
+         * connection (where its last limiter call took it) for its own
+         * lane, so no reply of its waits in front of limiter calls. */
+        c->lane = c->id;
+        req->cid = c->lane;
+    }
+    if (c->lim_owed > 0) {
         limiter_send_all(&server.limiter);
     }
     router_forget_cached(req);
@@ -698,7 +703,7 @@ static void router_limiter(struct req *req)
 
     router_set_lat(req, REQ_LAT_DECISION);
     if (c->nreqs == 1) {
-        c->lane = ROUTER_LIMITER_LANE;
+        c->lane = CLUSTER_LIMITER_LANE;
         req->cid = c->lane;
     }
     req->def->proc(req);

@@ -5,7 +5,9 @@
  *                     |        |                    RESP3 ones, opened for
  *                     |        |                    the first RESP3 client;
  *                     |        |                    and npool limiter ones,
- *                     |        |                    as limiter_user)
+ *                     |        |                    as limiter_user, or
+ *                     |        |                    else one, opened for
+ *                     |        |                    the first limiter call)
  *   cluster.slot[0..16383] --+--------+  (borrowed: the master of a slot)
  *
  *   refresh:  req "CLUSTER SLOTS" --(a READY node's upstream)--> reply
@@ -234,6 +236,10 @@ static void cluster_node_drop(struct cluster *cl, struct node *n,
             upstream_destroy(n->lpool[i], why);
         }
     }
+    if (n->lim != NULL) {
+        n->lim->node = NULL;
+        upstream_destroy(n->lim, why);
+    }
     queue_remove(&n->link);
     cl->nnodes--;
     px_free(n->pool);
@@ -242,8 +248,14 @@ static void cluster_node_drop(struct cluster *cl, struct node *n,
     px_free(n);
 }
 
-struct upstream *cluster_upstream(const struct node *node, uint64_t cid)
+struct upstream *cluster_upstream(struct node *node, uint64_t cid)
 {
+    if (cid == CLUSTER_LIMITER_LANE && node->lpool == NULL) {
+        if (node->lim == NULL) {
+            node->lim = cluster_shared_new(node->cl, node, RESP_PROTO2, 0);
+        }
+        return node->lim;
+    }
     return node->pool[cid % node->npool];
 }
 
@@ -265,7 +277,7 @@ struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
     return node->pool3[cid % node->npool];
 }
 
-struct upstream *cluster_limiter_upstream(const struct node *node, uint64_t cid)
+struct upstream *cluster_limiter_upstream(struct node *node, uint64_t cid)
 {
     return node->lpool != NULL ? node->lpool[cid % node->npool]
                                : cluster_upstream(node, cid);
@@ -768,6 +780,9 @@ void cluster_cron(struct cluster *cl, uint64_t now_ms)
             if (n->lpool != NULL) {
                 upstream_check_timeout(n->lpool[i], now_ms, silent_ms);
             }
+        }
+        if (n->lim != NULL) {
+            upstream_check_timeout(n->lim, now_ms, silent_ms);
         }
     }
 }

@@ -35,6 +35,10 @@ struct node {
     struct upstream **lpool;    /* owned array of npool shared limiter
                                    upstreams (UPSTREAM_LIMITER), NULL
                                    unless limiter_password is set */
+    struct upstream *lim;       /* owned: the limiter's own shared RESP2
+                                   upstream (lane CLUSTER_LIMITER_LANE)
+                                   without limiter_password; NULL until
+                                   its first use */
     unsigned npool;             /* length of pool (and of pool3, lpool) */
     struct queue idle;          /* idle private upstreams, reset, ready for
                                    the next client that needs one */
@@ -120,9 +124,17 @@ struct node *cluster_node_for_slot(struct cluster *cl, unsigned slot);
 /* A node for keyless commands: single mode's node, or a master. */
 struct node *cluster_any_node(struct cluster *cl);
 
+/* The lane of the limiter's own connection per node: the calls of every
+ * client that owes nothing else go there, and the commands such a client
+ * sends behind them follow (so they keep their order), but no client's
+ * lane is it otherwise, so no other client's large reply delays the
+ * limiter's. With limiter_password, one of the limiter user's. */
+#define CLUSTER_LIMITER_LANE UINT64_MAX
+
 /* The shared RESP2 connection of `node` that lane `cid` uses. Each client
- * sticks to one connection per node, so its commands stay in order. */
-struct upstream *cluster_upstream(const struct node *node, uint64_t cid);
+ * sticks to one connection per node, so its commands stay in order. The
+ * limiter's lane is opened here, at its first use. */
+struct upstream *cluster_upstream(struct node *node, uint64_t cid);
 
 /* The same in protocol `proto` (RESP_PROTO2 or RESP_PROTO3). The RESP3
  * pool of a node is opened here, the first time a RESP3 client needs it, so
@@ -133,8 +145,7 @@ struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
 /* The shared connection of `node` that the limiter's calls of lane `cid`
  * use: one logged in as limiter_user when it is set, else the client
  * traffic's (cluster_upstream). */
-struct upstream *cluster_limiter_upstream(const struct node *node,
-                                          uint64_t cid);
+struct upstream *cluster_limiter_upstream(struct node *node, uint64_t cid);
 
 /* A private upstream for the limiter (its invalidation tracker): a new one
  * logged in as limiter_user when it is set, which is closed when given

@@ -1,6 +1,6 @@
 /* aclcheck: ACL DRYRUN probes of a node's users (see aclcheck.h).
  *
- *   aclcheck_node --> one ACL DRYRUN per probe, limiter lane 0
+ *   aclcheck_node --> one ACL DRYRUN per probe, on lane 0
  *                 <-- each reply: +OK (allowed), a bulk (the refusal's
  *                     reason) or an error (DRYRUN unusable here)
  *   last reply    --> the node's verdict is logged, its state freed

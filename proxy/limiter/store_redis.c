@@ -113,6 +113,9 @@ struct store_redis {
     struct hmap loaded;        /* node name -> itself: masters the library was
                                   sent to (the eager load; a node that lost it
                                   gets it again on "Function not found") */
+    struct hmap loaded_own;    /* node name -> itself: masters the library
+                                  was also sent to on the limiter's own
+                                  connection (opened at the first call) */
     struct hmap checked;       /* node name -> itself: masters whose Redis
                                   users were checked (aclcheck) */
     unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
@@ -361,19 +364,29 @@ static int store_redis_retry(struct store *st, unsigned char *via,
 /* The library goes to `node` once, on each of its limiter connections
  * (every lane), ahead of any call there: a call sent after it on one
  * connection finds it, so it never fails and comes back after commands
- * its client sent behind it. */
-static void store_redis_load_node(struct store *st, struct node *node)
+ * its client sent behind it. The limiter's own connection, opened by the
+ * node's first call there (lane `cid`), gets it then, ahead of that call;
+ * the periodic pass (cid 0) opens none. */
+static void store_redis_load_node(struct store *st, struct node *node,
+                                  uint64_t cid)
 {
     struct store_redis *rs = st->impl;
     size_t len = strlen(node->name);
     unsigned lane;
 
-    if (rs->no_functions || hmap_get(&rs->loaded, node->name, len) != NULL) {
+    if (rs->no_functions) {
         return;
     }
-    hmap_put(&rs->loaded, node->name, len, &rs->loaded);
-    for (lane = 0; lane < (node->npool > 0 ? node->npool : 1); lane++) {
-        store_redis_load(st, node, NULL, 0, lane);
+    if (hmap_get(&rs->loaded, node->name, len) == NULL) {
+        hmap_put(&rs->loaded, node->name, len, &rs->loaded);
+        for (lane = 0; lane < (node->npool > 0 ? node->npool : 1); lane++) {
+            store_redis_load(st, node, NULL, 0, lane);
+        }
+    }
+    if (cid == CLUSTER_LIMITER_LANE &&
+        hmap_get(&rs->loaded_own, node->name, len) == NULL) {
+        hmap_put(&rs->loaded_own, node->name, len, &rs->loaded_own);
+        store_redis_load(st, node, NULL, 0, CLUSTER_LIMITER_LANE);
     }
 }
 
@@ -392,7 +405,7 @@ static void store_redis_cron(struct store *st)
     n = cluster_masters(st->cl, m, ARRAY_SIZE(m));
     for (i = 0; i < n; i++) {
         size_t len = strlen(m[i]->name);
-        store_redis_load_node(st, m[i]);
+        store_redis_load_node(st, m[i], 0);
         if (hmap_get(&rs->checked, m[i]->name, len) == NULL) {
             hmap_put(&rs->checked, m[i]->name, len, &rs->checked);
             aclcheck_node(st->cl, st->conf, m[i]);
@@ -1972,7 +1985,7 @@ static void store_redis_flush(struct store *st, bool all)
                 store_redis_open_send(open, &nopen, 0);
             }
             if (node != NULL) {
-                store_redis_load_node(st, node);
+                store_redis_load_node(st, node, it->cid);
             }
             b = px_calloc(1, sizeof(*b));
             b->st = st;
@@ -2109,6 +2122,7 @@ static void store_redis_init(struct store *st)
 
     hmap_init(&rs->overrides);
     hmap_init(&rs->loaded);
+    hmap_init(&rs->loaded_own);
     hmap_init(&rs->checked);
     refusal_init(&rs->refusals, st->cl, st->conf->refusal_cache_size);
     queue_init(&rs->pending);
@@ -2127,6 +2141,7 @@ static void store_redis_free(struct store *st)
     if (rs != NULL) {
         hmap_free(&rs->overrides, px_free);
         hmap_free(&rs->loaded, NULL);
+        hmap_free(&rs->loaded_own, NULL);
         hmap_free(&rs->checked, NULL);
         refusal_free(&rs->refusals);
         px_free(rs);

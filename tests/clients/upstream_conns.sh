@@ -22,7 +22,8 @@
 #
 # Every other connection is in use, and a node may see at most
 # upstream_pool RESP2 shared connections + upstream_pool RESP3 ones (opened
-# for the first RESP3 client) + ALLOWANCE. The allowance (2) is for
+# for the first RESP3 client) + the limiter's own (opened by its first call
+# to the node) + ALLOWANCE. The allowance (2) is for
 # cellgate's own control traffic (a shared connection being replaced while
 # the old one closes, a private connection whose RESET is still on its way)
 # and is not room for per-client connections: 20 idle clients that ran
@@ -35,7 +36,7 @@ set -uo pipefail
 ALLOWANCE=2
 POOL=${UPSTREAM_POOL:-2}
 PRIVATE=${PRIVATE_POOL:-4}
-LIMIT=$((POOL * 2 + ALLOWANCE))
+LIMIT=$((POOL * 2 + 1 + ALLOWANCE))
 
 if [ -z "${CG_PID:-}" ] || [ -z "${NODE_PORTS:-}" ]; then
     echo "cannot count: CG_PID and NODE_PORTS must be set (run.sh sets them)"

@@ -156,3 +156,104 @@ Test(it_limiter_order, calls_that_arrive_meanwhile_share_one_script_call,
     redisFree(busy);
     redisFree(d);
 }
+
+/* Clients and rounds of the test below. */
+#define OWN_CLIENTS 6
+#define OWN_ROUNDS  5
+
+/* Adds the "127.0.0.1:PORT" of MONITOR line `line` (`[db addr] "CMD"
+ * ...`) to `set` (n entries, at most OWN_CLIENTS * 4) unless there. */
+static void own_add(char set[][32], int *n, const char *line)
+{
+    const char *a = strchr(line, '[');
+    const char *sp = a != NULL ? strchr(a, ' ') : NULL;
+    const char *end = sp != NULL ? strchr(sp, ']') : NULL;
+    size_t len;
+
+    cr_assert(end != NULL, "MONITOR line: %s", line);
+    len = (size_t)(end - sp - 1);
+    cr_assert_lt(len, 32);
+    for (int i = 0; i < *n; i++) {
+        if (strlen(set[i]) == len && memcmp(set[i], sp + 1, len) == 0) {
+            return;
+        }
+    }
+    cr_assert_lt(*n, OWN_CLIENTS * 4);
+    memcpy(set[*n], sp + 1, len);
+    set[*n][len] = '\0';
+    (*n)++;
+}
+
+/* The limiter's calls have a connection of their own per node: clients
+ * that owe nothing else send their calls there, and their later commands
+ * (not pipelined behind a call) go on their own lanes, so no client's
+ * reply, however large, waits on the wire in front of limiter replies.
+ * Redis's MONITOR names the connection each command came on: no
+ * connection carries both a script call and a GET or SET. */
+static void limiter_has_its_own_connection(void)
+{
+    const char *marker = "own-connection-done";
+    redisContext *d = px_direct_for("{own}", 5);
+    redisContext *mon = px_direct_for("{own}", 5);
+    redisContext *c[OWN_CLIENTS];
+    char lim[OWN_CLIENTS * 4][32], fwd[OWN_CLIENTS * 4][32], what[64];
+    int nlim = 0, nfwd = 0, i, r;
+
+    for (i = 0; i < OWN_CLIENTS; i++) {
+        c[i] = px_connect(px_env()->proxy.port);
+    }
+    px_check_status(px_cmd(mon, "MONITOR"), "OK");
+    for (r = 0; r < OWN_ROUNDS; r++) {
+        for (i = 0; i < OWN_CLIENTS; i++) {
+            snprintf(what, sizeof(what), "client %d, round %d", i, r);
+            px_check_five(px_cmd(c[i], "CL.THROTTLE {own}k%d 9 1 60", i), what,
+                          0, 10, 9 - r, -1, 60 * (r + 1));
+            snprintf(what, sizeof(what), "%d", r);
+            px_check_status(px_cmd(c[i], "SET {own}s%d %s", i, what), "OK");
+            px_check_str(px_cmd(c[i], "GET {own}s%d", i), what);
+        }
+    }
+    px_check_str(px_cmd(d, "ECHO %s", marker), marker);
+    for (;;) {
+        redisReply *m = px_next(mon);
+        cr_assert_eq(m->type, REDIS_REPLY_STATUS);
+        if (strstr(m->str, marker) != NULL) {
+            freeReplyObject(m);
+            break;
+        }
+        if (strstr(m->str, " lua]") != NULL) {
+            /* A script's own commands. */
+        } else if (strstr(m->str, "] \"FCALL\"") != NULL) {
+            own_add(lim, &nlim, m->str);
+        } else if (strstr(m->str, "] \"GET\"") != NULL ||
+                   strstr(m->str, "] \"SET\"") != NULL) {
+            own_add(fwd, &nfwd, m->str);
+        }
+        freeReplyObject(m);
+    }
+    cr_assert_gt(nlim, 0, "no script call seen");
+    cr_assert_gt(nfwd, 0, "no GET or SET seen");
+    for (i = 0; i < nlim; i++) {
+        for (r = 0; r < nfwd; r++) {
+            cr_assert_str_neq(lim[i], fwd[r],
+                              "%s carried script calls and GET/SET", lim[i]);
+        }
+    }
+    for (i = 0; i < OWN_CLIENTS; i++) {
+        redisFree(c[i]);
+    }
+    redisFree(mon);
+    redisFree(d);
+}
+
+Test(it_limiter_order, limiter_calls_have_a_connection_of_their_own_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    limiter_has_its_own_connection();
+}
+
+Test(it_limiter_order, limiter_calls_have_a_connection_of_their_own_cluster,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    limiter_has_its_own_connection();
+}
