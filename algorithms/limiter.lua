@@ -924,8 +924,12 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- helpers, a read's and a level's, cost Redis more than a second level's
   -- own SET.
   local multi = kind == true and n > 1 and LIM_NOHASH and GCRA_NX_GET
-  for i = 1, multi and n or 0 do
-    multi = multi and f[9 * i - 8] ~= false
+  if multi then
+    for i = 1, n do
+      if not f[9 * i - 8] then
+        multi = false
+      end
+    end
   end
   local reply, o = LIB_REPLY, 3
   reply[1], reply[2], reply[3] = 0, now_s, now_us

@@ -592,10 +592,11 @@ static void router_forget_cached(struct req *req)
 }
 
 /* A client's command is about to go to Redis, on a connection of its own
- * or a shared one: the limiter calls it sent before must be there first
- * (a part-filled batch the limiter holds goes now; on the client's lane
- * the connection keeps the order), and what the limiter cached of the keys
- * it may write is forgotten. */
+ * or a shared one: a client that owes nothing leaves the limiter's lane
+ * for its own; the limiter calls it sent before must be there first (a
+ * part-filled batch the limiter holds goes now; on the client's lane the
+ * connection keeps the order); and what the limiter cached of the keys it
+ * may write is forgotten. */
 static void router_before_redis(struct req *req)
 {
     struct client *c = req->client;

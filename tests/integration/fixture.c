@@ -737,6 +737,18 @@ void px_flush(redisContext *c)
     }
 }
 
+void px_hold_redis(redisContext *c, int ms)
+{
+    redisAppendCommand(c, "EVAL %s 0 %d",
+                       "local t = redis.call('TIME') "
+                       "local stop = t[1] * 1000000 + t[2] + ARGV[1] * 1000 "
+                       "repeat t = redis.call('TIME') "
+                       "until t[1] * 1000000 + t[2] >= stop "
+                       "return 1",
+                       ms);
+    px_flush(c);
+}
+
 /* Name of a hiredis reply type, for messages. */
 static const char *type_name(int type)
 {

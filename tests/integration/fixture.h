@@ -191,6 +191,12 @@ void px_check_location(const char *text, const char *path, int line);
 /* Sleeps for ms milliseconds. */
 void px_sleep_ms(int ms);
 
+/* Sends, on `c`, a script that holds its Redis for `ms` milliseconds and
+ * returns 1 (read it with px_next), without waiting for it. Meanwhile
+ * Redis reads nothing else; afterwards it reads the connections that got
+ * bytes in the order they got their first ones. */
+void px_hold_redis(redisContext *c, int ms);
+
 /* Monotonic milliseconds. */
 long long px_now_ms(void);
 

@@ -125,15 +125,7 @@ Test(it_limiter_order, calls_that_arrive_meanwhile_share_one_script_call,
     px_check_five(px_cmd(first, "CL.THROTTLE warm 0 1 60"), "warm", 0, 1, 0, -1,
                   60);
     before = px_cmdstat_calls(d, "fcall");
-    /* Holds Redis for BUSY_MS, reading nothing else meanwhile. */
-    redisAppendCommand(busy, "EVAL %s 0 %d",
-                       "local t = redis.call('TIME') "
-                       "local stop = t[1] * 1000000 + t[2] + ARGV[1] * 1000 "
-                       "repeat t = redis.call('TIME') "
-                       "until t[1] * 1000000 + t[2] >= stop "
-                       "return 1",
-                       BUSY_MS);
-    px_flush(busy);
+    px_hold_redis(busy, BUSY_MS);
     px_sleep_ms(SETTLE_MS);
     redisAppendCommand(first, "CL.THROTTLE first 0 1 60");
     px_flush(first);

@@ -809,19 +809,11 @@ static redisContext *r3_direct_for(int cluster, const char *key)
     return px_redis_connect(&px_env()->redis, NULL);
 }
 
-/* Holds `d`'s Redis for R3_BUSY_MS, reading nothing else meanwhile: the
- * connections that get bytes during that time are read afterwards in the
- * order they got their first bytes. */
+/* Holds `d`'s Redis for R3_BUSY_MS (px_hold_redis), after which it reads
+ * the connections that got bytes meanwhile in the order they got them. */
 static void r3_hold(redisContext *d)
 {
-    redisAppendCommand(d, "EVAL %s 0 %d",
-                       "local t = redis.call('TIME') "
-                       "local stop = t[1] * 1000000 + t[2] + ARGV[1] * 1000 "
-                       "repeat t = redis.call('TIME') "
-                       "until t[1] * 1000000 + t[2] >= stop "
-                       "return 1",
-                       R3_BUSY_MS);
-    px_flush(d);
+    px_hold_redis(d, R3_BUSY_MS);
     px_sleep_ms(R3_SETTLE_MS);
 }
 
