@@ -17,12 +17,21 @@ struct conf;
 struct conf_addr;
 struct metrics;
 
+struct upstream;
+
+/* Called as a connection to Redis starts, after the proxy's own setup
+ * requests are queued: a layer above may queue its own ahead of every
+ * client request (upstream_queue_first). */
+typedef void core_setup_fn(struct upstream *up, void *arg);
+
 struct core {
     uv_loop_t *loop;              /* borrowed: the loop everything runs on */
     const struct conf *conf;      /* borrowed: timeouts, credentials, pools */
     struct queue upstreams;       /* every struct upstream (link) */
     struct queue dirty_upstreams; /* upstreams with bytes to write */
     struct metrics *metrics;      /* borrowed: the counters (NULL: none) */
+    core_setup_fn *on_setup;      /* NULL: nothing more on a new connection */
+    void *setup_arg;              /* borrowed: on_setup's argument */
     unsigned shutting_down : 1;   /* no new connections, nothing pooled */
 };
 

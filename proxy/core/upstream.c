@@ -323,6 +323,19 @@ static void upstream_swallowed(struct upstream *up, struct req *req,
                   (int)(len > 100 ? 100 : len - 2), frame + 1);
 }
 
+/* True for the errors Redis sends a connection it refuses, as it accepts
+ * it and before reading anything: the client limit, protected mode. */
+static int upstream_refused(const char *frame, size_t len)
+{
+    static const char full[] = "-ERR max number of clients reached";
+    static const char denied[] = "-DENIED ";
+
+    return (len >= sizeof(full) - 1 &&
+            memcmp(frame, full, sizeof(full) - 1) == 0) ||
+           (len >= sizeof(denied) - 1 &&
+            memcmp(frame, denied, sizeof(denied) - 1) == 0);
+}
+
 /* A RESP3 push frame: it answers no request. */
 static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 {
@@ -365,10 +378,17 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     if (up->ops->frame != NULL) {
         up->ops->frame(up, frame, len);
     }
+    if (!up->served && upstream_refused(frame, len)) {
+        /* Redis refusing the connection as it accepts it: this error
+         * answers none of the requests sent, which it drops. */
+        upstream_fail(up, "unavailable: %.*s", (int)(len > 100 ? 100 : len - 2),
+                      frame + 1);
+        return -1;
+    }
     if (queue_empty(&up->inflight)) {
         if (up->ops->push == NULL && frame[0] == '-') {
-            /* Redis refusing the connection before any request, as with
-             * -ERR max number of clients reached. */
+            /* Redis refusing the connection before any request, in other
+             * words than upstream_refused knows. */
             upstream_fail(up, "unavailable: %.*s",
                           (int)(len > 100 ? 100 : len - 2), frame + 1);
             return -1;
@@ -520,6 +540,9 @@ static struct req *upstream_queue_own(struct upstream *up, int argc,
 {
     struct req *req = req_own(resp_cmd_new(argc, argv, lens), NULL, NULL);
 
+    /* Its silence is timed from now (upstream_check_timeout): not from
+     * the last read of an earlier connection, nor from 0. */
+    req->sent_ms = core_now_ms(up->core);
     PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
     queue_insert_tail(&up->inflight, &req->unode);
     return req;
@@ -600,7 +623,7 @@ static void upstream_queue_auth(struct upstream *up)
 }
 
 /* Queues AUTH (when configured), then HELLO 3 on a RESP3 connection, as the
- * first requests of a new connection. */
+ * first requests of a new connection, then what the core's on_setup adds. */
 static void upstream_queue_setup(struct upstream *up)
 {
     upstream_queue_auth(up);
@@ -610,6 +633,20 @@ static void upstream_queue_setup(struct upstream *up)
     if (up->priv) {
         upstream_queue_client_id(up);
     }
+    if (up->core->on_setup != NULL) {
+        up->core->on_setup(up, up->core->setup_arg);
+    }
+}
+
+void upstream_queue_first(struct upstream *up, int argc,
+                          const char *const *argv, const size_t *lens,
+                          req_reply_fn *fn, void *ctx)
+{
+    struct req *req = upstream_queue_own(up, argc, argv, lens);
+
+    req->swallow = 0;
+    req->on_reply = fn;
+    req->ctx = ctx;
 }
 
 void upstream_reset(struct upstream *up)

@@ -20,6 +20,7 @@
 
 #include "parser/buf.h"
 #include "proxy/core/queue.h"
+#include "proxy/core/req.h"
 #include "proxy/core/wq.h"
 
 struct client;
@@ -148,6 +149,14 @@ struct upstream *upstream_new_private(struct core *core,
                                       const char *name, int proto,
                                       unsigned flags,
                                       const struct upstream_ops *ops);
+
+/* Queues one of the proxy's own requests on `up` behind what is queued:
+ * called from the core's on_setup, it goes ahead of every other request of
+ * the new connection. `fn` gets its reply (with `ctx` as the request's),
+ * which no client sees. */
+void upstream_queue_first(struct upstream *up, int argc,
+                          const char *const *argv, const size_t *lens,
+                          req_reply_fn *fn, void *ctx);
 
 /* Queues `up` for the next flush pass. */
 void upstream_mark(struct upstream *up);

@@ -812,8 +812,8 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
     limiter_waits_init(&lm->waits, conf->limiter_wait_max_per_identity,
                        conf->limiter_wait_max_total);
     /* The one choice of the store: nothing else asks which one runs. */
-    store_init(&lm->store, embedded ? &store_local_ops : &store_redis_ops, cl,
-               conf);
+    store_init(&lm->store, embedded ? &store_local_ops : &store_redis_ops, core,
+               cl, conf);
 }
 
 /* Finds the counters of every rule of the tree just loaded (made on

@@ -15,10 +15,11 @@
 #include "proxy/core/util.h"
 
 void store_init(struct store *st, const struct store_ops *ops,
-                struct cluster *cl, const struct conf *conf)
+                struct core *core, struct cluster *cl, const struct conf *conf)
 {
     memset(st, 0, sizeof(*st));
     st->ops = ops;
+    st->core = core;
     st->cl = cl;
     st->conf = conf;
     ops->init(st);

@@ -34,6 +34,7 @@
 
 struct cluster;
 struct conf;
+struct core;
 struct metrics_rule;
 struct req;
 struct store_ops;
@@ -65,6 +66,7 @@ struct store_reply {
 /* A store: the context of every op. Embedded in struct limiter. */
 struct store {
     const struct store_ops *ops; /* the implementation, fixed at init */
+    struct core *core;           /* borrowed: its connections' setup hook */
     struct cluster *cl;          /* borrowed: where the Redis store lives */
     const struct conf *conf;     /* borrowed */
     uint64_t fail_open;          /* calls admitted with the store down */
@@ -236,9 +238,10 @@ struct store_ops {
 };
 
 /* Sets up `st` as the store `ops` (store_local_ops or store_redis_ops),
- * storing in `cl`'s nodes when it is the Redis store. */
+ * storing in `cl`'s nodes when it is the Redis store (which sets `core`'s
+ * connection setup hook: call it before any connection is made). */
 void store_init(struct store *st, const struct store_ops *ops,
-                struct cluster *cl, const struct conf *conf);
+                struct core *core, struct cluster *cl, const struct conf *conf);
 
 /* Frees what the implementation holds (a zeroed `st`: nothing). */
 void store_free(struct store *st);

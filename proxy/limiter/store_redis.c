@@ -64,6 +64,7 @@
 #include "parser/resp_value.h"
 #include "parser/slot.h"
 #include "proxy/core/cluster.h"
+#include "proxy/core/core.h"
 #include "proxy/core/hmap.h"
 #include "proxy/core/log.h"
 #include "proxy/core/queue.h"
@@ -110,12 +111,6 @@ struct store_redis {
                                   every call) */
     struct queue pending;      /* script calls of this loop turn (struct
                                   store_redis_item), in arrival order */
-    struct hmap loaded;        /* node name -> itself: masters the library was
-                                  sent to (the eager load; a node that lost it
-                                  gets it again on "Function not found") */
-    struct hmap loaded_own;    /* node name -> itself: masters the library
-                                  was also sent to on the limiter's own
-                                  connection (opened at the first call) */
     struct hmap checked;       /* node name -> itself: masters whose Redis
                                   users were checked (aclcheck) */
     unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
@@ -226,17 +221,37 @@ static int store_redis_ready(struct store *st, struct req *req)
 
 /* ---------------- Calling the scripts: FCALL, or EVALSHA ---------------- */
 
-/* FUNCTION LOAD of the library, sent to `node` or to the node of `key`
- * on lane `cid` (the lane of the call that will follow it). "Already
- * exists" is the usual reply (another proxy, or an earlier run, loaded
- * it); another error is logged. */
+/* True for errors that mean "the store did not answer", as opposed to an
+ * answer that is an error (WRONGTYPE, a range error). */
+static int store_redis_down(const char *frame, size_t len)
+{
+    static const char *const down[] = {
+        "-ERR upstream ", "-CLUSTERDOWN ", "-TRYAGAIN ",
+        "-LOADING ",      "-MASTERDOWN ",
+    };
+    size_t k, n;
+
+    for (k = 0; k < ARRAY_SIZE(down); k++) {
+        n = strlen(down[k]);
+        if (len >= n && memcmp(frame, down[k], n) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The reply to FUNCTION LOAD of the library. "Already exists" is the
+ * usual one (another proxy, or an earlier run, loaded it), and a replica
+ * refuses it (-READONLY): no news, nor is a node that is down. Another
+ * error is logged. */
 static void store_redis_on_load(struct req *req, const char *frame, size_t len)
 {
     static const char exists[] = "already exists\r\n";
     size_t n = sizeof(exists) - 1;
 
     PX_UNUSED(req);
-    if (len > 2 && frame[0] == '-' &&
+    if (len > 2 && frame[0] == '-' && !store_redis_down(frame, len) &&
+        strncmp(frame, "-READONLY ", 10) != 0 &&
         (len < n || memcmp(frame + len - n, exists, n) != 0)) {
         /* The call that follows reports it too, with its own error. */
         log_warn("limiter: FUNCTION LOAD failed: %.*s",
@@ -244,22 +259,33 @@ static void store_redis_on_load(struct req *req, const char *frame, size_t len)
     }
 }
 
-static void store_redis_load(struct store *st, struct node *node,
-                             const char *key, size_t klen, uint64_t cid)
+/* The words of FUNCTION LOAD of the library. */
+static void store_redis_load_words(const char *argv[3], size_t lens[3])
 {
     const struct scripts_library *lib = scripts_library();
-    const char *argv[3] = { "FUNCTION", "LOAD", lib->body };
-    size_t lens[3] = { 8, 4, lib->len };
-    struct req *req =
-        req_own(resp_cmd_new(3, argv, lens), store_redis_on_load, NULL);
 
+    argv[0] = "FUNCTION";
+    lens[0] = 8;
+    argv[1] = "LOAD";
+    lens[1] = 4;
+    argv[2] = lib->body;
+    lens[2] = lib->len;
+}
+
+/* FUNCTION LOAD of the library, sent to the node of `key` on lane `cid`
+ * (the lane of the call that will follow it). */
+static void store_redis_load(struct store *st, const char *key, size_t klen,
+                             uint64_t cid)
+{
+    const char *argv[3];
+    size_t lens[3];
+    struct req *req;
+
+    store_redis_load_words(argv, lens);
+    req = req_own(resp_cmd_new(3, argv, lens), store_redis_on_load, NULL);
     req->cid = cid;
     req->limiter = 1;
-    if (node != NULL) {
-        cluster_send(st->cl, node, req);
-    } else {
-        cluster_send_key(st->cl, key, klen, req);
-    }
+    cluster_send_key(st->cl, key, klen, req);
 }
 
 /* Writes the first two words of a call of `s` sent `*via` into argv and
@@ -323,10 +349,10 @@ static int store_redis_retry(struct store *st, unsigned char *via,
 
     if (*via == STORE_REDIS_VIA_FCALL &&
         store_redis_err_is(frame, len, "-ERR Function not found", NULL)) {
-        /* Restarted empty, FUNCTION FLUSH, a replica promoted before it
-         * had the library: load it; the call follows on the same
-         * connection, so it finds it. */
-        store_redis_load(st, NULL, key, klen, cid);
+        /* FUNCTION FLUSH, a replica promoted before it had the library
+         * (a restart is a new connection, which loads it first): load it;
+         * the call follows on the same connection, so it finds it. */
+        store_redis_load(st, key, klen, cid);
         *via = STORE_REDIS_VIA_RELOADED;
         return 1;
     }
@@ -361,38 +387,31 @@ static int store_redis_retry(struct store *st, unsigned char *via,
     return 0;
 }
 
-/* The library goes to `node` once, on each of its limiter connections
- * (every lane), ahead of any call there: a call sent after it on one
- * connection finds it, so it never fails and comes back after commands
- * its client sent behind it. The limiter's own connection, opened by the
- * node's first call there (lane `cid`), gets it then, ahead of that call;
- * the periodic pass (cid 0) opens none. */
-static void store_redis_load_node(struct store *st, struct node *node,
-                                  uint64_t cid)
+/* The core's on_setup: every connection that may carry limiter calls
+ * (a shared RESP2 one: a pool lane, the limiter's own lane, or with
+ * limiter_password the limiter user's) sends FUNCTION LOAD first, at
+ * start, when a node appears and after every reconnect. A call that
+ * follows on that connection finds the library, even on a node that
+ * restarted empty, so it never fails and comes back after commands its
+ * client sent behind it. ("Already exists" is the usual reply; a replica
+ * refuses it, harmlessly: a promotion finds the library replicated.) */
+static void store_redis_on_setup(struct upstream *up, void *arg)
 {
+    struct store *st = arg;
     struct store_redis *rs = st->impl;
-    size_t len = strlen(node->name);
-    unsigned lane;
+    const char *argv[3];
+    size_t lens[3];
 
-    if (rs->no_functions) {
+    if (rs->no_functions || up->priv || up->proto != RESP_PROTO2 ||
+        (st->conf->limiter_password != NULL && !up->limiter)) {
         return;
     }
-    if (hmap_get(&rs->loaded, node->name, len) == NULL) {
-        hmap_put(&rs->loaded, node->name, len, &rs->loaded);
-        for (lane = 0; lane < (node->npool > 0 ? node->npool : 1); lane++) {
-            store_redis_load(st, node, NULL, 0, lane);
-        }
-    }
-    if (cid == CLUSTER_LIMITER_LANE &&
-        hmap_get(&rs->loaded_own, node->name, len) == NULL) {
-        hmap_put(&rs->loaded_own, node->name, len, &rs->loaded_own);
-        store_redis_load(st, node, NULL, 0, CLUSTER_LIMITER_LANE);
-    }
+    store_redis_load_words(argv, lens);
+    upstream_queue_first(up, 3, argv, lens, store_redis_on_load, NULL);
 }
 
-/* The periodic pass: the library goes to every master it was not sent to
- * yet (at start and when a node appears), so no call waits for a load,
- * and the node's Redis users are checked (aclcheck). */
+/* The periodic pass: each master's Redis users are checked once
+ * (aclcheck). */
 static void store_redis_cron(struct store *st)
 {
     struct store_redis *rs = st->impl;
@@ -405,7 +424,6 @@ static void store_redis_cron(struct store *st)
     n = cluster_masters(st->cl, m, ARRAY_SIZE(m));
     for (i = 0; i < n; i++) {
         size_t len = strlen(m[i]->name);
-        store_redis_load_node(st, m[i], 0);
         if (hmap_get(&rs->checked, m[i]->name, len) == NULL) {
             hmap_put(&rs->checked, m[i]->name, len, &rs->checked);
             aclcheck_node(st->cl, st->conf, m[i]);
@@ -414,25 +432,6 @@ static void store_redis_cron(struct store *st)
 }
 
 /* ---------------- CL.THROTTLE: batched gcra.lua calls ---------------- */
-
-/* True for errors that mean "the store did not answer", as opposed to an
- * answer that is an error (WRONGTYPE, a range error). */
-static int store_redis_down(const char *frame, size_t len)
-{
-    static const char *const down[] = {
-        "-ERR upstream ", "-CLUSTERDOWN ", "-TRYAGAIN ",
-        "-LOADING ",      "-MASTERDOWN ",
-    };
-    size_t k, n;
-
-    for (k = 0; k < ARRAY_SIZE(down); k++) {
-        n = strlen(down[k]);
-        if (len >= n && memcmp(frame, down[k], n) == 0) {
-            return 1;
-        }
-    }
-    return 0;
-}
 
 static void store_redis_call_free(struct limiter_call *call)
 {
@@ -1984,9 +1983,6 @@ static void store_redis_flush(struct store *st, bool all)
                 /* Too many at once: send the oldest. */
                 store_redis_open_send(open, &nopen, 0);
             }
-            if (node != NULL) {
-                store_redis_load_node(st, node, it->cid);
-            }
             b = px_calloc(1, sizeof(*b));
             b->st = st;
             b->kind = it->kind;
@@ -2121,8 +2117,6 @@ static void store_redis_init(struct store *st)
     struct store_redis *rs = px_calloc(1, sizeof(*rs));
 
     hmap_init(&rs->overrides);
-    hmap_init(&rs->loaded);
-    hmap_init(&rs->loaded_own);
     hmap_init(&rs->checked);
     refusal_init(&rs->refusals, st->cl, st->conf->refusal_cache_size);
     queue_init(&rs->pending);
@@ -2131,6 +2125,8 @@ static void store_redis_init(struct store *st)
      * cellgate reads on. */
     st->early = STORE_REDIS_BATCH_MAX;
     st->impl = rs;
+    st->core->on_setup = store_redis_on_setup;
+    st->core->setup_arg = st;
 }
 
 /* After stop: nothing is pending any more. */
@@ -2139,9 +2135,8 @@ static void store_redis_free(struct store *st)
     struct store_redis *rs = st->impl;
 
     if (rs != NULL) {
+        st->core->on_setup = NULL;
         hmap_free(&rs->overrides, px_free);
-        hmap_free(&rs->loaded, NULL);
-        hmap_free(&rs->loaded_own, NULL);
         hmap_free(&rs->checked, NULL);
         refusal_free(&rs->refusals);
         px_free(rs);

@@ -962,19 +962,44 @@ void px_raw_expect(int fd, const char *want, size_t wantlen)
     cr_assert(same, "unexpected raw reply (see stderr)");
 }
 
-long long px_cmdstat_calls(redisContext *d, const char *cmd)
+/* Field `field` ("calls", "failed_calls") of `cmd`'s line in INFO
+ * commandstats; 0 when the line is missing. */
+static long long px_cmdstat(redisContext *d, const char *cmd, const char *field)
 {
     redisReply *r = px_cmd(d, "INFO commandstats");
-    char want[64];
-    const char *at;
-    long long calls;
+    char want[96];
+    const char *at, *end;
+    long long v = 0;
 
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "INFO commandstats");
-    snprintf(want, sizeof(want), "cmdstat_%s:calls=", cmd);
+    snprintf(want, sizeof(want), "cmdstat_%s:", cmd);
     at = strstr(r->str, want);
-    calls = at != NULL ? atoll(at + strlen(want)) : 0;
+    if (at != NULL) {
+        /* The field after the name's ':' or after a ',' of its line. */
+        const char *line = at + strlen(want) - 1;
+        end = strstr(line, "\r\n");
+        snprintf(want, sizeof(want), ":%s=", field);
+        at = strstr(line, want);
+        if (at == NULL || (end != NULL && at > end)) {
+            want[0] = ',';
+            at = strstr(line, want);
+        }
+        cr_assert(at != NULL && (end == NULL || at < end),
+                  "cmdstat_%s has no %s", cmd, field);
+        v = atoll(at + strlen(want));
+    }
     freeReplyObject(r);
-    return calls;
+    return v;
+}
+
+long long px_cmdstat_calls(redisContext *d, const char *cmd)
+{
+    return px_cmdstat(d, cmd, "calls");
+}
+
+long long px_cmdstat_failed(redisContext *d, const char *cmd)
+{
+    return px_cmdstat(d, cmd, "failed_calls");
 }
 
 long long px_info_int(redisContext *c, const char *field)

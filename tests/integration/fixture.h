@@ -209,4 +209,8 @@ long long px_info_int(redisContext *c, const char *field);
  * commandstats; 0 when none. */
 long long px_cmdstat_calls(redisContext *d, const char *cmd);
 
+/* Calls of `cmd` on `d` that answered an error while running (INFO
+ * commandstats' failed_calls); 0 when none. */
+long long px_cmdstat_failed(redisContext *d, const char *cmd);
+
 #endif /* PX_TESTS_INTEGRATION_FIXTURE_H */

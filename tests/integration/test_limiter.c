@@ -813,11 +813,13 @@ static void check_node_empty(redisContext *d)
 
 /* The node that stores the key "<p>rs" and LIMITER path `path` (the
  * proxy's limits_extra) restarts, through `restart`, without persistence:
- * it comes back with neither the TATs nor the function library. The
- * proxy's FCALL gets "Function not found" there and must load the library
- * again without any client seeing it: neither the client whose state was
- * lost nor a second one with calls on keys under others[0..n-1] in flight
- * at the same time. */
+ * it comes back with neither the TATs nor the function library. Each of
+ * the proxy's new connections there loads the library before anything
+ * else, so no FCALL meets its absence ("Function not found", which the
+ * proxy would retry after commands pipelined behind the call had run) and
+ * no client sees it: neither the client whose state was lost nor a second
+ * one with calls on keys under others[0..n-1] in flight at the same
+ * time. */
 static void restart_empty(const char *p, const char *path,
                           const char *const *others, int n,
                           void (*restart)(void))
@@ -833,9 +835,8 @@ static void restart_empty(const char *p, const char *path,
 
     snprintf(k, sizeof(k), "%srs", p);
     d = px_direct_for(k, strlen(k));
-    /* Before any call: the library the proxy sends every master at start
-     * is there, so after the restart nothing but a call that meets its
-     * absence brings it back. */
+    /* Before any call: the library the proxy's connections loaded at
+     * start is there. */
     for (long long end = px_now_ms() + RECOVER_MS; !has_library(d);) {
         cr_assert_lt(px_now_ms(), end, "the library never reached the node");
         px_sleep_ms(RECOVER_STEP);
@@ -859,8 +860,11 @@ static void restart_empty(const char *p, const char *path,
     wait_store_back(b, k);
 
     /* In flight together: c's calls, whose state the node lost (fresh
-     * replies again), then b's on fresh keys. */
+     * replies again), with an EXISTS of the key the first one writes
+     * between them (a call retried after it would leave it 0), then b's
+     * on fresh keys. */
     redisAppendCommand(c, "CL.THROTTLE %s " REF_ARGS, k);
+    redisAppendCommand(c, "EXISTS %s", k);
     redisAppendCommand(c, "LIMITER CHECK %s", path);
     px_flush(c);
     for (int j = 0; j < RESTART_KEYS; j++) {
@@ -871,6 +875,7 @@ static void restart_empty(const char *p, const char *path,
     }
     px_flush(b);
     px_check_five(px_next(c), "after the restart", 0, 16, 15, -1, 2);
+    px_check_int(px_next(c), 1);
     px_check_five(px_next(c), "LIMITER after the restart", 0, 16, 15, -1, 2);
     for (int j = 0; j < RESTART_KEYS * n; j++) {
         redisReply *r = px_next(b);
@@ -883,6 +888,8 @@ static void restart_empty(const char *p, const char *path,
     cr_assert_gt(px_cmdstat_calls(d, "function|load"), 0,
                  "the node never got FUNCTION LOAD");
     cr_assert_gt(px_cmdstat_calls(d, "fcall"), 0, "the node never ran FCALL");
+    cr_assert_eq(px_cmdstat_failed(d, "fcall"), 0,
+                 "an FCALL met the library's absence");
     redisFree(d);
     redisFree(b);
     redisFree(c);

@@ -958,6 +958,28 @@ Test(it_resp3, resp2_and_resp3_clients_of_one_proxy_each_get_their_own,
     r3_close(c3);
 }
 
+/* A connection's first requests are the proxy's own (HELLO 3 here): when
+ * Redis is busy as it opens, their silence counts from when they were
+ * queued, so the connection waits the script out like any other instead
+ * of being failed at once as silent since time 0. */
+Test(it_resp3, a_new_connection_waits_out_a_busy_redis, .init = px_env_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    struct r3 *c3 = r3_open(proxy_port(), 3);
+
+    cr_assert_eq(redis_resp3_conns(), 0);
+    px_hold_redis(d, 1500);
+    /* Opens the RESP3 connections, whose HELLO 3 waits for the script;
+     * the proxy's periodic checks run meanwhile. */
+    r3_send(c3, "GET", "nope", NULL);
+    r3_is(r3_next(c3), "_\r\n", "GET after the busy script");
+    px_check_int(px_next(d), 1);
+    cr_assert_gt(redis_resp3_conns(), 0);
+    redisFree(d);
+    r3_close(c3);
+}
+
 /* ---------------- Cluster mode ---------------- */
 
 static void init_cluster(void)
