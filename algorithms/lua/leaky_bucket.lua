@@ -45,15 +45,10 @@ function LB.params(a1, a2, a3)
   return M.p
 end
 
--- The stored state: true, level, ts; false when the key is missing; nil
--- and the error for a wrong type or a malformed field (not an integer in
--- 0 .. 2^53 - 1: legal use never stores more). One HGETALL (an empty
--- reply is no key).
-function LB.read(key)
-  local h = lib_read('HGETALL', key)
-  if h == nil then
-    return nil, WRONGTYPE
-  end
+-- The state in h, an HGETALL reply: true, level, ts; false when the key
+-- is missing (an empty reply); nil and the error for a malformed field
+-- (not an integer in 0 .. 2^53 - 1: legal use never stores more).
+function LB.fields(h)
   local n = #h
   if n == 0 then
     return false
@@ -71,6 +66,15 @@ function LB.read(key)
     return nil, LB.ERR_STATE
   end
   return true, level, ts
+end
+
+-- The stored state (LB.fields), or nil and WRONGTYPE. One HGETALL.
+function LB.read(key)
+  local h = lib_read('HGETALL', key)
+  if h == nil then
+    return nil, WRONGTYPE
+  end
+  return LB.fields(h)
 end
 
 -- level and ts after the whole drips that fell by now (none when now is
@@ -105,15 +109,11 @@ function LB.commit(key, level, ts, ms)
   R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
-function LB.decide(key, a1, a2, a3, a4, now, cost)
-  local p, err = LB.params(a1, a2, a3)
-  if p == nil then
-    return nil, err
-  end
-  local have, level, ts = LB.read(key)
-  if have == nil then
-    return nil, level
-  end
+-- The decision of cost at now on the stored state (have false: no key):
+-- limited (boolean), remaining, retry and reset (reply values; retry
+-- -1000000 when admitted), then the state to store when a check of cost
+-- > 0 is admitted: level, ts and the expiry ms.
+function LB.core(p, have, level, ts, now, cost)
   if have then
     level, ts = LB.drain(p, level, ts, now)
   else
@@ -122,10 +122,7 @@ function LB.decide(key, a1, a2, a3, a4, now, cost)
   if level == 0 then
     ts = now -- empty: no phase, the drip clock starts now
   end
-
-  -- {limited, limit, remaining, retry, reset, undo}
-  local e = {0, p.size, 0, -1000000, 0, ''}
-  local limited = false
+  local limited, retry, remaining = false, -1000000, 0
   if cost > p.size then
     limited = true
   elseif level <= p.size - cost then
@@ -134,21 +131,64 @@ function LB.decide(key, a1, a2, a3, a4, now, cost)
     -- Drips needed until level - k * drip_size <= size - cost.
     local k = lib_ceildiv(level - (p.size - cost), p.drip_size)
     limited = true
-    e[4] = SPAN.after(k, p.drip_ms, ts - now)
-  end
-  if limited then
-    e[1] = 1
+    retry = SPAN.after(k, p.drip_ms, ts - now)
   end
   if level < p.size then
-    e[3] = p.size - level
+    remaining = p.size - level
   end
-  local ms
-  e[5], ms = LB.reset(p, level, ts, now)
+  local reset, ms = LB.reset(p, level, ts, now)
+  return limited, remaining, retry, reset, level, ts, ms
+end
+
+function LB.decide(key, a1, a2, a3, a4, now, cost)
+  local p, err = LB.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local have, s_level, s_ts = LB.read(key)
+  if have == nil then
+    return nil, s_level
+  end
+  local limited, rem, retry, reset, level, ts, ms = LB.core(p, have, s_level,
+                                                           s_ts, now, cost)
+  -- {limited, limit, remaining, retry, reset, undo}
+  local e = {limited and 1 or 0, p.size, rem, retry, reset, ''}
   if not limited and cost > 0 then
     e[6] = lib_str(ts)
     return false, e, 1, level, ts, ms
   end
   return limited, e
+end
+
+-- decide and commit of a check of one real level, fused (limiter.lua),
+-- its read and writes inline as fixed_window's; p from LB.params.
+function LB.one(key, p, _, _, now, cost, out, o)
+  local h = R_PCALL('HGETALL', key)
+  if h.err then
+    return false
+  end
+  local have, s_level, s_ts = LB.fields(h)
+  if have == nil then
+    return false
+  end
+  local limited, rem, retry, reset, level, ts, ms = LB.core(p, have, s_level,
+                                                           s_ts, now, cost)
+  local l = limited and 1 or 0
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
+    out[o + 7] = l, l, p.size, rem, retry, reset, ''
+  if not limited and cost > 0 then
+    local t = lib_str(ts)
+    out[o + 7] = t
+    local r = R_PCALL('HSET', key, 'level', lib_str(level), 'ts', t)
+    if type(r) == 'table' then
+      return LIM_fused_fail(out, o, r.err)
+    end
+    r = R_PCALL('PEXPIRE', key, lib_str(ms))
+    if type(r) == 'table' then
+      return LIM_fused_fail(out, o, r.err)
+    end
+  end
+  return o + 7
 end
 
 function LB.refund(key, a1, a2, a3, a4, now, cost, undo)
@@ -174,4 +214,4 @@ function LB.refund(key, a1, a2, a3, a4, now, cost, undo)
 end
 
 ALGO.leaky_bucket = {decide = LB.decide, commit = LB.commit,
-                     refund = LB.refund}
+                     refund = LB.refund, prep = LB.params, one = LB.one}

@@ -67,6 +67,50 @@ local function sc_commit(key, start, c, prev, ms)
   R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
+-- The decision of cost at now on the stored state (have false: no key):
+-- limited (boolean), remaining, retry and reset (reply values; retry
+-- -1000000 when admitted), then the state to store when a check of cost
+-- > 0 is admitted: start, count, prev and the expiry ms.
+local function sc_core(max, w, have, s_start, s_count, s_prev, now, cost)
+  -- Roll the stored window over to now's (a later one stays).
+  local start, c, prev = now - math.fmod(now, w), 0, 0
+  if have and s_start >= start then
+    start, c, prev = s_start, s_count, s_prev
+  elseif have and s_start >= start - w then
+    prev = s_count
+  end
+  -- untl: a number while below 2^53 (small), else an xint.
+  local untl, rem = start - now + w, w
+  local small = untl < P53
+  if not small then
+    untl = xint_sum(start - now, w)
+  elseif untl < w then
+    rem = untl
+  end
+  local weighted = prev > 0 and sc_weighted(prev, rem, w) or 0
+  -- Below 2^54: inexact only where it exceeds every max - cost.
+  local est = c + weighted
+  local limited, retry, remaining, reset, ms = false, -1000000, 0, 0, nil
+  if cost > max then
+    limited = true
+  elseif est <= max - cost then
+    c, est = c + cost, est + cost
+  else
+    limited = true
+    retry = xint_out((xint_divmod(sc_retry(max, w, c, prev, untl, cost),
+                                  1000)))
+  end
+  if est < max then
+    remaining = max - est
+  end
+  if c > 0 then
+    reset, ms = xint_dur_plus(untl, w, 0, not small)
+  elseif prev > 0 then
+    reset = xint_dur(untl, 0)
+  end
+  return limited, remaining, retry, reset, start, c, prev, ms
+end
+
 ALGO.sliding_counter = {
   decide = function(key, a1, a2, a3, a4, now, cost)
     local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
@@ -78,48 +122,10 @@ ALGO.sliding_counter = {
     if have == nil then
       return nil, s_start
     end
-    -- Roll the stored window over to now's (a later one stays).
-    local start, c, prev = now - math.fmod(now, w), 0, 0
-    if have and s_start >= start then
-      start, c, prev = s_start, s_count, s_prev
-    elseif have and s_start >= start - w then
-      prev = s_count
-    end
-    -- untl: a number while below 2^53 (small), else an xint.
-    local untl, rem = start - now + w, w
-    local small = untl < P53
-    if not small then
-      untl = xint_sum(start - now, w)
-    elseif untl < w then
-      rem = untl
-    end
-    local weighted = prev > 0 and sc_weighted(prev, rem, w) or 0
-    -- Below 2^54: inexact only where it exceeds every max - cost.
-    local est = c + weighted
+    local limited, rem, retry, reset, start, c, prev, ms = sc_core(max, w,
+      have, s_start, s_count, s_prev, now, cost)
     -- {limited, limit, remaining, retry, reset, undo}
-    local e = {0, max, 0, -1000000, 0, ''}
-    local limited = false
-    if cost > max then
-      limited = true
-    elseif est <= max - cost then
-      c, est = c + cost, est + cost
-    else
-      limited = true
-      e[4] = xint_out((xint_divmod(sc_retry(max, w, c, prev, untl, cost),
-                                   1000)))
-    end
-    if limited then
-      e[1] = 1
-    end
-    if est < max then
-      e[3] = max - est
-    end
-    local ms
-    if c > 0 then
-      e[5], ms = xint_dur_plus(untl, w, 0, not small)
-    elseif prev > 0 then
-      e[5] = xint_dur(untl, 0)
-    end
+    local e = {limited and 1 or 0, max, rem, retry, reset, ''}
     if not limited and cost > 0 then
       e[6] = lib_str(start)
       return false, e, 1, start, c, prev, ms
@@ -128,6 +134,44 @@ ALGO.sliding_counter = {
   end,
 
   commit = sc_commit,
+
+  -- The parameters of `one`: max and the window in us, or nil.
+  prep = function(a1, a2)
+    return tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+  end,
+
+  -- decide and commit of a check of one real level, fused (limiter.lua),
+  -- its read and writes inline as fixed_window's.
+  one = function(key, max, w, _, now, cost, out, o)
+    local h = R_PCALL('HGETALL', key)
+    if h.err then
+      return false
+    end
+    local have, s_start, s_count, s_prev = tw_fields(h, SC_ERR_STATE, 'start',
+                                                     'count', 'prev')
+    if have == nil then
+      return false
+    end
+    local limited, rem, retry, reset, start, c, prev, ms = sc_core(max, w,
+      have, s_start, s_count, s_prev, now, cost)
+    local l = limited and 1 or 0
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
+      out[o + 7] = l, l, max, rem, retry, reset, ''
+    if not limited and cost > 0 then
+      local st = lib_str(start)
+      out[o + 7] = st
+      local r = R_PCALL('HSET', key, 'start', st, 'count', lib_str(c), 'prev',
+                        lib_str(prev))
+      if type(r) == 'table' then
+        return LIM_fused_fail(out, o, r.err)
+      end
+      r = R_PCALL('PEXPIRE', key, lib_str(ms))
+      if type(r) == 'table' then
+        return LIM_fused_fail(out, o, r.err)
+      end
+    end
+    return o + 7
+  end,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
     local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)

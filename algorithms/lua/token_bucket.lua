@@ -43,11 +43,11 @@ local function tb_args(a1, a2)
   return cap, rate
 end
 
--- The stored state: true, tokens, frac, ts; false for no key; or nil and
--- the error.
-local function tb_read(key)
-  local have, tok, frac, ts = tw_read(key, TB_ERR_STATE, 'tokens', 'frac',
-                                      'ts')
+-- The state in h, an HGETALL reply (tw_fields): true, tokens, frac, ts;
+-- false for no key; or nil and the error.
+local function tb_fields(h)
+  local have, tok, frac, ts = tw_fields(h, TB_ERR_STATE, 'tokens', 'frac',
+                                        'ts')
   if not have then
     return have, tok
   end
@@ -55,6 +55,15 @@ local function tb_read(key)
     return nil, TB_ERR_STATE
   end
   return true, tok, frac, ts
+end
+
+-- The stored state (tb_fields), or nil and WRONGTYPE. One HGETALL.
+local function tb_read(key)
+  local h = lib_read('HGETALL', key)
+  if h == nil then
+    return nil, WRONGTYPE
+  end
+  return tb_fields(h)
 end
 
 -- Credits e > 0 us of refill to the level tok + frac / 1e15 (capped at
@@ -164,6 +173,56 @@ local function tb_full(cap, rate, cost)
   return N.wait and N
 end
 
+-- The decision of cost at now on the stored state (have false: no key):
+-- limited (boolean), remaining, retry and reset (reply values; retry
+-- -1000000 when admitted), the undo token ('' when nothing is written),
+-- then when it is not '' the state to store: tokens, frac, ts and the
+-- expiry ms.
+local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost)
+  if rate and cost >= 1 and cost <= cap and
+      (not have or (s_tok >= cap and s_ts <= now)) then
+    local N = tb_full(cap, rate, cost)
+    if N and now + N.wait < P53 then
+      local tok = cap - cost
+      return false, tok, -1000000, N.reset, lib_str(now + N.wait), tok, 0,
+        now, N.ms
+    end
+  end
+  if not rate then
+    return false, cap, -1000000, 0, ''
+  end
+  local tok, frac, ts, gap = tb_level(cap, rate, have, s_tok, s_frac, s_ts,
+                                      now)
+  local limited, retry = false, -1000000
+  if cost > cap then
+    limited = true
+  elseif tok >= cost then
+    tok = tok - cost
+  else
+    limited = true
+    retry = tb_dur(rate, tok, frac, cost, gap)
+  end
+  if tok >= cap then
+    return limited, tok, retry, 0, ''
+  end
+  local us, x, big = tb_wait(rate, tok, frac, cap)
+  local reset, ms = xint_dur_plus(us, gap, x, big)
+  if not limited and cost > 0 then
+    -- The instant the bucket is full again: ts + ceil(wait).
+    local up = x > 0 and 1 or 0
+    local full = not big and us + up + ts
+    local undo
+    if full and full < P53 then
+      undo = lib_str(full)
+    else
+      us = xint_sum(xint_sum(us, up), ts)
+      undo = type(us) == 'number' and lib_str(us) or xint_str(us)
+    end
+    return false, tok, retry, reset, undo, tok, frac, ts, ms
+  end
+  return limited, tok, retry, reset, ''
+end
+
 ALGO.token_bucket = {
   decide = function(key, a1, a2, a3, a4, now, cost)
     local cap, rate = tb_args(a1, a2)
@@ -174,54 +233,47 @@ ALGO.token_bucket = {
     if have == nil then
       return nil, s_tok
     end
-    if rate and cost >= 1 and cost <= cap and
-        (not have or (s_tok >= cap and s_ts <= now)) then
-      local N = tb_full(cap, rate, cost)
-      if N and now + N.wait < P53 then
-        local tok = cap - cost
-        return false, {0, cap, tok, -1000000, N.reset, lib_str(now + N.wait)},
-          1, tok, 0, now, N.ms
-      end
-    end
+    local limited, rem, retry, reset, undo, tok, frac, ts, ms = tb_core(cap,
+      rate, have, s_tok, s_frac, s_ts, now, cost)
     -- {limited, limit, remaining, retry, reset, undo}
-    local e = {0, cap, cap, -1000000, 0, ''}
-    if not rate then
-      return false, e
-    end
-    local tok, frac, ts, gap = tb_level(cap, rate, have, s_tok, s_frac, s_ts,
-                                        now)
-    local limited = false
-    if cost > cap then
-      limited = true
-    elseif tok >= cost then
-      tok = tok - cost
-    else
-      limited = true
-      e[4] = tb_dur(rate, tok, frac, cost, gap)
-    end
-    e[3] = tok
-    if limited then
-      e[1] = 1
-    end
-    if tok >= cap then
-      return limited, e
-    end
-    local us, x, big = tb_wait(rate, tok, frac, cap)
-    local ms
-    e[5], ms = xint_dur_plus(us, gap, x, big)
-    if not limited and cost > 0 then
-      -- The instant the bucket is full again: ts + ceil(wait).
-      local up = x > 0 and 1 or 0
-      local full = not big and us + up + ts
-      if full and full < P53 then
-        e[6] = lib_str(full)
-      else
-        us = xint_sum(xint_sum(us, up), ts)
-        e[6] = type(us) == 'number' and lib_str(us) or xint_str(us)
-      end
+    local e = {limited and 1 or 0, cap, rem, retry, reset, undo}
+    if undo ~= '' then
       return false, e, 1, tok, frac, ts, ms
     end
     return limited, e
+  end,
+
+  -- The parameters of `one`: capacity and rate (false: inf), or nil.
+  prep = tb_args,
+
+  -- decide and commit of a check of one real level, fused (limiter.lua),
+  -- its read and writes inline as fixed_window's.
+  one = function(key, cap, rate, _, now, cost, out, o)
+    local h = R_PCALL('HGETALL', key)
+    if h.err then
+      return false
+    end
+    local have, s_tok, s_frac, s_ts = tb_fields(h)
+    if have == nil then
+      return false
+    end
+    local limited, rem, retry, reset, undo, tok, frac, ts, ms = tb_core(cap,
+      rate, have, s_tok, s_frac, s_ts, now, cost)
+    local l = limited and 1 or 0
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
+      out[o + 7] = l, l, cap, rem, retry, reset, undo
+    if undo ~= '' then
+      local r = R_PCALL('HSET', key, 'tokens', lib_str(tok), 'frac',
+                        lib_str(frac), 'ts', lib_str(ts))
+      if type(r) == 'table' then
+        return LIM_fused_fail(out, o, r.err)
+      end
+      r = R_PCALL('PEXPIRE', key, lib_str(ms))
+      if type(r) == 'table' then
+        return LIM_fused_fail(out, o, r.err)
+      end
+    end
+    return o + 7
   end,
 
   commit = tb_store,

@@ -246,15 +246,11 @@ local function tw_window_args(a1, a2, err_max, err_window)
   return max, ms * 1000
 end
 
--- The stored HASH fields as integers >= 0: true and the values, false for
--- no key, or nil and the error (err_state, or WRONGTYPE). One HGETALL: an
--- empty reply is no key (Redis keeps no empty hash), where HMGET could
--- not tell a missing key from a hash without these fields.
-local function tw_read(key, err_state, f1, f2, f3)
-  local h = lib_read('HGETALL', key)
-  if h == nil then
-    return nil, WRONGTYPE
-  end
+-- The fields f1, f2 (and f3) of h, an HGETALL reply, as integers >= 0:
+-- true and the values, false for no key (an empty reply: Redis keeps no
+-- empty hash, where HMGET could not tell a missing key from a hash without
+-- these fields), or nil and err_state.
+local function tw_fields(h, err_state, f1, f2, f3)
   local n = #h
   if n == 0 then
     return false
@@ -278,4 +274,14 @@ local function tw_read(key, err_state, f1, f2, f3)
     return nil, err_state
   end
   return true, x, y, z
+end
+
+-- tw_fields of the HASH at key, read with one HGETALL; nil and WRONGTYPE
+-- for another type.
+local function tw_read(key, err_state, f1, f2, f3)
+  local h = lib_read('HGETALL', key)
+  if h == nil then
+    return nil, WRONGTYPE
+  end
+  return tw_fields(h, err_state, f1, f2, f3)
 end

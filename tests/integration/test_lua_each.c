@@ -844,41 +844,91 @@ Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
     redisFree(c);
 }
 
-/* The token_bucket parameters for capacity 2, 1 a second. */
+/* The words of a parenthesized list: a list of parameters passed on
+ * through a macro as one argument. */
+#define UNPAREN(...) __VA_ARGS__
+
+/* Batches of one shape of one level of another algorithm (`params`, a
+ * parenthesized list), which the library decides in the same loop, most groups
+ * through the algorithm's fused check (its `one`) and the others as LIM_one
+ * does: k1 admitted twice, then refused; a stale override; a key of the wrong
+ * type; a hash without the algorithm's fields; then the states of
+ * plant_level1_states, each twice or more. */
+#define LEVEL1_BATCH(algo, params)                                             \
+    {                                                                          \
+        LEVEL1_OF(algo, UNPAREN params, "k1", "user:a", ""),                   \
+            LEVEL1_OF(algo, UNPAREN params, "k1", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "k1", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "k2", "user:o", "2"),              \
+            LEVEL1_OF(algo, UNPAREN params, "ks", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "k2", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "kw", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "kp", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "kp", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "kq", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "kr", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, "kr", "user:a", ""),               \
+    }
+
+/* Limits of 2 (capacity, size, max) per algorithm with a fused check. */
 #define TB_2 "2", "1000000"
+#define LB_2 "2", "1000", "1"
+#define FW_2 "2", "60000"
+#define SC_2 "2", "60000"
 
-/* A check of one token_bucket level (TB_2). */
-#define LEVEL1TB(key, path, known)                                             \
-    LEVEL1_OF("token_bucket", TB_2, key, path, known)
+static const struct grp LEVEL1_TB[] = LEVEL1_BATCH("token_bucket", (TB_2));
+static const struct grp LEVEL1_LB[] = LEVEL1_BATCH("leaky_bucket", (LB_2));
+static const struct grp LEVEL1_FW[] = LEVEL1_BATCH("fixed_window", (FW_2));
+static const struct grp LEVEL1_SC[] = LEVEL1_BATCH("sliding_counter", (SC_2));
+#define NLEVEL1_BATCH (int)(sizeof(LEVEL1_TB) / sizeof(*LEVEL1_TB))
 
-/* Batches of one shape of one level of another algorithm, which the
- * library decides in the same loop (each group as LIM_one does): k1
- * admitted twice, then refused; a stale override; a key of the wrong
- * type. */
-static const struct grp LEVEL1TBS[] = {
-    LEVEL1TB("k1", "user:a", ""), LEVEL1TB("k1", "user:a", ""),
-    LEVEL1TB("k1", "user:a", ""), LEVEL1TB("k2", "user:o", "2"),
-    LEVEL1TB("ks", "user:a", ""), LEVEL1TB("k2", "user:a", ""),
-};
-#define NLEVEL1TBS (int)(sizeof(LEVEL1TBS) / sizeof(*LEVEL1TBS))
+static const char *const LEVEL1_STATE_KEYS[] = { "k1", "k2", "kw", "ks",
+                                                 "o1", "kp", "kq", "kr" };
+
+/* plant_level1, and three hashes that hold the fields of every one of
+ * those algorithms (each reads its own) around NOW (1700000000000000 us,
+ * 20 s into a one-minute window): kp from the window before, a bucket
+ * 300 ms behind; kq from the next window, a clock behind its bucket; kr
+ * from this window, a full token bucket, an empty leaky one. */
+static void plant_level1_states(redisContext *c)
+{
+    plant_level1(c);
+    px_check_int(px_cmd(c, "HSET kp start 1699999920000000 count 1 prev 1 "
+                           "level 1 ts 1699999999700000 tokens 1 frac 0"),
+                 7);
+    px_check_int(px_cmd(c, "HSET kq start 1700000040000000 count 2 prev 0 "
+                           "level 2 ts 1700000001000000 tokens 0 "
+                           "frac 500000000000000"),
+                 7);
+    px_check_int(px_cmd(c, "HSET kr start 1699999980000000 count 1 prev 3 "
+                           "level 0 ts 1699999995000000 tokens 2 frac 0"),
+                 7);
+}
 
 Test(it_lua_each, one_level_batches_of_another_algorithm_decide_as_each,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
+    static const struct grp *const batches[] = { LEVEL1_TB, LEVEL1_LB,
+                                                 LEVEL1_FW, LEVEL1_SC };
     redisContext *c = connect_all();
 
-    for (level1_hash = 0; level1_hash <= 1; level1_hash++) {
-        const char *ctx = level1_hash ? "a hash" : "no hash";
-        redisReply *r;
+    for (size_t b = 0; b < sizeof(batches) / sizeof(*batches); b++) {
+        for (level1_hash = 0; level1_hash <= 1; level1_hash++) {
+            const char *ctx = level1_hash ? "a hash" : "no hash";
+            const char *algo = batches[b][0].l[0].algo;
+            redisReply *r;
 
-        cr_assert_eq(expect_shapes_as_each(c, LEVEL1TBS, NLEVEL1TBS,
-                                           LEVEL1_KEYS, 5, plant_level1, &r),
-                     1);
-        /* k1: admitted, admitted, refused (limited, then its 6 values). */
-        cr_assert_eq(r->element[3]->integer, 0, "%s", ctx);
-        cr_assert_eq(r->element[10]->integer, 0, "%s", ctx);
-        cr_assert_eq(r->element[17]->integer, 1, "%s", ctx);
-        freeReplyObject(r);
+            cr_assert_eq(expect_shapes_as_each(c, batches[b], NLEVEL1_BATCH,
+                                               LEVEL1_STATE_KEYS, 8,
+                                               plant_level1_states, &r),
+                         1);
+            /* k1: admitted, admitted, refused (limited, then its 6
+             * values). */
+            cr_assert_eq(r->element[3]->integer, 0, "%s, %s", algo, ctx);
+            cr_assert_eq(r->element[10]->integer, 0, "%s, %s", algo, ctx);
+            cr_assert_eq(r->element[17]->integer, 1, "%s, %s", algo, ctx);
+            freeReplyObject(r);
+        }
     }
     redisFree(c);
 }
