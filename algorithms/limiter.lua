@@ -121,8 +121,10 @@ local ALGO = {}
 -- Algorithms other than gcra may also offer a check of one real level
 -- fused into one function (LIM_one_shape's most common group, whose
 -- layers cost Redis more than the decision): prep(a1, a2, a3, a4) -> p1,
--- p2, p3, the parsed parameters (nil: malformed), once per batch; and
--- one(key, p1, p2, p3, now, cost, out, o), which decides and writes
+-- p2, the parsed parameters (nil: malformed), once per batch; and
+-- one(key, h, p1, p2, now, cost, out, o), h the key's HGETALL (every such
+-- algorithm keeps a hash; the read is the caller's), which decides and
+-- writes
 -- exactly as decide and commit would for that group, puts its flat reply
 -- after out[o] and returns its last index (LIM_fused_fail's when its write
 -- failed), or returns false, having written nothing, when the general
@@ -536,10 +538,10 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
   end
   local one = ALGO[ARGV[a0 + 3]]
   if n == 1 and one and one ~= ALGO.gcra and ARGV[a0 + 8] == '' then
-    f.algo, f.cost, f.p1, f.p2, f.p3 = one, cost, nil, nil, nil
+    f.algo, f.cost, f.p1, f.p2 = one, cost, nil, nil
     if one.prep then
-      f.p1, f.p2, f.p3 = one.prep(ARGV[a0 + 4], ARGV[a0 + 5], ARGV[a0 + 6],
-                                  ARGV[a0 + 7])
+      f.p1, f.p2 = one.prep(ARGV[a0 + 4], ARGV[a0 + 5], ARGV[a0 + 6],
+                            ARGV[a0 + 7])
     end
     return 'one'
   end
@@ -1001,9 +1003,13 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
         r = o + 2
       end
     elseif fused and ARGV[mb + 2] == '' then
-      local ok
-      ok, r = pcall(fused, K[k], f.p1, f.p2, f.p3, now, f.cost, reply, o)
-      r = ok and r
+      -- The algorithms with a fused check keep a hash: its read is here.
+      local h = pcall_('HGETALL', K[k])
+      if not h.err then
+        local ok
+        ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
+        r = ok and r
+      end
     elseif multi then
       r = LIM_levels(K, k, f, n, ARGV, mb, m, now_s, now_ns, reply, o)
     elseif kind == 'one' then

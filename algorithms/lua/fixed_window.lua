@@ -71,12 +71,9 @@ ALGO.fixed_window = {
     return tw_window_args(a1, a2, FW_ERR_MAX, FW_ERR_WINDOW)
   end,
 
-  -- decide and commit of a check of one real level, fused (see LIM_fused).
-  one = function(key, max, w, _, now, cost, out, o)
-    local h = R_PCALL('HGETALL', key)
-    if h.err then
-      return false
-    end
+  -- decide and commit of a check of one real level, fused (limiter.lua,
+  -- which reads h, the key's HGETALL); the write through lib_store_quiet.
+  one = function(key, h, max, w, now, cost, out, o)
     local have, s_start, s_count = tw_fields(h, FW_ERR_STATE, 'start',
                                              'count')
     if have == nil then
@@ -90,15 +87,10 @@ ALGO.fixed_window = {
     if not limited and cost > 0 then
       local st = lib_str(start)
       out[o + 7] = st
-      -- Inline, as the read: each call of a helper costs Redis about a
-      -- thousand instructions, a tenth of this check's own Lua.
-      local r = R_PCALL('HSET', key, 'start', st, 'count', lib_str(count))
-      if type(r) == 'table' then
-        return LIM_fused_fail(out, o, r.err)
-      end
-      r = R_PCALL('PEXPIRE', key, lib_str(ms))
-      if type(r) == 'table' then
-        return LIM_fused_fail(out, o, r.err)
+      local err = lib_store_quiet(key, ms, 'start', st, 'count',
+                                  lib_str(count))
+      if err then
+        return LIM_fused_fail(out, o, err)
       end
     end
     return o + 7

@@ -160,13 +160,9 @@ function LB.decide(key, a1, a2, a3, a4, now, cost)
   return limited, e
 end
 
--- decide and commit of a check of one real level, fused (limiter.lua),
--- its read and writes inline as fixed_window's; p from LB.params.
-function LB.one(key, p, _, _, now, cost, out, o)
-  local h = R_PCALL('HGETALL', key)
-  if h.err then
-    return false
-  end
+-- decide and commit of a check of one real level, fused, as
+-- fixed_window's; p from LB.params.
+function LB.one(key, h, p, _, now, cost, out, o)
   local have, s_level, s_ts = LB.fields(h)
   if have == nil then
     return false
@@ -179,13 +175,9 @@ function LB.one(key, p, _, _, now, cost, out, o)
   if not limited and cost > 0 then
     local t = lib_str(ts)
     out[o + 7] = t
-    local r = R_PCALL('HSET', key, 'level', lib_str(level), 'ts', t)
-    if type(r) == 'table' then
-      return LIM_fused_fail(out, o, r.err)
-    end
-    r = R_PCALL('PEXPIRE', key, lib_str(ms))
-    if type(r) == 'table' then
-      return LIM_fused_fail(out, o, r.err)
+    local err = lib_store_quiet(key, ms, 'level', lib_str(level), 'ts', t)
+    if err then
+      return LIM_fused_fail(out, o, err)
     end
   end
   return o + 7

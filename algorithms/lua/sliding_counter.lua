@@ -140,13 +140,9 @@ ALGO.sliding_counter = {
     return tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
   end,
 
-  -- decide and commit of a check of one real level, fused (limiter.lua),
-  -- its read and writes inline as fixed_window's.
-  one = function(key, max, w, _, now, cost, out, o)
-    local h = R_PCALL('HGETALL', key)
-    if h.err then
-      return false
-    end
+  -- decide and commit of a check of one real level, fused, as
+  -- fixed_window's.
+  one = function(key, h, max, w, now, cost, out, o)
     local have, s_start, s_count, s_prev = tw_fields(h, SC_ERR_STATE, 'start',
                                                      'count', 'prev')
     if have == nil then
@@ -160,14 +156,10 @@ ALGO.sliding_counter = {
     if not limited and cost > 0 then
       local st = lib_str(start)
       out[o + 7] = st
-      local r = R_PCALL('HSET', key, 'start', st, 'count', lib_str(c), 'prev',
-                        lib_str(prev))
-      if type(r) == 'table' then
-        return LIM_fused_fail(out, o, r.err)
-      end
-      r = R_PCALL('PEXPIRE', key, lib_str(ms))
-      if type(r) == 'table' then
-        return LIM_fused_fail(out, o, r.err)
+      local err = lib_store_quiet(key, ms, 'start', st, 'count', lib_str(c),
+                                  'prev', lib_str(prev))
+      if err then
+        return LIM_fused_fail(out, o, err)
       end
     end
     return o + 7

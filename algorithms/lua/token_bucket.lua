@@ -246,13 +246,9 @@ ALGO.token_bucket = {
   -- The parameters of `one`: capacity and rate (false: inf), or nil.
   prep = tb_args,
 
-  -- decide and commit of a check of one real level, fused (limiter.lua),
-  -- its read and writes inline as fixed_window's.
-  one = function(key, cap, rate, _, now, cost, out, o)
-    local h = R_PCALL('HGETALL', key)
-    if h.err then
-      return false
-    end
+  -- decide and commit of a check of one real level, fused, as
+  -- fixed_window's.
+  one = function(key, h, cap, rate, now, cost, out, o)
     local have, s_tok, s_frac, s_ts = tb_fields(h)
     if have == nil then
       return false
@@ -263,14 +259,10 @@ ALGO.token_bucket = {
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
       out[o + 7] = l, l, cap, rem, retry, reset, undo
     if undo ~= '' then
-      local r = R_PCALL('HSET', key, 'tokens', lib_str(tok), 'frac',
-                        lib_str(frac), 'ts', lib_str(ts))
-      if type(r) == 'table' then
-        return LIM_fused_fail(out, o, r.err)
-      end
-      r = R_PCALL('PEXPIRE', key, lib_str(ms))
-      if type(r) == 'table' then
-        return LIM_fused_fail(out, o, r.err)
+      local err = lib_store_quiet(key, ms, 'tokens', lib_str(tok), 'frac',
+                                  lib_str(frac), 'ts', lib_str(ts))
+      if err then
+        return LIM_fused_fail(out, o, err)
       end
     end
     return o + 7
