@@ -799,7 +799,15 @@ Test(it_refusal, two_proxies_on_windows_that_end_answer_as_redis,
         if (peek) {
             continue;
         }
-        cr_assert(have, "call %d admitted, nothing stored", i);
+        if (!have) {
+            /* The window expires as it ends: an admission just before
+             * may be gone when it is read, and then its window ended
+             * meanwhile (no later call can land in it). */
+            int64_t t1 = redis_now(d) / 1000;
+            cr_assert(t0 / window_us != t1 / window_us,
+                      "call %d admitted, nothing stored", i);
+            continue;
+        }
         if (after_hit && count == 1) {
             after_hit = 2; /* a window opened after cached refusals */
         }
