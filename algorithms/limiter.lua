@@ -124,24 +124,46 @@ local ALGO = {}
 -- p2, the parsed parameters (nil: malformed), once per batch; and
 -- one(key, h, p1, p2, now, cost, out, o), h the key's HGETALL (every such
 -- algorithm keeps a hash; the read is the caller's), which decides and
--- writes
--- exactly as decide and commit would for that group, puts its flat reply
--- after out[o] and returns its last index (LIM_fused_fail's when its write
--- failed), or returns false, having written nothing, when the general
+-- writes exactly as decide and commit would for that group, puts its flat
+-- reply after out[o] and returns its last index (LIM_fused_end ends it and
+-- writes), or returns false, having written nothing, when the general
 -- path must decide it (a read that failed, a malformed state). It writes
 -- last, through redis.pcall, so an error raised in it (caught: the
 -- general path then decides) leaves nothing behind. A check of fixed
--- window costs Redis 12 % fewer instructions this way, its commands
+-- window costs Redis 10 % fewer instructions this way, its commands
 -- included.
 
--- A fused check whose write failed (err): the group's error element at
--- o + 1 in place of its reply (out[o + 1 .. o + 7]), as LIM_one gives it;
--- returns its index.
-local function LIM_fused_fail(out, o, err)
+-- Ends a fused check: its flat reply after out[o] (limited as 0|1, then
+-- the entry: limited, limit, remaining, retry, reset, undo) and, when undo
+-- is not '', its write through redis.pcall: HSET key f1 v1 f2 v2 [f3 v3]
+-- (the values numbers), then PEXPIRE key ms. Returns the reply's last
+-- index, or when a write failed that of the group's error element, at
+-- o + 1 in place of the reply, as LIM_one gives it.
+local function LIM_fused_end(out, o, key, limited, limit, rem, retry, reset,
+                             undo, ms, f1, v1, f2, v2, f3, v3)
+  local l = limited and 1 or 0
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
+    out[o + 7] = l, l, limit, rem, retry, reset, undo
+  if undo == '' then
+    return o + 7
+  end
+  local r
+  if f3 then
+    r = R_PCALL('HSET', key, f1, lib_str(v1), f2, lib_str(v2), f3,
+                lib_str(v3))
+  else
+    r = R_PCALL('HSET', key, f1, lib_str(v1), f2, lib_str(v2))
+  end
+  if type(r) ~= 'table' then
+    r = R_PCALL('PEXPIRE', key, lib_str(ms))
+  end
+  if type(r) ~= 'table' then
+    return o + 7
+  end
   for j = o + 2, o + 7 do
     out[j] = nil
   end
-  out[o + 1] = redis.error_reply(err)
+  out[o + 1] = redis.error_reply(r.err)
   return o + 1
 end
 

@@ -72,7 +72,8 @@ ALGO.fixed_window = {
   end,
 
   -- decide and commit of a check of one real level, fused (limiter.lua,
-  -- which reads h, the key's HGETALL); the write through lib_store_quiet.
+  -- which reads h, the key's HGETALL); the reply and the write through
+  -- LIM_fused_end.
   one = function(key, h, max, w, now, cost, out, o)
     local have, s_start, s_count = tw_fields(h, FW_ERR_STATE, 'start',
                                              'count')
@@ -81,19 +82,9 @@ ALGO.fixed_window = {
     end
     local limited, rem, retry, reset, start, count, ms = fw_core(max, w,
       have, s_start, s_count, now, cost)
-    local l = limited and 1 or 0
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
-      out[o + 7] = l, l, max, rem, retry, reset, ''
-    if not limited and cost > 0 then
-      local st = lib_str(start)
-      out[o + 7] = st
-      local err = lib_store_quiet(key, ms, 'start', st, 'count',
-                                  lib_str(count))
-      if err then
-        return LIM_fused_fail(out, o, err)
-      end
-    end
-    return o + 7
+    local undo = not limited and cost > 0 and lib_str(start) or ''
+    return LIM_fused_end(out, o, key, limited, max, rem, retry, reset, undo,
+                         ms, 'start', start, 'count', count)
   end,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)

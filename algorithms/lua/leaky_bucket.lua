@@ -169,18 +169,9 @@ function LB.one(key, h, p, _, now, cost, out, o)
   end
   local limited, rem, retry, reset, level, ts, ms = LB.core(p, have, s_level,
                                                            s_ts, now, cost)
-  local l = limited and 1 or 0
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
-    out[o + 7] = l, l, p.size, rem, retry, reset, ''
-  if not limited and cost > 0 then
-    local t = lib_str(ts)
-    out[o + 7] = t
-    local err = lib_store_quiet(key, ms, 'level', lib_str(level), 'ts', t)
-    if err then
-      return LIM_fused_fail(out, o, err)
-    end
-  end
-  return o + 7
+  local undo = not limited and cost > 0 and lib_str(ts) or ''
+  return LIM_fused_end(out, o, key, limited, p.size, rem, retry, reset, undo,
+                       ms, 'level', level, 'ts', ts)
 end
 
 function LB.refund(key, a1, a2, a3, a4, now, cost, undo)

@@ -143,19 +143,3 @@ local function lib_read(...)
   end
   return v
 end
-
--- A fused check's write (limiter.lua): HSET key f1 v1 f2 v2 [f3 v3], then
--- PEXPIRE key ms, through redis.pcall; nil, or the error text of the
--- first that failed.
-local function lib_store_quiet(key, ms, f1, v1, f2, v2, f3, v3)
-  local r
-  if f3 then
-    r = R_PCALL('HSET', key, f1, v1, f2, v2, f3, v3)
-  else
-    r = R_PCALL('HSET', key, f1, v1, f2, v2)
-  end
-  if type(r) ~= 'table' then
-    r = R_PCALL('PEXPIRE', key, lib_str(ms))
-  end
-  return type(r) == 'table' and r.err or nil
-end

@@ -150,19 +150,9 @@ ALGO.sliding_counter = {
     end
     local limited, rem, retry, reset, start, c, prev, ms = sc_core(max, w,
       have, s_start, s_count, s_prev, now, cost)
-    local l = limited and 1 or 0
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
-      out[o + 7] = l, l, max, rem, retry, reset, ''
-    if not limited and cost > 0 then
-      local st = lib_str(start)
-      out[o + 7] = st
-      local err = lib_store_quiet(key, ms, 'start', st, 'count', lib_str(c),
-                                  'prev', lib_str(prev))
-      if err then
-        return LIM_fused_fail(out, o, err)
-      end
-    end
-    return o + 7
+    local undo = not limited and cost > 0 and lib_str(start) or ''
+    return LIM_fused_end(out, o, key, limited, max, rem, retry, reset, undo,
+                         ms, 'start', start, 'count', c, 'prev', prev)
   end,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)

@@ -255,17 +255,8 @@ ALGO.token_bucket = {
     end
     local limited, rem, retry, reset, undo, tok, frac, ts, ms = tb_core(cap,
       rate, have, s_tok, s_frac, s_ts, now, cost)
-    local l = limited and 1 or 0
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6],
-      out[o + 7] = l, l, cap, rem, retry, reset, undo
-    if undo ~= '' then
-      local err = lib_store_quiet(key, ms, 'tokens', lib_str(tok), 'frac',
-                                  lib_str(frac), 'ts', lib_str(ts))
-      if err then
-        return LIM_fused_fail(out, o, err)
-      end
-    end
-    return o + 7
+    return LIM_fused_end(out, o, key, limited, cap, rem, retry, reset, undo,
+                         ms, 'tokens', tok, 'frac', frac, 'ts', ts)
   end,
 
   commit = tb_store,
