@@ -783,16 +783,24 @@ static const char *const LEVEL1_KEYS[] = { "k1", "k2", "kw", "ks", "o1" };
 
 /* The same for two levels: both fresh; the second refuses (its fresh
  * first level is deleted again); a repeated key; a second level of the
- * wrong type or no TAT after a fresh first; a stale override. */
+ * wrong type or no TAT after a fresh first; a stale override; a first
+ * level whose TAT is past (kt, ku: planted 1 s before NOW), admitted with
+ * a fresh second (written anew) or refused by x1 (left as it was). */
 static const struct grp LEVEL2S[] = {
     LEVEL2("k1", "x1", ""),  LEVEL2("k1", "x1", ""), LEVEL2("k2", "x1", ""),
     LEVEL2("k3", "k3", ""),  LEVEL2("k4", "kw", ""), LEVEL2("k5", "ks", ""),
-    LEVEL2("k6", "x2", "2"), LEVEL2("k1", "x3", ""),
+    LEVEL2("k6", "x2", "2"), LEVEL2("k1", "x3", ""), LEVEL2("kt", "x4", ""),
+    LEVEL2("ku", "x1", ""),
 };
 #define NLEVEL2S (int)(sizeof(LEVEL2S) / sizeof(*LEVEL2S))
 
-static const char *const LEVEL2_KEYS[] = { "k1", "k2", "k3", "k4", "k5", "k6",
-                                           "x1", "x2", "x3", "kw", "ks", "o1" };
+static const char *const LEVEL2_KEYS[] = {
+    "k1", "k2", "k3", "k4", "k5", "k6", "x1", "x2",
+    "x3", "x4", "kw", "ks", "kt", "ku", "o1"
+};
+
+/* kt's and ku's TAT as planted: 1 s before NOW, in nanoseconds. */
+#define PAST_TAT "1699999999000000000"
 #define NLEVEL2_KEYS (int)(sizeof(LEVEL2_KEYS) / sizeof(*LEVEL2_KEYS))
 
 /* kw a hash, ks no TAT; with `level1_hash`, field user:o of the override
@@ -805,6 +813,8 @@ static void plant_level1(redisContext *c)
     px_check_status(px_cmd(c, "FLUSHALL"), "OK");
     px_check_int(px_cmd(c, "HSET kw f v"), 1);
     px_check_status(px_cmd(c, "SET ks abc"), "OK");
+    px_check_status(px_cmd(c, "SET kt " PAST_TAT), "OK");
+    px_check_status(px_cmd(c, "SET ku " PAST_TAT), "OK");
     if (level1_hash) {
         px_check_int(px_cmd(c, "HSET o1 user:o 2"), 1);
     }
@@ -955,6 +965,10 @@ Test(it_lua_each, two_level_batches_decide_as_each, .init = it_init,
         freeReplyObject(r);
         /* k2 was fresh, refused by x1: not left behind. */
         px_check_int(px_cmd(c, "EXISTS k2"), 0);
+        /* kt's past TAT admitted: a TAT of now + INC (1 s), with x4's;
+         * ku's refused by x1: untouched. */
+        px_check_str(px_cmd(c, "GET kt"), "1700000001000000000");
+        px_check_str(px_cmd(c, "GET ku"), PAST_TAT);
     }
     redisFree(c);
 }
