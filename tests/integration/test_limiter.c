@@ -188,7 +188,8 @@ static void tag_on_master(int m, const char *base, char *out, size_t outlen)
 /* Writes to out a hash tag "{<base><n>}" whose slot master `m` serves. */
 static void prefix_on_master(int m, const char *base, char *out, size_t outlen)
 {
-    char tag[KEY_MAX];
+    char tag[24]; /* a short base and a number: the callers' 32 bytes hold
+                     it with its braces */
 
     tag_on_master(m, base, tag, sizeof(tag));
     snprintf(out, outlen, "{%s}", tag);
