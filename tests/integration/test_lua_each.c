@@ -794,14 +794,13 @@ static const struct grp LEVEL2S[] = {
 };
 #define NLEVEL2S (int)(sizeof(LEVEL2S) / sizeof(*LEVEL2S))
 
-static const char *const LEVEL2_KEYS[] = {
-    "k1", "k2", "k3", "k4", "k5", "k6", "x1", "x2",
-    "x3", "x4", "kw", "ks", "kt", "ku", "o1"
-};
+static const char *const LEVEL2_KEYS[] = { "k1", "k2", "k3", "k4", "k5",
+                                           "k6", "x1", "x2", "x3", "x4",
+                                           "kw", "ks", "kt", "ku", "o1" };
+#define NLEVEL2_KEYS (int)(sizeof(LEVEL2_KEYS) / sizeof(*LEVEL2_KEYS))
 
 /* kt's and ku's TAT as planted: 1 s before NOW, in nanoseconds. */
 #define PAST_TAT "1699999999000000000"
-#define NLEVEL2_KEYS (int)(sizeof(LEVEL2_KEYS) / sizeof(*LEVEL2_KEYS))
 
 /* kw a hash, ks no TAT; with `level1_hash`, field user:o of the override
  * hash holds "2" (else no hash exists, which one EXISTS of them all
