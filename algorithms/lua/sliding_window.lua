@@ -165,15 +165,9 @@ function SW.commit(key, res_us, f, live, ks, total, ms)
   R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
-function SW.decide(key, a1, a2, a3, a4, now, cost)
-  local p, err = SW.params(a1, a2, a3)
-  if p == nil then
-    return nil, err
-  end
-  local have, f = SW.read(key)
-  if have == nil then
-    return nil, f
-  end
+-- The decision of cost at now under p on the key's fields f (have false:
+-- no key): what decide returns once it has read them.
+function SW.decide_f(p, have, f, now, cost)
   if not have and cost > 0 and cost <= p.max then
     -- A new key admitted: what SW.slots and the general steps below make
     -- of an empty hash, without their four tables and sort. Its one slot
@@ -224,6 +218,53 @@ function SW.decide(key, a1, a2, a3, a4, now, cost)
   return limited, e
 end
 
+function SW.decide(key, a1, a2, a3, a4, now, cost)
+  local p, err = SW.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local have, f = SW.read(key)
+  if have == nil then
+    return nil, f
+  end
+  return SW.decide_f(p, have, f, now, cost)
+end
+
+-- decide and commit of a check of one real level, fused (limiter.lua,
+-- which reads h, the key's HGETALL, and parsed p once per batch): a new
+-- key admitted is its one slot and total, written through LIM_fused_end
+-- as the other algorithms' states; a key in use is decided by decide_f
+-- and written by commit, whose error leaves the group's error element, as
+-- LIM_one's would. false, nothing written: the general step decides (a
+-- malformed state, a new key's cost of 0 or above max).
+function SW.one(key, h, p, _, now, cost, out, o)
+  if #h == 0 then
+    if cost < 1 or cost > p.max then
+      return false
+    end
+    local k = lib_divmod(now, p.res_us)
+    local slot = lib_str(k * p.res_us)
+    local reset, ms = SW.until_expired(p, k, now)
+    return LIM_fused_end(out, o, key, false, p.max, p.max - cost, -1000000,
+                         reset, slot, ms, slot, cost, 'total', cost)
+  end
+  local limited, e, when, res_us, f, live, ks, total, ms = SW.decide_f(p,
+    true, h, now, cost)
+  if limited == nil then
+    return false
+  end
+  out[o + 1] = limited and 1 or 0
+  out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
+    e[1], e[2], e[3], e[4], e[5], e[6]
+  if when == 1 and not limited then
+    local ok, err = pcall(SW.commit, key, res_us, f, live, ks, total, ms)
+    if not ok then
+      return LIM_fused_fail(out, o, LIM_raised(err))
+    end
+  end
+  return o + 7
+end
+
 function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
   local p = SW.params(a1, a2, a3)
   local s = lib_int(undo)
@@ -257,5 +298,13 @@ function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
 end
 
-ALGO.sliding_window = {decide = SW.decide, commit = SW.commit,
-                       refund = SW.refund}
+ALGO.sliding_window = {
+  decide = SW.decide,
+  commit = SW.commit,
+  refund = SW.refund,
+  one = SW.one,
+  -- The parameters of one: p, or nil.
+  prep = function(a1, a2, a3)
+    return SW.params(a1, a2, a3)
+  end,
+}

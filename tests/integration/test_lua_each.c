@@ -942,6 +942,66 @@ Test(it_lua_each, one_level_batches_of_another_algorithm_decide_as_each,
     redisFree(c);
 }
 
+/* sliding_window's limit of 2 in a minute of 1 s slots, its batch as
+ * LEVEL1_BATCH's with states of its own: k1 new (the fused check's new-key
+ * write), then in use; sa one live slot 10 s before NOW; sb a slot out of
+ * the window (70 s back: the admission's write drops it) and a live one 1 s
+ * back; sc a slot 5 s ahead (a clock behind it). */
+#define SW_2 "2", "60000", "1000"
+#define SW1(key, path, known)                                                  \
+    LEVEL1_OF("sliding_window", SW_2, key, path, known)
+
+static const struct grp LEVEL1_SW[] = {
+    SW1("k1", "user:a", ""),  SW1("k1", "user:a", ""), SW1("k1", "user:a", ""),
+    SW1("k2", "user:o", "2"), SW1("ks", "user:a", ""), SW1("k2", "user:a", ""),
+    SW1("kw", "user:a", ""),  SW1("sa", "user:a", ""), SW1("sa", "user:a", ""),
+    SW1("sb", "user:a", ""),  SW1("sb", "user:a", ""), SW1("sc", "user:a", ""),
+    SW1("sc", "user:a", ""),
+};
+#define NLEVEL1_SW (int)(sizeof(LEVEL1_SW) / sizeof(*LEVEL1_SW))
+
+static const char *const SW_STATE_KEYS[] = { "k1", "k2", "kw", "ks",
+                                             "o1", "sa", "sb", "sc" };
+
+static void plant_sw_states(redisContext *c)
+{
+    plant_level1(c);
+    px_check_int(px_cmd(c, "HSET sa 1699999990000000 1 total 1"), 2);
+    px_check_int(px_cmd(c, "HSET sb 1699999930000000 1 1699999999000000 1 "
+                           "total 2"),
+                 3);
+    px_check_int(px_cmd(c, "HSET sc 1700000005000000 1 total 1"), 2);
+}
+
+Test(it_lua_each, one_level_batches_of_sliding_window_decide_as_each,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = connect_all();
+
+    for (level1_hash = 0; level1_hash <= 1; level1_hash++) {
+        const char *ctx = level1_hash ? "a hash" : "no hash";
+        redisReply *r;
+
+        cr_assert_eq(expect_shapes_as_each(c, LEVEL1_SW, NLEVEL1_SW,
+                                           SW_STATE_KEYS, 8, plant_sw_states,
+                                           &r),
+                     1);
+        /* What the comparison alone would not catch: k1 admitted, admitted,
+         * refused (limited, then its 6 values); sb's stale slot dropped,
+         * its live one and now's kept; sc's one slot ahead counted in. */
+        cr_assert_eq(r->element[3]->integer, 0, "%s", ctx);
+        cr_assert_eq(r->element[10]->integer, 0, "%s", ctx);
+        cr_assert_eq(r->element[17]->integer, 1, "%s", ctx);
+        freeReplyObject(r);
+        px_check_int(px_cmd(c, "HEXISTS sb 1699999930000000"), 0);
+        px_check_str(px_cmd(c, "HGET sb 1699999999000000"), "1");
+        px_check_str(px_cmd(c, "HGET sb 1700000000000000"), "1");
+        px_check_str(px_cmd(c, "HGET sc 1700000005000000"), "2");
+        px_check_str(px_cmd(c, "HGET k1 total"), "2");
+    }
+    redisFree(c);
+}
+
 Test(it_lua_each, two_level_batches_decide_as_each, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
