@@ -1019,7 +1019,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       -- key written by it: T[i]) and class, then the writes of an
       -- admission or the deletes of a refusal, in LIM_fast's order;
       -- LIM_general takes a value off the fast path, nothing left written.
-      local T, W, limited, x = LIM_T, LIM_W, 0, 0
+      local T, W, limited, x, on = LIM_T, LIM_W, 0, 0, true
       for i = 1, n do
         local key = K[k + i - 1]
         local v = pcall_('SET', key, f[x + 4], 'NX', 'PX', f[x + 5], 'GET')
@@ -1045,13 +1045,13 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
           limited = 1
         elseif class == nil then
           LIM_fast_undo(K, k, i - 1)
-          limited = false
+          on = false
           break
         end
         reply[o + 1 + i] = v
         x = x + 9
       end
-      if limited then
+      if on then
         reply[o + 1] = limited
         for i = 1, n do
           if limited == 1 then

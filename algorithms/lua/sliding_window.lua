@@ -303,8 +303,5 @@ ALGO.sliding_window = {
   commit = SW.commit,
   refund = SW.refund,
   one = SW.one,
-  -- The parameters of one: p, or nil.
-  prep = function(a1, a2, a3)
-    return SW.params(a1, a2, a3)
-  end,
+  prep = SW.params, -- the parameters of one: p, or nil
 }

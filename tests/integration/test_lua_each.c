@@ -861,9 +861,9 @@ Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
  * parenthesized list), which the library decides in the same loop, most groups
  * through the algorithm's fused check (its `one`) and the others as LIM_one
  * does: k1 admitted twice, then refused; a stale override; a key of the wrong
- * type; a hash without the algorithm's fields; then the states of
- * plant_level1_states, each twice or more. */
-#define LEVEL1_BATCH(algo, params)                                             \
+ * type; a hash without the algorithm's fields; then three planted
+ * states p, q, r (plant_level1_states's kp, kq, kr), p and r twice. */
+#define LEVEL1_BATCH(algo, params, p, q, r)                                    \
     {                                                                          \
         LEVEL1_OF(algo, UNPAREN params, "k1", "user:a", ""),                   \
             LEVEL1_OF(algo, UNPAREN params, "k1", "user:a", ""),               \
@@ -872,11 +872,11 @@ Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
             LEVEL1_OF(algo, UNPAREN params, "ks", "user:a", ""),               \
             LEVEL1_OF(algo, UNPAREN params, "k2", "user:a", ""),               \
             LEVEL1_OF(algo, UNPAREN params, "kw", "user:a", ""),               \
-            LEVEL1_OF(algo, UNPAREN params, "kp", "user:a", ""),               \
-            LEVEL1_OF(algo, UNPAREN params, "kp", "user:a", ""),               \
-            LEVEL1_OF(algo, UNPAREN params, "kq", "user:a", ""),               \
-            LEVEL1_OF(algo, UNPAREN params, "kr", "user:a", ""),               \
-            LEVEL1_OF(algo, UNPAREN params, "kr", "user:a", ""),               \
+            LEVEL1_OF(algo, UNPAREN params, p, "user:a", ""),                  \
+            LEVEL1_OF(algo, UNPAREN params, p, "user:a", ""),                  \
+            LEVEL1_OF(algo, UNPAREN params, q, "user:a", ""),                  \
+            LEVEL1_OF(algo, UNPAREN params, r, "user:a", ""),                  \
+            LEVEL1_OF(algo, UNPAREN params, r, "user:a", ""),                  \
     }
 
 /* Limits of 2 (capacity, size, max) per algorithm with a fused check. */
@@ -885,10 +885,14 @@ Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
 #define FW_2 "2", "60000"
 #define SC_2 "2", "60000"
 
-static const struct grp LEVEL1_TB[] = LEVEL1_BATCH("token_bucket", (TB_2));
-static const struct grp LEVEL1_LB[] = LEVEL1_BATCH("leaky_bucket", (LB_2));
-static const struct grp LEVEL1_FW[] = LEVEL1_BATCH("fixed_window", (FW_2));
-static const struct grp LEVEL1_SC[] = LEVEL1_BATCH("sliding_counter", (SC_2));
+static const struct grp LEVEL1_TB[] =
+    LEVEL1_BATCH("token_bucket", (TB_2), "kp", "kq", "kr");
+static const struct grp LEVEL1_LB[] =
+    LEVEL1_BATCH("leaky_bucket", (LB_2), "kp", "kq", "kr");
+static const struct grp LEVEL1_FW[] =
+    LEVEL1_BATCH("fixed_window", (FW_2), "kp", "kq", "kr");
+static const struct grp LEVEL1_SC[] =
+    LEVEL1_BATCH("sliding_counter", (SC_2), "kp", "kq", "kr");
 #define NLEVEL1_BATCH (int)(sizeof(LEVEL1_TB) / sizeof(*LEVEL1_TB))
 
 static const char *const LEVEL1_STATE_KEYS[] = { "k1", "k2", "kw", "ks",
@@ -942,23 +946,14 @@ Test(it_lua_each, one_level_batches_of_another_algorithm_decide_as_each,
     redisFree(c);
 }
 
-/* sliding_window's limit of 2 in a minute of 1 s slots, its batch as
+/* sliding_window's limit of 2 in a minute of 1 s slots, its batch
  * LEVEL1_BATCH's with states of its own: k1 new (the fused check's new-key
  * write), then in use; sa one live slot 10 s before NOW; sb a slot out of
  * the window (70 s back: the admission's write drops it) and a live one 1 s
  * back; sc a slot 5 s ahead (a clock behind it). */
 #define SW_2 "2", "60000", "1000"
-#define SW1(key, path, known)                                                  \
-    LEVEL1_OF("sliding_window", SW_2, key, path, known)
-
-static const struct grp LEVEL1_SW[] = {
-    SW1("k1", "user:a", ""),  SW1("k1", "user:a", ""), SW1("k1", "user:a", ""),
-    SW1("k2", "user:o", "2"), SW1("ks", "user:a", ""), SW1("k2", "user:a", ""),
-    SW1("kw", "user:a", ""),  SW1("sa", "user:a", ""), SW1("sa", "user:a", ""),
-    SW1("sb", "user:a", ""),  SW1("sb", "user:a", ""), SW1("sc", "user:a", ""),
-    SW1("sc", "user:a", ""),
-};
-#define NLEVEL1_SW (int)(sizeof(LEVEL1_SW) / sizeof(*LEVEL1_SW))
+static const struct grp LEVEL1_SW[] =
+    LEVEL1_BATCH("sliding_window", (SW_2), "sa", "sb", "sc");
 
 static const char *const SW_STATE_KEYS[] = { "k1", "k2", "kw", "ks",
                                              "o1", "sa", "sb", "sc" };
@@ -982,7 +977,7 @@ Test(it_lua_each, one_level_batches_of_sliding_window_decide_as_each,
         const char *ctx = level1_hash ? "a hash" : "no hash";
         redisReply *r;
 
-        cr_assert_eq(expect_shapes_as_each(c, LEVEL1_SW, NLEVEL1_SW,
+        cr_assert_eq(expect_shapes_as_each(c, LEVEL1_SW, NLEVEL1_BATCH,
                                            SW_STATE_KEYS, 8, plant_sw_states,
                                            &r),
                      1);
