@@ -19,6 +19,8 @@
 #define REFUSAL_NS_PER_US 1000
 /* Nanoseconds per millisecond: PEXPIRETIME's. */
 #define REFUSAL_NS_PER_MS 1000000
+/* The largest field a hash state holds: 2^53 - 1. */
+#define REFUSAL_FIELD_MAX INT64_C(9007199254740991)
 
 /* A node's tracker: a private RESP3 connection with CLIENT TRACKING on,
  * which read every key of its entries. Owned by rf->trackers. */
@@ -30,32 +32,34 @@ struct refusal_tracker {
 
 /* What a cached key holds. */
 enum refusal_kind {
-    REFUSAL_TAT,    /* a GCRA TAT (a string), checked against the bytes
-                       the script read */
-    REFUSAL_WINDOW, /* a fixed window (a hash), as the tracker reads it */
+    REFUSAL_TAT,  /* a GCRA TAT (a string), checked against the bytes
+                     the script read */
+    REFUSAL_HASH, /* a hash of a few integer fields (a fixed window, a
+                     bucket, a sliding counter), as the tracker reads it */
 };
 
 /* One cached key. Owned by rf->entries, linked in rf->lru. */
 struct refusal_entry {
-    struct queue lru;          /* link in rf->lru */
-    struct refusal_tracker *t; /* borrowed: the tracker of its node */
-    char *key;                 /* owned */
-    size_t klen;               /* bytes of key */
-    enum refusal_kind kind;    /* what the key holds */
-    char *raw;                 /* owned, REFUSAL_TAT: the bytes the script
-                                  read; NULL: no key */
-    size_t rawlen;             /* bytes of raw */
-    int have;                  /* the key exists (and holds a TAT) */
-    int64_t tat_ns;            /* REFUSAL_TAT: that TAT */
-    int64_t start_ns;          /* REFUSAL_WINDOW: the stored window's
-                                  start */
-    int64_t count;             /* REFUSAL_WINDOW: what it counted */
-    int64_t offset_ns;         /* node time minus local time, an upper
-                                  bound (see refusal.h) */
-    int64_t expire_ns;         /* when the key expires (INT64_MAX: never):
-                                  from then on it holds nothing */
-    unsigned seen : 1;         /* the tracker's read confirmed the state */
-    unsigned active : 1;       /* and its PEXPIRETIME gave the expiry */
+    struct queue lru;              /* link in rf->lru */
+    struct refusal_tracker *t;     /* borrowed: the tracker of its node */
+    char *key;                     /* owned */
+    size_t klen;                   /* bytes of key */
+    enum refusal_kind kind;        /* what the key holds */
+    char *raw;                     /* owned, REFUSAL_TAT: the bytes the script
+                                      read; NULL: no key */
+    size_t rawlen;                 /* bytes of raw */
+    int have;                      /* the key exists (and holds a TAT) */
+    int64_t tat_ns;                /* REFUSAL_TAT: that TAT */
+    const char *const *fields;     /* REFUSAL_HASH: the names read (static,
+                                      NULL-terminated; the caller's) */
+    unsigned nf;                   /* REFUSAL_HASH: how many */
+    int64_t f[REFUSAL_FIELDS_MAX]; /* REFUSAL_HASH: their values */
+    int64_t offset_ns;             /* node time minus local time, an upper
+                                      bound (see refusal.h) */
+    int64_t expire_ns;             /* when the key expires (INT64_MAX: never):
+                                      from then on it holds nothing */
+    unsigned seen : 1;             /* the tracker's read confirmed the state */
+    unsigned active : 1;           /* and its PEXPIRETIME gave the expiry */
 };
 
 static void refusal_entry_free(void *p)
@@ -228,51 +232,54 @@ static void refusal_on_get(struct req *part, const char *frame, size_t len)
     }
 }
 
-/* A decimal field of a window hash: 1 when `f` is one >= 0. */
-static int refusal_field(const struct resp_value *f, int64_t *out)
+/* A field of a hash state as the scripts write it: a decimal without a
+ * sign or a leading zero, at most 2^53 - 1 (their integers are Lua
+ * doubles, and they refuse a larger field as malformed); -1 for anything
+ * else, which the cache leaves to Redis. */
+static int64_t refusal_field(const struct resp_value *f)
 {
-    long long v;
+    int64_t x = 0;
+    size_t i;
 
-    if (f->type != '$' || f->null || resp_parse_ll(f->str, f->len, &v) != 0 ||
-        v < 0) {
-        return 0;
+    if (f->type != '$' || f->null || f->len == 0 || f->len > 18 ||
+        (f->len > 1 && f->str[0] == '0')) {
+        return -1;
     }
-    *out = v;
-    return 1;
+    for (i = 0; i < f->len; i++) {
+        if (f->str[i] < '0' || f->str[i] > '9') {
+            return -1;
+        }
+        x = x * 10 + (f->str[i] - '0');
+    }
+    return x <= REFUSAL_FIELD_MAX ? x : -1;
 }
 
-/* The tracker's HMGET of a fixed window (start count, in microseconds and
- * requests): from now on every write of the key is pushed, so what this
- * read shows is the state until then, whatever the script saw before. A
- * hash that is not a window (a field missing, a wrong type) is not
- * cached. */
+/* The tracker's HMGET of a hash state (its entry's fields): from now on
+ * every write of the key is pushed, so what this read shows is the state
+ * until then, whatever the script saw before. A hash that is not such a
+ * state (a field missing, a wrong type) is not cached. */
 static void refusal_on_hmget(struct req *part, const char *frame, size_t len)
 {
     struct refusal *rf = part->ctx;
     struct refusal_entry *e = refusal_reading(rf, part, 0);
     struct resp_value v;
-    int64_t start_us;
-    size_t used;
-    int ok = 0;
+    size_t used, i, nnull = 0, nok = 0;
 
     if (e == NULL) {
         return;
     }
     if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
-        if (v.type == '*' && v.n == 2 && v.elem[0].null && v.elem[1].null) {
-            ok = 1;
-            e->have = 0;
-        } else if (v.type == '*' && v.n == 2 &&
-                   refusal_field(&v.elem[0], &start_us) &&
-                   refusal_field(&v.elem[1], &e->count) &&
-                   start_us <= INT64_MAX / REFUSAL_NS_PER_US) {
-            ok = 1;
-            e->have = 1;
-            e->start_ns = start_us * REFUSAL_NS_PER_US;
+        if (v.type == '*' && v.n == e->nf) {
+            for (i = 0; i < v.n; i++) {
+                nnull += v.elem[i].null;
+                e->f[i] = refusal_field(&v.elem[i]);
+                nok += e->f[i] >= 0;
+            }
         }
         resp_value_free(&v);
     }
-    if (ok) {
+    if (e->nf > 0 && (nnull == e->nf || nok == e->nf)) {
+        e->have = nok == e->nf;
         e->seen = 1;
     } else {
         refusal_drop(rf, e);
@@ -474,19 +481,19 @@ int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
     return 1;
 }
 
-int refusal_lookup_window(struct refusal *rf, const char *key, size_t klen,
-                          uint64_t now_local_ns, int *have, int64_t *start_ns,
-                          int64_t *count, int64_t *node_now_ns)
+int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
+                        const char *const *fields, uint64_t now_local_ns,
+                        int *have, int64_t v[REFUSAL_FIELDS_MAX],
+                        int64_t *node_now_ns)
 {
     struct refusal_entry *e =
-        refusal_find(rf, key, klen, REFUSAL_WINDOW, now_local_ns, node_now_ns);
+        refusal_find(rf, key, klen, REFUSAL_HASH, now_local_ns, node_now_ns);
 
-    if (e == NULL) {
+    if (e == NULL || e->fields != fields) {
         return 0;
     }
     *have = e->have;
-    *start_ns = e->start_ns;
-    *count = e->count;
+    memcpy(v, e->f, sizeof(e->f));
     return 1;
 }
 
@@ -569,28 +576,37 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     refusal_read(rf, e, 2, argv, lens, refusal_on_get);
 }
 
-void refusal_learn_window(struct refusal *rf, const char *key, size_t klen,
-                          int64_t node_now_ns, uint64_t sent_ns)
+void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
+                        const char *const *fields, int64_t node_now_ns,
+                        uint64_t sent_ns)
 {
-    static const char *const hmget[] = { "HMGET", NULL, "start", "count" };
+    const char *argv[2 + REFUSAL_FIELDS_MAX];
+    size_t lens[2 + REFUSAL_FIELDS_MAX];
     struct refusal_entry *e;
-    const char *argv[4];
-    size_t lens[4] = { 5, klen, 5, 5 };
+    unsigned n = 0;
 
     e = hmap_get(&rf->entries, key, klen);
-    if (e != NULL && e->kind == REFUSAL_WINDOW) {
+    if (e != NULL && e->kind == REFUSAL_HASH && e->fields == fields) {
         /* Cached, or being read: whatever changed it since is pushed.
          * Another bound on the clock. */
         refusal_tighten(e, node_now_ns, sent_ns);
         return;
     }
-    e = refusal_entry_new(rf, key, klen, REFUSAL_WINDOW, node_now_ns, sent_ns);
+    e = refusal_entry_new(rf, key, klen, REFUSAL_HASH, node_now_ns, sent_ns);
     if (e == NULL) {
         return;
     }
-    memcpy(argv, hmget, sizeof(argv));
+    argv[0] = "HMGET";
+    lens[0] = 5;
     argv[1] = key;
-    refusal_read(rf, e, 4, argv, lens, refusal_on_hmget);
+    lens[1] = klen;
+    for (; n < REFUSAL_FIELDS_MAX && fields[n] != NULL; n++) {
+        argv[2 + n] = fields[n];
+        lens[2 + n] = strlen(fields[n]);
+    }
+    e->fields = fields;
+    e->nf = n;
+    refusal_read(rf, e, (int)(2 + n), argv, lens, refusal_on_hmget);
 }
 
 void refusal_forget(struct refusal *rf, const char *key, size_t klen)

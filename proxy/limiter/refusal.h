@@ -4,25 +4,29 @@
  * only. When a call is refused, the proxy learns the TAT the script read;
  * as long as nobody writes the key, every later call on it is decided by
  * the same rule from that TAT and the current time, and a call that rule
- * refuses needs no round trip. A fixed window is the same: its state is a
- * hash (the window's start and count) that a refusal leaves as it is, and
- * until the window ends every call with a cost it refused is refused too.
+ * refuses needs no round trip. The algorithms that keep a hash of a few
+ * integers are the same where a refusal writes nothing and their state
+ * only frees capacity as time passes: a fixed window (until it ends), a
+ * token bucket (it refills), a leaky bucket (it drains), a sliding counter
+ * (the previous window weighs less, then the windows roll over). Each
+ * admits at a later instant what it admits at an earlier one, so a call
+ * the model refuses at some instant it refuses at every earlier one.
  * "Nobody writes the key" is Redis's to say: each node with cached keys
  * has one private RESP3 connection of the cache (the tracker) with CLIENT
  * TRACKING on, which reads every cached key once (GET, or HMGET of a
- * window, then PEXPIRETIME) and then receives an invalidation push
+ * hash state, then PEXPIRETIME) and then receives an invalidation push
  * whenever any client writes, deletes, expires or flushes it. A TAT entry
  * answers only after its GET showed the very TAT the script decided on; a
- * window entry holds what its HMGET showed. Either way no write can fall
+ * hash entry holds what its HMGET showed. Either way no write can fall
  * between the state the entry holds and the tracking. An entry never
  * answers past its key's expiry: Redis rounds it to milliseconds, so a
  * key can go shortly before its state would stop refusing, and the push
  * of an expiry comes late. Losing a tracker forgets its node's entries.
  *
- *   refused reply --> refusal_learn[_window] (pending) --read on the
+ *   refused reply --> refusal_learn[_hash] (pending) --read on the
  *       tracker (state, TIME, PEXPIRETIME)--> active
  *                                         other bytes, an error: forgotten
- *   a call --> refusal_lookup[_window]: active entry --> the model at the
+ *   a call --> refusal_lookup[_hash]: active entry --> the model at the
  *       node's time (an upper bound: the local clock since the call that
  *       learned it was sent) --> refused: the reply, no Redis
  *   invalidation push, tracker lost, LRU past refusal_cache_size --> gone
@@ -30,8 +34,8 @@
  * The clock: the node answered at some instant between sending and
  * receiving; counting local time from the send gives a node time no
  * earlier than Redis's own. A GCRA refusal at a later time is one at every
- * earlier time; a window refusal holds for every time before the window's
- * end (a clock before its start still counts in it). So a refusal computed
+ * earlier time, and so is a refusal of the hash states (above; a clock
+ * before a window's start still counts in it). So a refusal computed
  * with the bound is one Redis would also make. Every call and read that
  * gives a bound may tighten it (the least holds): the learning call, a
  * later one that saw the same state, and a TIME the tracker reads with the
@@ -81,19 +85,26 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
                    const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
                    int64_t node_now_ns, uint64_t sent_ns);
 
-/* The fixed window cached for `key`, when its entry is active: have (0:
- * the key did not exist), the stored window's start and count, and the
- * node's time now (an upper bound), times in nanoseconds. 1 when found,
- * else 0. */
-int refusal_lookup_window(struct refusal *rf, const char *key, size_t klen,
-                          uint64_t now_local_ns, int *have, int64_t *start_ns,
-                          int64_t *count, int64_t *node_now_ns);
+/* Most fields a hash state has. */
+#define REFUSAL_FIELDS_MAX 3
+
+/* The hash state cached for `key` as `fields` (the same static,
+ * NULL-terminated array of names it was learnt with), when its entry is
+ * active: have (0: the key did not exist), the fields' values in v (as
+ * stored: integers >= 0), and the node's time now (an upper bound, ns).
+ * 1 when found, else 0. */
+int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
+                        const char *const *fields, uint64_t now_local_ns,
+                        int *have, int64_t v[REFUSAL_FIELDS_MAX],
+                        int64_t *node_now_ns);
 
 /* A call sent at local time `sent_ns` was refused at the node's time
- * `node_now_ns` with the fixed window `key` unchanged: remember the window
- * (active once the tracker's HMGET reads it). */
-void refusal_learn_window(struct refusal *rf, const char *key, size_t klen,
-                          int64_t node_now_ns, uint64_t sent_ns);
+ * `node_now_ns` with the hash state `key` unchanged: remember its
+ * `fields` (1 to REFUSAL_FIELDS_MAX names, NULL-terminated, static),
+ * active once the tracker's HMGET reads them. */
+void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
+                        const char *const *fields, int64_t node_now_ns,
+                        uint64_t sent_ns);
 
 /* Forgets `key` (this proxy wrote it, or a client's command on its way
  * may). */

@@ -23,16 +23,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "algorithms/fixed_window.h"
 #include "algorithms/gcra.h"
-#include "algorithms/leaky_bucket.h"
-#include "algorithms/sliding_counter.h"
 #include "algorithms/sliding_log.h"
 #include "algorithms/sliding_window.h"
-#include "algorithms/token_bucket.h"
 #include "conf/conf.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/store.h"
+#include "proxy/limiter/store_fields.h"
 #include "proxy/limiter/store_map.h"
 
 /* Expired entries the cron drops per tick (100 ms), earliest first: up to
@@ -48,11 +45,8 @@
 struct store_entry {
     enum limits_algo algo; /* the model that wrote it */
     union {
-        int64_t tat_ns; /* gcra */
-        struct token_bucket_state tb;
-        struct leaky_bucket_state lb;
-        struct fixed_window_state fw;
-        struct sliding_counter_state sc;
+        int64_t tat_ns;       /* gcra */
+        union store_fields f; /* store_fields_algo's */
     } u;
     size_t n;   /* entries of list */
     void *list; /* owned: sliding_window slots, sliding_log timestamps */
@@ -190,63 +184,16 @@ static int store_local_decide(const struct limits_limit *lim,
         *err = STORE_LOCAL_WRONGTYPE;
         return -1;
     }
+    if (store_fields_algo(lim->algo)) {
+        struct store_fields_result r;
+        if (store_fields_decide(lim, e ? &e->u.f : NULL, now, cost, &r, err) !=
+            0) {
+            return -1;
+        }
+        w->next.u.f = r.next;
+        return store_local_take(&r.d, r.write, r.expiry_ms, d, w);
+    }
     switch (lim->algo) {
-    case LIMITS_TOKEN_BUCKET: {
-        struct token_bucket_params p;
-        struct token_bucket_result r;
-        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
-                                     lim->u.token_bucket.refill_per_sec_micro,
-                                     err) != TOKEN_BUCKET_OK ||
-            token_bucket_decide(&p, e ? &e->u.tb : NULL, now, cost, &r, err) !=
-                TOKEN_BUCKET_OK) {
-            return -1;
-        }
-        w->next.u.tb = r.next;
-        return store_local_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET,
-                                r.expiry_ms, d, w);
-    }
-    case LIMITS_LEAKY_BUCKET: {
-        struct leaky_bucket_params p;
-        struct leaky_bucket_result r;
-        if (leaky_bucket_params_init(
-                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
-                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
-            leaky_bucket_decide(&p, e ? &e->u.lb : NULL, now, cost, &r, err) !=
-                LEAKY_BUCKET_OK) {
-            return -1;
-        }
-        w->next.u.lb = r.next;
-        return store_local_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET,
-                                r.expiry_ms, d, w);
-    }
-    case LIMITS_FIXED_WINDOW: {
-        struct fixed_window_params p;
-        struct fixed_window_result r;
-        if (fixed_window_params_init(&p, lim->u.fixed_window.max,
-                                     lim->u.fixed_window.window_ms,
-                                     err) != FIXED_WINDOW_OK ||
-            fixed_window_decide(&p, e ? &e->u.fw : NULL, now, cost, &r, err) !=
-                FIXED_WINDOW_OK) {
-            return -1;
-        }
-        w->next.u.fw = r.next;
-        return store_local_take(&r.d, r.write == FIXED_WINDOW_WRITE_SET,
-                                r.expiry_ms, d, w);
-    }
-    case LIMITS_SLIDING_COUNTER: {
-        struct sliding_counter_params p;
-        struct sliding_counter_result r;
-        if (sliding_counter_params_init(&p, lim->u.sliding_counter.max,
-                                        lim->u.sliding_counter.window_ms,
-                                        err) != SLIDING_COUNTER_OK ||
-            sliding_counter_decide(&p, e ? &e->u.sc : NULL, now, cost, &r,
-                                   err) != SLIDING_COUNTER_OK) {
-            return -1;
-        }
-        w->next.u.sc = r.next;
-        return store_local_take(&r.d, r.write == SLIDING_COUNTER_WRITE_SET,
-                                r.expiry_ms, d, w);
-    }
     case LIMITS_SLIDING_WINDOW: {
         struct sliding_window_params p;
         struct sliding_window_result r;
@@ -292,7 +239,7 @@ static int store_local_decide(const struct limits_limit *lim,
             &r.d, r.write == SLIDING_LOG_WRITE_SET ? (r.d.limited ? 3 : 1) : 0,
             r.expiry_ms, d, w);
     }
-    case LIMITS_GCRA:
+    default: /* gcra is the caller's */
         break;
     }
     *err = "unknown algorithm";

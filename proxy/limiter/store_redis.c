@@ -54,7 +54,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "algorithms/fixed_window.h"
 #include "algorithms/gcra.h"
 #include "algorithms/scripts.h"
 #include "conf/conf.h"
@@ -74,6 +73,7 @@
 #include "proxy/limiter/aclcheck.h"
 #include "proxy/limiter/refusal.h"
 #include "proxy/limiter/store.h"
+#include "proxy/limiter/store_fields.h"
 
 #include <uv.h>
 
@@ -171,8 +171,8 @@ struct limiter_group {
     unsigned nk;                /* keys: its limits', then the override hash */
     unsigned nw;                /* words: the nk keys, then its arguments */
     size_t route_at;            /* where the override hash's word starts */
-    unsigned char cacheable;    /* a check or peek of GCRA and fixed-window
-                                   limits only, with no run-time override
+    unsigned char cacheable;    /* a check or peek of limits the refusal
+                                   cache knows only, with no run-time override
                                    assumed: its refusal can teach the
                                    refusal cache */
     struct buf words;           /* owned: each word as its length (a size_t)
@@ -982,14 +982,16 @@ static void store_redis_group_free(struct limiter_group *q)
 }
 
 /* The algorithms whose refusals the cache answers: a refusal leaves
- * their state as it was (a GCRA TAT, a fixed window's start and count),
- * and the same refusal holds for every earlier time (GCRA) or until the
- * window ends (fixed window). The others change with time both ways
- * (token and leaky buckets refill and drain, the sliding windows slide)
- * or are written by a refusal (sliding_log). */
+ * their state as it was (a GCRA TAT, a hash of a few integers), and with
+ * no write the state only frees capacity as time passes (a TAT falls
+ * behind the clock, a bucket refills or drains, a fixed window ends, a
+ * sliding counter's previous window weighs less), so a refusal holds for
+ * every earlier time. A sliding window's slots would too, but its state
+ * is a hash of any size the cache does not read; a sliding log is
+ * written by a refusal. */
 static int store_redis_algo_cacheable(enum limits_algo a)
 {
-    return a == LIMITS_GCRA || a == LIMITS_FIXED_WINDOW;
+    return a == LIMITS_GCRA || store_fields_algo(a);
 }
 
 /* True when group g of `c` may be answered by the refusal cache: a check
@@ -1050,28 +1052,26 @@ static int store_redis_cached_gcra(struct store_redis *rs,
     return 0;
 }
 
-/* Limit x (fixed window) decided from the cache for the local time
- * `now_local`, with `cost`: its decision in *out; 0, or -1 when the key is
- * not cached. */
-static int store_redis_cached_window(struct store_redis *rs,
+/* Limit x (an algorithm of store_fields_algo) decided from the cache for
+ * the local time `now_local`, with `cost`: its decision in *out; 0, or -1
+ * when the key is not cached. */
+static int store_redis_cached_fields(struct store_redis *rs,
                                      const struct store_limit *x,
                                      uint64_t now_local, int64_t cost,
                                      struct rl_decision *out)
 {
-    struct fixed_window_params p;
-    struct fixed_window_state fs;
-    struct fixed_window_result r;
+    int64_t v[REFUSAL_FIELDS_MAX], now;
+    struct store_fields_result r;
+    union store_fields st;
     const char *err;
-    int64_t now;
     int have;
 
-    if (!refusal_lookup_window(&rs->refusals, x->key, x->klen, now_local, &have,
-                               &fs.start_ns, &fs.count, &now) ||
-        fixed_window_params_init(&p, x->lim.u.fixed_window.max,
-                                 x->lim.u.fixed_window.window_ms,
-                                 &err) != FIXED_WINDOW_OK ||
-        fixed_window_decide(&p, have ? &fs : NULL, now, cost, &r, &err) !=
-            FIXED_WINDOW_OK) {
+    if (!refusal_lookup_hash(&rs->refusals, x->key, x->klen,
+                             store_fields_names(x->algo), now_local, &have, v,
+                             &now) ||
+        (have && store_fields_from_hash(x->algo, v, &st) != 0) ||
+        store_fields_decide(&x->lim, have ? &st : NULL, now, cost, &r, &err) !=
+            0) {
         return -1;
     }
     *out = r.d;
@@ -1117,7 +1117,7 @@ static int store_redis_refused_here(struct store *st, struct store_check *c)
         int rc = x->algo == LIMITS_GCRA
                      ? store_redis_cached_gcra(rs, x, now_local, &c->res[i],
                                                &c->peek[i])
-                     : store_redis_cached_window(rs, x, now_local, c->cost,
+                     : store_redis_cached_fields(rs, x, now_local, c->cost,
                                                  &c->res[i]);
         if (rc != 0) {
             return 0;
@@ -1128,17 +1128,17 @@ static int store_redis_refused_here(struct store *st, struct store_check *c)
     if (!limited) {
         return 0;
     }
-    /* A window's entry in a node's reply: in a group that refused, the
-     * state without this request where this level admitted; in one that
-     * admitted, the decision, and the state with its cost back. */
+    /* Another algorithm's entry in a node's reply: in a group that refused,
+     * the state without this request where this level admitted; in one
+     * that admitted, the decision, and the state with its cost back. */
     for (i = 0; i < c->n; i++) {
         struct store_limit *x = &c->lim[i];
         struct rl_decision *r = &c->res[i];
-        if (x->algo != LIMITS_FIXED_WINDOW) {
+        if (x->algo == LIMITS_GCRA) {
             continue;
         }
         if (glim[x->group] && !r->limited &&
-            store_redis_cached_window(rs, x, now_local, 0, r) != 0) {
+            store_redis_cached_fields(rs, x, now_local, 0, r) != 0) {
             return 0;
         }
         c->peek[i] = *r;
@@ -1272,8 +1272,8 @@ static void store_redis_forget_keys(struct store_check *c, unsigned g)
 
 /* What a decided group teaches the refusal cache (its reply `v`, sent at
  * local time `sent_ns`): a refusal of a cacheable group wrote nothing, so
- * every key it read (a TAT as the script read it, a window as the tracker
- * will) and its absent override hash are remembered; a check
+ * every key it read (a TAT as the script read it, a hash state as the
+ * tracker will) and its absent override hash are remembered; a check
  * it admitted wrote its keys, which this proxy forgets. */
 static void store_redis_group_learn(const struct limiter_group *q,
                                     const struct resp_value *v,
@@ -1312,11 +1312,12 @@ static void store_redis_group_learn(const struct limiter_group *q,
         if (e->type != '*') {
             return;
         }
-        if (c->lim[i].algo == LIMITS_FIXED_WINDOW) {
+        if (c->lim[i].algo != LIMITS_GCRA) {
             /* Its entry is a decision, not the state: the tracker reads
-             * the window. */
-            refusal_learn_window(&rs->refusals, c->lim[i].key, c->lim[i].klen,
-                                 node_now, sent_ns);
+             * the hash. */
+            refusal_learn_hash(&rs->refusals, c->lim[i].key, c->lim[i].klen,
+                               store_fields_names(c->lim[i].algo), node_now,
+                               sent_ns);
             continue;
         }
         if (e->n != 1) {

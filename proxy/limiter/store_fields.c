@@ -1,0 +1,157 @@
+/* The limits whose state is a few integers (see store_fields.h): one
+ * switch over their algorithms, so the embedded store and the refusal
+ * cache decide them through the same code. */
+#include "proxy/limiter/store_fields.h"
+
+#include <stddef.h>
+
+/* The models count in nanoseconds, the scripts store microseconds. */
+#define STORE_FIELDS_NS_PER_US 1000
+
+int store_fields_algo(enum limits_algo a)
+{
+    return a == LIMITS_TOKEN_BUCKET || a == LIMITS_LEAKY_BUCKET ||
+           a == LIMITS_FIXED_WINDOW || a == LIMITS_SLIDING_COUNTER;
+}
+
+/* Takes a model's decision into *out: its integers, whether it writes. */
+static void store_fields_take(const struct rl_decision *d, int write,
+                              int64_t expiry_ms,
+                              struct store_fields_result *out)
+{
+    out->d = *d;
+    out->write = write;
+    out->expiry_ms = expiry_ms;
+}
+
+int store_fields_decide(const struct limits_limit *lim,
+                        const union store_fields *st, int64_t now_ns,
+                        int64_t cost, struct store_fields_result *out,
+                        const char **err)
+{
+    switch (lim->algo) {
+    case LIMITS_TOKEN_BUCKET: {
+        struct token_bucket_params p;
+        struct token_bucket_result r;
+        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
+                                     lim->u.token_bucket.refill_per_sec_micro,
+                                     err) != TOKEN_BUCKET_OK ||
+            token_bucket_decide(&p, st ? &st->tb : NULL, now_ns, cost, &r,
+                                err) != TOKEN_BUCKET_OK) {
+            return -1;
+        }
+        out->next.tb = r.next;
+        store_fields_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    case LIMITS_LEAKY_BUCKET: {
+        struct leaky_bucket_params p;
+        struct leaky_bucket_result r;
+        if (leaky_bucket_params_init(
+                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
+                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+            leaky_bucket_decide(&p, st ? &st->lb : NULL, now_ns, cost, &r,
+                                err) != LEAKY_BUCKET_OK) {
+            return -1;
+        }
+        out->next.lb = r.next;
+        store_fields_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    case LIMITS_FIXED_WINDOW: {
+        struct fixed_window_params p;
+        struct fixed_window_result r;
+        if (fixed_window_params_init(&p, lim->u.fixed_window.max,
+                                     lim->u.fixed_window.window_ms,
+                                     err) != FIXED_WINDOW_OK ||
+            fixed_window_decide(&p, st ? &st->fw : NULL, now_ns, cost, &r,
+                                err) != FIXED_WINDOW_OK) {
+            return -1;
+        }
+        out->next.fw = r.next;
+        store_fields_take(&r.d, r.write == FIXED_WINDOW_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    case LIMITS_SLIDING_COUNTER: {
+        struct sliding_counter_params p;
+        struct sliding_counter_result r;
+        if (sliding_counter_params_init(&p, lim->u.sliding_counter.max,
+                                        lim->u.sliding_counter.window_ms,
+                                        err) != SLIDING_COUNTER_OK ||
+            sliding_counter_decide(&p, st ? &st->sc : NULL, now_ns, cost, &r,
+                                   err) != SLIDING_COUNTER_OK) {
+            return -1;
+        }
+        out->next.sc = r.next;
+        store_fields_take(&r.d, r.write == SLIDING_COUNTER_WRITE_SET,
+                          r.expiry_ms, out);
+        return 0;
+    }
+    default:
+        break;
+    }
+    *err = "unknown algorithm";
+    return -1;
+}
+
+const char *const *store_fields_names(enum limits_algo a)
+{
+    static const char *const tb[] = { "tokens", "frac", "ts", NULL };
+    static const char *const lb[] = { "level", "ts", NULL };
+    static const char *const fw[] = { "start", "count", NULL };
+    static const char *const sc[] = { "start", "count", "prev", NULL };
+
+    switch (a) {
+    case LIMITS_TOKEN_BUCKET:
+        return tb;
+    case LIMITS_LEAKY_BUCKET:
+        return lb;
+    case LIMITS_FIXED_WINDOW:
+        return fw;
+    case LIMITS_SLIDING_COUNTER:
+        return sc;
+    default:
+        return NULL;
+    }
+}
+
+/* A stored time (us) in the models' ns; -1 beyond their range. */
+static int64_t store_fields_ns(int64_t us)
+{
+    return us > INT64_MAX / STORE_FIELDS_NS_PER_US
+               ? -1
+               : us * STORE_FIELDS_NS_PER_US;
+}
+
+int store_fields_from_hash(enum limits_algo a, const int64_t *v,
+                           union store_fields *st)
+{
+    int64_t t;
+
+    switch (a) {
+    case LIMITS_TOKEN_BUCKET:
+        st->tb.tokens = v[0];
+        st->tb.frac = v[1];
+        t = st->tb.ts_ns = store_fields_ns(v[2]);
+        break;
+    case LIMITS_LEAKY_BUCKET:
+        st->lb.level = v[0];
+        t = st->lb.ts_ns = store_fields_ns(v[1]);
+        break;
+    case LIMITS_FIXED_WINDOW:
+        t = st->fw.start_ns = store_fields_ns(v[0]);
+        st->fw.count = v[1];
+        break;
+    case LIMITS_SLIDING_COUNTER:
+        t = st->sc.start_ns = store_fields_ns(v[0]);
+        st->sc.count = v[1];
+        st->sc.prev = v[2];
+        break;
+    default:
+        return -1;
+    }
+    return t < 0 ? -1 : 0;
+}
