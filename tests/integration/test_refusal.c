@@ -2,11 +2,11 @@
  * be the answers Redis would give.
  *
  * No test here asserts timing. Each call is bracketed by reads of Redis's
- * TIME and of the key's TAT on a direct connection, and its reply must be
- * the C model's decision for that TAT at some instant of the bracket: a
- * refusal at the bracket's start (refusals only get rarer as time passes),
- * an admission at its end, and every reply field between the model's
- * values at the two ends. */
+ * TIME and of the key's state (a TAT, or the hash of a bucket or counter)
+ * on a direct connection, and its reply must be the C model's decision for
+ * that state at some instant of the bracket: a refusal at the bracket's
+ * start (refusals only get rarer as time passes), an admission at its end,
+ * and every reply field between the model's values at the two ends. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdint.h>
@@ -14,7 +14,10 @@
 #include <string.h>
 
 #include "algorithms/gcra.h"
+#include "algorithms/leaky_bucket.h"
 #include "algorithms/rl.h"
+#include "algorithms/sliding_counter.h"
+#include "algorithms/token_bucket.h"
 #include "tests/integration/fixture.h"
 
 #define NS ((int64_t)1000000000)
@@ -474,7 +477,18 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
  * none ends during a test); mix:<id>: 5 per such window, with
  * mix:<id>:t: 1 an hour (GCRA) under it;
  * fast:<id>: 3 per window of 200 ms (windows end during a test); sw:<id>:
- * a sliding window, which the cache leaves to Redis. */
+ * a sliding window, which the cache leaves to Redis.
+ * Slow ones, whose refusals outlast a test: tb:<id>: a token bucket of 1
+ * refilled every 1000 s; lb:<id>: a leaky bucket of 1 dripping every hour;
+ * sc:<id>: a sliding counter of 1 per 3650 days; tbmix:<id>: a token
+ * bucket of 5 (as tb) with tbmix:<id>:t: 1 an hour (GCRA) under it;
+ * lbmix:<id>: 6 an hour (GCRA) with lbmix:<id>:t: a leaky bucket (as lb)
+ * under it. Fast ones, whose refusals end during a test: tbf:<id>: a
+ * token bucket of 3 refilled at 10 a second; lbf:<id>: a leaky bucket of 3
+ * dripping 1 every 100 ms; scf:<id>: a sliding counter of 3 per 300 ms.
+ * Left to Redis with sw: sl:<id>: a sliding log of 1 an hour (its
+ * refusals write); tbsw:<id>: a token bucket (as tb) with tbsw:<id>:t: a
+ * sliding window of 100 an hour under it. */
 static const char limits_yaml[] = "user:\n"
                                   "  children:\n"
                                   "    \"*\":\n"
@@ -513,7 +527,91 @@ static const char limits_yaml[] = "user:\n"
                                   "        - algorithm: sliding_window\n"
                                   "          max: 1\n"
                                   "          window: 1h\n"
-                                  "          resolution: 1m\n";
+                                  "          resolution: 1m\n"
+                                  "tb:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: token_bucket\n"
+                                  "          capacity: 1\n"
+                                  "          refill_per_sec: 0.001\n"
+                                  "lb:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: leaky_bucket\n"
+                                  "          size: 1\n"
+                                  "          drip_ms: 3600000\n"
+                                  "sc:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_counter\n"
+                                  "          max: 1\n"
+                                  "          window: 3650d\n"
+                                  "tbmix:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: token_bucket\n"
+                                  "          capacity: 5\n"
+                                  "          refill_per_sec: 0.001\n"
+                                  "      children:\n"
+                                  "        t:\n"
+                                  "          limits: [0, 1, 3600]\n"
+                                  "lbmix:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits: [5, 1, 3600]\n"
+                                  "      children:\n"
+                                  "        t:\n"
+                                  "          limits:\n"
+                                  "            - algorithm: leaky_bucket\n"
+                                  "              size: 1\n"
+                                  "              drip_ms: 3600000\n"
+                                  "tbf:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: token_bucket\n"
+                                  "          capacity: 3\n"
+                                  "          refill_per_sec: 10\n"
+                                  "lbf:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: leaky_bucket\n"
+                                  "          size: 3\n"
+                                  "          drip_ms: 100\n"
+                                  "          drip_size: 1\n"
+                                  "scf:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_counter\n"
+                                  "          max: 3\n"
+                                  "          window: 300ms\n"
+                                  "sl:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_log\n"
+                                  "          max: 1\n"
+                                  "          window: 1h\n"
+                                  "tbsw:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: token_bucket\n"
+                                  "          capacity: 1\n"
+                                  "          refill_per_sec: 0.001\n"
+                                  "      children:\n"
+                                  "        t:\n"
+                                  "          limits:\n"
+                                  "            - algorithm: sliding_window\n"
+                                  "              max: 100\n"
+                                  "              window: 1h\n"
+                                  "              resolution: 1m\n";
 
 static char limits_path[PX_PATH_MAX];
 static char limits_conf[PX_PATH_MAX + 32];
@@ -605,16 +703,28 @@ Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
     cr_assert_eq(v[0], 0);
     five(px_cmd(c, "LIMITER CHECK sw:x"), v, "sw");
     cr_assert_eq(v[0], 0);
+    /* A sliding log (its refusals write), and a token bucket that
+     * refuses over a sliding window that admits: the reply needs the
+     * window's state, which the cache does not keep. */
+    five(px_cmd(c, "LIMITER CHECK sl:x"), v, "sl");
+    cr_assert_eq(v[0], 0);
+    five(px_cmd(c, "LIMITER CHECK tbsw:x:t"), v, "tbsw");
+    cr_assert_eq(v[0], 0);
     calls = px_cmdstat_calls(d, "fcall");
     for (i = 0; i < 50; i++) {
         five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob refused");
         cr_assert_eq(v[0], 1);
         five(px_cmd(c, "LIMITER CHECK sw:x"), v, "sw refused");
         cr_assert_eq(v[0], 1);
+        five(px_cmd(c, "LIMITER CHECK sl:x"), v, "sl refused");
+        cr_assert_eq(v[0], 1);
+        five(px_cmd(c, "LIMITER %s tbsw:x:t", i % 2 ? "PEEK" : "CHECK"), v,
+             "tbsw refused");
+        cr_assert(v[0] == 1 && v[1] == 1 && v[2] == 0);
         px_sleep_ms(POLL_MS);
     }
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
-    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 100,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 200,
                  "every refusal went to Redis");
     redisFree(d);
     redisFree(c);
@@ -877,15 +987,22 @@ static long long refused_until_expiry(redisContext *c, redisContext *d,
 Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
      .fini = fini_second, .timeout = 60)
 {
-    static const char *const cmd[] = { "CL.THROTTLE ex 0 1 3600",
-                                       "LIMITER CHECK fw:ex" };
-    static const char *const key[] = { "ex",
-                                       "cellgate:{fw:ex}#0:fixed_window" };
+    static const char *const cmd[] = {
+        "CL.THROTTLE ex 0 1 3600", "LIMITER CHECK fw:ex", "LIMITER CHECK tb:ex",
+        "LIMITER CHECK lb:ex",     "LIMITER CHECK sc:ex",
+    };
+    static const char *const key[] = {
+        "ex",
+        "cellgate:{fw:ex}#0:fixed_window",
+        "cellgate:{tb:ex}#0:token_bucket",
+        "cellgate:{lb:ex}#0:leaky_bucket",
+        "cellgate:{sc:ex}#0:sliding_counter",
+    };
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
     long long v[5], first[5], inval;
 
-    for (int k = 0; k < 2; k++) {
+    for (size_t k = 0; k < sizeof(cmd) / sizeof(cmd[0]); k++) {
         five(px_cmd(c, cmd[k]), v, cmd[k]);
         cr_assert_eq(v[0], 0);
         until_cached(c, cmd[k], first);
@@ -901,4 +1018,545 @@ Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
     }
     redisFree(d);
     redisFree(c);
+}
+
+/* ---------------- Token buckets, leaky buckets, sliding counters -------- */
+
+/* A slow limit of the tree: one call empties it, and no refusal of it
+ * ends during a test. */
+struct slow_limit {
+    const char *node;   /* the tree's top segment */
+    const char *algo;   /* its key's suffix */
+    long long wait_min; /* Redis's first refusal waits more than this (s) */
+    long long wait_max; /* and at most this */
+    const char *field;  /* an HSET of field to value: room for one call */
+    const char *value;
+};
+
+/* A token comes back in 1000 s, a drip falls in an hour, and a count
+ * weighs until the end of the next 3650-day window. */
+static const struct slow_limit slow_limits[] = {
+    { "tb", "token_bucket", 900, 1000, "tokens", "1" },
+    { "lb", "leaky_bucket", 3500, 3600, "level", "0" },
+    { "sc", "sliding_counter", 3650LL * 86400, 2 * 3650LL * 86400, "count",
+      "0" },
+};
+
+/* A COST over the limit never passes: refused with a retry of -1, from the
+ * cache's state as well. */
+static void cost_over_the_limit(redisContext *c, const char *path)
+{
+    long long hits = px_info_int(c, "limiter_refusal_cache_hits"), v[5];
+
+    for (int i = 0; i < 3; i++) {
+        five(px_cmd(c, "LIMITER CHECK %s COST 2", path), v, path);
+        cr_assert(v[0] == 1 && v[1] == 1 && v[3] == -1,
+                  "%s COST 2: %lld %lld %lld %lld %lld", path, v[0], v[1], v[2],
+                  v[3], v[4]);
+    }
+    cr_assert_gt(px_info_int(c, "limiter_refusal_cache_hits"), hits,
+                 "%s COST 2: the cache answered none", path);
+}
+
+/* Writes of the key by anyone reach the cache of `c`: a RESET through the
+ * other proxy, and a direct HSET that makes room for one call. */
+static void writes_reach_the_cache(redisContext *c, redisContext *p2,
+                                   redisContext *d, const struct slow_limit *s,
+                                   const char *path)
+{
+    char check[64];
+    long long v[5], first[5], inval;
+
+    snprintf(check, sizeof(check), "LIMITER CHECK %s", path);
+    inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+    px_check_int(px_cmd(p2, "LIMITER RESET %s", path), 1);
+    wait_invalidation(c, inval, "LIMITER RESET");
+    five(px_cmd(c, check), v, "after reset");
+    cr_assert_eq(v[0], 0, "%s: reset, yet refused", path);
+
+    until_cached(c, check, first);
+    inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+    px_check_int(px_cmd(d, "HSET cellgate:{%s}#0:%s %s %s", path, s->algo,
+                        s->field, s->value),
+                 0);
+    wait_invalidation(c, inval, "HSET");
+    for (int i = 0; i < 2; i++) {
+        five(px_cmd(c, check), v, "after hset");
+        cr_assert_eq(v[0], i, "%s: call %d after HSET %s %s", path, i, s->field,
+                     s->value);
+    }
+}
+
+Test(it_refusal,
+     refused_buckets_and_sliding_counters_are_answered_without_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *p2 = px_connect(second.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    char path[32], check[64];
+    long long v[5], first[5], keys;
+
+    for (size_t k = 0; k < sizeof(slow_limits) / sizeof(slow_limits[0]); k++) {
+        const struct slow_limit *s = &slow_limits[k];
+
+        snprintf(path, sizeof(path), "%s:ann", s->node);
+        snprintf(check, sizeof(check), "LIMITER CHECK %s", path);
+        keys = px_info_int(c, "limiter_refusal_cache_keys");
+        five(px_cmd(c, check), v, "first");
+        cr_assert_eq(v[0], 0, "%s: the first call is refused", path);
+        until_cached(c, check, first);
+        /* The state and the override hash (absent). */
+        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), keys + 2,
+                     "%s: cached keys", path);
+        cr_assert(first[1] == 1 && first[2] == 0 && first[3] > s->wait_min &&
+                      first[3] <= s->wait_max && first[4] == first[3],
+                  "%s: Redis's refusal: %lld %lld %lld %lld %lld", path,
+                  first[0], first[1], first[2], first[3], first[4]);
+        cached_refusals(c, d, path, first, 100);
+        cost_over_the_limit(c, path);
+        writes_reach_the_cache(c, p2, d, s, path);
+    }
+    redisFree(d);
+    redisFree(p2);
+    redisFree(c);
+}
+
+/* Levels of several algorithms on one path: tbmix's bucket admits and the
+ * GCRA level under it refuses; lbmix's GCRA level admits and the leaky
+ * bucket under it refuses. Either refusal is cached as Redis answers it,
+ * and the admitting level alone still goes to Redis. */
+Test(it_refusal, buckets_under_and_over_gcra_levels_are_cached_as_redis_answers,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    static const struct {
+        const char *path, *top, *state, *field, *stored;
+        long long left; /* remaining of the top level alone, next call */
+    } mixes[] = {
+        { "tbmix:ann:t", "tbmix:ann", "cellgate:{tbmix:ann}#0:token_bucket",
+          "tokens", "4", 3 },
+        { "lbmix:ann:t", "lbmix:ann", "cellgate:{lbmix:ann}:t#0:leaky_bucket",
+          "level", "1", 4 },
+    };
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    char check[64];
+    long long v[5], first[5], keys;
+
+    for (size_t k = 0; k < sizeof(mixes) / sizeof(mixes[0]); k++) {
+        snprintf(check, sizeof(check), "LIMITER CHECK %s", mixes[k].path);
+        keys = px_info_int(c, "limiter_refusal_cache_keys");
+        five(px_cmd(c, check), v, "first");
+        cr_assert_eq(v[0], 0);
+        until_cached(c, check, first);
+        /* Two keys and the override hash. */
+        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), keys + 3,
+                     "%s: cached keys", mixes[k].path);
+        /* The refusing level has the least remaining: its fields. */
+        cr_assert(first[1] == 1 && first[2] == 0 && first[3] > 3500 &&
+                      first[3] <= 3600,
+                  "%s: Redis's refusal: %lld %lld %lld %lld %lld",
+                  mixes[k].path, first[0], first[1], first[2], first[3],
+                  first[4]);
+        cached_refusals(c, d, mixes[k].path, first, 100);
+        px_check_str(px_cmd(d, "HGET %s %s", mixes[k].state, mixes[k].field),
+                     mixes[k].stored);
+        five(px_cmd(c, "LIMITER CHECK %s", mixes[k].top), v, "top alone");
+        cr_assert(v[0] == 0 && v[2] == mixes[k].left, "%s: %lld %lld",
+                  mixes[k].top, v[0], v[2]);
+    }
+    redisFree(d);
+    redisFree(c);
+}
+
+/* What a model decides, its state as Redis stores it (times in us). */
+struct hresult {
+    struct rl_decision d;
+    int64_t next[3]; /* the state after the decision */
+    int write;       /* 1: a check stores next */
+};
+
+struct hlimit;
+
+/* The C model of a limit on its stored fields `st` (NULL: no key). 0, or
+ * the model's error. */
+typedef int (*hdecide_fn)(const struct hlimit *lim, const int64_t *st,
+                          int64_t now_ns, int64_t cost, struct hresult *out);
+
+/* A fast limit of the tree, whose state is a hash of integers. */
+struct hlimit {
+    const char *node;      /* the tree's top segment */
+    const char *algo;      /* its key's suffix */
+    const char *fields[4]; /* the hash's fields in the model's order */
+    int64_t a, b, c;       /* its parameters, in the conf's units */
+    hdecide_fn decide;
+};
+
+static int tb_decide(const struct hlimit *lim, const int64_t *st,
+                     int64_t now_ns, int64_t cost, struct hresult *out)
+{
+    struct token_bucket_params p;
+    struct token_bucket_state s = { 0, 0, 0 };
+    struct token_bucket_result r;
+    const char *err;
+    int rc = token_bucket_params_init(&p, lim->a, lim->b, &err);
+
+    if (st != NULL) {
+        s.tokens = st[0];
+        s.frac = st[1];
+        s.ts_ns = st[2] * 1000;
+    }
+    if (rc == TOKEN_BUCKET_OK) {
+        rc = token_bucket_decide(&p, st != NULL ? &s : NULL, now_ns, cost, &r,
+                                 &err);
+    }
+    if (rc == TOKEN_BUCKET_OK) {
+        out->d = r.d;
+        out->next[0] = r.next.tokens;
+        out->next[1] = r.next.frac;
+        out->next[2] = r.next.ts_ns / 1000;
+        out->write = r.write == TOKEN_BUCKET_WRITE_SET;
+    }
+    return rc;
+}
+
+static int lb_decide(const struct hlimit *lim, const int64_t *st,
+                     int64_t now_ns, int64_t cost, struct hresult *out)
+{
+    struct leaky_bucket_params p;
+    struct leaky_bucket_state s = { 0, 0 };
+    struct leaky_bucket_result r;
+    const char *err;
+    int rc = leaky_bucket_params_init(&p, lim->a, lim->b, lim->c, &err);
+
+    if (st != NULL) {
+        s.level = st[0];
+        s.ts_ns = st[1] * 1000;
+    }
+    if (rc == LEAKY_BUCKET_OK) {
+        rc = leaky_bucket_decide(&p, st != NULL ? &s : NULL, now_ns, cost, &r,
+                                 &err);
+    }
+    if (rc == LEAKY_BUCKET_OK) {
+        out->d = r.d;
+        out->next[0] = r.next.level;
+        out->next[1] = r.next.ts_ns / 1000;
+        out->next[2] = 0;
+        out->write = r.write == LEAKY_BUCKET_WRITE_SET;
+    }
+    return rc;
+}
+
+static int sc_decide(const struct hlimit *lim, const int64_t *st,
+                     int64_t now_ns, int64_t cost, struct hresult *out)
+{
+    struct sliding_counter_params p;
+    struct sliding_counter_state s = { 0, 0, 0 };
+    struct sliding_counter_result r;
+    const char *err;
+    int rc = sliding_counter_params_init(&p, lim->a, lim->b, &err);
+
+    if (st != NULL) {
+        s.start_ns = st[0] * 1000;
+        s.count = st[1];
+        s.prev = st[2];
+    }
+    if (rc == SLIDING_COUNTER_OK) {
+        rc = sliding_counter_decide(&p, st != NULL ? &s : NULL, now_ns, cost,
+                                    &r, &err);
+    }
+    if (rc == SLIDING_COUNTER_OK) {
+        out->d = r.d;
+        out->next[0] = r.next.start_ns / 1000;
+        out->next[1] = r.next.count;
+        out->next[2] = r.next.prev;
+        out->write = r.write == SLIDING_COUNTER_WRITE_SET;
+    }
+    return rc;
+}
+
+/* 3 at once, then: 10 tokens a second; a drip of 1 every 100 ms; 3 per
+ * sliding 300 ms. Refusals last up to a few hundred ms. */
+static const struct hlimit fast_limits[] = {
+    { .node = "tbf",
+      .algo = "token_bucket",
+      .fields = { "tokens", "frac", "ts", NULL },
+      .a = 3,        /* capacity */
+      .b = 10000000, /* refill_per_sec, in millionths */
+      .decide = tb_decide },
+    { .node = "lbf",
+      .algo = "leaky_bucket",
+      .fields = { "level", "ts", NULL },
+      .a = 3,   /* size */
+      .b = 100, /* drip_ms */
+      .c = 1,   /* drip_size */
+      .decide = lb_decide },
+    { .node = "scf",
+      .algo = "sliding_counter",
+      .fields = { "start", "count", "prev", NULL },
+      .a = 3,   /* max */
+      .b = 300, /* window_ms */
+      .decide = sc_decide },
+};
+
+/* A key's state at one instant of Redis, read in one script. */
+struct hstate {
+    int have;         /* 0: no key */
+    int64_t v[3];     /* its fields in the model's order, as stored */
+    long long exp_ms; /* its PEXPIRETIME */
+    int64_t now_us;   /* Redis's TIME */
+};
+
+static const char snapshot_lua[] =
+    "local t = redis.call('TIME') "
+    "return {t[1], t[2], redis.call('PEXPIRETIME', KEYS[1]), "
+    "redis.call('HGETALL', KEYS[1])}";
+
+static void snapshot(redisContext *d, const struct hlimit *lim, const char *key,
+                     struct hstate *s)
+{
+    redisReply *r = px_cmd(d, "EVAL %s 1 %s", snapshot_lua, key);
+    redisReply *h;
+    size_t n = 0, i;
+
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 4,
+              "snapshot of %s: %s", key,
+              r->type == REDIS_REPLY_ERROR ? r->str : "");
+    memset(s, 0, sizeof(*s));
+    s->now_us = atoll(r->element[0]->str) * 1000000 + atoll(r->element[1]->str);
+    s->exp_ms = r->element[2]->integer;
+    h = r->element[3];
+    s->have = h->elements > 0;
+    for (i = 0; i + 1 < h->elements; i += 2) {
+        int f = 0;
+        while (lim->fields[f] != NULL &&
+               strcmp(lim->fields[f], h->element[i]->str) != 0) {
+            f++;
+        }
+        cr_assert_not_null(lim->fields[f], "%s holds a field %s", key,
+                           h->element[i]->str);
+        s->v[f] = atoll(h->element[i + 1]->str);
+    }
+    while (lim->fields[n] != NULL) {
+        n++;
+    }
+    cr_assert(!s->have || h->elements == 2 * n, "%s holds %zu fields", key,
+              h->elements / 2);
+    freeReplyObject(r);
+}
+
+/* The model's decision for `cost` on the state `s` at `us`. */
+static void hdecide(const struct hlimit *lim, const struct hstate *s,
+                    int64_t us, long long cost, struct hresult *out)
+{
+    int rc = lim->decide(lim, s->have ? s->v : NULL, us * 1000, cost, out);
+
+    if (rc != 0) {
+        cr_assert_fail("%s: the model fails (%d)", lim->algo, rc);
+    }
+}
+
+static void reply_of(const struct hresult *res, long long out[5])
+{
+    int64_t v[5];
+
+    rl_reply_ints(&res->d, v);
+    for (int i = 0; i < 5; i++) {
+        out[i] = v[i];
+    }
+}
+
+/* s1 is s0 untouched: the same fields and expiry, or no key once s0's
+ * expiry passed (Redis deletes a key when its ms clock is past it). */
+static int same_state(const struct hstate *s0, const struct hstate *s1)
+{
+    if (s0->have && !s1->have) {
+        return s1->now_us / 1000 >= s0->exp_ms;
+    }
+    return s0->have == s1->have &&
+           (!s0->have || (memcmp(s0->v, s1->v, sizeof(s0->v)) == 0 &&
+                          s0->exp_ms == s1->exp_ms));
+}
+
+/* s1 holds what a check decided as `res` stored: its state, or no key
+ * once that state was back to none (the key expires no sooner). */
+static int stored_as(const struct hlimit *lim, const struct hresult *res,
+                     const struct hstate *s1)
+{
+    struct hstate next = { 1, { 0, 0, 0 }, 0, 0 };
+    struct hresult later;
+
+    if (s1->have) {
+        return memcmp(res->next, s1->v, sizeof(s1->v)) == 0;
+    }
+    memcpy(next.v, res->next, sizeof(next.v));
+    hdecide(lim, &next, s1->now_us, 0, &later);
+    return later.d.reset_after_ns == 0;
+}
+
+/* The first instant of the bracket (s0, s1) at which the model on s0
+ * replies `got` and, for a check it admits, stores what s1 holds; -1 when
+ * there is none. Nothing but this call writes the key meanwhile. */
+static int64_t redis_instant(const struct hlimit *lim, const struct hstate *s0,
+                             const struct hstate *s1, long long cost, int peek,
+                             const long long got[5])
+{
+    for (int64_t t = s0->now_us; t <= s1->now_us; t++) {
+        struct hresult res;
+        long long m[5];
+
+        hdecide(lim, s0, t, cost, &res);
+        reply_of(&res, m);
+        if (memcmp(m, got, sizeof(m)) == 0 &&
+            (peek || !res.write || stored_as(lim, &res, s1))) {
+            return t;
+        }
+    }
+    return -1;
+}
+
+/* A refusal the cache answered: one Redis makes at the bracket's start
+ * (so at every later instant), its fields those of that state at a later
+ * instant (the cache's clock is an upper bound) or of an older one (the
+ * other proxy's write not pushed yet): no less remaining (and still less
+ * than the cost), no longer waits. */
+static void check_cached(const struct hlimit *lim, const struct hstate *s0,
+                         long long cost, const long long got[5],
+                         const char *ctx)
+{
+    struct hresult res;
+    long long m[5];
+
+    hdecide(lim, s0, s0->now_us, cost, &res);
+    reply_of(&res, m);
+    cr_assert_eq(got[0], 1, "%s: the cache admitted", ctx);
+    cr_assert_eq(m[0], 1, "%s: the cache refused what Redis admits", ctx);
+    cr_assert(got[1] == m[1] && got[2] >= m[2] && got[2] < cost &&
+                  got[3] >= 0 && got[3] <= m[3] && got[4] >= 0 &&
+                  got[4] <= m[4],
+              "%s: cached %lld %lld %lld %lld %lld, Redis at the start "
+              "%lld %lld %lld %lld %lld",
+              ctx, got[0], got[1], got[2], got[3], got[4], m[0], m[1], m[2],
+              m[3], m[4]);
+}
+
+/* The two proxies, Redis, and what they counted so far. */
+struct hrun {
+    const struct hlimit *lim;
+    redisContext *px[2];
+    redisContext *d;
+    char path[32], key[64];
+    long long hits[2]; /* each proxy's cache hits */
+    long long fcalls;  /* Redis's FCALLs */
+};
+
+/* Whether the call through `who` was answered by its cache: then no FCALL
+ * reached Redis, else one at least. */
+static int answered_by_cache(struct hrun *r, int who, const char *ctx)
+{
+    long long hits = px_info_int(r->px[who], "limiter_refusal_cache_hits");
+    long long fcalls = px_cmdstat_calls(r->d, "fcall");
+    int hit = hits != r->hits[who];
+
+    cr_assert(hits - r->hits[who] <= 1 &&
+                  (hit ? fcalls == r->fcalls : fcalls > r->fcalls),
+              "%s: %lld cache hits, %lld FCALLs", ctx, hits - r->hits[who],
+              fcalls - r->fcalls);
+    r->hits[who] = hits;
+    r->fcalls = fcalls;
+    return hit;
+}
+
+/* One call through proxy `who`, bracketed by snapshots of the key. A
+ * refusal or a PEEK leaves the key as it was; a reply from Redis is the
+ * model's at an instant of the call, a reply from the cache a refusal
+ * Redis makes (check_cached). Returns the limited flag, *hit whether the
+ * cache answered. */
+static int hcall(struct hrun *r, int who, long long cost, int peek, int *hit,
+                 const char *ctx)
+{
+    struct hstate s0, s1;
+    long long got[5];
+
+    snapshot(r->d, r->lim, r->key, &s0);
+    five(px_cmd(r->px[who], "LIMITER %s %s COST %lld", peek ? "PEEK" : "CHECK",
+                r->path, cost),
+         got, ctx);
+    snapshot(r->d, r->lim, r->key, &s1);
+    *hit = answered_by_cache(r, who, ctx);
+    if (got[0] == 1 || peek) {
+        cr_assert(same_state(&s0, &s1),
+                  "%s: a refusal or a PEEK changed the key (%d %lld %lld "
+                  "%lld exp %lld -> %d %lld %lld %lld exp %lld)",
+                  ctx, s0.have, (long long)s0.v[0], (long long)s0.v[1],
+                  (long long)s0.v[2], s0.exp_ms, s1.have, (long long)s1.v[0],
+                  (long long)s1.v[1], (long long)s1.v[2], s1.exp_ms);
+    }
+    if (*hit) {
+        check_cached(r->lim, &s0, cost, got, ctx);
+        return 1;
+    }
+    cr_assert_geq(redis_instant(r->lim, &s0, &s1, cost, peek, got), 0,
+                  "%s: Redis replied %lld %lld %lld %lld %lld and holds "
+                  "%d %lld %lld %lld, the model on %d %lld %lld %lld says "
+                  "neither at %lld us nor up to %lld us",
+                  ctx, got[0], got[1], got[2], got[3], got[4], s1.have,
+                  (long long)s1.v[0], (long long)s1.v[1], (long long)s1.v[2],
+                  s0.have, (long long)s0.v[0], (long long)s0.v[1],
+                  (long long)s0.v[2], (long long)s0.now_us,
+                  (long long)s1.now_us);
+    return (int)got[0];
+}
+
+/* Two proxies take random turns on one identity of `lim`: random costs,
+ * CHECK or PEEK, random pauses, across the instants at which refusals
+ * end. */
+static void two_proxies_on(const struct hlimit *lim, unsigned seed)
+{
+    struct hrun r = { .lim = lim };
+    int last_hit = 0, refused = 0, after_hit = 0, hit;
+    long long hits = 0;
+    char ctx[96];
+
+    r.px[0] = px_connect(px_env()->proxy.port);
+    r.px[1] = px_connect(second.port);
+    r.d = px_redis_connect(&px_env()->redis, NULL);
+    snprintf(r.path, sizeof(r.path), "%s:x", lim->node);
+    snprintf(r.key, sizeof(r.key), "cellgate:{%s}#0:%s", r.path, lim->algo);
+    for (int k = 0; k < 2; k++) {
+        r.hits[k] = px_info_int(r.px[k], "limiter_refusal_cache_hits");
+    }
+    r.fcalls = px_cmdstat_calls(r.d, "fcall");
+    srand(seed);
+    for (int i = 0; i < 250; i++) {
+        int who = rand() % 2, peek = rand() % 4 == 0;
+        long long cost = rand() % 4 == 0 ? 2 : 1;
+
+        snprintf(ctx, sizeof(ctx), "%s call %d via %d: %s COST %lld", r.path, i,
+                 who, peek ? "PEEK" : "CHECK", cost);
+        int limited = hcall(&r, who, cost, peek, &hit, ctx);
+        refused += limited;
+        hits += hit;
+        after_hit += last_hit && !limited;
+        last_hit = hit;
+        if (rand() % 3 == 0) {
+            px_sleep_ms(rand() % 40);
+        }
+    }
+    cr_assert_gt(refused, 0, "%s: nothing refused", r.path);
+    cr_assert_gt(hits, 0, "%s: the caches never answered", r.path);
+    cr_assert_gt(after_hit, 0, "%s: no admission after a cached refusal",
+                 r.path);
+    redisFree(r.d);
+    redisFree(r.px[1]);
+    redisFree(r.px[0]);
+}
+
+Test(it_refusal, two_proxies_on_buckets_and_counters_answer_as_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 180)
+{
+    for (size_t k = 0; k < sizeof(fast_limits) / sizeof(fast_limits[0]); k++) {
+        two_proxies_on(&fast_limits[k], 7 + (unsigned)k);
+    }
+    px_proxy_stop_clean(&second, SIGTERM);
 }
