@@ -32,10 +32,12 @@ struct refusal_tracker {
 
 /* What a cached key holds. */
 enum refusal_kind {
-    REFUSAL_TAT,  /* a GCRA TAT (a string), checked against the bytes
-                     the script read */
-    REFUSAL_HASH, /* a hash of a few integer fields (a fixed window, a
-                     bucket, a sliding counter), as the tracker reads it */
+    REFUSAL_TAT,   /* a GCRA TAT (a string), checked against the bytes
+                      the script read */
+    REFUSAL_HASH,  /* a hash of a few integer fields (a fixed window, a
+                      bucket, a sliding counter), as the tracker reads it */
+    REFUSAL_SLOTS, /* a sliding window's hash of slots, as the tracker
+                      reads it */
 };
 
 /* One cached key. Owned by rf->entries, linked in rf->lru. */
@@ -54,6 +56,9 @@ struct refusal_entry {
                                       NULL-terminated; the caller's) */
     unsigned nf;                   /* REFUSAL_HASH: how many */
     int64_t f[REFUSAL_FIELDS_MAX]; /* REFUSAL_HASH: their values */
+    int64_t *slots;                /* owned, REFUSAL_SLOTS: 2 a slot, its
+                                      start (us) and count, as stored */
+    size_t nslots;                 /* REFUSAL_SLOTS: slots in it */
     int64_t offset_ns;             /* node time minus local time, an upper
                                       bound (see refusal.h) */
     int64_t expire_ns;             /* when the key expires (INT64_MAX: never):
@@ -69,6 +74,7 @@ static void refusal_entry_free(void *p)
     queue_remove(&e->lru);
     px_free(e->key);
     px_free(e->raw);
+    px_free(e->slots);
     px_free(e);
 }
 
@@ -286,6 +292,50 @@ static void refusal_on_hmget(struct req *part, const char *frame, size_t len)
     }
 }
 
+/* The tracker's HGETALL of a sliding window (a map of slot starts to
+ * counts, and "total", which the scripts never read): held as it shows, as
+ * refusal_on_hmget holds a hash. A field or count that is no plain decimal,
+ * or more than REFUSAL_SLOTS_MAX slots, is not cached. */
+static void refusal_on_hgetall(struct req *part, const char *frame, size_t len)
+{
+    struct refusal *rf = part->ctx;
+    struct refusal_entry *e = refusal_reading(rf, part, 0);
+    struct resp_value v;
+    size_t used, i;
+    int ok = 0;
+
+    if (e == NULL) {
+        return;
+    }
+    px_free(e->slots);
+    e->slots = NULL;
+    e->nslots = 0;
+    if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
+        ok = (v.type == '%' || v.type == '*') && v.n % 2 == 0 &&
+             v.n <= 2 * (REFUSAL_SLOTS_MAX + 1);
+        /* Redis keeps no empty hash: no fields is no key. */
+        e->have = v.n > 0;
+        e->slots = ok && v.n > 0 ? px_malloc(v.n * sizeof(*e->slots)) : NULL;
+        for (i = 0; ok && i < v.n; i += 2) {
+            if (resp_value_is(&v.elem[i], "total")) {
+                continue;
+            }
+            e->slots[2 * e->nslots] = refusal_field(&v.elem[i]);
+            e->slots[2 * e->nslots + 1] = refusal_field(&v.elem[i + 1]);
+            ok = e->slots[2 * e->nslots] >= 0 &&
+                 e->slots[2 * e->nslots + 1] >= 0 &&
+                 e->nslots < REFUSAL_SLOTS_MAX;
+            e->nslots++;
+        }
+        resp_value_free(&v);
+    }
+    if (ok) {
+        e->seen = 1;
+    } else {
+        refusal_drop(rf, e);
+    }
+}
+
 /* The tracker's PEXPIRETIME of a key whose state it read: when the state
  * goes. A limiter key expires about when its state stops mattering, but
  * Redis rounds the expiry to its millisecond clock, so the key can go a
@@ -481,6 +531,22 @@ int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
     return 1;
 }
 
+int refusal_lookup_slots(struct refusal *rf, const char *key, size_t klen,
+                         uint64_t now_local_ns, int *have,
+                         const int64_t **slots, size_t *n, int64_t *node_now_ns)
+{
+    struct refusal_entry *e =
+        refusal_find(rf, key, klen, REFUSAL_SLOTS, now_local_ns, node_now_ns);
+
+    if (e == NULL) {
+        return 0;
+    }
+    *have = e->have;
+    *slots = e->slots;
+    *n = e->nslots;
+    return 1;
+}
+
 int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
                         const char *const *fields, uint64_t now_local_ns,
                         int *have, int64_t v[REFUSAL_FIELDS_MAX],
@@ -607,6 +673,26 @@ void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
     e->fields = fields;
     e->nf = n;
     refusal_read(rf, e, (int)(2 + n), argv, lens, refusal_on_hmget);
+}
+
+void refusal_learn_slots(struct refusal *rf, const char *key, size_t klen,
+                         int64_t node_now_ns, uint64_t sent_ns)
+{
+    const char *argv[2] = { "HGETALL", key };
+    size_t lens[2] = { 7, klen };
+    struct refusal_entry *e;
+
+    e = hmap_get(&rf->entries, key, klen);
+    if (e != NULL && e->kind == REFUSAL_SLOTS) {
+        /* Cached, or being read: whatever changed it since is pushed.
+         * Another bound on the clock. */
+        refusal_tighten(e, node_now_ns, sent_ns);
+        return;
+    }
+    e = refusal_entry_new(rf, key, klen, REFUSAL_SLOTS, node_now_ns, sent_ns);
+    if (e != NULL) {
+        refusal_read(rf, e, 2, argv, lens, refusal_on_hgetall);
+    }
 }
 
 void refusal_forget(struct refusal *rf, const char *key, size_t klen)

@@ -8,26 +8,27 @@
  * integers are the same where a refusal writes nothing and their state
  * only frees capacity as time passes: a fixed window (until it ends), a
  * token bucket (it refills), a leaky bucket (it drains), a sliding counter
- * (the previous window weighs less, then the windows roll over). Each
+ * (the previous window weighs less, then the windows roll over), a
+ * sliding window (its slots age out of the window). Each
  * admits at a later instant what it admits at an earlier one, so a call
  * the model refuses at some instant it refuses at every earlier one.
  * "Nobody writes the key" is Redis's to say: each node with cached keys
  * has one private RESP3 connection of the cache (the tracker) with CLIENT
- * TRACKING on, which reads every cached key once (GET, or HMGET of a
- * hash state, then PEXPIRETIME) and then receives an invalidation push
- * whenever any client writes, deletes, expires or flushes it. A TAT entry
- * answers only after its GET showed the very TAT the script decided on; a
- * hash entry holds what its HMGET showed. Either way no write can fall
+ * TRACKING on, which reads every cached key once (GET, HMGET of a hash
+ * state or HGETALL of a sliding window, then PEXPIRETIME) and then receives an
+ * invalidation push whenever any client writes, deletes, expires or flushes it.
+ * A TAT entry answers only after its GET showed the very TAT the script decided
+ * on; a hash entry holds what its HMGET showed. Either way no write can fall
  * between the state the entry holds and the tracking. An entry never
  * answers past its key's expiry: Redis rounds it to milliseconds, so a
  * key can go shortly before its state would stop refusing, and the push
  * of an expiry comes late. Losing a tracker forgets its node's entries.
  *
- *   refused reply --> refusal_learn[_hash] (pending) --read on the
- *       tracker (state, TIME, PEXPIRETIME)--> active
+ *   refused reply --> refusal_learn[_hash|_slots] (pending)
+ *       --read on the tracker (state, TIME, PEXPIRETIME)--> active
  *                                         other bytes, an error: forgotten
- *   a call --> refusal_lookup[_hash]: active entry --> the model at the
- *       node's time (an upper bound: the local clock since the call that
+ *   a call --> refusal_lookup[_hash|_slots]: active entry --> the model at
+ *       the node's time (an upper bound: the local clock since the call that
  *       learned it was sent) --> refused: the reply, no Redis
  *   invalidation push, tracker lost, LRU past refusal_cache_size --> gone
  *
@@ -105,6 +106,26 @@ int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
 void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
                         const char *const *fields, int64_t node_now_ns,
                         uint64_t sent_ns);
+
+/* Most slots a cached sliding window holds: one with more goes to Redis,
+ * so an entry stays under about a kilobyte. */
+#define REFUSAL_SLOTS_MAX 64
+
+/* The sliding window cached for `key`, when its entry is active: have (0:
+ * the key did not exist), its n slots in *slots (borrowed until the cache
+ * changes: 2 values a slot, its start in microseconds and its count, as
+ * stored; "total" left out) and the node's time now (an upper bound, ns).
+ * 1 when found, else 0. */
+int refusal_lookup_slots(struct refusal *rf, const char *key, size_t klen,
+                         uint64_t now_local_ns, int *have,
+                         const int64_t **slots, size_t *n,
+                         int64_t *node_now_ns);
+
+/* A call sent at local time `sent_ns` was refused at the node's time
+ * `node_now_ns` with the sliding window `key` unchanged: remember its
+ * slots (active once the tracker's HGETALL reads them). */
+void refusal_learn_slots(struct refusal *rf, const char *key, size_t klen,
+                         int64_t node_now_ns, uint64_t sent_ns);
 
 /* Forgets `key` (this proxy wrote it, or a client's command on its way
  * may). */

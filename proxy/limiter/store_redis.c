@@ -56,6 +56,7 @@
 
 #include "algorithms/gcra.h"
 #include "algorithms/scripts.h"
+#include "algorithms/sliding_window.h"
 #include "conf/conf.h"
 #include "conf/limits.h"
 #include "parser/resp.h"
@@ -116,7 +117,11 @@ struct store_redis {
     unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
                                   not use it: scripts from now on */
     struct refusal refusals;   /* CL.THROTTLE refusals answered here */
-    struct store_redis_params params; /* the last limit's script words */
+    struct store_redis_params params;    /* the last limit's script words */
+    struct sliding_window_slot *sw_next; /* owned: the sliding window
+                                            model's output, for the refusal
+                                            cache's decisions */
+    size_t sw_cap;                       /* slots sw_next holds */
 };
 
 /* How a script call is sent. A call starts as FCALL (EVALSHA once a node
@@ -986,12 +991,12 @@ static void store_redis_group_free(struct limiter_group *q)
  * no write the state only frees capacity as time passes (a TAT falls
  * behind the clock, a bucket refills or drains, a fixed window ends, a
  * sliding counter's previous window weighs less), so a refusal holds for
- * every earlier time. A sliding window's slots would too, but its state
- * is a hash of any size the cache does not read; a sliding log is
- * written by a refusal. */
+ * every earlier time; so do a sliding window's slots, which age out of
+ * the window. A sliding log is written by a refusal. */
 static int store_redis_algo_cacheable(enum limits_algo a)
 {
-    return a == LIMITS_GCRA || store_fields_algo(a);
+    return a == LIMITS_GCRA || a == LIMITS_SLIDING_WINDOW ||
+           store_fields_algo(a);
 }
 
 /* True when group g of `c` may be answered by the refusal cache: a check
@@ -1052,9 +1057,54 @@ static int store_redis_cached_gcra(struct store_redis *rs,
     return 0;
 }
 
-/* Limit x (an algorithm of store_fields_algo) decided from the cache for
- * the local time `now_local`, with `cost`: its decision in *out; 0, or -1
- * when the key is not cached. */
+/* Limit x (a sliding window) decided from the cache for the local time
+ * `now_local`, with `cost`: its decision in *out; 0, or -1 when the key is
+ * not cached. */
+static int store_redis_cached_slots(struct store_redis *rs,
+                                    const struct store_limit *x,
+                                    uint64_t now_local, int64_t cost,
+                                    struct rl_decision *out)
+{
+    struct sliding_window_slot slots[REFUSAL_SLOTS_MAX];
+    struct sliding_window_params p;
+    struct sliding_window_result r;
+    const int64_t *v;
+    const char *err;
+    int64_t now;
+    size_t n, i;
+    int have;
+
+    if (!refusal_lookup_slots(&rs->refusals, x->key, x->klen, now_local, &have,
+                              &v, &n, &now) ||
+        sliding_window_params_init(
+            &p, x->lim.u.sliding_window.max, x->lim.u.sliding_window.window_ms,
+            x->lim.u.sliding_window.resolution_ms, &err) != SLIDING_WINDOW_OK) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (v[2 * i] > INT64_MAX / 1000) {
+            return -1;
+        }
+        slots[i].start_ns = v[2 * i] * 1000;
+        slots[i].count = v[2 * i + 1];
+    }
+    if (rs->sw_cap < (size_t)p.nslots) {
+        rs->sw_cap = (size_t)p.nslots;
+        rs->sw_next =
+            px_realloc(rs->sw_next, rs->sw_cap * sizeof(*rs->sw_next));
+    }
+    if (sliding_window_decide(&p, have ? slots : NULL, have ? n : 0, now, cost,
+                              rs->sw_next, rs->sw_cap, &r,
+                              &err) != SLIDING_WINDOW_OK) {
+        return -1;
+    }
+    *out = r.d;
+    return 0;
+}
+
+/* Limit x (a sliding window, or an algorithm of store_fields_algo)
+ * decided from the cache for the local time `now_local`, with `cost`: its
+ * decision in *out; 0, or -1 when the key is not cached. */
 static int store_redis_cached_fields(struct store_redis *rs,
                                      const struct store_limit *x,
                                      uint64_t now_local, int64_t cost,
@@ -1066,6 +1116,9 @@ static int store_redis_cached_fields(struct store_redis *rs,
     const char *err;
     int have;
 
+    if (x->algo == LIMITS_SLIDING_WINDOW) {
+        return store_redis_cached_slots(rs, x, now_local, cost, out);
+    }
     if (!refusal_lookup_hash(&rs->refusals, x->key, x->klen,
                              store_fields_names(x->algo), now_local, &have, v,
                              &now) ||
@@ -1311,6 +1364,13 @@ static void store_redis_group_learn(const struct limiter_group *q,
         e = &v->elem[3 + k++];
         if (e->type != '*') {
             return;
+        }
+        if (c->lim[i].algo == LIMITS_SLIDING_WINDOW) {
+            /* Its entry is a decision, not the state: the tracker reads
+             * the slots. */
+            refusal_learn_slots(&rs->refusals, c->lim[i].key, c->lim[i].klen,
+                                node_now, sent_ns);
+            continue;
         }
         if (c->lim[i].algo != LIMITS_GCRA) {
             /* Its entry is a decision, not the state: the tracker reads
@@ -2140,6 +2200,7 @@ static void store_redis_free(struct store *st)
         hmap_free(&rs->overrides, px_free);
         hmap_free(&rs->checked, NULL);
         refusal_free(&rs->refusals);
+        px_free(rs->sw_next);
         px_free(rs);
         st->impl = NULL;
     }
