@@ -71,14 +71,21 @@ int64_t rl_muladd_div(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *rem)
     if (hi >= ud) {
         return INT64_MAX; /* the quotient needs more than 64 bits */
     }
-    /* Long division, one bit at a time. r < d <= 2^63 - 1, so r << 1 fits. */
-    r = hi;
-    for (int i = 63; i >= 0; i--) {
-        r = (r << 1) | ((lo >> i) & 1);
-        q <<= 1;
-        if (r >= ud) {
-            r -= ud;
-            q |= 1;
+    if (hi == 0) {
+        /* The sum fits 64 bits (most calls): the machine divides it. */
+        q = lo / ud;
+        r = lo % ud;
+    } else {
+        /* Long division, one bit at a time. r < d <= 2^63 - 1, so r << 1
+         * fits. */
+        r = hi;
+        for (int i = 63; i >= 0; i--) {
+            r = (r << 1) | ((lo >> i) & 1);
+            q <<= 1;
+            if (r >= ud) {
+                r -= ud;
+                q |= 1;
+            }
         }
     }
     if (q > (uint64_t)INT64_MAX) {

@@ -22,6 +22,10 @@
 #   hot_module      CL.THROTTLE hot HOT_LIMIT             -> redis + module
 #                   (one key, 50 clients; HOT_LIMIT 0 1 3600 admits the
 #                   first call of a run and refuses the rest)
+#   hot_chk         LIMITER CHECK hot                     -> cellgate -> redis
+#                   (one path, 50 clients; its level holds one limit of each
+#                   algorithm the refusal cache knows, 1 an hour each: the
+#                   first call of a run admits, the rest are refused)
 #   chk_gcra        LIMITER CHECK gcra:__rand_int__       (one GCRA level)
 #   chk_two_level   LIMITER CHECK user:__rand_int__:trade (two GCRA levels)
 #   chk_<algorithm> LIMITER CHECK <algorithm>:__rand_int__, for ALGOS
@@ -97,7 +101,8 @@ bench_init
 
 # ---------------- Start the targets ----------------
 
-# The limits tree: one node per algorithm, and conf/limits.example.yaml's
+# The limits tree: one node per algorithm, the hot path's node (one limit
+# of each algorithm the refusal cache knows), and conf/limits.example.yaml's
 # user:* (16 at once, 30 per minute) with user:*:trade (6 at once, 10 per
 # 15 s) below it.
 tree=$workdir/limits.yaml
@@ -107,6 +112,14 @@ for a in "${algos[@]}"; do
         "${limit_of[$a]}" >>"$tree"
 done
 cat >>"$tree" <<'EOF'
+hot:
+  limits:
+    - {algorithm: gcra, max_burst: 0, count: 1, period: 1h}
+    - {algorithm: token_bucket, capacity: 1, refill_per_sec: 0.0003}
+    - {algorithm: leaky_bucket, size: 1, drip_ms: 3600000}
+    - {algorithm: fixed_window, max: 1, window: 1h}
+    - {algorithm: sliding_window, max: 1, window: 1h, resolution: 1m}
+    - {algorithm: sliding_counter, max: 1, window: 1h}
 user:
   children:
     "*":
@@ -161,6 +174,8 @@ if [[ -n $mport ]]; then
     add_test hot_module "hot key CL.THROTTLE module" "-h 127.0.0.1 -p $mport" \
         "$mport" "" "CL.THROTTLE hot $HOT_LIMIT"
 fi
+add_test hot_chk "hot path LIMITER CHECK via cellgate" "$at_cg" "$rport" \
+    "$cpid" "LIMITER CHECK hot"
 add_test chk_gcra "LIMITER CHECK gcra" "$at_cg" "$rport" "$cpid" \
     "LIMITER CHECK gcra:__rand_int__"
 add_test chk_two_level "LIMITER CHECK user:*:trade (2 levels)" "$at_cg" \
@@ -209,6 +224,7 @@ md_row_ratio "CL.THROTTLE random keys: cellgate / module" cl cl_module
 md_row_ratio "CL.THROTTLE random keys: cellgate / EVALSHA gcra.lua" cl cl_evalsha
 md_row_ratio "CL.THROTTLE random keys: embedded / module" cl_embedded cl_module
 md_row_ratio "CL.THROTTLE one hot key, refused: cellgate / module" hot hot_module
+md_row_ratio "LIMITER CHECK one hot path of 6 algorithms, refused / module's hot key" hot_chk hot_module
 md_row_ratio "LIMITER CHECK gcra (1 level) / CL.THROTTLE, same cellgate" chk_gcra cl
 md_row_ratio "LIMITER CHECK user:*:trade (2 levels) / CL.THROTTLE" chk_two_level cl
 for a in "${algos[@]:1}"; do

@@ -86,3 +86,63 @@ Test(rl, reply_ints_keep_minus_one_second_and_normalise_limited)
     rl_reply_ints(&d, out);
     cr_assert_eq(out[0], 0);
 }
+
+/* rl_muladd_div against 128-bit arithmetic (the test may use the compiler's
+ * extension the library avoids), on both of its paths: sums that fit 64
+ * bits (divided by the machine) and sums that do not (long division), and
+ * quotients that saturate. */
+__extension__ typedef unsigned __int128 rl_u128;
+
+static void rl_check_muladd(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    rl_u128 sum = (rl_u128)(uint64_t)a * (uint64_t)b + (uint64_t)c;
+    rl_u128 q = sum / (uint64_t)d;
+    int64_t want_q = q > INT64_MAX ? INT64_MAX : (int64_t)q;
+    int64_t want_r = q > INT64_MAX ? 0 : (int64_t)(sum % (uint64_t)d);
+    int64_t rem = -1, got = rl_muladd_div(a, b, c, d, &rem);
+
+    cr_assert(got == want_q && rem == want_r,
+              "rl_muladd_div(%lld, %lld, %lld, %lld) = %lld rem %lld, "
+              "expected %lld rem %lld",
+              (long long)a, (long long)b, (long long)c, (long long)d,
+              (long long)got, (long long)rem, (long long)want_q,
+              (long long)want_r);
+    cr_assert_eq(rl_muladd_div(a, b, c, d, NULL), want_q);
+}
+
+Test(rl, muladd_div_is_exact_in_128_bits)
+{
+    static const int64_t edge[] = { 0,
+                                    1,
+                                    2,
+                                    999,
+                                    1000000,
+                                    INT64_C(4294967295),
+                                    INT64_C(4294967296),
+                                    INT64_C(1000000000000000),
+                                    INT64_C(9007199254740991),
+                                    INT64_MAX - 1,
+                                    INT64_MAX };
+    const size_t n = sizeof(edge) / sizeof(*edge);
+    uint64_t x = UINT64_C(0x9e3779b97f4a7c15);
+
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < n; j++) {
+            for (size_t k = 0; k < n; k++) {
+                rl_check_muladd(edge[i], edge[j], edge[k % 4],
+                                edge[k] > 0 ? edge[k] : 1);
+            }
+        }
+    }
+    /* Random operands of every width (xorshift, a fixed seed). */
+    for (int t = 0; t < 100000; t++) {
+        int64_t v[4];
+        for (int m = 0; m < 4; m++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v[m] = (int64_t)(x >> (1 + x % 63));
+        }
+        rl_check_muladd(v[0], v[1], v[2], v[3] > 0 ? v[3] : 1);
+    }
+}
