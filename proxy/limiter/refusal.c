@@ -238,10 +238,10 @@ static void refusal_on_get(struct req *part, const char *frame, size_t len)
     }
 }
 
-/* A field of a hash state as the scripts write it: a decimal without a
- * sign or a leading zero, at most 2^53 - 1 (their integers are Lua
- * doubles, and they refuse a larger field as malformed); -1 for anything
- * else, which the cache leaves to Redis. */
+/* A field of a hash state as the scripts write it (or a number of TIME):
+ * a decimal without a sign or a leading zero, at most 2^53 - 1 (the
+ * scripts' integers are Lua doubles, and they refuse a larger field as
+ * malformed); -1 for anything else, which the cache leaves to Redis. */
 static int64_t refusal_field(const struct resp_value *f)
 {
     int64_t x = 0;
@@ -393,24 +393,6 @@ struct refusal_clock {
     char key[];         /* the entry's key */
 };
 
-/* A bulk string of 1 to 18 digits as a number; -1 otherwise. */
-static int64_t refusal_digits(const struct resp_value *v)
-{
-    int64_t x = 0;
-    size_t i;
-
-    if (v->type != '$' || v->null || v->len == 0 || v->len > 18) {
-        return -1;
-    }
-    for (i = 0; i < v->len; i++) {
-        if (v->str[i] < '0' || v->str[i] > '9') {
-            return -1;
-        }
-        x = x * 10 + (v->str[i] - '0');
-    }
-    return x;
-}
-
 /* The tracker's TIME: a connection nothing else queues on reads the clock
  * within a round trip of sending, so its bound on the node's clock is
  * usually far tighter than the one of a batched call that waited behind
@@ -424,8 +406,8 @@ static void refusal_on_time(struct req *part, const char *frame, size_t len)
 
     if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
         int64_t sec =
-            v.type == '*' && v.n == 2 ? refusal_digits(&v.elem[0]) : -1;
-        int64_t usec = sec >= 0 ? refusal_digits(&v.elem[1]) : -1;
+            v.type == '*' && v.n == 2 ? refusal_field(&v.elem[0]) : -1;
+        int64_t usec = sec >= 0 ? refusal_field(&v.elem[1]) : -1;
         e = hmap_get(&ck->rf->entries, ck->key, ck->klen);
         if (usec >= 0 && e != NULL) {
             int64_t off = refusal_offset(sec * 1000000 * REFUSAL_NS_PER_US +
