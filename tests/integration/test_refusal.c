@@ -2,11 +2,11 @@
  * be the answers Redis would give.
  *
  * No test here asserts timing. Each call is bracketed by reads of Redis's
- * TIME and of the key's state (a TAT, or the hash of a bucket or counter)
- * on a direct connection, and its reply must be the C model's decision for
- * that state at some instant of the bracket: a refusal at the bracket's
- * start (refusals only get rarer as time passes), an admission at its end,
- * and every reply field between the model's values at the two ends. */
+ * TIME and of the key's state (a TAT, or the hash of a bucket, a counter or
+ * a sliding window's slots) on a direct connection, and its reply must be the C
+ * model's decision for that state at some instant of the bracket: a refusal at
+ * the bracket's start (refusals only get rarer as time passes), an admission at
+ * its end, and every reply field between the model's values at the two ends. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdint.h>
@@ -17,6 +17,7 @@
 #include "algorithms/leaky_bucket.h"
 #include "algorithms/rl.h"
 #include "algorithms/sliding_counter.h"
+#include "algorithms/sliding_window.h"
 #include "algorithms/token_bucket.h"
 #include "tests/integration/fixture.h"
 
@@ -477,7 +478,8 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
  * none ends during a test); mix:<id>: 5 per such window, with
  * mix:<id>:t: 1 an hour (GCRA) under it;
  * fast:<id>: 3 per window of 200 ms (windows end during a test); sw:<id>:
- * a sliding window, which the cache leaves to Redis.
+ * a sliding window of 1 an hour in slots of a minute (a refusal outlasts
+ * a test).
  * Slow ones, whose refusals outlast a test: tb:<id>: a token bucket of 1
  * refilled every 1000 s; lb:<id>: a leaky bucket of 1 dripping every hour;
  * sc:<id>: a sliding counter of 1 per 3650 days; tbmix:<id>: a token
@@ -485,10 +487,18 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
  * lbmix:<id>: 6 an hour (GCRA) with lbmix:<id>:t: a leaky bucket (as lb)
  * under it. Fast ones, whose refusals end during a test: tbf:<id>: a
  * token bucket of 3 refilled at 10 a second; lbf:<id>: a leaky bucket of 3
- * dripping 1 every 100 ms; scf:<id>: a sliding counter of 3 per 300 ms.
- * Left to Redis with sw: sl:<id>: a sliding log of 1 an hour (its
- * refusals write); tbsw:<id>: a token bucket (as tb) with tbsw:<id>:t: a
- * sliding window of 100 an hour under it. */
+ * dripping 1 every 100 ms; scf:<id>: a sliding counter of 3 per 300 ms;
+ * swf:<id>: a sliding window of 3 per 300 ms in slots of 100 ms; swfine:<id>:
+ * the same in slots of 20 ms.
+ * Sliding windows on paths with other algorithms: tbsw:<id>: a token
+ * bucket (as tb) with tbsw:<id>:t: a sliding window of 100 an hour under
+ * it; swgcra:<id>: a sliding window of 5 an hour (slots of a minute) with
+ * swgcra:<id>:t: 1 an hour (GCRA) under it; gcrasw:<id>: 6 an hour (GCRA)
+ * with gcrasw:<id>:t: a sliding window (as sw) under it. swmany:<id>: a
+ * sliding window of 65 an hour in slots of a second, whose hash can hold
+ * more slots than the cache keeps (REFUSAL_SLOTS_MAX, 64).
+ * Left to Redis: sl:<id>: a sliding log of 1 an hour (its refusals
+ * write). */
 static const char limits_yaml[] = "user:\n"
                                   "  children:\n"
                                   "    \"*\":\n"
@@ -611,7 +621,53 @@ static const char limits_yaml[] = "user:\n"
                                   "            - algorithm: sliding_window\n"
                                   "              max: 100\n"
                                   "              window: 1h\n"
-                                  "              resolution: 1m\n";
+                                  "              resolution: 1m\n"
+                                  "swf:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_window\n"
+                                  "          max: 3\n"
+                                  "          window: 300ms\n"
+                                  "          resolution: 100ms\n"
+                                  "swfine:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_window\n"
+                                  "          max: 3\n"
+                                  "          window: 300ms\n"
+                                  "          resolution: 20ms\n"
+                                  "swgcra:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_window\n"
+                                  "          max: 5\n"
+                                  "          window: 1h\n"
+                                  "          resolution: 1m\n"
+                                  "      children:\n"
+                                  "        t:\n"
+                                  "          limits: [0, 1, 3600]\n"
+                                  "gcrasw:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits: [5, 1, 3600]\n"
+                                  "      children:\n"
+                                  "        t:\n"
+                                  "          limits:\n"
+                                  "            - algorithm: sliding_window\n"
+                                  "              max: 1\n"
+                                  "              window: 1h\n"
+                                  "              resolution: 1m\n"
+                                  "swmany:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      limits:\n"
+                                  "        - algorithm: sliding_window\n"
+                                  "          max: 65\n"
+                                  "          window: 1h\n"
+                                  "          resolution: 1s\n";
 
 static char limits_path[PX_PATH_MAX];
 static char limits_conf[PX_PATH_MAX + 32];
@@ -687,7 +743,9 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     redisFree(c);
 }
 
-Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
+/* What the cache never answers: an identity with a run-time override, and
+ * a sliding log (its refusals write a log entry). */
+Test(it_refusal, overridden_identities_and_sliding_logs_go_to_redis,
      .init = init_tree, .fini = fini_second, .timeout = 60)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
@@ -701,30 +759,19 @@ Test(it_refusal, overridden_identities_and_other_algorithms_go_to_redis,
                     "OK");
     five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob");
     cr_assert_eq(v[0], 0);
-    five(px_cmd(c, "LIMITER CHECK sw:x"), v, "sw");
-    cr_assert_eq(v[0], 0);
-    /* A sliding log (its refusals write), and a token bucket that
-     * refuses over a sliding window that admits: the reply needs the
-     * window's state, which the cache does not keep. */
     five(px_cmd(c, "LIMITER CHECK sl:x"), v, "sl");
-    cr_assert_eq(v[0], 0);
-    five(px_cmd(c, "LIMITER CHECK tbsw:x:t"), v, "tbsw");
     cr_assert_eq(v[0], 0);
     calls = px_cmdstat_calls(d, "fcall");
     for (i = 0; i < 50; i++) {
         five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob refused");
         cr_assert_eq(v[0], 1);
-        five(px_cmd(c, "LIMITER CHECK sw:x"), v, "sw refused");
-        cr_assert_eq(v[0], 1);
-        five(px_cmd(c, "LIMITER CHECK sl:x"), v, "sl refused");
-        cr_assert_eq(v[0], 1);
-        five(px_cmd(c, "LIMITER %s tbsw:x:t", i % 2 ? "PEEK" : "CHECK"), v,
-             "tbsw refused");
+        five(px_cmd(c, "LIMITER %s sl:x", i % 2 ? "PEEK" : "CHECK"), v,
+             "sl refused");
         cr_assert(v[0] == 1 && v[1] == 1 && v[2] == 0);
         px_sleep_ms(POLL_MS);
     }
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), 0);
-    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 200,
+    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 100,
                  "every refusal went to Redis");
     redisFree(d);
     redisFree(c);
@@ -989,7 +1036,7 @@ Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
 {
     static const char *const cmd[] = {
         "CL.THROTTLE ex 0 1 3600", "LIMITER CHECK fw:ex", "LIMITER CHECK tb:ex",
-        "LIMITER CHECK lb:ex",     "LIMITER CHECK sc:ex",
+        "LIMITER CHECK lb:ex",     "LIMITER CHECK sc:ex", "LIMITER CHECK sw:ex",
     };
     static const char *const key[] = {
         "ex",
@@ -997,6 +1044,7 @@ Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
         "cellgate:{tb:ex}#0:token_bucket",
         "cellgate:{lb:ex}#0:leaky_bucket",
         "cellgate:{sc:ex}#0:sliding_counter",
+        "cellgate:{sw:ex}#0:sliding_window",
     };
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
@@ -1020,7 +1068,7 @@ Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
     redisFree(c);
 }
 
-/* ---------------- Token buckets, leaky buckets, sliding counters -------- */
+/* ---------- Token buckets, leaky buckets, sliding counters and windows --- */
 
 /* A slow limit of the tree: one call empties it, and no refusal of it
  * ends during a test. */
@@ -1030,7 +1078,8 @@ struct slow_limit {
     long long wait_min; /* Redis's first refusal waits more than this (s) */
     long long wait_max; /* and at most this */
     const char *field;  /* an HSET of field to value: room for one call */
-    const char *value;
+    const char *value;  /* (field NULL: the one slot's field of a sliding
+                           window) */
 };
 
 /* A token comes back in 1000 s, a drip falls in an hour, and a count
@@ -1041,6 +1090,31 @@ static const struct slow_limit slow_limits[] = {
     { "sc", "sliding_counter", 3650LL * 86400, 2 * 3650LL * 86400, "count",
       "0" },
 };
+
+/* A count leaves the window an hour after the start of its minute's slot;
+ * a slot counting 0 is room for one call. */
+static const struct slow_limit slow_window = { "sw", "sliding_window",
+                                               3540, 3600,
+                                               NULL, "0" };
+
+/* The one slot field of the sliding window at `key` (its start in us),
+ * into `out`. */
+static void the_slot(redisContext *d, const char *key, char *out, size_t cap)
+{
+    redisReply *r = px_cmd(d, "HKEYS %s", key);
+    size_t i, n = 0;
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    for (i = 0; i < r->elements; i++) {
+        if (strcmp(r->element[i]->str, "total") != 0) {
+            snprintf(out, cap, "%s", r->element[i]->str);
+            n++;
+        }
+    }
+    cr_assert(n == 1 && r->elements == 2, "%s holds %zu slots and %zu fields",
+              key, n, r->elements);
+    freeReplyObject(r);
+}
 
 /* A COST over the limit never passes: refused with a retry of -1, from the
  * cache's state as well. */
@@ -1064,10 +1138,12 @@ static void writes_reach_the_cache(redisContext *c, redisContext *p2,
                                    redisContext *d, const struct slow_limit *s,
                                    const char *path)
 {
-    char check[64];
+    char check[64], key[96], slot[32];
+    const char *field = s->field;
     long long v[5], first[5], inval;
 
     snprintf(check, sizeof(check), "LIMITER CHECK %s", path);
+    snprintf(key, sizeof(key), "cellgate:{%s}#0:%s", path, s->algo);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_int(px_cmd(p2, "LIMITER RESET %s", path), 1);
     wait_invalidation(c, inval, "LIMITER RESET");
@@ -1075,50 +1151,201 @@ static void writes_reach_the_cache(redisContext *c, redisContext *p2,
     cr_assert_eq(v[0], 0, "%s: reset, yet refused", path);
 
     until_cached(c, check, first);
+    if (field == NULL) {
+        the_slot(d, key, slot, sizeof(slot));
+        field = slot;
+    }
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-    px_check_int(px_cmd(d, "HSET cellgate:{%s}#0:%s %s %s", path, s->algo,
-                        s->field, s->value),
-                 0);
+    px_check_int(px_cmd(d, "HSET %s %s %s", key, field, s->value), 0);
     wait_invalidation(c, inval, "HSET");
     for (int i = 0; i < 2; i++) {
         five(px_cmd(c, check), v, "after hset");
-        cr_assert_eq(v[0], i, "%s: call %d after HSET %s %s", path, i, s->field,
+        cr_assert_eq(v[0], i, "%s: call %d after HSET %s %s", path, i, field,
                      s->value);
     }
 }
 
+/* The slow limit `s` on the identity ann, through `c` (`p2`: the other
+ * proxy): Redis's first refusal, then refusals from the cache alone, a
+ * COST over the limit, and writes by others reaching the cache. */
+static void slow_refusals_cached(redisContext *c, redisContext *p2,
+                                 redisContext *d, const struct slow_limit *s)
+{
+    char path[32], check[64];
+    long long v[5], first[5], keys;
+
+    snprintf(path, sizeof(path), "%s:ann", s->node);
+    snprintf(check, sizeof(check), "LIMITER CHECK %s", path);
+    keys = px_info_int(c, "limiter_refusal_cache_keys");
+    five(px_cmd(c, check), v, "first");
+    cr_assert_eq(v[0], 0, "%s: the first call is refused", path);
+    until_cached(c, check, first);
+    /* The state and the override hash (absent). */
+    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), keys + 2,
+                 "%s: cached keys", path);
+    cr_assert(first[1] == 1 && first[2] == 0 && first[3] > s->wait_min &&
+                  first[3] <= s->wait_max && first[4] == first[3],
+              "%s: Redis's refusal: %lld %lld %lld %lld %lld", path, first[0],
+              first[1], first[2], first[3], first[4]);
+    cached_refusals(c, d, path, first, 100);
+    cost_over_the_limit(c, path);
+    writes_reach_the_cache(c, p2, d, s, path);
+}
+
+/* slow_refusals_cached for a token bucket, a leaky bucket, a sliding
+ * counter and a sliding window. */
 Test(it_refusal,
-     refused_buckets_and_sliding_counters_are_answered_without_redis,
+     refused_buckets_counters_and_sliding_windows_are_answered_without_redis,
      .init = init_tree, .fini = fini_second, .timeout = 60)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *p2 = px_connect(second.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
-    char path[32], check[64];
-    long long v[5], first[5], keys;
 
     for (size_t k = 0; k < sizeof(slow_limits) / sizeof(slow_limits[0]); k++) {
-        const struct slow_limit *s = &slow_limits[k];
-
-        snprintf(path, sizeof(path), "%s:ann", s->node);
-        snprintf(check, sizeof(check), "LIMITER CHECK %s", path);
-        keys = px_info_int(c, "limiter_refusal_cache_keys");
-        five(px_cmd(c, check), v, "first");
-        cr_assert_eq(v[0], 0, "%s: the first call is refused", path);
-        until_cached(c, check, first);
-        /* The state and the override hash (absent). */
-        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), keys + 2,
-                     "%s: cached keys", path);
-        cr_assert(first[1] == 1 && first[2] == 0 && first[3] > s->wait_min &&
-                      first[3] <= s->wait_max && first[4] == first[3],
-                  "%s: Redis's refusal: %lld %lld %lld %lld %lld", path,
-                  first[0], first[1], first[2], first[3], first[4]);
-        cached_refusals(c, d, path, first, 100);
-        cost_over_the_limit(c, path);
-        writes_reach_the_cache(c, p2, d, s, path);
+        slow_refusals_cached(c, p2, d, &slow_limits[k]);
     }
+    /* A sliding window of 1 an hour in slots of a minute. */
+    slow_refusals_cached(c, p2, d, &slow_window);
     redisFree(d);
     redisFree(p2);
+    redisFree(c);
+}
+
+/* Plants at `key` what swmany's script (65 an hour in slots of 1 s)
+ * would store after admissions in `n` consecutive seconds ending with
+ * Redis's current one: one slot each (start: its second in us), counting 1
+ * but the newest, which counts the rest of 65; the total; the expiry when
+ * the newest slot leaves the window. */
+static void plant_slots(redisContext *d, const char *key, int n)
+{
+    const char *argv[2 * 70 + 4];
+    size_t lens[2 * 70 + 4];
+    char words[2 * 70 + 2][24];
+    int64_t now_s = redis_now(d) / NS;
+    int w = 0, k = 0;
+    redisReply *r;
+
+    cr_assert(n >= 1 && n <= 65);
+    argv[w++] = "HSET";
+    argv[w++] = key;
+    for (int i = 0; i < n; i++) {
+        snprintf(words[k], sizeof(words[k]), "%lld",
+                 (long long)(now_s - i) * 1000000);
+        argv[w++] = words[k++];
+        snprintf(words[k], sizeof(words[k]), "%d", i == 0 ? 65 - (n - 1) : 1);
+        argv[w++] = words[k++];
+    }
+    argv[w++] = "total";
+    argv[w++] = "65";
+    for (int i = 0; i < w; i++) {
+        lens[i] = strlen(argv[i]);
+    }
+    r = redisCommandArgv(d, w, argv, lens);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER &&
+                  r->integer == n + 1,
+              "HSET of %d slots", n);
+    freeReplyObject(r);
+    px_check_int(
+        px_cmd(d, "PEXPIREAT %s %lld", key, (long long)(now_s + 3600) * 1000),
+        1);
+}
+
+/* A sliding window of 65 an hour in slots of a second, full, its hash
+ * planted with the slots of 64 seconds (and the total): the cache answers
+ * its refusals (CHECK and PEEK) as Redis made them. With the slots of 65
+ * seconds, more than REFUSAL_SLOTS_MAX: the tracker reads it each time
+ * and never caches it, so every refusal is Redis's, one FCALL each. */
+Test(it_refusal, a_sliding_window_of_more_than_64_slots_goes_to_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], first[5], hits, calls, reads;
+    int i;
+
+    plant_slots(d, "cellgate:{swmany:s64}#0:sliding_window", 64);
+    five(px_cmd(c, "LIMITER CHECK swmany:s64"), v, "64 slots");
+    cr_assert(v[0] == 1 && v[1] == 65 && v[2] == 0 && v[3] > 3400 &&
+                  v[3] < v[4] && v[4] <= 3600,
+              "64 slots: %lld %lld %lld %lld %lld", v[0], v[1], v[2], v[3],
+              v[4]);
+    /* Redis's refusal, or a later one until the cache answers. */
+    memcpy(first, v, sizeof(v));
+    until_cached(c, "LIMITER CHECK swmany:s64", first);
+    cached_refusals(c, d, "swmany:s64", first, 50);
+
+    plant_slots(d, "cellgate:{swmany:s65}#0:sliding_window", 65);
+    hits = px_info_int(c, "limiter_refusal_cache_hits");
+    calls = px_cmdstat_calls(d, "fcall");
+    reads = px_cmdstat_calls(d, "hgetall");
+    for (i = 0; i < 200; i++) {
+        five(px_cmd(c, "LIMITER %s swmany:s65", i % 2 ? "PEEK" : "CHECK"), v,
+             "65 slots");
+        cr_assert(v[0] == 1 && v[1] == 65 && v[2] == 0 && v[3] > 3400 &&
+                      v[3] < v[4] && v[4] <= 3600,
+                  "65 slots, call %d: %lld %lld %lld %lld %lld", i, v[0], v[1],
+                  v[2], v[3], v[4]);
+        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits,
+                     "65 slots, call %d: answered by the cache", i);
+        cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + i + 1,
+                     "65 slots, call %d: not Redis's", i);
+        px_sleep_ms(POLL_MS);
+    }
+    /* The tracker did read the window, again and again: HGETALLs beyond
+     * the one each script call makes (Redis counts those too). */
+    reads = px_cmdstat_calls(d, "hgetall") - reads -
+            (px_cmdstat_calls(d, "fcall") - calls);
+    cr_assert_geq(reads, 10, "the tracker read the window %lld times", reads);
+    redisFree(d);
+    redisFree(c);
+}
+
+/* A path of two levels, one of which refuses, after one admitted call. */
+struct mix {
+    const char *path;            /* the two levels */
+    const char *top;             /* the top level alone */
+    const char *state;           /* a key of the path, which holds */
+    const char *field;           /* in this field */
+    const char *stored;          /* this after the first call */
+    long long wait_min;          /* Redis's refusal waits more than this (s) */
+    long long wait_max;          /* and at most this */
+    long long top_limited, left; /* the top level alone, next call */
+};
+
+/* Each path of `mixes` refused from the cache as Redis answers it (its
+ * two keys and the override hash cached), refusals writing nothing, and
+ * the top level alone then decided as Redis does. */
+static void mixes_cached(const struct mix *mixes, size_t n)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    char check[64];
+    long long v[5], first[5], keys;
+
+    for (size_t k = 0; k < n; k++) {
+        snprintf(check, sizeof(check), "LIMITER CHECK %s", mixes[k].path);
+        keys = px_info_int(c, "limiter_refusal_cache_keys");
+        five(px_cmd(c, check), v, "first");
+        cr_assert_eq(v[0], 0);
+        until_cached(c, check, first);
+        /* Two keys and the override hash. */
+        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), keys + 3,
+                     "%s: cached keys", mixes[k].path);
+        /* The refusing level has the least remaining: its fields. */
+        cr_assert(
+            first[1] == 1 && first[2] == 0 && first[3] > mixes[k].wait_min &&
+                first[3] <= mixes[k].wait_max,
+            "%s: Redis's refusal: %lld %lld %lld %lld %lld", mixes[k].path,
+            first[0], first[1], first[2], first[3], first[4]);
+        cached_refusals(c, d, mixes[k].path, first, 100);
+        px_check_str(px_cmd(d, "HGET %s %s", mixes[k].state, mixes[k].field),
+                     mixes[k].stored);
+        five(px_cmd(c, "LIMITER CHECK %s", mixes[k].top), v, "top alone");
+        cr_assert(v[0] == mixes[k].top_limited && v[2] == mixes[k].left,
+                  "%s: %lld %lld", mixes[k].top, v[0], v[2]);
+    }
+    redisFree(d);
     redisFree(c);
 }
 
@@ -1129,51 +1356,50 @@ Test(it_refusal,
 Test(it_refusal, buckets_under_and_over_gcra_levels_are_cached_as_redis_answers,
      .init = init_tree, .fini = fini_second, .timeout = 60)
 {
-    static const struct {
-        const char *path, *top, *state, *field, *stored;
-        long long left; /* remaining of the top level alone, next call */
-    } mixes[] = {
+    static const struct mix mixes[] = {
         { "tbmix:ann:t", "tbmix:ann", "cellgate:{tbmix:ann}#0:token_bucket",
-          "tokens", "4", 3 },
+          "tokens", "4", 3500, 3600, 0, 3 },
         { "lbmix:ann:t", "lbmix:ann", "cellgate:{lbmix:ann}:t#0:leaky_bucket",
-          "level", "1", 4 },
+          "level", "1", 3500, 3600, 0, 4 },
     };
-    redisContext *c = px_connect(px_env()->proxy.port);
-    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
-    char check[64];
-    long long v[5], first[5], keys;
 
-    for (size_t k = 0; k < sizeof(mixes) / sizeof(mixes[0]); k++) {
-        snprintf(check, sizeof(check), "LIMITER CHECK %s", mixes[k].path);
-        keys = px_info_int(c, "limiter_refusal_cache_keys");
-        five(px_cmd(c, check), v, "first");
-        cr_assert_eq(v[0], 0);
-        until_cached(c, check, first);
-        /* Two keys and the override hash. */
-        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), keys + 3,
-                     "%s: cached keys", mixes[k].path);
-        /* The refusing level has the least remaining: its fields. */
-        cr_assert(first[1] == 1 && first[2] == 0 && first[3] > 3500 &&
-                      first[3] <= 3600,
-                  "%s: Redis's refusal: %lld %lld %lld %lld %lld",
-                  mixes[k].path, first[0], first[1], first[2], first[3],
-                  first[4]);
-        cached_refusals(c, d, mixes[k].path, first, 100);
-        px_check_str(px_cmd(d, "HGET %s %s", mixes[k].state, mixes[k].field),
-                     mixes[k].stored);
-        five(px_cmd(c, "LIMITER CHECK %s", mixes[k].top), v, "top alone");
-        cr_assert(v[0] == 0 && v[2] == mixes[k].left, "%s: %lld %lld",
-                  mixes[k].top, v[0], v[2]);
-    }
-    redisFree(d);
-    redisFree(c);
+    mixes_cached(mixes, sizeof(mixes) / sizeof(mixes[0]));
 }
+
+/* Sliding windows on paths with other algorithms: tbsw's bucket refuses
+ * over a window that admits (the reply needs the window's slots too, as
+ * the tracker read them), swgcra's window admits over a GCRA level that
+ * refuses, gcrasw's GCRA level admits over a window that refuses. Each
+ * refusal is cached as Redis answers it; the top level alone is then
+ * refused (the empty bucket) or admitted by Redis. */
+Test(it_refusal,
+     sliding_windows_under_and_over_other_levels_are_cached_as_redis_answers,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    static const struct mix mixes[] = {
+        { "tbsw:ann:t", "tbsw:ann", "cellgate:{tbsw:ann}:t#0:sliding_window",
+          "total", "1", 900, 1000, 1, 0 },
+        { "swgcra:ann:t", "swgcra:ann",
+          "cellgate:{swgcra:ann}#0:sliding_window", "total", "1", 3500, 3600, 0,
+          3 },
+        { "gcrasw:ann:t", "gcrasw:ann",
+          "cellgate:{gcrasw:ann}:t#0:sliding_window", "total", "1", 3500, 3600,
+          0, 4 },
+    };
+
+    mixes_cached(mixes, sizeof(mixes) / sizeof(mixes[0]));
+}
+
+/* Values of a state: three fields, or a sliding window's slots as (start,
+ * count) pairs, oldest first, zeros after the last. */
+#define HVALUES 8
 
 /* What a model decides, its state as Redis stores it (times in us). */
 struct hresult {
     struct rl_decision d;
-    int64_t next[3]; /* the state after the decision */
-    int write;       /* 1: a check stores next */
+    int64_t next[HVALUES]; /* the state after the decision */
+    int64_t total;         /* a sliding window's: the sum of next's counts */
+    int write;             /* 1: a check stores next */
 };
 
 struct hlimit;
@@ -1190,6 +1416,7 @@ struct hlimit {
     const char *fields[4]; /* the hash's fields in the model's order */
     int64_t a, b, c;       /* its parameters, in the conf's units */
     hdecide_fn decide;
+    int slots; /* a sliding window: fields are slot starts, and "total" */
 };
 
 static int tb_decide(const struct hlimit *lim, const int64_t *st,
@@ -1275,6 +1502,40 @@ static int sc_decide(const struct hlimit *lim, const int64_t *st,
     return rc;
 }
 
+static int sw_decide(const struct hlimit *lim, const int64_t *st,
+                     int64_t now_ns, int64_t cost, struct hresult *out)
+{
+    /* Room for any window's slots (the model's scratch). */
+    static struct sliding_window_slot next[SLIDING_WINDOW_MAX_SLOTS];
+    struct sliding_window_params p;
+    struct sliding_window_slot in[HVALUES / 2];
+    struct sliding_window_result r;
+    const char *err;
+    size_t n = 0, i;
+    int rc = sliding_window_params_init(&p, lim->a, lim->b, lim->c, &err);
+
+    /* A key holds at least "total": no slots is no NULL. */
+    for (i = 0; st != NULL && i < HVALUES / 2 && st[2 * i + 1] > 0; i++) {
+        in[n].start_ns = st[2 * i] * 1000;
+        in[n++].count = st[2 * i + 1];
+    }
+    if (rc == SLIDING_WINDOW_OK) {
+        rc = sliding_window_decide(&p, st != NULL ? in : NULL, n, now_ns, cost,
+                                   next, SLIDING_WINDOW_MAX_SLOTS, &r, &err);
+    }
+    if (rc == SLIDING_WINDOW_OK) {
+        cr_assert_leq(r.next_n, HVALUES / 2, "%zu slots", r.next_n);
+        out->d = r.d;
+        for (i = 0; i < r.next_n; i++) {
+            out->next[2 * i] = next[i].start_ns / 1000;
+            out->next[2 * i + 1] = next[i].count;
+        }
+        out->total = r.total;
+        out->write = r.write == SLIDING_WINDOW_WRITE_SET;
+    }
+    return rc;
+}
+
 /* 3 at once, then: 10 tokens a second; a drip of 1 every 100 ms; 3 per
  * sliding 300 ms. Refusals last up to a few hundred ms. */
 static const struct hlimit fast_limits[] = {
@@ -1299,18 +1560,80 @@ static const struct hlimit fast_limits[] = {
       .decide = sc_decide },
 };
 
+/* 3 per sliding 300 ms in slots of 100 ms, and of 20 ms: calls a few ms
+ * apart mostly fill one slot of the first (its refusals end as the key
+ * expires), several of the second (they end as the oldest slot leaves
+ * the window, the key still there). */
+static const struct hlimit fast_windows[] = {
+    { .node = "swf",
+      .algo = "sliding_window",
+      .a = 3,   /* max */
+      .b = 300, /* window_ms */
+      .c = 100, /* resolution_ms */
+      .decide = sw_decide,
+      .slots = 1 },
+    { .node = "swfine",
+      .algo = "sliding_window",
+      .a = 3,   /* max */
+      .b = 300, /* window_ms */
+      .c = 20,  /* resolution_ms */
+      .decide = sw_decide,
+      .slots = 1 },
+};
+
 /* A key's state at one instant of Redis, read in one script. */
 struct hstate {
-    int have;         /* 0: no key */
-    int64_t v[3];     /* its fields in the model's order, as stored */
-    long long exp_ms; /* its PEXPIRETIME */
-    int64_t now_us;   /* Redis's TIME */
+    int have;           /* 0: no key */
+    int64_t v[HVALUES]; /* its fields in the model's order, as stored (a
+                           sliding window's slots: see HVALUES) */
+    int64_t total;      /* a sliding window's "total" */
+    long long exp_ms;   /* its PEXPIRETIME */
+    int64_t now_us;     /* Redis's TIME */
 };
 
 static const char snapshot_lua[] =
     "local t = redis.call('TIME') "
     "return {t[1], t[2], redis.call('PEXPIRETIME', KEYS[1]), "
     "redis.call('HGETALL', KEYS[1])}";
+
+/* A sliding window's hash `h` into s: its slots sorted, as the scripts
+ * store them (canonical decimals, counts of at least 1, a total that is
+ * their sum). */
+static void snapshot_slots(const char *key, const redisReply *h,
+                           struct hstate *s)
+{
+    int64_t sum = 0;
+    size_t n = 0, i, j;
+    int total = 0;
+
+    for (i = 0; i + 1 < h->elements; i += 2) {
+        const char *f = h->element[i]->str;
+        long long x = atoll(f), cnt = atoll(h->element[i + 1]->str);
+        char canon[32];
+
+        if (strcmp(f, "total") == 0) {
+            s->total = cnt;
+            total = 1;
+            continue;
+        }
+        snprintf(canon, sizeof(canon), "%lld", x);
+        cr_assert(strcmp(canon, f) == 0 && x >= 0 && cnt >= 1,
+                  "%s holds a slot %s of %s", key, f, h->element[i + 1]->str);
+        cr_assert_lt(n, HVALUES / 2, "%s holds more than %d slots", key,
+                     HVALUES / 2);
+        for (j = n; j > 0 && s->v[2 * (j - 1)] > x; j--) {
+            s->v[2 * j] = s->v[2 * (j - 1)];
+            s->v[2 * j + 1] = s->v[2 * (j - 1) + 1];
+        }
+        s->v[2 * j] = x;
+        s->v[2 * j + 1] = cnt;
+        sum += cnt;
+        n++;
+    }
+    cr_assert(!s->have || (total && s->total == sum),
+              "%s: total %lld, slots summing to %lld", key, (long long)s->total,
+              (long long)sum);
+}
 
 static void snapshot(redisContext *d, const struct hlimit *lim, const char *key,
                      struct hstate *s)
@@ -1327,6 +1650,11 @@ static void snapshot(redisContext *d, const struct hlimit *lim, const char *key,
     s->exp_ms = r->element[2]->integer;
     h = r->element[3];
     s->have = h->elements > 0;
+    if (lim->slots) {
+        snapshot_slots(key, h, s);
+        freeReplyObject(r);
+        return;
+    }
     for (i = 0; i + 1 < h->elements; i += 2) {
         int f = 0;
         while (lim->fields[f] != NULL &&
@@ -1349,7 +1677,10 @@ static void snapshot(redisContext *d, const struct hlimit *lim, const char *key,
 static void hdecide(const struct hlimit *lim, const struct hstate *s,
                     int64_t us, long long cost, struct hresult *out)
 {
-    int rc = lim->decide(lim, s->have ? s->v : NULL, us * 1000, cost, out);
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = lim->decide(lim, s->have ? s->v : NULL, us * 1000, cost, out);
 
     if (rc != 0) {
         cr_assert_fail("%s: the model fails (%d)", lim->algo, rc);
@@ -1375,7 +1706,7 @@ static int same_state(const struct hstate *s0, const struct hstate *s1)
     }
     return s0->have == s1->have &&
            (!s0->have || (memcmp(s0->v, s1->v, sizeof(s0->v)) == 0 &&
-                          s0->exp_ms == s1->exp_ms));
+                          s0->total == s1->total && s0->exp_ms == s1->exp_ms));
 }
 
 /* s1 holds what a check decided as `res` stored: its state, or no key
@@ -1383,12 +1714,15 @@ static int same_state(const struct hstate *s0, const struct hstate *s1)
 static int stored_as(const struct hlimit *lim, const struct hresult *res,
                      const struct hstate *s1)
 {
-    struct hstate next = { 1, { 0, 0, 0 }, 0, 0 };
+    struct hstate next;
     struct hresult later;
 
     if (s1->have) {
-        return memcmp(res->next, s1->v, sizeof(s1->v)) == 0;
+        return memcmp(res->next, s1->v, sizeof(s1->v)) == 0 &&
+               (!lim->slots || res->total == s1->total);
     }
+    memset(&next, 0, sizeof(next));
+    next.have = 1;
     memcpy(next.v, res->next, sizeof(next.v));
     hdecide(lim, &next, s1->now_us, 0, &later);
     return later.d.reset_after_ns == 0;
@@ -1557,6 +1891,20 @@ Test(it_refusal, two_proxies_on_buckets_and_counters_answer_as_redis,
 {
     for (size_t k = 0; k < sizeof(fast_limits) / sizeof(fast_limits[0]); k++) {
         two_proxies_on(&fast_limits[k], 7 + (unsigned)k);
+    }
+    px_proxy_stop_clean(&second, SIGTERM);
+}
+
+/* Two proxies take random turns on sliding windows of 3 per 300 ms, as on
+ * the buckets and counters: Redis's replies are the model's on the slots
+ * it holds, the caches' refusals the model's at the start of their
+ * calls. */
+Test(it_refusal, two_proxies_on_sliding_windows_answer_as_redis,
+     .init = init_tree, .fini = fini_second, .timeout = 120)
+{
+    for (size_t k = 0; k < sizeof(fast_windows) / sizeof(fast_windows[0]);
+         k++) {
+        two_proxies_on(&fast_windows[k], 31 + (unsigned)k);
     }
     px_proxy_stop_clean(&second, SIGTERM);
 }
