@@ -116,7 +116,8 @@ struct store_redis {
                                   users were checked (aclcheck) */
     unsigned no_functions : 1; /* a node has no FUNCTION (Redis 6) or may
                                   not use it: scripts from now on */
-    struct refusal refusals;   /* CL.THROTTLE refusals answered here */
+    struct refusal refusals;   /* refusals answered here (CL.THROTTLE,
+                                  LIMITER) */
     struct store_redis_params params;    /* the last limit's script words */
     struct sliding_window_slot *sw_next; /* owned: the sliding window
                                             model's output, for the refusal
