@@ -68,9 +68,13 @@ function SL.score(s)
 end
 
 -- The score of the stored entry at rank r counted from the newest (0), or
--- nil when it is malformed.
+-- nil when it is malformed. Every number a command takes goes as a
+-- string: Redis formats a Lua number argument with snprintf's %.17g,
+-- about 2,500 instructions each (a check of a new identity spent 4,900
+-- on its read's two ranks).
 function SL.at(key, r)
-  return SL.score(R_CALL('ZREVRANGE', key, r, r, 'WITHSCORES')[2])
+  local s = lib_str(r)
+  return SL.score(R_CALL('ZREVRANGE', key, s, s, 'WITHSCORES')[2])
 end
 
 -- What SL.read gives for no log (a new identity), made once: it is only
@@ -84,7 +88,7 @@ SL.EMPTY = {kept = 0, live = 0, fut = 0}
 function SL.read(key, p, now)
   -- The oldest entry first, through redis.pcall: an empty reply is no key,
   -- an error another type (no TYPE call first).
-  local first = lib_read('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local first = lib_read('ZRANGE', key, '0', '0', 'WITHSCORES')
   if first == nil then
     return nil, WRONGTYPE
   end
@@ -93,7 +97,7 @@ function SL.read(key, p, now)
   end
   local st = {kept = 0, live = 0, fut = 0}
   local oldest = SL.score(first[2])
-  local newest = SL.score(R_CALL('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
+  local newest = SL.score(R_CALL('ZREVRANGE', key, '0', '0', 'WITHSCORES')[2])
   if oldest == nil or newest == nil then
     return nil, SL.ERR_STATE
   end
@@ -167,7 +171,7 @@ function SL.commit(key, drop, cap, now, a, ms, top)
     -- member is "<ts>:a1", with no table for SPAN.batch.
     R_CALL('ZADD', key, ts, ts .. ':a1')
   elseif a > 0 then
-    top = top and R_CALL('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', 0, 1)[1]
+    top = top and R_CALL('ZREVRANGEBYSCORE', key, ts, ts, 'LIMIT', '0', '1')[1]
     local j = 0
     if top then
       j = tonumber(string.match(top, '^%d+:[a-p](%d+)$')) or 0
@@ -181,7 +185,7 @@ function SL.commit(key, drop, cap, now, a, ms, top)
     SPAN.batch('ZADD', key, args, 2)
   end
   if cap then
-    R_CALL('ZREMRANGEBYRANK', key, 0, -(cap + 1))
+    R_CALL('ZREMRANGEBYRANK', key, '0', lib_str(-(cap + 1)))
   end
   R_CALL('PEXPIRE', key, lib_str(ms))
 end
@@ -262,8 +266,8 @@ function SL.refund(key, a1, a2, a3, a4, now, cost, undo)
   local t, left = lib_str(ts), cost
   while left > 0 do
     -- A missing key or one of another type has nothing to give back.
-    local got = lib_read('ZREVRANGEBYSCORE', key, t, t, 'LIMIT', 0,
-                         math.min(left, SPAN.BATCH))
+    local got = lib_read('ZREVRANGEBYSCORE', key, t, t, 'LIMIT', '0',
+                         lib_str(math.min(left, SPAN.BATCH)))
     if got == nil or #got == 0 then
       break
     end
