@@ -53,7 +53,8 @@ struct refusal_entry {
     int have;                      /* the key exists (and holds a TAT) */
     int64_t tat_ns;                /* REFUSAL_TAT: that TAT */
     const char *const *fields;     /* REFUSAL_HASH: the names read (static,
-                                      NULL-terminated; the caller's) */
+                                      NULL-terminated; the caller's); NULL
+                                      for the other kinds */
     unsigned nf;                   /* REFUSAL_HASH: how many */
     int64_t f[REFUSAL_FIELDS_MAX]; /* REFUSAL_HASH: their values */
     int64_t *slots;                /* owned, REFUSAL_SLOTS: 2 a slot, its
@@ -307,9 +308,6 @@ static void refusal_on_hgetall(struct req *part, const char *frame, size_t len)
     if (e == NULL) {
         return;
     }
-    px_free(e->slots);
-    e->slots = NULL;
-    e->nslots = 0;
     if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
         ok = (v.type == '%' || v.type == '*') && v.n % 2 == 0 &&
              v.n <= 2 * (REFUSAL_SLOTS_MAX + 1);
@@ -624,35 +622,45 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     refusal_read(rf, e, 2, argv, lens, refusal_on_get);
 }
 
+/* The entry to read for `key` holding `kind` (as `fields`, for a hash
+ * state): NULL when the key is cached so already, or being read (whatever
+ * changed it since is pushed: the call only gives another bound on the
+ * clock), or when none can be made; else a new, pending one. */
+static struct refusal_entry *
+refusal_entry_to_read(struct refusal *rf, const char *key, size_t klen,
+                      enum refusal_kind kind, const char *const *fields,
+                      int64_t node_now_ns, uint64_t sent_ns)
+{
+    struct refusal_entry *e = hmap_get(&rf->entries, key, klen);
+
+    if (e != NULL && e->kind == kind && e->fields == fields) {
+        refusal_tighten(e, node_now_ns, sent_ns);
+        return NULL;
+    }
+    e = refusal_entry_new(rf, key, klen, kind, node_now_ns, sent_ns);
+    if (e != NULL) {
+        e->fields = fields;
+    }
+    return e;
+}
+
 void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
                         const char *const *fields, int64_t node_now_ns,
                         uint64_t sent_ns)
 {
-    const char *argv[2 + REFUSAL_FIELDS_MAX];
-    size_t lens[2 + REFUSAL_FIELDS_MAX];
-    struct refusal_entry *e;
+    const char *argv[2 + REFUSAL_FIELDS_MAX] = { "HMGET", key };
+    size_t lens[2 + REFUSAL_FIELDS_MAX] = { 5, klen };
+    struct refusal_entry *e = refusal_entry_to_read(
+        rf, key, klen, REFUSAL_HASH, fields, node_now_ns, sent_ns);
     unsigned n = 0;
 
-    e = hmap_get(&rf->entries, key, klen);
-    if (e != NULL && e->kind == REFUSAL_HASH && e->fields == fields) {
-        /* Cached, or being read: whatever changed it since is pushed.
-         * Another bound on the clock. */
-        refusal_tighten(e, node_now_ns, sent_ns);
-        return;
-    }
-    e = refusal_entry_new(rf, key, klen, REFUSAL_HASH, node_now_ns, sent_ns);
     if (e == NULL) {
         return;
     }
-    argv[0] = "HMGET";
-    lens[0] = 5;
-    argv[1] = key;
-    lens[1] = klen;
     for (; n < REFUSAL_FIELDS_MAX && fields[n] != NULL; n++) {
         argv[2 + n] = fields[n];
         lens[2 + n] = strlen(fields[n]);
     }
-    e->fields = fields;
     e->nf = n;
     refusal_read(rf, e, (int)(2 + n), argv, lens, refusal_on_hmget);
 }
@@ -662,16 +670,9 @@ void refusal_learn_slots(struct refusal *rf, const char *key, size_t klen,
 {
     const char *argv[2] = { "HGETALL", key };
     size_t lens[2] = { 7, klen };
-    struct refusal_entry *e;
+    struct refusal_entry *e = refusal_entry_to_read(
+        rf, key, klen, REFUSAL_SLOTS, NULL, node_now_ns, sent_ns);
 
-    e = hmap_get(&rf->entries, key, klen);
-    if (e != NULL && e->kind == REFUSAL_SLOTS) {
-        /* Cached, or being read: whatever changed it since is pushed.
-         * Another bound on the clock. */
-        refusal_tighten(e, node_now_ns, sent_ns);
-        return;
-    }
-    e = refusal_entry_new(rf, key, klen, REFUSAL_SLOTS, node_now_ns, sent_ns);
     if (e != NULL) {
         refusal_read(rf, e, 2, argv, lens, refusal_on_hgetall);
     }

@@ -1103,9 +1103,9 @@ static int store_redis_cached_slots(struct store_redis *rs,
     return 0;
 }
 
-/* Limit x (a sliding window, or an algorithm of store_fields_algo)
- * decided from the cache for the local time `now_local`, with `cost`: its
- * decision in *out; 0, or -1 when the key is not cached. */
+/* Limit x (an algorithm of store_fields_algo) decided from the cache for
+ * the local time `now_local`, with `cost`: its decision in *out; 0, or -1
+ * when the key is not cached. */
 static int store_redis_cached_fields(struct store_redis *rs,
                                      const struct store_limit *x,
                                      uint64_t now_local, int64_t cost,
@@ -1117,9 +1117,6 @@ static int store_redis_cached_fields(struct store_redis *rs,
     const char *err;
     int have;
 
-    if (x->algo == LIMITS_SLIDING_WINDOW) {
-        return store_redis_cached_slots(rs, x, now_local, cost, out);
-    }
     if (!refusal_lookup_hash(&rs->refusals, x->key, x->klen,
                              store_fields_names(x->algo), now_local, &have, v,
                              &now) ||
@@ -1130,6 +1127,18 @@ static int store_redis_cached_fields(struct store_redis *rs,
     }
     *out = r.d;
     return 0;
+}
+
+/* Limit x (any cached algorithm but gcra, whose decision gives two
+ * results) decided from the cache: as store_redis_cached_fields. */
+static int store_redis_cached_hash(struct store_redis *rs,
+                                   const struct store_limit *x,
+                                   uint64_t now_local, int64_t cost,
+                                   struct rl_decision *out)
+{
+    return x->algo == LIMITS_SLIDING_WINDOW
+               ? store_redis_cached_slots(rs, x, now_local, cost, out)
+               : store_redis_cached_fields(rs, x, now_local, cost, out);
 }
 
 /* Decides `c` from the refusal cache when every key of it and every
@@ -1171,8 +1180,8 @@ static int store_redis_refused_here(struct store *st, struct store_check *c)
         int rc = x->algo == LIMITS_GCRA
                      ? store_redis_cached_gcra(rs, x, now_local, &c->res[i],
                                                &c->peek[i])
-                     : store_redis_cached_fields(rs, x, now_local, c->cost,
-                                                 &c->res[i]);
+                     : store_redis_cached_hash(rs, x, now_local, c->cost,
+                                               &c->res[i]);
         if (rc != 0) {
             return 0;
         }
@@ -1192,7 +1201,7 @@ static int store_redis_refused_here(struct store *st, struct store_check *c)
             continue;
         }
         if (glim[x->group] && !r->limited &&
-            store_redis_cached_fields(rs, x, now_local, 0, r) != 0) {
+            store_redis_cached_hash(rs, x, now_local, 0, r) != 0) {
             return 0;
         }
         c->peek[i] = *r;

@@ -216,3 +216,16 @@ void px_ident_off(const char *prefix, const char *base, const char *avoid,
     }
     cr_assert_fail("no id %s<n> off the master of %s", base, avoid);
 }
+
+void px_wait_refusal_invalidation(redisContext *c, long long before,
+                                  const char *what)
+{
+    int i;
+
+    for (i = 0; i < 2000 && px_info_int(c, "limiter_refusal_cache_"
+                                           "invalidations") == before;
+         i++) {
+        px_sleep_ms(1);
+    }
+    cr_assert_lt(i, 2000, "%s never reached the cache", what);
+}

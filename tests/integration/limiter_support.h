@@ -108,4 +108,11 @@ const char *const *px_limits_args(void);
 void px_ident_off(const char *prefix, const char *base, const char *avoid,
                   char *out, size_t outlen);
 
+/* Waits (polls of 1 ms, 2000 at most) until the refusal cache of the
+ * proxy `c` is connected to counts an invalidation more than `before`
+ * (its INFO limiter_refusal_cache_invalidations); fails naming `what`
+ * when none comes. */
+void px_wait_refusal_invalidation(redisContext *c, long long before,
+                                  const char *what);
+
 #endif /* PX_TESTS_INTEGRATION_LIMITER_SUPPORT_H */

@@ -20,6 +20,7 @@
 #include "algorithms/sliding_window.h"
 #include "algorithms/token_bucket.h"
 #include "tests/integration/fixture.h"
+#include "tests/integration/limiter_support.h"
 
 #define NS ((int64_t)1000000000)
 
@@ -116,20 +117,6 @@ static void until_cached(redisContext *c, const char *cmd, long long v[5])
         px_sleep_ms(POLL_MS);
     }
     cr_assert_fail("%s: the cache never answered", cmd);
-}
-
-/* Waits until Redis's invalidation of something reached `c`'s cache. */
-static void wait_invalidation(redisContext *c, long long before,
-                              const char *what)
-{
-    int i;
-
-    for (i = 0; i < POLLS && px_info_int(c, "limiter_refusal_cache_"
-                                            "invalidations") == before;
-         i++) {
-        px_sleep_ms(POLL_MS);
-    }
-    cr_assert_lt(i, POLLS, "%s never reached the cache", what);
 }
 
 /* One call through `c`, checked against Redis's state around it (see the
@@ -243,7 +230,7 @@ Test(it_refusal, writes_deletes_and_flushes_reach_the_cache,
         cr_assert_eq(v[0], 0, "%s: the first call is refused", writes[w]);
         until_cached(c, "CL.THROTTLE hot 0 1 3600", v);
         freeReplyObject(px_cmd(d, writes[w]));
-        wait_invalidation(c, inval, writes[w]);
+        px_wait_refusal_invalidation(c, inval, writes[w]);
         inval = px_info_int(c, "limiter_refusal_cache_invalidations");
         cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 0);
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "after");
@@ -725,7 +712,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     until_cached(c, "LIMITER CHECK user:alex:trade", first);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_int(px_cmd(p2, "LIMITER RESET user:alex:trade"), 2);
-    wait_invalidation(c, inval, "LIMITER RESET");
+    px_wait_refusal_invalidation(c, inval, "LIMITER RESET");
     five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "after reset");
     cr_assert_eq(v[0], 0, "reset, yet refused");
 
@@ -735,7 +722,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_status(
         px_cmd(p2, "LIMITER OVERRIDE SET user:alex:trade UNLIMITED"), "OK");
-    wait_invalidation(c, inval, "LIMITER OVERRIDE");
+    px_wait_refusal_invalidation(c, inval, "LIMITER OVERRIDE");
     five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "overridden");
     cr_assert_eq(v[0], 0, "unlimited, yet refused");
     redisFree(d);
@@ -834,7 +821,7 @@ Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
     cached_refusals(c, d, "fw:ann", first, 10);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_int(px_cmd(p2, "LIMITER RESET fw:ann"), 1);
-    wait_invalidation(c, inval, "LIMITER RESET");
+    px_wait_refusal_invalidation(c, inval, "LIMITER RESET");
     five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after reset");
     cr_assert_eq(v[0], 0, "reset, yet refused");
     /* What this proxy admitted, Redis counted once. */
@@ -845,7 +832,7 @@ Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
     until_cached(c, "LIMITER CHECK fw:ann", first);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_int(px_cmd(d, "HSET cellgate:{fw:ann}#0:fixed_window count 0"), 0);
-    wait_invalidation(c, inval, "HSET");
+    px_wait_refusal_invalidation(c, inval, "HSET");
     for (i = 0; i < 2; i++) {
         five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after hset");
         cr_assert_eq(v[0], i, "call %d after the count went to 0", i);
@@ -1059,7 +1046,7 @@ Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
          * (PEXPIRE is a write), but the expiry itself is not, in time. */
         inval = px_info_int(c, "limiter_refusal_cache_invalidations");
         px_check_int(px_cmd(d, "PEXPIRE %s 100", key[k]), 1);
-        wait_invalidation(c, inval, "PEXPIRE");
+        px_wait_refusal_invalidation(c, inval, "PEXPIRE");
         until_cached(c, cmd[k], first);
         cr_assert_gt(refused_until_expiry(c, d, cmd[k], key[k]), 0,
                      "%s: the cache answered no refusal", cmd[k]);
@@ -1146,7 +1133,7 @@ static void writes_reach_the_cache(redisContext *c, redisContext *p2,
     snprintf(key, sizeof(key), "cellgate:{%s}#0:%s", path, s->algo);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_int(px_cmd(p2, "LIMITER RESET %s", path), 1);
-    wait_invalidation(c, inval, "LIMITER RESET");
+    px_wait_refusal_invalidation(c, inval, "LIMITER RESET");
     five(px_cmd(c, check), v, "after reset");
     cr_assert_eq(v[0], 0, "%s: reset, yet refused", path);
 
@@ -1157,7 +1144,7 @@ static void writes_reach_the_cache(redisContext *c, redisContext *p2,
     }
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_int(px_cmd(d, "HSET %s %s %s", key, field, s->value), 0);
-    wait_invalidation(c, inval, "HSET");
+    px_wait_refusal_invalidation(c, inval, "HSET");
     for (int i = 0; i < 2; i++) {
         five(px_cmd(c, check), v, "after hset");
         cr_assert_eq(v[0], i, "%s: call %d after HSET %s %s", path, i, field,

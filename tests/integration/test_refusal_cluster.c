@@ -177,16 +177,10 @@ Test(it_refusal_cluster, refusals_of_every_algorithm_on_every_master,
         redisContext *d = px_cluster_connect(cl, m);
         long long inval = px_info_int(c, "limiter_refusal_cache_invalidations");
         struct px_five v;
-        int i;
         path_on_master("sw", m, path, sizeof(path));
         snprintf(key, sizeof(key), "cellgate:{%s}#0:sliding_window", path);
         px_check_int(px_cmd(d, "DEL %s", key), 1);
-        for (i = 0; i < POLLS && px_info_int(c, "limiter_refusal_cache_"
-                                                "invalidations") == inval;
-             i++) {
-            px_sleep_ms(POLL_MS);
-        }
-        cr_assert_lt(i, POLLS, "master %d: the DEL never reached the cache", m);
+        px_wait_refusal_invalidation(c, inval, "a DEL on a master");
         v = px_take_five(px_cmd(c, "LIMITER CHECK %s", path), "after DEL");
         cr_assert(v.limited == 0 && v.limit == 3 && v.remaining == 2,
                   "master %d: after the DEL %lld %lld %lld", m, v.limited,
