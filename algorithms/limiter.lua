@@ -17,7 +17,14 @@
 --          for check and peek the limit's shadow level: "" for a real
 --          limit, else any name, shared by the limits of one shadow level
 --          then m, the override fields to verify, and m pairs (path, what
---          the proxy assumed the field holds, "" for nothing)
+--          the proxy assumed the field holds, "" for nothing); or, in
+--          place of m, the word "keys" and no pairs: the fields are the
+--          paths of the group's keys (a key "<prefix>{<tag>}<rest>#<i>:
+--          <algorithm>" names the path "<tag><rest>"; consecutive keys of
+--          one path name it once), and none may hold a value. They are
+--          read only when the override hash may exist: a batch that finds
+--          none of its hashes reads no field and makes no path. A key of
+--          another form fails its group when its override hash exists.
 -- Parameters per algorithm (the units of conf/limits.h):
 --          gcra             inc_s inc_ns dvt_s dvt_ns (see lua/gcra.lua)
 --          token_bucket     capacity refill_per_sec_micro|inf
@@ -63,7 +70,7 @@
 --          [3] G, the number of groups (>= 1)
 --          then for each group: mode ("check", "peek" or "refund"), cost,
 --          n_g, 6 values per limit (as above), m_g and m_g override pairs
---          (as above)
+--          (as above: or "keys" and none)
 -- Reply    {0, now_s, now_us, r_1 .. r_G}: r_g is exactly what the call of
 --          that group alone returns ({limited, now_s, now_us, e...},
 --          {"override", v...} or {0, now_s, now_us}), or an error element
@@ -71,8 +78,9 @@
 --          malformed state, a slot this node does not serve: nothing of
 --          it written); the other groups are decided all the same.
 -- Errors   one error for the whole call, nothing written, when the
---          structure is malformed: G, an n_g or an m_g that is no integer
---          >= 0, or counts that do not add up to #ARGV and #KEYS.
+--          structure is malformed: G or an n_g that is no integer >= 0,
+--          an m_g that is neither that nor "keys", or counts that do not
+--          add up to #ARGV and #KEYS.
 --
 -- Mode "shapes": the batch of mode "each" with each distinct block of
 -- levels sent once (the groups of a batch mostly share their tree node, so
@@ -205,6 +213,17 @@ local function LIM_int(s)
     end
   end
   return v
+end
+
+-- A group's m: its override pairs (an integer >= 0), or -1 for the word
+-- "keys" (no pairs: the fields are its keys' paths, see LIM_pairs); nil
+-- when malformed.
+local function LIM_m(s)
+  if s == 'keys' then
+    return -1
+  end
+  local m = LIM_int(s)
+  return m and m >= 0 and m or nil
 end
 
 -- The last gcra limits parsed, each at its now: its four values and the
@@ -391,14 +410,53 @@ local function LIM_whole(out, o, r)
   return r
 end
 
+-- True while LIM_groups decides a batch none of whose groups' override
+-- hashes exists (one EXISTS of them all), so LIM_override_ok needs no
+-- read; LIM_OVK holds the hashes' names for that EXISTS. LIM_NONE is
+-- what an absent hash's fields read as.
+local LIM_NOHASH, LIM_OVK, LIM_NONE = false, {}, {}
+
+-- The override pairs of a group (n keys from K[k0], the override hash
+-- after them) whose m pairs follow ARGV[mb]: that table, index and count;
+-- for a group in "keys" form (m -1), pairs made in LIM_DP of its keys'
+-- paths, each assumed to hold nothing. Nothing is made when no override
+-- hash of the batch exists (LIM_NOHASH: no field can hold a value, so
+-- there is nothing to verify, count 0): most batches read none, and a
+-- path is a pattern match and a concatenation. nil when a key has no
+-- path and its override hash exists.
+local LIM_DP = {}
+local function LIM_pairs(K, k0, n, ARGV, mb, m)
+  if m >= 0 then
+    return ARGV, mb, m
+  elseif LIM_NOHASH then
+    return ARGV, mb, 0
+  end
+  local c, last = 0, nil
+  for i = 1, n do
+    local tag, rest = string.match(K[k0 + i - 1],
+                                   '^[^{}]*{([^{}]*)}(.-)#%d+:[%a_]+$')
+    if tag == nil then
+      if R_PCALL('EXISTS', K[k0 + n]) == 0 then
+        return ARGV, mb, 0
+      end
+      return nil
+    end
+    local path = tag .. rest
+    if path ~= last then
+      LIM_DP[2 * c + 1], LIM_DP[2 * c + 2], c, last = path, '', c + 1, path
+    end
+  end
+  return LIM_DP, 0, c
+end
+
 -- Decides one group whose algorithms are in LIM_A: n limits, the keys
 -- from KEYS[k0] (the override hash after them), the limits' values from
--- ARGV[lb] (6 each), m override pairs after ARGV[mb] = m. Returns the
--- group's reply; or, with a table `out`, writes it flat after out[o] (the
--- header's mode "shapes") and returns the index of its last element; or
--- nil and the error (nothing written).
-local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
-                       now_us, out, o)
+-- ARGV[lb] (6 each), m override pairs after P[mb] (P: ARGV or LIM_pairs's
+-- table). Returns the group's reply; or, with a table `out`, writes it
+-- flat after out[o] (the header's mode "shapes") and returns the index of
+-- its last element; or nil and the error (nothing written).
+local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
+                       now_s, now_us, out, o)
   local A, now_ns = LIM_A, now_us * 1000
   if mode == 'refund' then
     for i = 1, n do
@@ -411,20 +469,20 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, mb, m, now, now_s,
 
   if m == 1 then
     -- One field (a path of one level): HGET, no tables.
-    local have = R_CALL('HGET', KEYS[k0 + n], ARGV[mb + 1]) or ''
-    if have ~= ARGV[mb + 2] then
+    local have = R_CALL('HGET', KEYS[k0 + n], P[mb + 1]) or ''
+    if have ~= P[mb + 2] then
       return LIM_whole(out, o, {'override', have})
     end
   elseif m > 1 then
     local fields = {}
     for j = 1, m do
-      fields[j] = ARGV[mb + 2 * j - 1]
+      fields[j] = P[mb + 2 * j - 1]
     end
     local have = R_CALL('HMGET', KEYS[k0 + n], unpack(fields))
     local differ = false
     for j = 1, m do
       have[j] = have[j] or ''
-      if have[j] ~= ARGV[mb + 2 * j] then
+      if have[j] ~= P[mb + 2 * j] then
         differ = true
       end
     end
@@ -523,9 +581,9 @@ end
 local function LIM_single(KEYS, ARGV)
   local n = #KEYS - 1
   local mode, cost = ARGV[1], LIM_int(ARGV[3])
-  local m = LIM_int(ARGV[4 + 6 * n])
-  if n < 0 or cost == nil or cost < 0 or m == nil or m < 0 or
-      #ARGV ~= 4 + 6 * n + 2 * m or not LIM_mode_ok(mode) or
+  local m = LIM_m(ARGV[4 + 6 * n])
+  if n < 0 or cost == nil or cost < 0 or m == nil or
+      #ARGV ~= 4 + 6 * n + (m > 0 and 2 * m or 0) or not LIM_mode_ok(mode) or
       not LIM_algos(ARGV, 4, n) then
     return redis.error_reply(LIM_BAD_ARGS)
   end
@@ -533,7 +591,12 @@ local function LIM_single(KEYS, ARGV)
   if now == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end
-  local r, err = LIM_run(KEYS, 1, ARGV, mode, cost, n, 4, 4 + 6 * n, m, now,
+  LIM_NOHASH = false -- a batch's, not this call's
+  local P, pb, pm = LIM_pairs(KEYS, 1, n, ARGV, 4 + 6 * n, m)
+  if P == nil then
+    return redis.error_reply(LIM_BAD_ARGS)
+  end
+  local r, err = LIM_run(KEYS, 1, ARGV, mode, cost, n, 4, P, pb, pm, now,
                          now_s, now_us)
   if r == nil then
     return redis.error_reply(err)
@@ -624,27 +687,22 @@ local function LIM_fast_finish(K, k0, n, refused)
   end
 end
 
--- True while LIM_groups decides a batch none of whose groups' override
--- hashes exists (one EXISTS of them all), so LIM_override_ok needs no
--- read; LIM_OVK holds the hashes' names for that EXISTS. LIM_NONE is
--- what an absent hash's fields read as.
-local LIM_NOHASH, LIM_OVK, LIM_NONE = false, {}, {}
-
 -- Whether the override hash holds what the group expects in its m
--- fields (after ARGV[mb]); false too when it cannot be read.
-local function LIM_override_ok(hash, ARGV, mb, m)
+-- fields (pairs after P[mb], as LIM_pairs gives them); false too when it
+-- cannot be read.
+local function LIM_override_ok(hash, P, mb, m)
   if m == 1 then -- a path of one level: the common case first
     if LIM_NOHASH then
-      return ARGV[mb + 2] == ''
+      return P[mb + 2] == ''
     end
-    return (R_PCALL('HGET', hash, ARGV[mb + 1]) or '') == ARGV[mb + 2]
+    return (R_PCALL('HGET', hash, P[mb + 1]) or '') == P[mb + 2]
   elseif m == 0 then
     return true
   end
   local have = LIM_NONE
   if not LIM_NOHASH then
     for j = 1, m do
-      LIM_FLD[j] = ARGV[mb + 2 * j - 1]
+      LIM_FLD[j] = P[mb + 2 * j - 1]
     end
     have = R_PCALL('HMGET', hash, unpack(LIM_FLD, 1, m))
     if have.err then
@@ -652,7 +710,7 @@ local function LIM_override_ok(hash, ARGV, mb, m)
     end
   end
   for j = 1, m do
-    if (have[j] or '') ~= ARGV[mb + 2 * j] then
+    if (have[j] or '') ~= P[mb + 2 * j] then
       return false
     end
   end
@@ -660,7 +718,7 @@ local function LIM_override_ok(hash, ARGV, mb, m)
 end
 
 -- Decides one group on the fast path (f from LIM_fast_shape; keys from
--- K[k0], the override hash after them; m override pairs after ARGV[mb])
+-- K[k0], the override hash after them; m override pairs after P[mb])
 -- and writes its reply flat after out[o]: the index of its last element,
 -- or false, having changed nothing, when LIM_run must decide it. Each
 -- level's read goes to the reply at once; with several levels, whether it
@@ -668,8 +726,8 @@ end
 -- for the others, while one level's write is its group's. LIM_run writes
 -- over whatever elements a group it takes over left: a decided group has
 -- as many, a failed one clears them.
-local function LIM_fast(K, k0, f, n, ARGV, mb, m, now_s, now_ns, out, o)
-  if not LIM_override_ok(K[k0 + n], ARGV, mb, m) or
+local function LIM_fast(K, k0, f, n, P, mb, m, now_s, now_ns, out, o)
+  if not LIM_override_ok(K[k0 + n], P, mb, m) or
       (n > 1 and not LIM_distinct(K, k0, n)) then
     return false
   end
@@ -726,13 +784,15 @@ local function LIM_failed(reply, out, o, n, err)
 end
 
 -- A check of one level of another algorithm (f.algo), no shadow level,
--- keys K[k0] and the override hash: LIM_run's decision without its
+-- keys K[k0] and the override hash, m override pairs after P[mb], the
+-- level's values after ARGV[a0 + 3]: LIM_run's decision without its
 -- generality (for one real level, the group's flag is the level's, and
 -- the level writes what its decision says). Returns as LIM_fast does; a
 -- write that raised an error leaves the group's error element instead of
 -- its reply, as LIM_general would.
-local function LIM_one(K, k0, f, ARGV, a0, mb, m, now, now_s, now_ns, out, o)
-  if not LIM_override_ok(K[k0 + 1], ARGV, mb, m) then
+local function LIM_one(K, k0, f, ARGV, a0, P, mb, m, now, now_s, now_ns, out,
+                       o)
+  if not LIM_override_ok(K[k0 + 1], P, mb, m) then
     return false
   end
   local A, key, b = f.algo, K[k0], a0 + 3
@@ -757,10 +817,11 @@ local function LIM_one(K, k0, f, ARGV, a0, mb, m, now, now_s, now_ns, out, o)
   return o + 7
 end
 
--- Decides the group whose block starts at ARGV[a0] (n limits, m override
--- pairs, keys from K[k0]) through LIM_run and writes its reply after
--- reply[o] (flat when out is given): the index of its last element.
-local function LIM_general(K, k0, ARGV, a0, n, mb, m, now, now_s, now_us,
+-- Decides the group whose block starts at ARGV[a0] (n limits, keys from
+-- K[k0], m override pairs after P[mb]) through LIM_run and writes its
+-- reply after reply[o] (flat when out is given): the index of its last
+-- element.
+local function LIM_general(K, k0, ARGV, a0, n, P, mb, m, now, now_s, now_us,
                            reply, out, o)
   local mode, cost = ARGV[a0], LIM_int(ARGV[a0 + 1])
   local ok, r, err = true, nil, LIM_BAD_ARGS
@@ -769,8 +830,8 @@ local function LIM_general(K, k0, ARGV, a0, n, mb, m, now, now_s, now_us,
     -- A raised error ends this group only. Its keys share one slot, so a
     -- slot this node does not serve (undeclared keys) fails the group's
     -- first command, before anything is written.
-    ok, r, err = pcall(LIM_run, K, k0, ARGV, mode, cost, n, a0 + 3, mb, m,
-                       now, now_s, now_us, out, o)
+    ok, r, err = pcall(LIM_run, K, k0, ARGV, mode, cost, n, a0 + 3, P, mb,
+                       m, now, now_s, now_us, out, o)
     if not ok then
       r, err = nil, LIM_raised(r)
     end
@@ -804,7 +865,7 @@ local function LIM_groups(K, kb, ARGV, G, flat)
     local c = 0
     for g = 1, G do
       local x = 6 * g - 6
-      if LIM_G[x + 3] > 0 then
+      if LIM_G[x + 3] ~= 0 then
         c = c + 1
         LIM_OVK[c] = K[LIM_G[x + 4] + LIM_G[x + 2]]
       end
@@ -815,7 +876,10 @@ local function LIM_groups(K, kb, ARGV, G, flat)
     local x = 6 * g - 6
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
     local s, mb, r = LIM_G[x + 5], LIM_G[x + 6], false
-    if s > 0 then
+    local P, pb, pm = LIM_pairs(K, kb + k0, n, ARGV, mb, m)
+    if P == nil then
+      r = LIM_failed(reply, out, o, n, LIM_BAD_ARGS)
+    elseif s > 0 then
       local ok = LIM_FOK[s]
       if ok == nil then
         local f = LIM_F[s]
@@ -827,17 +891,17 @@ local function LIM_groups(K, kb, ARGV, G, flat)
         LIM_FOK[s] = ok
       end
       if ok == 'one' then
-        r = LIM_one(K, kb + k0, LIM_F[s], ARGV, a0, mb, m, now, now_s,
+        r = LIM_one(K, kb + k0, LIM_F[s], ARGV, a0, P, pb, pm, now, now_s,
                     now_ns, out, o)
       elseif ok then
-        r = LIM_fast(K, kb + k0, LIM_F[s], n, ARGV, mb, m, now_s, now_ns,
-                     out, o)
+        r = LIM_fast(K, kb + k0, LIM_F[s], n, P, pb, pm, now_s, now_ns, out,
+                     o)
       end
     end
     if r then
       o = r
     else
-      o = LIM_general(K, kb + k0, ARGV, a0, n, mb, m, now, now_s, now_us,
+      o = LIM_general(K, kb + k0, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
                       reply, out, o)
     end
   end
@@ -862,12 +926,12 @@ local function LIM_keys(KEYS, ARGV, a, k)
   return K, kb
 end
 
--- n and m of the group arguments (as mode "each" lays them out) that
--- start at ARGV[a]; nil when either is no integer >= 0.
+-- n and m (LIM_m's) of the group arguments (as mode "each" lays them
+-- out) that start at ARGV[a]; nil when either is malformed.
 local function LIM_block(ARGV, a)
   local n = LIM_int(ARGV[a + 2])
-  local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
-  if not m or m < 0 then
+  local m = n and n >= 0 and LIM_m(ARGV[a + 3 + 6 * n])
+  if not m then
     return nil
   end
   return n, m
@@ -890,7 +954,7 @@ local function LIM_each(KEYS, ARGV)
     local x = 6 * g - 6
     LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4], LIM_G[x + 5],
       LIM_G[x + 6] = a, n, m, k, 0, a + 3 + 6 * n
-    a, k = a + 4 + 6 * n + 2 * m, k + n + 1
+    a, k = a + 4 + 6 * n + (m > 0 and 2 * m or 0), k + n + 1
     if a > nargv + 1 or (nkeys > 0 and k > nkeys + 1) then
       return redis.error_reply(LIM_BAD_ARGS)
     end
@@ -925,7 +989,8 @@ local LIM_SH = {}
 -- where each group starts, filled and read back, cost more per group than
 -- a one-level check's own commands.
 local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
-  local K, kb = LIM_keys(KEYS, ARGV, a + 2 * m * G, (n + 1) * G + 1)
+  local mp = m > 0 and m or 0 -- the pairs each group carries
+  local K, kb = LIM_keys(KEYS, ARGV, a + 2 * mp * G, (n + 1) * G + 1)
   local now, now_s, now_us = LIM_now(ARGV[2])
   if K == nil or now == nil then
     return redis.error_reply(LIM_BAD_ARGS)
@@ -938,20 +1003,24 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   local kind = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
   -- LIM_groups's EXISTS of every override hash, for the fast paths.
   LIM_NOHASH = false
-  if kind and kb == 0 and G > 1 and m > 0 then
+  if kind and kb == 0 and G > 1 and m ~= 0 then
     for g = 1, G do
       LIM_OVK[g] = K[(n + 1) * g]
     end
     LIM_NOHASH = R_PCALL('EXISTS', unpack(LIM_OVK, 1, G)) == 0
   end
+  -- Groups in "keys" form assume no override at all: with no override
+  -- hash in the batch, nothing of theirs is verified.
+  local none = m < 0
   -- One gcra level, no override hash in the batch: a group whose proxy
   -- assumes no override either is decided right here, with no call of
   -- LIM_fast (which costs Redis about a thousand instructions a group);
   -- a new key (most keys of a batch) is admitted by its read.
-  local fresh = kind == true and n == 1 and m == 1 and LIM_NOHASH and f[1]
+  local fresh = kind == true and n == 1 and (m == 1 or none) and LIM_NOHASH and
+    f[1]
   -- One level of an algorithm with a fused check, no override hash in the
   -- batch: its `one`, for a group whose proxy assumes no override either.
-  local fused = kind == 'one' and m == 1 and LIM_NOHASH and f.p1 and
+  local fused = kind == 'one' and (m == 1 or none) and LIM_NOHASH and f.p1 and
     f.algo.one
   -- Two to four gcra levels, every one on its fast path, no override hash
   -- in the batch: LIM_fast's decision inline too, with no function call
@@ -974,13 +1043,16 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   local call_, pcall_, find_ = R_CALL, R_PCALL, string.find
   for g = 1, G do
     -- The group's keys from K[k], its pairs after ARGV[mb].
-    local k, mb, r = kb + (n + 1) * g - n, a + 2 * m * (g - 1) - 1, false
-    if fresh and ARGV[mb + 2] == '' then
+    -- r: nil until a way of deciding the group was tried, then false
+    -- when it must go to LIM_general.
+    local k, mb, r = kb + (n + 1) * g - n, a + 2 * mp * (g - 1) - 1, nil
+    if fresh and (none or ARGV[mb + 2] == '') then
       -- LIM_fast's decision of one level, inline: a new key admitted by
       -- its read, a TAT ahead of now that admits, at or before now
       -- (class 0) or refused (1); LIM_general takes anything else, nothing
       -- written.
       local key, v, written = K[k], nil, false
+      r = false
       if GCRA_NX_GET then -- gcra_fast_read, inline
         v = pcall_('SET', key, f[4], 'NX', 'PX', f[5], 'GET')
         written = v == false
@@ -1004,17 +1076,20 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
         reply[o + 1], reply[o + 2] = class, v
         r = o + 2
       end
-    elseif fused and ARGV[mb + 2] == '' then
+    elseif fused and (none or ARGV[mb + 2] == '') then
       -- The algorithms with a fused check keep a hash: its read is here.
       local h = pcall_('HGETALL', K[k])
+      r = false
       if not h.err then
         local ok
         ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
         r = ok and r
       end
-    elseif multi and ARGV[mb + 2] == '' and (m < 2 or ARGV[mb + 4] == '') and
-        (m < 3 or LIM_assumes_none(ARGV, mb, m)) and
+    elseif multi and (none or ARGV[mb + 2] == '' and
+                      (m < 2 or ARGV[mb + 4] == '') and
+                      (m < 3 or LIM_assumes_none(ARGV, mb, m))) and
         (n == 2 and K[k] ~= K[k + 1] or n > 2 and LIM_distinct(K, k, n)) then
+      r = false
       -- LIM_fast's decision of n levels, inline: each level's read (a new
       -- key written by it: T[i]) and class, then the writes of an
       -- admission or the deletes of a refusal, in LIM_fast's order;
@@ -1064,13 +1139,21 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
         end
         r = o + 1 + n
       end
-    elseif kind == 'one' then
-      r = LIM_one(K, k, f, ARGV, a0, mb, m, now, now_s, now_ns, reply, o)
-    elseif kind then
-      r = LIM_fast(K, k, f, n, ARGV, mb, m, now_s, now_ns, reply, o)
     end
-    o = r or LIM_general(K, k, ARGV, a0, n, mb, m, now, now_s, now_us, reply,
-                         reply, o)
+    if not r then
+      local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
+      if P == nil then
+        r = LIM_failed(reply, reply, o, n, LIM_BAD_ARGS)
+      elseif r == nil and kind == 'one' then
+        r = LIM_one(K, k, f, ARGV, a0, P, pb, pm, now, now_s, now_ns, reply,
+                    o)
+      elseif r == nil and kind then
+        r = LIM_fast(K, k, f, n, P, pb, pm, now_s, now_ns, reply, o)
+      end
+      r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
+                           reply, reply, o)
+    end
+    o = r
   end
   return lib_reply(o)
 end
@@ -1084,9 +1167,8 @@ local function LIM_shapes(KEYS, ARGV)
   end
   local a = 4
   for s = 1, S do
-    local n = LIM_int(ARGV[a + 2])
-    local m = n and n >= 0 and LIM_int(ARGV[a + 3 + 6 * n])
-    if not m or m < 0 then
+    local n, m = LIM_block(ARGV, a)
+    if not n then
       return redis.error_reply(LIM_BAD_ARGS)
     end
     LIM_SH[3 * s - 2], LIM_SH[3 * s - 1], LIM_SH[3 * s] = a, n, m
@@ -1118,7 +1200,7 @@ local function LIM_shapes(KEYS, ARGV)
     LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4], LIM_G[x + 5],
       LIM_G[x + 6] = LIM_SH[y + 1], n, m, k, s, a - 1
     k = k + n + 1
-    a = a + 2 * m
+    a = a + (m > 0 and 2 * m or 0)
     if a > nargv + 1 then
       return redis.error_reply(LIM_BAD_ARGS)
     end

@@ -17,9 +17,11 @@
  *   part "FCALL <lib>_gcra n k1..kn runs R <count inc_s inc_ns dvt_s
  *         dvt_ns>..." (a run: `count` consecutive calls of one limit)
  *   part "FCALL <lib>_limiter nk <keys, the override hash last, per group>
- *         each '' G (mode cost n (algo p1 p2 p3 p4 tag)... m (path
- *         known)...)..."    tag: a refund's undo token; a check's
- *         shadow level ("" for a real level)
+ *         shapes '' S <mode cost n (algo p1 p2 p3 p4 tag)... m|keys>...
+ *         G ([shape] (path known)...)..."    tag: a refund's undo token;
+ *         a check's shadow level ("" for a real level); "keys": no
+ *         pairs, the levels' paths are read from their keys (a group that
+ *         assumes no run-time override)
  *        (keys of several slots on one node: 0 keys declared, the keys
  *         after the arguments: "spread")
  *          | Function not found, NOSCRIPT...: store_redis_retry, once each
@@ -1223,6 +1225,38 @@ static int store_redis_group_sends(const struct store_check *c, unsigned i,
     return c->lim[i].group == g && !(refund && c->lim[i].shadow_limited);
 }
 
+/* Whether group g of `c` may name its override fields by its keys
+ * (limiter.lua's "keys" in place of its pairs): this proxy assumes no
+ * run-time override at any of its levels, and every level sends a key,
+ * from which the script reads the level's path back. Such a group spares
+ * Redis two words a level (the path and the assumed ""), which it parses
+ * whether or not an override hash exists; the script makes the paths only
+ * when one does. */
+static int store_redis_group_by_keys(const struct store_check *c, unsigned g)
+{
+    size_t l;
+    unsigned i;
+
+    for (l = 0; l < c->lv->n; l++) {
+        const struct limits_level *lev = &c->lv->level[l];
+        int sent = 0;
+        if (lev->group != g) {
+            continue;
+        }
+        if (store_redis_override_known(c->st, lev->path, lev->path_len) !=
+            NULL) {
+            return 0;
+        }
+        for (i = 0; i < c->n && !sent; i++) {
+            sent = c->lim[i].level == l;
+        }
+        if (!sent) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Queues group g of `c` for the flush pass in `mode` ("check", "peek" or
  * "refund"; a refund is nobody's to wait for): its keys, the override
  * hash of its tag last (which also routes a group whose levels an
@@ -1236,7 +1270,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     const struct store_redis_params *args;
     char num[24], ovkey[STORE_KEY_MAX];
     unsigned i, npath = 0;
-    int ovlen, k;
+    int ovlen, k, by_keys;
     size_t l;
 
     q->it.kind = STORE_REDIS_GROUP;
@@ -1282,12 +1316,17 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
         store_redis_word(q, undo, strlen(undo));
     }
     q->cacheable = store_redis_group_cacheable(c, g) && !refund;
+    by_keys = !refund && store_redis_group_by_keys(c, g);
     /* Refunds undo what was written; only checks verify overrides. */
-    for (l = 0; l < c->lv->n && !refund; l++) {
+    for (l = 0; l < c->lv->n && !refund && !by_keys; l++) {
         npath += c->lv->level[l].group == g;
     }
-    store_redis_word(q, num, resp_fmt_ll(num, (long long)npath));
-    for (l = 0; l < c->lv->n && !refund; l++) {
+    if (by_keys) {
+        store_redis_word(q, "keys", 4);
+    } else {
+        store_redis_word(q, num, resp_fmt_ll(num, (long long)npath));
+    }
+    for (l = 0; l < c->lv->n && !refund && !by_keys; l++) {
         const struct limits_level *lev = &c->lv->level[l];
         const char *known;
         if (lev->group != g) {

@@ -34,12 +34,16 @@ PX_TEST_SUITE(it_limiter_batch);
 #define ID_TRIES    10000 /* bound of the search for an identity on a node */
 #define LOAD_WAIT   200   /* probes of FUNCTION LIST, 50 ms apart */
 
-/* user:<id>: gcra, 3 in a minute (max_burst 2, 1 per 60 s); fw:<id>:
- * fixed window, 2 a minute. */
+/* user:<id>: gcra, 3 in a minute (max_burst 2, 1 per 60 s), and below
+ * it user:<id>:trade, 5 in a minute; fw:<id>: fixed window, 2 a
+ * minute. */
 static const char tree_yaml[] = "user:\n"
                                 "  children:\n"
                                 "    \"*\":\n"
                                 "      limits: [2, 1, 60]\n"
+                                "      children:\n"
+                                "        trade:\n"
+                                "          limits: [4, 1, 60]\n"
                                 "fw:\n"
                                 "  children:\n"
                                 "    \"*\":\n"
@@ -197,6 +201,77 @@ Test(it_limiter_batch, limiter_calls_of_many_slots_share_a_call_cluster,
      .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
 {
     checks_share_calls();
+}
+
+/* ---------------- Overrides another proxy set ---------------- */
+
+#define OV_IDS 24 /* identities of the pipeline, a quarter of each kind */
+
+/* Run-time overrides this proxy has never seen (written to Redis as
+ * another proxy's LIMITER OVERRIDE SET writes them), in one pipeline of
+ * two-level checks beside identities without any: each batch sees them at
+ * its first check, at either level, while an override hash that holds
+ * only another path's field changes nothing. The proxy names a group's
+ * override fields by its keys when it assumes none, so this is the
+ * script finding each level's path in the keys, in batches with and
+ * without override hashes, on one node or spread over three. */
+static void unseen_overrides_apply_at_once(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    char id[KEY_MAX], hash[KEY_MAX + 32], what[KEY_MAX + 32];
+    int i, k;
+
+    for (i = 0; i < OV_IDS; i++) {
+        redisContext *d;
+        snprintf(id, sizeof(id), "user:ov%d", i);
+        snprintf(hash, sizeof(hash), "cellgate:{%s}#overrides", id);
+        d = px_direct_for(id, strlen(id));
+        /* Kind 0: no hash; 1: a factor on the top level (3 / 3 = 1);
+         * 2: one on the trade level (5 / 5 = 1); 3: a field of a path
+         * this check does not take. */
+        if (i % 4 == 1) {
+            px_check_int(px_cmd(d, "HSET %s %s %s", hash, id, "FACTOR 3"), 1);
+        } else if (i % 4 == 2) {
+            px_check_int(px_cmd(d, "HSET %s %s:trade %s", hash, id, "FACTOR 5"),
+                         1);
+        } else if (i % 4 == 3) {
+            px_check_int(px_cmd(d, "HSET %s %s:other %s", hash, id, "FACTOR 3"),
+                         1);
+        }
+        redisFree(d);
+    }
+    for (k = 0; k < 2; k++) {
+        for (i = 0; i < OV_IDS; i++) {
+            redisAppendCommand(c, "LIMITER CHECK user:ov%d:trade", i);
+        }
+    }
+    for (k = 0; k < 2; k++) {
+        for (i = 0; i < OV_IDS; i++) {
+            snprintf(what, sizeof(what), "user:ov%d:trade, check %d", i, k);
+            if (i % 4 == 1 || i % 4 == 2) {
+                /* A limit of 1, one every 3 or 5 minutes (a factor
+                 * multiplies the spacing): the first admitted, the second
+                 * refused. */
+                int t = i % 4 == 1 ? 180 : 300;
+                px_check_five(px_next(c), what, k, 1, 0, k == 0 ? -1 : t, t);
+            } else {
+                px_check_five(px_next(c), what, 0, 3, 2 - k, -1, 60 * (k + 1));
+            }
+        }
+    }
+    redisFree(c);
+}
+
+Test(it_limiter_batch, overrides_no_proxy_knew_apply_at_once_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    unseen_overrides_apply_at_once();
+}
+
+Test(it_limiter_batch, overrides_no_proxy_knew_apply_at_once_cluster,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    unseen_overrides_apply_at_once();
 }
 
 /* ---------------- CL.THROTTLE across slots ---------------- */
