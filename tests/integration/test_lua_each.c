@@ -1448,3 +1448,113 @@ Test(it_lua_each, the_library_pastes_each_part_once, .init = it_init,
         strstr(lib, "local function limiter_call(KEYS, ARGV)\n"));
     free(lib);
 }
+
+/* ---------------- A write Redis refuses ---------------- */
+
+/* A batch of three new identities of one level of `algo` (its four
+ * parameters p), keys n1..n3 with override hashes o1..o3, none of which
+ * exists (the fused checks run only then), each group assuming field "p"
+ * empty, as a script (EVALSHA: a script that has written nothing yet may
+ * not write out of memory, while a function that may write is refused
+ * whole): mode "shapes" (the fused check's write) or "each" (the general
+ * path's commit). */
+static redisReply *run_three_new(redisContext *c, const char *algo,
+                                 const char *const *p, int shapes)
+{
+    static const char *const keys[] = { "n1", "o1", "n2", "o2", "n3", "o3" };
+    struct args a;
+
+    memset(&a, 0, sizeof(a));
+    arg_head(&a, "limiter", FORM_SCRIPT);
+    arg_int(&a, 6);
+    for (int i = 0; i < 6; i++) {
+        arg(&a, keys[i]);
+    }
+    arg(&a, shapes ? "shapes" : "each");
+    arg(&a, NOW);
+    arg_int(&a, shapes ? 1 : 3);
+    for (int g = 0; g < (shapes ? 1 : 3); g++) {
+        arg(&a, "check");
+        arg(&a, "1");
+        arg(&a, "1");
+        arg(&a, algo);
+        for (int k = 0; k < 4; k++) {
+            arg(&a, p[k]);
+        }
+        arg(&a, "");
+        arg(&a, "1");
+        if (!shapes) {
+            arg(&a, "p");
+            arg(&a, "");
+        }
+    }
+    if (shapes) {
+        arg_int(&a, 3);
+        for (int g = 0; g < 3; g++) {
+            arg(&a, "p");
+            arg(&a, "");
+        }
+    }
+    return run(c, &a);
+}
+
+/* Out of memory, every fused check's write (HSET) is refused: each group
+ * is its error element, as the general path makes it, and nothing is
+ * written; with memory, the same batch admits all three. */
+Test(it_lua_each, a_refused_write_is_the_groups_error_on_either_path,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const struct {
+        const char *algo;
+        const char *p[4];
+    } lv[] = {
+        { "token_bucket", { TB_2, "", "" } },
+        { "leaky_bucket", { LB_2, "" } },
+        { "fixed_window", { FW_2, "", "" } },
+        { "sliding_counter", { SC_2, "", "" } },
+        { "sliding_window", { SW_2, "" } },
+    };
+    redisContext *c = connect_all();
+
+    for (size_t l = 0; l < sizeof(lv) / sizeof(*lv); l++) {
+        for (int shapes = 0; shapes <= 1; shapes++) {
+            const char *ctx = shapes ? "shapes" : "each";
+            redisReply *r;
+
+            px_check_status(px_cmd(c, "FLUSHALL"), "OK");
+            px_check_status(px_cmd(c, "CONFIG SET maxmemory 1"), "OK");
+            r = run_three_new(c, lv[l].algo, lv[l].p, shapes);
+            px_check_status(px_cmd(c, "CONFIG SET maxmemory 0"), "OK");
+            expect_array(r, ctx);
+            cr_assert_eq(r->elements, 6, "%s, %s", lv[l].algo, ctx);
+            for (size_t g = 3; g < 6; g++) {
+                const redisReply *e = r->element[g];
+                cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s, %s: group %zu",
+                             lv[l].algo, ctx, g - 3);
+                cr_assert_eq(strncmp(e->str, "OOM ", 4), 0, "%s, %s: %s",
+                             lv[l].algo, ctx, e->str);
+            }
+            freeReplyObject(r);
+            px_check_int(px_cmd(c, "DBSIZE"), 0);
+            /* With memory: admitted (flat: limited 0, then 6 values). */
+            r = run_three_new(c, lv[l].algo, lv[l].p, shapes);
+            expect_array(r, ctx);
+            cr_assert_eq(r->elements, 3 + (shapes ? 21u : 3u), "%s, %s",
+                         lv[l].algo, ctx);
+            for (size_t g = 0; g < 3; g++) {
+                const redisReply *e =
+                    shapes ? r->element[3 + 7 * g] : r->element[3 + g];
+                if (!shapes) {
+                    expect_array(e, ctx);
+                    e = e->element[0];
+                }
+                cr_assert_eq(e->type, REDIS_REPLY_INTEGER, "%s, %s", lv[l].algo,
+                             ctx);
+                cr_assert_eq(e->integer, 0, "%s, %s", lv[l].algo, ctx);
+            }
+            freeReplyObject(r);
+            px_check_int(px_cmd(c, "EXISTS n1 n2 n3"), 3);
+        }
+    }
+    redisFree(c);
+}
