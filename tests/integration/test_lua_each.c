@@ -958,6 +958,63 @@ static const struct grp LEVEL1_SW[] =
 static const char *const SW_STATE_KEYS[] = { "k1", "k2", "kw", "ks",
                                              "o1", "sa", "sb", "sc" };
 
+/* Batches of one shape whose groups mostly find their key missing (new
+ * identities), at cost 1 (admitted), 2 (the whole limit) and 3 (refused,
+ * nothing written): the library decides the first missing key of a call
+ * through the algorithm's fused check and replays that decision on the
+ * others (the same reply, the same HSET and PEXPIRE on their own keys),
+ * which must answer and write as the general path does for each: n1..n5
+ * new, n1 and n2 again (in use by then), kp and kr planted between them. */
+static const char *const NEW_KEYS[] = { "n1", "n2", "kp", "n3", "n1",
+                                        "n4", "kr", "n2", "n5" };
+#define NNEW_KEYS (int)(sizeof(NEW_KEYS) / sizeof(*NEW_KEYS))
+
+static const char *const NEW_STATE_KEYS[] = { "n1", "n2", "n3", "n4",
+                                              "n5", "kp", "kr" };
+
+Test(it_lua_each, new_identities_of_a_fused_check_decide_as_each,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const struct grp one[] = {
+        LEVEL1_OF("token_bucket", TB_2, "", "user:a", ""),
+        LEVEL1_OF("leaky_bucket", LB_2, "", "user:a", ""),
+        LEVEL1_OF("fixed_window", FW_2, "", "user:a", ""),
+        LEVEL1_OF("sliding_counter", SC_2, "", "user:a", ""),
+        LEVEL1_OF("sliding_window", SW_2, "", "user:a", ""),
+    };
+    static const char *const costs[] = { "1", "2", "3" };
+    static struct grp batch[NNEW_KEYS];
+    redisContext *c = connect_all();
+
+    level1_hash = 0;
+    for (size_t a = 0; a < sizeof(one) / sizeof(*one); a++) {
+        for (size_t k = 0; k < sizeof(costs) / sizeof(*costs); k++) {
+            redisReply *r;
+            int written = 0;
+            for (int x = 0; x < NNEW_KEYS; x++) {
+                batch[x] = one[a];
+                batch[x].cost = costs[k];
+                batch[x].l[0].key = NEW_KEYS[x];
+            }
+            cr_assert_eq(expect_shapes_as_each(c, batch, NNEW_KEYS,
+                                               NEW_STATE_KEYS, 7,
+                                               plant_level1_states, &r),
+                         1);
+            freeReplyObject(r);
+            /* Each run left its state: the new keys written exactly when
+             * the cost fits the limit of 2. */
+            for (int x = 0; x < 5; x++) {
+                redisReply *e = px_cmd(c, "EXISTS %s", NEW_STATE_KEYS[x]);
+                written += (int)e->integer;
+                freeReplyObject(e);
+            }
+            cr_assert_eq(written, k < 2 ? 5 : 0, "%s at cost %s: %d written",
+                         one[a].l[0].algo, costs[k], written);
+        }
+    }
+    redisFree(c);
+}
+
 static void plant_sw_states(redisContext *c)
 {
     plant_level1(c);
