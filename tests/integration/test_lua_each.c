@@ -10,6 +10,7 @@
  * does. With PX_LUA_FORM=function these tests call the library too. */
 #include "tests/integration/fixture.h"
 #include "tests/integration/lua_twin.h"
+#include "tests/integration/replies.h"
 #include "tests/support/px_test.h"
 
 #include <inttypes.h>
@@ -223,161 +224,6 @@ static redisContext *connect_all(void)
 
 /* ---------------- Replies and state ---------------- */
 
-/* Whether two replies are the same, element by element. */
-static int reply_eq(const redisReply *a, const redisReply *b)
-{
-    if (a->type != b->type) {
-        return 0;
-    }
-    switch (a->type) {
-    case REDIS_REPLY_INTEGER:
-        return a->integer == b->integer;
-    case REDIS_REPLY_NIL:
-        return 1;
-    case REDIS_REPLY_ARRAY:
-        if (a->elements != b->elements) {
-            return 0;
-        }
-        for (size_t i = 0; i < a->elements; i++) {
-            if (!reply_eq(a->element[i], b->element[i])) {
-                return 0;
-            }
-        }
-        return 1;
-    default:
-        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-    }
-}
-
-/* A reply in one line, for failure messages (truncated to outlen). */
-static void reply_fmt(const redisReply *r, char *out, size_t outlen)
-{
-    size_t used = strlen(out);
-
-    if (used + 32 >= outlen) {
-        return;
-    }
-    switch (r->type) {
-    case REDIS_REPLY_INTEGER:
-        snprintf(out + used, outlen - used, "%lld ", r->integer);
-        break;
-    case REDIS_REPLY_NIL:
-        snprintf(out + used, outlen - used, "nil ");
-        break;
-    case REDIS_REPLY_ARRAY:
-        snprintf(out + used, outlen - used, "[ ");
-        for (size_t i = 0; i < r->elements; i++) {
-            reply_fmt(r->element[i], out, outlen);
-        }
-        used = strlen(out);
-        snprintf(out + used, outlen - used, "] ");
-        break;
-    case REDIS_REPLY_ERROR:
-        snprintf(out + used, outlen - used, "-'%s' ", r->str);
-        break;
-    default:
-        snprintf(out + used, outlen - used, "'%.*s' ", (int)r->len, r->str);
-        break;
-    }
-}
-
-static void expect_reply_eq(const redisReply *a, const redisReply *b,
-                            const char *ctx)
-{
-    char sa[2048] = "", sb[2048] = "";
-
-    if (!reply_eq(a, b)) {
-        reply_fmt(a, sa, sizeof(sa));
-        reply_fmt(b, sb, sizeof(sb));
-        cr_assert_fail("%s: replies differ:\n  %s\n  %s", ctx, sa, sb);
-    }
-}
-
-/* Asserts that r is an array (a batch's reply), showing an error reply's
- * text when it is not. */
-static void expect_array(const redisReply *r, const char *ctx)
-{
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: type %d %s", ctx, r->type,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "");
-}
-
-/* Asserts that e (a reply or one group's element) is the error `text`. */
-static void expect_error(const redisReply *e, const char *text, const char *ctx)
-{
-    cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s: type %d", ctx, e->type);
-    cr_assert_str_eq(e->str, text, "%s", ctx);
-}
-
-/* What the test knows of one key: its type and value (sorted fields of a
- * hash, members and scores of a sorted set) as one line, and its PTTL. */
-struct keystate {
-    char text[4096];
-    long long pttl;
-};
-
-/* Comparison of two strings through pointers, for qsort. */
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void read_state(redisContext *c, const char *key, struct keystate *k)
-{
-    redisReply *t = px_cmd(c, "TYPE %s", key);
-    redisReply *v = NULL;
-    size_t used;
-
-    snprintf(k->text, sizeof(k->text), "%s:", t->str);
-    if (strcmp(t->str, "string") == 0) {
-        v = px_cmd(c, "GET %s", key);
-        used = strlen(k->text);
-        snprintf(k->text + used, sizeof(k->text) - used, "%s", v->str);
-    } else if (strcmp(t->str, "hash") == 0) {
-        char *pair[64];
-        char buf[64][128];
-        v = px_cmd(c, "HGETALL %s", key);
-        cr_assert_leq(v->elements / 2, 64);
-        for (size_t i = 0; i < v->elements / 2; i++) {
-            snprintf(buf[i], sizeof(buf[i]), "%s=%s", v->element[2 * i]->str,
-                     v->element[2 * i + 1]->str);
-            pair[i] = buf[i];
-        }
-        qsort(pair, v->elements / 2, sizeof(*pair), cmp_str);
-        for (size_t i = 0; i < v->elements / 2; i++) {
-            used = strlen(k->text);
-            snprintf(k->text + used, sizeof(k->text) - used, " %s", pair[i]);
-        }
-    } else if (strcmp(t->str, "zset") == 0) {
-        v = px_cmd(c, "ZRANGE %s 0 -1 WITHSCORES", key);
-        for (size_t i = 0; i < v->elements; i++) {
-            used = strlen(k->text);
-            snprintf(k->text + used, sizeof(k->text) - used, " %s",
-                     v->element[i]->str);
-        }
-    }
-    if (v != NULL) {
-        freeReplyObject(v);
-    }
-    freeReplyObject(t);
-    k->pttl = lua_twin_pttl(c, key);
-}
-
-/* Asserts that the two states of a key are the same, the expiries (set
- * relative to the real clock) up to `slack_ms` apart. */
-static void expect_state_eq(const struct keystate *a, const struct keystate *b,
-                            long long slack_ms, const char *key)
-{
-    cr_assert_str_eq(a->text, b->text, "%s: state", key);
-    cr_assert_eq(a->pttl < 0, b->pttl < 0, "%s: expiry %lld vs %lld", key,
-                 a->pttl, b->pttl);
-    if (a->pttl >= 0) {
-        long long d = a->pttl - b->pttl;
-        cr_assert(d <= slack_ms && d >= -slack_ms,
-                  "%s: PTTL %lld vs %lld (slack %lld)", key, a->pttl, b->pttl,
-                  slack_ms);
-    }
-}
-
 /* ---------------- A batch equals its groups one by one ---------------- */
 
 /* The override field "user:o" holds "2": a group that assumes "" gets
@@ -458,7 +304,7 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
 {
     redisContext *c = connect_all();
     redisReply *single[NMIXED], *batch;
-    struct keystate s1[NMIXED_KEYS], s2[NMIXED_KEYS];
+    struct replies_state s1[NMIXED_KEYS], s2[NMIXED_KEYS];
     struct args a;
     long long t0, t1, t2;
 
@@ -470,7 +316,7 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
         single[g] = run(c, &a);
     }
     for (int k = 0; k < NMIXED_KEYS; k++) {
-        read_state(c, MIXED_KEYS[k], &s1[k]);
+        replies_state_read(c, MIXED_KEYS[k], &s1[k]);
     }
     t1 = px_now_ms();
 
@@ -478,11 +324,11 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     args_each(&a, MIXED, NMIXED, FORM_RUN);
     batch = run(c, &a);
     for (int k = 0; k < NMIXED_KEYS; k++) {
-        read_state(c, MIXED_KEYS[k], &s2[k]);
+        replies_state_read(c, MIXED_KEYS[k], &s2[k]);
     }
     t2 = px_now_ms();
 
-    expect_array(batch, "batch");
+    replies_expect_array(batch, "batch");
     cr_assert_eq(batch->elements, 3 + (size_t)NMIXED);
     cr_assert_eq(batch->element[0]->integer, 0);
     cr_assert_eq(batch->element[1]->integer, NOW_S);
@@ -490,7 +336,7 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     for (int g = 0; g < NMIXED; g++) {
         char ctx[32];
         snprintf(ctx, sizeof(ctx), "group %d", g);
-        expect_reply_eq(single[g], batch->element[3 + g], ctx);
+        replies_expect_eq(single[g], batch->element[3 + g], ctx);
     }
     /* The sequence went where it should: refusals, the override, a full
      * log, a key that gcra refused the second time. */
@@ -499,8 +345,8 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     cr_assert_eq(single[7]->element[0]->integer, 1, "log full");
     cr_assert_eq(single[9]->element[0]->integer, 1, "gcra a1 again");
     for (int k = 0; k < NMIXED_KEYS; k++) {
-        expect_state_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5,
-                        MIXED_KEYS[k]);
+        replies_state_expect_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5,
+                                MIXED_KEYS[k]);
     }
     /* e2's group met the override: nothing of it was decided. */
     cr_assert_str_eq(s2[7].text, "none:");
@@ -544,7 +390,7 @@ static void expect_refused_whole(redisContext *c, const char *mode,
         }
         r = run(c, &a);
         snprintf(ctx, sizeof(ctx), "%s case %zu", mode, x);
-        expect_error(r, E_BAD, ctx);
+        replies_expect_error(r, E_BAD, ctx);
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 1);
     }
@@ -660,7 +506,7 @@ static int expect_shapes_as_each(redisContext *c, const struct grp *g, int ng,
                                  redisReply **last)
 {
     static struct args blocks[GROUPS_MAX];
-    static struct keystate s1[GROUPS_MAX * LIMITS_MAX],
+    static struct replies_state s1[GROUPS_MAX * LIMITS_MAX],
         s2[GROUPS_MAX * LIMITS_MAX];
     const redisReply *want[ARGV_MAX];
     redisReply *each, *shapes = NULL;
@@ -679,19 +525,19 @@ static int expect_shapes_as_each(redisContext *c, const struct grp *g, int ng,
         args_each(&a, g, ng, FORM_RUN);
         each = run(c, &a);
         for (int k = 0; k < nkeys; k++) {
-            read_state(c, keys[k], &s1[k]);
+            replies_state_read(c, keys[k], &s1[k]);
         }
         t1 = px_now_ms();
         plant_fn(c);
         ns = args_shapes(&a, blocks, g, ng, declared);
         shapes = run(c, &a);
         for (int k = 0; k < nkeys; k++) {
-            read_state(c, keys[k], &s2[k]);
+            replies_state_read(c, keys[k], &s2[k]);
         }
         t2 = px_now_ms();
 
-        expect_array(each, "each");
-        expect_array(shapes, "shapes");
+        replies_expect_array(each, "each");
+        replies_expect_array(shapes, "shapes");
         for (int i = 0; i < 3; i++) {
             want[i] = each->element[i];
         }
@@ -703,10 +549,11 @@ static int expect_shapes_as_each(redisContext *c, const struct grp *g, int ng,
         for (int i = 0; i < nwant; i++) {
             char at[48];
             snprintf(at, sizeof(at), "%s element %d", ctx, i);
-            expect_reply_eq(want[i], shapes->element[i], at);
+            replies_expect_eq(want[i], shapes->element[i], at);
         }
         for (int k = 0; k < nkeys; k++) {
-            expect_state_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5, keys[k]);
+            replies_state_expect_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5,
+                                    keys[k]);
         }
         freeReplyObject(each);
         if (declared) {
@@ -1152,7 +999,7 @@ Test(it_lua_each, a_stale_override_is_caught_with_or_without_hashes,
         }
         args_shapes(&a, blocks, STALE, NSTALE, 1);
         r = run(c, &a);
-        expect_array(r, ctx);
+        replies_expect_array(r, ctx);
         for (int x = 0; x < NSTALE; x++) {
             const struct grp *g = &STALE[x];
             int stale = strcmp(g->known[0], "") != 0;
@@ -1161,7 +1008,7 @@ Test(it_lua_each, a_stale_override_is_caught_with_or_without_hashes,
             if (stale) {
                 const redisReply *o = r->element[e++];
 
-                expect_array(o, ctx);
+                replies_expect_array(o, ctx);
                 cr_assert_eq(o->elements, 2, "%s: group %d", ctx, x);
                 cr_assert_str_eq(o->element[0]->str, "override", "%s", ctx);
                 cr_assert_str_eq(o->element[1]->str, "", "%s", ctx);
@@ -1243,7 +1090,7 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
             arg(&a, valid[i]);
         }
         r = run(c, &a);
-        expect_array(r, one ? "one shape" : "two shapes");
+        replies_expect_array(r, one ? "one shape" : "two shapes");
         cr_assert_eq(r->elements, 3 + 2 * 7, "two decided groups, flat");
         cr_assert_eq(r->element[3]->integer, 0);
         cr_assert_eq(r->element[10]->integer, 0);
@@ -1284,19 +1131,19 @@ Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
     px_check_status(px_cmd(c, "SET w notahash"), "OK");
     args_each(&a, g, 7, FORM_RUN);
     r = run(c, &a);
-    expect_array(r, "batch");
+    replies_expect_array(r, "batch");
     cr_assert_eq(r->elements, 3 + 7);
-    expect_error(r->element[3], E_WRONGTYPE, "group 0");
-    expect_error(r->element[4], E_BAD, "group 1");
-    expect_error(r->element[5], E_BAD, "group 2");
-    expect_array(r->element[6], "group 3");
+    replies_expect_error(r->element[3], E_WRONGTYPE, "group 0");
+    replies_expect_error(r->element[4], E_BAD, "group 1");
+    replies_expect_error(r->element[5], E_BAD, "group 2");
+    replies_expect_array(r->element[6], "group 3");
     cr_assert_eq(r->element[6]->element[0]->integer, 0);
-    expect_error(r->element[7], E_WRONGTYPE, "group 4");
-    expect_error(r->element[8],
-                 "ERR fixed_window max must be between 1 and 2^53 - 1",
-                 "group 5");
+    replies_expect_error(r->element[7], E_WRONGTYPE, "group 4");
+    replies_expect_error(r->element[8],
+                         "ERR fixed_window max must be between 1 and 2^53 - 1",
+                         "group 5");
     /* The last group saw the fourth's write. */
-    expect_array(r->element[9], "group 6");
+    replies_expect_array(r->element[9], "group 6");
     cr_assert_eq(r->element[9]->element[3]->element[2]->integer, 3);
     freeReplyObject(r);
     px_check_str(px_cmd(c, "GET w"), "notahash");
@@ -1342,12 +1189,12 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
         a.v[a.n - 10 - 2] = "soon"; /* the now before G and the group */
         a.len[a.n - 10 - 2] = 4;
         r = run(c, &a);
-        expect_error(r, E_BAD, "a bad clock");
+        replies_expect_error(r, E_BAD, "a bad clock");
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 1);
         args_each(&a, &g, 1, FORM_RUN);
         r = run(c, &a);
-        expect_array(r, "the valid batch");
+        replies_expect_array(r, "the valid batch");
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 2);
     }
@@ -1370,7 +1217,7 @@ Test(it_lua_each, a_repeated_key_sees_the_earlier_groups_write, .init = it_init,
 
     args_each(&a, g, 5, FORM_RUN);
     r = run(c, &a);
-    expect_array(r, "batch");
+    replies_expect_array(r, "batch");
     /* fixed_window max 2: remaining 1, 0, then refused */
     cr_assert_eq(r->element[3]->element[0]->integer, 0);
     cr_assert_eq(r->element[3]->element[3]->element[2]->integer, 1);
@@ -1416,7 +1263,7 @@ struct form_run {
     redisReply *lim[2 * NMIXED + 2];
     int nlim;
     char gcra[4][64];
-    struct keystate st[NMIXED_KEYS];
+    struct replies_state st[NMIXED_KEYS];
 };
 
 static void run_form(redisContext *c, enum form form, struct form_run *fr)
@@ -1437,13 +1284,13 @@ static void run_form(redisContext *c, enum form form, struct form_run *fr)
     for (int x = 0; x < 4; x++) {
         args_gcra_runs(&a, gkeys, 6, p, form);
         redisReply *r = run(c, &a);
-        expect_array(r, "gcra runs");
+        replies_expect_array(r, "gcra runs");
         cr_assert_eq(r->elements, 3 + 2 * 6);
         lua_twin_runs_text(r, 6, fr->gcra[x], sizeof(fr->gcra[x]));
         freeReplyObject(r);
     }
     for (int k = 0; k < NMIXED_KEYS; k++) {
-        read_state(c, MIXED_KEYS[k], &fr->st[k]);
+        replies_state_read(c, MIXED_KEYS[k], &fr->st[k]);
     }
 }
 
@@ -1465,7 +1312,7 @@ Test(it_lua_each, the_function_form_answers_as_evalsha, .init = it_init,
     for (int i = 0; i < fs.nlim; i++) {
         char ctx[32];
         snprintf(ctx, sizeof(ctx), "limiter call %d", i);
-        expect_reply_eq(fs.lim[i], ff.lim[i], ctx);
+        replies_expect_eq(fs.lim[i], ff.lim[i], ctx);
         freeReplyObject(fs.lim[i]);
         freeReplyObject(ff.lim[i]);
     }
@@ -1476,8 +1323,8 @@ Test(it_lua_each, the_function_form_answers_as_evalsha, .init = it_init,
      * refused; w is no TAT. */
     cr_assert_str_eq(fs.gcra[0], "-0 -0 +0 +1 --1 +0 ");
     for (int k = 0; k < NMIXED_KEYS; k++) {
-        expect_state_eq(&fs.st[k], &ff.st[k], px_now_ms() - t0 + 5,
-                        MIXED_KEYS[k]);
+        replies_state_expect_eq(&fs.st[k], &ff.st[k], px_now_ms() - t0 + 5,
+                                MIXED_KEYS[k]);
     }
     redisFree(c);
 }
@@ -1582,7 +1429,7 @@ Test(it_lua_each, a_refused_write_is_the_groups_error_on_either_path,
             px_check_status(px_cmd(c, "CONFIG SET maxmemory 1"), "OK");
             r = run_three_new(c, lv[l].algo, lv[l].p, shapes);
             px_check_status(px_cmd(c, "CONFIG SET maxmemory 0"), "OK");
-            expect_array(r, ctx);
+            replies_expect_array(r, ctx);
             cr_assert_eq(r->elements, 6, "%s, %s", lv[l].algo, ctx);
             for (size_t g = 3; g < 6; g++) {
                 const redisReply *e = r->element[g];
@@ -1595,14 +1442,14 @@ Test(it_lua_each, a_refused_write_is_the_groups_error_on_either_path,
             px_check_int(px_cmd(c, "DBSIZE"), 0);
             /* With memory: admitted (flat: limited 0, then 6 values). */
             r = run_three_new(c, lv[l].algo, lv[l].p, shapes);
-            expect_array(r, ctx);
+            replies_expect_array(r, ctx);
             cr_assert_eq(r->elements, 3 + (shapes ? 21u : 3u), "%s, %s",
                          lv[l].algo, ctx);
             for (size_t g = 0; g < 3; g++) {
                 const redisReply *e =
                     shapes ? r->element[3 + 7 * g] : r->element[3 + g];
                 if (!shapes) {
-                    expect_array(e, ctx);
+                    replies_expect_array(e, ctx);
                     e = e->element[0];
                 }
                 cr_assert_eq(e->type, REDIS_REPLY_INTEGER, "%s, %s", lv[l].algo,

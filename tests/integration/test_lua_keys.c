@@ -24,6 +24,7 @@
  * PX_LUA_FORM=function these tests call the FUNCTION library. */
 #include "tests/integration/fixture.h"
 #include "tests/integration/lua_twin.h"
+#include "tests/integration/replies.h"
 #include "tests/support/px_test.h"
 
 #include <stdint.h>
@@ -318,95 +319,6 @@ static redisReply *run(redisContext *c, struct args *a)
 
 /* ---------------- Replies ---------------- */
 
-/* Whether two replies are the same, element by element. */
-static int reply_eq(const redisReply *a, const redisReply *b)
-{
-    if (a->type != b->type) {
-        return 0;
-    }
-    switch (a->type) {
-    case REDIS_REPLY_INTEGER:
-        return a->integer == b->integer;
-    case REDIS_REPLY_NIL:
-        return 1;
-    case REDIS_REPLY_ARRAY:
-        if (a->elements != b->elements) {
-            return 0;
-        }
-        for (size_t i = 0; i < a->elements; i++) {
-            if (!reply_eq(a->element[i], b->element[i])) {
-                return 0;
-            }
-        }
-        return 1;
-    default:
-        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-    }
-}
-
-/* Appends a reply in one line to out (truncated to outlen). */
-static void reply_fmt(const redisReply *r, char *out, size_t outlen)
-{
-    size_t used = strlen(out);
-
-    if (used + 32 >= outlen) {
-        return;
-    }
-    switch (r->type) {
-    case REDIS_REPLY_INTEGER:
-        snprintf(out + used, outlen - used, "%lld ", r->integer);
-        break;
-    case REDIS_REPLY_NIL:
-        snprintf(out + used, outlen - used, "nil ");
-        break;
-    case REDIS_REPLY_ARRAY:
-        snprintf(out + used, outlen - used, "[ ");
-        for (size_t i = 0; i < r->elements; i++) {
-            reply_fmt(r->element[i], out, outlen);
-        }
-        used = strlen(out);
-        snprintf(out + used, outlen - used, "] ");
-        break;
-    case REDIS_REPLY_ERROR:
-        snprintf(out + used, outlen - used, "-'%s' ", r->str);
-        break;
-    default:
-        snprintf(out + used, outlen - used, "'%.*s' ", (int)r->len, r->str);
-        break;
-    }
-}
-
-static void expect_reply_eq(const redisReply *a, const redisReply *b,
-                            const char *ctx)
-{
-    char sa[8192] = "", sb[8192] = "";
-
-    if (!reply_eq(a, b)) {
-        reply_fmt(a, sa, sizeof(sa));
-        reply_fmt(b, sb, sizeof(sb));
-        cr_assert_fail("%s: replies differ:\n  pairs: %s\n  keys:  %s", ctx, sa,
-                       sb);
-    }
-}
-
-/* Asserts that r is an array (a batch's reply), showing an error reply's
- * text when it is not. */
-static void expect_array(const redisReply *r, const char *ctx)
-{
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: type %d %s", ctx, r->type,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "");
-}
-
-/* Asserts that e (a reply or one group's element) is the error `text`. */
-static void expect_error(const redisReply *e, const char *text, const char *ctx)
-{
-    char s[2048] = "";
-
-    reply_fmt(e, s, sizeof(s));
-    cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s: not an error: %s", ctx, s);
-    cr_assert_str_eq(e->str, text, "%s", ctx);
-}
-
 /* Group g's reply r, of the single form or mode "each", as text the way
  * mode "shapes" lays it out: a decided group's limited then its entries'
  * elements, anything else whole. */
@@ -416,15 +328,15 @@ static void group_text(const redisReply *r, const struct grp *g, char *out,
     out[0] = '\0';
     if (r->type != REDIS_REPLY_ARRAY || strcmp(g->mode, "refund") == 0 ||
         r->elements < 3 || r->element[0]->type != REDIS_REPLY_INTEGER) {
-        reply_fmt(r, out, len);
+        replies_fmt(r, out, len);
         return;
     }
-    reply_fmt(r->element[0], out, len);
+    replies_fmt(r->element[0], out, len);
     for (size_t i = 3; i < r->elements; i++) {
         const redisReply *e = r->element[i];
         cr_assert_eq(e->type, REDIS_REPLY_ARRAY);
         for (size_t j = 0; j < e->elements; j++) {
-            reply_fmt(e->element[j], out, len);
+            replies_fmt(e->element[j], out, len);
         }
     }
 }
@@ -450,7 +362,7 @@ static void shapes_texts(const redisReply *r, const struct grp *g, int ng,
         }
         cr_assert_leq(i + count, r->elements, "%s: group %d", ctx, x);
         for (size_t k = 0; k < count; k++) {
-            reply_fmt(r->element[i + k], text[x], TEXT_MAX);
+            replies_fmt(r->element[i + k], text[x], TEXT_MAX);
         }
         i += count;
     }
@@ -460,71 +372,17 @@ static void shapes_texts(const redisReply *r, const struct grp *g, int ng,
 
 /* ---------------- State ---------------- */
 
-/* What the test knows of one key: its type and value (sorted fields of a
- * hash, members and scores of a sorted set) as one line, and its PTTL. */
-struct keystate {
-    char text[4096];
-    long long pttl;
-};
-
 /* Every key of the database, sorted, and its state. */
 struct snap {
     int n;
     char name[SNAP_MAX][128];
-    struct keystate st[SNAP_MAX];
+    struct replies_state st[SNAP_MAX];
 };
-
-/* Comparison of two strings through pointers, for qsort. */
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 /* Comparison of two names of a snap, for qsort. */
 static int cmp_name(const void *a, const void *b)
 {
     return strcmp((const char *)a, (const char *)b);
-}
-
-static void read_state(redisContext *c, const char *key, struct keystate *k)
-{
-    redisReply *t = px_cmd(c, "TYPE %s", key);
-    redisReply *v = NULL;
-    size_t used;
-
-    snprintf(k->text, sizeof(k->text), "%s:", t->str);
-    if (strcmp(t->str, "string") == 0) {
-        v = px_cmd(c, "GET %s", key);
-        used = strlen(k->text);
-        snprintf(k->text + used, sizeof(k->text) - used, "%s", v->str);
-    } else if (strcmp(t->str, "hash") == 0) {
-        static char buf[DECOYS_MAX * 2][160];
-        char *pair[DECOYS_MAX * 2];
-        v = px_cmd(c, "HGETALL %s", key);
-        cr_assert_leq(v->elements / 2, DECOYS_MAX * 2, "%s", key);
-        for (size_t i = 0; i < v->elements / 2; i++) {
-            snprintf(buf[i], sizeof(buf[i]), "%s=%s", v->element[2 * i]->str,
-                     v->element[2 * i + 1]->str);
-            pair[i] = buf[i];
-        }
-        qsort(pair, v->elements / 2, sizeof(*pair), cmp_str);
-        for (size_t i = 0; i < v->elements / 2; i++) {
-            used = strlen(k->text);
-            snprintf(k->text + used, sizeof(k->text) - used, " %s", pair[i]);
-        }
-    } else if (strcmp(t->str, "zset") == 0) {
-        v = px_cmd(c, "ZRANGE %s 0 -1 WITHSCORES", key);
-        for (size_t i = 0; i < v->elements; i++) {
-            used = strlen(k->text);
-            snprintf(k->text + used, sizeof(k->text) - used, " %s",
-                     v->element[i]->str);
-        }
-    }
-    if (v != NULL) {
-        freeReplyObject(v);
-    }
-    freeReplyObject(t);
-    k->pttl = lua_twin_pttl(c, key);
 }
 
 static void snap_read(redisContext *c, struct snap *s)
@@ -541,7 +399,7 @@ static void snap_read(redisContext *c, struct snap *s)
     freeReplyObject(k);
     qsort(s->name, (size_t)s->n, sizeof(s->name[0]), cmp_name);
     for (int i = 0; i < s->n; i++) {
-        read_state(c, s->name[i], &s->st[i]);
+        replies_state_read(c, s->name[i], &s->st[i]);
     }
 }
 
@@ -568,7 +426,7 @@ static void expect_snap_eq(const struct snap *a, const struct snap *b,
                   i < b->n ? b->name[i] : "(none)", a->n, b->n);
     }
     for (int i = 0; i < a->n; i++) {
-        const struct keystate *x = &a->st[i], *y = &b->st[i];
+        const struct replies_state *x = &a->st[i], *y = &b->st[i];
         cr_assert_str_eq(x->text, y->text, "%s: %s: state", ctx, a->name[i]);
         cr_assert_eq(x->pttl < 0, y->pttl < 0, "%s: %s: expiry %lld vs %lld",
                      ctx, a->name[i], x->pttl, y->pttl);
@@ -802,7 +660,7 @@ static void run_form(redisContext *c, enum call_form cf, const struct grp *g,
             args_shapes(&a, blocks, g, ng, keys, cf == CF_SHAPES);
         }
         r = o->r[o->nr++] = run(c, &a);
-        expect_array(r, ctx);
+        replies_expect_array(r, ctx);
         cr_assert_geq(r->elements, 3, "%s", ctx);
         cr_assert_eq(r->element[0]->integer, 0, "%s", ctx);
         cr_assert_eq(r->element[1]->integer, NOW_S, "%s", ctx);
@@ -846,7 +704,7 @@ static void expect_keys_as_pairs(redisContext *c, const struct grp *g, int ng,
         for (int i = 0; i < p->nr; i++) {
             char at[200];
             snprintf(at, sizeof(at), "%s, reply %d", ctx, i);
-            expect_reply_eq(p->r[i], k->r[i], at);
+            replies_expect_eq(p->r[i], k->r[i], at);
         }
         expect_snap_eq(&p->snap, &k->snap, p->ms + k->ms + 5, ctx);
         if (cf == CF_EACH && ref != NULL) {
@@ -908,7 +766,7 @@ static void expect_override(redisContext *c, const struct grp *g,
         if (cf == CF_SINGLE) {
             group_text(r, g, got[0], TEXT_MAX);
         } else {
-            expect_array(r, CF_NAME[cf]);
+            replies_expect_array(r, CF_NAME[cf]);
             if (cf == CF_EACH) {
                 cr_assert_eq(r->elements, 4);
                 group_text(r->element[3], g, got[0], TEXT_MAX);
@@ -1047,7 +905,7 @@ Test(it_lua_keys, the_paths_are_the_keys_tag_and_rest, .init = it_init,
         px_check_int(px_cmd(c, "HDEL " ALEX " user:alex:trade"), 1);
         args_single(&a, &back, 1);
         r = run(c, &a);
-        expect_array(r, "decoys only");
+        replies_expect_array(r, "decoys only");
         cr_assert_eq(r->elements, 3 + 3, "decoys only");
         cr_assert_eq(r->element[0]->integer, 0, "decoys only");
         freeReplyObject(r);
@@ -1671,7 +1529,7 @@ static void expect_bad_alone(redisContext *c, const struct grp *nb,
             snap_read(c, before);
             args_single(&a, bad, 1);
             r = run(c, &a);
-            expect_error(r, E_BAD, ctx);
+            replies_expect_error(r, E_BAD, ctx);
             freeReplyObject(r);
             snap_read(c, &o->snap);
             expect_snap_eq(before, &o->snap, 1000000, ctx);
@@ -1770,7 +1628,7 @@ static void expect_refused(redisContext *c, struct args *a,
     plant(c, s);
     snap_read(c, before);
     r = run(c, a);
-    expect_error(r, E_BAD, ctx);
+    replies_expect_error(r, E_BAD, ctx);
     freeReplyObject(r);
     snap_read(c, after);
     expect_snap_eq(before, after, 1000000, ctx);
