@@ -434,7 +434,7 @@ Test(it_limiter_batch, a_call_whose_slot_moved_is_sent_again_alone,
         redisFree(d);
     }
     for (i = 0; i < 4; i++) {
-        snprintf(tag, sizeof(tag), "user:%s", others[i]);
+        snprintf(tag, sizeof(tag), "user:%.*s", KEY_MAX - 1, others[i]);
         snprintf(key, sizeof(key), "cellgate:{%s}#0:gcra", tag);
         check_only_on_owner(tag, key);
     }
