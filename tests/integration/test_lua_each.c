@@ -9,6 +9,7 @@
  * build makes of the same sources) must answer every call as EVALSHA
  * does. With PX_LUA_FORM=function these tests call the library too. */
 #include "tests/integration/fixture.h"
+#include "tests/integration/lcall.h"
 #include "tests/integration/lua_twin.h"
 #include "tests/integration/replies.h"
 #include "tests/support/px_test.h"
@@ -27,19 +28,10 @@ PX_TEST_SUITE(it_lua_each);
 #define E_WRONGTYPE                                                            \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 
-/* 2023-11-14T22:13:20Z, in us: the explicit clock of every call. */
-#define NOW    "1700000000000000"
-#define NOW_S  1700000000
-#define NOW_US 0
-
-#define ARGV_MAX   512 /* arguments of one call */
-#define GROUPS_MAX 16  /* groups of one batch */
-#define LIMITS_MAX 3   /* limits of one group */
-
 /* The gcra parameters for burst 0, one per 2 s: INC = DVT = 2 s. */
 #define GCRA_2S "2", "0", "2", "0"
 
-/* A group (struct grp) of one limit: mode_ at cost_ on `key` with
+/* A group (struct lcall_grp) of one limit: mode_ at cost_ on `key` with
  * algorithm `algo` and its parameters (...), no undo token, override hash
  * ovr_ and no override to verify. */
 #define GROUP1(mode_, cost_, ovr_, key, algo, ...)                             \
@@ -54,161 +46,6 @@ static void it_init(void)
 }
 
 /* ---------------- Calls ---------------- */
-
-/* One limit of a group: its key, algorithm, parameters and undo token. */
-struct lim {
-    const char *key;
-    const char *algo;
-    const char *p[4];
-    const char *undo;
-};
-
-/* One group, as one limiter.lua call takes it. */
-struct grp {
-    const char *mode;
-    const char *cost;
-    int n;
-    struct lim l[LIMITS_MAX];
-    const char *ovr; /* its override hash */
-    int m;
-    const char *path[2];  /* override fields to verify */
-    const char *known[2]; /* what the caller assumes they hold */
-};
-
-/* An argument vector under construction (the strings are borrowed). */
-struct args {
-    const char *v[ARGV_MAX];
-    size_t len[ARGV_MAX];
-    int n;
-    char num[GROUPS_MAX * 2 + 4][24]; /* room for the counts it prints */
-    int nnum;
-};
-
-static void arg(struct args *a, const char *s)
-{
-    cr_assert_lt(a->n, ARGV_MAX);
-    a->v[a->n] = s != NULL ? s : "";
-    a->len[a->n] = strlen(a->v[a->n]);
-    a->n++;
-}
-
-static void arg_int(struct args *a, long long v)
-{
-    cr_assert_lt(a->nnum, (int)(sizeof(a->num) / sizeof(*a->num)));
-    snprintf(a->num[a->nnum], sizeof(a->num[0]), "%lld", v);
-    arg(a, a->num[a->nnum++]);
-}
-
-/* Which form a call takes: the run's (PX_LUA_FORM), or one of the two. */
-enum form { FORM_RUN, FORM_SCRIPT, FORM_FUNCTION };
-
-/* EVALSHA <sha> or FCALL <function> for script `name`. */
-static void arg_head(struct args *a, const char *name, enum form form)
-{
-    static char fn[64];
-
-    if (form == FORM_SCRIPT ||
-        (form == FORM_RUN && !lua_twin_function_form())) {
-        arg(a, "EVALSHA");
-        arg(a, scripts_find(name)->sha1);
-    } else {
-        snprintf(fn, sizeof(fn), LUA_TWIN_FN_PREFIX "%s", name);
-        arg(a, "FCALL");
-        arg(a, fn);
-    }
-}
-
-/* The 6 values of each limit. */
-static void arg_group_levels(struct args *a, const struct grp *g)
-{
-    for (int i = 0; i < g->n; i++) {
-        arg(a, g->l[i].algo);
-        for (int k = 0; k < 4; k++) {
-            arg(a, g->l[i].p[k]);
-        }
-        arg(a, g->l[i].undo);
-    }
-}
-
-/* The override pairs. */
-static void arg_group_pairs(struct args *a, const struct grp *g)
-{
-    for (int j = 0; j < g->m; j++) {
-        arg(a, g->path[j]);
-        arg(a, g->known[j]);
-    }
-}
-
-/* m and the override pairs. */
-static void arg_group_overrides(struct args *a, const struct grp *g)
-{
-    arg_int(a, g->m);
-    arg_group_pairs(a, g);
-}
-
-/* The 6 values of each limit, m and the pairs: a group's tail. */
-static void arg_group_tail(struct args *a, const struct grp *g)
-{
-    arg_group_levels(a, g);
-    arg_group_overrides(a, g);
-}
-
-/* The keys of groups g[0..ng-1]: each one's limit keys, then its override
- * hash. */
-static void arg_keys(struct args *a, const struct grp *g, int ng)
-{
-    for (int x = 0; x < ng; x++) {
-        for (int i = 0; i < g[x].n; i++) {
-            arg(a, g[x].l[i].key);
-        }
-        arg(a, g[x].ovr);
-    }
-}
-
-/* The call of group g alone. */
-static void args_single(struct args *a, const struct grp *g, enum form form)
-{
-    memset(a, 0, sizeof(*a));
-    arg_head(a, "limiter", form);
-    arg_int(a, g->n + 1);
-    arg_keys(a, g, 1);
-    arg(a, g->mode);
-    arg(a, NOW);
-    arg(a, g->cost);
-    arg_group_tail(a, g);
-}
-
-/* The "each" call of groups g[0..ng-1]. */
-static void args_each(struct args *a, const struct grp *g, int ng,
-                      enum form form)
-{
-    int nk = 0;
-
-    memset(a, 0, sizeof(*a));
-    arg_head(a, "limiter", form);
-    for (int x = 0; x < ng; x++) {
-        nk += g[x].n + 1;
-    }
-    arg_int(a, nk);
-    arg_keys(a, g, ng);
-    arg(a, "each");
-    arg(a, NOW);
-    arg_int(a, ng);
-    for (int x = 0; x < ng; x++) {
-        arg(a, g[x].mode);
-        arg(a, g[x].cost);
-        arg_int(a, g[x].n);
-        arg_group_tail(a, &g[x]);
-    }
-}
-
-static redisReply *run(redisContext *c, struct args *a)
-{
-    redisReply *r = redisCommandArgv(c, a->n, a->v, a->len);
-
-    cr_assert_not_null(r, "%s: %s", a->v[0], c->errstr);
-    return r;
-}
 
 /* A connection with both scripts loaded (and the library, which the
  * library tests always need). */
@@ -236,61 +73,61 @@ static void plant(redisContext *c)
 
 /* Groups over every algorithm, modes, refusals, repeated keys, a refund
  * and an override. */
-static const struct grp MIXED[] = {
+static const struct lcall_grp MIXED[] = {
     GROUP1("check", "1", "ovr", "a1", "gcra", GCRA_2S),
-    { "check",
-      "2",
-      2,
-      { { "b1", "token_bucket", { "3", "1000000" }, NULL },
-        { "b2", "fixed_window", { "5", "60000" }, NULL } },
-      "ovr",
-      1,
-      { "user:b" },
-      { "" } },
-    { "check",
-      "1",
-      2,
-      { { "c1", "sliding_log", { "2", "60000", "0" }, NULL },
-        { "c2", "sliding_counter", { "10", "60000" }, NULL } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
+    { .mode = "check",
+      .cost = "2",
+      .n = 2,
+      .l = { { "b1", "token_bucket", { "3", "1000000" }, NULL },
+             { "b2", "fixed_window", { "5", "60000" }, NULL } },
+      .ovr = "ovr",
+      .m = 1,
+      .path = { "user:b" },
+      .known = { "" } },
+    { .mode = "check",
+      .cost = "1",
+      .n = 2,
+      .l = { { "c1", "sliding_log", { "2", "60000", "0" }, NULL },
+             { "c2", "sliding_counter", { "10", "60000" }, NULL } },
+      .ovr = "ovr",
+      .m = 0,
+      .path = { 0 },
+      .known = { 0 } },
     GROUP1("peek", "1", "ovr", "d1", "leaky_bucket", "3", "1000", "1"),
     /* b1 has 1 token left after the second group: refused, and b2,
      * admitted on its own, shows its state without this request. */
-    { "check",
-      "3",
-      2,
-      { { "b2", "fixed_window", { "5", "60000" }, NULL },
-        { "b1", "token_bucket", { "3", "1000000" }, NULL } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
+    { .mode = "check",
+      .cost = "3",
+      .n = 2,
+      .l = { { "b2", "fixed_window", { "5", "60000" }, NULL },
+             { "b1", "token_bucket", { "3", "1000000" }, NULL } },
+      .ovr = "ovr",
+      .m = 0,
+      .path = { 0 },
+      .known = { 0 } },
     GROUP1("check", "1", "ovr", "e1", "sliding_window", "3", "60000", "1000"),
     GROUP1("check", "1", "ovr", "c1", "sliding_log", "2", "60000", "0"),
     /* The log is full: refused, and logged all the same. */
     GROUP1("check", "1", "ovr", "c1", "sliding_log", "2", "60000", "0"),
-    { "check",
-      "1",
-      1,
-      { { "e2", "leaky_bucket", { "3", "1000", "1" }, NULL } },
-      "ovr",
-      1,
-      { "user:o" },
-      { "" } },
+    { .mode = "check",
+      .cost = "1",
+      .n = 1,
+      .l = { { "e2", "leaky_bucket", { "3", "1000", "1" }, NULL } },
+      .ovr = "ovr",
+      .m = 1,
+      .path = { "user:o" },
+      .known = { "" } },
     GROUP1("check", "1", "ovr", "a1", "gcra", GCRA_2S),
     /* Gives the second group's cost back to b2's window (its start is
-     * NOW's minute). */
-    { "refund",
-      "2",
-      1,
-      { { "b2", "fixed_window", { "5", "60000" }, "1699999980000000" } },
-      "ovr",
-      0,
-      { 0 },
-      { 0 } },
+     * LCALL_NOW's minute). */
+    { .mode = "refund",
+      .cost = "2",
+      .n = 1,
+      .l = { { "b2", "fixed_window", { "5", "60000" }, "1699999980000000" } },
+      .ovr = "ovr",
+      .m = 0,
+      .path = { 0 },
+      .known = { 0 } },
     GROUP1("check", "0", "ovr", "d1", "leaky_bucket", "3", "1000", "1"),
 };
 #define NMIXED (int)(sizeof(MIXED) / sizeof(*MIXED))
@@ -305,15 +142,15 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     redisContext *c = connect_all();
     redisReply *single[NMIXED], *batch;
     struct replies_state s1[NMIXED_KEYS], s2[NMIXED_KEYS];
-    struct args a;
+    struct lcall_args a;
     long long t0, t1, t2;
 
     cr_assert_str_eq(MIXED[10].l[0].undo, "1699999980000000");
     plant(c);
     t0 = px_now_ms();
     for (int g = 0; g < NMIXED; g++) {
-        args_single(&a, &MIXED[g], FORM_RUN);
-        single[g] = run(c, &a);
+        lcall_single(&a, &MIXED[g], LCALL_RUN, 0);
+        single[g] = lcall_run(c, &a);
     }
     for (int k = 0; k < NMIXED_KEYS; k++) {
         replies_state_read(c, MIXED_KEYS[k], &s1[k]);
@@ -321,8 +158,8 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     t1 = px_now_ms();
 
     plant(c);
-    args_each(&a, MIXED, NMIXED, FORM_RUN);
-    batch = run(c, &a);
+    lcall_each(&a, MIXED, NMIXED, LCALL_RUN, 0, 1);
+    batch = lcall_run(c, &a);
     for (int k = 0; k < NMIXED_KEYS; k++) {
         replies_state_read(c, MIXED_KEYS[k], &s2[k]);
     }
@@ -331,8 +168,8 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     replies_expect_array(batch, "batch");
     cr_assert_eq(batch->elements, 3 + (size_t)NMIXED);
     cr_assert_eq(batch->element[0]->integer, 0);
-    cr_assert_eq(batch->element[1]->integer, NOW_S);
-    cr_assert_eq(batch->element[2]->integer, NOW_US);
+    cr_assert_eq(batch->element[1]->integer, LCALL_NOW_S);
+    cr_assert_eq(batch->element[2]->integer, LCALL_NOW_US);
     for (int g = 0; g < NMIXED; g++) {
         char ctx[32];
         snprintf(ctx, sizeof(ctx), "group %d", g);
@@ -366,7 +203,7 @@ struct bad_call {
 
 /* Runs each of bad[0..n-1] in `mode` and asserts the refusal and that
  * nothing was written (the database holds "other" alone); `now_too`
- * alternates the node's clock ("") with NOW. */
+ * alternates the node's clock ("") with LCALL_NOW. */
 static void expect_refused_whole(redisContext *c, const char *mode,
                                  const struct bad_call *bad, size_t n,
                                  int now_too)
@@ -374,21 +211,20 @@ static void expect_refused_whole(redisContext *c, const char *mode,
     static const char *const keys[] = { "k1", "k1#o", "k2", "k2#o" };
 
     for (size_t x = 0; x < n; x++) {
-        struct args a;
+        struct lcall_args a;
         redisReply *r;
         char ctx[32];
-        memset(&a, 0, sizeof(a));
-        arg_head(&a, "limiter", FORM_RUN);
-        arg_int(&a, bad[x].nkeys);
+        lcall_start(&a, "limiter", LCALL_RUN);
+        lcall_int(&a, bad[x].nkeys);
         for (int k = 0; k < bad[x].nkeys; k++) {
-            arg(&a, keys[k]);
+            lcall_arg(&a, keys[k]);
         }
-        arg(&a, mode);
-        arg(&a, x % 2 || !now_too ? NOW : "");
+        lcall_arg(&a, mode);
+        lcall_arg(&a, x % 2 || !now_too ? LCALL_NOW : "");
         for (int i = 0; bad[x].argv[i] != NULL; i++) {
-            arg(&a, bad[x].argv[i]);
+            lcall_arg(&a, bad[x].argv[i]);
         }
-        r = run(c, &a);
+        r = lcall_run(c, &a);
         snprintf(ctx, sizeof(ctx), "%s case %zu", mode, x);
         replies_expect_error(r, E_BAD, ctx);
         freeReplyObject(r);
@@ -408,73 +244,11 @@ static void expect_refused_whole(redisContext *c, const char *mode,
 /* A valid shape: OK_LEVELS and m = 0 (a group of it is no words). */
 #define OK_SHAPE OK_LEVELS, "0"
 
-/* limiter.lua "shapes" of groups g[0..ng-1]: each distinct block of levels
- * and m once (blocks[] holds them, alive until the call is made), then
- * each group's shape (when there are several) and override pairs, the
- * keys declared or after those. Returns the number of shapes. */
-static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
-                       int ng, int declared)
-{
-    int shape[GROUPS_MAX], ns = 0, nk = 0;
-
-    memset(a, 0, sizeof(*a));
-    arg_head(a, "limiter", FORM_RUN);
-    for (int x = 0; x < ng; x++) {
-        struct args *b = &blocks[x];
-        memset(b, 0, sizeof(*b));
-        arg(b, g[x].mode);
-        arg(b, g[x].cost);
-        arg_int(b, g[x].n);
-        arg_group_levels(b, &g[x]);
-        arg_int(b, g[x].m);
-        nk += g[x].n + 1;
-        shape[x] = -1;
-        for (int y = 0; y < x && shape[x] < 0; y++) {
-            int same = shape[y] == y && blocks[y].n == b->n;
-            for (int i = 0; same && i < b->n; i++) {
-                same = strcmp(blocks[y].v[i], b->v[i]) == 0;
-            }
-            shape[x] = same ? y : -1;
-        }
-        if (shape[x] < 0) {
-            shape[x] = x;
-            ns++;
-        }
-    }
-    arg_int(a, declared ? nk : 0);
-    if (declared) {
-        arg_keys(a, g, ng);
-    }
-    arg(a, "shapes");
-    arg(a, NOW);
-    arg_int(a, ns);
-    for (int x = 0; x < ng; x++) {
-        for (int i = 0; shape[x] == x && i < blocks[x].n; i++) {
-            arg(a, blocks[x].v[i]);
-        }
-    }
-    arg_int(a, ng);
-    for (int x = 0; x < ng; x++) {
-        int number = 0;
-        for (int y = 0; y <= shape[x]; y++) {
-            number += shape[y] == y;
-        }
-        if (ns > 1) {
-            arg_int(a, number);
-        }
-        arg_group_pairs(a, &g[x]);
-    }
-    if (!declared) {
-        arg_keys(a, g, ng);
-    }
-    return ns;
-}
-
 /* The elements mode "each"'s group reply r (of group g) takes in a flat
  * "shapes" reply, into out[]: a decided group's limited and its entries
  * (one value for a one-element entry, else its elements); anything else
  * whole. Returns how many. */
-static int flatten(const redisReply *r, const struct grp *g,
+static int flatten(const redisReply *r, const struct lcall_grp *g,
                    const redisReply **out)
 {
     int n = 0;
@@ -500,37 +274,37 @@ static int flatten(const redisReply *r, const struct grp *g,
  * alike: the shapes reply is the each reply flattened, and keys[] hold the
  * same. Returns the number of shapes; *last is the shapes reply with keys
  * undeclared (the caller frees it). */
-static int expect_shapes_as_each(redisContext *c, const struct grp *g, int ng,
-                                 const char *const *keys, int nkeys,
+static int expect_shapes_as_each(redisContext *c, const struct lcall_grp *g,
+                                 int ng, const char *const *keys, int nkeys,
                                  void (*plant_fn)(redisContext *),
                                  redisReply **last)
 {
-    static struct args blocks[GROUPS_MAX];
-    static struct replies_state s1[GROUPS_MAX * LIMITS_MAX],
-        s2[GROUPS_MAX * LIMITS_MAX];
-    const redisReply *want[ARGV_MAX];
+    static struct lcall_args blocks[LCALL_GROUPS_MAX];
+    static struct replies_state s1[LCALL_GROUPS_MAX * LCALL_LIMITS_MAX],
+        s2[LCALL_GROUPS_MAX * LCALL_LIMITS_MAX];
+    const redisReply *want[LCALL_ARGV_MAX];
     redisReply *each, *shapes = NULL;
-    struct args a;
+    struct lcall_args a;
     long long t0, t1, t2;
     int ns = 0;
 
-    cr_assert_leq(ng, GROUPS_MAX);
-    cr_assert_leq(nkeys, GROUPS_MAX * LIMITS_MAX);
+    cr_assert_leq(ng, LCALL_GROUPS_MAX);
+    cr_assert_leq(nkeys, LCALL_GROUPS_MAX * LCALL_LIMITS_MAX);
     for (int declared = 1; declared >= 0; declared--) {
         const char *ctx = declared ? "declared" : "undeclared";
         int nwant = 3;
 
         plant_fn(c);
         t0 = px_now_ms();
-        args_each(&a, g, ng, FORM_RUN);
-        each = run(c, &a);
+        lcall_each(&a, g, ng, LCALL_RUN, 0, 1);
+        each = lcall_run(c, &a);
         for (int k = 0; k < nkeys; k++) {
             replies_state_read(c, keys[k], &s1[k]);
         }
         t1 = px_now_ms();
         plant_fn(c);
-        ns = args_shapes(&a, blocks, g, ng, declared);
-        shapes = run(c, &a);
+        ns = lcall_shapes(&a, blocks, g, ng, 0, declared);
+        shapes = lcall_run(c, &a);
         for (int k = 0; k < nkeys; k++) {
             replies_state_read(c, keys[k], &s2[k]);
         }
@@ -586,12 +360,12 @@ Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
 
 /* A check of one level of `algo` (its parameters `params`, a macro) on
  * `key`, override hash "o1", assuming field `path` holds `known`. */
-#define LEVEL1_OF(algo, params, key, path, known)                              \
+#define LEVEL1_OF(algo, params, key, path_, known_)                            \
     {                                                                          \
-        "check", "1", 1, { { key, algo, { params }, NULL } }, "o1", 1,         \
-            { path },                                                          \
-        {                                                                      \
-            known                                                              \
+        .mode = "check", .cost = "1", .n = 1,                                  \
+        .l = { { key, algo, { params }, NULL } }, .ovr = "o1", .m = 1,         \
+        .path = { path_ }, .known = {                                          \
+            known_                                                             \
         }                                                                      \
     }
 
@@ -603,7 +377,7 @@ Test(it_lua_each, shapes_decide_as_each_with_a_flat_reply, .init = it_init,
  * a loop of its own: k1 fresh (written at its read), admitted twice from
  * a TAT ahead of now, then refused; a stale override; a key of the wrong
  * type; a value that is no TAT. */
-static const struct grp LEVEL1S[] = {
+static const struct lcall_grp LEVEL1S[] = {
     LEVEL1("k1", "user:a", ""),  LEVEL1("k1", "user:a", ""),
     LEVEL1("k1", "user:a", ""),  LEVEL1("k1", "user:a", ""),
     LEVEL1("k2", "user:o", "2"), LEVEL1("kw", "user:a", ""),
@@ -617,23 +391,23 @@ static const char *const LEVEL1_KEYS[] = { "k1", "k2", "kw", "ks", "o1" };
 /* A check of two gcra levels (GCRA_B2, then GCRA_2S) on keys k and l,
  * override hash "o1", assuming fields user:a and user:a:x hold "" and
  * `known`. */
-#define LEVEL2(k, l, known)                                                    \
+#define LEVEL2(k_, l_, known_)                                                 \
     {                                                                          \
-        "check", "1", 2,                                                       \
-            { { k, "gcra", { GCRA_B2 }, NULL },                                \
-              { l, "gcra", { GCRA_2S }, NULL } },                              \
-            "o1", 2, { "user:a", "user:a:x" },                                 \
-        {                                                                      \
-            "", known                                                          \
+        .mode = "check", .cost = "1", .n = 2,                                  \
+        .l = { { k_, "gcra", { GCRA_B2 }, NULL },                              \
+               { l_, "gcra", { GCRA_2S }, NULL } },                            \
+        .ovr = "o1", .m = 2, .path = { "user:a", "user:a:x" }, .known = {      \
+            "",                                                                \
+            known_                                                             \
         }                                                                      \
     }
 
 /* The same for two levels: both fresh; the second refuses (its fresh
  * first level is deleted again); a repeated key; a second level of the
  * wrong type or no TAT after a fresh first; a stale override; a first
- * level whose TAT is past (kt, ku: planted 1 s before NOW), admitted with
+ * level whose TAT is past (kt, ku: planted 1 s before LCALL_NOW), admitted with
  * a fresh second (written anew) or refused by x1 (left as it was). */
-static const struct grp LEVEL2S[] = {
+static const struct lcall_grp LEVEL2S[] = {
     LEVEL2("k1", "x1", ""),  LEVEL2("k1", "x1", ""), LEVEL2("k2", "x1", ""),
     LEVEL2("k3", "k3", ""),  LEVEL2("k4", "kw", ""), LEVEL2("k5", "ks", ""),
     LEVEL2("k6", "x2", "2"), LEVEL2("k1", "x3", ""), LEVEL2("kt", "x4", ""),
@@ -646,7 +420,7 @@ static const char *const LEVEL2_KEYS[] = { "k1", "k2", "k3", "k4", "k5",
                                            "kw", "ks", "kt", "ku", "o1" };
 #define NLEVEL2_KEYS (int)(sizeof(LEVEL2_KEYS) / sizeof(*LEVEL2_KEYS))
 
-/* kt's and ku's TAT as planted: 1 s before NOW, in nanoseconds. */
+/* kt's and ku's TAT as planted: 1 s before LCALL_NOW, in nanoseconds. */
 #define PAST_TAT "1699999999000000000"
 
 /* kw a hash, ks no TAT; with `level1_hash`, field user:o of the override
@@ -732,13 +506,13 @@ Test(it_lua_each, one_level_batches_decide_as_each, .init = it_init,
 #define FW_2 "2", "60000"
 #define SC_2 "2", "60000"
 
-static const struct grp LEVEL1_TB[] =
+static const struct lcall_grp LEVEL1_TB[] =
     LEVEL1_BATCH("token_bucket", (TB_2), "kp", "kq", "kr");
-static const struct grp LEVEL1_LB[] =
+static const struct lcall_grp LEVEL1_LB[] =
     LEVEL1_BATCH("leaky_bucket", (LB_2), "kp", "kq", "kr");
-static const struct grp LEVEL1_FW[] =
+static const struct lcall_grp LEVEL1_FW[] =
     LEVEL1_BATCH("fixed_window", (FW_2), "kp", "kq", "kr");
-static const struct grp LEVEL1_SC[] =
+static const struct lcall_grp LEVEL1_SC[] =
     LEVEL1_BATCH("sliding_counter", (SC_2), "kp", "kq", "kr");
 #define NLEVEL1_BATCH (int)(sizeof(LEVEL1_TB) / sizeof(*LEVEL1_TB))
 
@@ -746,7 +520,7 @@ static const char *const LEVEL1_STATE_KEYS[] = { "k1", "k2", "kw", "ks",
                                                  "o1", "kp", "kq", "kr" };
 
 /* plant_level1, and three hashes that hold the fields of every one of
- * those algorithms (each reads its own) around NOW (1700000000000000 us,
+ * those algorithms (each reads its own) around LCALL_NOW (1700000000000000 us,
  * 20 s into a one-minute window): kp from the window before, a bucket
  * 300 ms behind; kq from the next window, a clock behind its bucket; kr
  * from this window, a full token bucket, an empty leaky one. */
@@ -768,8 +542,8 @@ static void plant_level1_states(redisContext *c)
 Test(it_lua_each, one_level_batches_of_another_algorithm_decide_as_each,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
-    static const struct grp *const batches[] = { LEVEL1_TB, LEVEL1_LB,
-                                                 LEVEL1_FW, LEVEL1_SC };
+    static const struct lcall_grp *const batches[] = { LEVEL1_TB, LEVEL1_LB,
+                                                       LEVEL1_FW, LEVEL1_SC };
     redisContext *c = connect_all();
 
     for (size_t b = 0; b < sizeof(batches) / sizeof(*batches); b++) {
@@ -795,11 +569,11 @@ Test(it_lua_each, one_level_batches_of_another_algorithm_decide_as_each,
 
 /* sliding_window's limit of 2 in a minute of 1 s slots, its batch
  * LEVEL1_BATCH's with states of its own: k1 new (the fused check's new-key
- * write), then in use; sa one live slot 10 s before NOW; sb a slot out of
+ * write), then in use; sa one live slot 10 s before LCALL_NOW; sb a slot out of
  * the window (70 s back: the admission's write drops it) and a live one 1 s
  * back; sc a slot 5 s ahead (a clock behind it). */
 #define SW_2 "2", "60000", "1000"
-static const struct grp LEVEL1_SW[] =
+static const struct lcall_grp LEVEL1_SW[] =
     LEVEL1_BATCH("sliding_window", (SW_2), "sa", "sb", "sc");
 
 static const char *const SW_STATE_KEYS[] = { "k1", "k2", "kw", "ks",
@@ -822,7 +596,7 @@ static const char *const NEW_STATE_KEYS[] = { "n1", "n2", "n3", "n4",
 Test(it_lua_each, new_identities_of_a_fused_check_decide_as_each,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
-    static const struct grp one[] = {
+    static const struct lcall_grp one[] = {
         LEVEL1_OF("token_bucket", TB_2, "", "user:a", ""),
         LEVEL1_OF("leaky_bucket", LB_2, "", "user:a", ""),
         LEVEL1_OF("fixed_window", FW_2, "", "user:a", ""),
@@ -830,7 +604,7 @@ Test(it_lua_each, new_identities_of_a_fused_check_decide_as_each,
         LEVEL1_OF("sliding_window", SW_2, "", "user:a", ""),
     };
     static const char *const costs[] = { "1", "2", "3" };
-    static struct grp batch[NNEW_KEYS];
+    static struct lcall_grp batch[NNEW_KEYS];
     redisContext *c = connect_all();
 
     level1_hash = 0;
@@ -935,48 +709,48 @@ Test(it_lua_each, two_level_batches_decide_as_each, .init = it_init,
  * written for those, whether or not any override hash of the batch
  * exists (none: one EXISTS for the batch answers for every group; one
  * does: each group reads its own). */
-static const struct grp STALE[] = {
-    { "check",
-      "1",
-      1,
-      { { "a1", "gcra", { GCRA_2S }, NULL } },
-      "o1",
-      1,
-      { "user:a" },
-      { "" } },
-    { "check",
-      "1",
-      1,
-      { { "a2", "gcra", { GCRA_2S }, NULL } },
-      "o2",
-      1,
-      { "user:b" },
-      { "2" } },
-    { "check",
-      "1",
-      1,
-      { { "b1", "token_bucket", { "3", "1000000" }, NULL } },
-      "o3",
-      1,
-      { "user:c" },
-      { "3" } },
-    { "check",
-      "1",
-      2,
-      { { "a3", "gcra", { GCRA_2S }, NULL },
-        { "a4", "gcra", { GCRA_2S }, NULL } },
-      "o4",
-      2,
-      { "user:d", "user:d:x" },
-      { "", "" } },
-    { "check",
-      "1",
-      1,
-      { { "b2", "token_bucket", { "3", "1000000" }, NULL } },
-      "o5",
-      1,
-      { "user:e" },
-      { "" } },
+static const struct lcall_grp STALE[] = {
+    { .mode = "check",
+      .cost = "1",
+      .n = 1,
+      .l = { { "a1", "gcra", { GCRA_2S }, NULL } },
+      .ovr = "o1",
+      .m = 1,
+      .path = { "user:a" },
+      .known = { "" } },
+    { .mode = "check",
+      .cost = "1",
+      .n = 1,
+      .l = { { "a2", "gcra", { GCRA_2S }, NULL } },
+      .ovr = "o2",
+      .m = 1,
+      .path = { "user:b" },
+      .known = { "2" } },
+    { .mode = "check",
+      .cost = "1",
+      .n = 1,
+      .l = { { "b1", "token_bucket", { "3", "1000000" }, NULL } },
+      .ovr = "o3",
+      .m = 1,
+      .path = { "user:c" },
+      .known = { "3" } },
+    { .mode = "check",
+      .cost = "1",
+      .n = 2,
+      .l = { { "a3", "gcra", { GCRA_2S }, NULL },
+             { "a4", "gcra", { GCRA_2S }, NULL } },
+      .ovr = "o4",
+      .m = 2,
+      .path = { "user:d", "user:d:x" },
+      .known = { "", "" } },
+    { .mode = "check",
+      .cost = "1",
+      .n = 1,
+      .l = { { "b2", "token_bucket", { "3", "1000000" }, NULL } },
+      .ovr = "o5",
+      .m = 1,
+      .path = { "user:e" },
+      .known = { "" } },
 };
 #define NSTALE (int)(sizeof(STALE) / sizeof(*STALE))
 
@@ -984,8 +758,8 @@ Test(it_lua_each, a_stale_override_is_caught_with_or_without_hashes,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = connect_all();
-    static struct args blocks[GROUPS_MAX];
-    struct args a;
+    static struct lcall_args blocks[LCALL_GROUPS_MAX];
+    struct lcall_args a;
 
     for (int some = 0; some <= 1; some++) {
         const char *ctx = some ? "a hash exists" : "no hash";
@@ -997,11 +771,11 @@ Test(it_lua_each, a_stale_override_is_caught_with_or_without_hashes,
             /* A field none of the groups names. */
             px_check_int(px_cmd(c, "HSET o4 user:z 7"), 1);
         }
-        args_shapes(&a, blocks, STALE, NSTALE, 1);
-        r = run(c, &a);
+        lcall_shapes(&a, blocks, STALE, NSTALE, 0, 1);
+        r = lcall_run(c, &a);
         replies_expect_array(r, ctx);
         for (int x = 0; x < NSTALE; x++) {
-            const struct grp *g = &STALE[x];
+            const struct lcall_grp *g = &STALE[x];
             int stale = strcmp(g->known[0], "") != 0;
 
             cr_assert_lt(e, r->elements, "%s: group %d", ctx, x);
@@ -1034,7 +808,7 @@ Test(it_lua_each, a_stale_override_is_caught_with_or_without_hashes,
 Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
-    /* Each line: KEYS, then ARGV after "shapes" NOW (NULL ends); a
+    /* Each line: KEYS, then ARGV after "shapes" LCALL_NOW (NULL ends); a
      * group is its shape's number (when S > 1) and its shape's m pairs. */
     static const struct bad_call bad[] = {
         { 2, { "0", OK_SHAPE, "1", NULL } },      /* S = 0 */
@@ -1068,7 +842,7 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
     /* Valid, undeclared, both groups decided: two shapes, of m 0 and 1,
      * then one shape of m 1 (its groups name none). */
     for (int one = 0; one <= 1; one++) {
-        struct args a;
+        struct lcall_args a;
         redisReply *r;
         static const char *const two[] = { "2",  OK_LEVELS, "0",  OK_LEVELS,
                                            "1",  "2",       "1",  "2",
@@ -1081,15 +855,14 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
         const char *const *valid = one ? single : two;
 
         px_check_status(px_cmd(c, "FLUSHALL"), "OK");
-        memset(&a, 0, sizeof(a));
-        arg_head(&a, "limiter", FORM_RUN);
-        arg(&a, "0");
-        arg(&a, "shapes");
-        arg(&a, NOW);
+        lcall_start(&a, "limiter", LCALL_RUN);
+        lcall_arg(&a, "0");
+        lcall_arg(&a, "shapes");
+        lcall_arg(&a, LCALL_NOW);
         for (size_t i = 0; valid[i] != NULL; i++) {
-            arg(&a, valid[i]);
+            lcall_arg(&a, valid[i]);
         }
-        r = run(c, &a);
+        r = lcall_run(c, &a);
         replies_expect_array(r, one ? "one shape" : "two shapes");
         cr_assert_eq(r->elements, 3 + 2 * 7, "two decided groups, flat");
         cr_assert_eq(r->element[3]->integer, 0);
@@ -1105,32 +878,32 @@ Test(it_lua_each, a_malformed_shapes_batch_is_refused_whole, .init = it_init,
 Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
-    static const struct grp g[] = {
+    static const struct lcall_grp g[] = {
         /* a string where a hash belongs */
         GROUP1("check", "1", "ovr", "w", "token_bucket", "3", "1000000"),
         GROUP1("check", "1", "ovr", "f0", "no_such_algorithm", "3", "1000000"),
         GROUP1("check", "-1", "ovr", "f0", "fixed_window", "5", "60000"),
         GROUP1("check", "1", "ovr", "f1", "fixed_window", "5", "60000"),
         /* f2 admits, w fails: nothing of the group is written */
-        { "check",
-          "1",
-          2,
-          { { "f2", "fixed_window", { "5", "60000" }, NULL },
-            { "w", "gcra", { GCRA_2S }, NULL } },
-          "ovr",
-          0,
-          { 0 },
-          { 0 } },
+        { .mode = "check",
+          .cost = "1",
+          .n = 2,
+          .l = { { "f2", "fixed_window", { "5", "60000" }, NULL },
+                 { "w", "gcra", { GCRA_2S }, NULL } },
+          .ovr = "ovr",
+          .m = 0,
+          .path = { 0 },
+          .known = { 0 } },
         GROUP1("check", "1", "ovr", "f3", "fixed_window", "0", "60000"),
         GROUP1("check", "1", "ovr", "f1", "fixed_window", "5", "60000"),
     };
     redisContext *c = connect_all();
-    struct args a;
+    struct lcall_args a;
     redisReply *r;
 
     px_check_status(px_cmd(c, "SET w notahash"), "OK");
-    args_each(&a, g, 7, FORM_RUN);
-    r = run(c, &a);
+    lcall_each(&a, g, 7, LCALL_RUN, 0, 1);
+    r = lcall_run(c, &a);
     replies_expect_array(r, "batch");
     cr_assert_eq(r->elements, 3 + 7);
     replies_expect_error(r->element[3], E_WRONGTYPE, "group 0");
@@ -1155,7 +928,7 @@ Test(it_lua_each, a_failed_group_writes_nothing_and_the_others_are_decided,
 Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
-    /* Each line: KEYS, then ARGV after "each" NOW (NULL ends). */
+    /* Each line: KEYS, then ARGV after "each" LCALL_NOW (NULL ends). */
     static const struct bad_call bad[] = {
         { 2, { "0", OK_GROUP, NULL } },           /* G = 0 */
         { 2, { "x", OK_GROUP, NULL } },           /* G not a number */
@@ -1181,19 +954,19 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
     expect_refused_whole(c, "each", bad, sizeof(bad) / sizeof(*bad), 1);
     /* A bad clock is refused whole too, and the valid batch works. */
     {
-        static const struct grp g =
+        static const struct lcall_grp g =
             GROUP1("check", "1", "k1#o", "k1", "fixed_window", "5", "60000");
-        struct args a;
+        struct lcall_args a;
         redisReply *r;
-        args_each(&a, &g, 1, FORM_RUN);
+        lcall_each(&a, &g, 1, LCALL_RUN, 0, 1);
         a.v[a.n - 10 - 2] = "soon"; /* the now before G and the group */
         a.len[a.n - 10 - 2] = 4;
-        r = run(c, &a);
+        r = lcall_run(c, &a);
         replies_expect_error(r, E_BAD, "a bad clock");
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 1);
-        args_each(&a, &g, 1, FORM_RUN);
-        r = run(c, &a);
+        lcall_each(&a, &g, 1, LCALL_RUN, 0, 1);
+        r = lcall_run(c, &a);
         replies_expect_array(r, "the valid batch");
         freeReplyObject(r);
         px_check_int(px_cmd(c, "DBSIZE"), 2);
@@ -1206,17 +979,17 @@ Test(it_lua_each, a_malformed_batch_is_refused_whole_and_writes_nothing,
 Test(it_lua_each, a_repeated_key_sees_the_earlier_groups_write, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
-    static const struct grp fw =
+    static const struct lcall_grp fw =
         GROUP1("check", "1", "r#o", "r", "fixed_window", "2", "60000");
-    static const struct grp gc =
+    static const struct lcall_grp gc =
         GROUP1("check", "1", "t#o", "t", "gcra", GCRA_2S);
-    const struct grp g[5] = { fw, gc, fw, gc, fw };
+    const struct lcall_grp g[5] = { fw, gc, fw, gc, fw };
     redisContext *c = connect_all();
-    struct args a;
+    struct lcall_args a;
     redisReply *r;
 
-    args_each(&a, g, 5, FORM_RUN);
-    r = run(c, &a);
+    lcall_each(&a, g, 5, LCALL_RUN, 0, 1);
+    r = lcall_run(c, &a);
     replies_expect_array(r, "batch");
     /* fixed_window max 2: remaining 1, 0, then refused */
     cr_assert_eq(r->element[3]->element[0]->integer, 0);
@@ -1240,20 +1013,19 @@ Test(it_lua_each, a_repeated_key_sees_the_earlier_groups_write, .init = it_init,
 /* ---------------- The library form answers as the scripts ---------------- */
 
 /* gcra.lua "runs" over keys[0..n-1], one run of one limit (4 arguments). */
-static void args_gcra_runs(struct args *a, const char *const *keys, int n,
-                           const char *const p[4], enum form form)
+static void args_gcra_runs(struct lcall_args *a, const char *const *keys, int n,
+                           const char *const p[4], enum lcall_form form)
 {
-    memset(a, 0, sizeof(*a));
-    arg_head(a, "gcra", form);
-    arg_int(a, n);
+    lcall_start(a, "gcra", form);
+    lcall_int(a, n);
     for (int i = 0; i < n; i++) {
-        arg(a, keys[i]);
+        lcall_arg(a, keys[i]);
     }
-    arg(a, "runs");
-    arg(a, "1");
-    arg_int(a, n);
+    lcall_arg(a, "runs");
+    lcall_arg(a, "1");
+    lcall_int(a, n);
     for (int k = 0; k < 4; k++) {
-        arg(a, p[k]);
+        lcall_arg(a, p[k]);
     }
 }
 
@@ -1266,24 +1038,24 @@ struct form_run {
     struct replies_state st[NMIXED_KEYS];
 };
 
-static void run_form(redisContext *c, enum form form, struct form_run *fr)
+static void run_form(redisContext *c, enum lcall_form form, struct form_run *fr)
 {
     static const char *const gkeys[] = { "g1", "g2", "g1", "g1", "w", "g2" };
     static const char *const p[4] = { "1", "0", "2", "0" }; /* burst 1 */
-    struct args a;
+    struct lcall_args a;
 
     memset(fr, 0, sizeof(*fr));
     plant(c);
     px_check_status(px_cmd(c, "SET w notatat"), "OK");
     for (int g = 0; g < NMIXED; g++) {
-        args_single(&a, &MIXED[g], form);
-        fr->lim[fr->nlim++] = run(c, &a);
+        lcall_single(&a, &MIXED[g], form, 0);
+        fr->lim[fr->nlim++] = lcall_run(c, &a);
     }
-    args_each(&a, MIXED, NMIXED, form);
-    fr->lim[fr->nlim++] = run(c, &a);
+    lcall_each(&a, MIXED, NMIXED, form, 0, 1);
+    fr->lim[fr->nlim++] = lcall_run(c, &a);
     for (int x = 0; x < 4; x++) {
         args_gcra_runs(&a, gkeys, 6, p, form);
-        redisReply *r = run(c, &a);
+        redisReply *r = lcall_run(c, &a);
         replies_expect_array(r, "gcra runs");
         cr_assert_eq(r->elements, 3 + 2 * 6);
         lua_twin_runs_text(r, 6, fr->gcra[x], sizeof(fr->gcra[x]));
@@ -1301,8 +1073,8 @@ Test(it_lua_each, the_function_form_answers_as_evalsha, .init = it_init,
     struct form_run fs, ff;
     long long t0 = px_now_ms();
 
-    run_form(c, FORM_SCRIPT, &fs);
-    run_form(c, FORM_FUNCTION, &ff);
+    run_form(c, LCALL_SCRIPT, &fs);
+    run_form(c, LCALL_FUNCTION, &ff);
     /* The library did run: FCALL was counted. */
     redisReply *info = px_cmd(c, "INFO commandstats");
     cr_assert_not_null(strstr(info->str, "cmdstat_fcall:"));
@@ -1366,40 +1138,39 @@ static redisReply *run_three_new(redisContext *c, const char *algo,
                                  const char *const *p, int shapes)
 {
     static const char *const keys[] = { "n1", "o1", "n2", "o2", "n3", "o3" };
-    struct args a;
+    struct lcall_args a;
 
-    memset(&a, 0, sizeof(a));
-    arg_head(&a, "limiter", FORM_SCRIPT);
-    arg_int(&a, 6);
+    lcall_start(&a, "limiter", LCALL_SCRIPT);
+    lcall_int(&a, 6);
     for (int i = 0; i < 6; i++) {
-        arg(&a, keys[i]);
+        lcall_arg(&a, keys[i]);
     }
-    arg(&a, shapes ? "shapes" : "each");
-    arg(&a, NOW);
-    arg_int(&a, shapes ? 1 : 3);
+    lcall_arg(&a, shapes ? "shapes" : "each");
+    lcall_arg(&a, LCALL_NOW);
+    lcall_int(&a, shapes ? 1 : 3);
     for (int g = 0; g < (shapes ? 1 : 3); g++) {
-        arg(&a, "check");
-        arg(&a, "1");
-        arg(&a, "1");
-        arg(&a, algo);
+        lcall_arg(&a, "check");
+        lcall_arg(&a, "1");
+        lcall_arg(&a, "1");
+        lcall_arg(&a, algo);
         for (int k = 0; k < 4; k++) {
-            arg(&a, p[k]);
+            lcall_arg(&a, p[k]);
         }
-        arg(&a, "");
-        arg(&a, "1");
+        lcall_arg(&a, "");
+        lcall_arg(&a, "1");
         if (!shapes) {
-            arg(&a, "p");
-            arg(&a, "");
+            lcall_arg(&a, "p");
+            lcall_arg(&a, "");
         }
     }
     if (shapes) {
-        arg_int(&a, 3);
+        lcall_int(&a, 3);
         for (int g = 0; g < 3; g++) {
-            arg(&a, "p");
-            arg(&a, "");
+            lcall_arg(&a, "p");
+            lcall_arg(&a, "");
         }
     }
-    return run(c, &a);
+    return lcall_run(c, &a);
 }
 
 /* Out of memory, every fused check's write (HSET) is refused: each group

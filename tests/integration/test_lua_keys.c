@@ -23,6 +23,7 @@
  * The explicit `now` makes replies deterministic. With
  * PX_LUA_FORM=function these tests call the FUNCTION library. */
 #include "tests/integration/fixture.h"
+#include "tests/integration/lcall.h"
 #include "tests/integration/lua_twin.h"
 #include "tests/integration/replies.h"
 #include "tests/support/px_test.h"
@@ -36,15 +37,6 @@ PX_TEST_SUITE(it_lua_keys);
 
 #define E_BAD "ERR limiter script arguments are malformed"
 
-/* 2023-11-14T22:13:20Z, in us: the explicit clock of every call. */
-#define NOW    "1700000000000000"
-#define NOW_S  1700000000
-#define NOW_US 0
-
-#define ARGV_MAX   1024 /* arguments of one call */
-#define GROUPS_MAX 24   /* groups of one batch */
-#define LIMITS_MAX 3    /* limits of one group */
-#define PATHS_MAX  3    /* override pairs of one group */
 #define SNAP_MAX   96   /* keys of the database */
 #define TEXT_MAX   1024 /* one group's reply as text */
 #define DECOYS_MAX 64   /* decoy fields of one override hash */
@@ -72,32 +64,6 @@ static void it_init(void)
 
 /* ---------------- Groups and calls ---------------- */
 
-/* One limit of a group: its key, algorithm, parameters and undo token. */
-struct lim {
-    const char *key;
-    const char *algo;
-    const char *p[4];
-    const char *undo;
-};
-
-/* One group, as one limiter.lua call takes it. With kf, the group goes in
- * `keys` form in the runs that use it (its m pairs, written by hand, are
- * then what the script must derive: each known ""); mword, when set,
- * stands where m does in every run, followed by the m pairs all the same
- * (the malformed calls). */
-struct grp {
-    const char *mode;
-    const char *cost;
-    int n;
-    struct lim l[LIMITS_MAX];
-    const char *ovr; /* its override hash */
-    int m;
-    const char *path[PATHS_MAX];  /* override fields to verify */
-    const char *known[PATHS_MAX]; /* what the caller assumes they hold */
-    int kf;
-    const char *mword;
-};
-
 /* A check of one limit at cost 1 in `keys` form: key_ of algorithm algo_
  * (its parameters a parenthesized list), naming path_, override hash
  * ovr_. */
@@ -109,221 +75,13 @@ struct grp {
         .m = 1, .path = { path_ }, .known = { "" }, .kf = 1                    \
     }
 
-/* An argument vector under construction (the strings are borrowed). */
-struct args {
-    const char *v[ARGV_MAX];
-    size_t len[ARGV_MAX];
-    int n;
-    char num[GROUPS_MAX * 2 + 8][24]; /* room for the counts it prints */
-    int nnum;
-};
-
-static void arg(struct args *a, const char *s)
-{
-    cr_assert_lt(a->n, ARGV_MAX);
-    a->v[a->n] = s != NULL ? s : "";
-    a->len[a->n] = strlen(a->v[a->n]);
-    a->n++;
-}
-
-static void arg_int(struct args *a, long long v)
-{
-    cr_assert_lt(a->nnum, (int)(sizeof(a->num) / sizeof(*a->num)));
-    snprintf(a->num[a->nnum], sizeof(a->num[0]), "%lld", v);
-    arg(a, a->num[a->nnum++]);
-}
-
-/* A fresh vector that starts with EVALSHA <sha> or FCALL <function> of
- * limiter.lua, in the run's form (PX_LUA_FORM). */
-static void args_start(struct args *a)
-{
-    memset(a, 0, sizeof(*a));
-    a->n = lua_twin_limiter_head(a->v);
-    for (int i = 0; i < a->n; i++) {
-        a->len[i] = strlen(a->v[i]);
-    }
-}
-
-/* Whether group g goes in `keys` form in a run that uses it (keys). */
-static int in_keys_form(const struct grp *g, int keys)
-{
-    return keys && g->kf && g->mword == NULL;
-}
-
-/* The 6 values of each limit. */
-static void arg_levels(struct args *a, const struct grp *g)
-{
-    for (int i = 0; i < g->n; i++) {
-        arg(a, g->l[i].algo);
-        for (int k = 0; k < 4; k++) {
-            arg(a, g->l[i].p[k]);
-        }
-        arg(a, g->l[i].undo);
-    }
-}
-
-/* What stands where m does. */
-static void arg_mword(struct args *a, const struct grp *g, int keys)
-{
-    if (g->mword != NULL) {
-        arg(a, g->mword);
-    } else if (in_keys_form(g, keys)) {
-        arg(a, "keys");
-    } else {
-        arg_int(a, g->m);
-    }
-}
-
-/* The override pairs (none in `keys` form). */
-static void arg_pairs(struct args *a, const struct grp *g, int keys)
-{
-    if (in_keys_form(g, keys)) {
-        return;
-    }
-    for (int j = 0; j < g->m; j++) {
-        arg(a, g->path[j]);
-        arg(a, g->known[j]);
-    }
-}
-
-/* The keys of groups g[0..ng-1]: each one's limit keys, then its override
- * hash. */
-static void arg_keys(struct args *a, const struct grp *g, int ng)
-{
-    for (int x = 0; x < ng; x++) {
-        for (int i = 0; i < g[x].n; i++) {
-            arg(a, g[x].l[i].key);
-        }
-        arg(a, g[x].ovr);
-    }
-}
-
-static int nkeys_of(const struct grp *g, int ng)
-{
-    int nk = 0;
-
-    for (int x = 0; x < ng; x++) {
-        nk += g[x].n + 1;
-    }
-    return nk;
-}
-
-/* The call of group g alone. */
-static void args_single(struct args *a, const struct grp *g, int keys)
-{
-    args_start(a);
-    arg_int(a, g->n + 1);
-    arg_keys(a, g, 1);
-    arg(a, g->mode);
-    arg(a, NOW);
-    arg(a, g->cost);
-    arg_levels(a, g);
-    arg_mword(a, g, keys);
-    arg_pairs(a, g, keys);
-}
-
-/* The "each" call of groups g[0..ng-1], the keys declared or after the
- * arguments. */
-static void args_each(struct args *a, const struct grp *g, int ng, int keys,
-                      int declared)
-{
-    args_start(a);
-    arg_int(a, declared ? nkeys_of(g, ng) : 0);
-    if (declared) {
-        arg_keys(a, g, ng);
-    }
-    arg(a, "each");
-    arg(a, NOW);
-    arg_int(a, ng);
-    for (int x = 0; x < ng; x++) {
-        arg(a, g[x].mode);
-        arg(a, g[x].cost);
-        arg_int(a, g[x].n);
-        arg_levels(a, &g[x]);
-        arg_mword(a, &g[x], keys);
-        arg_pairs(a, &g[x], keys);
-    }
-    if (!declared) {
-        arg_keys(a, g, ng);
-    }
-}
-
-/* The "shapes" call of groups g[0..ng-1]: each distinct block of levels
- * and m word once (blocks[] holds them, alive until the call is made),
- * then each group's shape (when there are several) and pairs, the keys
- * declared or after those. Returns the number of shapes. */
-static int args_shapes(struct args *a, struct args *blocks, const struct grp *g,
-                       int ng, int keys, int declared)
-{
-    int shape[GROUPS_MAX], ns = 0;
-
-    cr_assert_leq(ng, GROUPS_MAX);
-    args_start(a);
-    for (int x = 0; x < ng; x++) {
-        struct args *b = &blocks[x];
-        memset(b, 0, sizeof(*b));
-        arg(b, g[x].mode);
-        arg(b, g[x].cost);
-        arg_int(b, g[x].n);
-        arg_levels(b, &g[x]);
-        arg_mword(b, &g[x], keys);
-        shape[x] = -1;
-        for (int y = 0; y < x && shape[x] < 0; y++) {
-            int same = shape[y] == y && blocks[y].n == b->n;
-            for (int i = 0; same && i < b->n; i++) {
-                same = strcmp(blocks[y].v[i], b->v[i]) == 0;
-            }
-            shape[x] = same ? y : -1;
-        }
-        if (shape[x] < 0) {
-            shape[x] = x;
-            ns++;
-        }
-    }
-    arg_int(a, declared ? nkeys_of(g, ng) : 0);
-    if (declared) {
-        arg_keys(a, g, ng);
-    }
-    arg(a, "shapes");
-    arg(a, NOW);
-    arg_int(a, ns);
-    for (int x = 0; x < ng; x++) {
-        for (int i = 0; shape[x] == x && i < blocks[x].n; i++) {
-            arg(a, blocks[x].v[i]);
-        }
-    }
-    arg_int(a, ng);
-    for (int x = 0; x < ng; x++) {
-        int number = 0;
-        for (int y = 0; y <= shape[x]; y++) {
-            number += shape[y] == y;
-        }
-        if (ns > 1) {
-            arg_int(a, number);
-        }
-        arg_pairs(a, &g[x], keys);
-    }
-    if (!declared) {
-        arg_keys(a, g, ng);
-    }
-    return ns;
-}
-
-static redisReply *run(redisContext *c, struct args *a)
-{
-    redisReply *r = redisCommandArgv(c, a->n, a->v, a->len);
-
-    cr_assert_not_null(r, "%s: %s", a->v[0], c->errstr);
-    return r;
-}
-
 /* ---------------- Replies ---------------- */
 
 /* Group g's reply r, of the single form or mode "each", as text the way
  * mode "shapes" lays it out: a decided group's limited then its entries'
  * elements, anything else whole. */
-static void group_text(const redisReply *r, const struct grp *g, char *out,
-                       size_t len)
+static void group_text(const redisReply *r, const struct lcall_grp *g,
+                       char *out, size_t len)
 {
     out[0] = '\0';
     if (r->type != REDIS_REPLY_ARRAY || strcmp(g->mode, "refund") == 0 ||
@@ -344,7 +102,7 @@ static void group_text(const redisReply *r, const struct grp *g, char *out,
 /* The groups' texts of a flat "shapes" reply r: a decided group (its
  * first element an integer) takes 1 + 1 per gcra limit + 6 per other
  * limit elements, any other group one. */
-static void shapes_texts(const redisReply *r, const struct grp *g, int ng,
+static void shapes_texts(const redisReply *r, const struct lcall_grp *g, int ng,
                          char (*text)[TEXT_MAX], const char *ctx)
 {
     size_t i = 3;
@@ -441,7 +199,7 @@ static void expect_snap_eq(const struct snap *a, const struct snap *b,
 
 /* ---------------- The data ---------------- */
 
-/* Limits planted at their limit of 2 (gcra's TAT 10 s ahead of NOW): a
+/* Limits planted at their limit of 2 (gcra's TAT 10 s ahead of LCALL_NOW): a
  * check of cost 1 on them is refused. */
 static void plant_base(redisContext *c)
 {
@@ -479,7 +237,7 @@ enum decoys { D_NONE, D_ALL, D_ONLY, D_ALL_BUT };
  * when hot_g < 0). */
 struct setup {
     const char *name;
-    const struct grp *g;
+    const struct lcall_grp *g;
     int ng;
     enum decoys decoys;
     int only;
@@ -488,13 +246,14 @@ struct setup {
 
 /* Whether s is one of the real paths of the groups of g[0..ng-1] whose
  * override hash is `ovr`. */
-static int is_path(const struct grp *g, int ng, const char *ovr, const char *s)
+static int is_path(const struct lcall_grp *g, int ng, const char *ovr,
+                   const char *s)
 {
     for (int x = 0; x < ng; x++) {
         if (strcmp(g[x].ovr, ovr) != 0) {
             continue;
         }
-        for (int j = 0; j < g[x].m && j < PATHS_MAX; j++) {
+        for (int j = 0; j < g[x].m && j < LCALL_PATHS_MAX; j++) {
             if (g[x].path[j] != NULL && strcmp(g[x].path[j], s) == 0) {
                 return 1;
             }
@@ -507,7 +266,7 @@ static int is_path(const struct grp *g, int ng, const char *ovr, const char *s)
  * derived wrongly would be (the whole key; it from the brace; without
  * its "#i:algorithm" or ":algorithm"; the tag alone; the rest alone; the
  * path with the prefix or a colon). Appends to d[*nd]. */
-static void decoys_of(const struct grp *g, char (*d)[128], int *nd)
+static void decoys_of(const struct lcall_grp *g, char (*d)[128], int *nd)
 {
     for (int i = 0; i < g->n; i++) {
         const char *key = g->l[i].key;
@@ -547,7 +306,8 @@ static void decoys_of(const struct grp *g, char (*d)[128], int *nd)
 
 /* HSET of every decoy of the groups whose hash is g[x].ovr into it, but
  * their real paths. */
-static void plant_decoys(redisContext *c, const struct grp *g, int ng, int x)
+static void plant_decoys(redisContext *c, const struct lcall_grp *g, int ng,
+                         int x)
 {
     static char d[DECOYS_MAX][128];
     const char *v[2 + 2 * DECOYS_MAX];
@@ -597,7 +357,7 @@ static void plant(redisContext *c, const struct setup *s)
         }
     }
     if (s->hot_g >= 0) {
-        const struct grp *h = &s->g[s->hot_g];
+        const struct lcall_grp *h = &s->g[s->hot_g];
         cr_assert_lt(s->hot_p, h->m);
         px_check_int(px_cmd(c, "HSET %s %s " HOT, h->ovr, h->path[s->hot_p]),
                      1);
@@ -616,9 +376,9 @@ static const char *const CF_NAME[] = { "single", "each", "each undeclared",
 /* The outcome of one run: the raw replies (one per group in the single
  * form), each group's reply as text, and the database after. */
 struct outcome {
-    redisReply *r[GROUPS_MAX];
+    redisReply *r[LCALL_GROUPS_MAX];
     int nr;
-    char text[GROUPS_MAX][TEXT_MAX];
+    char text[LCALL_GROUPS_MAX][TEXT_MAX];
     struct snap snap;
     long long ms;
 };
@@ -633,38 +393,39 @@ static void outcome_free(struct outcome *o)
 
 /* Plants s, runs groups g[0..ng-1] in form cf (their kf groups in `keys`
  * form when keys), and reads the database. */
-static void run_form(redisContext *c, enum call_form cf, const struct grp *g,
-                     int ng, int keys, const struct setup *s, struct outcome *o)
+static void run_form(redisContext *c, enum call_form cf,
+                     const struct lcall_grp *g, int ng, int keys,
+                     const struct setup *s, struct outcome *o)
 {
-    static struct args a, blocks[GROUPS_MAX];
+    static struct lcall_args a, blocks[LCALL_GROUPS_MAX];
     char ctx[160];
     long long t0;
 
     snprintf(ctx, sizeof(ctx), "%s, %s, %s", s->name, CF_NAME[cf],
              keys ? "keys" : "pairs");
-    cr_assert_leq(ng, GROUPS_MAX);
+    cr_assert_leq(ng, LCALL_GROUPS_MAX);
     outcome_free(o);
     plant(c, s);
     t0 = px_now_ms();
     if (cf == CF_SINGLE) {
         for (int x = 0; x < ng; x++) {
-            args_single(&a, &g[x], keys);
-            o->r[o->nr++] = run(c, &a);
+            lcall_single(&a, &g[x], LCALL_RUN, keys);
+            o->r[o->nr++] = lcall_run(c, &a);
             group_text(o->r[x], &g[x], o->text[x], TEXT_MAX);
         }
     } else {
         redisReply *r;
         if (cf == CF_EACH || cf == CF_EACH_U) {
-            args_each(&a, g, ng, keys, cf == CF_EACH);
+            lcall_each(&a, g, ng, LCALL_RUN, keys, cf == CF_EACH);
         } else {
-            args_shapes(&a, blocks, g, ng, keys, cf == CF_SHAPES);
+            lcall_shapes(&a, blocks, g, ng, keys, cf == CF_SHAPES);
         }
-        r = o->r[o->nr++] = run(c, &a);
+        r = o->r[o->nr++] = lcall_run(c, &a);
         replies_expect_array(r, ctx);
         cr_assert_geq(r->elements, 3, "%s", ctx);
         cr_assert_eq(r->element[0]->integer, 0, "%s", ctx);
-        cr_assert_eq(r->element[1]->integer, NOW_S, "%s", ctx);
-        cr_assert_eq(r->element[2]->integer, NOW_US, "%s", ctx);
+        cr_assert_eq(r->element[1]->integer, LCALL_NOW_S, "%s", ctx);
+        cr_assert_eq(r->element[2]->integer, LCALL_NOW_US, "%s", ctx);
         if (cf == CF_EACH || cf == CF_EACH_U) {
             cr_assert_eq(r->elements, 3 + (size_t)ng, "%s", ctx);
             for (int x = 0; x < ng; x++) {
@@ -683,8 +444,9 @@ static void run_form(redisContext *c, enum call_form cf, const struct grp *g,
  * alike: replies and the database after. The run of the pairs in mode
  * "each" (keys declared) is left in *ref (when not NULL), its replies
  * freed. */
-static void expect_keys_as_pairs(redisContext *c, const struct grp *g, int ng,
-                                 const struct setup *s, struct outcome *ref)
+static void expect_keys_as_pairs(redisContext *c, const struct lcall_grp *g,
+                                 int ng, const struct setup *s,
+                                 struct outcome *ref)
 {
     struct outcome *p = calloc(1, sizeof(*p)), *k = calloc(1, sizeof(*k));
 
@@ -731,13 +493,13 @@ static int starts(const char *text, const char *prefix)
  * undeclared), from the database plant_fn makes, and asserts each time
  * that its reply is {"override", want[0..nwant-1]} and that nothing was
  * written. */
-static void expect_override(redisContext *c, const struct grp *g,
+static void expect_override(redisContext *c, const struct lcall_grp *g,
                             void (*plant_fn)(redisContext *),
                             const char *const *want, int nwant)
 {
     static const enum call_form forms[] = { CF_SINGLE, CF_EACH, CF_SHAPES_U };
-    static struct args a, blocks[GROUPS_MAX];
-    const struct grp two[2] = { *g, *g };
+    static struct lcall_args a, blocks[LCALL_GROUPS_MAX];
+    const struct lcall_grp two[2] = { *g, *g };
     struct snap *before = calloc(1, sizeof(*before));
     struct snap *after = calloc(1, sizeof(*after));
     char text[TEXT_MAX] = "[ 'override' ";
@@ -756,13 +518,13 @@ static void expect_override(redisContext *c, const struct grp *g,
         plant_fn(c);
         snap_read(c, before);
         if (cf == CF_SINGLE) {
-            args_single(&a, g, 1);
+            lcall_single(&a, g, LCALL_RUN, 1);
         } else if (cf == CF_EACH) {
-            args_each(&a, g, 1, 1, 1);
+            lcall_each(&a, g, 1, LCALL_RUN, 1, 1);
         } else {
-            args_shapes(&a, blocks, two, 2, 1, 0);
+            lcall_shapes(&a, blocks, two, 2, 1, 0);
         }
-        r = run(c, &a);
+        r = lcall_run(c, &a);
         if (cf == CF_SINGLE) {
             group_text(r, g, got[0], TEXT_MAX);
         } else {
@@ -825,17 +587,17 @@ static void plant_alex_both(redisContext *c)
 Test(it_lua_keys, the_paths_are_the_keys_tag_and_rest, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
-    static const struct grp trade =
+    static const struct lcall_grp trade =
         ONE("check", "cellgate:{user:alex}:trade#0:gcra", "user:alex:trade",
             ALEX, "gcra", (GCRA_2S));
-    static const struct grp user =
+    static const struct lcall_grp user =
         ONE("check", "cellgate:{user:alex}#1:token_bucket", "user:alex", ALEX,
             "token_bucket", (TB_2));
-    static const struct grp api =
+    static const struct lcall_grp api =
         ONE("peek", "p:{api:search}#0:gcra", "api:search",
             "p:{api:search}#overrides", "gcra", (GCRA_2S));
     /* Two levels: two paths, in the keys' order. */
-    static const struct grp levels = {
+    static const struct lcall_grp levels = {
         .mode = "check",
         .cost = "1",
         .n = 2,
@@ -848,7 +610,7 @@ Test(it_lua_keys, the_paths_are_the_keys_tag_and_rest, .init = it_init,
         .kf = 1,
     };
     /* One level of two limits: one path. */
-    static const struct grp limits = {
+    static const struct lcall_grp limits = {
         .mode = "check",
         .cost = "1",
         .n = 2,
@@ -864,7 +626,7 @@ Test(it_lua_keys, the_paths_are_the_keys_tag_and_rest, .init = it_init,
         .kf = 1,
     };
     /* A path, another, the first again: three fields. */
-    static const struct grp back = {
+    static const struct lcall_grp back = {
         .mode = "check",
         .cost = "1",
         .n = 3,
@@ -898,13 +660,13 @@ Test(it_lua_keys, the_paths_are_the_keys_tag_and_rest, .init = it_init,
 
     /* The decoys alone: decided, and written. */
     {
-        struct args a;
+        struct lcall_args a;
         redisReply *r;
 
         plant_alex(c);
         px_check_int(px_cmd(c, "HDEL " ALEX " user:alex:trade"), 1);
-        args_single(&a, &back, 1);
-        r = run(c, &a);
+        lcall_single(&a, &back, LCALL_RUN, 1);
+        r = lcall_run(c, &a);
         replies_expect_array(r, "decoys only");
         cr_assert_eq(r->elements, 3 + 3, "decoys only");
         cr_assert_eq(r->element[0]->integer, 0, "decoys only");
@@ -921,7 +683,7 @@ Test(it_lua_keys, the_paths_are_the_keys_tag_and_rest, .init = it_init,
 
 /* The groups of every kind, each its own identity (and override hash),
  * most in `keys` form. */
-static const struct grp ALL[] = {
+static const struct lcall_grp ALL[] = {
     /* 0: one gcra level */
     ONE("check", "cellgate:{user:a}#0:gcra", "user:a",
         "cellgate:{user:a}#overrides", "gcra", (GCRA_2S)),
@@ -1001,7 +763,7 @@ static const struct grp ALL[] = {
       .n = 1,
       .l = { { "plainkey", "token_bucket", { TB_2 }, NULL } },
       .ovr = "plainkey#overrides" },
-    /* 17: gives group 5's cost back (the window of NOW's minute) */
+    /* 17: gives group 5's cost back (the window of LCALL_NOW's minute) */
     { .mode = "refund",
       .cost = "1",
       .n = 1,
@@ -1048,7 +810,7 @@ static const int ALL_HOT[][2] = {
 #define NALL_HOT (int)(sizeof(ALL_HOT) / sizeof(*ALL_HOT))
 
 /* Whether group y of g names field path[p] of group x's hash. */
-static int names_field(const struct grp *g, int y, int x, int p)
+static int names_field(const struct lcall_grp *g, int y, int x, int p)
 {
     if (strcmp(g[y].ovr, g[x].ovr) != 0) {
         return 0;
@@ -1181,17 +943,17 @@ Test(it_lua_keys, a_batch_of_one_group_answers_as_with_its_pairs,
                 algo_, params_),                                               \
     }
 
-static const struct grp S_GCRA[] = ONE_SHAPE("gcra", (GCRA_2S));
-static const struct grp S_TB[] = ONE_SHAPE("token_bucket", (TB_2));
-static const struct grp S_LB[] = ONE_SHAPE("leaky_bucket", (LB_2));
-static const struct grp S_FW[] = ONE_SHAPE("fixed_window", (FW_2));
-static const struct grp S_SW[] = ONE_SHAPE("sliding_window", (SW_2));
-static const struct grp S_SL[] = ONE_SHAPE("sliding_log", (SL_2));
-static const struct grp S_SC[] = ONE_SHAPE("sliding_counter", (SC_2));
+static const struct lcall_grp S_GCRA[] = ONE_SHAPE("gcra", (GCRA_2S));
+static const struct lcall_grp S_TB[] = ONE_SHAPE("token_bucket", (TB_2));
+static const struct lcall_grp S_LB[] = ONE_SHAPE("leaky_bucket", (LB_2));
+static const struct lcall_grp S_FW[] = ONE_SHAPE("fixed_window", (FW_2));
+static const struct lcall_grp S_SW[] = ONE_SHAPE("sliding_window", (SW_2));
+static const struct lcall_grp S_SL[] = ONE_SHAPE("sliding_log", (SL_2));
+static const struct lcall_grp S_SC[] = ONE_SHAPE("sliding_counter", (SC_2));
 #define NSHAPE (int)(sizeof(S_GCRA) / sizeof(*S_GCRA))
 
 /* Peeks of one level (a shape of its own). */
-static const struct grp S_PEEK_GCRA[] = {
+static const struct lcall_grp S_PEEK_GCRA[] = {
     ONE("peek", "cellgate:{u:1}#0:gcra", "u:1", "cellgate:{u:1}#overrides",
         "gcra", (GCRA_2S)),
     ONE("peek", "cellgate:{user:full}#0:gcra", "user:full",
@@ -1199,7 +961,7 @@ static const struct grp S_PEEK_GCRA[] = {
     ONE("peek", "cellgate:{u:2}:t#0:gcra", "u:2:t", "cellgate:{u:2}#overrides",
         "gcra", (GCRA_2S)),
 };
-static const struct grp S_PEEK_FW[] = {
+static const struct lcall_grp S_PEEK_FW[] = {
     ONE("peek", "cellgate:{u:1}#0:fixed_window", "u:1",
         "cellgate:{u:1}#overrides", "fixed_window", (FW_2)),
     ONE("peek", "cellgate:{user:full}#0:fixed_window", "user:full",
@@ -1228,7 +990,7 @@ static const struct grp S_PEEK_FW[] = {
         .known = { "" }, .kf = 1                                               \
     }
 
-static const struct grp S_GCRA2[] = {
+static const struct lcall_grp S_GCRA2[] = {
     TWO_LEVELS("u:1", "#0:gcra", ":t#0:gcra", "u:1", "u:1:t"),
     ONE_LEVEL("u:2", ":t#0:gcra", ":t#1:gcra", "u:2:t"),
     /* refused by its second level */
@@ -1240,7 +1002,7 @@ static const struct grp S_GCRA2[] = {
 };
 
 struct shape_batch {
-    const struct grp *g;
+    const struct lcall_grp *g;
     int ng;
 };
 
@@ -1261,7 +1023,7 @@ Test(it_lua_keys, one_shape_batches_answer_as_with_their_pairs, .init = it_init,
 
     cr_assert_not_null(ref);
     for (int b = 0; b < NSHAPE_BATCHES; b++) {
-        const struct grp *g = SHAPE_BATCHES[b].g;
+        const struct lcall_grp *g = SHAPE_BATCHES[b].g;
         const int ng = SHAPE_BATCHES[b].ng;
         const int peek = strcmp(g[0].mode, "peek") == 0;
         const int last = g[0].m - 1;
@@ -1323,7 +1085,7 @@ Test(it_lua_keys, one_shape_batches_answer_as_with_their_pairs, .init = it_init,
 /* Groups in `keys` form and by hand, in one batch, of one shape and of
  * several: the same limits as S_GCRA's, every other one by hand (some
  * assuming a value), and two groups of ALL. */
-static const struct grp MIXED[] = {
+static const struct lcall_grp MIXED[] = {
     ONE("check", "cellgate:{u:1}#0:gcra", "u:1", "cellgate:{u:1}#overrides",
         "gcra", (GCRA_2S)),
     { .mode = "check",
@@ -1361,7 +1123,7 @@ Test(it_lua_keys, groups_in_keys_form_mix_with_pairs_by_hand, .init = it_init,
      .fini = px_env_fini, .timeout = 120)
 {
     redisContext *c = lua_twin_connect();
-    struct grp g[NMIXED + 2];
+    struct lcall_grp g[NMIXED + 2];
 
     memcpy(g, MIXED, sizeof(MIXED));
     g[NMIXED] = ALL[1];
@@ -1402,7 +1164,7 @@ static const char *const BAD_KEYS[] = {
 
 /* Neighbours of a bad group: of its shape (one gcra level, `keys` form)
  * only, and of several shapes (one of them by hand). */
-static const struct grp NB_ONE[] = {
+static const struct lcall_grp NB_ONE[] = {
     ONE("check", "cellgate:{u:1}#0:gcra", "u:1", "cellgate:{u:1}#overrides",
         "gcra", (GCRA_2S)),
     ONE("check", "cellgate:{u:2}:t#0:gcra", "u:2:t", "cellgate:{u:2}#overrides",
@@ -1410,7 +1172,7 @@ static const struct grp NB_ONE[] = {
     ONE("check", "cellgate:{u:1}#0:gcra", "u:1", "cellgate:{u:1}#overrides",
         "gcra", (GCRA_2S)),
 };
-static const struct grp NB_MIX[] = {
+static const struct lcall_grp NB_MIX[] = {
     ONE("check", "cellgate:{u:1}#0:fixed_window", "u:1",
         "cellgate:{u:1}#overrides", "fixed_window", (FW_2)),
     TWO_LEVELS("u:2", "#0:gcra", ":t#0:gcra", "u:2", "u:2:t"),
@@ -1427,9 +1189,9 @@ static const struct grp NB_MIX[] = {
 
 /* The bad group: one gcra level on `key`, or of two limits, the first
  * well-formed. */
-static struct grp bad_group(const char *key, int two)
+static struct lcall_grp bad_group(const char *key, int two)
 {
-    struct grp g =
+    struct lcall_grp g =
         ONE("check", "", "", "cellgate:{t}#overrides", "gcra", (GCRA_2S));
 
     g.m = 0;
@@ -1451,10 +1213,10 @@ static struct grp bad_group(const char *key, int two)
  * exist: then no field can hold a value and none is read, so the key's
  * form does not matter, and the batch (and the bad group alone) must
  * answer and write as it does by hand with nothing to verify (m 0). */
-static void expect_bad_alone(redisContext *c, const struct grp *nb,
-                             const struct grp *bad, int at, int missing)
+static void expect_bad_alone(redisContext *c, const struct lcall_grp *nb,
+                             const struct lcall_grp *bad, int at, int missing)
 {
-    struct grp g[NNB + 1];
+    struct lcall_grp g[NNB + 1];
     struct outcome *ref = calloc(1, sizeof(*ref));
     struct outcome *o = calloc(1, sizeof(*o));
     struct snap *before = calloc(1, sizeof(*before));
@@ -1521,14 +1283,14 @@ static void expect_bad_alone(redisContext *c, const struct grp *nb,
         }
         /* Alone. */
         {
-            struct args a;
+            struct lcall_args a;
             redisReply *r;
             snprintf(ctx, sizeof(ctx), "bad key %s alone, %s",
                      bad->l[bad->n - 1].key, vname[v]);
             plant(c, &s);
             snap_read(c, before);
-            args_single(&a, bad, 1);
-            r = run(c, &a);
+            lcall_single(&a, bad, LCALL_RUN, 1);
+            r = lcall_run(c, &a);
             replies_expect_error(r, E_BAD, ctx);
             freeReplyObject(r);
             snap_read(c, &o->snap);
@@ -1549,11 +1311,11 @@ static void expect_bad_keys(int missing)
     redisContext *c = lua_twin_connect();
 
     for (int k = 0; k < NBAD_KEYS; k++) {
-        const struct grp bad = bad_group(BAD_KEYS[k], 0);
+        const struct lcall_grp bad = bad_group(BAD_KEYS[k], 0);
         expect_bad_alone(c, NB_ONE, &bad, 1, missing);
     }
     for (int two = 0; two <= 1; two++) {
-        const struct grp bad = bad_group("p:{t}#x:gcra", two);
+        const struct lcall_grp bad = bad_group("p:{t}#x:gcra", two);
         for (int at = 0; at <= NNB; at += NNB) {
             expect_bad_alone(c, NB_ONE, &bad, at, missing);
             expect_bad_alone(c, NB_MIX, &bad, at, missing);
@@ -1582,7 +1344,7 @@ Test(it_lua_keys, a_key_of_no_path_by_hand_is_decided, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = lua_twin_connect();
-    struct grp g[NBAD_KEYS];
+    struct lcall_grp g[NBAD_KEYS];
     struct outcome *o = calloc(1, sizeof(*o));
 
     cr_assert_not_null(o);
@@ -1617,7 +1379,7 @@ static const char *const BAD_WORDS[] = { "key", "-1", "KEYS", "keys ", " keys",
 #define NBAD_WORDS (int)(sizeof(BAD_WORDS) / sizeof(*BAD_WORDS))
 
 /* Asserts that the call a refuses whole, writing nothing. */
-static void expect_refused(redisContext *c, struct args *a,
+static void expect_refused(redisContext *c, struct lcall_args *a,
                            const struct setup *s, const char *ctx)
 {
     struct snap *before = calloc(1, sizeof(*before));
@@ -1627,7 +1389,7 @@ static void expect_refused(redisContext *c, struct args *a,
     cr_assert(before != NULL && after != NULL);
     plant(c, s);
     snap_read(c, before);
-    r = run(c, a);
+    r = lcall_run(c, a);
     replies_expect_error(r, E_BAD, ctx);
     freeReplyObject(r);
     snap_read(c, after);
@@ -1640,11 +1402,11 @@ Test(it_lua_keys, an_m_word_neither_a_count_nor_keys_refuses_the_call,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = lua_twin_connect();
-    static struct args a, blocks[GROUPS_MAX];
+    static struct lcall_args a, blocks[LCALL_GROUPS_MAX];
     /* A valid group in `keys` form, of NB_ONE's shape, and the bad one. */
-    struct grp g[3] = { NB_ONE[0], NB_ONE[1], NB_ONE[1] };
+    struct lcall_grp g[3] = { NB_ONE[0], NB_ONE[1], NB_ONE[1] };
     /* `keys` with a pair after it: ARGV left over. */
-    struct grp extra = NB_ONE[1];
+    struct lcall_grp extra = NB_ONE[1];
 
     extra.mword = "keys";
     for (int v = 0; v < 2; v++) {
@@ -1653,31 +1415,31 @@ Test(it_lua_keys, an_m_word_neither_a_count_nor_keys_refuses_the_call,
         };
         for (int w = 0; w <= NBAD_WORDS; w++) {
             char ctx[96];
-            const struct grp *bad = w < NBAD_WORDS ? &g[1] : &extra;
+            const struct lcall_grp *bad = w < NBAD_WORDS ? &g[1] : &extra;
             g[1].mword = w < NBAD_WORDS ? BAD_WORDS[w] : NULL;
             g[1].m = 0;
             snprintf(ctx, sizeof(ctx), "m word '%s', %s",
                      w < NBAD_WORDS ? BAD_WORDS[w] : "keys + a pair", s.name);
 
-            args_single(&a, bad, 1);
+            lcall_single(&a, bad, LCALL_RUN, 1);
             expect_refused(c, &a, &s, ctx);
             for (int declared = 0; declared <= 1; declared++) {
-                const struct grp three[3] = { g[0], *bad, g[2] };
+                const struct lcall_grp three[3] = { g[0], *bad, g[2] };
                 /* mode "each": the bad group second of three */
-                args_each(&a, three, 3, 1, declared);
+                lcall_each(&a, three, 3, LCALL_RUN, 1, declared);
                 expect_refused(c, &a, &s, ctx);
                 /* mode "shapes": the bad word the only shape's m (g[1]
                  * alone, twice), or the second of two shapes */
                 {
-                    const struct grp same[2] = { *bad, *bad };
+                    const struct lcall_grp same[2] = { *bad, *bad };
                     if (w < NBAD_WORDS) {
                         cr_assert_eq(
-                            args_shapes(&a, blocks, same, 2, 1, declared), 1);
+                            lcall_shapes(&a, blocks, same, 2, 1, declared), 1);
                         expect_refused(c, &a, &s, ctx);
                     }
                 }
                 /* (`keys` with a pair is of the others' shape) */
-                cr_assert_eq(args_shapes(&a, blocks, three, 3, 1, declared),
+                cr_assert_eq(lcall_shapes(&a, blocks, three, 3, 1, declared),
                              w < NBAD_WORDS ? 2 : 1);
                 expect_refused(c, &a, &s, ctx);
             }
