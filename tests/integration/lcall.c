@@ -26,23 +26,17 @@ void lcall_int(struct lcall_args *a, long long v)
 
 void lcall_start(struct lcall_args *a, const char *name, enum lcall_form form)
 {
-    /* The function names outlive the vector: one per script. */
-    static char fn[2][64];
-    int gcra = strcmp(name, "gcra") == 0;
-
     memset(a, 0, sizeof(*a));
-    if (form == LCALL_SCRIPT ||
-        (form == LCALL_RUN && !lua_twin_function_form())) {
-        lcall_arg(a, "EVALSHA");
-        lcall_arg(a, scripts_find(name)->sha1);
-    } else {
-        snprintf(fn[gcra], sizeof(fn[gcra]), LUA_TWIN_FN_PREFIX "%s", name);
-        lcall_arg(a, "FCALL");
-        lcall_arg(a, fn[gcra]);
+    a->n = lua_twin_head(a->v, name,
+                         form == LCALL_FUNCTION ||
+                             (form == LCALL_RUN && lua_twin_function_form()));
+    for (int i = 0; i < a->n; i++) {
+        a->len[i] = strlen(a->v[i]);
     }
 }
 
-void lcall_levels(struct lcall_args *a, const struct lcall_grp *g)
+/* The 6 values of each limit of g. */
+static void lcall_levels(struct lcall_args *a, const struct lcall_grp *g)
 {
     for (int i = 0; i < g->n; i++) {
         lcall_arg(a, g->l[i].algo);
@@ -59,7 +53,10 @@ static int lcall_in_keys_form(const struct lcall_grp *g, int keys)
     return keys && g->kf && g->mword == NULL;
 }
 
-void lcall_mword(struct lcall_args *a, const struct lcall_grp *g, int keys)
+/* What stands where g's m does: its mword, `keys` when g goes in keys
+ * form in a call built with `keys`, else m. */
+static void lcall_mword(struct lcall_args *a, const struct lcall_grp *g,
+                        int keys)
 {
     if (g->mword != NULL) {
         lcall_arg(a, g->mword);
@@ -70,7 +67,9 @@ void lcall_mword(struct lcall_args *a, const struct lcall_grp *g, int keys)
     }
 }
 
-void lcall_pairs(struct lcall_args *a, const struct lcall_grp *g, int keys)
+/* g's override pairs (none in keys form). */
+static void lcall_pairs(struct lcall_args *a, const struct lcall_grp *g,
+                        int keys)
 {
     if (lcall_in_keys_form(g, keys)) {
         return;
@@ -81,7 +80,9 @@ void lcall_pairs(struct lcall_args *a, const struct lcall_grp *g, int keys)
     }
 }
 
-void lcall_keys(struct lcall_args *a, const struct lcall_grp *g, int ng)
+/* The keys of groups g[0..ng-1]: each one's limit keys, then its
+ * override hash. */
+static void lcall_keys(struct lcall_args *a, const struct lcall_grp *g, int ng)
 {
     for (int x = 0; x < ng; x++) {
         for (int i = 0; i < g[x].n; i++) {
@@ -121,15 +122,23 @@ static void lcall_batch_start(struct lcall_args *a, enum lcall_form form,
 void lcall_single(struct lcall_args *a, const struct lcall_grp *g,
                   enum lcall_form form, int keys)
 {
-    lcall_start(a, "limiter", form);
-    lcall_int(a, g->n + 1);
-    lcall_keys(a, g, 1);
-    lcall_arg(a, g->mode);
-    lcall_arg(a, LCALL_NOW);
+    lcall_batch_start(a, form, g, 1, 1, g->mode);
     lcall_arg(a, g->cost);
     lcall_levels(a, g);
     lcall_mword(a, g, keys);
     lcall_pairs(a, g, keys);
+}
+
+/* A group's block in a batch: its mode, cost, n, the 6 values of each
+ * limit and its m word ("shapes" sends each distinct block once). */
+static void lcall_block(struct lcall_args *a, const struct lcall_grp *g,
+                        int keys)
+{
+    lcall_arg(a, g->mode);
+    lcall_arg(a, g->cost);
+    lcall_int(a, g->n);
+    lcall_levels(a, g);
+    lcall_mword(a, g, keys);
 }
 
 void lcall_each(struct lcall_args *a, const struct lcall_grp *g, int ng,
@@ -138,11 +147,7 @@ void lcall_each(struct lcall_args *a, const struct lcall_grp *g, int ng,
     lcall_batch_start(a, form, g, ng, declared, "each");
     lcall_int(a, ng);
     for (int x = 0; x < ng; x++) {
-        lcall_arg(a, g[x].mode);
-        lcall_arg(a, g[x].cost);
-        lcall_int(a, g[x].n);
-        lcall_levels(a, &g[x]);
-        lcall_mword(a, &g[x], keys);
+        lcall_block(a, &g[x], keys);
         lcall_pairs(a, &g[x], keys);
     }
     if (!declared) {
@@ -159,11 +164,7 @@ int lcall_shapes(struct lcall_args *a, struct lcall_args *blocks,
     for (int x = 0; x < ng; x++) {
         struct lcall_args *b = &blocks[x];
         memset(b, 0, sizeof(*b));
-        lcall_arg(b, g[x].mode);
-        lcall_arg(b, g[x].cost);
-        lcall_int(b, g[x].n);
-        lcall_levels(b, &g[x]);
-        lcall_mword(b, &g[x], keys);
+        lcall_block(b, &g[x], keys);
         shape[x] = -1;
         for (int y = 0; y < x && shape[x] < 0; y++) {
             int same = shape[y] == y && blocks[y].n == b->n;

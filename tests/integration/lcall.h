@@ -72,19 +72,6 @@ void lcall_int(struct lcall_args *a, long long v);
  * script `name` ("limiter", "gcra") in `form`. */
 void lcall_start(struct lcall_args *a, const char *name, enum lcall_form form);
 
-/* The 6 values of each limit of g. */
-void lcall_levels(struct lcall_args *a, const struct lcall_grp *g);
-
-/* What stands where g's m does (its mword, `keys` when g goes in keys form
- * in a call built with `keys`, else m), and its override pairs (none in
- * keys form). */
-void lcall_mword(struct lcall_args *a, const struct lcall_grp *g, int keys);
-void lcall_pairs(struct lcall_args *a, const struct lcall_grp *g, int keys);
-
-/* The keys of groups g[0..ng-1]: each one's limit keys, then its override
- * hash. */
-void lcall_keys(struct lcall_args *a, const struct lcall_grp *g, int ng);
-
 /* The call of group g alone. */
 void lcall_single(struct lcall_args *a, const struct lcall_grp *g,
                   enum lcall_form form, int keys);

@@ -28,16 +28,24 @@ int lua_twin_function_form(void)
     return v != NULL && strcmp(v, "function") == 0;
 }
 
-int lua_twin_limiter_head(const char **v)
+int lua_twin_head(const char **v, const char *name, int function)
 {
-    if (lua_twin_function_form()) {
+    int gcra = strcmp(name, "gcra") == 0;
+
+    cr_assert(gcra || strcmp(name, "limiter") == 0, "no script %s", name);
+    if (function) {
         v[0] = "FCALL";
-        v[1] = LUA_TWIN_FN_PREFIX "limiter";
+        v[1] = gcra ? LUA_TWIN_FN_PREFIX "gcra" : LUA_TWIN_FN_PREFIX "limiter";
     } else {
         v[0] = "EVALSHA";
-        v[1] = scripts_limiter()->sha1;
+        v[1] = scripts_find(name)->sha1;
     }
     return 2;
+}
+
+int lua_twin_limiter_head(const char **v)
+{
+    return lua_twin_head(v, "limiter", lua_twin_function_form());
 }
 
 /* A growing text. */

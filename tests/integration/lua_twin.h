@@ -45,9 +45,12 @@ struct lua_twin_out {
 /* Whether the tests call the function form (PX_LUA_FORM=function). */
 int lua_twin_function_form(void);
 
-/* The first two words of a limiter.lua call in the run's form into v[0]
- * and v[1] (FCALL and the function, or EVALSHA and the script's SHA1);
- * returns 2. */
+/* The first two words of a call of script `name` ("limiter" or "gcra")
+ * into v[0] and v[1]: FCALL and the function when `function`, else
+ * EVALSHA and the script's SHA1. Returns 2. */
+int lua_twin_head(const char **v, const char *name, int function);
+
+/* The same for limiter.lua in the run's form. */
 int lua_twin_limiter_head(const char **v);
 
 /* The library text built from the sources of algorithms/ as described
