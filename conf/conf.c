@@ -90,6 +90,12 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
  * for one user; 10,000 in all is about 2 MB of timers. */
 #define CONF_DEFAULT_WAIT_MAX_PER_IDENTITY 100
 #define CONF_DEFAULT_WAIT_MAX_TOTAL        10000
+/* How far ahead a LIMITER CHECK ... WAIT may reserve: a minute by
+ * default, an hour at most (a longer reservation is a queue, not a rate
+ * limit, and lets a few held calls take an identity's capacity for that
+ * long). */
+#define CONF_DEFAULT_WAIT_MAX_MS 60000
+#define CONF_MAX_WAIT_MAX_MS     3600000
 
 /* A decision is near its limit at 80% of it used, by default. */
 #define CONF_DEFAULT_NEAR_LIMIT_RATIO 0.8
@@ -162,8 +168,9 @@ static const struct conf_command conf_commands[] = {
              CONF_WANT_STRING),
     CONF_CMD("requirepass", conf_set_string, requirepass, 0, 0,
              CONF_WANT_STRING),
-    CONF_CMD("admin_password", conf_set_string, admin_password, 0, 0,
-             CONF_WANT_STRING),
+    CONF_CMD("admin_password", conf_set_string, admin_password, 1, 0,
+             "a non-empty string (leave the key out to turn limiter "
+             "administration off)"),
     CONF_CMD("limits_file", conf_set_string, limits_file, 0, 0,
              CONF_WANT_STRING),
     CONF_CMD("key_prefix", conf_set_string, key_prefix, 1, 0,
@@ -210,6 +217,8 @@ static const struct conf_command conf_commands[] = {
              "a non-negative integer"),
     CONF_CMD("limiter_wait_max_total", conf_set_uint, limiter_wait_max_total, 0,
              UINT_MAX, "a non-negative integer"),
+    CONF_CMD("limiter_wait_max_ms", conf_set_uint, limiter_wait_max_ms, 0,
+             CONF_MAX_WAIT_MAX_MS, "an integer from 0 to 3600000"),
     CONF_CMD("limiter_shadow", conf_set_bool, limiter_shadow, 0, 1,
              "yes or no"),
     CONF_CMD("metrics_listen", conf_set_addr, metrics_listen, 0, 0,
@@ -931,6 +940,7 @@ int conf_init(struct conf *c)
     c->embedded_max_keys = CONF_DEFAULT_EMBEDDED_MAX_KEYS;
     c->limiter_wait_max_per_identity = CONF_DEFAULT_WAIT_MAX_PER_IDENTITY;
     c->limiter_wait_max_total = CONF_DEFAULT_WAIT_MAX_TOTAL;
+    c->limiter_wait_max_ms = CONF_DEFAULT_WAIT_MAX_MS;
     c->metrics_near_limit_ratio = CONF_DEFAULT_NEAR_LIMIT_RATIO;
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }

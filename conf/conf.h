@@ -50,7 +50,8 @@ struct conf {
     char *limiter_password;  /* owned; NULL = the limiter shares the
                                 client traffic's connections */
     char *requirepass;       /* owned; NULL = clients need no AUTH */
-    char *admin_password;    /* owned; NULL = no admin login */
+    char *admin_password;    /* owned; NULL = no admin login, and no
+                                limiter administration over the network */
     char *limits_file;       /* owned; NULL = no limits tree */
     char *key_prefix;        /* owned; default "cellgate:" */
 
@@ -80,6 +81,8 @@ struct conf {
     unsigned limiter_wait_max_per_identity; /* LIMITER CHECK ... WAIT
                                                held per identity; 0 = none */
     unsigned limiter_wait_max_total;        /* ... and in all; 0 = none */
+    unsigned limiter_wait_max_ms; /* how far ahead a WAIT may reserve: a
+                                     longer WAIT waits this long at most */
     int limiter_shadow; /* every level of the limits tree decides and keeps
                            state but never refuses; default 0 */
     struct conf_addr metrics_listen; /* the Prometheus endpoint; port 0 =

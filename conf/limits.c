@@ -2541,8 +2541,8 @@ static int limits_describe_override(const struct limits_override *ov,
     return limits_out_line(o, &str);
 }
 
-int limits_describe(const struct limits_tree *t, bool all_shadow, char **out,
-                    size_t *outlen)
+int limits_describe(const struct limits_tree *t, bool all_shadow,
+                    bool overrides, char **out, size_t *outlen)
 {
     struct limits_out o = { 0 };
     char pat[LIMITS_MAX_PATH_BYTES + 1] = "";
@@ -2563,7 +2563,7 @@ int limits_describe(const struct limits_tree *t, bool all_shadow, char **out,
     rc = t != NULL
              ? limits_describe_node(&t->root, pat, 0, all_shadow, line, &o)
              : LIMITS_OK;
-    for (i = 0; t != NULL && i < t->nov && rc == LIMITS_OK; i++) {
+    for (i = 0; overrides && t != NULL && i < t->nov && rc == LIMITS_OK; i++) {
         rc = limits_describe_override(&t->ov[i], line, &o);
     }
     if (rc != LIMITS_OK) {

@@ -374,11 +374,12 @@ int limits_runtime_parse_text(const struct limits_limit *base, size_t nbase,
 /* Renders the tree for LIMITER RULES: one line per node with limits,
  * "<pattern>  <limit> <limit>...", with "  shadow" after the limits of a
  * shadow node (every node when `all_shadow`), depth first, children in
- * byte order, then one line per override, "override <path>  <what>". `*out` is
- * malloc'd and NUL-terminated (the caller frees it); `*outlen` excludes
- * the NUL. Output past 1 MiB is cut with a last line "(truncated)".
+ * byte order, then, when `overrides`, one line per override of the file,
+ * "override <path>  <what>" (they name identities: shown to admins only).
+ * `*out` is malloc'd and NUL-terminated (the caller frees it); `*outlen`
+ * excludes the NUL. Output past 1 MiB is cut with a last line "(truncated)".
  * LIMITS_OK or LIMITS_ENOMEM. */
-int limits_describe(const struct limits_tree *t, bool all_shadow, char **out,
-                    size_t *outlen);
+int limits_describe(const struct limits_tree *t, bool all_shadow,
+                    bool overrides, char **out, size_t *outlen);
 
 #endif /* PX_CONF_LIMITS_H */

@@ -19,6 +19,7 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
+#include "proxy/core/log.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
@@ -68,8 +69,32 @@ static int cmd_secret_eq(const char *secret, const char *p, size_t len)
     return diff == 0;
 }
 
+/* A refused AUTH or HELLO AUTH: counted (INFO acl_access_denied_auth, as
+ * Redis names it), and logged at most once a second with the number
+ * refused since the last line, so a guessing client cannot flood the log
+ * and an operator still sees every burst. */
+static void cmd_auth_failed(struct client *c, const char *user, size_t ulen)
+{
+    struct server_stats *st = &server.stats;
+    uint64_t now = server_now_ms();
+    char addr[SESSION_ADDR_MAX];
+
+    st->auth_failures++;
+    st->auth_unlogged++;
+    if (st->auth_log_ms != 0 && now - st->auth_log_ms < 1000) {
+        return;
+    }
+    session_addr(c, 0, addr, sizeof(addr));
+    log_warn("AUTH refused for user '%.*s' from %s (%llu refused since the "
+             "last such line)",
+             (int)(ulen > 64 ? 64 : ulen), user, addr,
+             (unsigned long long)st->auth_unlogged);
+    st->auth_log_ms = now;
+    st->auth_unlogged = 0;
+}
+
 /* Checks a user/password pair. Sets the client's auth bits on success.
- * Returns 1 when accepted. */
+ * Returns 1 when accepted; a refusal is counted and logged. */
 static int cmd_check_auth(struct client *c, const char *user, size_t ulen,
                           const char *pass, size_t plen)
 {
@@ -82,15 +107,14 @@ static int cmd_check_auth(struct client *c, const char *user, size_t ulen,
             c->admin = 0;
             return 1;
         }
-        return 0;
-    }
-    if (ulen == 5 && memcmp(user, "admin", 5) == 0 &&
-        conf->admin_password != NULL &&
-        cmd_secret_eq(conf->admin_password, pass, plen)) {
+    } else if (ulen == 5 && memcmp(user, "admin", 5) == 0 &&
+               conf->admin_password != NULL &&
+               cmd_secret_eq(conf->admin_password, pass, plen)) {
         c->authed = 1;
         c->admin = 1;
         return 1;
     }
+    cmd_auth_failed(c, user, ulen);
     return 0;
 }
 

@@ -139,6 +139,9 @@ static void merge_info_proxy_section(const struct merge *mg, struct buf *out)
              cluster_private_held(cl),
              (unsigned long long)server.stats.private_refused);
     PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line), "acl_access_denied_auth:%llu\r\n",
+             (unsigned long long)server.stats.auth_failures);
+    PX_CHECK_OOM(buf_append_str(out, line));
     merge_info_private_nodes(out);
     session_info_libs(out);
 }

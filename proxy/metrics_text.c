@@ -221,6 +221,12 @@ void metrics_text_prometheus(struct buf *out)
         "cellgate_config_reloads_total{result=\"failed\"} %llu\n",
         (unsigned long long)m->reloads_ok,
         (unsigned long long)m->reloads_failed);
+    metrics_text_printf(out,
+                        "# HELP cellgate_auth_failures_total AUTH and HELLO "
+                        "AUTH attempts refused.\n"
+                        "# TYPE cellgate_auth_failures_total counter\n"
+                        "cellgate_auth_failures_total %llu\n",
+                        (unsigned long long)server.stats.auth_failures);
     if (m->sha256[0] != '\0') {
         metrics_text_printf(out,
                             "# HELP cellgate_config_info The loaded limits "

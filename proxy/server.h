@@ -40,6 +40,9 @@ struct server_stats {
     uint64_t output_limit;    /* clients closed at the output limit */
     uint64_t private_refused; /* private upstreams refused at
                                  private_max_per_node */
+    uint64_t auth_failures;   /* AUTH and HELLO AUTH refused */
+    uint64_t auth_unlogged;   /* ... since the last log line of them */
+    uint64_t auth_log_ms;     /* when that line was written, or 0 */
 };
 
 struct server {

@@ -39,7 +39,6 @@
 #define SESSION_ARG_SHOWN 128
 
 /* Room for "[v6 address]:port". */
-#define SESSION_ADDR_MAX 64
 
 static const char reply_ok[] = "+OK\r\n";
 
@@ -102,8 +101,7 @@ static void session_format_addr(const struct sockaddr_storage *sa, char *out,
 
 /* The client's address (`local` 0) or cellgate's end of its connection
  * (1), as CLIENT LIST prints them. */
-static void session_addr(const struct client *c, int local, char *out,
-                         size_t outlen)
+void session_addr(const struct client *c, int local, char *out, size_t outlen)
 {
     struct sockaddr_storage sa;
     int len = sizeof(sa);

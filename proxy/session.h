@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 struct buf;
+struct client;
 struct req;
 
 /* True when p[0..len) may be a client name or library attribute:
@@ -59,5 +60,11 @@ int session_arg_ll(const struct req *req, int i, long long *out);
 
 /* Parses argument 2 as ON or OFF into *on. 0, or -1 after replying. */
 int session_on_off(struct req *req, int *on);
+
+/* Room for session_addr's text ("[ipv6]:port" at most). */
+#define SESSION_ADDR_MAX 64
+
+/* Writes the client's peer (local 0) or local address as "ip:port". */
+void session_addr(const struct client *c, int local, char *out, size_t outlen);
 
 #endif /* PX_PROXY_SESSION_H */

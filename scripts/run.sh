@@ -16,6 +16,11 @@
 #                                   for none); by default 127.0.0.1:9121,
 #                                   unless the flags name --metrics-listen or
 #                                   --config
+#   ADMIN_PASSWORD=secret scripts/run.sh
+#                                   the password of `AUTH admin` (LIMITER
+#                                   OVERRIDE, RESET, RELOAD); by default a
+#                                   random one, printed at start, unless the
+#                                   flags name --config
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -95,15 +100,32 @@ case " $* " in
     ;;
 esac
 
+# Limiter administration needs an admin password (there is none by
+# default): this run gets one, in a proxy.yaml of its own, and says it.
+CONFIG_ARGS=()
+case " $* " in
+*" --config"*) ADMIN_PASSWORD="" ;;
+*)
+    ADMIN_PASSWORD=${ADMIN_PASSWORD:-$(od -An -N9 -tx1 /dev/urandom | tr -d ' \n')}
+    printf 'admin_password: "%s"\n' "$ADMIN_PASSWORD" >"$RUNDIR/proxy.yaml"
+    chmod 600 "$RUNDIR/proxy.yaml"
+    CONFIG_ARGS=(--config "$RUNDIR/proxy.yaml")
+    ;;
+esac
+
 PORT=${LISTEN##*:}
 echo "cellgate on $LISTEN: try  redis-cli -p $PORT ping" >&2
 if [ ${#LIMITS_ARGS[@]} -gt 0 ]; then
     echo "               and  redis-cli -p $PORT limiter check user:alex:trade" >&2
 fi
+if [ -n "$ADMIN_PASSWORD" ]; then
+    echo "admin:         redis-cli -p $PORT --user admin --pass $ADMIN_PASSWORD limiter rules" >&2
+fi
 if [ ${#METRICS_ARGS[@]} -gt 0 ]; then
     echo "metrics:       curl -s http://$METRICS/metrics" >&2
 fi
-build/cellgate --listen "$LISTEN" "${UPSTREAM[@]+"${UPSTREAM[@]}"}" \
+build/cellgate "${CONFIG_ARGS[@]+"${CONFIG_ARGS[@]}"}" --listen "$LISTEN" \
+    "${UPSTREAM[@]+"${UPSTREAM[@]}"}" \
     "${LIMITS_ARGS[@]+"${LIMITS_ARGS[@]}"}" \
     "${METRICS_ARGS[@]+"${METRICS_ARGS[@]}"}" "$@" &
 CG_PID=$!

@@ -64,9 +64,11 @@
 /* Calls of one check when run-time overrides keep changing under it. */
 #define LIMITER_MAX_TRIES 3
 
-/* Longest WAIT accepted: an hour; a longer reservation is a queue, not a
- * rate limit. */
-#define LIMITER_MAX_WAIT_MS INT64_C(3600000)
+/* Largest COST: the scripts carry numbers as Lua doubles, exact up to
+ * 2^53 - 1; a larger cost would be decided on another value in Redis than
+ * in the proxy's refusal cache or embedded store. Refused with the same
+ * error everywhere, whatever the algorithm or the cache holds. */
+#define LIMITER_MAX_COST ((INT64_C(1) << 53) - 1)
 
 /* Most words of an override: FACTOR f, or every parameter with a value. */
 #define LIMITER_OVERRIDE_MAX_WORDS 16
@@ -493,8 +495,10 @@ static int limiter_hold_wait(struct limiter *lm, struct req *req,
 }
 
 /* Parses [COST n] [WAIT ms] after the path (WAIT only when `wait_ms` is
- * not NULL: a CHECK). 0, or -1 after replying an error. */
-static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
+ * not NULL: a CHECK), WAIT capped to `wait_max_ms`. 0, or -1 after
+ * replying an error. */
+static int limiter_parse_opts(struct req *req, unsigned wait_max_ms,
+                              int64_t *cost, int64_t *wait_ms)
 {
     int i;
     size_t len;
@@ -503,7 +507,8 @@ static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
     for (i = 3; i < req->cmd->argc; i++) {
         if (resp_cmd_arg_is(req->cmd, i, "cost") && i + 1 < req->cmd->argc) {
             p = resp_cmd_arg(req->cmd, ++i, &len);
-            if (gcra_parse_int64(p, len, cost) != GCRA_OK || *cost < 0) {
+            if (gcra_parse_int64(p, len, cost) != GCRA_OK || *cost < 0 ||
+                *cost > LIMITER_MAX_COST) {
                 req_reply_error(req, "value is not an integer or out of "
                                      "range");
                 return -1;
@@ -513,11 +518,17 @@ static int limiter_parse_opts(struct req *req, int64_t *cost, int64_t *wait_ms)
         if (wait_ms != NULL && resp_cmd_arg_is(req->cmd, i, "wait") &&
             i + 1 < req->cmd->argc) {
             p = resp_cmd_arg(req->cmd, ++i, &len);
-            if (gcra_parse_int64(p, len, wait_ms) != GCRA_OK || *wait_ms < 0 ||
-                *wait_ms > LIMITER_MAX_WAIT_MS) {
+            if (gcra_parse_int64(p, len, wait_ms) != GCRA_OK || *wait_ms < 0) {
                 req_reply_error(req, "value is not an integer or out of "
                                      "range");
                 return -1;
+            }
+            /* Capped, not refused: however long a WAIT asks for, and
+             * however many are held, no level's capacity is reserved more
+             * than limiter_wait_max_ms ahead; a call that would wait
+             * longer is refused as one without WAIT. */
+            if (*wait_ms > (int64_t)wait_max_ms) {
+                *wait_ms = (int64_t)wait_max_ms;
             }
             continue;
         }
@@ -576,8 +587,8 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
     /* PEEK takes CHECK's cost (it answers what that CHECK would), but
      * not WAIT: it reserves nothing. */
     if (op != STORE_RESET &&
-        limiter_parse_opts(req, &cost, op == STORE_CHECK ? &wait_ms : NULL) !=
-            0) {
+        limiter_parse_opts(req, lm->conf->limiter_wait_max_ms, &cost,
+                           op == STORE_CHECK ? &wait_ms : NULL) != 0) {
         return;
     }
     if (op == STORE_RESET && req->cmd->argc != 3) {
@@ -746,7 +757,9 @@ static void limiter_override(struct limiter *lm, struct req *req)
 
 /* ---------------- RULES, RELOAD ---------------- */
 
-static void limiter_rules(struct limiter *lm, struct req *req)
+/* LIMITER RULES: the tree, and the file's overrides for an admin only
+ * (they name identities). */
+static void limiter_rules(struct limiter *lm, struct req *req, int admin)
 {
     char *text = NULL;
     size_t len = 0;
@@ -756,8 +769,8 @@ static void limiter_rules(struct limiter *lm, struct req *req)
                              "--limits)");
         return;
     }
-    if (limits_describe(lm->limits, lm->conf->limiter_shadow, &text, &len) !=
-        LIMITS_OK) {
+    if (limits_describe(lm->limits, lm->conf->limiter_shadow, admin != 0, &text,
+                        &len) != LIMITS_OK) {
         px_oom(0);
     }
     PX_CHECK_OOM(resp_enc_bulk(&req->reply, text, len));
@@ -789,14 +802,26 @@ static void limiter_reload(struct limiter *lm, struct req *req)
     req_reply(req, reply_ok, sizeof(reply_ok) - 1);
 }
 
-/* Admin subcommands need `AUTH admin <password>` once an admin password
- * is configured. 1 when allowed; else replies and returns 0. */
-static int limiter_admin_ok(struct limiter *lm, struct req *req, int admin)
+/* The limiter's administration (OVERRIDE, RESET, RELOAD) needs `AUTH
+ * admin <password>`, always: a client that could run them could lift its
+ * own limits or lock another identity out. With no admin_password nobody
+ * can, over the network. 1 when allowed; else replies and returns 0. */
+static int limiter_admin_ok(struct limiter *lm, struct req *req, int admin,
+                            const char *sub)
 {
-    if (lm->conf->admin_password == NULL || admin) {
+    if (admin) {
         return 1;
     }
-    req_reply_error(req, "NOPERM this LIMITER subcommand needs AUTH admin");
+    if (lm->conf->admin_password == NULL) {
+        req_reply_error(req,
+                        "NOPERM LIMITER %s needs AUTH admin, and no "
+                        "admin_password is set: set admin_password in "
+                        "proxy.yaml to administer the limiter over the "
+                        "network (SIGHUP reloads the limits file)",
+                        sub);
+    } else {
+        req_reply_error(req, "NOPERM LIMITER %s needs AUTH admin", sub);
+    }
     return 0;
 }
 
@@ -880,17 +905,17 @@ void limiter_command(struct limiter *lm, struct req *req, int admin)
     } else if (resp_cmd_arg_is(req->cmd, 1, "peek")) {
         limiter_tree_start(lm, req, STORE_PEEK, 1);
     } else if (resp_cmd_arg_is(req->cmd, 1, "reset")) {
-        if (limiter_admin_ok(lm, req, admin)) {
+        if (limiter_admin_ok(lm, req, admin, "RESET")) {
             limiter_tree_start(lm, req, STORE_RESET, 1);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "rules")) {
-        limiter_rules(lm, req);
+        limiter_rules(lm, req, admin);
     } else if (resp_cmd_arg_is(req->cmd, 1, "override")) {
-        if (limiter_admin_ok(lm, req, admin)) {
+        if (limiter_admin_ok(lm, req, admin, "OVERRIDE")) {
             limiter_override(lm, req);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "reload")) {
-        if (limiter_admin_ok(lm, req, admin)) {
+        if (limiter_admin_ok(lm, req, admin, "RELOAD")) {
             limiter_reload(lm, req);
         }
     } else {

@@ -514,6 +514,66 @@ redisContext *px_redis_connect(const struct px_child *r, const char *password)
 
 /* ---------------- cellgate ---------------- */
 
+/* The admin password of each proxy started, by port, for px_cmd_admin: a
+ * test may start several, and a yaml may name its own password. */
+#define ADMIN_PORTS 16
+static struct {
+    int port;
+    char password[64];
+} admin_ports[ADMIN_PORTS];
+
+static void admin_remember(int port, const char *yaml)
+{
+    const char *at = yaml != NULL ? strstr(yaml, "admin_password:") : NULL;
+    char pw[64] = PX_ADMIN_PASSWORD;
+    size_t i, k = 0;
+
+    if (at != NULL) {
+        at += strlen("admin_password:");
+        at += strspn(at, " \"'");
+        while (k + 1 < sizeof(pw) && at[k] != '\0' &&
+               strchr(" \"'\n#", at[k]) == NULL) {
+            pw[k] = at[k];
+            k++;
+        }
+        pw[k] = '\0';
+    }
+    for (i = 0; i < ADMIN_PORTS; i++) {
+        if (admin_ports[i].port == port || admin_ports[i].port == 0) {
+            admin_ports[i].port = port;
+            snprintf(admin_ports[i].password, sizeof(admin_ports[i].password),
+                     "%s", pw);
+            return;
+        }
+    }
+    cr_assert_fail("more than %d proxies in one test", ADMIN_PORTS);
+}
+
+redisReply *px_cmd_admin(redisContext *c, const char *fmt, ...)
+{
+    const char *pw = NULL;
+    redisContext *a;
+    redisReply *r;
+    va_list ap;
+    size_t i;
+
+    for (i = 0; i < ADMIN_PORTS && pw == NULL; i++) {
+        if (admin_ports[i].port == c->tcp.port) {
+            pw = admin_ports[i].password;
+        }
+    }
+    cr_assert_not_null(pw, "px_cmd_admin: no proxy started on port %d",
+                       c->tcp.port);
+    a = px_connect(c->tcp.port);
+    px_check_status(px_cmd(a, "AUTH admin %s", pw), "OK");
+    va_start(ap, fmt);
+    r = redisvCommand(a, fmt, ap);
+    va_end(ap);
+    cr_assert_not_null(r, "no reply to \"%s\": %s", fmt, a->errstr);
+    redisFree(a);
+    return r;
+}
+
 void px_proxy_start(struct px_child *p, const char *yaml,
                     const char *const *args)
 {
@@ -529,20 +589,27 @@ void px_proxy_start(struct px_child *p, const char *yaml,
     const char *argv[PX_MAX_ARGS + 8];
     size_t n = 0;
     argv[n++] = PX_CELLGATE_BIN;
+    /* Every proxy gets an admin password (PX_ADMIN_PASSWORD, for
+     * px_cmd_admin) unless its yaml names admin_password itself. */
+    const char *admin = yaml != NULL && strstr(yaml, "admin_password") != NULL
+                            ? ""
+                            : "admin_password: " PX_ADMIN_PASSWORD "\n";
+    size_t len = (yaml != NULL ? strlen(yaml) : 0) + 160;
+    char *text = malloc(len);
+    cr_assert_not_null(text);
     if (yaml != NULL) {
-        size_t len = strlen(yaml) + 128;
-        char *text = malloc(len);
-        cr_assert_not_null(text);
-        snprintf(text, len, "listen: %s\n%s", listen, yaml);
-        px_write_file(p->conf, sizeof(p->conf), "proxy.yaml", text);
-        free(text);
-        argv[n++] = "--config";
-        argv[n++] = p->conf;
+        snprintf(text, len, "listen: %s\n%s%s", listen, admin, yaml);
     } else {
-        p->conf[0] = '\0';
+        /* No yaml: the flags name the listener, as a user would. */
+        snprintf(text, len, "%s", admin);
         argv[n++] = "--listen";
         argv[n++] = listen;
     }
+    px_write_file(p->conf, sizeof(p->conf), "proxy.yaml", text);
+    free(text);
+    argv[n++] = "--config";
+    argv[n++] = p->conf;
+    admin_remember(p->port, yaml);
     for (size_t i = 0; args != NULL && args[i] != NULL; i++) {
         cr_assert(n + 1 < PX_MAX_ARGS + 8, "too many proxy args");
         argv[n++] = args[i];

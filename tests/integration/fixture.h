@@ -138,6 +138,19 @@ redisContext *px_connect(int port);
 /* redisCommand that asserts a reply arrived (no I/O error, no timeout). */
 redisReply *px_cmd(redisContext *c, const char *fmt, ...);
 
+/* The admin password px_proxy_start gives a proxy whose yaml names none. */
+#define PX_ADMIN_PASSWORD "px-admin-secret"
+
+/* A proxy.yaml line that keeps px_proxy_start from adding one: the
+ * default install, with no admin at all. */
+#define PX_NO_ADMIN "# admin_password: none (the default install)\n"
+
+/* px_cmd on a new connection to the proxy `c` is connected to, after
+ * `AUTH admin` with that proxy's admin password (its yaml's, else
+ * PX_ADMIN_PASSWORD): for LIMITER OVERRIDE, RESET and RELOAD, which need
+ * an admin. The connection is closed before it returns. */
+redisReply *px_cmd_admin(redisContext *c, const char *fmt, ...);
+
 /* Reads the next reply of a pipeline; asserts it arrived. */
 redisReply *px_next(redisContext *c);
 

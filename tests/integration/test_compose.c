@@ -15,6 +15,8 @@
 
 #include <yaml.h>
 
+#include "tests/integration/fixture.h"
+
 PX_TEST_SUITE(it_compose);
 
 #define COMPOSE_FILE  PX_SOURCE_DIR "/docker-compose.yml"
@@ -335,6 +337,42 @@ Test(it_compose, cellgate_builds_from_the_dockerfile_and_publishes_7777,
     cr_assert_not_null(init_service(&iw, &init));
     cr_assert(depends_on(svc, init), PROXY_SERVICE " does not wait for %s",
               init);
+}
+
+/* Limiter administration needs an admin password, and there is none by
+ * default: the testbench's --config is a file of the repository, mounted
+ * read-only, that sets one (a compose user can try LIMITER OVERRIDE). */
+Test(it_compose, cellgate_gets_an_admin_password_from_a_mounted_file,
+     .init = compose_init, .fini = compose_fini)
+{
+    yaml_node_t *svc = service(PROXY_SERVICE);
+    const char *conf, *src = NULL;
+    char path[PX_PATH_MAX], want[PX_PATH_MAX];
+    struct words w;
+
+    words_of(&w, svc, "command");
+    conf = words_value(&w, "--config");
+    yaml_node_t *vols = map_get(svc, "volumes");
+    cr_assert(vols != NULL && vols->type == YAML_SEQUENCE_NODE, "no volumes");
+    for (yaml_node_item_t *it = vols->data.sequence.items.start;
+         it < vols->data.sequence.items.top; it++) {
+        const char *v = scalar_text(yaml_document_get_node(&doc, *it));
+        snprintf(want, sizeof(want), ":%s:ro", conf);
+        const char *at = strstr(v, want);
+        if (at != NULL && at[strlen(want)] == '\0' &&
+            strncmp(v, "./", 2) == 0) {
+            snprintf(path, sizeof(path), "%s/%.*s", PX_SOURCE_DIR,
+                     (int)(at - v - 2), v + 2);
+            src = path;
+        }
+    }
+    cr_assert_not_null(src, "%s is not mounted read-only from the repository",
+                       conf);
+    char *text = px_read_file(src, NULL);
+    cr_assert_not_null(text, "cannot read %s", src);
+    cr_assert_not_null(strstr(text, "\nadmin_password: "),
+                       "%s sets no admin_password", src);
+    free(text);
 }
 
 Test(it_compose, cellgate_cluster_seeds_are_redis_services,

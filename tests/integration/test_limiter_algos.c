@@ -128,7 +128,7 @@ static void each_algorithm(redisContext *c, const char *id)
                       three[a].max_retry);
         snprintf(what, sizeof(what), "%s peek", path);
         check_admitted(px_cmd(c, "LIMITER PEEK %s COST 0", path), what, 3, 0);
-        px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
+        px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 1);
         snprintf(what, sizeof(what), "%s after reset", path);
         check_admitted(px_cmd(c, "LIMITER CHECK %s COST 2", path), what, 3, 1);
         snprintf(what, sizeof(what), "%s cost 2 of 1", path);
@@ -143,7 +143,7 @@ static void each_algorithm(redisContext *c, const char *id)
             px_take_five(px_cmd(c, "LIMITER CHECK %s COST 4", path), path);
         cr_assert_eq(f.limited, 1, "%s cost 4: limited", path);
         cr_assert_eq(f.retry, -1, "%s cost 4: retry", path);
-        px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
+        px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 1);
     }
 }
 
@@ -175,7 +175,7 @@ static void several_limits(redisContext *c, const char *id)
         cr_assert_eq(hash_int(key, "count"), 1,
                      "the refused check took from the hourly limit");
     }
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 2);
 }
 
 /* Levels in two slots: api (fixed window, shared) and api:<id> (token
@@ -225,64 +225,67 @@ static void overrides(redisContext *c, redisContext *peer)
     redisReply *r;
 
     /* A parameter of the node's one limit (the NERD way). */
-    px_check_status(px_cmd(c, "LIMITER OVERRIDE SET tb:vip capacity 10"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:vip capacity 10"),
+                    "OK");
     check_admitted(px_cmd(peer, "LIMITER CHECK tb:vip"), "vip", 10, 9);
-    r = px_cmd(peer, "LIMITER OVERRIDE GET tb:vip");
+    r = px_cmd_admin(peer, "LIMITER OVERRIDE GET tb:vip");
     px_check_str(r, "capacity 10");
     /* A factor (the Sharkey way): max 3 / 3 = 1. */
-    px_check_status(px_cmd(c, "LIMITER OVERRIDE SET fw:slow FACTOR 3"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER OVERRIDE SET fw:slow FACTOR 3"),
+                    "OK");
     check_admitted(px_cmd(peer, "LIMITER CHECK fw:slow"), "slow 1", 1, 0);
     check_refused(px_cmd(peer, "LIMITER CHECK fw:slow"), "slow 2", 1, 0, DAY_S);
     /* Unlimited. */
-    px_check_status(px_cmd(c, "LIMITER OVERRIDE SET sl:free UNLIMITED"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER OVERRIDE SET sl:free UNLIMITED"),
+                    "OK");
     for (int i = 0; i < 5; i++) {
         px_check_five(px_cmd(peer, "LIMITER CHECK sl:free"), "free", 0, 0, 0,
                       -1, 0);
     }
     /* Removed: the file's limits again; the bucket of 10 holding 9 reads
      * as a full bucket of 3. */
-    px_check_int(px_cmd(c, "LIMITER OVERRIDE DEL tb:vip"), 1);
-    px_check_int(px_cmd(c, "LIMITER OVERRIDE DEL tb:vip"), 0);
-    px_check_nil(px_cmd(peer, "LIMITER OVERRIDE GET tb:vip"));
+    px_check_int(px_cmd_admin(c, "LIMITER OVERRIDE DEL tb:vip"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER OVERRIDE DEL tb:vip"), 0);
+    px_check_nil(px_cmd_admin(peer, "LIMITER OVERRIDE GET tb:vip"));
     check_admitted(px_cmd(peer, "LIMITER CHECK tb:vip"), "vip back", 3, 2);
-    px_check_int(px_cmd(c, "LIMITER OVERRIDE DEL sl:free"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER OVERRIDE DEL sl:free"), 1);
     check_admitted(px_cmd(peer, "LIMITER CHECK sl:free"), "free back", 3, 2);
     /* A changed override is seen at once, on either proxy. */
-    px_check_status(px_cmd(peer, "LIMITER OVERRIDE SET fw:slow FACTOR 0.5"),
-                    "OK");
+    px_check_status(
+        px_cmd_admin(peer, "LIMITER OVERRIDE SET fw:slow FACTOR 0.5"), "OK");
     check_admitted(px_cmd(c, "LIMITER CHECK fw:slow"), "slow x0.5", 6, 4);
 
     /* Bad overrides: clear errors, nothing stored. */
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:vip bogus 1"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:vip bogus 1"),
                    "ERR unknown parameter 'bogus' of token_bucket (expected "
                    "capacity, refill_per_sec)");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:vip capacity 0"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:vip capacity 0"),
                    "ERR capacity: expected a positive integer, got \"0\"");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:vip capacity"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:vip capacity"),
                    "ERR parameters come in pairs: <name> <value>");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET both:x capacity 1"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET both:x capacity 1"),
                    "ERR parameters need a node with exactly one limit, this "
                    "one has 2 (use FACTOR or UNLIMITED)");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:x FACTOR 0"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:x FACTOR 0"),
                    "ERR factor must be a number from 0.000001 to 1000000");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:x FACTOR abc"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:x FACTOR abc"),
                    "ERR factor must be a number from 0.000001 to 1000000");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb FACTOR 2"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb FACTOR 2"),
                    "ERR no limits at path 'tb' (an override names a node "
                    "with limits)");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET nope:x FACTOR 2"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET nope:x FACTOR 2"),
                    "ERR no limits at path 'nope:x' (an override names a node "
                    "with limits)");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:{x} FACTOR 2"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:{x} FACTOR 2"),
                    "ERR limiter path may not contain '{' or '}'");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:x"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:x"),
                    "ERR syntax error: LIMITER OVERRIDE SET <path> FACTOR f | "
                    "UNLIMITED | <param> <value> ...");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE FOO tb:x"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE FOO tb:x"),
                    "ERR syntax error: LIMITER OVERRIDE SET|DEL|GET <path> ...");
-    px_check_error(px_cmd(c, "LIMITER OVERRIDE GET tb:x extra"),
+    px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE GET tb:x extra"),
                    "ERR syntax error: LIMITER OVERRIDE SET|DEL|GET <path> ...");
-    px_check_nil(px_cmd(c, "LIMITER OVERRIDE GET tb:x"));
+    px_check_nil(px_cmd_admin(c, "LIMITER OVERRIDE GET tb:x"));
 }
 
 static void everything(redisContext *c, redisContext *peer)
@@ -346,19 +349,19 @@ static void hidden_override(redisContext *c, redisContext *redis,
     redisReply *r;
 
     snprintf(path, sizeof(path), "LIMITER OVERRIDE SET %s:oc %s", node, spec);
-    px_check_status(px_cmd(c, path), "OK");
+    px_check_status(px_cmd_admin(c, path), "OK");
     snprintf(path, sizeof(path), "LIMITER CHECK %s:oc", node);
     want = px_take_five(px_cmd(c, path), "oc");
     cr_assert_neq(want.limit, 3, "%s: the override changes the limit", node);
 
     snprintf(path, sizeof(path), "LIMITER OVERRIDE SET %s:ob %s", node, spec);
-    px_check_status(px_cmd(c, path), "OK");
+    px_check_status(px_cmd_admin(c, path), "OK");
     snprintf(hash, sizeof(hash), "cellgate:{%s:ob}#overrides", node);
     r = px_cmd(redis, "HGETALL %s", hash);
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
     cr_assert_eq(r->elements, 2, "%s: one field", hash);
     snprintf(path, sizeof(path), "LIMITER OVERRIDE DEL %s:ob", node);
-    px_check_int(px_cmd(c, path), 1);
+    px_check_int(px_cmd_admin(c, path), 1);
     px_check_int(px_cmd(redis, "HSET %s %s %s", hash, r->element[0]->str,
                         r->element[1]->str),
                  1);
@@ -398,8 +401,7 @@ static void init_embedded_admin(void)
 Test(it_limiter_algos, overrides_need_admin, .init = init_embedded_admin,
      .fini = px_env_fini, .timeout = 60)
 {
-    static const char noperm[] =
-        "NOPERM this LIMITER subcommand needs AUTH admin";
+    static const char noperm[] = "NOPERM LIMITER OVERRIDE needs AUTH admin";
     redisContext *c = px_connect(px_env()->proxy.port);
 
     px_check_error(px_cmd(c, "LIMITER OVERRIDE SET tb:u capacity 9"), noperm);

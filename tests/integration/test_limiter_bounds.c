@@ -122,7 +122,8 @@ static const char wait_tree[] = "api:\n"
                                 "      limits: [0, 1, 60]\n";
 
 static const char wait_caps[] = "limiter_wait_max_per_identity: 3\n"
-                                "limiter_wait_max_total: 5\n";
+                                "limiter_wait_max_total: 5\n"
+                                "limiter_wait_max_ms: 3600000\n";
 
 static void init_caps_embedded(void)
 {
@@ -193,7 +194,7 @@ static void wait_caps_hold(void)
                    "ERR too many LIMITER WAIT replies held "
                    "(limiter_wait_max_total is 5)");
     /* Nothing was written for api:c: RESET finds no key. */
-    px_check_int(px_cmd(watch, "LIMITER RESET api:c"), 0);
+    px_check_int(px_cmd_admin(watch, "LIMITER RESET api:c"), 0);
     cr_assert_eq(px_info_int(watch, "limiter_waits_refused_total"), 1);
     cr_assert_eq(px_info_int(watch, "limiter_waits"), 5);
 
@@ -248,13 +249,15 @@ static const char long_tree[] = "api:\n"
 static void init_many_embedded(void)
 {
     px_limits_start(PX_MODE_EMBEDDED, long_tree,
-                    "limiter_wait_max_total: 1000\n");
+                    "limiter_wait_max_total: 1000\n"
+                    "limiter_wait_max_ms: 3600000\n");
 }
 
 static void init_many_single(void)
 {
     px_limits_start(PX_MODE_SINGLE, long_tree,
-                    "limiter_wait_max_total: 1000\n");
+                    "limiter_wait_max_total: 1000\n"
+                    "limiter_wait_max_ms: 3600000\n");
 }
 
 static void leaving_with_many_waits(void)

@@ -320,7 +320,7 @@ static void pairs_agree(redisContext *c, const char *base, const char *id)
     k = peek_then_check(c, path, LIMIT + 1, what);
     cr_assert(k.f.limited == 1 && k.f.retry == -1, "%s: [%lld, .., %lld, ..]",
               what, k.f.limited, k.f.retry);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 1);
 
     snprintf(path, sizeof(path), "%s:%s2", base, id);
     snprintf(what, sizeof(what), "%s cost 4, new", path);
@@ -343,7 +343,7 @@ static void pairs_agree(redisContext *c, const char *base, const char *id)
     }
     snprintf(what, sizeof(what), "%s cost 0 at the end", path);
     peek_then_check(c, path, 0, what);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 1);
 }
 
 /* Identity a gets PEEKs (of the step's cost, 0 and over the limit) before
@@ -383,8 +383,8 @@ static void peeks_change_nothing(redisContext *c, const char *base)
          * since the first step. */
         assert_agree(&a, &b, px_now_ms() - t0, TWIN_STATE, what);
     }
-    px_check_int(px_cmd(c, "LIMITER RESET %s", pa), 1);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", pb), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", pa), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", pb), 1);
 }
 
 /* In the Redis modes, a PEEK on a new path creates no key, and on an
@@ -417,7 +417,7 @@ static void peek_keys_untouched(redisContext *c, const char *base)
     }
     snprintf(what, sizeof(what), "PEEKs of exhausted %s", path);
     assert_unchanged(before, what);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 1);
 }
 
 static void every_algorithm(redisContext *c)
@@ -457,12 +457,12 @@ static void cost_one_level(redisContext *c)
     peek_cost(c, "tb:cost", 1, 0, 3, 0, 0, "tb cost 1 of 1");
     peek_cost(c, "tb:cost", 4, 1, 3, 0, 1, "tb cost 4, never");
     peek_cost(c, "tb:cost", 0, 0, 3, 0, 1, "tb cost 0 of 0");
-    px_check_int(px_cmd(c, "LIMITER RESET tb:cost"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET tb:cost"), 1);
     /* gcra, 3 at once: COST 3 fits a new key, 4 never does. */
     peek_cost(c, "gc:cost", 4, 1, 3, 3, 1, "gcra cost 4, never");
     peek_cost(c, "gc:cost", 3, 0, 3, 0, 0, "gcra cost 3 of 3");
     peek_cost(c, "gc:cost", 1, 1, 3, 0, 0, "gcra cost 1 of 0");
-    px_check_int(px_cmd(c, "LIMITER RESET gc:cost"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET gc:cost"), 1);
 }
 
 /* acct:<id> (fixed window of 5) and acct:<id>:trade (token bucket of 3),
@@ -480,7 +480,7 @@ static void cost_two_levels(redisContext *c)
     /* The acct level alone: 3 do not fit its 2, 2 do. */
     peek_cost(c, "acct:x", 3, 1, 5, 2, 0, "acct alone, cost 3 of 2");
     peek_cost(c, "acct:x", 2, 0, 5, 0, 0, "acct alone, cost 2 of 2");
-    px_check_int(px_cmd(c, "LIMITER RESET acct:x:trade"), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET acct:x:trade"), 2);
 
     /* acct refuses, trade would admit: acct has 2 left, COST 3 fits
      * trade's 3. Trade is shown without the cost (3, not 0), so the reply
@@ -489,7 +489,7 @@ static void cost_two_levels(redisContext *c)
     peek_cost(c, "acct:y:trade", 3, 1, 5, 2, 0, "two levels, acct refuses");
     /* 2 fit both: acct 0 left (of 5), trade 1. */
     peek_cost(c, "acct:y:trade", 2, 0, 5, 0, 0, "two levels, cost 2");
-    px_check_int(px_cmd(c, "LIMITER RESET acct:y:trade"), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET acct:y:trade"), 2);
 }
 
 /* rl (gcra, 10 at once, shared in its own slot) above rl:<id> (gcra, 3
@@ -510,10 +510,10 @@ static void cost_across_slots_gcra(redisContext *c)
     peek_cost(c, path2, 3, 0, 3, 0, 0, "rl, second identity");
     peek_cost(c, "rl:z", 3, 0, 3, 0, 0, "rl, third identity");
     peek_cost(c, "rl:w", 3, 1, 10, 1, 0, "rl refuses, identity admits");
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 2);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path2), 1);
-    px_check_int(px_cmd(c, "LIMITER RESET rl:z"), 1);
-    px_check_int(px_cmd(c, "LIMITER RESET rl:w"), 0);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path2), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET rl:z"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET rl:w"), 0);
 }
 
 /* team (fixed window of 10, shared, its own slot) above team:<id> (token
@@ -538,9 +538,9 @@ static void cost_across_slots(redisContext *c)
     peek_cost(c, path, 4, 1, 3, 3, 1, "team admits, identity never");
     peek_cost(c, path, 3, 0, 3, 0, 0, "team, this identity");
     peek_cost(c, path, 1, 1, 3, 0, 0, "team, identity refuses");
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 2);
-    px_check_int(px_cmd(c, "LIMITER RESET team:t1"), 1);
-    px_check_int(px_cmd(c, "LIMITER RESET team:t2"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET team:t1"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET team:t2"), 1);
 }
 
 /* ---------------- Bad input ---------------- */
@@ -650,7 +650,7 @@ static void bad_input(redisContext *c)
                   a.f.remaining);
     }
     peek_then_check(c, "fw:good", 1, "after the pipeline");
-    px_check_int(px_cmd(c, "LIMITER RESET fw:good"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET fw:good"), 1);
     redisFree(other);
 }
 
@@ -680,7 +680,7 @@ static void huge_costs(redisContext *c)
                       "%s: [%lld, %lld, %lld, %lld, %lld]", what, p.f.limited,
                       p.f.limit, p.f.remaining, p.f.retry, p.f.reset);
         }
-        px_check_int(px_cmd(c, "LIMITER RESET %s", path), 0);
+        px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 0);
     }
 }
 

@@ -172,7 +172,7 @@ static void reload(redisContext *c, const char *yaml)
     char path[PX_PATH_MAX];
 
     px_write_file(path, sizeof(path), "limits.yaml", yaml);
-    px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER RELOAD"), "OK");
 }
 
 /* The count of a fixed window's key straight from its node (0 when the key

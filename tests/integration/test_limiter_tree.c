@@ -99,14 +99,15 @@ static const char bad_type_yaml[] = "user:\n"
 
 #define NS ((int64_t)1000000000) /* nanoseconds per second */
 
-#define ADMIN_PW    "s3cret" /* admin_password */
-#define E_NOPERM    "NOPERM this LIMITER subcommand needs AUTH admin"
-#define E_NOT_INT   "ERR value is not an integer or out of range"
-#define E_SYNTAX    "ERR syntax error"
-#define E_ARITY     "ERR wrong number of arguments for 'limiter' command"
-#define E_NO_LIMITS "ERR no limits for path "
-#define E_BRACES    "ERR limiter path may not contain '{' or '}'"
-#define E_EMPTY_SEG "ERR limiter path has an empty segment"
+#define ADMIN_PW        "s3cret" /* admin_password */
+#define E_NOPERM        "NOPERM LIMITER RESET needs AUTH admin"
+#define E_NOPERM_RELOAD "NOPERM LIMITER RELOAD needs AUTH admin"
+#define E_NOT_INT       "ERR value is not an integer or out of range"
+#define E_SYNTAX        "ERR syntax error"
+#define E_ARITY         "ERR wrong number of arguments for 'limiter' command"
+#define E_NO_LIMITS     "ERR no limits for path "
+#define E_BRACES        "ERR limiter path may not contain '{' or '}'"
+#define E_EMPTY_SEG     "ERR limiter path has an empty segment"
 
 #define KEY_MAX        160  /* room for every key and path the tests build */
 #define SIGHUP_WAIT_MS 5000 /* bound of the wait for a SIGHUP reload */
@@ -556,7 +557,7 @@ static void cost_peek_reset(redisContext *c, const char *id)
                   0, 6, 0, -1, 12);
 
     /* RESET the path: both keys go; then a fresh start. */
-    px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", trade), 2);
     px_check_absent(kuser, strlen(kuser), "after RESET");
     px_check_absent(ktrade, strlen(ktrade), "after RESET");
     px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade),
@@ -564,18 +565,18 @@ static void cost_peek_reset(redisContext *c, const char *id)
     px_check_five(px_cmd(c, "LIMITER CHECK %s", trade), "check after reset", 0,
                   6, 5, -1, 2);
     /* RESET of the user level alone leaves trade. */
-    px_check_int(px_cmd(c, "LIMITER RESET %s", user), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", user), 1);
     px_check_absent(kuser, strlen(kuser), "after RESET of the user level");
     px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", user),
                   "user after its reset", 0, 16, 16, -1, 0);
     px_check_five(px_cmd(c, "LIMITER PEEK %s COST 0", trade), "trade kept", 0,
                   6, 5, -1, 2);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 1);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 0);
-    px_check_int(px_cmd(c, "limiter reset %s", trade), 0);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", trade), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", trade), 0);
+    px_check_int(px_cmd_admin(c, "limiter reset %s", trade), 0);
     px_check_five(px_cmd(c, "LIMITER CHECK %s COST 6", trade), "all of it", 0,
                   6, 0, -1, 12);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", trade), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", trade), 2);
 }
 
 /* A level above the wildcard: global (3 per 6 s) is shared by every
@@ -629,13 +630,13 @@ static void global_level(redisContext *c, const char *a, const char *b,
 
     /* RESET global:<a> deletes the shared level and a's: 2 keys, maybe on
      * two nodes. b keeps its own level. */
-    px_check_int(px_cmd(c, "LIMITER RESET global:%s", a), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET global:%s", a), 2);
     px_check_absent(kg, strlen(kg), "after RESET");
     px_check_absent(ka, strlen(ka), "after RESET");
     px_check_five(px_cmd(c, "LIMITER CHECK global:%s", b), "global b after", 0,
                   3, 2, -1, 120);
-    px_check_int(px_cmd(c, "LIMITER RESET global:%s", b), 2);
-    px_check_int(px_cmd(c, "LIMITER RESET global:%s", cc), 0);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET global:%s", b), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET global:%s", cc), 0);
 }
 
 /* Resolution: an exact child beats "*"; segments past the tree count
@@ -658,9 +659,9 @@ static void resolution(redisContext *c)
     px_check_five(px_cmd(c, "LIMITER CHECK api"), "api 1", 0, 2, 1, -1, 60);
     px_check_five(px_cmd(c, "LIMITER CHECK api"), "api 2", 0, 2, 0, -1, 120);
     check_four(px_cmd(c, "LIMITER CHECK api"), "api 3", 1, 2, 0, 60);
-    px_check_int(px_cmd(c, "LIMITER RESET api"), 2);
-    px_check_int(px_cmd(c, "LIMITER RESET user:vip"), 1);
-    px_check_int(px_cmd(c, "LIMITER RESET user:r1:other"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET api"), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET user:vip"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET user:r1:other"), 1);
 }
 
 /* Every error text, and none of them writes anything. */
@@ -683,9 +684,9 @@ static void error_texts(redisContext *c)
     /* A path the tree knows but that meets no limits is not limited: the
      * reply says so with limit 0 (redis-cell's limit is never 0). */
     px_check_five(px_cmd(c, "LIMITER CHECK user"), "user", 0, 0, 0, -1, 0);
-    px_check_int(px_cmd(c, "LIMITER RESET user"), 0);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET user"), 0);
     px_check_error(px_cmd(c, "LIMITER PEEK nope:x"), E_NO_LIMITS "'nope:x'");
-    px_check_error(px_cmd(c, "LIMITER RESET nope"), E_NO_LIMITS "'nope'");
+    px_check_error(px_cmd_admin(c, "LIMITER RESET nope"), E_NO_LIMITS "'nope'");
 
     /* 1024 bytes is the longest path; 1025 is refused. */
     n = (size_t)snprintf(path, sizeof(path), "user:");
@@ -695,7 +696,7 @@ static void error_texts(redisContext *c)
     path[n] = '\0';
     px_check_five(px_cmd(c, "LIMITER CHECK %s", path), "1024-byte path", 0, 16,
                   15, -1, 2);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 1);
     path[n++] = 'x';
     path[n] = '\0';
     px_check_error(px_cmd(c, "LIMITER CHECK %s", path),
@@ -707,7 +708,7 @@ static void error_texts(redisContext *c)
     }
     px_check_five(px_cmd(c, "LIMITER CHECK %s", path), "32 segments", 0, 16, 15,
                   -1, 2);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 1);
     snprintf(path + n, sizeof(path) - n, ":s");
     px_check_error(px_cmd(c, "LIMITER CHECK %s", path),
                    "ERR limiter path has more than 32 segments");
@@ -724,7 +725,7 @@ static void error_texts(redisContext *c)
     px_check_error(px_cmd(c, "LIMITER CHECK user:e FOO"), E_SYNTAX);
     px_check_error(px_cmd(c, "LIMITER CHECK user:e COST 1 FOO 2"), E_SYNTAX);
     px_check_error(px_cmd(c, "LIMITER PEEK user:e FOO"), E_SYNTAX);
-    px_check_error(px_cmd(c, "LIMITER RESET user:e FOO"), E_SYNTAX);
+    px_check_error(px_cmd_admin(c, "LIMITER RESET user:e FOO"), E_SYNTAX);
     px_check_error(px_cmd(c, "LIMITER CHECK"), E_ARITY);
     px_check_error(px_cmd(c, "LIMITER PEEK"), E_ARITY);
     px_check_error(px_cmd(c, "LIMITER"), E_ARITY);
@@ -762,7 +763,7 @@ static void refused_reports_state_global(redisContext *c, const char *id)
     cr_assert(f.reset == p.reset && f.reset == 180,
               "refused reply: reset_after %lld, PEEK %lld, want 180", f.reset,
               p.reset);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", path), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", path), 2);
 }
 
 /* A key the tests expect, and the hash tag it must carry. */
@@ -841,10 +842,10 @@ static void documented_keys(redisContext *c, const char *id)
             px_cluster_master_of_key(cl, ek[3].tag, strlen(ek[3].tag)),
             "{global} and {%s} share a master", ek[3].tag);
     }
-    px_check_int(px_cmd(c, "LIMITER RESET user:alex:trade"), 2);
-    px_check_int(px_cmd(c, "LIMITER RESET %s", gpath), 2);
-    px_check_int(px_cmd(c, "LIMITER RESET api"), 2);
-    px_check_int(px_cmd(c, "LIMITER RESET user:vip"), 1);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET user:alex:trade"), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET %s", gpath), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET api"), 2);
+    px_check_int(px_cmd_admin(c, "LIMITER RESET user:vip"), 1);
     cr_assert_eq(count_limiter_keys(), 0, "keys left after RESET");
 }
 
@@ -976,7 +977,7 @@ Test(it_limiter_tree, reset_and_reload_need_auth_admin_when_configured,
     check_rules(c, tree_rules, "RULES without admin");
     px_check_error(px_cmd(c, "LIMITER RESET user:alex:trade"), E_NOPERM);
     px_check_error(px_cmd(c, "limiter reset user:alex:trade"), E_NOPERM);
-    px_check_error(px_cmd(c, "LIMITER RELOAD"), E_NOPERM);
+    px_check_error(px_cmd(c, "LIMITER RELOAD"), E_NOPERM_RELOAD);
     px_check_five(px_cmd(c, "LIMITER PEEK user:alex:trade COST 0"), "kept", 0,
                   6, 5, -1, 2);
     cr_assert_eq(count_limiter_keys(), 2);
@@ -995,7 +996,7 @@ Test(it_limiter_tree, reset_and_reload_need_auth_admin_when_configured,
     check_rules(c, tree2_rules, "RULES after the admin's RELOAD");
     /* Per connection: the other client is still refused. */
     px_check_error(px_cmd(c2, "LIMITER RESET user:alex:trade"), E_NOPERM);
-    px_check_error(px_cmd(c2, "LIMITER RELOAD"), E_NOPERM);
+    px_check_error(px_cmd(c2, "LIMITER RELOAD"), E_NOPERM_RELOAD);
     px_check_five(px_cmd(c2, "LIMITER CHECK user:alex:trade"), "new rules", 0,
                   2, 1, -1, 15);
     redisFree(c2);
@@ -1040,13 +1041,13 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
     check_rules(c, tree_rules, "RULES of the first file");
     px_check_five(px_cmd(c, "LIMITER CHECK user:alex:trade"), "old rules", 0, 6,
                   5, -1, 2);
-    px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER RELOAD"), "OK");
     check_rules(c, tree_rules, "RULES after reloading the same file");
 
     /* New rules: trade 2 per 15 s, user:* 4 per 60 s. Keys carry over:
      * alex's levels continue from their state (trade 1.5 s, user 2 s). */
     write_limits(tree2_yaml);
-    px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER RELOAD"), "OK");
     check_rules(c, tree2_rules, "RULES after RELOAD");
     px_check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "new rules", 0, 2,
                   1, -1, 15);
@@ -1057,14 +1058,14 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
 
     /* A YAML syntax error: refused with its location, old rules stay. */
     write_limits(bad_syntax_yaml);
-    check_file_error(px_cmd(c, "LIMITER RELOAD"), any_line, 1);
+    check_file_error(px_cmd_admin(c, "LIMITER RELOAD"), any_line, 1);
     check_rules(c, tree2_rules, "RULES after a refused syntax error");
     px_check_five(px_cmd(c, "LIMITER CHECK user:zed:trade"), "kept rules", 0, 2,
                   0, -1, 30);
 
     /* Wrong types: every error, each with its location. */
     write_limits(bad_type_yaml);
-    r = px_cmd(c, "LIMITER RELOAD");
+    r = px_cmd_admin(c, "LIMITER RELOAD");
     snprintf(loc, sizeof(loc), "%s:%d:%d:", limits_path, BAD_TYPE_LINE1,
              BAD_TYPE_COL1);
     cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, loc) != NULL,
@@ -1077,7 +1078,7 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
 
     /* A file that is gone. */
     cr_assert_eq(remove(limits_path), 0);
-    r = px_cmd(c, "LIMITER RELOAD");
+    r = px_cmd_admin(c, "LIMITER RELOAD");
     cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, limits_path),
               "RELOAD of a missing file: \"%s\"", r->str != NULL ? r->str : "");
     freeReplyObject(r);
@@ -1085,7 +1086,7 @@ Test(it_limiter_tree, rules_and_reload_change_answers_bad_files_keep_old_rules,
 
     /* And back to a good file. */
     write_limits(tree_yaml);
-    px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER RELOAD"), "OK");
     check_rules(c, tree_rules, "RULES after the repair");
     px_check_five(px_cmd(c, "LIMITER CHECK global:a"), "global again", 0, 3, 2,
                   -1, 60);
@@ -1184,7 +1185,7 @@ Test(it_limiter_tree, without_a_limits_file_every_subcommand_says_so,
                    E_NO_LIMITS "'user:alex'");
     px_check_error(px_cmd(c, "LIMITER PEEK user:alex:trade"),
                    E_NO_LIMITS "'user:alex:trade'");
-    px_check_error(px_cmd(c, "LIMITER RESET user:alex"),
+    px_check_error(px_cmd_admin(c, "LIMITER RESET user:alex"),
                    E_NO_LIMITS "'user:alex'");
     /* Path errors come first all the same. */
     px_check_error(px_cmd(c, "LIMITER CHECK a::b"), E_EMPTY_SEG);
@@ -1193,7 +1194,7 @@ Test(it_limiter_tree, without_a_limits_file_every_subcommand_says_so,
               "LIMITER RULES without a file: type %d \"%s\"", r->type,
               r->str != NULL ? r->str : "");
     freeReplyObject(r);
-    r = px_cmd(c, "LIMITER RELOAD");
+    r = px_cmd_admin(c, "LIMITER RELOAD");
     cr_assert(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ERR ", 4) == 0,
               "LIMITER RELOAD without a file: type %d \"%s\"", r->type,
               r->str != NULL ? r->str : "");

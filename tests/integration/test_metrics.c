@@ -616,12 +616,12 @@ Test(it_metrics, reloads_are_counted_and_the_hash_is_the_files,
     /* A new file, reloaded: counted, and its hash replaces the old. */
     px_write_file(path, sizeof(path), "limits.yaml",
                   "user:\n  children:\n    \"*\":\n      limits: [1, 2, 60]\n");
-    px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
+    px_check_status(px_cmd_admin(c, "LIMITER RELOAD"), "OK");
     check_reloads(scrape(), 1, 0);
     /* A bad file is refused, counted, and the loaded hash stays. */
     file_sha256(sha);
     px_write_file(path, sizeof(path), "limits.yaml", "user: [\n");
-    px_check_error_prefix(px_cmd(c, "LIMITER RELOAD"), "ERR ");
+    px_check_error_prefix(px_cmd_admin(c, "LIMITER RELOAD"), "ERR ");
     body = scrape();
     cr_assert_eq(
         count_of(body, "cellgate_config_reloads_total{result=\"failed\"}"), 1);

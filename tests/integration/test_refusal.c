@@ -711,7 +711,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
      * admission above wrote the keys: cached again first). */
     until_cached(c, "LIMITER CHECK user:alex:trade", first);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-    px_check_int(px_cmd(p2, "LIMITER RESET user:alex:trade"), 2);
+    px_check_int(px_cmd_admin(p2, "LIMITER RESET user:alex:trade"), 2);
     px_wait_refusal_invalidation(c, inval, "LIMITER RESET");
     five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "after reset");
     cr_assert_eq(v[0], 0, "reset, yet refused");
@@ -721,7 +721,8 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     until_cached(c, "LIMITER CHECK user:alex:trade", first);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
     px_check_status(
-        px_cmd(p2, "LIMITER OVERRIDE SET user:alex:trade UNLIMITED"), "OK");
+        px_cmd_admin(p2, "LIMITER OVERRIDE SET user:alex:trade UNLIMITED"),
+        "OK");
     px_wait_refusal_invalidation(c, inval, "LIMITER OVERRIDE");
     five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "overridden");
     cr_assert_eq(v[0], 0, "unlimited, yet refused");
@@ -742,8 +743,8 @@ Test(it_refusal, overridden_identities_and_sliding_logs_go_to_redis,
 
     /* A run-time override on the identity: its hash exists, so its
      * refusals are never cached. */
-    px_check_status(px_cmd(c, "LIMITER OVERRIDE SET user:bob:trade FACTOR 2"),
-                    "OK");
+    px_check_status(
+        px_cmd_admin(c, "LIMITER OVERRIDE SET user:bob:trade FACTOR 2"), "OK");
     five(px_cmd(c, "LIMITER CHECK user:bob:trade"), v, "bob");
     cr_assert_eq(v[0], 0);
     five(px_cmd(c, "LIMITER CHECK sl:x"), v, "sl");
@@ -820,7 +821,7 @@ Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
     cr_assert_eq(v[0], 0);
     cached_refusals(c, d, "fw:ann", first, 10);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-    px_check_int(px_cmd(p2, "LIMITER RESET fw:ann"), 1);
+    px_check_int(px_cmd_admin(p2, "LIMITER RESET fw:ann"), 1);
     px_wait_refusal_invalidation(c, inval, "LIMITER RESET");
     five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after reset");
     cr_assert_eq(v[0], 0, "reset, yet refused");
@@ -840,6 +841,7 @@ Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
 
     /* A RESET through this proxy, with a check pipelined behind it: the
      * check sees the reset, though no invalidation came yet. */
+    px_check_status(px_cmd(c, "AUTH admin " PX_ADMIN_PASSWORD), "OK");
     until_cached(c, "LIMITER CHECK fw:ann", first);
     redisAppendCommand(c, "LIMITER RESET fw:ann");
     redisAppendCommand(c, "LIMITER CHECK fw:ann");
@@ -1132,7 +1134,7 @@ static void writes_reach_the_cache(redisContext *c, redisContext *p2,
     snprintf(check, sizeof(check), "LIMITER CHECK %s", path);
     snprintf(key, sizeof(key), "cellgate:{%s}#0:%s", path, s->algo);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-    px_check_int(px_cmd(p2, "LIMITER RESET %s", path), 1);
+    px_check_int(px_cmd_admin(p2, "LIMITER RESET %s", path), 1);
     px_wait_refusal_invalidation(c, inval, "LIMITER RESET");
     five(px_cmd(c, check), v, "after reset");
     cr_assert_eq(v[0], 0, "%s: reset, yet refused", path);

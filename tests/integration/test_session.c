@@ -70,7 +70,7 @@ static void init_all_commands(void)
     px_env_prepare();
     px_redis_start(&px_env()->redis, NULL);
     px_proxy_start_for(&px_env()->proxy, &px_env()->redis,
-                       "commands: allcommands\n");
+                       "commands: allcommands\n" PX_NO_ADMIN);
 }
 
 /* ---------------- Handshakes stay multiplexed ---------------- */

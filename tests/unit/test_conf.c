@@ -51,6 +51,7 @@ static const char *const all_keys[] = {
     "embedded_max_keys",
     "limiter_wait_max_per_identity",
     "limiter_wait_max_total",
+    "limiter_wait_max_ms",
     "limiter_shadow",
     "metrics_listen",
     "metrics_near_limit_ratio",
@@ -117,6 +118,7 @@ static void assert_defaults(const struct conf *c)
     cr_assert_eq(c->embedded_max_keys, 1000000);
     cr_assert_eq(c->limiter_wait_max_per_identity, 100);
     cr_assert_eq(c->limiter_wait_max_total, 10000);
+    cr_assert_eq(c->limiter_wait_max_ms, 60000);
     cr_assert_eq(c->limiter_shadow, 0);
     cr_assert_eq(c->metrics_listen.port, 0);
     cr_assert(c->metrics_near_limit_ratio == 0.8);
@@ -517,6 +519,18 @@ ParameterizedTestParameters(conf, each_error_names_file_line_and_column)
         { "limiter_wait_max_total: -1\n",
           "proxy.yaml:1:25: limiter_wait_max_total: expected a non-negative "
           "integer, got \"-1\"" },
+        { "limiter_wait_max_ms: 3600001\n",
+          "proxy.yaml:1:22: limiter_wait_max_ms: \"3600001\" is too large "
+          "(max 3600000)" },
+        /* An empty admin password must not silently mean "no admin". */
+        { "admin_password: \"\"\n",
+          "proxy.yaml:1:17: admin_password: expected a non-empty string "
+          "(leave the key out to turn limiter administration off), got "
+          "\"\"" },
+        { "admin_password:\n",
+          "proxy.yaml:1:16: admin_password: expected a non-empty string "
+          "(leave the key out to turn limiter administration off), got "
+          "\"\"" },
         { "listen: \"host:\"\n",
           "proxy.yaml:1:9: listen: expected host:port, got \"host:\"" },
         { "listen:\n  host: a\n",

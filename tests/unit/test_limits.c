@@ -119,7 +119,7 @@ static char *describe(const struct limits_tree *t)
     char *out = NULL;
     size_t len = 0;
 
-    cr_assert_eq(limits_describe(t, false, &out, &len), LIMITS_OK);
+    cr_assert_eq(limits_describe(t, false, true, &out, &len), LIMITS_OK);
     cr_assert_not_null(out);
     cr_assert_eq(strlen(out), len);
     return out;
@@ -1855,7 +1855,7 @@ Test(limits, describe_is_cut_after_one_mebibyte)
     }
     t = load_ok(yaml);
     cr_assert_eq(limits_rule_count(t), 20000);
-    cr_assert_eq(limits_describe(t, false, &text, &outlen), LIMITS_OK);
+    cr_assert_eq(limits_describe(t, false, true, &text, &outlen), LIMITS_OK);
     cr_assert_leq(outlen, 1024 * 1024 + 16);
     cr_assert_gt(outlen, 1024 * 1024 - 200);
     cr_assert_eq(strcmp(text + outlen - 12, "(truncated)\n"), 0);
@@ -2016,13 +2016,21 @@ Test(limits, rules_show_shadow_after_the_limits)
                      "fixed_window(max=2,window=3600s)\n");
     free(out);
     /* limiter_shadow: every node. */
-    cr_assert_eq(limits_describe(t, true, &out, &len), LIMITS_OK);
+    cr_assert_eq(limits_describe(t, true, true, &out, &len), LIMITS_OK);
     cr_assert_str_eq(out,
                      "global  gcra(max_burst=9,count=10,period=1s)  shadow\n"
                      "global:*  gcra(max_burst=1,count=2,period=3s)  shadow\n"
                      "global:*:new  fixed_window(max=5,window=3600s)  shadow\n"
                      "override global:bob:new  factor=2 "
                      "fixed_window(max=2,window=3600s)\n");
+    free(out);
+    /* For a client that is not admin: the overrides name identities. */
+    cr_assert_eq(limits_describe(t, false, false, &out, &len), LIMITS_OK);
+    cr_assert_str_eq(out,
+                     "global  gcra(max_burst=9,count=10,period=1s)  shadow\n"
+                     "global:*  gcra(max_burst=1,count=2,period=3s)\n"
+                     "global:*:new  fixed_window(max=5,window=3600s)  "
+                     "shadow\n");
     free(out);
     limits_free(t);
 }
