@@ -76,9 +76,6 @@ int hidden_admit(struct req *req)
     size_t len;
     int arg = 0;
 
-    if (req->client->admin) {
-        return 1;
-    }
     switch (hidden_filter_refusal(req->cmd, req->client->multi, prefix, &arg)) {
     case HIDDEN_ALLOWED:
         break;

@@ -7,8 +7,8 @@
 
 struct req;
 
-/* Called for every request the command policy allows, before anything
- * else serves it: 1 when `req` goes on (a reply filter or a retry hook
+/* Called for every request of an ordinary client (not admin) that the
+ * command policy allows, before anything else serves it: 1 when `req` goes on (a reply filter or a retry hook
  * set where it needs one), 0 after replying with a refusal. */
 int hidden_admit(struct req *req);
 
