@@ -176,6 +176,10 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
     struct client *c = req->client;
     long long v;
 
+    if (req->retry != NULL && p != req->reply.data && !c->closing &&
+        req->retry(req, p, n)) {
+        return; /* still owed: sent again, or completed meanwhile */
+    }
     if (req->made_error) {
         server.stats.errors++;
     }

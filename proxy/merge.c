@@ -38,6 +38,7 @@
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/hidden.h"
 #include "proxy/merge_build.h"
 #include "proxy/metrics_text.h"
 #include "proxy/server.h"
@@ -368,6 +369,7 @@ static int merge_scan_start(struct req *req, struct node **masters,
     }
     n = snprintf(num, sizeof(num), "%llu", node_cursor);
     merge_attach(req, merge_new(MERGE_SCAN, 1));
+    req->mg->hide_prefix = hidden_prefix_for(req);
     req->mg->scan_node = idx;
     req->mg->nmasters = nmasters;
     merge_send(req, 0, merge_copy_cmd(req, 1, num, (size_t)n), masters[idx]);
@@ -492,6 +494,7 @@ int merge_fanout(struct req *req)
     } else {
         merge_attach(req, merge_new((enum merge_kind)kind, n));
         req->mg->oneshot = kind == MERGE_ANY_OK;
+        req->mg->hide_prefix = hidden_prefix_for(req);
         req->mg->info_sections =
             kind == MERGE_INFO ? merge_info_sections(req) : 0;
         req->mg->info_proxy = req->mg->info_sections != 0;

@@ -6,7 +6,8 @@
  *         |                          is the reply
  *         combine by kind: BY_KEY (back in key order), SUM, ALL_OK,
  *         CONCAT, SAME, AND, SCAN (cursor rewritten), INFO (sections),
- *         ANY_OK, NUMSUB
+ *         ANY_OK, NUMSUB; KEYS and SCAN of an ordinary client leave the
+ *         limiter's keys out (hide_prefix)
  *
  * What the merge copies from the parts (MGET's values, KEYS's names) is
  * already spelled in the client's protocol, since parts travel in it; what
@@ -21,6 +22,7 @@
 #include "parser/resp_enc.h"
 #include "parser/resp_value.h"
 #include "proxy/core/util.h"
+#include "proxy/hidden_filter.h"
 
 /* A RESP3 verbatim string starts with its format and a colon: "txt:". */
 #define MERGE_VERBATIM_FMT 4
@@ -148,7 +150,7 @@ static void merge_scan(struct merge *mg, struct resp_value *v, struct buf *out)
     n = snprintf(num, sizeof(num), "%llu", next);
     PX_CHECK_OOM(resp_enc_array_header(out, 2));
     PX_CHECK_OOM(resp_enc_bulk(out, num, (size_t)n));
-    PX_CHECK_OOM(buf_append(out, v[0].elem[1].raw, v[0].elem[1].raw_len));
+    hidden_filter_list(&v[0].elem[1], mg->hide_prefix, out);
 }
 
 /* PUBSUB NUMSUB: every node counts its own subscribers of each channel;
@@ -263,13 +265,18 @@ void merge_build(struct merge *mg, struct buf *out, int proto)
     case MERGE_CONCAT: {
         size_t total = 0;
         for (i = 0; i < mg->nparts; i++) {
-            total += v[i].n;
+            for (j = 0; j < v[i].n; j++) {
+                total += !hidden_filter_key(v[i].elem[j].str, v[i].elem[j].len,
+                                            mg->hide_prefix);
+            }
         }
         PX_CHECK_OOM(resp_enc_array_header(out, (long long)total));
         for (i = 0; i < mg->nparts; i++) {
             for (j = 0; j < v[i].n; j++) {
-                PX_CHECK_OOM(
-                    buf_append(out, v[i].elem[j].raw, v[i].elem[j].raw_len));
+                const struct resp_value *e = &v[i].elem[j];
+                if (!hidden_filter_key(e->str, e->len, mg->hide_prefix)) {
+                    PX_CHECK_OOM(buf_append(out, e->raw, e->raw_len));
+                }
             }
         }
         break;

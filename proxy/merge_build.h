@@ -46,6 +46,9 @@ struct merge {
     unsigned oneshot : 1;    /* parts travel on connections lent for the call
                                 (the shared ones may be stuck behind a busy
                                 script) */
+    const char *hide_prefix; /* borrowed, MERGE_CONCAT and MERGE_SCAN (KEYS,
+                                SCAN of an ordinary client): names under it
+                                are left out (hidden_filter.h); NULL: none */
 };
 
 /* A merge of `kind` waiting for `nparts` parts (their replies go to

@@ -58,6 +58,7 @@
 #include "proxy/core/route.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/hidden.h"
 #include "proxy/limiter/limiter.h"
 #include "proxy/merge.h"
 #include "proxy/pubsub.h"
@@ -265,7 +266,8 @@ static int router_priv_allowed(struct req *req)
  * keyspace, since the connections it would run on are shared and the node
  * is every client's. Checked before anything else looks at the command,
  * so neither a transaction, nor a private connection, nor a command
- * cellgate answers itself gets around it. 1 when allowed; else replies,
+ * cellgate answers itself gets around it; nor around hidden_admit, which
+ * keeps the limiter's key names from the client. 1 when allowed; else replies,
  * and an open transaction fails at EXEC, as in Redis when a command is
  * refused while queuing. */
 static int router_policy_allows(struct req *req)
@@ -280,10 +282,11 @@ static int router_policy_allows(struct req *req)
     if (req->cmd->argc > 1) {
         arg = resp_cmd_arg(req->cmd, 1, &alen);
     }
-    if (cmdpolicy_allows(&server.conf->commands, name, nlen, arg, alen)) {
-        return 1;
+    if (!cmdpolicy_allows(&server.conf->commands, name, nlen, arg, alen)) {
+        req_reply_error(req, "NOPERM this command is disabled in cellgate");
+    } else if (hidden_admit(req)) {
+        return 1; /* the limiter's key names filtered where they could show */
     }
-    req_reply_error(req, "NOPERM this command is disabled in cellgate");
     if (c->multi && c->priv != NULL) {
         router_send_swallowed(c, "GET"); /* see router_priv_allowed */
     } else if (c->multi) {

@@ -81,6 +81,7 @@ void req_orphan(struct req *req)
     req->client = NULL;
     req->on_reply = NULL;
     req->filter = NULL;
+    req->retry = NULL;
     req->resume = NULL;
     if (cancel != NULL) {
         /* It gives back what it owes through req_owed_back, which frees

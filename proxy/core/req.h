@@ -38,6 +38,12 @@ typedef void req_reply_fn(struct req *req, const char *frame, size_t len);
  * id): appends what the client must see to req->reply. */
 typedef void req_filter_fn(struct req *req, const char *frame, size_t len);
 
+/* Sees the reply of a client's request before anything else does: returns
+ * 1 when it took the request again (sent it anew, or completed it
+ * itself), so `frame` is dropped; 0 to go on with it. RANDOMKEY draws
+ * again when it drew a limiter key (proxy/hidden.c). */
+typedef int req_retry_fn(struct req *req, const char *frame, size_t len);
+
 /* Frees the state of a request served in parts (a merge). */
 typedef void req_parts_free_fn(struct merge *mg);
 
@@ -60,6 +66,9 @@ struct req {
     void *ctx;                 /* borrowed: on_reply's context */
     req_filter_fn *filter;     /* a client request's reply rewriter, or
                                   NULL */
+    req_retry_fn *retry;       /* a client request's second look at its
+                                  reply, or NULL */
+    unsigned tries;            /* times `retry` sent it again */
     void (*resume)(struct req *req); /* a request waiting for something
                                         (upstream_wait_rid) goes on */
     void (*cancel)(struct req *req); /* its client left: ends at once what
