@@ -285,6 +285,11 @@ int resp_word_is(const char *p, size_t len, const char *word)
 
 void resp_cmd_free(struct resp_cmd *c)
 {
+    /* A large frame's raw is the reader's buffer, taken whole
+     * (rd_take_frame); every other raw follows argv in c's allocation. */
+    if (c != NULL && c->raw != (char *)(c->argv + c->argc)) {
+        free(c->raw);
+    }
     free(c);
 }
 
@@ -679,22 +684,55 @@ static int rd_extract_args(struct resp_reader *rd, struct resp_cmd *c)
  * the whole frame has arrived, and each element took at least 6 of its
  * bytes ("$0\r\n\r\n"), so the allocation is proportional to bytes received
  * rather than to a number the client merely claimed. */
+/* Gives the frame at the front of `in` (rd->scan bytes from offset 0) to
+ * a new command as its raw, without copying it: a large request is held
+ * once, not twice. The bytes after the frame stay in `in`, in a buffer of
+ * their own. NULL when out of memory (nothing changed). */
+static struct resp_cmd *rd_take_frame(struct resp_reader *rd)
+{
+    size_t n = rd->scan;
+    struct resp_cmd *c;
+    struct buf rest;
+
+    buf_init(&rest);
+    if (buf_append(&rest, rd->in.data + n, rd->in.len - n) != BUF_OK) {
+        return NULL;
+    }
+    c = cmd_alloc(rd->nargs, 0);
+    if (c == NULL) {
+        buf_free(&rest);
+        return NULL;
+    }
+    /* Its spare capacity (it grew by doubling) was never written, so it
+     * holds no memory; shrinking it could copy it (ASan's realloc does). */
+    c->raw = rd->in.data;
+    c->raw_len = n;
+    rd->in = rest;
+    return c;
+}
+
 static int rd_step_build(struct resp_reader *rd, struct resp_cmd **out)
 {
-    struct resp_cmd *c;
-    int rc;
+    struct resp_cmd *c = NULL;
+    int rc, taken = 0;
 
-    c = cmd_alloc(rd->nargs, rd->scan);
-    if (c == NULL) {
-        return RESP_ENOMEM;
+    if (rd->start == 0 && rd->scan > RD_KEEP_CAP_BYTES) {
+        c = rd_take_frame(rd);
+        taken = c != NULL;
     }
-    memcpy(c->raw, rd_base(rd), rd->scan);
+    if (c == NULL) {
+        c = cmd_alloc(rd->nargs, rd->scan);
+        if (c == NULL) {
+            return RESP_ENOMEM;
+        }
+        memcpy(c->raw, rd_base(rd), rd->scan);
+    }
     rc = rd_extract_args(rd, c);
     if (rc != RESP_OK) {
         resp_cmd_free(c);
         return rc;
     }
-    rd_consume(rd, c->raw_len);
+    rd_consume(rd, taken ? 0 : c->raw_len);
     *out = c;
     return RESP_OK;
 }
