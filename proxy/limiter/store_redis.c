@@ -1832,14 +1832,10 @@ static void store_redis_batch_send(struct limiter_batch *b)
     const char *key = store_redis_item_key(it, &klen);
 
     b->sent_ns = uv_hrtime();
-    if (it->db != 0) {
-        store_redis_db_select(b->st->cl, it->db, it->cid, key, klen);
-    }
+    store_redis_db_enter(b->st->cl, it->db, it->cid, key, klen);
     store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, it->cid, key,
                           klen);
-    if (it->db != 0) {
-        store_redis_db_select(b->st->cl, 0, it->cid, key, klen);
-    }
+    store_redis_db_leave(b->st->cl, it->db, it->cid, key, klen);
 }
 
 /* A call of a spread batch whose slot the node did not serve: queued

@@ -38,8 +38,10 @@ static void store_redis_db_on_select(struct req *part, const char *frame,
     }
 }
 
-void store_redis_db_select(struct cluster *cl, unsigned db, uint64_t cid,
-                           const char *key, size_t klen)
+/* Sends "SELECT <db>" as a limiter part of lane `cid` to the node of
+ * `key`. */
+static void store_redis_db_select(struct cluster *cl, unsigned db, uint64_t cid,
+                                  const char *key, size_t klen)
 {
     char num[16];
     const char *argv[2] = { "SELECT", num };
@@ -50,4 +52,20 @@ void store_redis_db_select(struct cluster *cl, unsigned db, uint64_t cid,
     part->cid = cid;
     part->limiter = 1;
     cluster_send_key(cl, key, klen, part);
+}
+
+void store_redis_db_enter(struct cluster *cl, unsigned db, uint64_t cid,
+                          const char *key, size_t klen)
+{
+    if (db != 0) {
+        store_redis_db_select(cl, db, cid, key, klen);
+    }
+}
+
+void store_redis_db_leave(struct cluster *cl, unsigned db, uint64_t cid,
+                          const char *key, size_t klen)
+{
+    if (db != 0) {
+        store_redis_db_select(cl, 0, cid, key, klen);
+    }
 }
