@@ -3,12 +3,15 @@
  * bystander in db 0 throttles db 0's key of the same name; each sequence
  * is redis-cell's own, and each db holds its own TAT, read straight from
  * Redis. The refusal cache (which holds db 0's keys) never answers db 1's
- * key. LIMITER's raw form stays on db 0 whatever the client selected.
+ * key. LIMITER's raw form stays on db 0 whatever the client selected. With
+ * the two ACL users of --print-acl, the limiter user's connection selects
+ * the db as well.
  * Replies assume back-to-back calls less than a second apart, as the
  * reference rows of test_limiter.c do. */
 #include "tests/support/px_test.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/integration/fixture.h"
@@ -138,6 +141,49 @@ Test(it_limiter_db, the_refusal_cache_never_answers_another_dbs_key,
     }
     cr_assert_eq(px_info_int(b, "limiter_refusal_cache_hits"), hits,
                  "db 1's calls were answered from the cache");
+    redisFree(b);
+    redisFree(a);
+}
+
+/* The two users, applied to Redis by --print-acl as the README says. */
+#define USERS_YAML                                                             \
+    "upstream_user: app\nupstream_password: app-pw\n"                          \
+    "limiter_user: lim\nlimiter_password: lim-pw\n"
+
+static void init_users(void)
+{
+    char conf[PX_PATH_MAX], cmd[2 * PX_PATH_MAX + 64];
+    const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    struct px_run r;
+
+    px_env_prepare();
+    px_redis_start(&px_env()->redis, NULL);
+    px_write_file(conf, sizeof(conf), "users.yaml", USERS_YAML);
+    snprintf(cmd, sizeof(cmd), "%s --config %s --print-acl | redis-cli -p %d",
+             PX_CELLGATE_BIN, conf, px_env()->redis.port);
+    px_run(&r, argv);
+    cr_assert_eq(r.status, 0, "print-acl | redis-cli: %s%s", r.out, r.err);
+    cr_assert_str_eq(r.out, "OK\nOK\n", "redis-cli said: %s", r.out);
+    px_run_free(&r);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, USERS_YAML);
+}
+
+Test(it_limiter_db, the_limiter_user_throttles_in_the_callers_db,
+     .init = init_users, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *a = px_connect(px_env()->proxy.port);
+    redisContext *b = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+
+    px_check_status(px_cmd(a, "SELECT 1"), "OK");
+    px_check_five(px_cmd(a, "CL.THROTTLE k 1 2 60"), "db 1, 1st", 0, 2, 1, -1,
+                  30);
+    px_check_five(px_cmd(a, "CL.THROTTLE k 1 2 60"), "db 1, 2nd", 0, 2, 0, -1,
+                  60);
+    px_check_five(px_cmd(b, "CL.THROTTLE k 1 2 60"), "db 0, 1st", 0, 2, 1, -1,
+                  30);
+    cr_assert(tat_in(d, 1, "k") > tat_in(d, 0, "k"), "db 1 is behind db 0");
+    redisFree(d);
     redisFree(b);
     redisFree(a);
 }
