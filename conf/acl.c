@@ -189,6 +189,30 @@ int acl_prefix_ok(const char *prefix, size_t plen)
     return 1;
 }
 
+int acl_conf_check(const struct conf *c, char *err, size_t errlen)
+{
+    if (c->upstream_user == NULL && c->limiter_user == NULL) {
+        return 0; /* no ACL users: the prefix goes into no pattern */
+    }
+    if (!acl_prefix_ok(c->key_prefix, strlen(c->key_prefix))) {
+        snprintf(err, errlen,
+                 "key_prefix '%s' has a blank, which a Redis ACL key pattern "
+                 "cannot hold: choose a prefix without one",
+                 c->key_prefix);
+        return -1;
+    }
+    if (c->upstream_user != NULL && c->limiter_user != NULL &&
+        strcmp(c->upstream_user, c->limiter_user) == 0) {
+        snprintf(err, errlen,
+                 "upstream_user and limiter_user are both '%s': the limiter "
+                 "user may touch every key, so clients would reach the "
+                 "limiter's keys; name two different users",
+                 c->upstream_user);
+        return -1;
+    }
+    return 0;
+}
+
 size_t acl_client_keys(const char *prefix, size_t plen, char *out,
                        size_t outlen)
 {

@@ -27,6 +27,14 @@ struct conf;
  * such a prefix out. */
 int acl_prefix_ok(const char *prefix, size_t plen);
 
+/* What the two users' ACL lines need of `c`, checked whenever either user
+ * is named (upstream_user or limiter_user): a key_prefix Redis can take
+ * as a key pattern (acl_prefix_ok), and two different users, since the
+ * limiter user's "~*" would otherwise reset the client user to every key.
+ * 0, or -1 with the reason, one line without a newline, in `err`. The one
+ * check --print-acl, --check-config and start-up share. */
+int acl_conf_check(const struct conf *c, char *err, size_t errlen);
+
 /* The client user's key patterns for `prefix` (`plen` bytes, any bytes),
  * blank-separated, each quoted for redis-cli when it must be. Written to
  * `out` when it has room (NUL-terminated); returns the length needed

@@ -27,6 +27,7 @@
  * The reply framer lives in resp_framer.c (hiredis 0.14 cannot frame replies
  * nested deeper than 7 levels). */
 #include "parser/resp.h"
+#include "parser/resp_cmd.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -142,184 +143,6 @@ hr_stream_offset(const redisReader *r, unsigned long long fed, const char *p)
 static size_t hr_unread(const redisReader *r)
 {
     return r->len - r->pos;
-}
-
-/* ---------------- Commands ---------------- */
-
-/* The argv array follows the struct in the same allocation. */
-_Static_assert(sizeof(struct resp_cmd) % _Alignof(struct resp_arg) == 0,
-               "resp_arg array must be aligned after struct resp_cmd");
-
-/* One allocation: the struct, then argc spans, then raw_len bytes of raw. */
-static struct resp_cmd *cmd_alloc(int argc, size_t raw_len)
-{
-    size_t head = sizeof(struct resp_cmd);
-    size_t argsz;
-    struct resp_cmd *c;
-    char *mem;
-
-    if (argc < 1 ||
-        (size_t)argc > (SIZE_MAX - head) / sizeof(struct resp_arg)) {
-        return NULL;
-    }
-    argsz = (size_t)argc * sizeof(struct resp_arg);
-    if (raw_len > SIZE_MAX - head - argsz) {
-        return NULL;
-    }
-    mem = malloc(head + argsz + raw_len);
-    if (mem == NULL) {
-        return NULL;
-    }
-    c = (struct resp_cmd *)(void *)mem;
-    c->argc = argc;
-    c->argv = (struct resp_arg *)(void *)(mem + head);
-    c->raw = mem + head + argsz;
-    c->raw_len = raw_len;
-    return c;
-}
-
-/* Number of decimal digits of `n`. */
-static size_t num_width(size_t n)
-{
-    size_t d = 1;
-
-    while (n >= 10) {
-        n /= 10;
-        d++;
-    }
-    return d;
-}
-
-/* Writes `<type><n>\r\n` at dst and returns the byte after it. */
-static char *put_header(char *dst, char type, size_t n)
-{
-    size_t w = num_width(n);
-    size_t i;
-
-    *dst++ = type;
-    for (i = w; i > 0; i--) {
-        dst[i - 1] = (char)('0' + n % 10);
-        n /= 10;
-    }
-    dst += w;
-    *dst++ = '\r';
-    *dst++ = '\n';
-    return dst;
-}
-
-/* Argument i of an argument list given either as pointers and lengths or as
- * spans into one base buffer (spans != NULL). */
-struct arg_list {
-    const char *const *ptrs;      /* borrowed */
-    const size_t *lens;           /* borrowed */
-    const char *base;             /* borrowed */
-    const struct resp_arg *spans; /* borrowed */
-};
-
-static const char *arg_ptr(const struct arg_list *a, int i, size_t *len)
-{
-    if (a->spans != NULL) {
-        *len = a->spans[i].len;
-        return a->base + a->spans[i].off;
-    }
-    *len = a->lens[i];
-    return a->ptrs[i];
-}
-
-/* A command whose raw is the RESP encoding of the arguments. NULL on
- * allocation failure or if the size overflows. */
-static struct resp_cmd *cmd_encode(int argc, const struct arg_list *a)
-{
-    size_t raw_len = 1 + num_width((size_t)argc) + 2;
-    struct resp_cmd *c;
-    char *p;
-    size_t n;
-    int i;
-
-    for (i = 0; i < argc; i++) {
-        size_t s;
-
-        (void)arg_ptr(a, i, &n);
-        s = 1 + num_width(n) + 2;
-        if (n > SIZE_MAX - s - 2 || n + s + 2 > SIZE_MAX - raw_len) {
-            return NULL;
-        }
-        raw_len += n + s + 2;
-    }
-    c = cmd_alloc(argc, raw_len);
-    if (c == NULL) {
-        return NULL;
-    }
-    p = put_header(c->raw, '*', (size_t)argc);
-    for (i = 0; i < argc; i++) {
-        const char *src = arg_ptr(a, i, &n);
-
-        p = put_header(p, '$', n);
-        c->argv[i].off = (size_t)(p - c->raw);
-        c->argv[i].len = n;
-        if (n > 0) {
-            memcpy(p, src, n);
-        }
-        p += n;
-        *p++ = '\r';
-        *p++ = '\n';
-    }
-    return c;
-}
-
-int resp_word_is(const char *p, size_t len, const char *word)
-{
-    size_t k;
-
-    for (k = 0; k < len; k++) {
-        char ch = p[k];
-        if (ch >= 'A' && ch <= 'Z') {
-            ch = (char)(ch - 'A' + 'a');
-        }
-        if (word[k] == '\0' || ch != word[k]) {
-            return 0;
-        }
-    }
-    return word[len] == '\0';
-}
-
-void resp_cmd_free(struct resp_cmd *c)
-{
-    free(c);
-}
-
-struct resp_cmd *resp_cmd_new(int argc, const char *const *argv,
-                              const size_t *lens)
-{
-    struct arg_list a = { .ptrs = argv, .lens = lens };
-
-    if (argc < 1 || argv == NULL || lens == NULL) {
-        return NULL; /* a command has a name at least */
-    }
-    return cmd_encode(argc, &a);
-}
-
-struct resp_cmd *resp_cmd_with_arg(const struct resp_cmd *c, int i,
-                                   const char *p, size_t n)
-{
-    const char **ptrs = malloc((size_t)c->argc * sizeof(*ptrs));
-    size_t *lens = malloc((size_t)c->argc * sizeof(*lens));
-    struct resp_cmd *out = NULL;
-    int k;
-
-    if (ptrs != NULL && lens != NULL) {
-        for (k = 0; k < c->argc; k++) {
-            ptrs[k] = resp_cmd_arg(c, k, &lens[k]);
-        }
-        if (i >= 0 && i < c->argc) {
-            ptrs[i] = p;
-            lens[i] = n;
-        }
-        out = resp_cmd_new(c->argc, ptrs, lens);
-    }
-    free(ptrs);
-    free(lens);
-    return out;
 }
 
 /* ---------------- Request reader: errors and buffer ---------------- */
@@ -679,22 +502,55 @@ static int rd_extract_args(struct resp_reader *rd, struct resp_cmd *c)
  * the whole frame has arrived, and each element took at least 6 of its
  * bytes ("$0\r\n\r\n"), so the allocation is proportional to bytes received
  * rather than to a number the client merely claimed. */
+/* Gives the frame at the front of `in` (rd->scan bytes from offset 0) to
+ * a new command as its raw, without copying it: a large request is held
+ * once, not twice. The bytes after the frame stay in `in`, in a buffer of
+ * their own. NULL when out of memory (nothing changed). */
+static struct resp_cmd *rd_take_frame(struct resp_reader *rd)
+{
+    size_t n = rd->scan;
+    struct resp_cmd *c;
+    struct buf rest;
+
+    buf_init(&rest);
+    if (buf_append(&rest, rd->in.data + n, rd->in.len - n) != BUF_OK) {
+        return NULL;
+    }
+    c = resp_cmd_alloc(rd->nargs, 0);
+    if (c == NULL) {
+        buf_free(&rest);
+        return NULL;
+    }
+    /* Its spare capacity (it grew by doubling) was never written, so it
+     * holds no memory; shrinking it could copy it (ASan's realloc does). */
+    c->raw = rd->in.data;
+    c->raw_len = n;
+    rd->in = rest;
+    return c;
+}
+
 static int rd_step_build(struct resp_reader *rd, struct resp_cmd **out)
 {
-    struct resp_cmd *c;
-    int rc;
+    struct resp_cmd *c = NULL;
+    int rc, taken = 0;
 
-    c = cmd_alloc(rd->nargs, rd->scan);
-    if (c == NULL) {
-        return RESP_ENOMEM;
+    if (rd->start == 0 && rd->scan > RD_KEEP_CAP_BYTES) {
+        c = rd_take_frame(rd);
+        taken = c != NULL;
     }
-    memcpy(c->raw, rd_base(rd), rd->scan);
+    if (c == NULL) {
+        c = resp_cmd_alloc(rd->nargs, rd->scan);
+        if (c == NULL) {
+            return RESP_ENOMEM;
+        }
+        memcpy(c->raw, rd_base(rd), rd->scan);
+    }
     rc = rd_extract_args(rd, c);
     if (rc != RESP_OK) {
         resp_cmd_free(c);
         return rc;
     }
-    rd_consume(rd, c->raw_len);
+    rd_consume(rd, taken ? 0 : c->raw_len);
     *out = c;
     return RESP_OK;
 }
@@ -862,7 +718,7 @@ static int rd_step_inline(struct resp_reader *rd, struct resp_cmd **out)
     const char *base = rd_base(rd);
     size_t end = rd_end(rd);
     const char *nl = memchr(base + rd->scan, '\n', end - rd->scan);
-    struct arg_list a;
+    struct resp_cmd_src a;
     struct resp_cmd *c;
     size_t line, n;
     const char *nul;
@@ -897,8 +753,8 @@ static int rd_step_inline(struct resp_reader *rd, struct resp_cmd **out)
         rd_consume(rd, line + 1);
         return RD_NEXT;
     }
-    a = (struct arg_list){ .base = rd->tmp.data, .spans = rd->spans };
-    c = cmd_encode(argc, &a);
+    a = (struct resp_cmd_src){ .base = rd->tmp.data, .spans = rd->spans };
+    c = resp_cmd_encode(argc, &a);
     if (c == NULL) {
         return RESP_ENOMEM;
     }

@@ -38,7 +38,9 @@ struct resp_arg {
     size_t len; /* bytes */
 };
 
-/* One parsed request. Owns everything it points to (one allocation). */
+/* One parsed request. Owns everything it points to: one allocation, or
+ * two for a large request read whole, whose raw is the reader's buffer
+ * (taken, not copied); resp_cmd_free knows which. */
 struct resp_cmd {
     int argc;              /* >= 1 */
     struct resp_arg *argv; /* argc spans into raw; owned with the cmd */

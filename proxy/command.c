@@ -406,7 +406,8 @@ static void cmd_reset(struct req *req)
 
 static void cmd_cl_throttle(struct req *req)
 {
-    limiter_throttle(&server.limiter, req, req->client->admin);
+    limiter_throttle(&server.limiter, req, req->client->admin,
+                     (unsigned)req->client->db);
 }
 
 static void cmd_limiter(struct req *req)

@@ -218,6 +218,21 @@ static int main_check_limits(const struct conf *conf)
     return rc;
 }
 
+/* What every use of the configuration checks once it is complete (the
+ * file and the flags): the ACL users' needs (acl_conf_check), so start-up
+ * and --check-config refuse what --print-acl could not print. 0, or 1
+ * after printing the reason. */
+static int main_check_conf(const struct conf *c)
+{
+    char err[MAIN_ERRBUF];
+
+    if (acl_conf_check(c, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cellgate: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 /* --print-acl: the two users' ACL SETUSER lines on stdout. 0, or 1 when
  * proxy.yaml does not name both users with their passwords. */
 static int main_print_acl(const struct conf *c)
@@ -231,13 +246,6 @@ static int main_print_acl(const struct conf *c)
                 "cellgate: --print-acl needs upstream_user, "
                 "upstream_password, limiter_user and limiter_password in "
                 "proxy.yaml (--config)\n");
-        return 1;
-    }
-    if (!acl_prefix_ok(c->key_prefix, strlen(c->key_prefix))) {
-        fprintf(stderr,
-                "cellgate: key_prefix '%s' has a blank, which a Redis ACL key "
-                "pattern cannot hold: choose a prefix without one\n",
-                c->key_prefix);
         return 1;
     }
     n = acl_setuser_lines(c, NULL, 0);
@@ -281,7 +289,7 @@ int main(int argc, char **argv)
         }
         px_free(errbuf);
     }
-    if (main_apply_flags(argc, argv, &conf) != 0) {
+    if (main_apply_flags(argc, argv, &conf) != 0 || main_check_conf(&conf)) {
         conf_free(&conf);
         return 1;
     }

@@ -62,6 +62,10 @@
 /* Bytes reserved in `in` for each read. */
 #define UPSTREAM_READ_BYTES (64 * 1024)
 
+/* An empty `in` that grew past this (one large reply) is released, so the
+ * connection does not pin a copy of that reply's size for its lifetime. */
+#define UPSTREAM_KEEP_IN_BYTES (1024 * 1024)
+
 static void upstream_connect(struct upstream *up);
 static void upstream_fail(struct upstream *up, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -479,6 +483,9 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     buf_consume(&up->in, off);
+    if (up->in.len == 0 && up->in.cap > UPSTREAM_KEEP_IN_BYTES) {
+        buf_free(&up->in);
+    }
     if (!queue_empty(&up->tunnel_wait) && queue_empty(&up->inflight)) {
         struct req *sync =
             container_of(queue_head(&up->tunnel_wait), struct req, unode);

@@ -249,7 +249,8 @@ static void limiter_count_check(const struct limiter_tally *t, int admitted)
 /* CL.THROTTLE and the raw LIMITER form: parse, then the store. A key
  * under the prefix is the limiter's own state, which only an admin
  * client may name. */
-static void limiter_throttle_req(struct limiter *lm, struct req *req, int admin)
+static void limiter_throttle_req(struct limiter *lm, struct req *req, int admin,
+                                 unsigned db)
 {
     const char *prefix = lm->conf->key_prefix;
     size_t plen = strlen(prefix);
@@ -279,7 +280,7 @@ static void limiter_throttle_req(struct limiter *lm, struct req *req, int admin)
     if (!lm->store.ops->ready(&lm->store, req)) {
         return;
     }
-    lm->store.ops->throttle(&lm->store, req, &p, argv[1], lens[1],
+    lm->store.ops->throttle(&lm->store, req, &p, argv[1], lens[1], db,
                             limiter_throttle_done);
 }
 
@@ -888,9 +889,10 @@ int limiter_reload_file(struct limiter *lm, char *err, size_t errlen)
     return rc;
 }
 
-void limiter_throttle(struct limiter *lm, struct req *req, int admin)
+void limiter_throttle(struct limiter *lm, struct req *req, int admin,
+                      unsigned db)
 {
-    limiter_throttle_req(lm, req, admin);
+    limiter_throttle_req(lm, req, admin, db);
 }
 
 void limiter_command(struct limiter *lm, struct req *req, int admin)
@@ -919,7 +921,7 @@ void limiter_command(struct limiter *lm, struct req *req, int admin)
             limiter_reload(lm, req);
         }
     } else {
-        limiter_throttle_req(lm, req, admin);
+        limiter_throttle_req(lm, req, admin, 0); /* the limiter's db */
     }
 }
 

@@ -49,8 +49,11 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
                   const struct conf *conf, int embedded);
 
 /* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>]; a key
- * under the key prefix only for an admin client. */
-void limiter_throttle(struct limiter *lm, struct req *req, int admin);
+ * under the key prefix only for an admin client. The key is db `db`'s
+ * (the client's SELECT), as with redis-cell; LIMITER's keys, the raw form
+ * "LIMITER <key> ..." included, are always db 0's. */
+void limiter_throttle(struct limiter *lm, struct req *req, int admin,
+                      unsigned db);
 
 /* The error of a client that is not admin naming a key under the key
  * prefix (%s): limiter keys belong to the proxy, whether an ordinary

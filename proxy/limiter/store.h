@@ -182,10 +182,12 @@ struct store_ops {
      * (it is routed again then) and returns 0. */
     int (*ready)(struct store *st, struct req *req);
 
-    /* One CL.THROTTLE of `req`: GCRA with `p` on `key`. */
+    /* One CL.THROTTLE of `req`: GCRA with `p` on `key` in database `db`
+     * (the client's SELECT; only a Redis store in single mode sees one
+     * other than 0). */
     void (*throttle)(struct store *st, struct req *req,
                      const struct gcra_params *p, const char *key, size_t klen,
-                     store_done_fn *done);
+                     unsigned db, store_done_fn *done);
 
     /* Runs `c` (takes it): every limit decided into c->res and c->peek
      * (CHECK, PEEK), or their keys removed into c->deleted (RESET); an

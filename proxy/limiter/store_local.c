@@ -408,12 +408,14 @@ static int store_local_ready(struct store *st, struct req *req)
 
 static void store_local_throttle(struct store *st, struct req *req,
                                  const struct gcra_params *p, const char *key,
-                                 size_t klen, store_done_fn *done)
+                                 size_t klen, unsigned db, store_done_fn *done)
 {
     struct store_reply r = { .kind = STORE_REPLY_INTS };
     struct gcra_result res;
     const char *err = NULL;
 
+    /* Embedded mode refuses SELECT n (no upstream): one key space. */
+    PX_UNUSED(db);
     if (store_local_gcra(st->impl, key, klen, p, &res, &err) != GCRA_OK) {
         r.kind = STORE_REPLY_ERROR;
         r.text = err;

@@ -77,6 +77,7 @@
 #include "proxy/limiter/refusal.h"
 #include "proxy/limiter/store.h"
 #include "proxy/limiter/store_fields.h"
+#include "proxy/limiter/store_redis_db.h"
 
 #include <uv.h>
 
@@ -152,6 +153,7 @@ struct store_redis_item {
     unsigned char alone; /* to be sent by itself with its keys declared: a
                             batch across slots found its slot elsewhere */
     unsigned slot;       /* its keys' slot (cluster mode; else 0) */
+    unsigned db;         /* a CL.THROTTLE's client's db (store_redis_db.c) */
     uint64_t cid;        /* the lane of the client it serves */
 };
 
@@ -501,6 +503,9 @@ static void store_redis_refusal_note(struct store *st,
 {
     struct store_redis *rs = st->impl;
 
+    if (call->it.db != 0) {
+        return; /* the cache holds db 0's keys */
+    }
     if (!sr->limited) {
         refusal_forget(&rs->refusals, call->key, call->klen);
         return;
@@ -559,7 +564,7 @@ static void store_redis_call_done(struct store *st, struct limiter_call *call,
  * this loop turn. */
 static void store_redis_throttle(struct store *st, struct req *req,
                                  const struct gcra_params *p, const char *key,
-                                 size_t klen, store_done_fn *done)
+                                 size_t klen, unsigned db, store_done_fn *done)
 {
     struct store_redis *rs = st->impl;
     struct limiter_call *call;
@@ -569,7 +574,8 @@ static void store_redis_throttle(struct store *st, struct req *req,
     const char *err;
     int have;
 
-    if (refusal_lookup(&rs->refusals, key, klen, uv_hrtime(), &have, &tat,
+    if (db == 0 &&
+        refusal_lookup(&rs->refusals, key, klen, uv_hrtime(), &have, &tat,
                        &now) &&
         gcra_decide(p, have, tat, now, &res, &err) == GCRA_OK &&
         res.d.limited) {
@@ -584,6 +590,7 @@ static void store_redis_throttle(struct store *st, struct req *req,
     call->it.kind = STORE_REDIS_THROTTLE;
     call->it.slot = st->cl->enabled ? slot_for_key(key, klen) : 0;
     call->it.cid = req->cid;
+    call->it.db = db;
     call->root = req;
     call->p = *p;
     memcpy(call->key, key, klen);
@@ -1825,8 +1832,10 @@ static void store_redis_batch_send(struct limiter_batch *b)
     const char *key = store_redis_item_key(it, &klen);
 
     b->sent_ns = uv_hrtime();
+    store_redis_db_enter(b->st->cl, it->db, it->cid, key, klen);
     store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, it->cid, key,
                           klen);
+    store_redis_db_leave(b->st->cl, it->db, it->cid, key, klen);
 }
 
 /* A call of a spread batch whose slot the node did not serve: queued
@@ -2083,6 +2092,7 @@ static void store_redis_flush(struct store *st, bool all)
         for (i = 0; i < nopen && !it->alone; i++) {
             b = open[i].b;
             if (b->kind == it->kind && open[i].up == up &&
+                b->item[0]->db == it->db &&
                 (up != NULL || b->item[0]->slot == it->slot)) {
                 break;
             }

@@ -112,6 +112,61 @@ Test(it_cli, check_config_reports_every_error_with_its_location,
     px_run_free(&res);
 }
 
+/* Runs cellgate with the config `yaml` (after a listen line of its own),
+ * with --check-config or to start, and asserts it fails with `want` in
+ * its stderr. */
+static void refused(const char *yaml, int check, const char *want)
+{
+    char path[PX_PATH_MAX], text[1024];
+    struct px_run res;
+    const char *argv[] = { PX_CELLGATE_BIN, "--config", path,
+                           check ? "--check-config" : NULL, NULL };
+
+    snprintf(text, sizeof(text), "listen: 127.0.0.1:%d\n%s", px_free_port(),
+             yaml);
+    px_write_file(path, sizeof(path), "acl.yaml", text);
+    px_run(&res, argv);
+    cr_assert_eq(res.status, 1, "exit %d, stderr: %s", res.status, res.err);
+    cr_assert_not_null(strstr(res.err, want), "stderr: \"%s\"", res.err);
+    px_run_free(&res);
+}
+
+/* What --print-acl could not print is refused by --check-config and at
+ * start-up alike: one user for both roles (the limiter user's ~* would
+ * give clients every key), a key prefix no ACL pattern can hold. */
+Test(it_cli, check_config_and_start_up_refuse_what_print_acl_refuses,
+     .fini = px_env_fini, .timeout = 60)
+{
+    static const char same[] = "upstream: 127.0.0.1:1\n"
+                               "upstream_user: app\nupstream_password: x\n"
+                               "limiter_user: app\nlimiter_password: y\n";
+    static const char blank[] = "upstream: 127.0.0.1:1\n"
+                                "upstream_user: app\nupstream_password: x\n"
+                                "limiter_user: lim\nlimiter_password: y\n"
+                                "key_prefix: \"rate limit:\"\n";
+    static const char want_same[] =
+        "cellgate: upstream_user and limiter_user are both 'app'";
+    static const char want_blank[] =
+        "cellgate: key_prefix 'rate limit:' has a blank";
+    char path[PX_PATH_MAX];
+    struct px_run res;
+    const char *argv[] = { PX_CELLGATE_BIN, "--config", path, "--check-config",
+                           NULL };
+
+    refused(same, 1, want_same);
+    refused(same, 0, want_same);
+    refused(blank, 1, want_blank);
+    refused(blank, 0, want_blank);
+    /* Two users and a plain prefix pass. */
+    px_write_file(path, sizeof(path), "ok.yaml",
+                  "upstream: 127.0.0.1:1\n"
+                  "upstream_user: app\nupstream_password: x\n"
+                  "limiter_user: lim\nlimiter_password: y\n");
+    px_run(&res, argv);
+    cr_assert_eq(res.status, 0, "exit %d, stderr: %s", res.status, res.err);
+    px_run_free(&res);
+}
+
 Test(it_cli, check_config_reports_yaml_syntax_errors, .fini = px_env_fini,
      .timeout = 30)
 {

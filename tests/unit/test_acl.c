@@ -49,6 +49,56 @@ Test(acl, blanks_cannot_be_patterns)
     cr_assert_not(acl_prefix_ok("a\tb", 3));
 }
 
+/* acl_conf_check of a configuration naming `up` and `lim` (NULL: not
+ * set) with `prefix`: its verdict, the reason in err. */
+static int conf_check(const char *up, const char *lim, const char *prefix,
+                      char *err, size_t errlen)
+{
+    struct conf c;
+    int rc;
+
+    cr_assert_eq(conf_init(&c), CONF_OK);
+    if (up != NULL) {
+        conf_set_str(&c.upstream_user, up);
+    }
+    if (lim != NULL) {
+        conf_set_str(&c.limiter_user, lim);
+    }
+    conf_set_str(&c.key_prefix, prefix);
+    err[0] = '\0';
+    rc = acl_conf_check(&c, err, errlen);
+    conf_free(&c);
+    return rc;
+}
+
+Test(acl, conf_check_refuses_one_user_for_both_and_blank_prefixes)
+{
+    char err[256];
+
+    cr_assert_eq(conf_check("app", "lim", "rl:", err, sizeof(err)), 0, "%s",
+                 err);
+    cr_assert_eq(conf_check(NULL, "lim", "rl:", err, sizeof(err)), 0, "%s",
+                 err);
+    /* No user: the prefix goes into no ACL pattern. */
+    cr_assert_eq(conf_check(NULL, NULL, "rate limit:", err, sizeof(err)), 0,
+                 "%s", err);
+    cr_assert_eq(conf_check("app", "app", "rl:", err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "upstream_user and limiter_user are both 'app': "
+                          "the limiter user may touch every key, so clients "
+                          "would reach the limiter's keys; name two "
+                          "different users");
+    cr_assert_eq(conf_check("app", "App", "rl:", err, sizeof(err)), 0,
+                 "Redis user names are case-sensitive: %s", err);
+    cr_assert_eq(conf_check("app", NULL, "rate limit:", err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "key_prefix 'rate limit:' has a blank, which a "
+                          "Redis ACL key pattern cannot hold: choose a prefix "
+                          "without one");
+    cr_assert_eq(conf_check(NULL, "lim", "a\tb", err, sizeof(err)), -1);
+    /* Too small a buffer: cut, still NUL-terminated. */
+    cr_assert_eq(conf_check("u", "u", "rl:", err, 8), -1);
+    cr_assert_str_eq(err, "upstrea");
+}
+
 Test(acl, setuser_lines)
 {
     struct conf c;

@@ -641,6 +641,42 @@ Test(resp_reader, one_mb_argument_fed_in_4k_chunks)
     resp_reader_free(rd);
 }
 
+/* A frame over 256 KiB read from the start of the buffer becomes the
+ * command's raw as it is (held once, not copied); what follows it stays
+ * pending and parses; a small frame is copied into the command. */
+Test(resp_reader, a_large_frame_is_taken_not_copied)
+{
+    static const char head[] = "*2\r\n$4\r\nECHO\r\n$1048576\r\n";
+    static const char tail[] = "\r\n*1\r\n$4\r\nPING\r\n";
+    const size_t big = 1048576, hl = sizeof(head) - 1, tl = sizeof(tail) - 1;
+    struct resp_reader *rd = resp_reader_new(NULL);
+    struct resp_cmd *c = NULL;
+    char *in = malloc(hl + big + tl);
+    const char *p;
+    size_t len;
+
+    cr_assert_not_null(in);
+    memcpy(in, head, hl);
+    memset(in + hl, 'v', big);
+    memcpy(in + hl + big, tail, tl);
+    cr_assert_eq(resp_reader_feed(rd, in, hl + big + tl), RESP_OK);
+    cr_assert_eq(resp_reader_next(rd, &c), RESP_OK);
+    cr_assert_neq(c->raw, (char *)(c->argv + c->argc), "the frame was copied");
+    cr_assert_eq(c->raw_len, hl + big + 2);
+    cr_assert(memcmp(c->raw, in, c->raw_len) == 0);
+    p = resp_cmd_arg(c, 1, &len);
+    cr_assert(len == big && p[0] == 'v' && p[big - 1] == 'v');
+    cr_assert_eq(resp_reader_pending(rd), tl - 2);
+    resp_cmd_free(c);
+    cr_assert_eq(resp_reader_next(rd, &c), RESP_OK);
+    cr_assert_eq(c->raw, (char *)(c->argv + c->argc), "a small frame taken");
+    cr_assert(c->argc == 1 && c->raw_len == tl - 2);
+    resp_cmd_free(c);
+    cr_assert_eq(resp_reader_next(rd, &c), RESP_AGAIN);
+    free(in);
+    resp_reader_free(rd);
+}
+
 Test(resp_reader, large_bulk_in_tiny_chunks_keeps_only_its_bytes_pending)
 {
     static const char head[] = "*1\r\n$100000\r\n";
