@@ -91,6 +91,18 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 #define CONF_DEFAULT_WAIT_MAX_PER_IDENTITY 100
 #define CONF_DEFAULT_WAIT_MAX_TOTAL        10000
 
+/* Bytes bounds of what clients can make the proxy hold (keys included).
+ * Embedded store: a million GCRA keys of 40 bytes is about 260 MB, so
+ * 512 MB leaves embedded_max_keys the bound for ordinary keys. Refusal
+ * cache: 100,000 entries of about 300 bytes is 30 MB. Overrides: 16 MB is
+ * tens of thousands of overrides. Pending limiter calls: a check costs
+ * from a few to about 90 KB while its script runs, so 256 MB is
+ * thousands of deep checks in flight. */
+#define CONF_DEFAULT_EMBEDDED_MAX_BYTES      (512ULL * 1024 * 1024)
+#define CONF_DEFAULT_REFUSAL_CACHE_MAX_BYTES (64ULL * 1024 * 1024)
+#define CONF_DEFAULT_OVERRIDE_MAX_BYTES      (16ULL * 1024 * 1024)
+#define CONF_DEFAULT_PENDING_MAX_BYTES       (256ULL * 1024 * 1024)
+
 /* A decision is near its limit at 80% of it used, by default. */
 #define CONF_DEFAULT_NEAR_LIMIT_RATIO 0.8
 
@@ -210,6 +222,14 @@ static const struct conf_command conf_commands[] = {
              "a non-negative integer"),
     CONF_CMD("limiter_wait_max_total", conf_set_uint, limiter_wait_max_total, 0,
              UINT_MAX, "a non-negative integer"),
+    CONF_CMD("embedded_max_bytes", conf_set_size, embedded_max_bytes, 1,
+             ULLONG_MAX, CONF_WANT_SIZE),
+    CONF_CMD("refusal_cache_max_bytes", conf_set_size, refusal_cache_max_bytes,
+             1, ULLONG_MAX, CONF_WANT_SIZE),
+    CONF_CMD("limiter_override_max_bytes", conf_set_size,
+             limiter_override_max_bytes, 1, ULLONG_MAX, CONF_WANT_SIZE),
+    CONF_CMD("limiter_pending_max_bytes", conf_set_size,
+             limiter_pending_max_bytes, 1, ULLONG_MAX, CONF_WANT_SIZE),
     CONF_CMD("limiter_shadow", conf_set_bool, limiter_shadow, 0, 1,
              "yes or no"),
     CONF_CMD("metrics_listen", conf_set_addr, metrics_listen, 0, 0,
@@ -931,6 +951,10 @@ int conf_init(struct conf *c)
     c->embedded_max_keys = CONF_DEFAULT_EMBEDDED_MAX_KEYS;
     c->limiter_wait_max_per_identity = CONF_DEFAULT_WAIT_MAX_PER_IDENTITY;
     c->limiter_wait_max_total = CONF_DEFAULT_WAIT_MAX_TOTAL;
+    c->embedded_max_bytes = CONF_DEFAULT_EMBEDDED_MAX_BYTES;
+    c->refusal_cache_max_bytes = CONF_DEFAULT_REFUSAL_CACHE_MAX_BYTES;
+    c->limiter_override_max_bytes = CONF_DEFAULT_OVERRIDE_MAX_BYTES;
+    c->limiter_pending_max_bytes = CONF_DEFAULT_PENDING_MAX_BYTES;
     c->metrics_near_limit_ratio = CONF_DEFAULT_NEAR_LIMIT_RATIO;
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }
