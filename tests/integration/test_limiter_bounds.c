@@ -115,6 +115,10 @@ Test(it_limiter_bounds, embedded_store_stays_at_its_cap_and_a_hot_key_exact,
     cr_assert_eq(px_info_int(hot, "limiter_embedded_evicted_expired"), 0);
     cr_assert_eq(px_info_int(hot, "limiter_embedded_full_refused"),
                  ROUNDS * OTHERS + 1 - STORE_CAP);
+    /* A new identity's LIMITER CHECK is refused the same way. */
+    px_check_error(px_cmd(hot, "LIMITER CHECK api:newcomer"),
+                   "ERR embedded limiter store full (every entry is live): "
+                   "raise embedded_max_keys or embedded_max_bytes");
     /* A key stored before the flood kept its state: 8 left, not 9. */
     px_check_five(px_cmd(hot, "CL.THROTTLE k0:0 9 1 3600"), "kept", 0, 10, 8,
                   -1, 7200);

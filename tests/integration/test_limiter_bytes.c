@@ -98,6 +98,10 @@ Test(it_limiter_bytes, a_flood_of_new_identities_never_readmits_a_limited_key,
     /* Still limited after the flood. */
     px_check_five(px_cmd(bob, "LIMITER CHECK api:bob"), "bob after", 1, 1, 0,
                   60, 60);
+    /* A new identity's LIMITER CHECK is admitted undecided too. */
+    px_check_five(px_cmd(bob, "LIMITER CHECK api:newcomer"), "newcomer", 0, 1,
+                  0, -1, 0);
+    cr_assert_eq(px_info_int(bob, "limiter_fail_open"), admitted_undecided + 1);
     redisFree(flood);
     redisFree(bob);
 }
