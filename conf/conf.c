@@ -91,13 +91,9 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 #define CONF_DEFAULT_WAIT_MAX_PER_IDENTITY 100
 #define CONF_DEFAULT_WAIT_MAX_TOTAL        10000
 
-/* Bytes bounds of what clients can make the proxy hold (keys included).
- * Embedded store: a million GCRA keys of 40 bytes is about 260 MB, so
- * 512 MB leaves embedded_max_keys the bound for ordinary keys. Refusal
- * cache: 100,000 entries of about 300 bytes is 30 MB. Overrides: 16 MB is
- * tens of thousands of overrides. Pending limiter calls: a check costs
- * from a few to about 90 KB while its script runs, so 256 MB is
- * thousands of deep checks in flight. */
+/* Byte bounds of what clients make the limiter hold, keys included: far
+ * above a million small embedded keys (~260 MB), 100,000 refusal entries
+ * (~30 MB), tens of thousands of overrides, thousands of deep checks. */
 #define CONF_DEFAULT_EMBEDDED_MAX_BYTES      (512ULL * 1024 * 1024)
 #define CONF_DEFAULT_REFUSAL_CACHE_MAX_BYTES (64ULL * 1024 * 1024)
 #define CONF_DEFAULT_OVERRIDE_MAX_BYTES      (16ULL * 1024 * 1024)

@@ -513,6 +513,7 @@ static void refusal_tracker_close(void *p)
 void refusal_free(struct refusal *rf)
 {
     hmap_free(&rf->entries, refusal_entry_free);
+    PX_ASSERT(rf->bytes == 0); /* every charge was given back */
     hmap_free(&rf->trackers, refusal_tracker_close);
 }
 

@@ -57,9 +57,12 @@ void store_map_free(struct store_map *m)
     size_t i;
 
     for (i = 0; i < m->count; i++) {
+        m->bytes -=
+            store_map_entry_bytes(m->heap[i]->len, m->heap[i]->val_bytes);
         store_map_free_val(m, m->heap[i]->val);
         px_free(m->heap[i]);
     }
+    PX_ASSERT(m->bytes == 0); /* every entry's charge, and no other */
     px_free(m->heap);
     hmap_free(&m->index, NULL);
     store_map_init(m, m->max_keys, m->max_bytes, m->free_val);
