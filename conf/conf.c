@@ -97,6 +97,14 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 #define CONF_DEFAULT_WAIT_MAX_MS 60000
 #define CONF_MAX_WAIT_MAX_MS     3600000
 
+/* Byte bounds of what clients make the limiter hold, keys included: far
+ * above a million small embedded keys (~260 MB), 100,000 refusal entries
+ * (~30 MB), tens of thousands of overrides, thousands of deep checks. */
+#define CONF_DEFAULT_EMBEDDED_MAX_BYTES      (512ULL * 1024 * 1024)
+#define CONF_DEFAULT_REFUSAL_CACHE_MAX_BYTES (64ULL * 1024 * 1024)
+#define CONF_DEFAULT_OVERRIDE_MAX_BYTES      (16ULL * 1024 * 1024)
+#define CONF_DEFAULT_PENDING_MAX_BYTES       (256ULL * 1024 * 1024)
+
 /* A decision is near its limit at 80% of it used, by default. */
 #define CONF_DEFAULT_NEAR_LIMIT_RATIO 0.8
 
@@ -219,6 +227,14 @@ static const struct conf_command conf_commands[] = {
              UINT_MAX, "a non-negative integer"),
     CONF_CMD("limiter_wait_max_ms", conf_set_uint, limiter_wait_max_ms, 0,
              CONF_MAX_WAIT_MAX_MS, "an integer from 0 to 3600000"),
+    CONF_CMD("embedded_max_bytes", conf_set_size, embedded_max_bytes, 1,
+             ULLONG_MAX, CONF_WANT_SIZE),
+    CONF_CMD("refusal_cache_max_bytes", conf_set_size, refusal_cache_max_bytes,
+             1, ULLONG_MAX, CONF_WANT_SIZE),
+    CONF_CMD("limiter_override_max_bytes", conf_set_size,
+             limiter_override_max_bytes, 1, ULLONG_MAX, CONF_WANT_SIZE),
+    CONF_CMD("limiter_pending_max_bytes", conf_set_size,
+             limiter_pending_max_bytes, 1, ULLONG_MAX, CONF_WANT_SIZE),
     CONF_CMD("limiter_shadow", conf_set_bool, limiter_shadow, 0, 1,
              "yes or no"),
     CONF_CMD("metrics_listen", conf_set_addr, metrics_listen, 0, 0,
@@ -941,6 +957,10 @@ int conf_init(struct conf *c)
     c->limiter_wait_max_per_identity = CONF_DEFAULT_WAIT_MAX_PER_IDENTITY;
     c->limiter_wait_max_total = CONF_DEFAULT_WAIT_MAX_TOTAL;
     c->limiter_wait_max_ms = CONF_DEFAULT_WAIT_MAX_MS;
+    c->embedded_max_bytes = CONF_DEFAULT_EMBEDDED_MAX_BYTES;
+    c->refusal_cache_max_bytes = CONF_DEFAULT_REFUSAL_CACHE_MAX_BYTES;
+    c->limiter_override_max_bytes = CONF_DEFAULT_OVERRIDE_MAX_BYTES;
+    c->limiter_pending_max_bytes = CONF_DEFAULT_PENDING_MAX_BYTES;
     c->metrics_near_limit_ratio = CONF_DEFAULT_NEAR_LIMIT_RATIO;
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }

@@ -83,6 +83,12 @@ struct conf {
     unsigned limiter_wait_max_total;        /* ... and in all; 0 = none */
     unsigned limiter_wait_max_ms; /* how far ahead a WAIT may reserve: a
                                      longer WAIT waits this long at most */
+    /* Bytes (keys included) the limiter may hold for clients: */
+    unsigned long long embedded_max_bytes;         /* embedded store */
+    unsigned long long refusal_cache_max_bytes;    /* refusal cache */
+    unsigned long long limiter_override_max_bytes; /* embedded overrides */
+    unsigned long long limiter_pending_max_bytes;  /* limiter calls
+                                                      pending, all clients */
     int limiter_shadow; /* every level of the limits tree decides and keeps
                            state but never refuses; default 0 */
     struct conf_addr metrics_listen; /* the Prometheus endpoint; port 0 =

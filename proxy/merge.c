@@ -119,16 +119,32 @@ static void merge_info_proxy_section(const struct merge *mg, struct buf *out)
     snprintf(line, sizeof(line),
              "limiter_embedded_keys:%llu\r\n"
              "limiter_embedded_evicted_expired:%llu\r\n"
-             "limiter_embedded_evicted_lru:%llu\r\n"
              "limiter_waits:%llu\r\n"
              "limiter_waits_refused_identity:%llu\r\n"
              "limiter_waits_refused_total:%llu\r\n",
              (unsigned long long)ls.embedded_keys,
              (unsigned long long)ls.embedded_evicted_expired,
-             (unsigned long long)ls.embedded_evicted_lru,
              (unsigned long long)wc.held,
              (unsigned long long)wc.refused_identity,
              (unsigned long long)wc.refused_total);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line),
+             "limiter_embedded_bytes:%llu\r\n"
+             "limiter_embedded_full_refused:%llu\r\n"
+             "limiter_override_bytes:%llu\r\n"
+             "limiter_override_refused:%llu\r\n"
+             "limiter_refusal_cache_bytes:%llu\r\n"
+             "limiter_refusal_cache_skipped:%llu\r\n"
+             "limiter_pending_bytes:%llu\r\n"
+             "limiter_pending_refused:%llu\r\n",
+             (unsigned long long)ls.embedded_bytes,
+             (unsigned long long)ls.embedded_full_refused,
+             (unsigned long long)ls.override_bytes,
+             (unsigned long long)ls.override_refused,
+             (unsigned long long)ls.refusal_bytes,
+             (unsigned long long)ls.refusal_skipped,
+             (unsigned long long)ls.pending_bytes,
+             (unsigned long long)ls.pending_refused);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
              "upstream_nodes:%u\r\nupstream_masters:%u\r\n"

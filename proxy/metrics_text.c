@@ -167,6 +167,40 @@ static void metrics_text_node_family(struct buf *out, const struct metrics *m,
     }
 }
 
+/* The limiter's memory held for clients and the calls refused for lack of
+ * room, by what holds it (the INFO fields limiter_*_bytes and their
+ * refusals). */
+static void metrics_text_limiter_bytes(struct buf *out)
+{
+    struct store_stats ls;
+
+    limiter_stats(&server.limiter, &ls);
+    metrics_text_printf(
+        out,
+        "# HELP cellgate_limiter_bytes Bytes the limiter holds for clients, "
+        "keys included.\n"
+        "# TYPE cellgate_limiter_bytes gauge\n"
+        "cellgate_limiter_bytes{what=\"embedded\"} %llu\n"
+        "cellgate_limiter_bytes{what=\"refusal_cache\"} %llu\n"
+        "cellgate_limiter_bytes{what=\"override\"} %llu\n"
+        "cellgate_limiter_bytes{what=\"pending\"} %llu\n"
+        "# HELP cellgate_limiter_no_room_total Calls refused (or not cached) "
+        "for lack of room.\n"
+        "# TYPE cellgate_limiter_no_room_total counter\n"
+        "cellgate_limiter_no_room_total{what=\"embedded\"} %llu\n"
+        "cellgate_limiter_no_room_total{what=\"refusal_cache\"} %llu\n"
+        "cellgate_limiter_no_room_total{what=\"override\"} %llu\n"
+        "cellgate_limiter_no_room_total{what=\"pending\"} %llu\n",
+        (unsigned long long)ls.embedded_bytes,
+        (unsigned long long)ls.refusal_bytes,
+        (unsigned long long)ls.override_bytes,
+        (unsigned long long)ls.pending_bytes,
+        (unsigned long long)ls.embedded_full_refused,
+        (unsigned long long)ls.refusal_skipped,
+        (unsigned long long)ls.override_refused,
+        (unsigned long long)ls.pending_refused);
+}
+
 void metrics_text_prometheus(struct buf *out)
 {
     struct metrics *m = &server.metrics;
@@ -227,6 +261,7 @@ void metrics_text_prometheus(struct buf *out)
                         "# TYPE cellgate_auth_failures_total counter\n"
                         "cellgate_auth_failures_total %llu\n",
                         (unsigned long long)server.stats.auth_failures);
+    metrics_text_limiter_bytes(out);
     if (m->sha256[0] != '\0') {
         metrics_text_printf(out,
                             "# HELP cellgate_config_info The loaded limits "

@@ -651,6 +651,12 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
         req_reply_built(req);
         return;
     }
+    if (store_check_charge(&lm->store, c, req->client) != 0) {
+        store_check_free(c);
+        req_reply_error(req, "limiter calls pending past "
+                             "limiter_pending_max_bytes: retry later");
+        return;
+    }
     if (op == STORE_CHECK && c->wait_ns > 0 &&
         limiter_hold_wait(lm, req, c) != 0) {
         store_check_free(c);
@@ -1014,4 +1020,6 @@ void limiter_stats(struct limiter *lm, struct store_stats *out)
     if (lm->store.ops != NULL && lm->store.ops->stats != NULL) {
         lm->store.ops->stats(&lm->store, out);
     }
+    out->pending_bytes = lm->store.pending_bytes;
+    out->pending_refused = lm->store.pending_refused;
 }

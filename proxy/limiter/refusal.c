@@ -64,14 +64,28 @@ struct refusal_entry {
                                       bound (see refusal.h) */
     int64_t expire_ns;             /* when the key expires (INT64_MAX: never):
                                       from then on it holds nothing */
+    size_t bytes;                  /* charged to rf->bytes
+                                      (refusal_entry_bytes and its raw and
+                                      slots) */
     unsigned seen : 1;             /* the tracker's read confirmed the state */
     unsigned active : 1;           /* and its PEXPIRETIME gave the expiry */
 };
 
+/* What an entry of a `klen`-byte key is charged before its raw or slots:
+ * the entry, its key, and the index's entry with its copy of the key (5
+ * words). */
+static size_t refusal_entry_bytes(size_t klen)
+{
+    return sizeof(struct refusal_entry) + 2 * (klen + 1) + 5 * sizeof(void *);
+}
+
 static void refusal_entry_free(void *p)
 {
     struct refusal_entry *e = p;
+    struct refusal *rf = e->t->rf;
 
+    rf->bytes -= e->bytes;
+    rf->freed_bytes += e->bytes;
     queue_remove(&e->lru);
     px_free(e->key);
     px_free(e->raw);
@@ -98,6 +112,37 @@ static void refusal_drop_all(struct refusal *rf, struct refusal_tracker *t)
             refusal_drop(rf, e);
         }
     }
+}
+
+/* Drops the least recently used entries but `keep` until `need` more
+ * bytes fit rf->max_bytes. 1 when they fit, else 0 (need alone is past
+ * the bound, or only `keep` is left). */
+static int refusal_room(struct refusal *rf, size_t need,
+                        const struct refusal_entry *keep)
+{
+    while (rf->bytes + need > rf->max_bytes) {
+        struct queue *q = queue_tail(&rf->lru);
+        struct refusal_entry *e = container_of(q, struct refusal_entry, lru);
+        if (q == &rf->lru || e == keep) {
+            return 0;
+        }
+        refusal_drop(rf, e);
+    }
+    return 1;
+}
+
+/* Charges `more` bytes to entry `e` (its raw or slots), making room from
+ * the others; 0 when they do not fit (the caller drops e). */
+static int refusal_charge(struct refusal *rf, struct refusal_entry *e,
+                          size_t more)
+{
+    if (!refusal_room(rf, more, e)) {
+        rf->skipped++;
+        return 0;
+    }
+    e->bytes += more;
+    rf->bytes += more;
+    return 1;
 }
 
 /* ---------------- Trackers ---------------- */
@@ -313,6 +358,7 @@ static void refusal_on_hgetall(struct req *part, const char *frame, size_t len)
              v.n <= 2 * (REFUSAL_SLOTS_MAX + 1);
         /* Redis keeps no empty hash: no fields is no key. */
         e->have = v.n > 0;
+        ok = ok && (v.n == 0 || refusal_charge(rf, e, v.n * sizeof(*e->slots)));
         e->slots = ok && v.n > 0 ? px_malloc(v.n * sizeof(*e->slots)) : NULL;
         for (i = 0; ok && i < v.n; i += 2) {
             if (resp_value_is(&v.elem[i], "total")) {
@@ -442,11 +488,13 @@ static void refusal_read(struct refusal *rf, struct refusal_entry *e, int argc,
 
 /* ---------------- The cache ---------------- */
 
-void refusal_init(struct refusal *rf, struct cluster *cl, size_t max)
+void refusal_init(struct refusal *rf, struct cluster *cl, size_t max,
+                  size_t max_bytes)
 {
     memset(rf, 0, sizeof(*rf));
     rf->cl = cl;
     rf->max = max;
+    rf->max_bytes = max_bytes;
     hmap_init(&rf->entries);
     hmap_init(&rf->trackers);
     queue_init(&rf->lru);
@@ -465,6 +513,7 @@ static void refusal_tracker_close(void *p)
 void refusal_free(struct refusal *rf)
 {
     hmap_free(&rf->entries, refusal_entry_free);
+    PX_ASSERT(rf->bytes == 0); /* every charge was given back */
     hmap_free(&rf->trackers, refusal_tracker_close);
 }
 
@@ -554,8 +603,8 @@ static void refusal_tighten(struct refusal_entry *e, int64_t node_now_ns,
 }
 
 /* A new, pending entry for `key` in place of any it had (NULL when the
- * cache is off or no node serves the key), the least recently used one
- * making room. */
+ * cache is off, no node serves the key, or it cannot fit
+ * refusal_cache_max_bytes), the least recently used ones making room. */
 static struct refusal_entry *
 refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
                   enum refusal_kind kind, int64_t node_now_ns, uint64_t sent_ns)
@@ -578,7 +627,13 @@ refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
         refusal_drop(
             rf, container_of(queue_tail(&rf->lru), struct refusal_entry, lru));
     }
+    if (!refusal_room(rf, refusal_entry_bytes(klen), NULL)) {
+        rf->skipped++;
+        return NULL;
+    }
     e = px_calloc(1, sizeof(*e));
+    e->bytes = refusal_entry_bytes(klen);
+    rf->bytes += e->bytes;
     e->t = t;
     e->key = px_strndup(key, klen);
     e->klen = klen;
@@ -609,6 +664,10 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     }
     e = refusal_entry_new(rf, key, klen, REFUSAL_TAT, node_now_ns, sent_ns);
     if (e == NULL) {
+        return;
+    }
+    if (raw != NULL && !refusal_charge(rf, e, rawlen + 1)) {
+        refusal_drop(rf, e);
         return;
     }
     e->raw = raw != NULL ? px_strndup(raw, rawlen) : NULL;
@@ -694,6 +753,11 @@ void refusal_forget(struct refusal *rf, const char *key, size_t klen)
 void refusal_forget_all(struct refusal *rf)
 {
     refusal_drop_all(rf, NULL);
+}
+
+void refusal_cron(struct refusal *rf)
+{
+    store_trim_maybe(&rf->trim, rf->freed_bytes);
 }
 
 size_t refusal_count(const struct refusal *rf)

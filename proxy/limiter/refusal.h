@@ -42,8 +42,9 @@
  * later one that saw the same state, and a TIME the tracker reads with the
  * state, which nothing queues ahead of, so cached fields stay within about
  * a round trip of Redis's even when the calls wait in batches. Memory: at
- * most
- * refusal_cache_size entries. */
+ * most refusal_cache_size entries and refusal_cache_max_bytes bytes, keys
+ * included (the least recently used go first; an entry that alone does
+ * not fit is not cached: Redis decides its calls). */
 #ifndef PX_PROXY_LIMITER_REFUSAL_H
 #define PX_PROXY_LIMITER_REFUSAL_H
 
@@ -52,6 +53,7 @@
 
 #include "proxy/core/hmap.h"
 #include "proxy/core/queue.h"
+#include "proxy/limiter/store_trim.h"
 
 struct cluster;
 
@@ -59,6 +61,11 @@ struct cluster;
 struct refusal {
     struct cluster *cl;     /* borrowed: where the keys live */
     size_t max;             /* entries at most; 0: the cache is off */
+    size_t max_bytes;       /* bytes at most (every entry's charge) */
+    size_t bytes;           /* charged now */
+    uint64_t freed_bytes;   /* charges given back, ever */
+    uint64_t skipped;       /* refusals not cached: past max_bytes alone */
+    struct store_trim trim; /* when freed memory went back last */
     struct hmap entries;    /* key -> struct refusal_entry (owned) */
     struct queue lru;       /* entries, most recently used first */
     struct hmap trackers;   /* node name -> struct refusal_tracker */
@@ -66,8 +73,10 @@ struct refusal {
     uint64_t invalidations; /* entries Redis told us to forget */
 };
 
-/* Sets up `rf` holding at most `max` keys (0: off) of `cl`'s nodes. */
-void refusal_init(struct refusal *rf, struct cluster *cl, size_t max);
+/* Sets up `rf` holding at most `max` keys (0: off) and `max_bytes` bytes
+ * of `cl`'s nodes. */
+void refusal_init(struct refusal *rf, struct cluster *cl, size_t max,
+                  size_t max_bytes);
 
 /* Forgets everything and closes the trackers. */
 void refusal_free(struct refusal *rf);
@@ -133,6 +142,10 @@ void refusal_forget(struct refusal *rf, const char *key, size_t klen);
 
 /* Forgets every key (a client's FLUSHALL on its way). */
 void refusal_forget_all(struct refusal *rf);
+
+/* Periodic work: gives freed memory back after many entries went
+ * (store_trim). */
+void refusal_cron(struct refusal *rf);
 
 /* Keys cached now. */
 size_t refusal_count(const struct refusal *rf);

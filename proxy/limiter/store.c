@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "conf/conf.h"
 #include "proxy/core/util.h"
 
 void store_init(struct store *st, const struct store_ops *ops,
@@ -22,6 +23,7 @@ void store_init(struct store *st, const struct store_ops *ops,
     st->core = core;
     st->cl = cl;
     st->conf = conf;
+    hmap_init(&st->pending_by_cid);
     ops->init(st);
 }
 
@@ -31,6 +33,7 @@ void store_free(struct store *st)
         st->ops->free(st);
     }
     st->impl = NULL;
+    hmap_free(&st->pending_by_cid, NULL);
 }
 
 /* `n` rounded up to the strictest alignment, so an array may start there. */
@@ -56,14 +59,87 @@ struct store_check *store_check_new(unsigned cap, unsigned ngroups)
     c->peek = (struct rl_decision *)(void *)(mem + at_peek);
     c->admitted = (unsigned char *)(mem + at_adm);
     c->ngroups = ngroups;
+    c->alloc = at_adm + (ngroups > 0 ? ngroups : 1);
     buf_init(&c->err);
     return c;
+}
+
+size_t store_check_bytes(const struct store_check *c)
+{
+    size_t b = c->alloc;
+    unsigned i;
+
+    if (c->lv != NULL) {
+        b += offsetof(struct limits_levels, level) +
+             c->lv->n * sizeof(c->lv->level[0]) + c->lv->text_len;
+    }
+    for (i = 0; i < c->n; i++) {
+        b += 2 * (c->lim[i].klen + 1) + STORE_CALL_BYTES_PER_LIMIT;
+    }
+    return b;
+}
+
+int store_pending_admits(size_t pending, size_t bytes, size_t max,
+                         uintptr_t mine)
+{
+    size_t bound = max;
+
+    if (max == 0) {
+        return 1;
+    }
+    if (mine == 0) {
+        bound = max + max / 4;
+    }
+    return bytes <= bound && pending <= bound - bytes;
+}
+
+int store_check_charge(struct store *st, struct store_check *c,
+                       const void *client)
+{
+    uintptr_t cid = (uintptr_t)client;
+    size_t b = store_check_bytes(c);
+    uintptr_t mine = (uintptr_t)hmap_get(&st->pending_by_cid,
+                                         (const char *)&cid, sizeof(cid));
+
+    if (!store_pending_admits(st->pending_bytes, b,
+                              st->conf->limiter_pending_max_bytes, mine)) {
+        st->pending_refused++;
+        return -1;
+    }
+    hmap_put(&st->pending_by_cid, (const char *)&cid, sizeof(cid),
+             (void *)(mine + 1));
+    st->pending_bytes += b;
+    c->charged = b;
+    c->cid = cid;
+    return 0;
+}
+
+/* Gives back what store_check_charge charged for `c`. */
+static void store_check_uncharge(struct store_check *c)
+{
+    struct store *st = c->st;
+    uintptr_t mine;
+
+    if (c->charged == 0) {
+        return;
+    }
+    st->pending_bytes -= c->charged;
+    c->charged = 0;
+    mine = (uintptr_t)hmap_get(&st->pending_by_cid, (const char *)&c->cid,
+                               sizeof(c->cid));
+    if (mine <= 1) {
+        hmap_del(&st->pending_by_cid, (const char *)&c->cid, sizeof(c->cid));
+    } else {
+        hmap_put(&st->pending_by_cid, (const char *)&c->cid, sizeof(c->cid),
+                 (void *)(mine - 1));
+    }
 }
 
 void store_check_free(struct store_check *c)
 {
     unsigned i;
 
+    store_check_uncharge(c);
     if (c->hold != NULL) {
         c->hold_free(c->hold); /* an orphan's call, or not taken */
     }
@@ -91,6 +167,40 @@ void store_shadow_mark(struct store_check *c)
         c->lim[i].shadow_limited =
             c->lim[i].shadow && (refused >> c->lim[i].level & 1) != 0;
     }
+}
+
+int64_t store_limit_max(const struct limits_limit *l)
+{
+    switch (l->algo) {
+    case LIMITS_GCRA:
+        return l->u.gcra.max_burst + 1;
+    case LIMITS_TOKEN_BUCKET:
+        return l->u.token_bucket.capacity;
+    case LIMITS_LEAKY_BUCKET:
+        return l->u.leaky_bucket.size;
+    case LIMITS_FIXED_WINDOW:
+        return l->u.fixed_window.max;
+    case LIMITS_SLIDING_WINDOW:
+        return l->u.sliding_window.max;
+    case LIMITS_SLIDING_LOG:
+        return l->u.sliding_log.max;
+    case LIMITS_SLIDING_COUNTER:
+        return l->u.sliding_counter.max;
+    }
+    return 0;
+}
+
+void store_fail_open_limit(struct store_check *c, unsigned i)
+{
+    struct store_limit *x = &c->lim[i];
+
+    x->fail_open = true;
+    c->res[i].limited = 0;
+    c->res[i].limit = store_limit_max(&x->lim);
+    c->res[i].remaining = 0;
+    c->res[i].retry_after_ns = -RL_NS_PER_SEC;
+    c->res[i].reset_after_ns = 0;
+    c->peek[i] = c->res[i];
 }
 
 void store_write_params(const struct gcra_params *p, int64_t wait_ns,

@@ -31,6 +31,7 @@
 #include "algorithms/rl.h"
 #include "conf/limits.h"
 #include "parser/buf.h"
+#include "proxy/core/hmap.h"
 
 struct cluster;
 struct conf;
@@ -77,6 +78,12 @@ struct store {
                                     before the loop turn ends; 0: never */
     void *impl;                  /* owned by ops: the implementation's state
                                     (init op makes it, free op frees it) */
+    size_t pending_bytes;        /* charged by the tree calls running now
+                                    (store_check_charge), all clients */
+    uint64_t pending_refused;    /* calls refused: past the bound */
+    struct hmap pending_by_cid;  /* client (its address, never looked
+                                    into) -> its calls running now, as a
+                                    uintptr_t */
 };
 
 /* Completion of a throttle or override call of `req` (whose client still
@@ -150,6 +157,10 @@ struct store_check {
                                   call runs (a WAIT slot), or NULL; the
                                   completion may take it */
     void (*hold_free)(void *hold); /* ends hold when `c` is freed */
+    size_t alloc;                  /* bytes of c's own allocation */
+    size_t charged;                /* bytes in st->pending_bytes for c
+                                      (0: not charged) */
+    uintptr_t cid;                 /* the client charged (its address) */
 };
 
 /* What a LIMITER OVERRIDE call does. */
@@ -166,7 +177,18 @@ struct store_stats {
     uint64_t refusal_invalidations;    /* entries Redis said were written */
     uint64_t embedded_keys;            /* embedded store: keys held now */
     uint64_t embedded_evicted_expired; /* evicted at the cap: expired */
-    uint64_t embedded_evicted_lru;     /* evicted at the cap: live, LRU */
+    uint64_t embedded_bytes;           /* embedded store: bytes held now
+                                          (store_map_entry_bytes) */
+    uint64_t embedded_full_refused;    /* calls refused (or failed open):
+                                          no room, every entry live */
+    uint64_t override_bytes;           /* embedded run-time overrides */
+    uint64_t override_refused;         /* OVERRIDE SETs beyond the bound */
+    uint64_t refusal_bytes;            /* refusal cache: bytes held now */
+    uint64_t refusal_skipped;          /* refusals not cached: one entry
+                                          alone is past the bound */
+    uint64_t pending_bytes;            /* limiter calls pending, all
+                                          clients (store_check bytes) */
+    uint64_t pending_refused;          /* calls refused: past the bound */
 };
 
 /* THE store interface. Every call that completes `req` does it through
@@ -255,10 +277,43 @@ struct store_check *store_check_new(unsigned cap, unsigned ngroups);
 /* Frees `c`, its limits and its decisions. */
 void store_check_free(struct store_check *c);
 
+/* What a tree call is charged while it runs: its allocation, its levels,
+ * its keys twice (held, and written in the script call) and each limit's
+ * share of the call's words and reply (STORE_CALL_BYTES_PER_LIMIT). */
+size_t store_check_bytes(const struct store_check *c);
+
+/* Bytes a limit adds to a script call besides its key: its parameters in
+ * the arguments and its decision in the reply. */
+#define STORE_CALL_BYTES_PER_LIMIT 256
+
+/* Whether a call of `bytes` may start with `pending` bytes running in all
+ * (bound `max`; 0: none) when its client has `mine` calls running: while
+ * the total stays within max, or, for a client with none running, within
+ * max and a quarter more (the reserve that keeps a client making one call
+ * at a time served while others fill the bound). Pure. */
+int store_pending_admits(size_t pending, size_t bytes, size_t max,
+                         uintptr_t mine);
+
+/* Charges `c` (built, its keys set) to st->pending_bytes for `client`
+ * (compared by address only) while it runs: 0, or -1 (counted in
+ * st->pending_refused, nothing charged) when store_pending_admits says no under
+ * limiter_pending_max_bytes. store_check_free gives it back. */
+int store_check_charge(struct store *st, struct store_check *c,
+                       const void *client);
+
 /* Sets lim[i].shadow_limited of every limit of `c` from c->res: a shadow
  * level refused when any of its limits did. Levels never span groups, so
  * a group's limits are right once that group's decisions are in. */
 void store_shadow_mark(struct store_check *c);
+
+/* The most a limit admits at once (CL.THROTTLE's second integer): what a
+ * reply that admits undecided reports as the limit. */
+int64_t store_limit_max(const struct limits_limit *l);
+
+/* Limit i of `c` admits undecided, nothing taken (its store could not
+ * decide and store_down_policy is fail_open): [0, max, 0, -1, 0] in res
+ * and peek, and its fail_open flag. */
+void store_fail_open_limit(struct store_check *c, unsigned i);
 
 /* The parameters that decide writes: with WAIT, a request due within the
  * wait is reserved, so the tolerance grows by it (not for a request that

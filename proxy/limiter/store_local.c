@@ -8,10 +8,14 @@
  * WRONGTYPE or a malformed state; we answer WRONGTYPE). Expired entries
  * read as missing; the cron frees them earliest first, so memory follows
  * the identities active within their windows, never the ones seen once.
- * The table (store_map.c) holds at most embedded_max_keys entries: a new
- * key in a full table evicts an expired entry, else the least recently
- * used one, which then reads as missing: a fresh state, as if it had
- * expired, never more than a full bucket.
+ * The table (store_map.c) holds at most embedded_max_keys entries and
+ * embedded_max_bytes bytes: a new key in a full table evicts an expired
+ * entry, never a live one (whose state may still refuse); with every
+ * entry live the check is answered as by a store that is down
+ * (store_down_policy), its writes not made, and counted. An entry's
+ * expiry is when its state equals no state: each model's expiry is its
+ * reset_after rounded up to the millisecond, and GCRA's (whose script
+ * rounds down, as redis-cell does) is rounded up here too.
  *
  * At the end, store_local_ops: the same store behind the limiter's store
  * interface (store.h), its struct store_local allocated by the init op as
@@ -31,12 +35,17 @@
 #include "proxy/limiter/store.h"
 #include "proxy/limiter/store_fields.h"
 #include "proxy/limiter/store_map.h"
+#include "proxy/limiter/store_trim.h"
 
 /* Expired entries the cron drops per tick (100 ms), earliest first: up to
  * 50,000 a second, each O(log n), a few milliseconds a tick at most. A
  * full store evicts expired entries itself, so the cron need not keep up
  * with a flood. */
 #define STORE_LOCAL_EXPIRE_BUDGET 5000
+
+#define STORE_LOCAL_OVERRIDE_FULL                                              \
+    "ERR run-time overrides past limiter_override_max_bytes: raise it or "     \
+    "delete some"
 
 #define STORE_LOCAL_WRONGTYPE                                                  \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -48,8 +57,10 @@ struct store_entry {
         int64_t tat_ns;       /* gcra */
         union store_fields f; /* store_fields_algo's */
     } u;
-    size_t n;   /* entries of list */
-    void *list; /* owned: sliding_window slots, sliding_log timestamps */
+    size_t n;          /* entries of list */
+    void *list;        /* owned: sliding_window slots, sliding_log
+                          timestamps */
+    size_t list_bytes; /* allocated for list (charged to the map) */
 };
 
 /* A decision's write, held until every limit of the check has decided. */
@@ -78,16 +89,26 @@ static void store_entry_free(void *val)
     }
 }
 
-void store_local_init(struct store_local *st, size_t max_keys)
+/* What an entry's value is charged: the entry and its list. */
+static size_t store_entry_bytes(const struct store_entry *e)
 {
-    store_map_init(&st->map, max_keys, store_entry_free);
+    return sizeof(*e) + e->list_bytes;
+}
+
+void store_local_init(struct store_local *st, size_t max_keys, size_t max_bytes,
+                      size_t override_max)
+{
+    memset(st, 0, sizeof(*st));
+    store_map_init(&st->map, max_keys, max_bytes, store_entry_free);
     hmap_init(&st->overrides);
+    st->override_max = override_max;
 }
 
 void store_local_free(struct store_local *st)
 {
     store_map_free(&st->map);
     hmap_free(&st->overrides, px_free);
+    st->override_bytes = 0;
 }
 
 /* The live entry of key (dropped when expired), now the most recently
@@ -113,22 +134,55 @@ static void store_local_apply(struct store_local *st, const char *key,
         px_free(e->list);
         *e = w->next;
         w->next.list = NULL;
-        store_map_set(&st->map, key, len, e, now + w->expiry_ms * RL_NS_PER_MS,
-                      now);
+        store_map_set(&st->map, key, len, e, store_entry_bytes(e),
+                      now + w->expiry_ms * RL_NS_PER_MS);
     } else if (w->write == 2) {
         store_map_del(&st->map, key, len);
     }
 }
 
-/* A gcra decision as a pending write. */
-static void store_local_gcra_pending(const struct gcra_result *r,
+/* Whether the writes w[0..n) to keys[i] (those set) fit the map at now,
+ * after dropping expired entries as needed (store_map_room). */
+static int store_local_room(struct store_local *st, unsigned n,
+                            const struct store_local_limit *l,
+                            const struct store_pending *w, int64_t now)
+{
+    size_t new_keys = 0;
+    int64_t grow = 0;
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        size_t old;
+        if (w[i].write != 1 && w[i].write != 3) {
+            continue;
+        }
+        old = store_map_val_bytes(&st->map, l[i].key, l[i].klen);
+        grow += (int64_t)store_map_entry_bytes(l[i].klen,
+                                               store_entry_bytes(&w[i].next));
+        if (old == 0) {
+            new_keys++;
+        } else {
+            grow -= (int64_t)store_map_entry_bytes(l[i].klen, old);
+        }
+    }
+    if (new_keys == 0 && grow <= 0) {
+        return 1;
+    }
+    return store_map_room(&st->map, new_keys, grow, now);
+}
+
+/* A gcra decision at `now` as a pending write. Its expiry is rounded up:
+ * the entry must not go while its TAT is still ahead of the clock (the
+ * map evicts expired entries). */
+static void store_local_gcra_pending(const struct gcra_result *r, int64_t now,
                                      struct store_pending *w)
 {
     memset(w, 0, sizeof(*w));
     w->next.algo = LIMITS_GCRA;
     if (r->write == GCRA_WRITE_SET) {
         w->write = 1;
-        w->expiry_ms = r->expiry_ms;
+        w->expiry_ms = r->new_tat_ns > now ? rl_ceil_ms(r->new_tat_ns - now)
+                                           : r->expiry_ms;
         w->next.u.tat_ns = r->new_tat_ns;
     } else if (r->write == GCRA_WRITE_DEL) {
         w->write = 2;
@@ -150,7 +204,13 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
     }
     rc = gcra_decide(p, e != NULL, e != NULL ? e->u.tat_ns : 0, now, out, err);
     if (rc == GCRA_OK && !out->d.limited) {
-        store_local_gcra_pending(out, &w);
+        struct store_local_limit l = { .key = key, .klen = len };
+        store_local_gcra_pending(out, now, &w);
+        if (!store_local_room(st, 1, &l, &w, now)) {
+            st->full_refused++;
+            *err = STORE_LOCAL_FULL_TEXT;
+            return STORE_LOCAL_EFULL;
+        }
         store_local_apply(st, key, len, &w, now);
     }
     return rc;
@@ -213,6 +273,7 @@ static int store_local_decide(const struct limits_limit *lim,
         }
         w->next.n = r.next_n;
         w->next.list = next;
+        w->next.list_bytes = (size_t)p.nslots * sizeof(*next);
         return store_local_take(&r.d, r.write == SLIDING_WINDOW_WRITE_SET,
                                 r.expiry_ms, d, w);
     }
@@ -234,6 +295,7 @@ static int store_local_decide(const struct limits_limit *lim,
         }
         w->next.n = r.next_n;
         w->next.list = next;
+        w->next.list_bytes = (size_t)p.max * sizeof(*next);
         /* The log keeps refused attempts: write 3 = "also when refused". */
         return store_local_take(
             &r.d, r.write == SLIDING_LOG_WRITE_SET ? (r.d.limited ? 3 : 1) : 0,
@@ -303,7 +365,7 @@ int store_local_check(struct store_local *st, unsigned n,
             }
             out[i] = r.d;
             peek[i] = pk.d;
-            store_local_gcra_pending(&wr, &w[i]);
+            store_local_gcra_pending(&wr, now, &w[i]);
             store_local_refused(&l[i], wr.d.limited, &limited, &shadow_refused);
             continue;
         }
@@ -332,6 +394,20 @@ int store_local_check(struct store_local *st, unsigned n,
     }
     if (rc == 0 && commit) {
         for (i = 0; i < n; i++) {
+            /* Only the writes to be made are weighed. */
+            if (!store_local_takes(&l[i], limited, shadow_refused) &&
+                w[i].write != 3) {
+                w[i].write = 0;
+            }
+        }
+        if (!store_local_room(st, n, l, w, now)) {
+            st->full_refused++;
+            *err = STORE_LOCAL_FULL_TEXT;
+            rc = STORE_LOCAL_EFULL;
+        }
+    }
+    if (rc == 0 && commit) {
+        for (i = 0; i < n; i++) {
             if (store_local_takes(&l[i], limited, shadow_refused) ||
                 w[i].write == 3) {
                 store_local_apply(st, l[i].key, l[i].klen, &w[i], now);
@@ -353,14 +429,30 @@ const char *store_local_override_get(struct store_local *st, const char *path,
     return hmap_get(&st->overrides, path, len);
 }
 
+size_t store_local_override_bytes(size_t plen, size_t tlen)
+{
+    return 5 * sizeof(void *) + plen + tlen + 1;
+}
+
 int store_local_override_set(struct store_local *st, const char *path,
                              size_t len, const char *text, size_t tlen)
 {
-    char *old = hmap_del(&st->overrides, path, len);
+    char *old = hmap_get(&st->overrides, path, len);
+    size_t was = old != NULL ? store_local_override_bytes(len, strlen(old)) : 0;
 
+    if (text != NULL && st->override_max > 0 &&
+        st->override_bytes - was + store_local_override_bytes(len, tlen) >
+            st->override_max) {
+        st->override_refused++;
+        return -1;
+    }
+    hmap_del(&st->overrides, path, len);
     px_free(old);
+    st->override_bytes -= was;
+    st->override_freed += was;
     if (text != NULL) {
         hmap_put(&st->overrides, path, len, px_strndup(text, tlen));
+        st->override_bytes += store_local_override_bytes(len, tlen);
     }
     return old != NULL;
 }
@@ -376,6 +468,7 @@ int store_local_del(struct store_local *st, const char *key, size_t len)
 void store_local_cron(struct store_local *st)
 {
     store_map_expire(&st->map, store_local_now_ns(), STORE_LOCAL_EXPIRE_BUDGET);
+    store_trim_maybe(&st->trim, st->map.freed_bytes + st->override_freed);
 }
 
 /* ---------------- The store interface (store.h) ---------------- */
@@ -384,7 +477,9 @@ static void store_local_init_op(struct store *st)
 {
     struct store_local *local = px_calloc(1, sizeof(*local));
 
-    store_local_init(local, st->conf->embedded_max_keys);
+    store_local_init(local, st->conf->embedded_max_keys,
+                     st->conf->embedded_max_bytes,
+                     st->conf->limiter_override_max_bytes);
     st->impl = local;
 }
 
@@ -413,10 +508,17 @@ static void store_local_throttle(struct store *st, struct req *req,
     struct store_reply r = { .kind = STORE_REPLY_INTS };
     struct gcra_result res;
     const char *err = NULL;
+    int rc = store_local_gcra(st->impl, key, klen, p, &res, &err);
 
     /* Embedded mode refuses SELECT n (no upstream): one key space. */
     PX_UNUSED(db);
-    if (store_local_gcra(st->impl, key, klen, p, &res, &err) != GCRA_OK) {
+    if (rc == STORE_LOCAL_EFULL && st->conf->store_down == CONF_FAIL_OPEN) {
+        /* As a store that is down: admitted undecided, counted. */
+        r.v[1] = p->limit;
+        r.v[3] = -1;
+        r.fail_open = 1;
+        st->fail_open++;
+    } else if (rc != GCRA_OK) {
         r.kind = STORE_REPLY_ERROR;
         r.text = err;
     } else {
@@ -434,6 +536,7 @@ static void store_local_check_op(struct store *st, struct store_check *c,
     struct gcra_params *wp;
     const char *err = NULL;
     unsigned i;
+    int rc;
 
     c->done = done;
     if (c->op == STORE_RESET) {
@@ -463,8 +566,16 @@ static void store_local_check_op(struct store *st, struct store_check *c,
         sl[i].level = c->lim[i].level;
         sl[i].shadow = c->lim[i].shadow;
     }
-    if (store_local_check(st->impl, c->n, sl, c->cost, c->op == STORE_CHECK,
-                          c->res, c->peek, &err) != 0) {
+    rc = store_local_check(st->impl, c->n, sl, c->cost, c->op == STORE_CHECK,
+                           c->res, c->peek, &err);
+    if (rc == STORE_LOCAL_EFULL && st->conf->store_down == CONF_FAIL_OPEN) {
+        /* As a store that is down: every limit admitted undecided, nothing
+         * written, counted once a call. */
+        for (i = 0; i < c->n; i++) {
+            store_fail_open_limit(c, i);
+        }
+        st->fail_open++;
+    } else if (rc != 0) {
         c->err_text = err;
     } else {
         store_shadow_mark(c);
@@ -497,8 +608,9 @@ static void store_local_override(struct store *st, struct req *req,
     } else if (op == STORE_OVERRIDE_DEL) {
         r.kind = STORE_REPLY_INT;
         r.n = store_local_override_set(st->impl, path, plen, NULL, 0);
-    } else {
-        store_local_override_set(st->impl, path, plen, text, tlen);
+    } else if (store_local_override_set(st->impl, path, plen, text, tlen) < 0) {
+        r.kind = STORE_REPLY_ERROR;
+        r.text = STORE_LOCAL_OVERRIDE_FULL;
     }
     done(st, req, &r);
 }
@@ -514,7 +626,10 @@ static void store_local_stats(struct store *st, struct store_stats *out)
 
     out->embedded_keys = local->map.count;
     out->embedded_evicted_expired = local->map.evicted_expired;
-    out->embedded_evicted_lru = local->map.evicted_lru;
+    out->embedded_bytes = local->map.bytes;
+    out->embedded_full_refused = local->full_refused;
+    out->override_bytes = local->override_bytes;
+    out->override_refused = local->override_refused;
 }
 
 const struct store_ops store_local_ops = {

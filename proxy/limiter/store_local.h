@@ -17,6 +17,7 @@
 #include "conf/limits.h"
 #include "proxy/core/hmap.h"
 #include "proxy/limiter/store_map.h"
+#include "proxy/limiter/store_trim.h"
 
 struct gcra_params;
 struct gcra_result;
@@ -28,9 +29,24 @@ extern const struct store_ops store_local_ops;
 
 /* The store's state: a struct store's `impl` (store.h). */
 struct store_local {
-    struct store_map map;  /* key -> owned struct store_entry, bounded */
-    struct hmap overrides; /* path -> owned NUL-ended override text */
+    struct store_map map;      /* key -> owned struct store_entry, bounded */
+    struct hmap overrides;     /* path -> owned NUL-ended override text */
+    size_t override_bytes;     /* charged for overrides now
+                                  (store_local_override_bytes each) */
+    size_t override_max;       /* most override_bytes; 0: no bound */
+    uint64_t full_refused;     /* writes of new state refused: no room left
+                                  (every entry live) */
+    uint64_t override_refused; /* OVERRIDE SETs beyond override_max */
+    uint64_t override_freed;   /* override bytes freed, ever */
+    struct store_trim trim;    /* when freed memory went back last */
 };
+
+/* Returned by store_local_check and store_local_gcra when the writes do
+ * not fit: the text is STORE_LOCAL_FULL_TEXT. */
+#define STORE_LOCAL_EFULL -100
+#define STORE_LOCAL_FULL_TEXT                                                  \
+    "ERR embedded limiter store full (every entry is live): raise "            \
+    "embedded_max_keys or embedded_max_bytes"
 
 /* One limit of a LIMITER check in the embedded store. */
 struct store_local_limit {
@@ -44,14 +60,18 @@ struct store_local_limit {
     bool shadow;                       /* its level is shadow */
 };
 
-/* An empty store of at most max_keys keys (embedded_max_keys). */
-void store_local_init(struct store_local *st, size_t max_keys);
+/* An empty store of at most max_keys keys and max_bytes bytes
+ * (embedded_max_keys, embedded_max_bytes), holding at most override_max
+ * bytes of run-time overrides (limiter_override_max_bytes); 0: no bound. */
+void store_local_init(struct store_local *st, size_t max_keys, size_t max_bytes,
+                      size_t override_max);
 
 /* Frees every entry. */
 void store_local_free(struct store_local *st);
 
-/* One CL.THROTTLE on `key` at the wall clock. Returns a GCRA_* code; on
- * an error `*err` is the reply text. */
+/* One CL.THROTTLE on `key` at the wall clock. Returns a GCRA_* code, or
+ * STORE_LOCAL_EFULL when its write finds no room; on an error `*err` is
+ * the reply text. */
 int store_local_gcra(struct store_local *st, const char *key, size_t len,
                      const struct gcra_params *p, struct gcra_result *out,
                      const char **err);
@@ -63,8 +83,10 @@ int store_local_gcra(struct store_local *st, const char *key, size_t len,
  * shadow level that refused, else writes none; plus what an algorithm
  * writes for a refused attempt (sliding_log), shadow or not. A limit that
  * admitted but writes nothing reports its state without this request. A key
- * that holds another algorithm's state is WRONGTYPE. 0, or -1 with `*err` the
- * reply text. */
+ * that holds another algorithm's state is WRONGTYPE. Writes that do not
+ * fit (store_map_room: new keys with every entry live) are none of them
+ * made and the check returns STORE_LOCAL_EFULL. 0, or -1 or
+ * STORE_LOCAL_EFULL with `*err` the reply text. */
 int store_local_check(struct store_local *st, unsigned n,
                       const struct store_local_limit *l, int64_t cost,
                       int commit, struct rl_decision *out,
@@ -74,8 +96,14 @@ int store_local_check(struct store_local *st, unsigned n,
 const char *store_local_override_get(struct store_local *st, const char *path,
                                      size_t len);
 
+/* What one override is charged: its path and text, the NUL, and the
+ * index's entry (5 words). */
+size_t store_local_override_bytes(size_t plen, size_t tlen);
+
 /* Sets (text != NULL) or removes the run-time override of `path`.
- * Returns 1 when an override was there before, else 0. */
+ * Returns 1 when an override was there before, else 0; -1 (nothing
+ * changed) when the new text would take override_bytes past
+ * override_max. */
 int store_local_override_set(struct store_local *st, const char *path,
                              size_t len, const char *text, size_t tlen);
 

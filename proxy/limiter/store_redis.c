@@ -428,6 +428,7 @@ static void store_redis_cron(struct store *st)
     struct node *m[64];
     unsigned n, i;
 
+    refusal_cron(&rs->refusals);
     if (rs->no_functions || !cluster_ready(st->cl)) {
         return;
     }
@@ -779,28 +780,6 @@ static void store_redis_group_overrides(struct store_check *c, unsigned g,
     c->stale = 1;
 }
 
-/* The most a limit admits at once: the `limit` its decisions report. */
-static int64_t store_redis_limit_max(const struct limits_limit *l)
-{
-    switch (l->algo) {
-    case LIMITS_GCRA:
-        return l->u.gcra.max_burst + 1;
-    case LIMITS_TOKEN_BUCKET:
-        return l->u.token_bucket.capacity;
-    case LIMITS_LEAKY_BUCKET:
-        return l->u.leaky_bucket.size;
-    case LIMITS_FIXED_WINDOW:
-        return l->u.fixed_window.max;
-    case LIMITS_SLIDING_WINDOW:
-        return l->u.sliding_window.max;
-    case LIMITS_SLIDING_LOG:
-        return l->u.sliding_log.max;
-    case LIMITS_SLIDING_COUNTER:
-        return l->u.sliding_counter.max;
-    }
-    return 0;
-}
-
 /* Group g of a CHECK or PEEK could not be asked (its node is down or did
  * not answer in time, `frame`): with store_down_policy fail_open, each of
  * its limits admits undecided, as CL.THROTTLE does ([0, limit, 0, -1, 0]),
@@ -822,13 +801,7 @@ static int store_redis_group_fail_open(struct store_check *c, unsigned g,
         if (x->group != g) {
             continue;
         }
-        x->fail_open = true;
-        c->res[i].limited = 0;
-        c->res[i].limit = store_redis_limit_max(&x->lim);
-        c->res[i].remaining = 0;
-        c->res[i].retry_after_ns = -RL_NS_PER_SEC;
-        c->res[i].reset_after_ns = 0;
-        c->peek[i] = c->res[i];
+        store_fail_open_limit(c, i);
     }
     c->admitted[g] = 0;
     c->st->fail_open++;
@@ -2238,7 +2211,8 @@ static void store_redis_init(struct store *st)
 
     hmap_init(&rs->overrides);
     hmap_init(&rs->checked);
-    refusal_init(&rs->refusals, st->cl, st->conf->refusal_cache_size);
+    refusal_init(&rs->refusals, st->cl, st->conf->refusal_cache_size,
+                 st->conf->refusal_cache_max_bytes);
     queue_init(&rs->pending);
     /* A full batch (the calls of clients that owe nothing else share one
      * connection per node): sent at once, it keeps Redis busy while
@@ -2289,6 +2263,8 @@ static void store_redis_stats(struct store *st, struct store_stats *out)
 
     out->refusal_hits = rs->refusals.hits;
     out->refusal_keys = refusal_count(&rs->refusals);
+    out->refusal_bytes = rs->refusals.bytes;
+    out->refusal_skipped = rs->refusals.skipped;
     out->refusal_invalidations = rs->refusals.invalidations;
 }
 
