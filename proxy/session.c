@@ -677,6 +677,16 @@ void session_client(struct req *req)
 
 /* ---------------- SELECT, READONLY, READWRITE, ASKING ---------------- */
 
+/* The node's reply to SELECT n: passed on; a refusal restores the db the
+ * client had. */
+static void session_select_reply(struct req *req, const char *frame, size_t len)
+{
+    if (len > 0 && frame[0] == '-' && req->client != NULL) {
+        req->client->db = (long)req->filter_arg;
+    }
+    PX_CHECK_OOM(buf_append(&req->reply, frame, len));
+}
+
 void session_select(struct req *req)
 {
     struct client *c = req->client;
@@ -705,7 +715,12 @@ void session_select(struct req *req)
         return;
     }
     /* SELECT n, or back to 0 on the connection that selected n. The node
-     * checks the range. */
+     * checks the range. The client's db is set now, so the commands it
+     * pipelined behind follow it to the private connection, and set back
+     * if the node refuses it (SELECT 99 of 16 databases), so CL.THROTTLE
+     * acts on the db the connection really has. */
+    req->filter_arg = c->db;
+    req->filter = session_select_reply;
     c->db = (long)db;
     router_send_private(req);
 }

@@ -93,6 +93,8 @@ struct req {
                                         the command was parsed (RESP_PROTO2 for
                                         the proxy's own requests); picks the
                                         connection pool */
+    long long filter_arg;            /* the filter's own value (SELECT n: the db
+                                        the client had before it) */
     long long add_int;        /* PUBLISH, cluster mode: subscribers cellgate
                                  holds on other nodes, added to the count
                                  of the node that answered */

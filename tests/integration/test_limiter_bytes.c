@@ -185,6 +185,8 @@ Test(it_limiter_bytes, overrides_past_the_bound_are_refused,
     long long bytes;
     int i, set = 0;
 
+    /* Overrides are the admin's (an ordinary client gets NOPERM). */
+    px_check_status(px_cmd(c, "AUTH admin " PX_ADMIN_PASSWORD), "OK");
     for (i = 0; i < 1000; i++) {
         redisReply *r =
             px_cmd(c, "LIMITER OVERRIDE SET api:user%04d FACTOR 3", i);

@@ -187,3 +187,36 @@ Test(it_limiter_db, the_limiter_user_throttles_in_the_callers_db,
     redisFree(b);
     redisFree(a);
 }
+
+/* A SELECT the node refuses (db 99 of 16) leaves the client in the db it
+ * had, and so its CL.THROTTLE: db 1's key goes on counting, db 0 and the
+ * refused db get nothing; a bystander in db 0 is untouched. */
+Test(it_limiter_db, a_refused_select_keeps_the_db_it_had, .init = px_env_init,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *a = px_connect(px_env()->proxy.port);
+    redisContext *b = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    redisReply *r;
+
+    px_check_status(px_cmd(a, "SELECT 1"), "OK");
+    px_check_five(px_cmd(a, "CL.THROTTLE rk 1 2 60"), "db 1, first", 0, 2, 1,
+                  -1, 30);
+    r = px_cmd(a, "SELECT 99");
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR, "SELECT 99 accepted");
+    cr_assert_str_eq(r->str, "ERR DB index is out of range");
+    freeReplyObject(r);
+    px_check_five(px_cmd(a, "CL.THROTTLE rk 1 2 60"), "db 1, second", 0, 2, 0,
+                  -1, 60);
+    px_check_five(px_cmd(b, "CL.THROTTLE rk 1 2 60"), "bystander, db 0", 0, 2,
+                  1, -1, 30);
+    cr_assert_eq(exists_in(d, 1, "rk"), 1);
+    cr_assert_eq(exists_in(d, 0, "rk"), 1);
+    /* a's SET lands in db 1 too: its connection never left it. */
+    px_check_status(px_cmd(a, "SET rk:v x"), "OK");
+    cr_assert_eq(exists_in(d, 1, "rk:v"), 1);
+    cr_assert_eq(exists_in(d, 0, "rk:v"), 0);
+    redisFree(a);
+    redisFree(b);
+    redisFree(d);
+}
