@@ -1801,14 +1801,21 @@ static void store_redis_batch_send(struct limiter_batch *b)
                                ? store_redis_throttle_cmd(b)
                                : store_redis_group_cmd(b);
     const struct store_redis_item *it = b->item[0];
+    struct cluster *cl = b->st->cl;
+    unsigned db = it->db;
+    uint64_t cid = it->cid;
     size_t klen;
     const char *key = store_redis_item_key(it, &klen);
+    /* A refused send (the node down) fails the batch at once and frees
+     * its items, key included: SELECT 0 routes by a copy. */
+    char *kept = db != 0 ? px_strndup(key, klen) : NULL;
 
     b->sent_ns = uv_hrtime();
-    store_redis_db_enter(b->st->cl, it->db, it->cid, key, klen);
-    store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, it->cid, key,
+    store_redis_db_enter(cl, db, cid, key, klen);
+    store_redis_part_send(b->st, cmd, store_redis_on_batch, b, 0, cid, key,
                           klen);
-    store_redis_db_leave(b->st->cl, it->db, it->cid, key, klen);
+    store_redis_db_leave(cl, db, cid, kept, klen);
+    px_free(kept);
 }
 
 /* A call of a spread batch whose slot the node did not serve: queued
