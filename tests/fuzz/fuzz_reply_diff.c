@@ -17,9 +17,9 @@
  * The value parser is stricter than the framer, and only, on what the
  * framer need not look at (resp_value.c): an integer's digits, a boolean's
  * byte, nesting deeper than its cap, and attributes (`|`), which it does
- * not read. Inputs that could hold one of those (a ':', '#' or '|' byte, or
- * more than 100 aggregate headers) may see such a refusal; every other
- * input must see both parsers agree exactly. */
+ * not read. Inputs that could hold one of those (a ':', '#' or '|' where a
+ * type byte can be, or more than 100 aggregate headers) may see such a
+ * refusal; every other input must see both parsers agree exactly. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,13 +40,16 @@ static void fz_fail(const char *what, int frc, size_t flen, int vrc,
     abort();
 }
 
-/* True when the value parser may refuse what the framer accepts. */
+/* True when the value parser may refuse what the framer accepts: a type
+ * byte (the first byte, or one right after a '\n') of an integer, a
+ * boolean or an attribute, or more aggregate headers than its depth cap. */
 static int fz_may_be_stricter(const uint8_t *p, size_t n)
 {
     size_t k, aggregates = 0;
 
     for (k = 0; k < n; k++) {
-        if (p[k] == ':' || p[k] == '#' || p[k] == '|') {
+        if ((k == 0 || p[k - 1] == '\n') &&
+            (p[k] == ':' || p[k] == '#' || p[k] == '|')) {
             return 1;
         }
         aggregates += p[k] == '*' || p[k] == '%' || p[k] == '~' || p[k] == '>';
