@@ -434,6 +434,9 @@ static void ks_range(const struct ks_entry *e, const struct resp_cmd *cmd,
     *nkeys = 0;
     for (i = e->first; i <= last && i < cmd->argc; i += step) {
         keys[(*nkeys)++] = i;
+        if (step >= cmd->argc - i) {
+            break; /* past the arguments; a huge step must not wrap i */
+        }
     }
 }
 

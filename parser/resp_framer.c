@@ -13,6 +13,15 @@
  * So a reply of any depth is framed in constant memory, and a reply split
  * across any number of reads is scanned exactly once.
  *
+ * A line (a simple string, error, integer, any RESP3 scalar line) ends at
+ * its first CRLF, as hiredis and Redis's own reader (redis-cli) read it: a
+ * bare LF or a bare CR inside it is content. Reading the line to its first
+ * '\n' instead would end the reply where a client's reader does not, so the
+ * proxy and the client would disagree on which reply answers which request.
+ * resp_value.c reads lines the same way; tests/fuzz/fuzz_reply_diff.c holds
+ * the two parsers to one reading of any bytes. A blob's payload must be
+ * followed by CRLF, as resp_value.c checks it.
+ *
  * It understands every RESP2 and RESP3 type: lines (+ - : _ , # ( ), blobs
  * ($ ! = with a length, -1 meaning null for $), aggregates (* ~ > with n
  * elements, % with 2n, | an attribute of 2n that precedes the value it
@@ -32,7 +41,8 @@
 #define FR_MAX_DIGITS 19
 
 /* Largest blob accepted: what a signed 64-bit length can say (Redis and
- * hiredis use long long lengths), minus the CRLF the framer skips with it. */
+ * hiredis use long long lengths), minus its CRLF, so payload and CRLF fit
+ * in one. resp_value.c accepts the same. */
 #define FR_MAX_BLOB (0x7fffffffffffffffULL - 2)
 
 /* Most elements of one aggregate (a map counts keys and values): hiredis's
@@ -46,21 +56,24 @@ struct fr_end {
 };
 
 enum fr_state {
-    FR_TYPE,   /* at the type byte of a value */
-    FR_LINE,   /* inside a line whose content we skip, until \n */
-    FR_NUM,    /* inside a length line: sign and digits, until \r */
-    FR_NUM_LF, /* after the \r of a length line */
-    FR_BLOB,   /* skipping blob payload and its CRLF */
+    FR_TYPE,    /* at the type byte of a value */
+    FR_LINE,    /* inside a line whose content we skip, until CRLF */
+    FR_NUM,     /* inside a length line: sign and digits, until \r */
+    FR_NUM_LF,  /* after the \r of a length line */
+    FR_BLOB,    /* skipping blob payload */
+    FR_BLOB_CR, /* at the \r after a blob's payload */
+    FR_BLOB_LF, /* at the \n after a blob's payload */
 };
 
 struct resp_framer {
     enum fr_state state;     /* where the scan is */
     char type;               /* type byte of the value being read */
     int neg;                 /* the length line had a '-' */
+    int line_cr;             /* the line's last byte scanned was \r */
     int ndigits;             /* digits seen in the length line */
     char top;                /* type of the top-level value being read */
     unsigned long long num;  /* the length being parsed */
-    unsigned long long skip; /* blob bytes (with CRLF) left to skip */
+    unsigned long long skip; /* blob payload bytes left to skip */
     unsigned long long owed; /* values still owed by the current frame,
                                 0 between frames */
     int top_known;           /* the frame's value type is known */
@@ -149,8 +162,9 @@ static int fr_length_done(struct resp_framer *fr, unsigned long long end)
 
     fr->state = FR_TYPE;
     if (fr->neg) {
-        /* Only -1 is meaningful: a null blob or a null array. */
-        if (n != 1 || (t != '$' && t != '*')) {
+        /* Only -1 is meaningful: a null blob or a null array (RESP3 has
+         * `_` for its nulls). Written "-1" exactly, as Redis does. */
+        if (n != 1 || fr->ndigits != 1 || (t != '$' && t != '*')) {
             return RESP_EPROTO;
         }
         return fr_value_done(fr, end);
@@ -159,8 +173,8 @@ static int fr_length_done(struct resp_framer *fr, unsigned long long end)
         if (n > FR_MAX_BLOB) {
             return RESP_EPROTO;
         }
-        fr->skip = n + 2;
-        fr->state = FR_BLOB;
+        fr->skip = n;
+        fr->state = n > 0 ? FR_BLOB : FR_BLOB_CR;
         return RESP_OK;
     }
     if (n > FR_MAX_ELEMENTS) {
@@ -200,6 +214,7 @@ static int fr_scan(struct resp_framer *fr, const char *p, size_t n)
             i++;
             if (strchr("+-:_,#(", ch) != NULL && ch != '\0') {
                 fr->state = FR_LINE;
+                fr->line_cr = 0;
             } else if (strchr("$!=*~>%|", ch) != NULL && ch != '\0') {
                 fr->state = FR_NUM;
                 fr->neg = 0;
@@ -210,14 +225,24 @@ static int fr_scan(struct resp_framer *fr, const char *p, size_t n)
             }
             break;
         case FR_LINE: {
+            /* The line ends at the first \n right after a \r, which may
+             * have come in the previous feed. */
             const char *nl = memchr(p + i, '\n', n - i);
+            size_t at;
+            int cr;
             if (nl == NULL) {
+                fr->line_cr = p[n - 1] == '\r';
                 i = n;
                 break;
             }
-            i = (size_t)(nl - p) + 1;
-            fr->state = FR_TYPE;
-            rc = fr_value_done(fr, fr->fed + i);
+            at = (size_t)(nl - p);
+            cr = at > i ? p[at - 1] == '\r' : fr->line_cr;
+            i = at + 1;
+            fr->line_cr = 0;
+            if (cr) {
+                fr->state = FR_TYPE;
+                rc = fr_value_done(fr, fr->fed + i);
+            }
             break;
         }
         case FR_NUM:
@@ -246,11 +271,20 @@ static int fr_scan(struct resp_framer *fr, const char *p, size_t n)
             i += take;
             fr->skip -= take;
             if (fr->skip == 0) {
-                fr->state = FR_TYPE;
-                rc = fr_value_done(fr, fr->fed + i);
+                fr->state = FR_BLOB_CR;
             }
             break;
         }
+        case FR_BLOB_CR:
+            i++;
+            fr->state = FR_BLOB_LF;
+            rc = ch == '\r' ? RESP_OK : RESP_EPROTO;
+            break;
+        case FR_BLOB_LF:
+            i++;
+            fr->state = FR_TYPE;
+            rc = ch == '\n' ? fr_value_done(fr, fr->fed + i) : RESP_EPROTO;
+            break;
         }
     }
     fr->fed += i;

@@ -3,7 +3,16 @@
  * Recursive descent with a depth cap. Element arrays are sized from the
  * declared count only after checking that the remaining bytes could hold that
  * many elements (each takes at least 3 bytes), so a hostile count cannot make
- * it allocate more than the input justifies. */
+ * it allocate more than the input justifies.
+ *
+ * It reads the bytes as the reply framer (resp_framer.c) frames them, so a
+ * frame the proxy forwards is the value it parses: a line ends at its first
+ * CRLF (a bare LF or CR is content, as hiredis reads it), a length is "-1"
+ * (for `$` and `*` only) or 1 to 19 digits within the framer's limits, and a
+ * blob's payload is followed by CRLF. It is stricter than the framer only on
+ * what the framer need not look at: the digits of an integer, the byte of a
+ * boolean, nesting deeper than RV_MAX_DEPTH; and it reads no attributes
+ * (`|`). tests/fuzz/fuzz_reply_diff.c checks the two agree. */
 #include "parser/resp_value.h"
 
 #include <stdlib.h>
@@ -13,6 +22,12 @@
 
 /* Deepest nesting parsed; the framer accepts the same. */
 #define RV_MAX_DEPTH 128
+
+/* The framer's limits (resp_framer.c): longest length, largest blob, most
+ * elements of one aggregate (a map's keys and values). */
+#define RV_MAX_DIGITS   19
+#define RV_MAX_BLOB     (0x7fffffffffffffffULL - 2)
+#define RV_MAX_ELEMENTS 0xffffffffULL
 
 /* The smallest encoded value, "_\r\n" or ":0\r\n" minus one: 3 bytes. */
 #define RV_MIN_VALUE_BYTES 3
@@ -67,6 +82,39 @@ static int rv_ll(const char *p, size_t n, long long *out)
     return 0;
 }
 
+/* Parses the length line p[0..n) of a value of type `type` as the framer
+ * does: "-1" (null, `$` and `*` only) or 1 to RV_MAX_DIGITS digits, at most
+ * RV_MAX_BLOB for a blob and RV_MAX_ELEMENTS elements for an aggregate (a
+ * map's pairs count twice). `*count` receives the bytes or elements, `*null`
+ * whether it is -1. 0 on success. */
+static int rv_length(const char *p, size_t n, char type,
+                     unsigned long long *count, int *null)
+{
+    unsigned long long v = 0;
+    size_t i;
+    int blob = type == '$' || type == '!' || type == '=';
+
+    *null = 0;
+    if (n == 2 && p[0] == '-' && p[1] == '1') {
+        *null = 1;
+        return type == '$' || type == '*' ? 0 : -1;
+    }
+    if (n == 0 || n > RV_MAX_DIGITS) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (unsigned long long)(p[i] - '0');
+    }
+    if (blob ? v > RV_MAX_BLOB : v > RV_MAX_ELEMENTS) {
+        return -1;
+    }
+    *count = type == '%' ? v * 2 : v;
+    return 0;
+}
+
 static int rv_parse(const char *p, size_t n, struct resp_value *v, size_t *used,
                     int depth);
 
@@ -102,7 +150,7 @@ static int rv_parse(const char *p, size_t n, struct resp_value *v, size_t *used,
                     int depth)
 {
     size_t cr, pos;
-    long long num = 0;
+    unsigned long long count = 0;
     int rc;
 
     memset(v, 0, sizeof(*v));
@@ -144,41 +192,34 @@ static int rv_parse(const char *p, size_t n, struct resp_value *v, size_t *used,
     case '$':
     case '!':
     case '=':
-        if (rv_ll(p + 1, cr - 1, &num) != 0 || num < -1) {
+        if (rv_length(p + 1, cr - 1, p[0], &count, &v->null) != 0) {
             return RESP_EPROTO;
         }
-        if (num == -1) {
-            v->null = 1;
+        if (v->null) {
             break;
         }
-        if ((unsigned long long)num > n - pos || n - pos - (size_t)num < 2) {
+        if (count > n - pos || n - pos - (size_t)count < 2) {
             return RESP_AGAIN;
         }
-        if (p[pos + (size_t)num] != '\r' || p[pos + (size_t)num + 1] != '\n') {
+        if (p[pos + (size_t)count] != '\r' ||
+            p[pos + (size_t)count + 1] != '\n') {
             return RESP_EPROTO;
         }
         v->str = p + pos;
-        v->len = (size_t)num;
-        pos += (size_t)num + 2;
+        v->len = (size_t)count;
+        pos += (size_t)count + 2;
         break;
     case '*':
     case '~':
     case '>':
     case '%':
-        if (rv_ll(p + 1, cr - 1, &num) != 0 || num < -1) {
+        if (rv_length(p + 1, cr - 1, p[0], &count, &v->null) != 0) {
             return RESP_EPROTO;
         }
-        if (num == -1) {
-            v->null = 1;
+        if (v->null) {
             break;
         }
-        if (p[0] == '%') {
-            if ((unsigned long long)num > (~0ULL >> 2)) {
-                return RESP_EPROTO;
-            }
-            num *= 2;
-        }
-        rc = rv_elements(p, n, &pos, v, (size_t)num, depth);
+        rc = rv_elements(p, n, &pos, v, (size_t)count, depth);
         if (rc != RESP_OK) {
             return rc;
         }

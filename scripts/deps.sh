@@ -5,6 +5,10 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libuv1-dev libhiredis-dev libyaml-dev
       libcriterion-dev redis-server redis-tools nutcracker)
+# The fuzz targets (scripts/fuzz.sh, tests/fuzz): clang and its libFuzzer
+# runtime, libclang_rt.fuzzer, which Debian 12 ships in libclang-rt-14-dev
+# (clang is clang 14 there; libfuzzer-14-dev is the standalone libFuzzer.a).
+PKGS+=(clang libclang-rt-14-dev)
 # The client-compatibility suite (tests/clients): redis-py, and Node.js with
 # npm for ioredis and node-redis (kept when Node is already installed).
 PKGS+=(python3-redis)

@@ -7,6 +7,8 @@
 #   scripts/test.sh unit       unit tests only
 #   scripts/test.sh integration [criterion args...]
 #   scripts/test.sh clients    client-compatibility suite (tests/clients)
+#
+# "all" also runs every fuzz target briefly (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -58,6 +60,11 @@ if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = clients ]; then
     run_suite clients bash tests/clients/run.sh "$BUILD/cellgate"
+fi
+if [ "$WHAT" = all ]; then
+    # Every libFuzzer target of tests/fuzz, about 10 s each, from its seeds:
+    # any crash, leak, sanitizer report or broken property fails the run.
+    run_suite fuzz bash scripts/fuzz.sh all "${FUZZ_SECONDS:-10}"
 fi
 if [ "$WHAT" = all ]; then
     # The layers of proxy/ only call downward (docs/ARCHITECTURE.md).

@@ -252,3 +252,27 @@ Test(keyspec, every_command_of_a_large_table_is_found)
     cr_assert_eq(find(ks, "bo k", keys, &n), KEYSPEC_UNKNOWN);
     keyspec_free(ks);
 }
+
+/* A step or a range past any argument count (what a garbled or hostile
+ * COMMAND reply may say) finds the keys that exist and no more: the walk
+ * must not wrap around (found by tests/fuzz/fuzz_keyspec.c). */
+Test(keyspec, a_huge_step_stops_at_the_last_argument)
+{
+    struct buf b;
+    struct keyspec *ks;
+    int keys[8], n = -1;
+
+    buf_init(&b);
+    resp_enc_array_header(&b, 2);
+    command_entry(&b, "get", 2, 0, 1, 5, 2147483647, 0);
+    command_entry(&b, "mget", -2, 0, 2147483647, -1, 1, 0);
+    ks = keyspec_new(b.data, b.len);
+    buf_free(&b);
+    cr_assert_not_null(ks);
+    cr_assert_eq(find(ks, "GET a b c", keys, &n), KEYSPEC_OK);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(keys[0], 1);
+    cr_assert_eq(find(ks, "MGET a b", keys, &n), KEYSPEC_OK);
+    cr_assert_eq(n, 0);
+    keyspec_free(ks);
+}

@@ -115,11 +115,120 @@ Test(resp_value, huge_declared_count_allocates_nothing_big)
     struct resp_value v;
     size_t used;
 
-    /* 2^60 elements declared with 3 bytes behind them: incomplete, and
-     * no array sized by the count was attempted (ASan would fail it). */
+    /* The most elements the framer accepts, with 3 bytes behind them:
+     * incomplete, and no array sized by the count was attempted (ASan
+     * would fail it). One more is no reply at all, as for the framer. */
+    cr_assert_eq(resp_value_parse(B("*4294967295\r\n:1\r\n"), &v, &used),
+                 RESP_AGAIN);
+    cr_assert_eq(resp_value_parse(B("%4294967295\r\n:1\r\n"), &v, &used),
+                 RESP_AGAIN);
     cr_assert_eq(
         resp_value_parse(B("*1152921504606846976\r\n:1\r\n"), &v, &used),
-        RESP_AGAIN);
+        RESP_EPROTO);
+    cr_assert_eq(resp_value_parse(B("*4294967296\r\n:1\r\n"), &v, &used),
+                 RESP_EPROTO);
+}
+
+/* A line ends at its first CRLF (hiredis's reading, the framer's): a bare
+ * LF or CR is part of the string. */
+Test(resp_value, bare_lf_inside_a_line_is_content)
+{
+    struct resp_value v;
+    size_t used;
+
+    cr_assert_eq(resp_value_parse(B("+OK\n+x\r\n:1\r\n"), &v, &used), RESP_OK);
+    cr_assert_eq(used, 8);
+    cr_assert_eq(v.len, 5);
+    cr_assert(memcmp(v.str, "OK\n+x", 5) == 0);
+    cr_assert_eq(resp_value_parse(B("-ERR a\nb\r\n"), &v, &used), RESP_OK);
+    cr_assert_eq(v.type, '-');
+    cr_assert_eq(v.len, 7);
+    cr_assert_eq(resp_value_parse(B("+a\rb\r\r\n"), &v, &used), RESP_OK);
+    cr_assert_eq(used, 7);
+    cr_assert_eq(v.len, 4);
+    /* A line that has only a bare LF so far is not complete. */
+    cr_assert_eq(resp_value_parse(B("+OK\n"), &v, &used), RESP_AGAIN);
+    /* An integer whose line holds a bare LF is not an integer. */
+    cr_assert_eq(resp_value_parse(B(":1\n2\r\n"), &v, &used), RESP_EPROTO);
+    cr_assert_eq(resp_value_parse(B("*2\r\n+a\nb\r\n+c\r\n"), &v, &used),
+                 RESP_OK);
+    cr_assert_eq(used, 14);
+    cr_assert_eq(v.n, 2);
+    cr_assert_eq(v.elem[0].len, 3);
+    resp_value_free(&v);
+}
+
+/* Lengths are read as the framer reads them. */
+Test(resp_value, lengths_are_read_as_the_framer_reads_them)
+{
+    static const char *const bad[] = {
+        "$+3\r\nabc\r\n",
+        "*+1\r\n:1\r\n",
+        "$-0\r\n\r\n",
+        "$-01\r\n",
+        "*-1 \r\n",
+        "!-1\r\n",
+        "=-1\r\n",
+        "~-1\r\n",
+        ">-1\r\n",
+        "%-1\r\n",
+        "$ 1\r\nx\r\n",
+        "$1\r\naXY\r\n",
+        "$1\r\na\n\r\n",
+        "$9223372036854775806\r\n",
+        "$00000000000000000001\r\nx\r\n",
+    };
+    struct resp_value v;
+    size_t used, k;
+
+    for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        cr_assert_eq(resp_value_parse(bad[k], strlen(bad[k]), &v, &used),
+                     RESP_EPROTO, "accepted %s", bad[k]);
+    }
+    /* Leading zeros are digits to both. */
+    cr_assert_eq(resp_value_parse(B("*01\r\n$0001\r\nx\r\n"), &v, &used),
+                 RESP_OK);
+    cr_assert_eq(used, 15);
+    cr_assert_eq(v.elem[0].len, 1);
+    resp_value_free(&v);
+    cr_assert_eq(resp_value_parse(B("$9223372036854775805\r\n"), &v, &used),
+                 RESP_AGAIN);
+}
+
+/* Each input parses to the length the framer gives its first frame, or is
+ * refused by both. */
+Test(resp_value, frames_every_value_as_the_framer_does)
+{
+    static const char *const in[] = {
+        "+OK\n+x\r\n:1\r\n", "-E\n\r\n",
+        "+\r\r\n",           ",1.5\n\r\n",
+        "(12\r\n",           "_\n\r\n",
+        "$2\r\n\r\n\r\n",    "$2\r\n\n\n\r\n",
+        "*1\r\n+\n\n\r\n",   "%1\r\n+k\n\r\n+v\r\n",
+        "$1\r\naXY\r\n",     "$-01\r\n",
+        "!-1\r\n",           "~-1\r\n",
+        "*-0\r\n",
+    };
+    size_t k;
+
+    for (k = 0; k < sizeof(in) / sizeof(in[0]); k++) {
+        struct resp_framer *fr = resp_framer_new();
+        struct resp_value v;
+        size_t used = 0, flen = 0, n = strlen(in[k]);
+        int vrc, frc;
+
+        cr_assert_not_null(fr);
+        vrc = resp_value_parse(in[k], n, &v, &used);
+        cr_assert_eq(resp_framer_feed(fr, in[k], n), RESP_OK);
+        frc = resp_framer_next(fr, &flen);
+        resp_framer_free(fr);
+        cr_assert_eq(vrc, frc, "input %zu: value %d, framer %d", k, vrc, frc);
+        if (vrc == RESP_OK) {
+            cr_assert_eq(used, flen, "input %zu: value %zu, framer %zu", k,
+                         used, flen);
+            resp_value_free(&v);
+        }
+    }
 }
 
 Test(resp_value, depth_over_the_cap_is_refused)
