@@ -219,8 +219,7 @@ int server_init(const struct conf *conf)
     }
     if (server_listen(conf) != PX_OK ||
         metrics_http_start(&server.metrics_http, server.loop,
-                           &conf->metrics_listen,
-                           metrics_text_prometheus) != PX_OK) {
+                           &conf->metrics_listen) != PX_OK) {
         return server_init_failed();
     }
     if (cluster_init(&server.cluster, &server.core, conf, router_dispatch) !=
