@@ -149,6 +149,9 @@ static int metrics_conn_slice(struct metrics_conn *c)
 {
     int done = 0;
 
+    /* Room for a slice and the rule that ends it, once: the connection
+     * keeps this one buffer while its body streams. */
+    PX_CHECK_OOM(buf_reserve(&c->out, METRICS_HTTP_SLICE_BYTES + 8192));
     /* A slice that renders nothing (the rules ended exactly at the last
      * one) goes straight on to the next stage. */
     while (c->out.len == 0 && !done) {
@@ -163,7 +166,11 @@ static void metrics_conn_on_write(uv_write_t *wr, int status)
     struct metrics_conn *c = container_of(wr, struct metrics_conn, wr);
     uint64_t now;
 
-    buf_free(&c->out);
+    if (c->closing || status < 0 || !c->streaming) {
+        buf_free(&c->out);
+    } else {
+        buf_clear(&c->out); /* the next slice goes in the same memory */
+    }
     if (c->closing) {
         return;
     }
