@@ -34,7 +34,8 @@
  * the stores and the WAIT timers (limiter_wait.c) get their own context,
  * never struct limiter, so every import here points one way:
  *
- *   limiter --> limiter_aggregate, limiter_wait, store_local, store_redis
+ *   limiter --> limiter_aggregate, limiter_wait, limiter_reload,
+ *           |   store_local, store_redis
  *           \-> store <-- store_local, store_redis, limiter_aggregate */
 #include "proxy/limiter/limiter.h"
 
