@@ -28,7 +28,7 @@ struct conf_addr;
 /* A 200's body: rendered this many bytes (and the rest of a rule) at a
  * time; its deadline runs again from each slice written, up to
  * METRICS_HTTP_MAX_SEND_MS from the head. */
-#define METRICS_HTTP_SLICE_BYTES  (64 * 1024)
+#define METRICS_HTTP_SLICE_BYTES  (16 * 1024)
 #define METRICS_HTTP_MAX_SEND_MS  60000
 #define METRICS_HTTP_MAX_REFUSING 16
 
