@@ -8,7 +8,9 @@
  * failed (refused, lost, timed out); `timeouts` connects and commands that
  * ran out of time; `reconnects` the shared connections' attempts again
  * after a loss. Rendering is not on the hot path: it formats into the
- * caller's buffer, one scrape or one INFO at a time. */
+ * caller's buffer, one INFO at a time, and a scrape in slices (a cursor
+ * over the rules), since a large tree's decision counters run to tens of
+ * megabytes and the loop must serve RESP clients between slices. */
 #include "proxy/metrics_text.h"
 
 #include <stdarg.h>
@@ -201,27 +203,35 @@ static void metrics_text_limiter_bytes(struct buf *out)
         (unsigned long long)ls.pending_refused);
 }
 
-void metrics_text_prometheus(struct buf *out)
+/* The decision counters of rules [cur->rule, ...) until `bytes` more
+ * were appended or the rules end. */
+static void metrics_text_rules(struct metrics_text_cursor *cur, struct buf *out,
+                               size_t bytes)
 {
-    struct metrics *m = &server.metrics;
-    struct session_libs libs;
-    size_t i, r;
+    const struct metrics *m = &server.metrics;
+    size_t start = out->len, r;
 
-    metrics_text_printf(out,
-                        "# HELP cellgate_limiter_decisions_total Limiter "
-                        "decisions by rule (tree path; cl.throttle for "
-                        "CL.THROTTLE) and result.\n"
-                        "# TYPE cellgate_limiter_decisions_total counter\n");
-    for (i = 0; i < m->nrules; i++) {
+    for (; cur->rule < m->nrules && out->len - start < bytes; cur->rule++) {
+        const struct metrics_rule *rule = m->rules[cur->rule];
         for (r = 0; r < METRICS_RESULTS; r++) {
             PX_CHECK_OOM(buf_append_str(
                 out, "cellgate_limiter_decisions_total{rule=\""));
-            metrics_text_label(out, m->rules[i]->path);
+            metrics_text_label(out, rule->path);
             metrics_text_printf(out, "\",result=\"%s\"} %llu\n",
                                 metrics_text_results[r],
-                                (unsigned long long)m->rules[i]->n[r]);
+                                (unsigned long long)rule->n[r]);
         }
     }
+}
+
+/* Everything after the rules: small whatever the tree (histograms, at
+ * most METRICS_MAX_NODES nodes, clients by a bounded set of names). */
+static void metrics_text_rest(struct buf *out)
+{
+    struct metrics *m = &server.metrics;
+    struct session_libs libs;
+    size_t i;
+
     metrics_text_hist(out, "cellgate_decision_duration_seconds",
                       "CL.THROTTLE and LIMITER commands, from parsed to "
                       "reply queued.",
@@ -269,6 +279,42 @@ void metrics_text_prometheus(struct buf *out)
                             "# TYPE cellgate_config_info gauge\n"
                             "cellgate_config_info{sha256=\"%s\"} 1\n",
                             m->sha256);
+    }
+}
+
+int metrics_text_prometheus_next(struct metrics_text_cursor *cur,
+                                 struct buf *out, size_t bytes)
+{
+    switch (cur->stage) {
+    case 0:
+        metrics_text_printf(
+            out, "# HELP cellgate_limiter_decisions_total Limiter "
+                 "decisions by rule (tree path; cl.throttle for "
+                 "CL.THROTTLE) and result.\n"
+                 "# TYPE cellgate_limiter_decisions_total counter\n");
+        cur->stage = 1;
+        /* fall through */
+    case 1:
+        metrics_text_rules(cur, out, bytes);
+        if (cur->rule < server.metrics.nrules) {
+            return 0;
+        }
+        cur->stage = 2;
+        return 0;
+    case 2:
+        metrics_text_rest(out);
+        cur->stage = 3;
+        /* fall through */
+    default:
+        return 1;
+    }
+}
+
+void metrics_text_prometheus(struct buf *out)
+{
+    struct metrics_text_cursor cur = { 0, 0 };
+
+    while (!metrics_text_prometheus_next(&cur, out, SIZE_MAX)) {
     }
 }
 

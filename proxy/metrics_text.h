@@ -5,6 +5,8 @@
 #ifndef PX_PROXY_METRICS_TEXT_H
 #define PX_PROXY_METRICS_TEXT_H
 
+#include <stddef.h>
+
 struct buf;
 
 /* INFO sections of cellgate's own, as bits. */
@@ -17,6 +19,24 @@ enum metrics_text_section {
 
 /* Appends the text exposition format (version 0.0.4) to `out`. */
 void metrics_text_prometheus(struct buf *out);
+
+/* Where a scrape rendered in slices stands: the decision counters of the
+ * first `rule` rules are out (after the header, at stage 1). Zeroed to
+ * start. */
+struct metrics_text_cursor {
+    unsigned stage; /* 0: header next; 1: rules; 2: the rest; 3: done */
+    size_t rule;    /* next rule of server.metrics.rules */
+};
+
+/* Appends the next slice of the exposition to `out`: rules until at least
+ * `bytes` were appended (or the rules end), then, in a last slice, the
+ * series after them. Returns 1 once the exposition is complete. The
+ * slices of one cursor, concatenated, are what metrics_text_prometheus
+ * renders when nothing changes between them; counters that move between
+ * two slices show the value of the slice that rendered them, and rules
+ * made meanwhile are included (the rule list only grows). */
+int metrics_text_prometheus_next(struct metrics_text_cursor *cur,
+                                 struct buf *out, size_t bytes);
 
 /* Appends the sections of `sections` other than Proxy, each under its
  * "# Name" header, after a blank line when `out` holds something already

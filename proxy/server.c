@@ -21,6 +21,7 @@
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/limiter.h"
+#include "proxy/limiter/limiter_reload.h"
 #include "proxy/metrics_http.h"
 #include "proxy/metrics_text.h"
 #include "proxy/pubsub.h"
@@ -128,25 +129,18 @@ static void server_stop(void)
     uv_close((uv_handle_t *)&server.sighup, NULL);
 }
 
-/* SIGHUP: reload limits.yaml; a bad file is refused and the old rules
- * stay (as LIMITER RELOAD). */
+/* SIGHUP: reload limits.yaml off the loop; a bad file is refused and
+ * the old rules stay (as LIMITER RELOAD; limiter_reload.c logs the
+ * outcome). */
 static void server_on_sighup(uv_signal_t *h, int signum)
 {
-    char err[1024];
-
     PX_UNUSED(h);
     PX_UNUSED(signum);
     if (server.conf->limits_file == NULL) {
         log_warn("SIGHUP: no limits file configured, nothing to reload");
         return;
     }
-    err[0] = '\0';
-    if (limiter_reload_file(&server.limiter, err, sizeof(err)) != PX_OK) {
-        log_warn("SIGHUP: %s refused, old rules kept: %s",
-                 server.conf->limits_file, err);
-        return;
-    }
-    log_info("SIGHUP: %s reloaded", server.conf->limits_file);
+    limiter_reload_start(&server.limiter.reloads, NULL);
 }
 
 static void server_on_signal(uv_signal_t *h, int signum)
@@ -219,8 +213,7 @@ int server_init(const struct conf *conf)
     }
     if (server_listen(conf) != PX_OK ||
         metrics_http_start(&server.metrics_http, server.loop,
-                           &conf->metrics_listen,
-                           metrics_text_prometheus) != PX_OK) {
+                           &conf->metrics_listen) != PX_OK) {
         return server_init_failed();
     }
     if (cluster_init(&server.cluster, &server.core, conf, router_dispatch) !=

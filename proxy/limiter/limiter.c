@@ -34,7 +34,8 @@
  * the stores and the WAIT timers (limiter_wait.c) get their own context,
  * never struct limiter, so every import here points one way:
  *
- *   limiter --> limiter_aggregate, limiter_wait, store_local, store_redis
+ *   limiter --> limiter_aggregate, limiter_wait, limiter_reload,
+ *           |   store_local, store_redis
  *           \-> store <-- store_local, store_redis, limiter_aggregate */
 #include "proxy/limiter/limiter.h"
 
@@ -53,6 +54,7 @@
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/limiter_aggregate.h"
+#include "proxy/limiter/limiter_reload.h"
 #include "proxy/limiter/limiter_wait.h"
 #include "proxy/limiter/store.h"
 #include "proxy/limiter/store_local.h"
@@ -785,28 +787,15 @@ static void limiter_rules(struct limiter *lm, struct req *req, int admin)
     req_reply_built(req);
 }
 
+/* Answered when the reload ends (limiter_reload.c). */
 static void limiter_reload(struct limiter *lm, struct req *req)
 {
-    static const char reply_ok[] = "+OK\r\n";
-    char err[1024];
-
     if (lm->conf->limits_file == NULL) {
         req_reply_error(req, "no limits file configured (limits_file or "
                              "--limits)");
         return;
     }
-    err[0] = '\0';
-    if (limiter_reload_file(lm, err, sizeof(err)) != PX_OK) {
-        size_t len = strlen(err);
-        while (len > 0 && (err[len - 1] == '\n' || err[len - 1] == ' ')) {
-            err[--len] = '\0';
-        }
-        log_warn("limits: reload refused, old rules kept: %s", err);
-        req_reply_error(req, "%s", err);
-        return;
-    }
-    log_info("limits: %s reloaded", lm->conf->limits_file);
-    req_reply(req, reply_ok, sizeof(reply_ok) - 1);
+    limiter_reload_start(&lm->reloads, req);
 }
 
 /* The limiter's administration (OVERRIDE, RESET, RELOAD) needs `AUTH
@@ -846,53 +835,12 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
     /* The one choice of the store: nothing else asks which one runs. */
     store_init(&lm->store, embedded ? &store_local_ops : &store_redis_ops, core,
                cl, conf);
-}
-
-/* Finds the counters of every rule of the tree just loaded (made on
- * first sight, kept across reloads), and records the file's hash. */
-static void limiter_rules_bind(struct limiter *lm)
-{
-    struct metrics *m = limiter_metrics(lm);
-    size_t i, n = limits_rule_count(lm->limits);
-
-    px_free(lm->rules);
-    lm->rules = NULL;
-    if (m == NULL) {
-        return;
-    }
-    lm->rules = px_calloc(n > 0 ? n : 1, sizeof(*lm->rules));
-    for (i = 0; i < n; i++) {
-        lm->rules[i] = metrics_rule(m, limits_rule_pattern(lm->limits, i));
-    }
-    metrics_set_sha256(m, limits_sha256(lm->limits));
+    limiter_reloads_init(&lm->reloads, core, conf, &lm->limits, &lm->rules);
 }
 
 int limiter_load(struct limiter *lm, const char *path, char *err, size_t errlen)
 {
-    struct limits_tree *t = NULL;
-
-    if (path == NULL) {
-        return PX_OK;
-    }
-    if (limits_load_file(path, &t, err, errlen) != LIMITS_OK) {
-        return PX_ERR;
-    }
-    limits_free(lm->limits);
-    lm->limits = t;
-    limiter_rules_bind(lm);
-    return PX_OK;
-}
-
-int limiter_reload_file(struct limiter *lm, char *err, size_t errlen)
-{
-    struct metrics *m = limiter_metrics(lm);
-    int rc = limiter_load(lm, lm->conf->limits_file, err, errlen);
-
-    if (m != NULL) {
-        m->reloads_ok += rc == PX_OK;
-        m->reloads_failed += rc != PX_OK;
-    }
-    return rc;
+    return limiter_reload_load(&lm->reloads, path, err, errlen);
 }
 
 void limiter_throttle(struct limiter *lm, struct req *req, int admin,
@@ -981,6 +929,7 @@ void limiter_stop(struct limiter *lm)
         lm->store.ops->stop(&lm->store);
     }
     limiter_wait_stop_all(&lm->waits);
+    limiter_reload_stop(&lm->reloads);
 }
 
 void limiter_free(struct limiter *lm)

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "proxy/core/queue.h"
+#include "proxy/limiter/limiter_reload.h"
 #include "proxy/limiter/limiter_wait.h"
 #include "proxy/limiter/store.h"
 
@@ -41,6 +42,8 @@ struct limiter {
                                         (limits_rule_pattern's index) */
     uint64_t shadow_limited;         /* CHECKs a shadow level would have
                                         refused */
+    struct limiter_reloads reloads;  /* RELOAD and SIGHUP, off the loop
+                                        (limiter_reload.h) */
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when
@@ -68,15 +71,12 @@ void limiter_throttle(struct limiter *lm, struct req *req, int admin,
  * subcommands (RESET, OVERRIDE, RELOAD). */
 void limiter_command(struct limiter *lm, struct req *req, int admin);
 
-/* Loads the limits tree from `path` (NULL: none), keeping the old tree
- * when the file is bad. PX_OK, or PX_ERR with every error in `err` as
- * "file:line:column: message". */
+/* Loads the limits tree from `path` (NULL: none) now, keeping the old
+ * tree when the file is bad (at start; reloads go through
+ * limiter_reload_start on lm->reloads). PX_OK, or PX_ERR with every error
+ * in `err` as "file:line:column: message". */
 int limiter_load(struct limiter *lm, const char *path, char *err,
                  size_t errlen);
-
-/* limiter_load of the configured limits file again (SIGHUP, LIMITER
- * RELOAD), counted as a reload that worked or was refused. */
-int limiter_reload_file(struct limiter *lm, char *err, size_t errlen);
 
 /* Sends the limiter calls queued so far, batched per node and connection
  * into few script calls (called by the flush pass, before the upstreams
@@ -111,8 +111,9 @@ int limiter_flush_due(const struct limiter *lm);
 /* Periodic work: expires a little of the in-process store. */
 void limiter_cron(struct limiter *lm);
 
-/* Shutdown: fails the calls not yet sent and ends every reply held by
- * LIMITER CHECK ... WAIT. */
+/* Shutdown: fails the calls not yet sent, ends every reply held by
+ * LIMITER CHECK ... WAIT, and ends or cancels a reload
+ * (limiter_reload_stop). */
 void limiter_stop(struct limiter *lm);
 
 /* Frees the limits tree and the store. */
