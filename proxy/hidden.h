@@ -8,8 +8,9 @@
 struct req;
 
 /* Called for every request of an ordinary client (not admin) that the
- * command policy allows, before anything else serves it: 1 when `req` goes on (a reply filter or a retry hook
- * set where it needs one), 0 after replying with a refusal. */
+ * command policy allows, before anything else serves it: 1 when `req` goes on
+ * (a reply filter or a retry hook set where it needs one), 0 after replying
+ * with a refusal. */
 int hidden_admit(struct req *req);
 
 /* The prefix a merged KEYS or SCAN reply of `req` must leave out: the

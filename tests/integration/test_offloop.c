@@ -91,6 +91,15 @@ static redisContext *slow_client(void)
     return c;
 }
 
+/* A client that has run AUTH admin: RELOAD is the admin's. */
+static redisContext *offloop_admin(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+
+    px_check_status(px_cmd(c, "AUTH admin " PX_ADMIN_PASSWORD), "OK");
+    return c;
+}
+
 /* Writes t0 ... t<n-1> plus `extra` as the limits file and reloads it. */
 static void reload_big(int n, const char *extra)
 {
@@ -99,6 +108,7 @@ static void reload_big(int n, const char *extra)
 
     px_write_file(limits_file, sizeof(limits_file), "limits.yaml", y);
     free(y);
+    px_check_status(px_cmd(c, "AUTH admin " PX_ADMIN_PASSWORD), "OK");
     px_check_status(px_cmd(c, "LIMITER RELOAD"), "OK");
     redisFree(c);
 }
@@ -335,6 +345,10 @@ static void *reloader_main(void *arg)
     redisReply *r;
 
     if (c != NULL && c->err == 0) {
+        r = redisCommand(c, "AUTH admin " PX_ADMIN_PASSWORD);
+        if (r != NULL) {
+            freeReplyObject(r);
+        }
         r = redisCommand(c, "LIMITER RELOAD");
         rl->ok = r != NULL && r->type == REDIS_REPLY_STATUS &&
                  strcmp(r->str, "OK") == 0;
@@ -466,8 +480,8 @@ Test(it_offloop, a_reload_from_a_fifo_waits_while_others_are_served,
      .init = init_small, .fini = px_env_fini, .timeout = 120)
 {
     redisContext *by = px_connect(px_env()->proxy.port);
-    redisContext *a = px_connect(px_env()->proxy.port);
-    redisContext *gone = px_connect(px_env()->proxy.port);
+    redisContext *a = offloop_admin();
+    redisContext *gone = offloop_admin();
     redisReply *r;
 
     bystander_round(by, "user:bo", 6);
@@ -511,7 +525,7 @@ Test(it_offloop, a_broken_file_from_a_fifo_keeps_the_old_rules,
      .init = init_small, .fini = px_env_fini, .timeout = 120)
 {
     redisContext *by = px_connect(px_env()->proxy.port);
-    redisContext *a = px_connect(px_env()->proxy.port);
+    redisContext *a = offloop_admin();
     redisReply *r;
 
     limits_become_fifo();
@@ -534,8 +548,8 @@ Test(it_offloop, a_broken_file_from_a_fifo_keeps_the_old_rules,
 Test(it_offloop, sigterm_during_a_pending_reload_exits_clean,
      .init = init_small, .fini = px_env_fini, .timeout = 120)
 {
-    redisContext *a = px_connect(px_env()->proxy.port);
-    redisContext *b = px_connect(px_env()->proxy.port);
+    redisContext *a = offloop_admin();
+    redisContext *b = offloop_admin();
 
     limits_become_fifo();
     redisAppendCommand(a, "LIMITER RELOAD");
