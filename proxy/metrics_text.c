@@ -342,6 +342,9 @@ static void metrics_text_info_hist(struct buf *out, const char *name,
     metrics_text_printf(out, ",le_+Inf=%llu\r\n", (unsigned long long)h->count);
 }
 
+/* Rules INFO's limiter section lists at most. */
+#define METRICS_TEXT_INFO_RULES 1000
+
 void metrics_text_info(struct buf *out, unsigned sections)
 {
     struct metrics *m = &server.metrics;
@@ -356,7 +359,10 @@ void metrics_text_info(struct buf *out, unsigned sections)
                             "limits_file_sha256:%s\r\n",
                             m->near_ratio, (unsigned long long)m->reloads_ok,
                             (unsigned long long)m->reloads_failed, m->sha256);
-        for (i = 0; i < m->nrules; i++) {
+        /* Any client may run INFO: a line per rule of a tree of 71,000
+         * would be megabytes rendered on the loop for each. The endpoint,
+         * rendered in slices, has them all. */
+        for (i = 0; i < m->nrules && i < METRICS_TEXT_INFO_RULES; i++) {
             metrics_text_printf(out, "limiter_rule_%zu:rule=", i);
             metrics_text_info_value(out, m->rules[i]->path);
             for (r = 0; r < METRICS_RESULTS; r++) {
@@ -365,6 +371,11 @@ void metrics_text_info(struct buf *out, unsigned sections)
             }
             PX_CHECK_OOM(buf_append_str(out, "\r\n"));
         }
+    }
+    if ((sections & METRICS_TEXT_LIMITER) &&
+        m->nrules > METRICS_TEXT_INFO_RULES) {
+        metrics_text_printf(out, "limiter_rules_omitted:%zu\r\n",
+                            m->nrules - METRICS_TEXT_INFO_RULES);
     }
     if (sections & METRICS_TEXT_LATENCY) {
         metrics_text_header(out, "Latency");

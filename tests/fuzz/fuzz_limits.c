@@ -130,7 +130,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strlen(limits_sha256(t)) != 64) {
         fz_fail("a loaded file without its tree or digest");
     }
-    if (limits_describe(t, (size & 1) != 0, &out, &outlen) == LIMITS_OK) {
+    if (limits_describe(t, (size & 1) != 0, (size & 2) != 0, &out, &outlen) ==
+        LIMITS_OK) {
         if (strlen(out) != outlen) {
             fz_fail("LIMITER RULES's text is not its length");
         }
