@@ -1069,6 +1069,21 @@ long long px_cmdstat_failed(redisContext *d, const char *cmd)
     return px_cmdstat(d, cmd, "failed_calls");
 }
 
+void px_info_poll(redisContext *c, const char *field, long long want, int tries)
+{
+    long long v = -1;
+    int i;
+
+    for (i = 0; i < tries; i++) {
+        v = px_info_int(c, field);
+        if (v == want) {
+            return;
+        }
+        px_sleep_ms(10);
+    }
+    cr_assert_fail("INFO %s stayed %lld, want %lld", field, v, want);
+}
+
 long long px_info_int(redisContext *c, const char *field)
 {
     redisReply *r = px_cmd(c, "INFO");

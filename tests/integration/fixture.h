@@ -217,6 +217,11 @@ long long px_now_ms(void);
  * it is there. */
 long long px_info_int(redisContext *c, const char *field);
 
+/* Polls INFO `field` on `c`, 10 ms apart and `tries` times at most, until
+ * it equals `want`; asserts it did. */
+void px_info_poll(redisContext *c, const char *field, long long want,
+                  int tries);
+
 /* Calls of `cmd` (lower case; "function|load" for a subcommand) the Redis
  * node `d` has run since it started (or CONFIG RESETSTAT), from INFO
  * commandstats; 0 when none. */

@@ -24,23 +24,6 @@ PX_TEST_SUITE(it_limiter_bounds);
 /* Tries of a poll of INFO, 10 ms apart: 20 s at most. */
 #define POLL_TRIES 2000
 
-/* Polls INFO `field` on `c` until it equals `want` (bounded); asserts it
- * did. */
-static void poll_info(redisContext *c, const char *field, long long want)
-{
-    long long v = -1;
-    int i;
-
-    for (i = 0; i < POLL_TRIES; i++) {
-        v = px_info_int(c, field);
-        if (v == want) {
-            return;
-        }
-        px_sleep_ms(10);
-    }
-    cr_assert_fail("INFO %s stayed %lld, want %lld", field, v, want);
-}
-
 /* ---------------- The embedded store's cap ---------------- */
 
 /* Any tree: CL.THROTTLE needs none, but the proxy starts with one. */
@@ -169,7 +152,7 @@ static void hold_waits(redisContext *c, redisContext *watch, const char *id,
             REDIS_OK);
     }
     px_flush(c);
-    poll_info(watch, "limiter_waits", total);
+    px_info_poll(watch, "limiter_waits", total, POLL_TRIES);
 }
 
 static void wait_caps_hold(void)
@@ -222,11 +205,11 @@ static void wait_caps_hold(void)
     /* a leaves: its 3 slots come back at once, and a WAIT of api:c fits
      * again (reserved: held, counted). */
     redisFree(a);
-    poll_info(watch, "limiter_waits", 2);
+    px_info_poll(watch, "limiter_waits", 2, POLL_TRIES);
     hold_waits(beside, watch, "c", 1, 3);
     redisFree(beside);
     redisFree(b);
-    poll_info(watch, "limiter_waits", 0);
+    px_info_poll(watch, "limiter_waits", 0, POLL_TRIES);
     redisFree(watch);
 }
 
@@ -296,13 +279,13 @@ static void leaving_with_many_waits(void)
             REDIS_OK);
     }
     px_flush(a);
-    poll_info(watch, "limiter_waits", MANY_WAITS);
+    px_info_poll(watch, "limiter_waits", MANY_WAITS, POLL_TRIES);
     /* The total is reached: one more is refused, at once. */
     px_check_error(px_cmd(setup, "LIMITER CHECK api:x WAIT 3600000"),
                    "ERR too many LIMITER WAIT replies held "
                    "(limiter_wait_max_total is 1000)");
     redisFree(a);
-    poll_info(watch, "limiter_waits", 0);
+    px_info_poll(watch, "limiter_waits", 0, POLL_TRIES);
     /* The reservations stay taken (README: a client that leaves keeps
      * its reservation): the next request of w0 is due after it. */
     px_check_five(px_cmd(setup, "LIMITER PEEK api:w0"), "kept", 1, 1, 0, 6000,
@@ -313,9 +296,9 @@ static void leaving_with_many_waits(void)
     cr_assert_eq(redisAppendCommand(setup, "LIMITER CHECK api:y WAIT 3600000"),
                  REDIS_OK);
     px_flush(setup);
-    poll_info(watch, "limiter_waits", 1);
+    px_info_poll(watch, "limiter_waits", 1, POLL_TRIES);
     redisFree(setup);
-    poll_info(watch, "limiter_waits", 0);
+    px_info_poll(watch, "limiter_waits", 0, POLL_TRIES);
     redisFree(watch);
 }
 

@@ -29,21 +29,6 @@ PX_TEST_SUITE(it_limiter_bytes);
 /* Tries of a poll of INFO, 10 ms apart: 30 s at most. */
 #define POLL_TRIES 3000
 
-static void poll_info(redisContext *c, const char *field, long long want)
-{
-    long long v = -1;
-    int i;
-
-    for (i = 0; i < POLL_TRIES; i++) {
-        v = px_info_int(c, field);
-        if (v == want) {
-            return;
-        }
-        px_sleep_ms(10);
-    }
-    cr_assert_fail("INFO %s stayed %lld, want %lld", field, v, want);
-}
-
 /* One request a minute per identity, no burst. */
 static const char tree[] = "api:\n"
                            "  children:\n"
@@ -156,7 +141,7 @@ Test(it_limiter_bytes, huge_keys_stay_within_embedded_max_bytes,
     cr_assert_eq(px_info_int(c, "limiter_embedded_full_refused"), refused);
     /* Every key expires 20 s after it was set: the cron frees them, the
      * bytes return to 0 exactly, and the memory is trimmed back. */
-    poll_info(c, "limiter_embedded_keys", 0);
+    px_info_poll(c, "limiter_embedded_keys", 0, POLL_TRIES);
     cr_assert_eq(px_info_int(c, "limiter_embedded_bytes"), 0);
     px_sleep_ms(300); /* a cron tick or more after the last drop */
     rss_after = px_rss_kb(px_env()->proxy.pid);
