@@ -29,9 +29,9 @@
 
 #include <yaml.h>
 
+#include "conf/conf_addr.h"
+#include "conf/conf_keys.h"
 #include "conf/conf_yaml.h"
-
-#define CONF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* conf_yaml's codes are returned as ours. */
 _Static_assert(CONF_YAML_OK == CONF_OK && CONF_YAML_ERR == CONF_ERR &&
@@ -110,62 +110,20 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 
 /* A proxy.yaml is a few hundred bytes; refuse to read anything absurd. */
 #define CONF_MAX_FILE_BYTES ((size_t)1024 * 1024)
-/* Longest "[host]:port" text: brackets, 255-byte host, colon, 5 digits. */
-#define CONF_ADDR_TEXT_MAX (sizeof(((struct conf_addr *)0)->host) + 8)
 
 /* ---------------- The key table ---------------- */
 
-/* State of one load: where errors go and what is being filled. */
-struct conf_loader {
-    struct conf_yaml_diag diag; /* where errors go (no cap: list them all) */
-    struct conf *c;             /* borrowed: the settings being overlaid */
-    yaml_document_t *doc;       /* borrowed: the document being walked */
-};
-
-struct conf_command;
-
-/* Validates `node` and stores it into the field of `cmd`. Returns CONF_OK,
- * CONF_ERR after reporting the error, or CONF_ENOMEM. */
-typedef int conf_set_fn(struct conf_loader *ld, const struct conf_command *cmd,
-                        yaml_node_t *node);
-
-/* One YAML key of proxy.yaml. */
-struct conf_command {
-    const char *name;       /* the key */
-    conf_set_fn *set;       /* validates and stores the value */
-    size_t offset;          /* offsetof the field in struct conf */
-    unsigned long long min; /* numbers: least value; strings: 1 = non-empty */
-    unsigned long long max; /* numbers: greatest value */
-    const char *want;       /* what a valid value is, for error messages */
-};
-
-static conf_set_fn conf_set_addr;
-static conf_set_fn conf_set_seeds;
-static conf_set_fn conf_set_string;
 static conf_set_fn conf_set_log_level;
 static conf_set_fn conf_set_store_down;
-static conf_set_fn conf_set_uint;
 static conf_set_fn conf_set_ull;
-static conf_set_fn conf_set_size;
-static conf_set_fn conf_set_bool;
 static conf_set_fn conf_set_commands;
 static conf_set_fn conf_set_ratio;
-
-#define CONF_CMD(key, setter, field, lo, hi, what)                             \
-    {                                                                          \
-        .name = (key), .set = (setter),                                        \
-        .offset = offsetof(struct conf, field), .min = (lo), .max = (hi),      \
-        .want = (what),                                                        \
-    }
-
-#define CONF_WANT_POSITIVE "a positive integer"
-#define CONF_WANT_SIZE     "a positive size such as 65536, 64kb or 512mb"
-#define CONF_WANT_STRING   "a string"
 
 static const struct conf_command conf_commands[] = {
     CONF_CMD("listen", conf_set_addr, listen, 0, 0, "host:port"),
     CONF_CMD("upstream", conf_set_addr, upstream, 0, 0, "host:port"),
-    CONF_CMD("cluster", conf_set_seeds, seeds, 0, 0, "a list of host:port"),
+    CONF_CMD("cluster", conf_set_seeds, seeds, 0, offsetof(struct conf, nseeds),
+             "a list of host:port"),
     CONF_CMD("upstream_user", conf_set_string, upstream_user, 0, 0,
              CONF_WANT_STRING),
     CONF_CMD("upstream_password", conf_set_string, upstream_password, 0, 0,
@@ -290,9 +248,9 @@ static void conf_loader_init(struct conf_loader *ld, struct conf *c,
 }
 
 /* Reports `key: expected WANT, got "TEXT"` at `mark`. */
-static void conf_bad_text(struct conf_loader *ld, const yaml_mark_t *mark,
-                          const struct conf_command *cmd, const char *want,
-                          const char *text, size_t len)
+void conf_bad_text(struct conf_loader *ld, const yaml_mark_t *mark,
+                   const struct conf_command *cmd, const char *want,
+                   const char *text, size_t len)
 {
     char shown[CONF_YAML_SHOW_SIZE];
 
@@ -302,8 +260,8 @@ static void conf_bad_text(struct conf_loader *ld, const yaml_mark_t *mark,
 }
 
 /* Reports that the scalar `node` is not a valid value of `cmd`. */
-static void conf_bad_value(struct conf_loader *ld, const yaml_node_t *node,
-                           const struct conf_command *cmd)
+void conf_bad_value(struct conf_loader *ld, const yaml_node_t *node,
+                    const struct conf_command *cmd)
 {
     conf_bad_text(ld, &node->start_mark, cmd, cmd->want,
                   (const char *)node->data.scalar.value,
@@ -312,7 +270,7 @@ static void conf_bad_value(struct conf_loader *ld, const yaml_node_t *node,
 
 /* ---------------- Value parsing ---------------- */
 
-static void *conf_field(struct conf *c, const struct conf_command *cmd)
+void *conf_field(struct conf *c, const struct conf_command *cmd)
 {
     return (char *)c + cmd->offset;
 }
@@ -399,69 +357,10 @@ static int conf_name_lookup(const struct conf_name *names, size_t n,
     return -1;
 }
 
-enum conf_seeds_status {
-    CONF_SEEDS_OK = 0,
-    CONF_SEEDS_EBAD = -1,     /* an item is not host:port (see *bad) */
-    CONF_SEEDS_EEMPTY = -2,   /* no item at all */
-    CONF_SEEDS_ETOOMANY = -3, /* more than CONF_MAX_SEEDS items */
-};
-
-static bool conf_is_blank(char ch)
-{
-    return ch == ' ' || ch == '\t';
-}
-
-/* Splits "a:1, b:2" into `out`. On CONF_SEEDS_EBAD, `*bad` and `*badlen`
- * point at the rejected item inside `list`. `out` may be partly written on
- * error. */
-static enum conf_seeds_status conf_split_seeds(const char *list,
-                                               struct conf_addr *out, int *n,
-                                               const char **bad, size_t *badlen)
-{
-    char item[CONF_ADDR_TEXT_MAX];
-    const char *p = list, *end;
-    size_t len;
-
-    *n = 0;
-    while (conf_is_blank(*p)) {
-        p++;
-    }
-    if (*p == '\0') {
-        return CONF_SEEDS_EEMPTY;
-    }
-    for (;;) {
-        while (conf_is_blank(*p)) {
-            p++;
-        }
-        end = strchr(p, ',');
-        len = end != NULL ? (size_t)(end - p) : strlen(p);
-        while (len > 0 && conf_is_blank(p[len - 1])) {
-            len--;
-        }
-        if (*n == CONF_MAX_SEEDS) {
-            return CONF_SEEDS_ETOOMANY;
-        }
-        if (len < sizeof(item)) { /* longer is no valid address */
-            memcpy(item, p, len);
-            item[len] = '\0';
-        }
-        if (len >= sizeof(item) || conf_parse_addr(item, &out[*n]) != CONF_OK) {
-            *bad = p;
-            *badlen = len;
-            return CONF_SEEDS_EBAD;
-        }
-        (*n)++;
-        if (end == NULL) {
-            return CONF_SEEDS_OK;
-        }
-        p = end + 1;
-    }
-}
-
 /* ---------------- Setters ---------------- */
 
-static int conf_set_addr(struct conf_loader *ld, const struct conf_command *cmd,
-                         yaml_node_t *node)
+int conf_set_addr(struct conf_loader *ld, const struct conf_command *cmd,
+                  yaml_node_t *node)
 {
     const char *s =
         conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
@@ -513,8 +412,8 @@ static int conf_set_seed_list(struct conf_loader *ld,
 }
 
 /* cluster: a sequence, or one comma-separated string. */
-static int conf_set_seeds(struct conf_loader *ld,
-                          const struct conf_command *cmd, yaml_node_t *node)
+int conf_set_seeds(struct conf_loader *ld, const struct conf_command *cmd,
+                   yaml_node_t *node)
 {
     struct conf_addr seeds[CONF_MAX_SEEDS];
     const char *s, *bad = NULL;
@@ -530,32 +429,32 @@ static int conf_set_seeds(struct conf_loader *ld,
         if (s == NULL) {
             return CONF_ERR;
         }
-        switch (conf_split_seeds(s, seeds, &n, &bad, &badlen)) {
-        case CONF_SEEDS_OK:
+        switch (conf_addr_split(s, seeds, &n, &bad, &badlen)) {
+        case CONF_ADDRS_OK:
             break;
-        case CONF_SEEDS_EBAD:
+        case CONF_ADDRS_EBAD:
             conf_bad_text(ld, &node->start_mark, cmd, "host:port", bad, badlen);
             return CONF_ERR;
-        case CONF_SEEDS_EEMPTY:
+        case CONF_ADDRS_EEMPTY:
             conf_yaml_error(&ld->diag, &node->start_mark,
                             "%s: expected at least one host:port", cmd->name);
             return CONF_ERR;
-        case CONF_SEEDS_ETOOMANY:
+        case CONF_ADDRS_ETOOMANY:
             conf_yaml_error(&ld->diag, &node->start_mark,
                             "%s: at most %d seeds are allowed", cmd->name,
                             CONF_MAX_SEEDS);
             return CONF_ERR;
         }
     }
-    memcpy(ld->c->seeds, seeds, (size_t)n * sizeof(seeds[0]));
-    ld->c->nseeds = n;
+    memcpy(conf_field(ld->c, cmd), seeds, (size_t)n * sizeof(seeds[0]));
+    *(int *)(void *)((char *)ld->c + cmd->max) = n;
     return CONF_OK;
 }
 
 /* Strings: null or "" clears an optional one (as `requirepass ""` does in
  * redis.conf); cmd->min = 1 makes it mandatory. */
-static int conf_set_string(struct conf_loader *ld,
-                           const struct conf_command *cmd, yaml_node_t *node)
+int conf_set_string(struct conf_loader *ld, const struct conf_command *cmd,
+                    yaml_node_t *node)
 {
     const char *s;
     char **field = conf_field(ld->c, cmd);
@@ -627,8 +526,8 @@ static const struct conf_name conf_bools[] = {
     { .name = "on", .value = 1 },   { .name = "off", .value = 0 },
 };
 
-static int conf_set_bool(struct conf_loader *ld, const struct conf_command *cmd,
-                         yaml_node_t *node)
+int conf_set_bool(struct conf_loader *ld, const struct conf_command *cmd,
+                  yaml_node_t *node)
 {
     const char *s =
         conf_yaml_scalar(&ld->diag, node, NULL, cmd->name, cmd->want);
@@ -647,8 +546,8 @@ static int conf_set_bool(struct conf_loader *ld, const struct conf_command *cmd,
     return CONF_OK;
 }
 
-static int conf_set_uint(struct conf_loader *ld, const struct conf_command *cmd,
-                         yaml_node_t *node)
+int conf_set_uint(struct conf_loader *ld, const struct conf_command *cmd,
+                  yaml_node_t *node)
 {
     unsigned *field = conf_field(ld->c, cmd);
     unsigned long long v;
@@ -669,8 +568,8 @@ static int conf_set_ull(struct conf_loader *ld, const struct conf_command *cmd,
                                                                : CONF_ERR;
 }
 
-static int conf_set_size(struct conf_loader *ld, const struct conf_command *cmd,
-                         yaml_node_t *node)
+int conf_set_size(struct conf_loader *ld, const struct conf_command *cmd,
+                  yaml_node_t *node)
 {
     unsigned long long *field = conf_field(ld->c, cmd);
     unsigned long long v;
@@ -770,44 +669,59 @@ static int conf_set_commands(struct conf_loader *ld,
 
 /* ---------------- The walk ---------------- */
 
-static const struct conf_command *conf_command_find(const char *name,
-                                                    size_t len)
-{
-    size_t i;
+/* The sections of keys (conf_keys.h): the core table first. */
+static const struct conf_section conf_sections[] = {
+    { .cmds = conf_commands, .ncmds = CONF_ARRAY_SIZE(conf_commands) },
+};
 
-    for (i = 0; i < CONF_ARRAY_SIZE(conf_commands); i++) {
-        if (strlen(conf_commands[i].name) == len &&
-            memcmp(conf_commands[i].name, name, len) == 0) {
-            return &conf_commands[i];
+/* The key `name` (`len` bytes) and its index over all sections, or NULL. */
+static const struct conf_command *conf_command_find(const char *name,
+                                                    size_t len, size_t *index)
+{
+    size_t s, i, base = 0;
+
+    for (s = 0; s < CONF_ARRAY_SIZE(conf_sections); s++) {
+        const struct conf_section *sec = &conf_sections[s];
+
+        for (i = 0; i < sec->ncmds; i++) {
+            if (strlen(sec->cmds[i].name) == len &&
+                memcmp(sec->cmds[i].name, name, len) == 0 &&
+                base + i < CONF_MAX_KEYS) { /* tests/unit: all fit */
+                *index = base + i;
+                return &sec->cmds[i];
+            }
         }
+        base += sec->ncmds;
     }
     return NULL;
 }
 
-/* The key `name` of the file, or NULL when the file does not set it. */
-static const yaml_node_t *conf_seen(yaml_node_t *const *seen, const char *name)
+const yaml_node_t *conf_key_seen(const struct conf_loader *ld, const char *name)
 {
-    size_t i;
+    size_t index;
 
-    for (i = 0; i < CONF_ARRAY_SIZE(conf_commands); i++) {
-        if (strcmp(conf_commands[i].name, name) == 0) {
-            return seen[i];
-        }
+    if (conf_command_find(name, strlen(name), &index) == NULL) {
+        return NULL;
     }
-    return NULL;
+    return ld->seen[index];
 }
 
 /* Reports upstream and cluster set together, at the later of the two, and
  * a limiter user without its password (the limiter could not log in). */
-static void conf_check_conflicts(struct conf_loader *ld,
-                                 yaml_node_t *const *seen)
+static void conf_check_conflicts(struct conf_loader *ld)
 {
-    const yaml_node_t *up = conf_seen(seen, "upstream");
-    const yaml_node_t *cluster = conf_seen(seen, "cluster");
-    const yaml_node_t *luser = conf_seen(seen, "limiter_user");
+    const yaml_node_t *up = conf_key_seen(ld, "upstream");
+    const yaml_node_t *cluster = conf_key_seen(ld, "cluster");
+    const yaml_node_t *luser = conf_key_seen(ld, "limiter_user");
     const yaml_node_t *later;
+    size_t s;
 
-    if (luser != NULL && conf_seen(seen, "limiter_password") == NULL) {
+    for (s = 0; s < CONF_ARRAY_SIZE(conf_sections); s++) {
+        if (conf_sections[s].check != NULL) {
+            conf_sections[s].check(ld);
+        }
+    }
+    if (luser != NULL && conf_key_seen(ld, "limiter_password") == NULL) {
         conf_yaml_error(&ld->diag, &luser->start_mark,
                         "limiter_user needs limiter_password");
     }
@@ -823,10 +737,11 @@ static void conf_check_conflicts(struct conf_loader *ld,
  * counted in ld) or CONF_ENOMEM. */
 static int conf_walk(struct conf_loader *ld, yaml_node_t *root)
 {
-    yaml_node_t *seen[CONF_ARRAY_SIZE(conf_commands)] = { NULL };
+    yaml_node_t *seen[CONF_MAX_KEYS] = { NULL };
     yaml_node_pair_t *pair;
     char shown[CONF_YAML_SHOW_SIZE];
 
+    ld->seen = seen;
     for (pair = root->data.mapping.pairs.start;
          pair < root->data.mapping.pairs.top; pair++) {
         yaml_node_t *key = yaml_document_get_node(ld->doc, pair->key);
@@ -841,7 +756,7 @@ static int conf_walk(struct conf_loader *ld, yaml_node_t *root)
             continue;
         }
         cmd = conf_command_find((const char *)key->data.scalar.value,
-                                key->data.scalar.length);
+                                key->data.scalar.length, &i);
         if (cmd == NULL) {
             conf_yaml_show(shown, (const char *)key->data.scalar.value,
                            key->data.scalar.length);
@@ -849,7 +764,6 @@ static int conf_walk(struct conf_loader *ld, yaml_node_t *root)
                             shown);
             continue;
         }
-        i = (size_t)(cmd - conf_commands);
         if (seen[i] != NULL) {
             conf_yaml_error(&ld->diag, &key->start_mark,
                             "duplicate key '%s' (first at line %zu)", cmd->name,
@@ -862,7 +776,7 @@ static int conf_walk(struct conf_loader *ld, yaml_node_t *root)
             return CONF_ENOMEM;
         }
     }
-    conf_check_conflicts(ld, seen);
+    conf_check_conflicts(ld);
     return CONF_OK;
 }
 
@@ -932,6 +846,8 @@ done:
 
 int conf_init(struct conf *c)
 {
+    size_t s;
+
     memset(c, 0, sizeof(*c));
     memcpy(c->listen.host, CONF_DEFAULT_LISTEN_HOST,
            sizeof(CONF_DEFAULT_LISTEN_HOST));
@@ -962,6 +878,12 @@ int conf_init(struct conf *c)
     c->limiter_override_max_bytes = CONF_DEFAULT_OVERRIDE_MAX_BYTES;
     c->limiter_pending_max_bytes = CONF_DEFAULT_PENDING_MAX_BYTES;
     c->metrics_near_limit_ratio = CONF_DEFAULT_NEAR_LIMIT_RATIO;
+    for (s = 0; s < CONF_ARRAY_SIZE(conf_sections); s++) {
+        if (conf_sections[s].defaults != NULL &&
+            conf_sections[s].defaults(c) != CONF_OK) {
+            return CONF_ENOMEM;
+        }
+    }
     return conf_set_str(&c->key_prefix, CONF_DEFAULT_KEY_PREFIX);
 }
 
@@ -977,6 +899,11 @@ void conf_free(struct conf *c)
     for (i = 0; i < CONF_ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
+    }
+    for (i = 0; i < CONF_ARRAY_SIZE(conf_sections); i++) {
+        if (conf_sections[i].free != NULL) {
+            conf_sections[i].free(c);
+        }
     }
 }
 
@@ -1009,67 +936,6 @@ int conf_load_string(struct conf *c, const char *name, const char *text,
     return conf_load_buffer(&ld, text, strlen(text));
 }
 
-/* Accepts a port of 1 to 5 digits in 1..65535; -1 otherwise. */
-static int conf_parse_port(const char *s)
-{
-    int port = 0;
-    size_t i;
-
-    for (i = 0; s[i] != '\0'; i++) {
-        if (i == 5 || s[i] < '0' || s[i] > '9') {
-            return -1;
-        }
-        port = port * 10 + (s[i] - '0');
-    }
-    return i > 0 && port >= 1 && port <= 65535 ? port : -1;
-}
-
-int conf_parse_addr(const char *s, struct conf_addr *out)
-{
-    const char *host, *colon, *close;
-    size_t hostlen, i;
-    bool bracketed;
-    int port;
-
-    if (s == NULL || out == NULL) {
-        return CONF_ERR;
-    }
-    bracketed = s[0] == '[';
-    if (bracketed) {
-        close = strchr(s, ']');
-        if (close == NULL || close[1] != ':') {
-            return CONF_ERR;
-        }
-        host = s + 1;
-        colon = close + 1;
-    } else {
-        colon = strchr(s, ':');
-        if (colon == NULL) {
-            return CONF_ERR;
-        }
-        host = s;
-    }
-    hostlen = (size_t)(colon - host) - (bracketed ? 1 : 0);
-    if (hostlen == 0 || hostlen >= sizeof(out->host)) {
-        return CONF_ERR;
-    }
-    for (i = 0; i < hostlen; i++) {
-        unsigned char ch = (unsigned char)host[i];
-
-        if (ch <= ' ' || ch == 0x7f || ch == '[' || ch == ']' || ch == ',') {
-            return CONF_ERR;
-        }
-    }
-    port = conf_parse_port(colon + 1);
-    if (port < 0) {
-        return CONF_ERR;
-    }
-    memcpy(out->host, host, hostlen);
-    out->host[hostlen] = '\0';
-    out->port = port;
-    return CONF_OK;
-}
-
 int conf_parse_seeds(struct conf *c, const char *list)
 {
     struct conf_addr seeds[CONF_MAX_SEEDS];
@@ -1078,7 +944,7 @@ int conf_parse_seeds(struct conf *c, const char *list)
     int n;
 
     if (list == NULL ||
-        conf_split_seeds(list, seeds, &n, &bad, &badlen) != CONF_SEEDS_OK) {
+        conf_addr_split(list, seeds, &n, &bad, &badlen) != CONF_ADDRS_OK) {
         return CONF_ERR;
     }
     memcpy(c->seeds, seeds, (size_t)n * sizeof(seeds[0]));

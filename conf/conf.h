@@ -10,12 +10,13 @@
 #include <stddef.h>
 
 #include "conf/cmdpolicy.h"
+#include "conf/conf_addr.h"
 
 #define CONF_OK     0
 #define CONF_ERR    -1
 #define CONF_ENOMEM -2
 
-#define CONF_MAX_SEEDS 16 /* cluster seed addresses kept from config */
+#define CONF_MAX_SEEDS CONF_MAX_ADDRS /* cluster seeds kept from config */
 
 /* Log levels, in increasing severity (same order as proxy/log.h). */
 enum conf_log_level {
@@ -29,12 +30,6 @@ enum conf_log_level {
 enum conf_store_down {
     CONF_FAIL_CLOSED = 0, /* reply with an error (default) */
     CONF_FAIL_OPEN = 1,   /* admit, and count it */
-};
-
-/* One "host:port". host is a literal IPv4/IPv6 address or a name. */
-struct conf_addr {
-    char host[256];
-    int port; /* 0 when unset */
 };
 
 struct conf {
@@ -113,9 +108,6 @@ void conf_free(struct conf *c);
 int conf_load_file(struct conf *c, const char *path, char *err, size_t errlen);
 int conf_load_string(struct conf *c, const char *name, const char *text,
                      char *err, size_t errlen);
-
-/* Parses "host:port" or "[v6]:port". CONF_OK or CONF_ERR. */
-int conf_parse_addr(const char *s, struct conf_addr *out);
 
 /* Parses "a:1,b:2" into seeds[]. CONF_OK or CONF_ERR. */
 int conf_parse_seeds(struct conf *c, const char *list);

@@ -5,6 +5,9 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libuv1-dev libhiredis-dev libyaml-dev
       libcriterion-dev redis-server redis-tools nutcracker)
+# TLS on both sides (-DPX_TLS=ON, the default): OpenSSL's headers; the
+# openssl CLI makes the test certificates; redis-sentinel for Sentinel mode.
+PKGS+=(libssl-dev openssl redis-sentinel)
 # The fuzz targets (scripts/fuzz.sh, tests/fuzz): clang and its libFuzzer
 # runtime, libclang_rt.fuzzer, which Debian 12 ships in libclang-rt-14-dev
 # (clang is clang 14 there; libfuzzer-14-dev is the standalone libFuzzer.a).
@@ -38,4 +41,5 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # cellgate's scripts and tests start their own on free ports.
 if command -v systemctl >/dev/null 2>&1; then
     $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true
+    $SUDO systemctl disable --now redis-sentinel >/dev/null 2>&1 || true
 fi
