@@ -17,7 +17,13 @@
 #
 # Environment: MASTERS (default 3, at least 3), REPLICAS (per master,
 # default 1), NODE_TIMEOUT_MS (cluster-node-timeout, default 2000: a killed
-# master is replaced within seconds).
+# master is replaced within seconds), TLS_CERTS (a directory made by
+# scripts/tls-certs.sh: every node also listens with TLS on a port of its
+# own, the bus and replication speak TLS (tls-cluster, tls-replication),
+# and the seed list names the TLS ports; the plain ports stay for this
+# script's own checks), ANNOUNCE_HOSTNAME (nodes announce this host name
+# and CLUSTER SLOTS and -MOVED name them by it: cluster-announce-hostname,
+# cluster-preferred-endpoint-type hostname; the seed list uses it too).
 set -euo pipefail
 
 MASTERS=${MASTERS:-3}
@@ -117,6 +123,21 @@ PY
 # (CLUSTER SLOTS lists a replica only once its offset moved, and on an idle
 # master only these pings move it), daemonized
 # with a pid file, and a title naming its config file (is_our_node).
+tls_conf() {  # tls port
+    [ -n "${TLS_CERTS:-}" ] || return 0
+    printf '%s\n' "tls-port $1" \
+        "tls-cert-file \"$TLS_CERTS/server.crt\"" \
+        "tls-key-file \"$TLS_CERTS/server.key\"" \
+        "tls-ca-cert-file \"$TLS_CERTS/ca.crt\"" \
+        "tls-cluster yes" "tls-replication yes" "tls-auth-clients optional"
+}
+
+hostname_conf() {
+    [ -n "${ANNOUNCE_HOSTNAME:-}" ] || return 0
+    printf '%s\n' "cluster-announce-hostname $ANNOUNCE_HOSTNAME" \
+        "cluster-preferred-endpoint-type hostname"
+}
+
 write_conf() {
     local port=$1 bus=$2
     cat >"$DIR/node-$port.conf" <<EOF
@@ -132,6 +153,8 @@ appendonly no
 repl-diskless-sync-delay 0
 repl-ping-replica-period 1
 dbfilename dump-$port.rdb
+$(tls_conf "$3")
+$(hostname_conf)
 daemonize yes
 pidfile "$DIR/redis-$port.pid"
 logfile "$DIR/redis-$port.log"
@@ -247,11 +270,16 @@ start() {
 
     STARTED_OK=0
     trap start_cleanup EXIT
-    mapfile -t ALL < <(free_ports $((2 * n)))
-    [ "${#ALL[@]}" -eq $((2 * n)) ] || die "could not pick $((2 * n)) distinct ports"
+    mapfile -t ALL < <(free_ports $((3 * n)))
+    [ "${#ALL[@]}" -eq $((3 * n)) ] || die "could not pick $((3 * n)) distinct ports"
     PORTS=("${ALL[@]:0:n}")
+    if [ -n "${TLS_CERTS:-}" ]; then
+        TLS_CERTS=$(cd "$TLS_CERTS" && pwd)
+        [ -s "$TLS_CERTS/server.crt" ] ||
+            die "TLS_CERTS=$TLS_CERTS has no server.crt (scripts/tls-certs.sh makes it)"
+    fi
     for ((i = 0; i < n; i++)); do
-        write_conf "${PORTS[i]}" "${ALL[n + i]}"
+        write_conf "${PORTS[i]}" "${ALL[n + i]}" "${ALL[2 * n + i]}"
         redis-server "$DIR/node-${PORTS[i]}.conf" >/dev/null ||
             die "redis-server refused $DIR/node-${PORTS[i]}.conf"
     done
@@ -265,6 +293,14 @@ start() {
         die "redis-cli --cluster create failed (see $DIR/create.log)"
     fi
     wait_ready
+    if [ -n "${TLS_CERTS:-}" ] || [ -n "${ANNOUNCE_HOSTNAME:-}" ]; then
+        addrs=()
+        for ((i = 0; i < n; i++)); do
+            port=${PORTS[i]}
+            [ -n "${TLS_CERTS:-}" ] && port=${ALL[2 * n + i]}
+            addrs+=("${ANNOUNCE_HOSTNAME:-127.0.0.1}:$port")
+        done
+    fi
     seeds=$(IFS=,; echo "${addrs[*]}")
     echo "$seeds" >"$DIR/seeds"
     STARTED_OK=1
