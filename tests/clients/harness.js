@@ -18,6 +18,9 @@ const CLUSTER = process.env.CG_MODE === 'cluster';
 const DIRECT_TAG = process.env.DIRECT_TAG || '';
 const NODE_PORTS = (process.env.NODE_PORTS || String(REDIS_PORT)).split(',').map(Number);
 const CHECK_TIMEOUT_MS = 10000;
+// TLS modes (run.sh): every connection, to cellgate and to Redis, speaks TLS
+// and checks the server's certificate against this CA.
+const TLS_CA = process.env.CG_TLS_CA ? require('node:fs').readFileSync(process.env.CG_TLS_CA) : null;
 
 const checks = [];
 function check(name, fn, timeoutMs = CHECK_TIMEOUT_MS) {
@@ -154,6 +157,6 @@ async function runAll(only) {
 }
 
 module.exports = {
-  HOST, PROXY_PORT, REDIS_PORT, CLUSTER, DIRECT_TAG, NODE_PORTS, upstreamConns, connCount, check, expect, Fail, same, errorOf, sleep,
+  HOST, PROXY_PORT, REDIS_PORT, TLS_CA, CLUSTER, DIRECT_TAG, NODE_PORTS, upstreamConns, connCount, check, expect, Fail, same, errorOf, sleep,
   withTimeout, nextEvent, runAll, short, isEqual,
 };

@@ -17,7 +17,7 @@ const only = process.argv.slice(3);
 
 const opened = [];
 function connect(port) {
-  const r = new Redis(port, H.HOST); // default options
+  const r = new Redis(port, H.HOST, H.TLS_CA ? { tls: { ca: H.TLS_CA } } : {}); // default options
   r.on('error', () => {}); // reconnects are reported by the failing checks
   opened.push(r);
   return r;
@@ -50,7 +50,7 @@ check('connects with default options', async () => {
 
 check('20 clients with default options use only cellgate\'s shared upstream connections', async () => {
   await H.connCount(TAG, `${MOD} clients`, async (i) => {
-    const r = new Redis(H.PROXY_PORT, H.HOST); // default options
+    const r = new Redis(H.PROXY_PORT, H.HOST, H.TLS_CA ? { tls: { ca: H.TLS_CA } } : {}); // default options
     r.on('error', () => {});
     await r.set(T.proxy.k(`cc:${i}`), String(i));
     H.expect(await r.get(T.proxy.k(`cc:${i}`)) === String(i), `client ${i} read back a wrong value`);

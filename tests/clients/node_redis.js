@@ -19,12 +19,15 @@ const { createClient, RESP_TYPES, WatchError, ErrorReply } = require(MOD);
 const VERSION = require(`${MOD}/package.json`).version;
 const MAJOR = Number(VERSION.split('.')[0]);
 const OPTIONS = WANT_RESP3 ? { RESP: 3 } : {}; // else the defaults
+// TLS modes: rediss:// URLs, the server's certificate checked against the CA.
+const SCHEME = H.TLS_CA ? 'rediss' : 'redis';
+const TLS_SOCKET = H.TLS_CA ? { socket: { tls: true, ca: H.TLS_CA } } : {};
 const R3 = WANT_RESP3 || MAJOR >= 6; // node-redis 6 speaks RESP3 by default
 const TAG = MAJOR >= 6 ? `node-redis${MAJOR}` : WANT_RESP3 ? 'node-redis-resp3' : 'node-redis';
 
 const opened = [];
 async function connect(port) {
-  const c = createClient({ url: `redis://${H.HOST}:${port}`, ...OPTIONS });
+  const c = createClient({ url: `${SCHEME}://${H.HOST}:${port}`, ...OPTIONS, ...TLS_SOCKET });
   c.on('error', () => {}); // connection trouble shows up in the failing check
   opened.push(c);
   await H.withTimeout(c.connect(), 5000, `connect to ${port}`);
@@ -62,7 +65,7 @@ check(WANT_RESP3 ? 'connects with RESP: 3' : 'connects with default options', as
 
 check('20 clients with default options use only cellgate\'s shared upstream connections', async () => {
   await H.connCount(TAG, `${MOD} clients${WANT_RESP3 ? ' (RESP: 3)' : ''}`, async (i) => {
-    const c = createClient({ url: `redis://${H.HOST}:${H.PROXY_PORT}`, ...OPTIONS });
+    const c = createClient({ url: `${SCHEME}://${H.HOST}:${H.PROXY_PORT}`, ...OPTIONS, ...TLS_SOCKET });
     c.on('error', () => {});
     await H.withTimeout(c.connect(), 5000, `client ${i} connect`);
     await c.set(T.proxy.k(`cc:${i}`), String(i));
@@ -343,7 +346,7 @@ if (R3) {
     await same(async (t) => {
       const key = t.k('csc');
       await t.r.set(key, 'old');
-      const cached = createClient({ url: `redis://${H.HOST}:${t.port}`, RESP: 3,
+      const cached = createClient({ url: `${SCHEME}://${H.HOST}:${t.port}`, RESP: 3, ...TLS_SOCKET,
         clientSideCache: { ttl: 0, maxEntries: 0 } });
       cached.on('error', () => {});
       opened.push(cached);

@@ -39,7 +39,14 @@ failed = 0
 passed = 0
 
 
+# TLS modes (run.sh): every connection, to cellgate and to Redis, speaks TLS
+# and checks the server's certificate against this CA.
+TLS_CA = os.environ.get("CG_TLS_CA")
+TLS_KW = {"ssl": True, "ssl_ca_certs": TLS_CA} if TLS_CA else {}
+
+
 def client(port, decode=True, **kw):
+    kw = {**TLS_KW, **kw}
     return redis.Redis(host=HOST, port=port, socket_timeout=SOCK_TIMEOUT,
                        socket_connect_timeout=SOCK_TIMEOUT,
                        decode_responses=decode, **kw)
@@ -135,7 +142,7 @@ def _():
     # Each its own redis.Redis (its own pool), as 20 processes of an
     # application would; every one runs commands over keys of many slots
     # and keeps its connection open while the nodes are asked.
-    conns = [redis.Redis(host=HOST, port=PROXY_PORT) for _ in range(20)]
+    conns = [redis.Redis(host=HOST, port=PROXY_PORT, **TLS_KW) for _ in range(20)]
     try:
         for i, c in enumerate(conns):
             c.set(PROXY.k(f"cc:{i}"), i)

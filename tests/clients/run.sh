@@ -6,11 +6,16 @@
 #
 #   bash tests/clients/run.sh [path/to/cellgate]      (default build-test/cellgate)
 #   ONLY="py ioredis6" bash tests/clients/run.sh ...  (a subset of the parts)
-#   MODE=single|cluster|both                          (default both)
+#   MODE=single|cluster|tls|tls-cluster|both|all      (default all)
 #
-# Runs every part twice: `single` (cellgate in front of one redis-server) and
+# Runs every part in `single` (cellgate in front of one redis-server) and
 # `cluster` (cellgate in front of a local 3-master Redis Cluster from
-# scripts/cluster.sh). Each mode starts its servers on free loopback ports,
+# scripts/cluster.sh); then the libraries that speak TLS (TLS_PARTS) in
+# `tls` and `tls-cluster`: the same, with TLS on every connection (clients
+# to cellgate's tls_listen port, cellgate to Redis with upstream_tls, the
+# direct side to Redis's tls-port; certificates from scripts/tls-certs.sh,
+# checked on both sides; the TLS cluster announces the host name localhost,
+# which cellgate checks against the nodes' certificates). Each mode starts its servers on free loopback ports,
 # runs every client part with a time limit, and stops them (also on failure or
 # Ctrl-C). Every check name is prefixed by its mode (`ok - cluster: py: ...`).
 # Ends with the line `N passed, N failed`; exits non-zero if any check failed.
@@ -29,12 +34,12 @@ if [ ! -x "$CG" ]; then
 fi
 CG=$(cd "$(dirname "$CG")" && pwd)/$(basename "$CG")
 
-case "${MODE:-both}" in
-single) MODES=(single) ;;
-cluster) MODES=(cluster) ;;
+case "${MODE:-all}" in
+single | cluster | tls | tls-cluster) MODES=("$MODE") ;;
 both) MODES=(single cluster) ;;
+all) MODES=(single cluster tls tls-cluster) ;;
 *)
-    echo "clients: MODE must be single, cluster or both (not '${MODE}')" >&2
+    echo "clients: MODE must be single, cluster, tls, tls-cluster, both or all (not '${MODE}')" >&2
     echo "0 passed, 1 failed"
     exit 1
     ;;
@@ -188,6 +193,93 @@ start_cluster() {
     start_cellgate "$MODEDIR/cellgate.log" --cluster "$seeds"
 }
 
+# TLS modes. Redis keeps its plain port for this script's PINGs; everything
+# the parts do goes over TLS: cellgate's tls_listen port is PROXY_PORT, Redis's
+# tls-port the direct side, and redis-cli / redis-benchmark on the parts' PATH
+# are wrappers adding --tls --cacert (TLS_BIN).
+TLS_DIR=$RUNDIR/tls
+tls_setup() {
+    bash "$ROOT/scripts/tls-certs.sh" "$TLS_DIR" || return 1
+    TLS_BIN=$MODEDIR/bin
+    mkdir -p "$TLS_BIN"
+    local tool
+    for tool in redis-cli redis-benchmark; do
+        printf '#!/bin/sh\nexec %s --tls --cacert %s "$@"\n' "$(command -v $tool)" \
+            "$TLS_DIR/ca.crt" >"$TLS_BIN/$tool"
+        chmod +x "$TLS_BIN/$tool"
+    done
+}
+
+# cellgate with TLS on both sides: plain `listen` (for wait_serving) and
+# tls_listen, a client certificate of its own towards Redis.
+start_cellgate_tls() {  # upstream key, its value
+    local _ tport
+    for _ in 1 2 3; do
+        PLAIN_PPORT=$(bash "$ROOT/scripts/freeport.sh")
+        tport=$(bash "$ROOT/scripts/freeport.sh")
+        cat >"$MODEDIR/proxy.yaml" <<EOF
+listen: 127.0.0.1:$PLAIN_PPORT
+tls_listen: 127.0.0.1:$tport
+tls_cert_file: $TLS_DIR/server.crt
+tls_key_file: $TLS_DIR/server.key
+tls_ca_cert_file: $TLS_DIR/ca.crt
+tls_auth_clients: optional
+$1: $2
+upstream_tls: yes
+upstream_tls_ca_cert_file: $TLS_DIR/ca.crt
+upstream_tls_cert_file: $TLS_DIR/client.crt
+upstream_tls_key_file: $TLS_DIR/client.key
+EOF
+        "$CG" --config "$MODEDIR/proxy.yaml" >"$MODEDIR/cellgate.log" 2>&1 &
+        CG_PID=$!
+        if wait_ping "$PLAIN_PPORT" && wait_serving "$PLAIN_PPORT"; then
+            PPORT=$tport
+            return 0
+        fi
+        stop "$CG_PID"; CG_PID=""
+    done
+    return 1
+}
+
+start_tls() {
+    local _ plain
+    tls_setup || return 1
+    for _ in 1 2 3; do
+        plain=$(bash "$ROOT/scripts/freeport.sh")
+        RPORT=$(bash "$ROOT/scripts/freeport.sh")
+        redis-server --port "$plain" --bind 127.0.0.1 --save "" --appendonly no \
+            --tls-port "$RPORT" --tls-cert-file "$TLS_DIR/server.crt" \
+            --tls-key-file "$TLS_DIR/server.key" --tls-ca-cert-file "$TLS_DIR/ca.crt" \
+            --tls-auth-clients optional \
+            --dir "$MODEDIR" --logfile "$MODEDIR/redis.log" &
+        R_PID=$!
+        if wait_ping "$plain"; then
+            break
+        fi
+        stop "$R_PID"; R_PID=""
+    done
+    [ -n "$R_PID" ] || return 1
+    NODE_PORTS=$RPORT
+    DIRECT_TAG=""
+    start_cellgate_tls upstream "127.0.0.1:$RPORT"
+}
+
+start_tls-cluster() {
+    local seeds slot
+    tls_setup || return 1
+    CLUSTER_DIR=$MODEDIR/cluster
+    seeds=$(TLS_CERTS=$TLS_DIR ANNOUNCE_HOSTNAME=localhost REPLICAS=0 \
+        bash "$ROOT/scripts/cluster.sh" start "$CLUSTER_DIR" 2>"$MODEDIR/cluster-start.log") || return 1
+    NODE_PORTS=$(tr ',' '\n' <<<"$seeds" | sed 's/.*://' | paste -sd, -)
+    slot=$(timeout 5 "$TLS_BIN/redis-cli" -p "${NODE_PORTS%%,*}" cluster keyslot cgd)
+    RPORT=$(timeout 5 "$TLS_BIN/redis-cli" -p "${NODE_PORTS%%,*}" cluster shards | tr -d '\r' | awk -v s="$slot" '
+        $0 == "slots" { getline lo; getline hi; inrange = (s + 0 >= lo + 0 && s + 0 <= hi + 0) }
+        $0 == "tls-port" && inrange { getline p; print p; exit }')
+    [ -n "$RPORT" ] || return 1
+    DIRECT_TAG="{cgd}"
+    start_cellgate_tls cluster "$seeds"
+}
+
 # ---------------------------------------------------------------- parts
 # The Go part is built once, offline: redigo from Debian in GOPATH mode.
 GO_BIN=$RUNDIR/go_clients
@@ -215,6 +307,8 @@ PARTS=(
     "bullmq|60|node $HERE/node_bullmq.js"
     "cli|40|bash $HERE/cli_bench.sh"
 )
+# The parts whose libraries speak TLS, run again in the TLS modes.
+TLS_PARTS=" py ioredis6 node-redis cli "
 
 OUT=$RUNDIR/results.txt
 : >"$OUT"
@@ -231,11 +325,22 @@ run_mode() {  # mode
         return
     fi
     echo "clients: mode $mode: Redis nodes on 127.0.0.1:{$NODE_PORTS} (direct side: $RPORT), cellgate ($CG) on 127.0.0.1:$PPORT"
-    # UPSTREAM_POOL, PRIVATE_POOL: cellgate's defaults (no proxy.yaml is given).
-    export PROXY_PORT=$PPORT REDIS_PORT=$RPORT CG_MODE=$mode DIRECT_TAG NODE_PORTS CG_PID UPSTREAM_POOL=2 PRIVATE_POOL=4 CLIENTS_DIR=$HERE
+    # UPSTREAM_POOL, PRIVATE_POOL: cellgate's defaults (its proxy.yaml, if
+    # any, leaves them).
+    local cg_mode=${mode#tls-} path=$PATH
+    [ "$mode" = tls ] && cg_mode=single
+    unset CG_TLS_CA
+    if [[ "$mode" == tls* ]]; then
+        export CG_TLS_CA=$TLS_DIR/ca.crt
+        path=$TLS_BIN:$PATH
+    fi
+    export PROXY_PORT=$PPORT REDIS_PORT=$RPORT CG_MODE=$cg_mode DIRECT_TAG NODE_PORTS CG_PID UPSTREAM_POOL=2 PRIVATE_POOL=4 CLIENTS_DIR=$HERE
     for part in "${PARTS[@]}"; do
         IFS='|' read -r name limit cmd <<<"$part"
         if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+            continue
+        fi
+        if [[ "$mode" == tls* ]] && [[ "$TLS_PARTS" != *" $name "* ]]; then
             continue
         fi
         echo "== clients: $mode: $name"
@@ -248,7 +353,7 @@ run_mode() {  # mode
             rc=1
         else
             # shellcheck disable=SC2086  # cmd is a word list on purpose
-            timeout -k 5 "$limit" $cmd >"$log.raw" 2>"$err"
+            PATH=$path timeout -k 5 "$limit" $cmd >"$log.raw" 2>"$err"
             rc=$?
             # Every check and every information line names its mode.
             sed -E "s/^(ok|not ok) - /\1 - $mode: /; s/^# /# $mode: /" "$log.raw" >"$log"
@@ -268,7 +373,7 @@ run_mode() {  # mode
     done
 
     # cellgate must have survived all of it, and without sanitizer reports.
-    if kill -0 "$CG_PID" 2>/dev/null && [ "$(timeout 2 redis-cli -p "$PPORT" ping 2>/dev/null)" = PONG ]; then
+    if kill -0 "$CG_PID" 2>/dev/null && [ "$(PATH=$path timeout 2 redis-cli -p "$PPORT" ping 2>/dev/null)" = PONG ]; then
         echo "ok - $mode: cellgate still serving after every client" | tee -a "$OUT"
     else
         echo "not ok - $mode: cellgate still serving after every client: it died or stopped answering" | tee -a "$OUT"
