@@ -213,6 +213,10 @@ Test(it_secrets, upstream_password_rotates_on_sighup, .fini = px_env_fini,
     bystander_step(&b, 0); /* logged-in connections keep working */
     kill_clients(d, "TYPE", "normal");
     poll_until(c, "GET k", "AUTH failed (WRONGPASS", &b, 1);
+    /* Retries (50, 100, 200 ms apart) log in with the old one too: the
+     * file is read on SIGHUP only. */
+    wait_log("AUTH failed: -WRONGPASS", 6);
+    poll_until(c, "GET k", "AUTH failed (WRONGPASS", &b, 1);
 
     sighup_and_wait("upstream_password_file", "reloaded", 1);
     wait_log("upstream_password_file reloaded: new logins use the new "
@@ -268,7 +272,8 @@ Test(it_secrets, limiter_password_rotates_on_sighup, .fini = px_env_fini,
     write_secret(pw, sizeof(pw), "limiter.pw", LIM_NEW);
     kill_clients(d, "USER", "lim");
     poll_until(c, throttle, "", &b, 0);
-    wait_log("AUTH failed: -WRONGPASS", 1);
+    wait_log("AUTH failed: -WRONGPASS", 3);
+    poll_until(c, throttle, "", &b, 0);
 
     sighup_and_wait("limiter_password_file", "reloaded", 1);
     poll_until(c, throttle, NULL, &b, 0);
