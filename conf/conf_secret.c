@@ -11,9 +11,12 @@
 #include "conf/conf_secret.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "conf/conf.h"
 #include "conf/conf_keys.h"
@@ -77,33 +80,78 @@ static void conf_secret_drop(char *s)
 
 /* ---------------- Reading a file ---------------- */
 
+/* Reads at most CONF_SECRET_MAX_BYTES + 1 bytes of `fd` into `buf`. The
+ * count, or -1 with errno set. */
+static ssize_t conf_secret_fill(int fd, char *buf)
+{
+    size_t len = 0;
+    ssize_t n;
+
+    while (len <= CONF_SECRET_MAX_BYTES) {
+        n = read(fd, buf + len, CONF_SECRET_MAX_BYTES + 1 - len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return -1;
+        }
+        if (n == 0) {
+            break;
+        }
+        len += (size_t)n;
+    }
+    return (ssize_t)len;
+}
+
+/* CONF_OK when `fd` is a regular file, else CONF_ERR with the reason. */
+static int conf_secret_regular(int fd, const char *path, char *err,
+                               size_t errlen)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(EISDIR));
+    } else if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "'%s' is not a regular file", path);
+    } else {
+        return CONF_OK;
+    }
+    return CONF_ERR;
+}
+
 int conf_secret_read(const char *path, char **out, char *err, size_t errlen)
 {
     char *buf;
-    size_t len = 0, n;
-    FILE *f;
-    int rc = CONF_ERR;
+    ssize_t got;
+    size_t len;
+    int fd, rc = CONF_ERR;
 
     *out = NULL;
-    f = fopen(path, "rb");
-    if (f == NULL) {
+    /* Non-blocking, and regular files only: SIGHUP reads on the event
+     * loop, where opening a FIFO with no writer would stop the proxy. */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return CONF_ERR;
+    }
+    if (conf_secret_regular(fd, path, err, errlen) != CONF_OK) {
+        close(fd);
         return CONF_ERR;
     }
     /* One byte past the limit tells a too-large file apart. */
     buf = malloc(CONF_SECRET_MAX_BYTES + 2);
     if (buf == NULL) {
-        fclose(f);
+        close(fd);
         return CONF_ENOMEM;
     }
-    while (len <= CONF_SECRET_MAX_BYTES &&
-           (n = fread(buf + len, 1, CONF_SECRET_MAX_BYTES + 1 - len, f)) > 0) {
-        len += n;
-    }
-    if (ferror(f)) {
+    got = conf_secret_fill(fd, buf);
+    if (got < 0) {
         snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
         goto done;
     }
+    len = (size_t)got;
     if (len > CONF_SECRET_MAX_BYTES) {
         snprintf(err, errlen, "'%s' is larger than %d bytes", path,
                  CONF_SECRET_MAX_BYTES);
@@ -127,7 +175,7 @@ int conf_secret_read(const char *path, char **out, char *err, size_t errlen)
     }
 
 done:
-    fclose(f);
+    close(fd);
     if (rc != CONF_OK) {
         memset(buf, 0, CONF_SECRET_MAX_BYTES + 2);
         free(buf);

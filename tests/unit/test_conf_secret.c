@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conf/conf.h"
@@ -131,6 +132,21 @@ Test(conf_secret, missing_or_unreadable_names_the_path_and_strerror,
 
     cr_assert_eq(conf_secret_read(dir, &out, err, sizeof(err)), CONF_ERR);
     snprintf(want, sizeof(want), "cannot read '%s': %s", dir, strerror(EISDIR));
+    cr_assert_str_eq(err, want);
+    cr_assert_null(out);
+}
+
+/* SIGHUP reads on the event loop: a FIFO (no writer) must not block it. */
+Test(conf_secret, a_fifo_is_refused_without_blocking, .init = secret_dir_init,
+     .fini = secret_dir_fini, .timeout = 10)
+{
+    char path[512], err[ERRLEN], want[ERRLEN];
+    char *out = NULL;
+
+    snprintf(path, sizeof(path), "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
+    cr_assert_eq(conf_secret_read(path, &out, err, sizeof(err)), CONF_ERR);
+    snprintf(want, sizeof(want), "'%s' is not a regular file", path);
     cr_assert_str_eq(err, want);
     cr_assert_null(out);
 }
