@@ -5,7 +5,8 @@
  * which an operator (or a secret store) rewrites to rotate it, then sends
  * SIGHUP. The file holds one line: a trailing "\n" or "\r\n" is dropped;
  * an empty file, one over CONF_SECRET_MAX_BYTES, one with a NUL byte or a
- * second line is refused, and so is a key set both ways.
+ * second line, and anything but a regular file are refused, and so is a
+ * key set both ways.
  *
  * Loading proxy.yaml reads each file into the password's field of struct
  * conf, so everything that asks "is there a password?" reads conf as
@@ -52,9 +53,10 @@ struct conf_secret_values {
 const char *conf_secret_file_key(enum conf_secret_id id);
 
 /* Reads the secret file at `path` into `*out` (NUL-terminated, owned by
- * the caller). CONF_OK; CONF_ERR with the reason, naming the path, in
- * `err` (unreadable with strerror, empty, too large, a NUL byte, more than
- * one line); or CONF_ENOMEM. */
+ * the caller). Never blocks on a FIFO (it is refused). CONF_OK; CONF_ERR
+ * with the reason, naming the path, in `err` (unreadable with strerror, not
+ * a regular file, empty, too large, a NUL byte, more than one line); or
+ * CONF_ENOMEM. */
 int conf_secret_read(const char *path, char **out, char *err, size_t errlen);
 
 /* Fills `v` with copies of the passwords of `c`. CONF_OK or CONF_ENOMEM
