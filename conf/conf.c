@@ -672,6 +672,7 @@ static int conf_set_commands(struct conf_loader *ld,
 /* The sections of keys (conf_keys.h): the core table first. */
 static const struct conf_section conf_sections[] = {
     { .cmds = conf_commands, .ncmds = CONF_ARRAY_SIZE(conf_commands) },
+    CONF_SECRET_SECTION,
 };
 
 /* The key `name` (`len` bytes) and its index over all sections, or NULL. */
@@ -706,13 +707,11 @@ const yaml_node_t *conf_key_seen(const struct conf_loader *ld, const char *name)
     return ld->seen[index];
 }
 
-/* Reports upstream and cluster set together, at the later of the two, and
- * a limiter user without its password (the limiter could not log in). */
+/* Reports upstream and cluster set together, at the later of the two. */
 static void conf_check_conflicts(struct conf_loader *ld)
 {
     const yaml_node_t *up = conf_key_seen(ld, "upstream");
     const yaml_node_t *cluster = conf_key_seen(ld, "cluster");
-    const yaml_node_t *luser = conf_key_seen(ld, "limiter_user");
     const yaml_node_t *later;
     size_t s;
 
@@ -720,10 +719,6 @@ static void conf_check_conflicts(struct conf_loader *ld)
         if (conf_sections[s].check != NULL) {
             conf_sections[s].check(ld);
         }
-    }
-    if (luser != NULL && conf_key_seen(ld, "limiter_password") == NULL) {
-        conf_yaml_error(&ld->diag, &luser->start_mark,
-                        "limiter_user needs limiter_password");
     }
     if (up == NULL || cluster == NULL) {
         return;

@@ -11,6 +11,7 @@
 
 #include "conf/cmdpolicy.h"
 #include "conf/conf_addr.h"
+#include "conf/conf_secret.h"
 
 #define CONF_OK     0
 #define CONF_ERR    -1
@@ -49,6 +50,9 @@ struct conf {
                                 limiter administration over the network */
     char *limits_file;       /* owned; NULL = no limits tree */
     char *key_prefix;        /* owned; default "cellgate:" */
+    /* The *_password_file keys (conf_secret.c): loading proxy.yaml reads
+     * each file into its password above. */
+    struct conf_secret secret;
 
     enum conf_log_level log_level;       /* default info */
     enum conf_store_down store_down;     /* default fail_closed */

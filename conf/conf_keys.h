@@ -81,6 +81,16 @@ conf_set_fn conf_set_bool;   /* yes/no (int field) */
 conf_set_fn conf_set_uint;   /* an unsigned in [min, max] */
 conf_set_fn conf_set_size;   /* bytes, with redis.conf's units */
 
+/* The sections of the feature files, for conf_sections[] (conf.c). */
+extern const struct conf_command conf_secret_cmds[CONF_SECRET_COUNT];
+void conf_secret_free(struct conf *c);
+void conf_secret_check(struct conf_loader *ld);
+#define CONF_SECRET_SECTION                                                    \
+    {                                                                          \
+        .cmds = conf_secret_cmds, .ncmds = CONF_SECRET_COUNT,                  \
+        .free = conf_secret_free, .check = conf_secret_check,                  \
+    }
+
 /* The field of `cmd` in `c`. */
 void *conf_field(struct conf *c, const struct conf_command *cmd);
 

@@ -102,14 +102,16 @@ static int cmd_check_auth(struct client *c, const char *user, size_t ulen,
 
     if (ulen == 7 && memcmp(user, "default", 7) == 0) {
         if (conf->requirepass == NULL ||
-            cmd_secret_eq(conf->requirepass, pass, plen)) {
+            cmd_secret_eq(core_secret(&server.core, CONF_SECRET_REQUIREPASS),
+                          pass, plen)) {
             c->authed = 1;
             c->admin = 0;
             return 1;
         }
     } else if (ulen == 5 && memcmp(user, "admin", 5) == 0 &&
                conf->admin_password != NULL &&
-               cmd_secret_eq(conf->admin_password, pass, plen)) {
+               cmd_secret_eq(core_secret(&server.core, CONF_SECRET_ADMIN), pass,
+                             plen)) {
         c->authed = 1;
         c->admin = 1;
         return 1;

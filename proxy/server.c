@@ -26,6 +26,7 @@
 #include "proxy/metrics_text.h"
 #include "proxy/pubsub.h"
 #include "proxy/router.h"
+#include "proxy/secrets.h"
 
 /* Housekeeping period: command timeouts are checked at this granularity. */
 #define SERVER_CRON_MS 100
@@ -129,15 +130,19 @@ static void server_stop(void)
     uv_close((uv_handle_t *)&server.sighup, NULL);
 }
 
-/* SIGHUP: reload limits.yaml off the loop; a bad file is refused and
- * the old rules stay (as LIMITER RELOAD; limiter_reload.c logs the
- * outcome). */
+/* SIGHUP: reread the password files (secrets.c), and reload limits.yaml
+ * off the loop; a bad file is refused and the old rules stay (as LIMITER
+ * RELOAD; limiter_reload.c logs the outcome). */
 static void server_on_sighup(uv_signal_t *h, int signum)
 {
+    int nsecrets = secrets_reload();
+
     PX_UNUSED(h);
     PX_UNUSED(signum);
     if (server.conf->limits_file == NULL) {
-        log_warn("SIGHUP: no limits file configured, nothing to reload");
+        if (nsecrets == 0) {
+            log_warn("SIGHUP: no limits file configured, nothing to reload");
+        }
         return;
     }
     limiter_reload_start(&server.limiter.reloads, NULL);
@@ -169,6 +174,7 @@ static int server_init_failed(void)
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);
+    secrets_free();
     return PX_ERR;
 }
 
@@ -179,6 +185,7 @@ int server_init(const struct conf *conf)
     queue_init(&server.clients);
     queue_init(&server.dirty_clients);
     core_init(&server.core, server.loop, conf);
+    secrets_init();
     metrics_init(&server.metrics, conf->metrics_near_limit_ratio);
     server.core.metrics = &server.metrics;
     queue_init(&server.metrics_http.conns);
@@ -250,6 +257,7 @@ int server_run(void)
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);
+    secrets_free();
     rc = uv_loop_close(server.loop);
     if (rc != 0) {
         uv_walk(server.loop, server_on_walk, NULL);

@@ -75,6 +75,8 @@ struct server {
     struct metrics metrics;           /* INFO's and /metrics' counters; the
                                          core holds a pointer to it */
     struct metrics_http metrics_http; /* the Prometheus endpoint */
+    /* The passwords in use (secrets.c); the core borrows them. */
+    struct conf_secret_values secrets;
 };
 
 extern struct server server;

@@ -17,6 +17,7 @@ void core_init(struct core *k, uv_loop_t *loop, const struct conf *conf)
     queue_init(&k->dirty_upstreams);
     k->shutting_down = 0;
     k->metrics = NULL;
+    k->secrets = NULL;
 }
 
 int core_listen(uv_loop_t *loop, uv_tcp_t *tcp, const struct conf_addr *a,

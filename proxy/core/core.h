@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "conf/conf_secret.h"
 #include "proxy/core/queue.h"
 
 struct conf;
@@ -33,6 +34,9 @@ struct core {
     core_setup_fn *on_setup;      /* NULL: nothing more on a new connection */
     void *setup_arg;              /* borrowed: on_setup's argument */
     unsigned shutting_down : 1;   /* no new connections, nothing pooled */
+    /* Borrowed: the passwords in use, read at each login (SIGHUP replaces
+     * them). */
+    const struct conf_secret_values *secrets;
 };
 
 /* Sets up an empty core on `loop` with `conf`. */
@@ -49,6 +53,14 @@ void core_init(struct core *k, uv_loop_t *loop, const struct conf *conf);
  * CORE_LISTEN_* code. */
 int core_listen(uv_loop_t *loop, uv_tcp_t *tcp, const struct conf_addr *a,
                 int backlog, uv_connection_cb cb, const char *what);
+
+/* The password in use for `id` (NULL: none). Read when it is sent, never
+ * kept: a connection opened after a SIGHUP logs in with the new one. */
+static inline const char *core_secret(const struct core *k,
+                                      enum conf_secret_id id)
+{
+    return k->secrets->value[id];
+}
 
 /* Loop time in milliseconds. */
 static inline uint64_t core_now_ms(const struct core *k)

@@ -608,8 +608,8 @@ static void upstream_queue_auth(struct upstream *up)
 {
     const struct conf *conf = up->core->conf;
     const char *user = up->limiter ? conf->limiter_user : conf->upstream_user;
-    const char *pass =
-        up->limiter ? conf->limiter_password : conf->upstream_password;
+    const char *pass = core_secret(
+        up->core, up->limiter ? CONF_SECRET_LIMITER : CONF_SECRET_UPSTREAM);
     const char *argv[3];
     size_t lens[3];
     int argc = 0;
