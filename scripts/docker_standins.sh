@@ -5,10 +5,11 @@
 #   debian:bookworm-slim  a minbase debootstrap of bookworm, imported
 #   redis:7.0             Debian's redis-server 7.0 on it, shaped like the
 #                         official image where the testbench relies on it
-#                         (VOLUME /data as its working directory, a non-root
-#                         user, redis-cli); unlike the official image it
-#                         keeps Redis's default protected mode, so the
-#                         testbench's explicit --protected-mode no is tried.
+#                         (VOLUME /data as its working directory, an
+#                         entrypoint that drops from root to the redis user,
+#                         redis-cli); unlike the official image it keeps
+#                         Redis's default protected mode, so the testbench's
+#                         explicit --protected-mode no is tried.
 # An image that already exists is kept (`docker rmi` it to rebuild).
 # Needs root, debootstrap (apt-get install debootstrap) and a running
 # docker daemon. MIRROR=URL picks the Debian mirror (default: debootstrap's).
@@ -28,18 +29,38 @@ if ! docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
 fi
 
 if ! docker image inspect redis:7.0 >/dev/null 2>&1; then
-    docker build -t redis:7.0 - <<'DOCKERFILE'
+    ctx=$(mktemp -d "${TMPDIR:-/tmp}/redis-standin.XXXXXX")
+    trap 'rm -rf "$ctx" ${rootfs:+"$rootfs"}' EXIT
+    # As the official image's entrypoint: flags alone run redis-server; as
+    # root, it gives the working directory (a volume or tmpfs mounted
+    # root-owned) to the redis user and drops to it.
+    cat >"$ctx/entrypoint.sh" <<'SH'
+#!/bin/sh
+set -e
+if [ "${1#-}" != "$1" ]; then
+    set -- redis-server "$@"
+fi
+if [ "$1" = redis-server ] && [ "$(id -u)" = 0 ]; then
+    chown redis:redis .
+    exec setpriv --reuid=redis --regid=redis --init-groups "$@"
+fi
+exec "$@"
+SH
+    cat >"$ctx/Dockerfile" <<'DOCKERFILE'
 FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends redis-server redis-tools \
     && rm -rf /var/lib/apt/lists/* \
     && mkdir -p /data && chown redis:redis /data
+COPY entrypoint.sh /usr/local/bin/docker-entrypoint.sh
+RUN chmod 755 /usr/local/bin/docker-entrypoint.sh
 VOLUME /data
 WORKDIR /data
-USER redis
 EXPOSE 6379
+ENTRYPOINT ["docker-entrypoint.sh"]
 CMD ["redis-server"]
 DOCKERFILE
+    docker build -t redis:7.0 "$ctx"
 fi
 docker image ls debian:bookworm-slim
 docker image ls redis:7.0
