@@ -9,8 +9,11 @@
 # tree); the ENTRYPOINT loads it and the flags given to `docker run` come
 # after it, so they override it key by key. docs/docker.md has the rest.
 FROM debian:bookworm-slim AS build
+# libssl-dev and libssl3 below: OpenSSL, for TLS (-DPX_TLS, on by default
+# once the build has it); a build without it leaves libssl3 unused.
 RUN apt-get update && apt-get install -y --no-install-recommends \
         build-essential cmake pkg-config libuv1-dev libhiredis-dev libyaml-dev \
+        libssl-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # .dockerignore keeps host build trees (build*/), .git and node_modules out.
@@ -22,7 +25,7 @@ FROM debian:bookworm-slim
 # A user of its own, with a fixed numeric id so that runAsNonRoot-style
 # checks (which cannot resolve names) see it is not root.
 RUN apt-get update && apt-get install -y --no-install-recommends \
-        libuv1 libhiredis0.14 libyaml-0-2 \
+        libuv1 libhiredis0.14 libyaml-0-2 libssl3 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 cellgate \
     && useradd --system --uid 10001 --gid cellgate --no-create-home \

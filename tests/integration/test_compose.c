@@ -291,7 +291,8 @@ static int list_has(yaml_node_t *map, const char *key, const char *s)
 
 /* Its instructions, continuation lines joined, comments dropped. */
 struct dockerfile {
-    int n; /* lines in line */
+    int n;     /* lines in line */
+    int final; /* index of the last FROM: the image's stage starts there */
     char line[DF_MAX_LINES][DF_LINE];
 };
 
@@ -303,6 +304,7 @@ static void dockerfile_load(struct dockerfile *d)
 
     cr_assert_not_null(f, "no %s", DOCKERFILE);
     d->n = 0;
+    d->final = 0;
     while (fgets(raw, sizeof(raw), f) != NULL) {
         size_t len = strcspn(raw, "\r\n");
         const char *p = raw + strspn(raw, " \t");
@@ -322,10 +324,9 @@ static void dockerfile_load(struct dockerfile *d)
         memcpy(d->line[d->n] + used, p, strlen(p) + 1);
         used += strlen(p);
         if (!cont) {
-            /* A FROM starts a new stage: only the last one is the image. */
+            /* A FROM starts a new stage: the last one is the image. */
             if (strncmp(d->line[d->n], "FROM ", 5) == 0) {
-                memmove(d->line[0], d->line[d->n], used + 1);
-                d->n = 0;
+                d->final = d->n;
             }
             d->n++;
             used = 0;
@@ -339,7 +340,7 @@ static void dockerfile_load(struct dockerfile *d)
 static const char *dockerfile_get(const struct dockerfile *d, const char *instr)
 {
     size_t n = strlen(instr);
-    for (int i = d->n - 1; i >= 0; i--) {
+    for (int i = d->n - 1; i >= d->final; i--) {
         if (strncmp(d->line[i], instr, n) == 0 && d->line[i][n] == ' ') {
             return d->line[i] + n + strspn(d->line[i] + n, " ");
         }
@@ -367,7 +368,7 @@ static void exec_words(struct words *w, const char *s)
 static const char *dockerfile_copied(const struct dockerfile *d,
                                      const char *dest, char *out, size_t len)
 {
-    for (int i = 0; i < d->n; i++) {
+    for (int i = d->final; i < d->n; i++) {
         char src[DF_LINE], dst[DF_LINE];
         if (strncmp(d->line[i], "COPY ", 5) != 0 ||
             strstr(d->line[i], "--from") != NULL ||
@@ -380,6 +381,27 @@ static const char *dockerfile_copied(const struct dockerfile *d,
         }
     }
     return NULL;
+}
+
+/* Whether a RUN of the build stages (final 0) or of the image's stage
+ * (final 1) installs the Debian package pkg (a whole word). */
+static int dockerfile_installs(const struct dockerfile *d, int final,
+                               const char *pkg)
+{
+    int from = final ? d->final : 0, to = final ? d->n : d->final;
+    size_t n = strlen(pkg);
+    for (int i = from; i < to; i++) {
+        if (strncmp(d->line[i], "RUN ", 4) != 0) {
+            continue;
+        }
+        for (const char *p = strstr(d->line[i], pkg); p != NULL;
+             p = strstr(p + 1, pkg)) {
+            if (p[-1] == ' ' && (p[n] == ' ' || p[n] == '\0')) {
+                return 1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* The ENTRYPOINT's --config: the path of the image's proxy.yaml. */
@@ -777,6 +799,66 @@ Test(it_compose, dockerignore_leaves_build_trees_git_and_node_modules_out)
         cr_assert(!ignored(text, in[i]), ".dockerignore leaves out %s", in[i]);
     }
     free(text);
+}
+
+/* Every library CMakeLists.txt looks for: the Debian package the build
+ * stage installs for it, and the one the image installs to run. A library
+ * added to the build without its packages here fails this test, which
+ * otherwise nothing would tell until a `docker build` (CI runs none). */
+static const struct {
+    const char *cmake; /* how CMakeLists.txt asks for it */
+    const char *dev;   /* build stage */
+    const char *run;   /* the image */
+} image_libs[] = {
+    { "IMPORTED_TARGET libuv)", "libuv1-dev", "libuv1" },
+    { "IMPORTED_TARGET hiredis)", "libhiredis-dev", "libhiredis0.14" },
+    { "IMPORTED_TARGET yaml-0.1)", "libyaml-dev", "libyaml-0-2" },
+    { "find_package(OpenSSL", "libssl-dev", "libssl3" },
+};
+
+Test(it_compose, image_installs_every_library_the_build_finds)
+{
+    char path[PX_PATH_MAX];
+    struct dockerfile *d = malloc(sizeof(*d));
+
+    cr_assert_not_null(d);
+    dockerfile_load(d);
+    snprintf(path, sizeof(path), "%s/CMakeLists.txt", PX_SOURCE_DIR);
+    char *cm = px_read_file(path, NULL);
+    cr_assert_not_null(cm, "cannot read %s", path);
+    /* Each library the build asks for is in the table... */
+    static const char *const asks[] = { "pkg_check_modules(", "find_package(" };
+    for (size_t a = 0; a < 2; a++) {
+        for (const char *p = strstr(cm, asks[a]); p != NULL;
+             p = strstr(p + 1, asks[a])) {
+            const char *eol = strchr(p, '\n');
+            size_t len = eol != NULL ? (size_t)(eol - p) : strlen(p);
+            int known = strncmp(p, "find_package(PkgConfig", 22) == 0;
+            for (size_t i = 0; i < sizeof(image_libs) / sizeof(image_libs[0]);
+                 i++) {
+                const char *at = strstr(p, image_libs[i].cmake);
+                known |= at != NULL && at < p + len;
+            }
+            cr_assert(known,
+                      "CMakeLists.txt asks for %.*s: add its Debian "
+                      "packages to the Dockerfile and to this test",
+                      (int)len, p);
+        }
+    }
+    /* ...and the Dockerfile installs its packages. */
+    for (size_t i = 0; i < sizeof(image_libs) / sizeof(image_libs[0]); i++) {
+        if (strstr(cm, image_libs[i].cmake) == NULL) {
+            continue;
+        }
+        cr_assert(dockerfile_installs(d, 0, image_libs[i].dev),
+                  "the build stage does not install %s (%s)", image_libs[i].dev,
+                  image_libs[i].cmake);
+        cr_assert(dockerfile_installs(d, 1, image_libs[i].run),
+                  "the image does not install %s (%s)", image_libs[i].run,
+                  image_libs[i].cmake);
+    }
+    free(cm);
+    free(d);
 }
 
 /* The image runs as a user of its own, checks its health, and its
