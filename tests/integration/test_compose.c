@@ -2,11 +2,15 @@
  *
  * Docker cannot run where the tests run, so this suite reads the file with
  * libyaml's document API (aliases resolved, as compose resolves them) and
- * checks its shape: six redis 7 nodes in cluster mode, a one-shot service
- * that joins them with `redis-cli --cluster create ... --cluster-replicas 1
- * --cluster-yes` once they answer, and cellgate built from the repository's
- * Dockerfile, published on 127.0.0.1:7777, whose --cluster seeds are
- * services of the file. */
+ * checks its shape: six redis 7 nodes in cluster mode that say
+ * --protected-mode no and --dir, persist nothing, and mount a tmpfs where
+ * the image declares its VOLUME (no anonymous volume left by `down`); a
+ * one-shot service that joins them with `redis-cli --cluster create ...
+ * --cluster-replicas 1 --cluster-yes` once they answer; and cellgate built
+ * from the repository's Dockerfile, published on 127.0.0.1:7777 and :9121,
+ * whose --cluster seeds are services of the file and whose proxy.yaml, a
+ * repository file mounted over the image's, listens on 0.0.0.0 with the
+ * example limits tree. The image itself: test_image.c. */
 #include "tests/support/px_test.h"
 
 #include <stdio.h>
@@ -15,29 +19,22 @@
 
 #include <yaml.h>
 
+#include "conf/conf.h"
+#include "tests/integration/container_files.h"
 #include "tests/integration/fixture.h"
 
 PX_TEST_SUITE(it_compose);
 
-#define COMPOSE_FILE  PX_SOURCE_DIR "/docker-compose.yml"
-#define DOCKERFILE    PX_SOURCE_DIR "/Dockerfile"
-#define REDIS_NODES   6    /* redis-1 .. redis-6 */
-#define MAX_WORDS     64   /* words of one command */
-#define WORDS_BUF     4096 /* their text */
-#define REDIS_IMAGE   "redis:7"
-#define PROXY_SERVICE "cellgate"
-#define PROXY_PUBLISH "127.0.0.1:7777:7777"
-#define PROXY_LISTEN  "0.0.0.0:7777"
+#define COMPOSE_FILE    PX_SOURCE_DIR "/docker-compose.yml"
+#define REDIS_NODES     6 /* redis-1 .. redis-6 */
+#define REDIS_IMAGE     "redis:7"
+#define PROXY_SERVICE   "cellgate"
+#define PROXY_PUBLISH   "127.0.0.1:7777:7777"
+#define METRICS_PUBLISH "127.0.0.1:9121:9121"
+#define REDIS_DIR       "/data" /* the redis image's VOLUME: a tmpfs here */
 
 static yaml_document_t doc; /* docker-compose.yml, loaded by .init */
 static int doc_loaded;      /* doc must be deleted by .fini */
-
-/* A command as words: a sequence's items, or a scalar split on blanks. */
-struct words {
-    int n;               /* words in w */
-    char *w[MAX_WORDS];  /* borrowed from buf */
-    char buf[WORDS_BUF]; /* NUL-separated word text */
-};
 
 /* ---------------- Loading and lookups ---------------- */
 
@@ -114,33 +111,22 @@ static const char *scalar_text(const yaml_node_t *node)
     return (const char *)node->data.scalar.value;
 }
 
-/* Appends one word of len bytes to w. */
-static void words_add(struct words *w, size_t *used, const char *p, size_t len)
-{
-    cr_assert(w->n < MAX_WORDS && *used + len + 1 <= WORDS_BUF,
-              "command too long");
-    w->w[w->n++] = w->buf + *used;
-    memcpy(w->buf + *used, p, len);
-    w->buf[*used + len] = '\0';
-    *used += len + 1;
-}
-
 /* Splits a scalar on blanks and shell ';' into w. */
-static void words_split(struct words *w, size_t *used, const char *s)
+static void words_split(struct cf_words *w, size_t *used, const char *s)
 {
     while (*s != '\0') {
         size_t skip = strspn(s, " \t\r\n;"), len;
         s += skip;
         len = strcspn(s, " \t\r\n;");
         if (len > 0) {
-            words_add(w, used, s, len);
+            cf_words_add(w, used, s, len);
         }
         s += len;
     }
 }
 
 /* The words of a service's `key` (command, entrypoint). */
-static void words_of(struct words *w, yaml_node_t *svc, const char *key)
+static void words_of(struct cf_words *w, yaml_node_t *svc, const char *key)
 {
     yaml_node_t *cmd = map_get(svc, key);
     size_t used = 0;
@@ -158,24 +144,13 @@ static void words_of(struct words *w, yaml_node_t *svc, const char *key)
         if (strchr(s, '\n') != NULL || strchr(s, ' ') != NULL) {
             words_split(w, &used, s); /* a shell script item */
         } else {
-            words_add(w, &used, s, strlen(s));
+            cf_words_add(w, &used, s, strlen(s));
         }
     }
-}
-
-/* Index of the first word equal to s, or -1. */
-static int words_find(const struct words *w, const char *s)
-{
-    for (int i = 0; i < w->n; i++) {
-        if (strcmp(w->w[i], s) == 0) {
-            return i;
-        }
-    }
-    return -1;
 }
 
 /* True when a word is `node` or "node:port". */
-static int words_name(const struct words *w, const char *node)
+static int words_name(const struct cf_words *w, const char *node)
 {
     size_t n = strlen(node);
     for (int i = 0; i < w->n; i++) {
@@ -185,14 +160,6 @@ static int words_name(const struct words *w, const char *node)
         }
     }
     return 0;
-}
-
-/* The word after flag; asserts there is one. */
-static const char *words_value(const struct words *w, const char *flag)
-{
-    int i = words_find(w, flag);
-    cr_assert(i >= 0 && i + 1 < w->n, "no %s <value>", flag);
-    return w->w[i + 1];
 }
 
 /* True when the sequence or mapping `deps` (depends_on) names `name`. */
@@ -225,7 +192,7 @@ static void node_name(char *out, size_t outlen, int i)
 
 /* The service whose command runs `redis-cli --cluster create`, or NULL;
  * its words in w. */
-static yaml_node_t *init_service(struct words *w, const char **name)
+static yaml_node_t *init_service(struct cf_words *w, const char **name)
 {
     yaml_node_t *s = services();
     for (yaml_node_pair_t *p = s->data.mapping.pairs.start;
@@ -235,14 +202,33 @@ static yaml_node_t *init_service(struct words *w, const char **name)
             continue;
         }
         words_of(w, svc, "command");
-        int i = words_find(w, "--cluster");
+        int i = cf_words_find(w, "--cluster");
         if (i >= 0 && i + 1 < w->n && strcmp(w->w[i + 1], "create") == 0 &&
-            words_find(w, "redis-cli") >= 0) {
+            cf_words_find(w, "redis-cli") >= 0) {
             *name = scalar_text(yaml_document_get_node(&doc, p->key));
             return svc;
         }
     }
     return NULL;
+}
+
+/* The sequence or scalar `key` of a mapping holds the scalar s. */
+static int list_has(yaml_node_t *map, const char *key, const char *s)
+{
+    yaml_node_t *v = map_get(map, key);
+    if (v != NULL && v->type == YAML_SCALAR_NODE) {
+        return scalar_is(v, s);
+    }
+    if (v == NULL || v->type != YAML_SEQUENCE_NODE) {
+        return 0;
+    }
+    for (yaml_node_item_t *it = v->data.sequence.items.start;
+         it < v->data.sequence.items.top; it++) {
+        if (scalar_is(yaml_document_get_node(&doc, *it), s)) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* ---------------- Tests ---------------- */
@@ -252,7 +238,7 @@ Test(it_compose, every_redis_node_runs_redis_7_in_cluster_mode,
 {
     for (int i = 1; i <= REDIS_NODES; i++) {
         char name[16];
-        struct words w;
+        struct cf_words w;
         node_name(name, sizeof(name), i);
         yaml_node_t *svc = service(name);
         cr_assert_not_null(svc, "no service %s", name);
@@ -261,24 +247,32 @@ Test(it_compose, every_redis_node_runs_redis_7_in_cluster_mode,
                   "%s: image %s is not redis 7", name, image);
         words_of(&w, svc, "command");
         cr_assert_str_eq(w.w[0], "redis-server", "%s runs %s", name, w.w[0]);
-        cr_assert_str_eq(words_value(&w, "--cluster-enabled"), "yes",
+        cr_assert_str_eq(cf_words_value(&w, "--cluster-enabled"), "yes",
                          "%s: cluster mode is off", name);
-        cr_assert_str_eq(words_value(&w, "--port"), "6379");
+        cr_assert_str_eq(cf_words_value(&w, "--port"), "6379");
         cr_assert_not_null(map_get(svc, "healthcheck"),
                            "%s: no healthcheck to wait on", name);
+        /* What the official image would decide is said in the file. */
+        cr_assert_str_eq(cf_words_value(&w, "--protected-mode"), "no",
+                         "%s: protected mode left to the image", name);
+        cr_assert_gt(strlen(cf_words_value(&w, "--dir")), 0, "%s: no --dir",
+                     name);
+        cr_assert_str_eq(cf_words_value(&w, "--save"), "", "%s persists", name);
+        cr_assert_str_eq(cf_words_value(&w, "--appendonly"), "no",
+                         "%s keeps an AOF", name);
     }
 }
 
 Test(it_compose, init_service_creates_the_cluster_with_one_replica_each,
      .init = compose_init, .fini = compose_fini)
 {
-    struct words w;
+    struct cf_words w;
     const char *name = NULL;
     yaml_node_t *svc = init_service(&w, &name);
 
     cr_assert_not_null(svc, "no service runs redis-cli --cluster create");
-    cr_assert_str_eq(words_value(&w, "--cluster-replicas"), "1");
-    cr_assert_geq(words_find(&w, "--cluster-yes"), 0, "no --cluster-yes");
+    cr_assert_str_eq(cf_words_value(&w, "--cluster-replicas"), "1");
+    cr_assert_geq(cf_words_find(&w, "--cluster-yes"), 0, "no --cluster-yes");
     /* One-shot: never restarted once the cluster exists. */
     yaml_node_t *restart = map_get(svc, "restart");
     cr_assert(restart == NULL || scalar_is(restart, "no"),
@@ -295,7 +289,7 @@ Test(it_compose, cellgate_builds_from_the_dockerfile_and_publishes_7777,
      .init = compose_init, .fini = compose_fini)
 {
     yaml_node_t *svc = service(PROXY_SERVICE);
-    struct words w;
+    struct cf_words w;
     const char *init = NULL;
 
     cr_assert_not_null(svc, "no service " PROXY_SERVICE);
@@ -309,8 +303,8 @@ Test(it_compose, cellgate_builds_from_the_dockerfile_and_publishes_7777,
         cr_assert(df == NULL || scalar_is(df, "Dockerfile"),
                   PROXY_SERVICE " is not built from the Dockerfile");
     }
-    FILE *f = fopen(DOCKERFILE, "rb");
-    cr_assert_not_null(f, "no %s", DOCKERFILE);
+    FILE *f = fopen(CF_DOCKERFILE, "rb");
+    cr_assert_not_null(f, "no %s", CF_DOCKERFILE);
     char line[512];
     int entry = 0;
     while (fgets(line, sizeof(line), f) != NULL) {
@@ -329,61 +323,125 @@ Test(it_compose, cellgate_builds_from_the_dockerfile_and_publishes_7777,
             scalar_is(yaml_document_get_node(&doc, *it), PROXY_PUBLISH);
     }
     cr_assert(published, "port " PROXY_PUBLISH " is not published");
+    cr_assert(list_has(svc, "ports", METRICS_PUBLISH),
+              "the metrics port " METRICS_PUBLISH " is not published");
 
+    /* The listeners come from the mounted proxy.yaml (checked below); a
+     * --listen in the command would have to take every address too. */
     words_of(&w, svc, "command");
-    cr_assert_str_eq(words_value(&w, "--listen"), PROXY_LISTEN);
-    cr_assert_lt(words_find(&w, "--upstream"), 0, "--upstream with --cluster");
-    struct words iw;
+    int li = cf_words_find(&w, "--listen");
+    cr_assert(li < 0 || (li + 1 < w.n &&
+                         strncmp(w.w[li + 1], CF_ANY_ADDRESS ":", 8) == 0),
+              "--listen %s is unreachable from outside the container",
+              li + 1 < w.n ? w.w[li + 1] : "");
+    cr_assert_lt(cf_words_find(&w, "--upstream"), 0,
+                 "--upstream with --cluster");
+    struct cf_words iw;
     cr_assert_not_null(init_service(&iw, &init));
     cr_assert(depends_on(svc, init), PROXY_SERVICE " does not wait for %s",
               init);
 }
 
-/* Limiter administration needs an admin password, and there is none by
- * default: the testbench's --config is a file of the repository, mounted
- * read-only, that sets one (a compose user can try LIMITER OVERRIDE). */
-Test(it_compose, cellgate_gets_an_admin_password_from_a_mounted_file,
-     .init = compose_init, .fini = compose_fini)
+/* The testbench's proxy.yaml is a file of the repository, mounted
+ * read-only over the one the image's ENTRYPOINT loads (so no second
+ * --config is needed): listeners on every address at the published ports,
+ * the example limits tree the image ships (the README's LIMITER examples
+ * answer as with scripts/run.sh), and an admin password (limiter
+ * administration needs one, and there is none by default). */
+Test(it_compose, cellgate_runs_a_mounted_proxy_yaml_over_the_images,
+     .init = compose_init, .fini = compose_fini, .timeout = 30)
 {
     yaml_node_t *svc = service(PROXY_SERVICE);
-    const char *conf, *src = NULL;
-    char path[PX_PATH_MAX], want[PX_PATH_MAX];
-    struct words w;
+    struct cf_dockerfile *d = malloc(sizeof(*d));
+    struct cf_words w, ew;
+    struct conf c;
+    const char *rel = NULL;
+    char want[PX_PATH_MAX], src[PX_PATH_MAX];
 
+    cr_assert_not_null(d);
+    cf_dockerfile_load(d);
+    const char *conf = cf_image_config(d, &ew);
     words_of(&w, svc, "command");
-    conf = words_value(&w, "--config");
+    cr_assert_lt(cf_words_find(&w, "--config"), 0,
+                 "a --config in the command replaces the mounted file");
     yaml_node_t *vols = map_get(svc, "volumes");
     cr_assert(vols != NULL && vols->type == YAML_SEQUENCE_NODE, "no volumes");
+    snprintf(want, sizeof(want), ":%s:ro", conf);
     for (yaml_node_item_t *it = vols->data.sequence.items.start;
          it < vols->data.sequence.items.top; it++) {
         const char *v = scalar_text(yaml_document_get_node(&doc, *it));
-        snprintf(want, sizeof(want), ":%s:ro", conf);
         const char *at = strstr(v, want);
         if (at != NULL && at[strlen(want)] == '\0' &&
             strncmp(v, "./", 2) == 0) {
-            snprintf(path, sizeof(path), "%s/%.*s", PX_SOURCE_DIR,
-                     (int)(at - v - 2), v + 2);
-            src = path;
+            snprintf(src, sizeof(src), "%.*s", (int)(at - v - 2), v + 2);
+            rel = src;
         }
     }
-    cr_assert_not_null(src, "%s is not mounted read-only from the repository",
+    cr_assert_not_null(rel,
+                       "no file of the repository is mounted read-only "
+                       "over the image's %s",
                        conf);
-    char *text = px_read_file(src, NULL);
-    cr_assert_not_null(text, "cannot read %s", src);
-    cr_assert_not_null(strstr(text, "\nadmin_password: "),
-                       "%s sets no admin_password", src);
-    free(text);
+    cf_conf_of(&c, rel);
+    cf_check_listens_outside(&c, rel);
+    cr_assert_not_null(c.admin_password, "%s sets no admin_password", rel);
+    cf_check_limits_shipped(d, &c, rel);
+    cf_check_config_passes(rel, CF_EXAMPLE_LIMITS, NULL, NULL);
+    conf_free(&c);
+    free(d);
+}
+
+/* `down` leaves nothing: the redis image declares VOLUME /data, an
+ * anonymous volume per container and per `up` unless something is mounted
+ * there; every service of that image mounts a tmpfs on it, and every
+ * volume a service lists names its source. */
+Test(it_compose, no_service_leaves_an_anonymous_volume, .init = compose_init,
+     .fini = compose_fini)
+{
+    yaml_node_t *s = services();
+    yaml_node_t *named = map_get(yaml_document_get_root_node(&doc), "volumes");
+
+    for (yaml_node_pair_t *p = s->data.mapping.pairs.start;
+         p < s->data.mapping.pairs.top; p++) {
+        const char *name = scalar_text(yaml_document_get_node(&doc, p->key));
+        yaml_node_t *svc = yaml_document_get_node(&doc, p->value);
+        yaml_node_t *image = map_get(svc, "image");
+        if (image != NULL && strncmp(scalar_text(image), "redis:", 6) == 0) {
+            cr_assert(list_has(svc, "tmpfs", REDIS_DIR),
+                      "%s: the image's VOLUME " REDIS_DIR
+                      " becomes an anonymous volume",
+                      name);
+        }
+        yaml_node_t *vols = map_get(svc, "volumes");
+        if (vols == NULL) {
+            continue;
+        }
+        cr_assert_eq(vols->type, YAML_SEQUENCE_NODE, "%s: volumes", name);
+        for (yaml_node_item_t *it = vols->data.sequence.items.start;
+             it < vols->data.sequence.items.top; it++) {
+            const char *v = scalar_text(yaml_document_get_node(&doc, *it));
+            const char *colon = strchr(v, ':');
+            char src[256];
+            cr_assert_not_null(colon,
+                               "%s: volume %s has no source: "
+                               "anonymous",
+                               name, v);
+            snprintf(src, sizeof(src), "%.*s", (int)(colon - v), v);
+            cr_assert(src[0] == '.' || src[0] == '/' ||
+                          map_get(named, src) != NULL,
+                      "%s: volume source %s is not declared", name, src);
+        }
+    }
 }
 
 Test(it_compose, cellgate_cluster_seeds_are_redis_services,
      .init = compose_init, .fini = compose_fini)
 {
-    struct words w;
+    struct cf_words w;
     char seeds[512];
     int n = 0, named[REDIS_NODES + 1] = { 0 };
 
     words_of(&w, service(PROXY_SERVICE), "command");
-    snprintf(seeds, sizeof(seeds), "%s", words_value(&w, "--cluster"));
+    snprintf(seeds, sizeof(seeds), "%s", cf_words_value(&w, "--cluster"));
     for (char *save = NULL, *s = strtok_r(seeds, ",", &save); s != NULL;
          s = strtok_r(NULL, ",", &save)) {
         char *colon = strrchr(s, ':');
@@ -391,13 +449,13 @@ Test(it_compose, cellgate_cluster_seeds_are_redis_services,
         *colon = '\0';
         yaml_node_t *svc = service(s);
         cr_assert_not_null(svc, "seed %s is not a service", s);
-        struct words nw;
+        struct cf_words nw;
         words_of(&nw, svc, "command");
-        cr_assert_str_eq(words_value(&nw, "--cluster-enabled"), "yes",
+        cr_assert_str_eq(cf_words_value(&nw, "--cluster-enabled"), "yes",
                          "seed %s is not a cluster node", s);
-        cr_assert_str_eq(colon + 1, words_value(&nw, "--port"),
+        cr_assert_str_eq(colon + 1, cf_words_value(&nw, "--port"),
                          "seed %s: port %s, it listens on %s", s, colon + 1,
-                         words_value(&nw, "--port"));
+                         cf_words_value(&nw, "--port"));
         int i = 0;
         cr_assert(sscanf(s, "redis-%d", &i) == 1 && i >= 1 && i <= REDIS_NODES,
                   "seed %s", s);
