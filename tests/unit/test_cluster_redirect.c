@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "proxy/core/cluster.h"
+#include "proxy/core/topo.h"
 
 PX_TEST_SUITE(cluster_redirect);
 
@@ -13,7 +13,7 @@ static int parse(const char *text, unsigned *slot, char *host, int *port)
 {
     const char *h;
     size_t hlen;
-    int rc = cluster_parse_redirect(text, strlen(text), slot, &h, &hlen, port);
+    int rc = topo_parse_redirect(text, strlen(text), slot, &h, &hlen, port);
 
     if (rc == 0) {
         memcpy(host, h, hlen);
