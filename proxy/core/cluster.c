@@ -122,7 +122,7 @@ static struct upstream *cluster_shared_new(struct cluster *cl, struct node *n,
                                        flags, &cluster_shared_ops);
 
     up->ctx = cl;
-    up->dlog = &n->dlog; /* one outage log for the node's connections */
+    up->dlog = &n->outage_dlog; /* one outage log for the node's connections */
     return up;
 }
 
@@ -683,9 +683,11 @@ static void cluster_on_command(struct req *req, const char *frame, size_t len)
     }
     cl->keys = keyspec_new(frame, len);
     if (cl->keys == NULL) {
+        /* An error's text, without its '-' and CRLF. */
+        int err = len >= 3 && frame[0] == '-';
         snprintf(cl->last_err, sizeof(cl->last_err),
-                 "COMMAND reply unusable: %.*s", (int)(len > 100 ? 100 : len),
-                 frame);
+                 "COMMAND reply unusable: %.*s",
+                 (int)(len - 3 * err > 100 ? 100 : len - 3 * err), frame + err);
         cluster_refresh_soon(cl);
         return;
     }
@@ -720,8 +722,8 @@ static void cluster_refresh(struct cluster *cl, uint64_t now_ms)
          * seed, in turn, on a connection of its own. */
         const struct conf_addr *seed =
             &cl->core->conf->seeds[cl->next_seed++ % cl->core->conf->nseeds];
-        up = upstream_new_private(cl->core, seed->host, seed->port,
-                                  RESP_PROTO2, 0, &cluster_seed_ops);
+        up = upstream_new_private(cl->core, seed->host, seed->port, RESP_PROTO2,
+                                  0, &cluster_seed_ops);
         up->ctx = cl;
     }
     cl->refreshing = 1;

@@ -32,8 +32,7 @@ struct node {
                                    at each attempt; a TLS certificate is
                                    checked for it */
     int port;                   /* TCP port */
-    struct downlog dlog;        /* the outage log its shared connections
-                                   share (downlog.h) */
+    struct downlog outage_dlog; /* its shared connections' outages */
     struct upstream **pool;     /* owned array of shared upstreams (RESP2) */
     struct upstream **pool3;    /* owned array of npool shared RESP3
                                    upstreams, NULL until a RESP3 client

@@ -137,9 +137,9 @@ static void named_seeds(char *out, size_t cap, const char *first,
     size_t len = (size_t)snprintf(out, cap, "%s", first);
 
     for (int i = 0; i < cl->nnodes; i++) {
-        len += (size_t)snprintf(out + len, cap - len, "%s%s:%d",
-                                len > 0 ? "," : "", name,
-                                px_cluster_port(cl, i));
+        len +=
+            (size_t)snprintf(out + len, cap - len, "%s%s:%d",
+                             len > 0 ? "," : "", name, px_cluster_port(cl, i));
         cr_assert_lt(len, cap);
     }
 }

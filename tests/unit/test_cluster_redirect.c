@@ -87,9 +87,9 @@ Test(cluster_redirect, host_names_and_unknown_endpoints_parse)
     char host[64];
     int port;
 
-    cr_assert_eq(parse("MOVED 7 redis-node-2.cache.internal:6380", &slot, host,
-                       &port),
-                 0);
+    cr_assert_eq(
+        parse("MOVED 7 redis-node-2.cache.internal:6380", &slot, host, &port),
+        0);
     cr_assert_str_eq(host, "redis-node-2.cache.internal");
     cr_assert_eq(port, 6380);
     /* Redis 7: "?" is a node that announces no host name, "" one whose

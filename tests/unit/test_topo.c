@@ -24,8 +24,8 @@ static enum topo_endpoint endpoint(const char *wire, const char *asked,
     int port = 0;
     enum topo_endpoint rc;
 
-    cr_assert_eq(resp_value_parse(wire, strlen(wire), &v, &used), RESP_OK,
-                 "%s", wire);
+    cr_assert_eq(resp_value_parse(wire, strlen(wire), &v, &used), RESP_OK, "%s",
+                 wire);
     cr_assert_eq(v.type, '*');
     cr_assert_geq(v.n, 1u);
     cr_assert_geq(v.elem[0].n, 3u);
@@ -114,10 +114,10 @@ Test(topo, a_null_endpoint_is_where_the_map_was_asked)
 Test(topo, malformed_node_entries_are_refused)
 {
     static const char *const bad[] = {
-        "*1\r\n*3\r\n:0\r\n:5460\r\n:5\r\n",                       /* no array */
-        "*1\r\n*3\r\n:0\r\n:5460\r\n*1\r\n$1\r\nh\r\n",            /* no port */
+        "*1\r\n*3\r\n:0\r\n:5460\r\n:5\r\n",            /* no array */
+        "*1\r\n*3\r\n:0\r\n:5460\r\n*1\r\n$1\r\nh\r\n", /* no port */
         "*1\r\n*3\r\n:0\r\n:5460\r\n*2\r\n$1\r\nh\r\n$2\r\n12\r\n", /* text */
-        "*1\r\n*3\r\n:0\r\n:5460\r\n*2\r\n$1\r\nh\r\n:0\r\n",      /* port 0 */
+        "*1\r\n*3\r\n:0\r\n:5460\r\n*2\r\n$1\r\nh\r\n:0\r\n",       /* port 0 */
         "*1\r\n*3\r\n:0\r\n:5460\r\n*2\r\n$1\r\nh\r\n:65536\r\n",
     };
     char ep[128];
