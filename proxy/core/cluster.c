@@ -715,13 +715,22 @@ static void cluster_refresh(struct cluster *cl, uint64_t now_ms)
         return;
     }
     up = cluster_pick_control(cl);
+    if (up == NULL && now_ms < cl->seed_due_ms) {
+        return; /* every seed was asked this round */
+    }
     cl->last_refresh_ms = now_ms;
     cl->refresh_after_ms = now_ms + CLUSTER_REFRESH_MS;
     if (up == NULL) {
         /* No known node answers (the start, or every one is gone): ask a
-         * seed, in turn, on a connection of its own. */
+         * seed, in turn, on a connection of its own; a round over them at
+         * the pace of the refreshes after a failure, then one a period, so
+         * seeds that are all down are not hammered. */
+        int nseeds = cl->core->conf->nseeds;
         const struct conf_addr *seed =
-            &cl->core->conf->seeds[cl->next_seed++ % cl->core->conf->nseeds];
+            &cl->core->conf->seeds[cl->next_seed++ % (unsigned)nseeds];
+        if (cl->next_seed % (unsigned)nseeds == 0) {
+            cl->seed_due_ms = now_ms + CLUSTER_REFRESH_MS;
+        }
         up = upstream_new_private(cl->core, seed->host, seed->port, RESP_PROTO2,
                                   0, &cluster_seed_ops);
         up->ctx = cl;

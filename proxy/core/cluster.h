@@ -76,6 +76,8 @@ struct cluster {
     unsigned next_ask;                /* rotates the node asked */
     unsigned next_seed;               /* rotates the seed asked while no
                                          node answers */
+    uint64_t seed_due_ms;             /* no seed is asked before (a round
+                                         over them ended) */
     struct downlog refresh_dlog;      /* failed refreshes, told at the
                                          first and once a minute */
     char last_err[160];               /* why the last refresh failed */

@@ -220,12 +220,19 @@ Test(it_names, a_cluster_announcing_host_names_is_one_node_per_master,
     cr_assert_eq(px_info_int(c, "upstream_masters"), 3);
     check_one_pool_per_server(c, "localhost");
 
-    /* A slot moves: -MOVED names its new master by host name. */
+    /* A slot moves: -ASK, then -MOVED (or the next map) name its new
+     * master by host name. */
+    struct px_cluster_migration mig;
     unsigned slot = slot_for_key("{hn}", 4);
     int from = px_cluster_master_of_slot(cl, slot);
     int to = (from + 1) % 3;
     px_check_status(px_cmd(c, "SET {hn}k before"), "OK");
-    px_cluster_migrate_slot(cl, slot, to);
+    px_cluster_migrate_begin(cl, &mig, slot, to);
+    px_cluster_migrate_keys(cl, &mig, 0);
+    px_check_str(px_cmd(c, "GET {hn}k"), "before");
+    snprintf(key, sizeof(key), "localhost:%d", px_cluster_port(cl, from));
+    cr_assert_geq(node_field(c, key, "ask"), 1, "no -ASK from %s", key);
+    px_cluster_migrate_finish(cl, &mig);
     px_check_str(px_cmd(c, "GET {hn}k"), "before");
     px_check_status(px_cmd(c, "SET {hn}k after"), "OK");
     redisContext *d = px_cluster_connect(cl, to);
