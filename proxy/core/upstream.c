@@ -22,8 +22,8 @@
  * connects; a name that does not resolve fails the attempt like a refused
  * connect. The lines a shared connection logs about its node's outages are
  * decided by downlog.c: the first failure, once a minute while it lasts,
- * then once when the node serves again. While IDLE or CLOSING a request fails
- * at once with
+ * then once when the node serves again. While IDLE or CLOSING a request
+ * fails at once with
  * "-ERR upstream <addr> unavailable: <reason>"; when a connection is lost
  * every owed request fails with "connection lost" (nothing is re-sent, so
  * nothing runs twice). A private upstream never reconnects: it dies with its
