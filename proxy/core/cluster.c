@@ -10,7 +10,8 @@
  *                     |        |                    the first limiter call)
  *   cluster.slot[0..16383] --+--------+  (borrowed: the master of a slot)
  *
- *   refresh:  req "CLUSTER SLOTS" --(a READY node's upstream)--> reply
+ *   refresh:  req "CLUSTER SLOTS" --(a READY node's upstream, else a
+ *             seed's one-shot private connection)--> reply
  *             --> cluster_on_slots: new map, new nodes connect, nodes no
  *                 longer listed close (their owed requests fail)
  *   MOVED:    slot -> named node at once, re-send, refresh soon
@@ -22,11 +23,15 @@
  * first map and the command table (`COMMAND`, for key positions) are known,
  * requests wait in `waiting` and fail after the command timeout. A slot
  * whose master is unknown or down fails fast: the node's upstream refuses
- * while it reconnects, so nothing piles up behind a dead master. */
+ * while it reconnects, so nothing piles up behind a dead master.
+ *
+ * Nodes are named as the cluster announces them (topo.h): the seeds are
+ * not nodes, only where the map is asked for while no node answers, so
+ * one server is one node, however the configuration names it. Names are
+ * resolved by each connection at each attempt (resolve.c), never here. */
 #include "proxy/core/cluster.h"
 
 #include <limits.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +44,7 @@
 #include "proxy/core/core.h"
 #include "proxy/core/log.h"
 #include "proxy/core/req.h"
+#include "proxy/core/topo.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 
@@ -77,6 +83,18 @@ static const struct upstream_ops cluster_oneshot_ops = {
     .idle = cluster_on_oneshot_idle,
 };
 
+/* A seed's connection, asked for the map: closed once it answered. */
+static void cluster_on_seed_idle(struct upstream *up)
+{
+    if (queue_empty(&up->inflight)) {
+        upstream_destroy(up, NULL);
+    }
+}
+
+static const struct upstream_ops cluster_seed_ops = {
+    .idle = cluster_on_seed_idle,
+};
+
 static void cluster_on_pooled_gone(struct upstream *up, int failed)
 {
     PX_UNUSED(failed);
@@ -100,44 +118,15 @@ static void cluster_on_oneshot_idle(struct upstream *up)
 static struct upstream *cluster_shared_new(struct cluster *cl, struct node *n,
                                            int proto, unsigned flags)
 {
-    struct upstream *up = upstream_new(cl->core, &n->sa, n->name, n, proto,
+    struct upstream *up = upstream_new(cl->core, n->host, n->port, n, proto,
                                        flags, &cluster_shared_ops);
 
     up->ctx = cl;
+    up->dlog = &n->outage_dlog; /* one outage log for the node's connections */
     return up;
 }
 
 /* ---------------- Nodes ---------------- */
-
-/* Resolves host:port. A literal address never blocks; a name is resolved
- * with getaddrinfo, which blocks, so topologies should announce addresses
- * (Redis does by default). PX_OK or PX_ERR. */
-static int cluster_resolve(const char *host, int port,
-                           struct sockaddr_storage *sa)
-{
-    struct addrinfo hints, *res = NULL;
-    char portstr[16];
-    int rc;
-
-    memset(sa, 0, sizeof(*sa));
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)(void *)sa) == 0 ||
-        uv_ip6_addr(host, port, (struct sockaddr_in6 *)(void *)sa) == 0) {
-        return PX_OK;
-    }
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(portstr, sizeof(portstr), "%d", port);
-    rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0 || res == NULL) {
-        log_warn("node %s:%d: cannot resolve: %s", host, port,
-                 gai_strerror(rc));
-        return PX_ERR;
-    }
-    memcpy(sa, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    return PX_OK;
-}
 
 static struct node *cluster_find(struct cluster *cl, const char *host,
                                  size_t hlen, int port)
@@ -154,8 +143,8 @@ static struct node *cluster_find(struct cluster *cl, const char *host,
     return NULL;
 }
 
-/* The node host:port, created (and connecting) when new. NULL when the
- * address does not resolve. */
+/* The node host:port, created (and connecting: its connections resolve a
+ * name themselves) when new. NULL for a host or port out of bounds. */
 static struct node *cluster_node_get(struct cluster *cl, const char *host,
                                      size_t hlen, int port)
 {
@@ -173,10 +162,6 @@ static struct node *cluster_node_get(struct cluster *cl, const char *host,
     n->host[hlen] = '\0';
     n->port = port;
     snprintf(n->name, sizeof(n->name), "%s:%d", n->host, port);
-    if (cluster_resolve(n->host, port, &n->sa) != PX_OK) {
-        px_free(n);
-        return NULL;
-    }
     queue_init(&n->idle);
     queue_init(&n->held);
     n->cl = cl;
@@ -322,7 +307,7 @@ struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
         upstream_switch_proto(up, proto);
         return up;
     }
-    up = upstream_new_private(cl->core, &node->sa, node->name, proto, 0, ops);
+    up = upstream_new_private(cl->core, node->host, node->port, proto, 0, ops);
     up->ctx = cl;
     return up;
 }
@@ -336,7 +321,7 @@ struct upstream *cluster_limiter_private(struct cluster *cl, struct node *node,
     if (cl->core->conf->limiter_password == NULL) {
         return cluster_private_take(cl, node, proto, ops);
     }
-    up = upstream_new_private(cl->core, &node->sa, node->name, proto,
+    up = upstream_new_private(cl->core, node->host, node->port, proto,
                               UPSTREAM_LIMITER, ops);
     up->ctx = cl;
     return up;
@@ -589,33 +574,33 @@ static void cluster_refresh_soon(struct cluster *cl)
 static int cluster_apply_range(struct cluster *cl, const struct resp_value *r,
                                const char *asked, struct node **map)
 {
-    const struct resp_value *m;
     struct node *n;
     const char *host;
     size_t hlen;
     long long lo, hi, k;
+    int port;
 
     if (r->type != '*' || r->n < 3 || r->elem[0].type != ':' ||
-        r->elem[1].type != ':' || r->elem[2].type != '*' || r->elem[2].n < 2 ||
-        r->elem[2].elem[1].type != ':') {
+        r->elem[1].type != ':') {
         return -1;
     }
     lo = r->elem[0].integer;
     hi = r->elem[1].integer;
-    m = &r->elem[2];
     if (lo < 0 || hi >= CLUSTER_SLOTS || lo > hi) {
         return -1;
     }
-    host = m->elem[0].str;
-    hlen = m->elem[0].len;
-    if (host == NULL || hlen == 0 || (hlen == 1 && host[0] == '?')) {
-        /* The node we asked does not know its own address: use ours. */
-        host = asked;
-        hlen = strlen(host);
+    switch (topo_endpoint(&r->elem[2], asked, &host, &hlen, &port)) {
+    case TOPO_ENDPOINT_BAD:
+        return -1;
+    case TOPO_ENDPOINT_UNKNOWN:
+        cluster_refresh_soon(cl); /* a later map may name it */
+        return 0;
+    default:
+        break;
     }
-    n = cluster_node_get(cl, host, hlen, (int)m->elem[1].integer);
+    n = cluster_node_get(cl, host, hlen, port);
     if (n == NULL) {
-        return 0; /* unresolvable: its slots stay uncovered */
+        return 0; /* a name too long: its slots stay uncovered */
     }
     n->gen = cl->gen + 1;
     for (k = lo; k <= hi; k++) {
@@ -642,7 +627,9 @@ static void cluster_on_slots(struct req *req, const char *frame, size_t len)
     if (v.type != '*' || v.n == 0) {
         snprintf(cl->last_err, sizeof(cl->last_err), "CLUSTER SLOTS: %.*s",
                  (int)(v.len > 120 ? 120 : v.len), v.str ? v.str : "empty");
-        log_warn("cluster: refresh failed: %s", cl->last_err);
+        downlog_tell(&cl->refresh_dlog,
+                     downlog_fail(&cl->refresh_dlog, core_now_ms(cl->core)),
+                     core_now_ms(cl->core), "cluster", "refresh", cl->last_err);
         resp_value_free(&v);
         cluster_refresh_soon(cl);
         return;
@@ -663,8 +650,12 @@ static void cluster_on_slots(struct req *req, const char *frame, size_t len)
     px_free(map);
     cl->gen++;
     cl->last_err[0] = '\0';
+    if (cl->refresh_dlog.down) {
+        downlog_tell(&cl->refresh_dlog, downlog_ok(&cl->refresh_dlog),
+                     core_now_ms(cl->core), "cluster", "refresh", NULL);
+    }
     /* Nodes the map no longer names (a master that became a replica or
-     * left) go, unless they are seeds, kept to ask for future maps. */
+     * left) go (single mode's node is a seed, and has no map). */
     for (q = queue_head(&cl->nodes); q != &cl->nodes;) {
         struct node *n = container_of(q, struct node, link);
         q = q->next;
@@ -692,9 +683,11 @@ static void cluster_on_command(struct req *req, const char *frame, size_t len)
     }
     cl->keys = keyspec_new(frame, len);
     if (cl->keys == NULL) {
+        /* An error's text, without its '-' and CRLF. */
+        int err = len >= 3 && frame[0] == '-';
         snprintf(cl->last_err, sizeof(cl->last_err),
-                 "COMMAND reply unusable: %.*s", (int)(len > 100 ? 100 : len),
-                 frame);
+                 "COMMAND reply unusable: %.*s",
+                 (int)(len - 3 * err > 100 ? 100 : len - 3 * err), frame + err);
         cluster_refresh_soon(cl);
         return;
     }
@@ -710,8 +703,7 @@ static void cluster_ask(struct cluster *cl, struct upstream *up, const char *a1,
 {
     const char *argv[2] = { a1, a2 };
 
-    snprintf(cl->asked_host, sizeof(cl->asked_host), "%s",
-             up->node != NULL ? up->node->host : "");
+    snprintf(cl->asked_host, sizeof(cl->asked_host), "%s", up->host);
     upstream_send(up, req_own_argv(a2 != NULL ? 2 : 1, argv, fn, cl));
 }
 
@@ -723,10 +715,25 @@ static void cluster_refresh(struct cluster *cl, uint64_t now_ms)
         return;
     }
     up = cluster_pick_control(cl);
+    if (up == NULL && now_ms < cl->seed_due_ms) {
+        return; /* every seed was asked this round */
+    }
     cl->last_refresh_ms = now_ms;
     cl->refresh_after_ms = now_ms + CLUSTER_REFRESH_MS;
     if (up == NULL) {
-        return;
+        /* No known node answers (the start, or every one is gone): ask a
+         * seed, in turn, on a connection of its own; a round over them at
+         * the pace of the refreshes after a failure, then one a period, so
+         * seeds that are all down are not hammered. */
+        int nseeds = cl->core->conf->nseeds;
+        const struct conf_addr *seed =
+            &cl->core->conf->seeds[cl->next_seed++ % (unsigned)nseeds];
+        if (cl->next_seed % (unsigned)nseeds == 0) {
+            cl->seed_due_ms = now_ms + CLUSTER_REFRESH_MS;
+        }
+        up = upstream_new_private(cl->core, seed->host, seed->port, RESP_PROTO2,
+                                  0, &cluster_seed_ops);
+        up->ctx = cl;
     }
     cl->refreshing = 1;
     cluster_ask(cl, up, "CLUSTER", "SLOTS", cluster_on_slots);
@@ -789,52 +796,6 @@ void cluster_cron(struct cluster *cl, uint64_t now_ms)
 
 /* ---------------- Redirections ---------------- */
 
-/* Parses "MOVED 3999 127.0.0.1:6381" (after the '-'). 0 or -1. */
-int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
-                           const char **host, size_t *hlen, int *port)
-{
-    const char *sp, *colon, *end = p + n;
-    unsigned long v = 0;
-    long pv = 0;
-
-    sp = memchr(p, ' ', n);
-    if (sp == NULL) {
-        return -1;
-    }
-    p = sp + 1;
-    for (; p < end && *p >= '0' && *p <= '9'; p++) {
-        v = v * 10 + (unsigned long)(*p - '0');
-        if (v >= CLUSTER_SLOTS) {
-            return -1;
-        }
-    }
-    if (p >= end || *p != ' ') {
-        return -1;
-    }
-    p++;
-    /* The port follows the last ':' (IPv6 addresses hold colons). */
-    colon = NULL;
-    for (sp = p; sp < end && *sp != '\r'; sp++) {
-        if (*sp == ':') {
-            colon = sp;
-        }
-    }
-    if (colon == NULL || colon == p) {
-        return -1;
-    }
-    for (sp = colon + 1; sp < end && *sp >= '0' && *sp <= '9'; sp++) {
-        pv = pv * 10 + (*sp - '0');
-        if (pv > 65535) {
-            return -1;
-        }
-    }
-    *slot = (unsigned)v;
-    *host = p;
-    *hlen = (size_t)(colon - p);
-    *port = (int)pv;
-    return 0;
-}
-
 /* The error op of shared connections: follows -MOVED and -ASK. */
 static int cluster_on_error(struct upstream *up, struct req *req,
                             const char *frame, size_t len)
@@ -861,9 +822,16 @@ static int cluster_on_error(struct upstream *up, struct req *req,
                  (int)(len - 2), frame + 1, req->redirects);
         return 0;
     }
-    if (cluster_parse_redirect(frame + 1, len - 3, &slot, &host, &hlen,
-                               &port) != 0) {
+    if (topo_parse_redirect(frame + 1, len - 3, &slot, &host, &hlen, &port) !=
+        0) {
         return 0;
+    }
+    if (topo_redirect_host(&host, &hlen, up->host) != 0) {
+        /* "?": the node's endpoint is unknown here; the map may say. */
+        cluster_refresh_soon(cl);
+        req_reply_error(req, "TRYAGAIN the slot moved to a node whose "
+                             "address is unknown yet; retry");
+        return 1;
     }
     n = cluster_node_get(cl, host, hlen, port);
     if (n == NULL) {
@@ -905,8 +873,6 @@ int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
 int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
                  void (*route)(struct req *req))
 {
-    int i;
-
     memset(cl, 0, sizeof(*cl));
     cl->core = core;
     cl->route = route;
@@ -917,11 +883,13 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
         if (conf->upstream.port == 0) {
             return PX_OK; /* embedded mode */
         }
+        /* A name that does not resolve yet is retried like a node that
+         * is down: cellgate starts, and says so once. */
         cl->single =
             cluster_node_get(cl, conf->upstream.host,
                              strlen(conf->upstream.host), conf->upstream.port);
         if (cl->single == NULL) {
-            log_error("upstream %s:%d: cannot resolve", conf->upstream.host,
+            log_error("upstream %s:%d: bad address", conf->upstream.host,
                       conf->upstream.port);
             return PX_ERR;
         }
@@ -933,18 +901,9 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
                     cluster_on_command);
         return PX_OK;
     }
+    /* The seeds are asked for the map (cluster_refresh), and the map
+     * makes the nodes. */
     cl->enabled = 1;
-    for (i = 0; i < conf->nseeds; i++) {
-        struct node *n =
-            cluster_node_get(cl, conf->seeds[i].host,
-                             strlen(conf->seeds[i].host), conf->seeds[i].port);
-        if (n == NULL) {
-            log_error("cluster seed %s:%d: cannot resolve", conf->seeds[i].host,
-                      conf->seeds[i].port);
-            return PX_ERR;
-        }
-        n->seed = 1;
-    }
     cl->refresh_after_ms = 0;
     cluster_refresh(cl, core_now_ms(core));
     return PX_OK;

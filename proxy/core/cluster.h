@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "proxy/core/downlog.h"
 #include "proxy/core/queue.h"
 
 struct conf;
@@ -25,9 +26,13 @@ struct upstream_ops;
 /* One Redis node and its shared connections. */
 struct node {
     char name[300];             /* "host:port", for logs and errors */
-    char host[256];             /* as the topology names it */
+    char host[256];             /* as configured (single mode) or as the
+                                   cluster announces it: an address or a
+                                   host name, resolved by each connection
+                                   at each attempt; a TLS certificate is
+                                   checked for it */
     int port;                   /* TCP port */
-    struct sockaddr_storage sa; /* resolved address */
+    struct downlog outage_dlog; /* its shared connections' outages */
     struct upstream **pool;     /* owned array of shared upstreams (RESP2) */
     struct upstream **pool3;    /* owned array of npool shared RESP3
                                    upstreams, NULL until a RESP3 client
@@ -50,7 +55,7 @@ struct node {
     struct queue link;          /* link in cluster.nodes */
     struct cluster *cl;         /* borrowed: the topology it belongs to */
     unsigned gen;               /* last slot map that listed it */
-    unsigned seed : 1;          /* from the configuration: never dropped */
+    unsigned seed : 1;          /* single mode's upstream: never dropped */
 };
 
 /* The topology. Embedded in the server struct. */
@@ -69,6 +74,12 @@ struct cluster {
     uint64_t refresh_after_ms;        /* next refresh due at this time */
     unsigned gen;                     /* slot maps loaded so far */
     unsigned next_ask;                /* rotates the node asked */
+    unsigned next_seed;               /* rotates the seed asked while no
+                                         node answers */
+    uint64_t seed_due_ms;             /* no seed is asked before (a round
+                                         over them ended) */
+    struct downlog refresh_dlog;      /* failed refreshes, told at the
+                                         first and once a minute */
     char last_err[160];               /* why the last refresh failed */
     char asked_host[256];             /* host of the node last asked for
                                          the map (it may not know its own
@@ -78,8 +89,8 @@ struct cluster {
     unsigned has_map : 1;             /* a slot map was loaded */
 };
 
-/* Creates the nodes of the configuration (the upstream, or the seeds) and,
- * in cluster mode, asks for the slot map. Held requests are given to
+/* Creates single mode's node, or in cluster mode asks a seed for the slot
+ * map (its nodes are created from it). Held requests are given to
  * `route` once the map is known. PX_OK or PX_ERR (logged). */
 int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
                  void (*route)(struct req *req));
@@ -196,14 +207,7 @@ int cluster_upstream_unstalled(const struct node *node, int proto);
  * and returns how many there are. */
 unsigned cluster_masters(struct cluster *cl, struct node **out, unsigned max);
 
-/* ---- Redirections ---- */
-
-/* Parses a redirection "MOVED 3999 127.0.0.1:6381" or "ASK ..." (the
- * error's text after '-', `n` bytes without CRLF): its slot, and host
- * (not NUL-ended, `hlen` bytes) and port of the node. 0, or -1 when it is
- * not one. Pure. */
-int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
-                           const char **host, size_t *hlen, int *port);
+/* ---- Redirections (parsed by topo_parse_redirect) ---- */
 
 /* A -MOVED or -ASK on a private connection: it cannot follow (the
  * connection holds the client's state), so inside a transaction

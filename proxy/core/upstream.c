@@ -17,7 +17,13 @@
  * 3 fails the connection (a RESP3 client must never get RESP2 replies).
  *
  * States: CONNECTING -> READY -> (error) CLOSING -> IDLE -(backoff)->
- * CONNECTING. While IDLE or CLOSING a request fails at once with
+ * CONNECTING. CONNECTING first resolves a host name (resolve.c, off the
+ * loop; again at each attempt, as a name's address may move), then
+ * connects; a name that does not resolve fails the attempt like a refused
+ * connect. The lines a shared connection logs about its node's outages are
+ * decided by downlog.c: the first failure, once a minute while it lasts,
+ * then once when the node serves again. While IDLE or CLOSING a request
+ * fails at once with
  * "-ERR upstream <addr> unavailable: <reason>"; when a connection is lost
  * every owed request fails with "connection lost" (nothing is re-sent, so
  * nothing runs twice). A private upstream never reconnects: it dies with its
@@ -116,7 +122,12 @@ static void upstream_on_reconnect_timer(uv_timer_t *t)
 {
     struct upstream *up = container_of(t, struct upstream, timer);
 
-    if (up->state == UP_IDLE) {
+    if (up->state == UP_IDLE && up->res.busy) {
+        /* The last attempt's lookup outlived its timeout: its thread is
+         * still busy, and the request cannot start another one. */
+        uv_timer_start(&up->timer, upstream_on_reconnect_timer,
+                       UPSTREAM_BACKOFF_MAX_MS, 0);
+    } else if (up->state == UP_IDLE) {
         if (up->mnode != NULL) {
             up->mnode->reconnects++;
         }
@@ -189,6 +200,8 @@ void upstream_destroy(struct upstream *up, const char *why)
         return;
     }
     up->state = UP_DEAD;
+    up->dlog = &up->own_dlog; /* its node may be freed before it */
+    resolve_cancel(&up->res);
     if (up->ops->gone != NULL) {
         up->ops->gone(up, why != NULL);
     }
@@ -237,7 +250,8 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
         up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
     }
     up->retry_ms = upstream_next_retry(up);
-    log_warn("upstream %s: %s (retry in %u ms)", up->name, why, up->retry_ms);
+    downlog_tell(up->dlog, downlog_fail(up->dlog, core_now_ms(up->core)),
+                 core_now_ms(up->core), "upstream", up->name, why);
     snprintf(up->last_err, sizeof(up->last_err), "%s", why);
     up->state = UP_CLOSING;
     uv_timer_stop(&up->timer);
@@ -313,8 +327,8 @@ static void upstream_swallowed(struct upstream *up, struct req *req,
     }
     if (strcmp(name, "AUTH") == 0) {
         /* Every request would get -NOAUTH: the connection is of no use,
-         * and reconnects back off until the credentials work. */
-        log_error("upstream %s: %s failed: %.*s", up->name, name, shown, frame);
+         * and reconnects back off until the credentials work (the
+         * failure says why, as the node's downlog decides). */
         upstream_fail(up, "unavailable: AUTH failed (%.*s)",
                       (int)(len > 100 ? 100 : len - 2), frame + 1);
         return;
@@ -419,6 +433,10 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     if (frame[0] != '-' && !up->served) {
         up->served = 1;
         up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
+        if (!up->priv) {
+            downlog_tell(up->dlog, downlog_ok(up->dlog), core_now_ms(up->core),
+                         "upstream", up->name, NULL);
+        }
     }
     if (frame[0] == '-' && up->ops->error != NULL &&
         up->ops->error(up, req, frame, len)) {
@@ -521,6 +539,7 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     }
     uv_timer_stop(&up->timer);
     if (status < 0) {
+        up->addr_next++; /* the next attempt tries the name's next address */
         upstream_fail(up, "unavailable: %s", uv_strerror(status));
         return;
     }
@@ -533,9 +552,7 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     up->state = UP_READY;
     up->ready_ms = core_now_ms(up->core);
     up->served = 0;
-    if (!up->priv) {
-        log_info("upstream %s: connected", up->name);
-    }
+    log_debug("upstream %s: connected", up->name);
     upstream_mark(up);
 }
 
@@ -674,6 +691,37 @@ void upstream_reset(struct upstream *up)
     }
 }
 
+/* Connects to the address of this attempt (the host resolved). */
+static void upstream_connect_addr(struct upstream *up)
+{
+    int rc;
+
+    memcpy(&up->sa, &up->res.addr[up->addr_next % up->res.naddr],
+           sizeof(up->sa));
+    rc = uv_tcp_connect(&up->connect_req, &up->tcp,
+                        (const struct sockaddr *)&up->sa, upstream_on_connect);
+    if (rc < 0) {
+        upstream_fail(up, "unavailable: %s", uv_strerror(rc));
+    }
+}
+
+static void upstream_on_resolved(struct resolve *r, int status)
+{
+    struct upstream *up = container_of(r, struct upstream, res);
+
+    up->pending_closes--; /* the lookup held it like a closing handle */
+    if (up->state == UP_DEAD) {
+        upstream_maybe_free(up);
+    } else if (up->state != UP_CONNECTING) {
+        return; /* the attempt timed out meanwhile */
+    } else if (status < 0) {
+        upstream_fail(up, "unavailable: cannot resolve %s: %s", up->host,
+                      uv_strerror(status));
+    } else {
+        upstream_connect_addr(up);
+    }
+}
+
 static void upstream_connect(struct upstream *up)
 {
     int rc;
@@ -690,14 +738,19 @@ static void upstream_connect(struct upstream *up)
     up->tcp_open = 1;
     uv_tcp_nodelay(&up->tcp, 1);
     upstream_queue_setup(up);
-    rc = uv_tcp_connect(&up->connect_req, &up->tcp,
-                        (const struct sockaddr *)&up->sa, upstream_on_connect);
-    if (rc < 0) {
-        upstream_fail(up, "unavailable: %s", uv_strerror(rc));
-        return;
-    }
+    /* The connect timeout covers the lookup too. */
     uv_timer_start(&up->timer, upstream_on_connect_timeout,
                    up->core->conf->connect_timeout_ms, 0);
+    rc = resolve_start(&up->res, up->core->loop, up->host, up->port,
+                       upstream_on_resolved);
+    if (rc == 1) {
+        upstream_connect_addr(up);
+    } else if (rc == 0) {
+        up->pending_closes++; /* freed only after the lookup's callback */
+    } else {
+        upstream_fail(up, "unavailable: cannot resolve %s: %s", up->host,
+                      uv_strerror(rc));
+    }
 }
 
 static void upstream_on_wq_event(struct wq *wq, int status)
@@ -716,13 +769,23 @@ void upstream_mark(struct upstream *up)
     }
 }
 
-static struct upstream *upstream_alloc(struct core *core,
+/* A new upstream to host:port in `proto`, not connecting yet. */
+static struct upstream *upstream_alloc(struct core *core, const char *host,
+                                       int port, int proto, unsigned flags,
                                        const struct upstream_ops *ops)
 {
     struct upstream *up = px_calloc(1, sizeof(*up));
 
     up->core = core;
     up->ops = ops;
+    snprintf(up->host, sizeof(up->host), "%s", host);
+    up->port = port;
+    snprintf(up->name, sizeof(up->name), "%s:%d", host, port);
+    up->mnode =
+        core->metrics != NULL ? metrics_node(core->metrics, up->name) : NULL;
+    up->dlog = &up->own_dlog;
+    up->proto = proto;
+    up->limiter = (flags & UPSTREAM_LIMITER) != 0;
     queue_init(&up->inflight);
     queue_init(&up->link);
     queue_init(&up->dirty_node);
@@ -741,20 +804,13 @@ static struct upstream *upstream_alloc(struct core *core,
     return up;
 }
 
-struct upstream *upstream_new(struct core *core,
-                              const struct sockaddr_storage *sa,
-                              const char *name, struct node *node, int proto,
-                              unsigned flags, const struct upstream_ops *ops)
+struct upstream *upstream_new(struct core *core, const char *host, int port,
+                              struct node *node, int proto, unsigned flags,
+                              const struct upstream_ops *ops)
 {
-    struct upstream *up = upstream_alloc(core, ops);
+    struct upstream *up = upstream_alloc(core, host, port, proto, flags, ops);
 
-    memcpy(&up->sa, sa, sizeof(up->sa));
-    snprintf(up->name, sizeof(up->name), "%s", name);
-    up->mnode =
-        core->metrics != NULL ? metrics_node(core->metrics, name) : NULL;
     up->node = node;
-    up->proto = proto;
-    up->limiter = (flags & UPSTREAM_LIMITER) != 0;
     upstream_connect(up);
     return up;
 }
@@ -769,21 +825,13 @@ int upstream_is_usable(const struct upstream *up)
     return up->state == UP_READY || up->state == UP_CONNECTING;
 }
 
-struct upstream *upstream_new_private(struct core *core,
-                                      const struct sockaddr_storage *sa,
-                                      const char *name, int proto,
-                                      unsigned flags,
+struct upstream *upstream_new_private(struct core *core, const char *host,
+                                      int port, int proto, unsigned flags,
                                       const struct upstream_ops *ops)
 {
-    struct upstream *up = upstream_alloc(core, ops);
+    struct upstream *up = upstream_alloc(core, host, port, proto, flags, ops);
 
-    memcpy(&up->sa, sa, sizeof(up->sa));
-    snprintf(up->name, sizeof(up->name), "%s", name);
-    up->mnode =
-        core->metrics != NULL ? metrics_node(core->metrics, name) : NULL;
     up->priv = 1;
-    up->proto = proto;
-    up->limiter = (flags & UPSTREAM_LIMITER) != 0;
     upstream_connect(up);
     return up;
 }

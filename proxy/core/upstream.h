@@ -19,8 +19,10 @@
 #include <uv.h>
 
 #include "parser/buf.h"
+#include "proxy/core/downlog.h"
 #include "proxy/core/queue.h"
 #include "proxy/core/req.h"
+#include "proxy/core/resolve.h"
 #include "proxy/core/wq.h"
 
 struct client;
@@ -58,7 +60,7 @@ struct upstream_ops {
 
 enum upstream_state {
     UP_IDLE,       /* not connected; waiting for the backoff timer */
-    UP_CONNECTING, /* connect in progress: requests queue */
+    UP_CONNECTING, /* resolving, then connecting: requests queue */
     UP_READY,      /* connected */
     UP_CLOSING,    /* socket closing; fails requests fast */
     UP_DEAD,       /* closing for good: freed by the last close callback */
@@ -68,8 +70,21 @@ struct upstream {
     uv_tcp_t tcp;               /* embedded socket */
     uv_timer_t timer;           /* connect timeout, then reconnect backoff */
     uv_connect_t connect_req;   /* embedded connect request */
-    struct sockaddr_storage sa; /* resolved address */
+    struct sockaddr_storage sa; /* address of the last attempt */
+    struct resolve res;         /* embedded: the host's lookup, again at
+                                   each connection attempt */
+    unsigned addr_next;         /* index in res.addr of the next attempt's
+                                   address (moves on when one fails) */
+    char host[256];             /* the node's host as configured or as the
+                                   cluster announces it (a name or an
+                                   address): what is resolved, and the
+                                   name a TLS certificate is checked for */
+    int port;                   /* TCP port */
     char name[300];             /* "host:port", for logs and errors */
+    struct downlog *dlog;       /* borrowed: its node's outage log (shared
+                                   by the node's connections), else
+                                   &own_dlog */
+    struct downlog own_dlog;    /* the outage log of a lone connection */
     enum upstream_state state;  /* see above */
     struct queue inflight;      /* struct req owed a reply, FIFO */
     struct buf in;              /* owned: bytes read, not yet consumed */
@@ -133,21 +148,20 @@ struct upstream {
 /* Flags of a new upstream. */
 #define UPSTREAM_LIMITER 1u /* a limiter connection (see `limiter`) */
 
-/* A shared upstream of `node` to the resolved address `sa` (named `name` in
- * logs and errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3), with
- * `flags` (UPSTREAM_*), telling `ops`, connecting at once. */
-struct upstream *upstream_new(struct core *core,
-                              const struct sockaddr_storage *sa,
-                              const char *name, struct node *node, int proto,
-                              unsigned flags, const struct upstream_ops *ops);
+/* A shared upstream of `node` at host:port (named "host:port" in logs and
+ * errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3), with `flags`
+ * (UPSTREAM_*), telling `ops`, connecting at once. A host name is
+ * resolved at each attempt, off the loop; requests queue meanwhile as
+ * while connecting, and a name that does not resolve fails the attempt
+ * like a node that is down (backoff, then again). */
+struct upstream *upstream_new(struct core *core, const char *host, int port,
+                              struct node *node, int proto, unsigned flags,
+                              const struct upstream_ops *ops);
 
-/* A private upstream to the node at `sa` (named `name`), speaking `proto`,
- * with `flags`, telling `ops`, connecting at once. Its opener sets
- * `owner`. */
-struct upstream *upstream_new_private(struct core *core,
-                                      const struct sockaddr_storage *sa,
-                                      const char *name, int proto,
-                                      unsigned flags,
+/* A private upstream to the node at host:port, speaking `proto`, with
+ * `flags`, telling `ops`, connecting at once. Its opener sets `owner`. */
+struct upstream *upstream_new_private(struct core *core, const char *host,
+                                      int port, int proto, unsigned flags,
                                       const struct upstream_ops *ops);
 
 /* Queues one of the proxy's own requests on `up` behind what is queued:

@@ -54,7 +54,9 @@ struct aclcheck_run {
     char client[128];      /* the client traffic's user */
     char limiter[128];     /* the limiter's user */
     unsigned owed;         /* replies still to come */
-    unsigned problems;     /* warnings logged */
+    unsigned problems;     /* problems found */
+    char bad[2][512];      /* what the client user may do (0) and the
+                              limiter's may not (1), ", "-separated */
     unsigned unusable : 1; /* an error reply: logged once */
 };
 
@@ -69,6 +71,13 @@ static void aclcheck_release(struct aclcheck_run *run)
         log_info("node %s: Redis users checked: '%s' cannot touch limiter "
                  "state, '%s' can run the limiter",
                  run->node, run->client, run->limiter);
+    } else if (run->problems > 0) {
+        const char *const user[2] = { run->client, run->limiter };
+        const char *const bad[2] = { run->bad[0], run->bad[1] };
+        char line[1400];
+
+        aclcheck_verdict(line, sizeof(line), run->node, user, bad);
+        log_warn("%s", line);
     }
     px_free(run);
 }
@@ -78,7 +87,6 @@ static void aclcheck_on_reply(struct req *req, const char *frame, size_t len)
     struct aclcheck_run *run = req->ctx;
     const struct aclcheck_probe *p = &aclcheck_probes[req->part];
     int allowed = len >= 3 && memcmp(frame, "+OK", 3) == 0;
-    const char *user = p->limiter ? run->limiter : run->client;
 
     if (len > 0 && frame[0] == '-') {
         if (!run->unusable) {
@@ -88,14 +96,35 @@ static void aclcheck_on_reply(struct req *req, const char *frame, size_t len)
         }
         run->unusable = 1;
     } else if (allowed != p->limiter) {
-        log_warn("node %s: Redis user '%s' %s %s%s", run->node, user,
-                 allowed ? "may" : "may not", p->what,
-                 p->limiter ? ": limiter calls will fail"
-                            : ": limiter state is guarded by cellgate alone "
-                              "(cellgate --print-acl prints the two users)");
+        /* Gathered into the node's one line (aclcheck_release). */
+        char *bad = run->bad[p->limiter];
+        size_t used = strlen(bad);
+        snprintf(bad + used, sizeof(run->bad[0]) - used, "%s%s",
+                 used > 0 ? ", " : "", p->what);
         run->problems++;
     }
     aclcheck_release(run);
+}
+
+void aclcheck_verdict(char *out, size_t cap, const char *node,
+                      const char *const user[2], const char *const bad[2])
+{
+    int n = snprintf(out, cap, "node %s: ", node);
+    size_t used = n > 0 && (size_t)n < cap ? (size_t)n : cap - 1;
+
+    if (bad[0][0] != '\0') {
+        n = snprintf(out + used, cap - used,
+                     "Redis user '%s' may %s: limiter state is guarded by "
+                     "cellgate alone (cellgate --print-acl prints the two "
+                     "users)%s",
+                     user[0], bad[0], bad[1][0] != '\0' ? "; " : "");
+        used = n > 0 && (size_t)n < cap - used ? used + (size_t)n : cap - 1;
+    }
+    if (bad[1][0] != '\0') {
+        snprintf(out + used, cap - used,
+                 "Redis user '%s' may not %s: limiter calls will fail", user[1],
+                 bad[1]);
+    }
 }
 
 void aclcheck_node(struct cluster *cl, const struct conf *conf,

@@ -435,6 +435,9 @@ static void store_redis_cron(struct store *st)
     n = cluster_masters(st->cl, m, ARRAY_SIZE(m));
     for (i = 0; i < n; i++) {
         size_t len = strlen(m[i]->name);
+        if (!upstream_is_ready(cluster_limiter_upstream(m[i], 0))) {
+            continue; /* checked once it is up: a down node cannot say */
+        }
         if (hmap_get(&rs->checked, m[i]->name, len) == NULL) {
             hmap_put(&rs->checked, m[i]->name, len, &rs->checked);
             aclcheck_node(st->cl, st->conf, m[i]);

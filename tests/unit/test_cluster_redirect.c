@@ -1,10 +1,11 @@
 /* Parsing Redis Cluster's redirections: -MOVED and -ASK as nodes send
- * them, IPv6 included, and every malformed one refused. */
+ * them, host names, Redis 7's unknown endpoints and IPv6 included, and
+ * every malformed one refused. */
 #include "tests/support/px_test.h"
 
 #include <string.h>
 
-#include "proxy/core/cluster.h"
+#include "proxy/core/topo.h"
 
 PX_TEST_SUITE(cluster_redirect);
 
@@ -13,7 +14,7 @@ static int parse(const char *text, unsigned *slot, char *host, int *port)
 {
     const char *h;
     size_t hlen;
-    int rc = cluster_parse_redirect(text, strlen(text), slot, &h, &hlen, port);
+    int rc = topo_parse_redirect(text, strlen(text), slot, &h, &hlen, port);
 
     if (rc == 0) {
         memcpy(host, h, hlen);
@@ -65,7 +66,10 @@ Test(cluster_redirect, malformed_redirections_are_refused)
         "MOVED 12",         /* no address */
         "MOVED 12x h:1",    /* slot not a number */
         "MOVED 12 h",       /* no port */
-        "MOVED 12 :6379",   /* no host */
+        "MOVED 12 h:",      /* no port */
+        "MOVED 12 h:0",     /* port 0 */
+        "MOVED 12 h:12x",   /* port not a number */
+        "MOVED  h:1",       /* no slot */
         "MOVED 12 h:70000", /* port out of range */
     };
     unsigned slot;
@@ -75,4 +79,48 @@ Test(cluster_redirect, malformed_redirections_are_refused)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cr_assert_eq(parse(bad[i], &slot, host, &port), -1, "%s", bad[i]);
     }
+}
+
+Test(cluster_redirect, host_names_and_unknown_endpoints_parse)
+{
+    unsigned slot;
+    char host[64];
+    int port;
+
+    cr_assert_eq(
+        parse("MOVED 7 redis-node-2.cache.internal:6380", &slot, host, &port),
+        0);
+    cr_assert_str_eq(host, "redis-node-2.cache.internal");
+    cr_assert_eq(port, 6380);
+    /* Redis 7: "?" is a node that announces no host name, "" one whose
+     * endpoint is where the client asked. */
+    cr_assert_eq(parse("ASK 8 ?:7001", &slot, host, &port), 0);
+    cr_assert_str_eq(host, "?");
+    cr_assert_eq(port, 7001);
+    cr_assert_eq(parse("MOVED 9 :7002", &slot, host, &port), 0);
+    cr_assert_str_eq(host, "");
+    cr_assert_eq(port, 7002);
+}
+
+/* Where a parsed host sends the request: as given, the redirecting
+ * connection's host for "", nowhere yet for "?". */
+Test(cluster_redirect, empty_host_is_the_connections_and_unknown_refreshes)
+{
+    const char *h = "localhost";
+    size_t hlen = 9;
+
+    cr_assert_eq(topo_redirect_host(&h, &hlen, "10.0.0.1"), 0);
+    cr_assert_eq(hlen, 9);
+    cr_assert_eq(memcmp(h, "localhost", 9), 0);
+    h = "";
+    hlen = 0;
+    cr_assert_eq(topo_redirect_host(&h, &hlen, "redis-0.svc"), 0);
+    cr_assert_eq(hlen, 11);
+    cr_assert_eq(memcmp(h, "redis-0.svc", 11), 0);
+    h = "?";
+    hlen = 1;
+    cr_assert_eq(topo_redirect_host(&h, &hlen, "redis-0.svc"), -1);
+    h = "";
+    hlen = 0;
+    cr_assert_eq(topo_redirect_host(&h, &hlen, ""), -1);
 }
