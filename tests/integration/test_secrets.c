@@ -65,6 +65,33 @@ static void wait_log(const char *needle, int want)
     }
 }
 
+/* The AUTHs Redis refused (`d`, a direct connection): its WRONGPASS
+ * replies, INFO errorstats. */
+static long long redis_denied(redisContext *d)
+{
+    redisReply *r = px_cmd(d, "INFO errorstats");
+    const char *at = strstr(r->str, "errorstat_WRONGPASS:count=");
+    long long v =
+        at != NULL ? atoll(at + strlen("errorstat_WRONGPASS:count=")) : 0;
+
+    freeReplyObject(r);
+    return v;
+}
+
+/* Waits until Redis has refused at least `want` more AUTHs than `base`:
+ * the proxy's attempts, counted where they land (the proxy logs a run of
+ * failures once, rate-limited). */
+static void wait_redis_denied(redisContext *d, long long base, int want)
+{
+    long long deadline = px_now_ms() + WAIT_MS;
+
+    while (redis_denied(d) - base < want) {
+        cr_assert_lt(px_now_ms(), deadline,
+                     "Redis never refused %d AUTHs of the proxy", want);
+        px_sleep_ms(STEP_MS);
+    }
+}
+
 /* SIGHUP, then waits for the log line of `key` (`outcome`: "reloaded" or
  * "not reloaded"); `n` is how many such lines the log has by then. */
 static void sighup_and_wait(const char *key, const char *outcome, int n)
@@ -193,6 +220,7 @@ Test(it_secrets, upstream_password_rotates_on_sighup, .fini = px_env_fini,
     struct bystander b = { 0 };
     char pw[PX_PATH_MAX], yaml[PX_PATH_MAX + 64];
     redisContext *c, *d;
+    long long denied;
 
     px_env_prepare();
     px_redis_start(&px_env()->redis, redis_args);
@@ -211,11 +239,12 @@ Test(it_secrets, upstream_password_rotates_on_sighup, .fini = px_env_fini,
     px_check_status(px_cmd(d, "CONFIG SET requirepass %s", UP_NEW), "OK");
     write_secret(pw, sizeof(pw), "upstream.pw", UP_NEW);
     bystander_step(&b, 0); /* logged-in connections keep working */
+    denied = redis_denied(d);
     kill_clients(d, "TYPE", "normal");
     poll_until(c, "GET k", "AUTH failed (WRONGPASS", &b, 1);
     /* Retries (50, 100, 200 ms apart) log in with the old one too: the
      * file is read on SIGHUP only. */
-    wait_log("AUTH failed: -WRONGPASS", 6);
+    wait_redis_denied(d, denied, 6);
     poll_until(c, "GET k", "AUTH failed (WRONGPASS", &b, 1);
 
     sighup_and_wait("upstream_password_file", "reloaded", 1);
@@ -245,6 +274,7 @@ Test(it_secrets, limiter_password_rotates_on_sighup, .fini = px_env_fini,
     struct bystander b = { 0 };
     char pw[PX_PATH_MAX], yaml[PX_PATH_MAX + 64];
     redisContext *c, *d;
+    long long denied;
     redisReply *r;
 
     px_env_prepare();
@@ -270,9 +300,10 @@ Test(it_secrets, limiter_password_rotates_on_sighup, .fini = px_env_fini,
      * default user) never notices. */
     px_check_status(px_cmd(d, "ACL SETUSER lim resetpass >%s", LIM_NEW), "OK");
     write_secret(pw, sizeof(pw), "limiter.pw", LIM_NEW);
+    denied = redis_denied(d);
     kill_clients(d, "USER", "lim");
     poll_until(c, throttle, "", &b, 0);
-    wait_log("AUTH failed: -WRONGPASS", 3);
+    wait_redis_denied(d, denied, 3);
     poll_until(c, throttle, "", &b, 0);
 
     sighup_and_wait("limiter_password_file", "reloaded", 1);
