@@ -462,7 +462,7 @@ void router_forward(struct req *req)
 
 void router_send_kill(struct req *req)
 {
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
+    if (!cluster_has_upstream(&server.cluster)) {
         req_reply_error(req, "no upstream configured");
         return;
     }
@@ -649,7 +649,7 @@ static void router_set_lat(struct req *req, enum req_lat lat)
 static int router_to_redis(const struct client *c, enum cmd_how how,
                            unsigned flags)
 {
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
+    if (!cluster_has_upstream(&server.cluster)) {
         return 0;
     }
     if ((c->multi && !(flags & CMD_F_NOAUTH)) || c->tunnel) {

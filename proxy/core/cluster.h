@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "proxy/core/cluster_redirect.h"
 #include "proxy/core/queue.h"
 
 struct conf;
@@ -69,13 +70,18 @@ struct cluster {
     uint64_t refresh_after_ms;        /* next refresh due at this time */
     unsigned gen;                     /* slot maps loaded so far */
     unsigned next_ask;                /* rotates the node asked */
-    char last_err[160];               /* why the last refresh failed */
+    char last_err[160];               /* why the last refresh failed (in
+                                         sentinel mode: why no master is
+                                         known, set by sentinel.c) */
     char asked_host[256];             /* host of the node last asked for
                                          the map (it may not know its own
                                          address) */
     unsigned refreshing : 1;          /* a CLUSTER SLOTS is in flight */
     unsigned fetching_keys : 1;       /* a COMMAND is in flight */
     unsigned has_map : 1;             /* a slot map was loaded */
+    unsigned sentinel : 1;            /* single mode whose node Sentinel
+                                         names: none until it answers, so
+                                         requests are held meanwhile */
 };
 
 /* Creates the nodes of the configuration (the upstream, or the seeds) and,
@@ -87,7 +93,15 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
 /* Closes every node (shutdown). Held requests fail. */
 void cluster_shutdown(struct cluster *cl);
 
-/* True once requests can be routed (always in single mode). */
+/* True unless the proxy is embedded: requests go to Redis (in sentinel
+ * mode also while no master is known yet; they are held meanwhile). */
+static inline int cluster_has_upstream(const struct cluster *cl)
+{
+    return cl->enabled || cl->single != NULL || cl->sentinel;
+}
+
+/* True once requests can be routed (in single mode, once its node is
+ * known). */
 int cluster_ready(struct cluster *cl);
 
 /* Holds `req` until the slot map and the command table are known; it fails
@@ -198,12 +212,7 @@ unsigned cluster_masters(struct cluster *cl, struct node **out, unsigned max);
 
 /* ---- Redirections ---- */
 
-/* Parses a redirection "MOVED 3999 127.0.0.1:6381" or "ASK ..." (the
- * error's text after '-', `n` bytes without CRLF): its slot, and host
- * (not NUL-ended, `hlen` bytes) and port of the node. 0, or -1 when it is
- * not one. Pure. */
-int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
-                           const char **host, size_t *hlen, int *port);
+/* cluster_parse_redirect: proxy/core/cluster_redirect.h (included above). */
 
 /* A -MOVED or -ASK on a private connection: it cannot follow (the
  * connection holds the client's state), so inside a transaction
@@ -212,6 +221,16 @@ int cluster_parse_redirect(const char *p, size_t n, unsigned *slot,
  * refreshes. Returns 1 when it completed `req` (which may be freed). */
 int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
                              const char *frame, size_t len);
+
+/* Sentinel mode: the single node becomes host:port (a master Sentinel
+ * named). The old node's connections close: every request owed there gets
+ * "-ERR upstream <old> <why>", never another's reply, and the private
+ * connections clients hold there are closed (their clients are told as
+ * for a lost connection). Held requests are routed to the new node. 1
+ * when it moved, 0 when host:port is the node already, -1 when it cannot
+ * be resolved (nothing changed). */
+int cluster_single_move(struct cluster *cl, const char *host, int port,
+                        const char *why);
 
 /* Periodic work: map refresh, held requests' timeouts, command timeouts. */
 void cluster_cron(struct cluster *cl, uint64_t now_ms);

@@ -603,13 +603,17 @@ static void upstream_queue_hello(struct upstream *up, int proto)
 }
 
 /* Queues AUTH when a password is configured for the connection's user:
- * the limiter's user on a limiter connection, else the client traffic's. */
+ * the limiter's user on a limiter connection, the sentinels' on a sentinel
+ * connection, else the client traffic's. */
 static void upstream_queue_auth(struct upstream *up)
 {
     const struct conf *conf = up->core->conf;
-    const char *user = up->limiter ? conf->limiter_user : conf->upstream_user;
-    const char *pass =
-        up->limiter ? conf->limiter_password : conf->upstream_password;
+    const char *user = up->sentinel  ? conf->sentinel.user
+                       : up->limiter ? conf->limiter_user
+                                     : conf->upstream_user;
+    const char *pass = up->sentinel  ? conf->sentinel.password
+                       : up->limiter ? conf->limiter_password
+                                     : conf->upstream_password;
     const char *argv[3];
     size_t lens[3];
     int argc = 0;
@@ -634,6 +638,9 @@ static void upstream_queue_auth(struct upstream *up)
 static void upstream_queue_setup(struct upstream *up)
 {
     upstream_queue_auth(up);
+    if (up->sentinel) {
+        return; /* a sentinel: no protocol, id nor library to set up */
+    }
     if (up->proto == RESP_PROTO3) {
         upstream_queue_hello(up, RESP_PROTO3);
     }
@@ -779,8 +786,11 @@ struct upstream *upstream_new_private(struct core *core,
 
     memcpy(&up->sa, sa, sizeof(up->sa));
     snprintf(up->name, sizeof(up->name), "%s", name);
-    up->mnode =
-        core->metrics != NULL ? metrics_node(core->metrics, name) : NULL;
+    up->sentinel = (flags & UPSTREAM_SENTINEL) != 0;
+    /* A sentinel is no node of the data: none of the nodes' counters. */
+    up->mnode = core->metrics != NULL && !up->sentinel
+                    ? metrics_node(core->metrics, name)
+                    : NULL;
     up->priv = 1;
     up->proto = proto;
     up->limiter = (flags & UPSTREAM_LIMITER) != 0;
