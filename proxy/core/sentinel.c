@@ -41,9 +41,11 @@
 /* The safety-net ask while a master is known. */
 #define SENTINEL_ASK_MS 2000
 
-/* After a round in which no sentinel answered, or a named master that was
- * not one (yet): the next try. A failover takes Sentinel seconds, so this
- * is far below what it adds. */
+/* After a named master that was not one (yet), or a first round in which
+ * no sentinel answered: the next try. A failover takes Sentinel seconds,
+ * so this is far below what it adds. Rounds that keep failing (sentinels
+ * down, a wrong password) wait twice as long each time, up to
+ * SENTINEL_ASK_MS, so they cost little and log little. */
 #define SENTINEL_RETRY_MS 250
 
 /* After a subscription failed at once: its next try (another sentinel). */
@@ -410,7 +412,11 @@ static void sentinel_ask_failed(struct sentinel *s, const char *why)
         return;
     }
     s->tried = 0;
-    s->next_ask_ms = core_now_ms(s->core) + SENTINEL_RETRY_MS;
+    s->round_ms = s->round_ms == 0 ? SENTINEL_RETRY_MS : s->round_ms * 2;
+    if (s->round_ms > SENTINEL_ASK_MS) {
+        s->round_ms = SENTINEL_ASK_MS;
+    }
+    s->next_ask_ms = core_now_ms(s->core) + s->round_ms;
 }
 
 static void sentinel_on_addr(struct req *req, const char *frame, size_t len)
@@ -426,6 +432,7 @@ static void sentinel_on_addr(struct req *req, const char *frame, size_t len)
     switch (sentinel_parse_addr(frame, len, host, sizeof(host), &port)) {
     case SENTINEL_PARSE_OK:
         s->tried = 0;
+        s->round_ms = 0;
         s->next_ask_ms = core_now_ms(s->core) + SENTINEL_ASK_MS;
         sentinel_consider(s, host, port, s->addrs[s->ask_at].name);
         return;

@@ -40,6 +40,7 @@ struct sentinel {
     int query_at;           /* its sentinel */
     int ask_at;             /* the sentinel asked now or next */
     int tried;              /* sentinels that failed this round */
+    unsigned round_ms;      /* wait after the last failed round, or 0 */
     uint64_t ask_sent_ms;   /* when the ask in flight was sent */
     uint64_t next_ask_ms;   /* the next ask is due then */
     /* Watching +switch-master: */

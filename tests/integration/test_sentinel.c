@@ -242,6 +242,23 @@ static void check_after_switch(redisContext *ctl, int new_port, int mport)
     redisFree(m);
 }
 
+/* Refuses a CL.THROTTLE key until the refusal cache holds it (its tracker
+ * on the master confirmed the state). */
+static void cache_a_refusal(redisContext *c)
+{
+    int tries;
+
+    freeReplyObject(px_cmd(c, "CL.THROTTLE hot 0 1 3600"));
+    for (tries = 0; tries < 500; tries++) {
+        freeReplyObject(px_cmd(c, "CL.THROTTLE hot 0 1 3600"));
+        if (px_info_int(c, "limiter_refusal_cache_keys") == 1) {
+            return;
+        }
+        px_sleep_ms(10);
+    }
+    cr_assert_fail("the refusal was never cached");
+}
+
 /* SENTINEL FAILOVER while writers and CL.THROTTLE callers hammer cellgate:
  * every reply is its request's, service comes back, CL.THROTTLE answers on
  * the new master (its library there), a subscriber's connection closes. */
@@ -264,10 +281,15 @@ Test(it_sentinel, failover_moves_every_connection, .init = init_three,
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
     freeReplyObject(r);
 
+    cache_a_refusal(ctl);
+
     load_through_switch(ctl, failover_by_command);
     new_port = px_sentinel_wait_switch(s, px_env()->redis.port);
     cr_assert_eq(new_port, s->replica.port);
     check_after_switch(ctl, new_port, mport);
+    /* What the refusal cache knew came from the old master's tracking:
+     * forgotten at the switch. */
+    check_info_line(ctl, "limiter_refusal_cache_keys:0");
 
     /* The subscription lived on the old master: its client is closed, as
      * Redis would close it, rather than left deaf. */
@@ -295,6 +317,62 @@ Test(it_sentinel, killed_master_is_replaced, .init = init_three,
     new_port = px_sentinel_wait_switch(s, old);
     cr_assert_eq(new_port, s->replica.port);
     check_after_switch(ctl, new_port, mport);
+    redisFree(ctl);
+}
+
+/* The sentinel names another master while the old one lives on, its
+ * clients untouched (an operator re-pointed the sentinels: no
+ * +switch-master, no CLIENT KILL on the old master): the periodic ask
+ * finds it, a blocked call in flight there gets an error, a subscriber's
+ * connection closes, and new commands go to the new master. */
+Test(it_sentinel, new_master_closes_private_connections, .init = init_one,
+     .fini = px_sentinel_fini, .timeout = 60)
+{
+    struct px_sentinels *s = px_sentinels();
+    redisContext *ctl, *sub, *blk, *d;
+    redisReply *r;
+    void *reply = NULL;
+    char want[64];
+
+    px_proxy_start(&px_env()->proxy, px_sentinel_yaml(s, 0, NULL), NULL);
+    ctl = px_connect(px_env()->proxy.port);
+    px_check_status(px_cmd(ctl, "SET before 1"), "OK");
+    sub = px_connect(px_env()->proxy.port);
+    r = px_cmd(sub, "SUBSCRIBE news");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    blk = px_connect(px_env()->proxy.port);
+    redisAppendCommand(blk, "BLPOP nothing-here 0");
+    px_flush(blk);
+
+    d = px_redis_connect(&s->replica, NULL);
+    px_check_status(px_cmd(d, "REPLICAOF NO ONE"), "OK");
+    redisFree(d);
+    d = px_connect(s->sent[0].port);
+    px_check_status(px_cmd(d, "SENTINEL REMOVE %s", PX_SENTINEL_MASTER), "OK");
+    px_check_status(px_cmd(d, "SENTINEL MONITOR %s 127.0.0.1 %d 2",
+                           PX_SENTINEL_MASTER, s->replica.port),
+                    "OK");
+    redisFree(d);
+
+    px_info_poll(ctl, "sentinel_switches", 1, 1000);
+    snprintf(want, sizeof(want), "sentinel_master_addr:127.0.0.1:%d",
+             s->replica.port);
+    check_info_line(ctl, want);
+    r = px_next(blk);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert_not_null(strstr(r->str, "connection lost (Sentinel named a new "
+                                      "master)"),
+                       "%s", r->str);
+    freeReplyObject(r);
+    cr_assert_eq(redisGetReply(sub, &reply), REDIS_ERR,
+                 "the subscriber's connection stayed open");
+    px_check_status(px_cmd(ctl, "SET after 2"), "OK");
+    d = px_redis_connect(&s->replica, NULL);
+    px_check_str(px_cmd(d, "GET after"), "2");
+    redisFree(d);
+    redisFree(blk);
+    redisFree(sub);
     redisFree(ctl);
 }
 
