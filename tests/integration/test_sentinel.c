@@ -324,19 +324,31 @@ Test(it_sentinel, killed_master_is_replaced, .init = init_three,
  * clients untouched (an operator re-pointed the sentinels: no
  * +switch-master, no CLIENT KILL on the old master): the periodic ask
  * finds it, a blocked call in flight there gets an error, a subscriber's
- * connection closes, and new commands go to the new master. */
+ * connection closes, a held LIMITER ... WAIT fails, and new commands go to
+ * the new master. */
 Test(it_sentinel, new_master_closes_private_connections, .init = init_one,
      .fini = px_sentinel_fini, .timeout = 60)
 {
     struct px_sentinels *s = px_sentinels();
-    redisContext *ctl, *sub, *blk, *d;
+    redisContext *ctl, *sub, *blk, *wt, *d;
     redisReply *r;
     void *reply = NULL;
-    char want[64];
+    char want[64], limits[PX_PATH_MAX], extra[PX_PATH_MAX + 32];
 
-    px_proxy_start(&px_env()->proxy, px_sentinel_yaml(s, 0, NULL), NULL);
+    /* One call every 10 s: a second one WAITs 10 s for its reservation. */
+    px_write_file(limits, sizeof(limits), "limits.yaml",
+                  "api:\n  children:\n    \"*\":\n      limits: [0, 1, 10]\n");
+    snprintf(extra, sizeof(extra), "limits_file: \"%s\"\n", limits);
+    px_proxy_start(&px_env()->proxy, px_sentinel_yaml(s, 0, extra), NULL);
     ctl = px_connect(px_env()->proxy.port);
     px_check_status(px_cmd(ctl, "SET before 1"), "OK");
+    wt = px_connect(px_env()->proxy.port);
+    r = px_cmd(wt, "LIMITER CHECK api:k");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    redisAppendCommand(wt, "LIMITER CHECK api:k WAIT 20000");
+    px_flush(wt);
+    px_info_poll(ctl, "limiter_waits", 1, 500);
     sub = px_connect(px_env()->proxy.port);
     r = px_cmd(sub, "SUBSCRIBE news");
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
@@ -367,6 +379,13 @@ Test(it_sentinel, new_master_closes_private_connections, .init = init_one,
     freeReplyObject(r);
     cr_assert_eq(redisGetReply(sub, &reply), REDIS_ERR,
                  "the subscriber's connection stayed open");
+    /* The held WAIT's reservation was made on the old master. */
+    r = px_next(wt);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert_not_null(strstr(r->str, "the master changed while the WAIT"),
+                       "%s", r->str);
+    freeReplyObject(r);
+    redisFree(wt);
     px_check_status(px_cmd(ctl, "SET after 2"), "OK");
     d = px_redis_connect(&s->replica, NULL);
     px_check_str(px_cmd(d, "GET after"), "2");
