@@ -359,6 +359,8 @@ Test(it_sentinel, new_master_closes_private_connections, .init = init_one,
 
     d = px_redis_connect(&s->replica, NULL);
     px_check_status(px_cmd(d, "REPLICAOF NO ONE"), "OK");
+    /* A master without the limiter's library (replicated until now). */
+    px_check_status(px_cmd(d, "FUNCTION FLUSH"), "OK");
     redisFree(d);
     d = px_connect(s->sent[0].port);
     px_check_status(px_cmd(d, "SENTINEL REMOVE %s", PX_SENTINEL_MASTER), "OK");
@@ -389,6 +391,14 @@ Test(it_sentinel, new_master_closes_private_connections, .init = init_one,
     px_check_status(px_cmd(ctl, "SET after 2"), "OK");
     d = px_redis_connect(&s->replica, NULL);
     px_check_str(px_cmd(d, "GET after"), "2");
+    /* The library was loaded on the new master ahead of the first call,
+     * which found it (no "Function not found" first). */
+    r = px_cmd(ctl, "CL.THROTTLE after-switch 5 10 60");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 5);
+    freeReplyObject(r);
+    cr_assert_eq(px_cmdstat_failed(d, "fcall"), 0);
+    cr_assert(px_cmdstat_calls(d, "fcall") >= 1);
     redisFree(d);
     redisFree(blk);
     redisFree(sub);
