@@ -51,6 +51,14 @@
 /* After a subscription failed at once: its next try (another sentinel). */
 #define SENTINEL_SUB_RETRY_MS 500
 
+/* After a switch, how long an ask's answer naming the master just left is
+ * taken for a sentinel that has not heard of the switch yet (sentinels
+ * share a new configuration within seconds, and convert the old master
+ * into a replica about as soon): its old master may still say ROLE master
+ * meanwhile, and following it back would split the writes. A
+ * +switch-master message is never stale: it is always followed. */
+#define SENTINEL_HOLD_MS 10000
+
 /* The least time between two rate-limited log lines (sentinels down). */
 #define SENTINEL_LOG_MS 10000
 
@@ -169,6 +177,13 @@ int sentinel_parse_role_master(const char *frame, size_t len)
     master = v.type == '*' && v.n >= 1 && resp_value_is(&v.elem[0], "master");
     resp_value_free(&v);
     return master;
+}
+
+int sentinel_stale(const char *prev, uint64_t switched_ms, uint64_t now_ms,
+                   const char *named)
+{
+    return prev[0] != '\0' && strcmp(prev, named) == 0 &&
+           now_ms - switched_ms < SENTINEL_HOLD_MS;
 }
 
 /* ---------------- Logging ---------------- */
@@ -317,6 +332,8 @@ static void sentinel_adopt(struct sentinel *s)
         return;
     }
     snprintf(s->master, sizeof(s->master), "%s", now);
+    snprintf(s->prev, sizeof(s->prev), "%s", old);
+    s->switched_ms = core_now_ms(s->core);
     if (old[0] != '\0') {
         s->switches++;
         log_warn("sentinel: master '%s' is now %s (was %s), named by "
@@ -422,7 +439,7 @@ static void sentinel_ask_failed(struct sentinel *s, const char *why)
 static void sentinel_on_addr(struct req *req, const char *frame, size_t len)
 {
     struct sentinel *s = req->ctx;
-    char host[256], why[200];
+    char host[256], why[300];
     int port = 0;
 
     s->asking = 0;
@@ -434,6 +451,16 @@ static void sentinel_on_addr(struct req *req, const char *frame, size_t len)
         s->tried = 0;
         s->round_ms = 0;
         s->next_ask_ms = core_now_ms(s->core) + SENTINEL_ASK_MS;
+        snprintf(why, sizeof(why), "%s:%d", host, port);
+        if (sentinel_stale(s->prev, s->switched_ms, core_now_ms(s->core),
+                           why)) {
+            sentinel_warn(s,
+                          "sentinel %s still names the previous master %s: "
+                          "not followed (it has not seen the switch yet)",
+                          s->addrs[s->ask_at].name, why);
+            s->ask_at = (s->ask_at + 1) % s->n; /* ask a better informed */
+            return;
+        }
         sentinel_consider(s, host, port, s->addrs[s->ask_at].name);
         return;
     case SENTINEL_PARSE_UNKNOWN:

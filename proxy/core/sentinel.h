@@ -55,6 +55,8 @@ struct sentinel {
     uint64_t role_sent_ms; /* when ROLE was sent */
     /* What is known: */
     char master[300];     /* "host:port" of the master, "" until known */
+    char prev[300];       /* the master before it, "" until a switch */
+    uint64_t switched_ms; /* when the master last changed */
     uint64_t switches;    /* masters after the first */
     uint64_t log_ms;      /* when a rate-limited line was last written */
     unsigned log_dropped; /* rate-limited lines dropped since */
@@ -102,5 +104,11 @@ enum sentinel_parse sentinel_parse_switch(const char *frame, size_t len,
 
 /* A ROLE reply: 1 when the node says it is a master, else 0. */
 int sentinel_parse_role_master(const char *frame, size_t len);
+
+/* 1 when an ask's answer naming `named` ("host:port") comes from a sentinel
+ * that has not seen the last switch yet: it names `prev`, the master left
+ * at `switched_ms`, less than a hold time ago (now `now_ms`). */
+int sentinel_stale(const char *prev, uint64_t switched_ms, uint64_t now_ms,
+                   const char *named);
 
 #endif /* PX_PROXY_CORE_SENTINEL_H */

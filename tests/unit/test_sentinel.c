@@ -123,6 +123,18 @@ Test(sentinel, role_master_only)
     cr_assert_eq(sentinel_parse_role_master(e, strlen(e)), 0);
 }
 
+/* An ask's answer naming the master just left is a sentinel that has not
+ * seen the switch: not followed for a while, then followed again. */
+Test(sentinel, stale_answers_after_a_switch)
+{
+    cr_assert_eq(sentinel_stale("", 0, 5, "a:1"), 0); /* no switch yet */
+    cr_assert_eq(sentinel_stale("a:1", 1000, 1500, "a:1"), 1);
+    cr_assert_eq(sentinel_stale("a:1", 1000, 10999, "a:1"), 1);
+    cr_assert_eq(sentinel_stale("a:1", 1000, 11000, "a:1"), 0);
+    cr_assert_eq(sentinel_stale("a:1", 1000, 1500, "b:1"), 0);
+    cr_assert_eq(sentinel_stale("a:1", 1000, 1500, "a:10"), 0);
+}
+
 /* ---- proxy.yaml ---- */
 
 static int load(struct conf *c, const char *yaml, char *err, size_t cap)
