@@ -403,7 +403,11 @@ void router_forward(struct req *req)
         return;
     }
     if (!cluster_ready(&server.cluster)) {
-        cluster_hold(&server.cluster, req);
+        /* Sentinel mode before a master is known: INFO answers with the
+         * proxy's own sections (sentinel_known:0); the rest waits. */
+        if (!server.cluster.sentinel || !merge_fanout(req)) {
+            cluster_hold(&server.cluster, req);
+        }
         return;
     }
     if (merge_fanout(req)) {

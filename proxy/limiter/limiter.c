@@ -947,7 +947,10 @@ void limiter_free(struct limiter *lm)
 
 void limiter_master_changed(struct limiter *lm, const char *old)
 {
-    if (old[0] != '\0' && lm->store.ops->node_gone != NULL) {
+    if (old[0] == '\0') {
+        return; /* the first master: nothing was known before */
+    }
+    if (lm->store.ops->node_gone != NULL) {
         lm->store.ops->node_gone(&lm->store, old);
     }
     limiter_wait_fail_all(&lm->waits,

@@ -438,6 +438,10 @@ Test(it_sentinel, logs_in_with_sentinel_password, .init = init_password,
              px_sentinel_yaml(s, 0, "connect_timeout_ms: 300\n"));
     px_proxy_start(&bare, yaml, NULL);
     px = px_connect(bare.port);
+    /* INFO answers meanwhile, from cellgate alone. */
+    check_info_line(px, "proxy_mode:sentinel");
+    check_info_line(px, "sentinel_known:0");
+    check_info_line(px, "sentinel_master_addr:");
     r = px_cmd(px, "GET k");
     cr_assert_eq(r->type, REDIS_REPLY_ERROR);
     cr_assert_not_null(strstr(r->str, "NOAUTH"), "%s", r->str);
