@@ -392,8 +392,13 @@ static void sentinel_consider(struct sentinel *s, const char *host, int port,
         (s->cand_port == port && strcmp(s->cand_host, host) == 0)) {
         return;
     }
-    log_info("sentinel %s: master '%s' is at %s", from,
-             s->core->conf->sentinel.master, name);
+    if (strcmp(name, s->named) != 0) {
+        /* One line per answer that changes: a candidate that is not a
+         * master yet is named again at every try. */
+        log_info("sentinel %s: master '%s' is at %s", from,
+                 s->core->conf->sentinel.master, name);
+        snprintf(s->named, sizeof(s->named), "%s", name);
+    }
     s->cand_port = 0; /* the old check's reply is not this one's */
     sentinel_close(&s->role, "connection closed (a newer master named)");
     if (sentinel_resolve(host, port, &sa) != PX_OK) {

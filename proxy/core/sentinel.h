@@ -56,6 +56,7 @@ struct sentinel {
     /* What is known: */
     char master[300];     /* "host:port" of the master, "" until known */
     char prev[300];       /* the master before it, "" until a switch */
+    char named[300];      /* the last candidate logged */
     uint64_t switched_ms; /* when the master last changed */
     uint64_t switches;    /* masters after the first */
     uint64_t log_ms;      /* when a rate-limited line was last written */
