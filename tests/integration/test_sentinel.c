@@ -51,11 +51,16 @@ Test(it_sentinel, finds_the_master_past_a_dead_sentinel, .init = init_one,
      .fini = px_sentinel_fini, .timeout = 60)
 {
     struct px_sentinels *s = px_sentinels();
+    static char list[64];
+    static const char *args[] = { "--sentinel", list, "--sentinel-master",
+                                  PX_SENTINEL_MASTER, NULL };
     char want[64];
     redisContext *px, *m;
 
-    px_proxy_start(&px_env()->proxy, px_sentinel_yaml(s, px_free_port(), NULL),
-                   NULL);
+    /* From the command line this time. */
+    snprintf(list, sizeof(list), "127.0.0.1:%d,127.0.0.1:%d", px_free_port(),
+             s->sent[0].port);
+    px_proxy_start(&px_env()->proxy, NULL, args);
     px = px_connect(px_env()->proxy.port);
     /* Held until the master is known, then served. */
     px_check_status(px_cmd(px, "SET sk sv"), "OK");
