@@ -474,9 +474,22 @@ static void sentinel_on_addr(struct req *req, const char *frame, size_t len)
     case SENTINEL_PARSE_BAD:
         break;
     }
-    snprintf(why, sizeof(why), "%.*s",
-             (int)(len > 150 ? 150 : (len > 2 ? len - 2 : 0)),
-             frame[0] == '-' ? frame + 1 : frame);
+    {
+        /* An error's text, without its '-', a leading "ERR " and CRLF;
+         * any other reply is the wrong shape. */
+        size_t skip = len >= 5 && memcmp(frame, "-ERR ", 5) == 0 ? 5
+                      : frame[0] == '-'                          ? 1
+                                                                 : 0;
+        size_t n = len >= skip + 2 ? len - skip - 2 : 0;
+        if (skip == 0) {
+            snprintf(why, sizeof(why),
+                     "unexpected reply to "
+                     "GET-MASTER-ADDR-BY-NAME");
+        } else {
+            snprintf(why, sizeof(why), "%.*s", (int)(n > 150 ? 150 : n),
+                     frame + skip);
+        }
+    }
     if (s->query != NULL && s->query_at == s->ask_at) {
         /* An error reply (NOAUTH...): a fresh connection next time. */
         sentinel_close(&s->query, NULL);
