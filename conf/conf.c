@@ -31,6 +31,7 @@
 
 #include "conf/conf_addr.h"
 #include "conf/conf_keys.h"
+#include "conf/conf_sentinel.h" /* its section, after conf_keys.h */
 #include "conf/conf_yaml.h"
 
 /* conf_yaml's codes are returned as ours. */
@@ -673,6 +674,7 @@ static int conf_set_commands(struct conf_loader *ld,
 static const struct conf_section conf_sections[] = {
     { .cmds = conf_commands, .ncmds = CONF_ARRAY_SIZE(conf_commands) },
     CONF_SECRET_SECTION,
+    CONF_SENTINEL_SECTION,
 };
 
 /* The key `name` (`len` bytes) and its index over all sections, or NULL. */

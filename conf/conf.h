@@ -12,6 +12,7 @@
 #include "conf/cmdpolicy.h"
 #include "conf/conf_addr.h"
 #include "conf/conf_secret.h"
+#include "conf/conf_sentinel.h"
 
 #define CONF_OK     0
 #define CONF_ERR    -1
@@ -96,6 +97,7 @@ struct conf {
                                         this share of its limit used is
                                         near_limit; 0 < r <= 1, default
                                         0.8 */
+    struct conf_sentinel sentinel;   /* sentinel mode (conf_sentinel.h) */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

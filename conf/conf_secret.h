@@ -32,7 +32,8 @@ struct conf;
     X(CONF_SECRET_UPSTREAM, "upstream_password", upstream_password)            \
     X(CONF_SECRET_LIMITER, "limiter_password", limiter_password)               \
     X(CONF_SECRET_ADMIN, "admin_password", admin_password)                     \
-    X(CONF_SECRET_REQUIREPASS, "requirepass", requirepass)
+    X(CONF_SECRET_REQUIREPASS, "requirepass", requirepass)                     \
+    X(CONF_SECRET_SENTINEL, "sentinel_password", sentinel.password)
 
 #define CONF_SECRET_ENUM(id, key, field) id,
 enum conf_secret_id { CONF_SECRETS(CONF_SECRET_ENUM) CONF_SECRET_COUNT };

@@ -137,7 +137,7 @@ static void cmd_ping(struct req *req)
         router_send_private(req);
         return;
     }
-    if (server.cluster.enabled || server.cluster.single != NULL) {
+    if (cluster_has_upstream(&server.cluster)) {
         router_forward(req);
         return;
     }

@@ -27,6 +27,10 @@ static const char main_usage[] =
     "  --upstream HOST:PORT one Redis server to forward to\n"
     "  --cluster HOST:PORT[,HOST:PORT...]\n"
     "                       Redis Cluster seed nodes\n"
+    "  --sentinel HOST:PORT[,HOST:PORT...]\n"
+    "                       Redis Sentinels that name the master\n"
+    "  --sentinel-master NAME\n"
+    "                       the name they monitor it by (sentinel_master)\n"
     "  --limits FILE        limits.yaml (the limits tree)\n"
     "  --metrics-listen HOST:PORT\n"
     "                       serve Prometheus metrics at /metrics (default off)\n"
@@ -39,8 +43,8 @@ static const char main_usage[] =
     "  --version            print the version and exit\n"
     "  --help               print this help and exit\n"
     "\n"
-    "With neither --upstream nor --cluster, cellgate runs embedded: ordinary\n"
-    "commands get -ERR no upstream configured.\n";
+    "With none of --upstream, --cluster and --sentinel, cellgate runs\n"
+    "embedded: ordinary commands get -ERR no upstream configured.\n";
 
 /* Parsed flags that are not conf fields. */
 struct main_opts {
@@ -142,6 +146,7 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
                 return 1;
             }
             c->nseeds = 0;
+            c->sentinel.naddrs = 0;
             continue;
         }
         if (!err && (v = main_opt_value(argc, argv, &i, "--cluster", &err))) {
@@ -150,6 +155,24 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
                 return 1;
             }
             c->upstream.port = 0;
+            c->sentinel.naddrs = 0;
+            continue;
+        }
+        if (!err && (v = main_opt_value(argc, argv, &i, "--sentinel", &err))) {
+            const char *bad;
+            size_t badlen;
+            if (conf_addr_split(v, c->sentinel.addrs, &c->sentinel.naddrs, &bad,
+                                &badlen) != CONF_ADDRS_OK) {
+                main_bad_usage("invalid --sentinel list", v);
+                return 1;
+            }
+            c->upstream.port = 0;
+            c->nseeds = 0;
+            continue;
+        }
+        if (!err &&
+            (v = main_opt_value(argc, argv, &i, "--sentinel-master", &err))) {
+            PX_CHECK_OOM(conf_set_str(&c->sentinel.master, v));
             continue;
         }
         if (!err &&
@@ -225,7 +248,12 @@ static int main_check_limits(const struct conf *conf)
 static int main_check_conf(const struct conf *c)
 {
     char err[MAIN_ERRBUF];
+    const char *why = conf_sentinel_invalid(c);
 
+    if (why != NULL) {
+        fprintf(stderr, "cellgate: %s\n", why);
+        return 1;
+    }
     if (acl_conf_check(c, err, sizeof(err)) != 0) {
         fprintf(stderr, "cellgate: %s\n", err);
         return 1;

@@ -93,6 +93,7 @@ static void merge_info_proxy_section(const struct merge *mg, struct buf *out)
              "total_commands_processed:%llu\r\n",
              PX_VERSION,
              cl->enabled          ? "cluster"
+             : cl->sentinel       ? "sentinel"
              : cl->single != NULL ? "single"
                                   : "embedded",
              server.nclients, (unsigned long long)server.stats.connections,
@@ -151,6 +152,18 @@ static void merge_info_proxy_section(const struct merge *mg, struct buf *out)
              "cluster_slots_covered:%u\r\n",
              cl->nnodes, mg->nparts, cl->enabled ? covered : CLUSTER_SLOTS);
     PX_CHECK_OOM(buf_append_str(out, line));
+    if (server.sentinel.n > 0) {
+        const struct sentinel *st = &server.sentinel;
+        char sl[1024];
+        snprintf(sl, sizeof(sl),
+                 "sentinel_master_name:%s\r\nsentinel_master_addr:%s\r\n"
+                 "sentinel_known:%d\r\nsentinel_switches:%llu\r\n"
+                 "sentinel_watching:%s\r\n",
+                 server.conf->sentinel.master, st->master,
+                 st->master[0] != '\0', (unsigned long long)st->switches,
+                 st->sub != NULL ? st->sub->name : "");
+        PX_CHECK_OOM(buf_append_str(out, sl));
+    }
     snprintf(line, sizeof(line),
              "private_connections:%u\r\nprivate_connections_refused:%llu\r\n",
              cluster_private_held(cl),

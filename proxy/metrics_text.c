@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "conf/conf.h"
 #include "parser/buf.h"
 #include "proxy/core/metrics.h"
 #include "proxy/core/upstream.h"
@@ -224,6 +225,32 @@ static void metrics_text_rules(struct metrics_text_cursor *cur, struct buf *out,
     }
 }
 
+/* Sentinel mode: the master Sentinel named, and how often it changed. */
+static void metrics_text_sentinel(struct buf *out)
+{
+    const struct sentinel *st = &server.sentinel;
+
+    if (st->n == 0) {
+        return;
+    }
+    metrics_text_printf(out,
+                        "# HELP cellgate_sentinel_switches_total Masters "
+                        "Sentinel named after the first.\n"
+                        "# TYPE cellgate_sentinel_switches_total counter\n"
+                        "cellgate_sentinel_switches_total %llu\n",
+                        (unsigned long long)st->switches);
+    if (st->master[0] != '\0') {
+        metrics_text_printf(out, "# HELP cellgate_sentinel_master_info The "
+                                 "master cellgate forwards to.\n"
+                                 "# TYPE cellgate_sentinel_master_info gauge\n"
+                                 "cellgate_sentinel_master_info{name=\"");
+        metrics_text_label(out, server.conf->sentinel.master);
+        PX_CHECK_OOM(buf_append_str(out, "\",addr=\""));
+        metrics_text_label(out, st->master);
+        PX_CHECK_OOM(buf_append_str(out, "\"} 1\n"));
+    }
+}
+
 /* Everything after the rules: small whatever the tree (histograms, at
  * most METRICS_MAX_NODES nodes, clients by a bounded set of names). */
 static void metrics_text_rest(struct buf *out)
@@ -272,6 +299,7 @@ static void metrics_text_rest(struct buf *out)
                         "cellgate_auth_failures_total %llu\n",
                         (unsigned long long)server.stats.auth_failures);
     metrics_text_limiter_bytes(out);
+    metrics_text_sentinel(out);
     if (m->sha256[0] != '\0') {
         metrics_text_printf(out,
                             "# HELP cellgate_config_info The loaded limits "

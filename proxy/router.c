@@ -403,7 +403,11 @@ void router_forward(struct req *req)
         return;
     }
     if (!cluster_ready(&server.cluster)) {
-        cluster_hold(&server.cluster, req);
+        /* Sentinel mode before a master is known: INFO answers with the
+         * proxy's own sections (sentinel_known:0); the rest waits. */
+        if (!server.cluster.sentinel || !merge_fanout(req)) {
+            cluster_hold(&server.cluster, req);
+        }
         return;
     }
     if (merge_fanout(req)) {
@@ -462,7 +466,7 @@ void router_forward(struct req *req)
 
 void router_send_kill(struct req *req)
 {
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
+    if (!cluster_has_upstream(&server.cluster)) {
         req_reply_error(req, "no upstream configured");
         return;
     }
@@ -649,7 +653,7 @@ static void router_set_lat(struct req *req, enum req_lat lat)
 static int router_to_redis(const struct client *c, enum cmd_how how,
                            unsigned flags)
 {
-    if (!server.cluster.enabled && server.cluster.single == NULL) {
+    if (!cluster_has_upstream(&server.cluster)) {
         return 0;
     }
     if ((c->multi && !(flags & CMD_F_NOAUTH)) || c->tunnel) {

@@ -85,8 +85,18 @@ static void server_on_flush(uv_prepare_t *h)
 static void server_on_cron(uv_timer_t *t)
 {
     PX_UNUSED(t);
+    sentinel_cron(&server.sentinel, server_now_ms());
     cluster_cron(&server.cluster, server_now_ms());
     limiter_cron(&server.limiter);
+}
+
+/* Sentinel named a new master: the limiter forgets the old one (the
+ * cluster moved the connections already). */
+static void server_on_master(void *arg, const char *old, const char *now)
+{
+    PX_UNUSED(arg);
+    PX_UNUSED(now);
+    limiter_master_changed(&server.limiter, old);
 }
 
 static void server_on_connection(uv_stream_t *listener, int status)
@@ -116,6 +126,7 @@ static void server_stop(void)
             container_of(queue_head(&server.clients), struct client, node));
     }
     limiter_stop(&server.limiter);
+    sentinel_stop(&server.sentinel);
     cluster_shutdown(&server.cluster);
     while (!queue_empty(&server.core.upstreams)) {
         struct upstream *up = container_of(queue_head(&server.core.upstreams),
@@ -171,6 +182,7 @@ static int server_init_failed(void)
     server_stop();
     uv_run(server.loop, UV_RUN_DEFAULT);
     uv_loop_close(server.loop);
+    sentinel_free(&server.sentinel);
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);
@@ -194,7 +206,8 @@ int server_init(const struct conf *conf)
     queue_init(&server.cluster.nodes);
     queue_init(&server.cluster.waiting);
     limiter_init(&server.limiter, &server.core, &server.cluster, conf,
-                 conf->nseeds == 0 && conf->upstream.port == 0);
+                 conf->nseeds == 0 && conf->upstream.port == 0 &&
+                     conf->sentinel.naddrs == 0);
     hmap_init(&server.pubsub_chans);
     hmap_init(&server.pubsub_pats);
     uv_prepare_init(server.loop, &server.flush);
@@ -224,10 +237,17 @@ int server_init(const struct conf *conf)
         return server_init_failed();
     }
     if (cluster_init(&server.cluster, &server.core, conf, router_dispatch) !=
-        PX_OK) {
+            PX_OK ||
+        sentinel_start(&server.sentinel, &server.core, &server.cluster,
+                       server_on_master, NULL) != PX_OK) {
         return server_init_failed();
     }
-    if (conf->nseeds > 0) {
+    if (conf->sentinel.naddrs > 0) {
+        log_info("cellgate %s listening on %s:%d, sentinel mode (master "
+                 "'%s', %d sentinels)",
+                 PX_VERSION, conf->listen.host, conf->listen.port,
+                 conf->sentinel.master, conf->sentinel.naddrs);
+    } else if (conf->nseeds > 0) {
         log_info("cellgate %s listening on %s:%d, cluster mode (%d seeds)",
                  PX_VERSION, conf->listen.host, conf->listen.port,
                  conf->nseeds);
@@ -254,6 +274,7 @@ int server_run(void)
     int rc;
 
     uv_run(server.loop, UV_RUN_DEFAULT);
+    sentinel_free(&server.sentinel);
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);

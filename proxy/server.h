@@ -11,6 +11,7 @@
 #include "proxy/core/hmap.h"
 #include "proxy/core/metrics.h"
 #include "proxy/core/queue.h"
+#include "proxy/core/sentinel.h"
 #include "proxy/limiter/limiter.h"
 #include "proxy/metrics_http.h"
 
@@ -59,6 +60,7 @@ struct server {
     struct core core;           /* the core layer's loop, configuration,
                                    upstreams and dirty upstreams */
     struct cluster cluster;     /* the upstream topology */
+    struct sentinel sentinel;   /* sentinel mode: names cluster's node */
     struct limiter limiter;     /* the limiter layer */
     uv_signal_t sighup;         /* LIMITER RELOAD */
     struct hmap pubsub_chans;   /* cluster mode: channels cellgate's

@@ -497,7 +497,10 @@ static struct upstream *cluster_pick_control(struct cluster *cl)
 
 int cluster_ready(struct cluster *cl)
 {
-    return !cl->enabled || (cl->has_map && cl->keys != NULL);
+    if (!cl->enabled) {
+        return cl->single != NULL || !cl->sentinel;
+    }
+    return cl->has_map && cl->keys != NULL;
 }
 
 const struct keyspec *cluster_keyspec(struct cluster *cl)
@@ -529,7 +532,7 @@ static void cluster_release(struct cluster *cl, const char *fail_why)
         if (req->on_reply == NULL) {
             req_free(req); /* its client left while it waited */
         } else if (fail_why != NULL) {
-            req_reply_error(req, "CLUSTERDOWN %s", fail_why);
+            req_reply_error(req, "%s", fail_why);
         } else {
             /* Routing starts over: the request may have been held on its
              * way to a private connection or a local handler. */
@@ -540,7 +543,9 @@ static void cluster_release(struct cluster *cl, const char *fail_why)
 
 static void cluster_expire_held(struct cluster *cl, uint64_t now_ms)
 {
-    unsigned timeout = cl->core->conf->command_timeout_ms;
+    const struct conf *conf = cl->core->conf;
+    unsigned timeout =
+        cl->enabled ? conf->command_timeout_ms : conf->connect_timeout_ms;
     char why[256];
 
     if (queue_empty(&cl->waiting) || timeout == 0) {
@@ -553,8 +558,15 @@ static void cluster_expire_held(struct cluster *cl, uint64_t now_ms)
             return;
         }
     }
-    snprintf(why, sizeof(why), "no slot map from the cluster yet (%s)",
-             cl->last_err[0] ? cl->last_err : "no node answered");
+    if (!cl->enabled) { /* sentinel mode: no master named yet */
+        snprintf(why, sizeof(why), "upstream master '%s' unavailable: %s",
+                 conf->sentinel.master,
+                 cl->last_err[0] ? cl->last_err : "no sentinel answered yet");
+    } else {
+        snprintf(why, sizeof(why),
+                 "CLUSTERDOWN no slot map from the cluster yet (%s)",
+                 cl->last_err[0] ? cl->last_err : "no node answered");
+    }
     /* Fail the whole batch: they all waited for the same thing. */
     cluster_release(cl, why);
 }
@@ -879,6 +891,10 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
     queue_init(&cl->nodes);
     queue_init(&cl->waiting);
 
+    if (conf->sentinel.naddrs > 0) {
+        cl->sentinel = 1; /* the node comes with the master's address */
+        return PX_OK;
+    }
     if (conf->nseeds == 0) {
         if (conf->upstream.port == 0) {
             return PX_OK; /* embedded mode */
@@ -911,7 +927,7 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
 
 void cluster_shutdown(struct cluster *cl)
 {
-    cluster_release(cl, "proxy shutting down");
+    cluster_release(cl, "CLUSTERDOWN proxy shutting down");
     while (!queue_empty(&cl->nodes)) {
         cluster_node_drop(
             cl, container_of(queue_head(&cl->nodes), struct node, link),
@@ -920,6 +936,35 @@ void cluster_shutdown(struct cluster *cl)
     cl->single = NULL;
     keyspec_free(cl->keys);
     cl->keys = NULL;
+}
+
+int cluster_single_move(struct cluster *cl, const char *host, int port,
+                        const char *why)
+{
+    struct node *old = cl->single, *n;
+
+    if (old != NULL && old->port == port && strcmp(old->host, host) == 0) {
+        return 0;
+    }
+    n = cluster_node_get(cl, host, strlen(host), port);
+    if (n == NULL) {
+        return -1;
+    }
+    n->seed = 1;
+    cl->single = n;
+    if (old != NULL) {
+        /* A client's state there (a transaction, subscriptions, a
+         * blocking call) cannot follow: its connection closes. */
+        while (!queue_empty(&old->held)) {
+            struct upstream *up = container_of(queue_head(&old->held),
+                                               struct upstream, held_link);
+            cluster_private_unhold(up);
+            upstream_destroy(up, why);
+        }
+        cluster_node_drop(cl, old, why);
+    }
+    cluster_release(cl, NULL);
+    return 1;
 }
 
 static int cluster_cmp_name(const void *a, const void *b)

@@ -80,13 +80,18 @@ struct cluster {
                                          over them ended) */
     struct downlog refresh_dlog;      /* failed refreshes, told at the
                                          first and once a minute */
-    char last_err[160];               /* why the last refresh failed */
+    char last_err[160];               /* why the last refresh failed (in
+                                         sentinel mode: why no master is
+                                         known, set by sentinel.c) */
     char asked_host[256];             /* host of the node last asked for
                                          the map (it may not know its own
                                          address) */
     unsigned refreshing : 1;          /* a CLUSTER SLOTS is in flight */
     unsigned fetching_keys : 1;       /* a COMMAND is in flight */
     unsigned has_map : 1;             /* a slot map was loaded */
+    unsigned sentinel : 1;            /* single mode whose node Sentinel
+                                         names: none until it answers, so
+                                         requests are held meanwhile */
 };
 
 /* Creates single mode's node, or in cluster mode asks a seed for the slot
@@ -98,7 +103,15 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
 /* Closes every node (shutdown). Held requests fail. */
 void cluster_shutdown(struct cluster *cl);
 
-/* True once requests can be routed (always in single mode). */
+/* True unless the proxy is embedded: requests go to Redis (in sentinel
+ * mode also while no master is known yet; they are held meanwhile). */
+static inline int cluster_has_upstream(const struct cluster *cl)
+{
+    return cl->enabled || cl->single != NULL || cl->sentinel;
+}
+
+/* True once requests can be routed (in single mode, once its node is
+ * known). */
 int cluster_ready(struct cluster *cl);
 
 /* Holds `req` until the slot map and the command table are known; it fails
@@ -216,6 +229,16 @@ unsigned cluster_masters(struct cluster *cl, struct node **out, unsigned max);
  * refreshes. Returns 1 when it completed `req` (which may be freed). */
 int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
                              const char *frame, size_t len);
+
+/* Sentinel mode: the single node becomes host:port (a master Sentinel
+ * named). The old node's connections close: every request owed there gets
+ * "-ERR upstream <old> <why>", never another's reply, and the private
+ * connections clients hold there are closed (their clients are told as
+ * for a lost connection). Held requests are routed to the new node. 1
+ * when it moved, 0 when host:port is the node already, -1 when it cannot
+ * be resolved (nothing changed). */
+int cluster_single_move(struct cluster *cl, const char *host, int port,
+                        const char *why);
 
 /* Periodic work: map refresh, held requests' timeouts, command timeouts. */
 void cluster_cron(struct cluster *cl, uint64_t now_ms);

@@ -620,13 +620,18 @@ static void upstream_queue_hello(struct upstream *up, int proto)
 }
 
 /* Queues AUTH when a password is configured for the connection's user:
- * the limiter's user on a limiter connection, else the client traffic's. */
+ * the limiter's user on a limiter connection, the sentinels' on a sentinel
+ * connection, else the client traffic's. */
 static void upstream_queue_auth(struct upstream *up)
 {
     const struct conf *conf = up->core->conf;
-    const char *user = up->limiter ? conf->limiter_user : conf->upstream_user;
-    const char *pass = core_secret(
-        up->core, up->limiter ? CONF_SECRET_LIMITER : CONF_SECRET_UPSTREAM);
+    const char *user = up->sentinel  ? conf->sentinel.user
+                       : up->limiter ? conf->limiter_user
+                                     : conf->upstream_user;
+    const char *pass =
+        core_secret(up->core, up->sentinel  ? CONF_SECRET_SENTINEL
+                              : up->limiter ? CONF_SECRET_LIMITER
+                                            : CONF_SECRET_UPSTREAM);
     const char *argv[3];
     size_t lens[3];
     int argc = 0;
@@ -651,6 +656,9 @@ static void upstream_queue_auth(struct upstream *up)
 static void upstream_queue_setup(struct upstream *up)
 {
     upstream_queue_auth(up);
+    if (up->sentinel) {
+        return; /* a sentinel: no protocol, id nor library to set up */
+    }
     if (up->proto == RESP_PROTO3) {
         upstream_queue_hello(up, RESP_PROTO3);
     }
@@ -781,8 +789,11 @@ static struct upstream *upstream_alloc(struct core *core, const char *host,
     snprintf(up->host, sizeof(up->host), "%s", host);
     up->port = port;
     snprintf(up->name, sizeof(up->name), "%s:%d", host, port);
-    up->mnode =
-        core->metrics != NULL ? metrics_node(core->metrics, up->name) : NULL;
+    up->sentinel = (flags & UPSTREAM_SENTINEL) != 0;
+    /* A sentinel is no node of the data: none of the nodes' counters. */
+    up->mnode = core->metrics != NULL && !up->sentinel
+                    ? metrics_node(core->metrics, up->name)
+                    : NULL;
     up->dlog = &up->own_dlog;
     up->proto = proto;
     up->limiter = (flags & UPSTREAM_LIMITER) != 0;

@@ -143,10 +143,13 @@ struct upstream {
                                    (SCRIPT KILL): pooled when they are done */
     unsigned limiter : 1;       /* logs in as limiter_user: carries the
                                    limiter's calls only, never a client's */
+    unsigned sentinel : 1;      /* private, to a Redis Sentinel: logs in as
+                                   sentinel_user, no other setup */
 };
 
 /* Flags of a new upstream. */
-#define UPSTREAM_LIMITER 1u /* a limiter connection (see `limiter`) */
+#define UPSTREAM_LIMITER  1u /* a limiter connection (see `limiter`) */
+#define UPSTREAM_SENTINEL 2u /* a Sentinel connection (see `sentinel`) */
 
 /* A shared upstream of `node` at host:port (named "host:port" in logs and
  * errors) speaking `proto` (RESP_PROTO2 or RESP_PROTO3), with `flags`

@@ -945,6 +945,19 @@ void limiter_free(struct limiter *lm)
     limiter_waits_free(&lm->waits);
 }
 
+void limiter_master_changed(struct limiter *lm, const char *old)
+{
+    if (old[0] == '\0') {
+        return; /* the first master: nothing was known before */
+    }
+    if (lm->store.ops->node_gone != NULL) {
+        lm->store.ops->node_gone(&lm->store, old);
+    }
+    limiter_wait_fail_all(&lm->waits,
+                          "ERR the master changed while the WAIT was held "
+                          "(its reservation may be lost): retry");
+}
+
 uint64_t limiter_fail_open(const struct limiter *lm)
 {
     return lm->store.fail_open;

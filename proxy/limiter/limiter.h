@@ -111,6 +111,13 @@ int limiter_flush_due(const struct limiter *lm);
 /* Periodic work: expires a little of the in-process store. */
 void limiter_cron(struct limiter *lm);
 
+/* Sentinel named a new master in place of `old` ("host:port"): what the
+ * limiter knew of the old one goes (the refusal cache's entries and
+ * tracker), and every held WAIT reply fails with an error, since its
+ * reservation was made there and may not have reached the new master. The
+ * library is loaded on the new master by its connections' setup. */
+void limiter_master_changed(struct limiter *lm, const char *old);
+
 /* Shutdown: fails the calls not yet sent, ends every reply held by
  * LIMITER CHECK ... WAIT, and ends or cancels a reload
  * (limiter_reload_stop). */

@@ -115,9 +115,10 @@ static void limiter_wait_on_close(uv_handle_t *h)
     px_free(container_of(h, struct limiter_wait, timer));
 }
 
-/* Ends a started wait: replies (on_time) or just lets the request go
- * (shutdown, or its client left). */
-static void limiter_wait_end(struct limiter_wait *w, int on_time)
+/* Ends a started wait: replies (on_time), fails with `err`, or just lets
+ * the request go (shutdown, or its client left). */
+static void limiter_wait_end(struct limiter_wait *w, int on_time,
+                             const char *err)
 {
     struct req *root = w->root;
 
@@ -127,20 +128,24 @@ static void limiter_wait_end(struct limiter_wait *w, int on_time)
     limiter_wait_release(w);
     uv_timer_stop(&w->timer);
     uv_close((uv_handle_t *)&w->timer, limiter_wait_on_close);
-    if (req_owed_back(root) && on_time) {
-        w->fn(root, w->v);
+    if (req_owed_back(root)) {
+        if (on_time) {
+            w->fn(root, w->v);
+        } else if (err != NULL) {
+            req_reply_error(root, "%s", err);
+        }
     }
 }
 
 static void limiter_wait_on_timer(uv_timer_t *t)
 {
-    limiter_wait_end(container_of(t, struct limiter_wait, timer), 1);
+    limiter_wait_end(container_of(t, struct limiter_wait, timer), 1, NULL);
 }
 
 /* root's client left (req_orphan): the wait ends now, not in an hour. */
 static void limiter_wait_on_cancel(struct req *root)
 {
-    limiter_wait_end(root->cancel_ctx, 0);
+    limiter_wait_end(root->cancel_ctx, 0, NULL);
 }
 
 void limiter_wait_start(struct limiter_wait *w, struct core *core,
@@ -166,6 +171,15 @@ void limiter_wait_stop_all(struct limiter_waits *ws)
     while (!queue_empty(&ws->started)) {
         limiter_wait_end(
             container_of(queue_head(&ws->started), struct limiter_wait, link),
-            0);
+            0, NULL);
+    }
+}
+
+void limiter_wait_fail_all(struct limiter_waits *ws, const char *err)
+{
+    while (!queue_empty(&ws->started)) {
+        limiter_wait_end(
+            container_of(queue_head(&ws->started), struct limiter_wait, link),
+            0, err);
     }
 }

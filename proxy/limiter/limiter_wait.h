@@ -68,6 +68,10 @@ void limiter_wait_start(struct limiter_wait *w, struct core *core,
                         struct req *root, const int64_t v[5], int64_t delay_ns,
                         limiter_wait_fn *fn);
 
+/* Ends every started wait with the error `err` instead of its reply
+ * (the reservation it waits for was made where the keys no longer are). */
+void limiter_wait_fail_all(struct limiter_waits *ws, const char *err);
+
 /* Shutdown: ends every started wait without its reply. */
 void limiter_wait_stop_all(struct limiter_waits *ws);
 

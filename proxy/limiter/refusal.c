@@ -510,6 +510,16 @@ static void refusal_tracker_close(void *p)
     px_free(t);
 }
 
+void refusal_node_gone(struct refusal *rf, const char *name)
+{
+    struct refusal_tracker *t = hmap_get(&rf->trackers, name, strlen(name));
+
+    if (t != NULL) {
+        /* Its gone callback forgets its keys and frees it. */
+        upstream_destroy(t->up, "connection closed: the node is gone");
+    }
+}
+
 void refusal_free(struct refusal *rf)
 {
     hmap_free(&rf->entries, refusal_entry_free);

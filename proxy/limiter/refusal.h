@@ -140,6 +140,11 @@ void refusal_learn_slots(struct refusal *rf, const char *key, size_t klen,
  * may). */
 void refusal_forget(struct refusal *rf, const char *key, size_t klen);
 
+/* Forgets the keys of node `name` ("host:port") and closes its tracker:
+ * it is no longer where they live (Sentinel named a new master), so what
+ * it says of them tells nothing. */
+void refusal_node_gone(struct refusal *rf, const char *name);
+
 /* Forgets every key (a client's FLUSHALL on its way). */
 void refusal_forget_all(struct refusal *rf);
 

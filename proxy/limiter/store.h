@@ -251,6 +251,10 @@ struct store_ops {
      * tell only later. NULL: nothing is cached. */
     void (*forget)(struct store *st, const char *key, size_t klen);
 
+    /* Node `name` ("host:port") no longer holds the keys (Sentinel named
+     * a new master): forget what is cached of it. NULL: nothing is. */
+    void (*node_gone)(struct store *st, const char *name);
+
     /* Periodic work. NULL: none. */
     void (*cron)(struct store *st);
 

@@ -2267,6 +2267,15 @@ static void store_redis_forget(struct store *st, const char *key, size_t klen)
     }
 }
 
+static void store_redis_node_gone(struct store *st, const char *name)
+{
+    struct store_redis *rs = st->impl;
+
+    refusal_node_gone(&rs->refusals, name);
+    /* Its users are checked again where they now are (aclcheck). */
+    hmap_del(&rs->checked, name, strlen(name));
+}
+
 static void store_redis_stats(struct store *st, struct store_stats *out)
 {
     struct store_redis *rs = st->impl;
@@ -2290,6 +2299,7 @@ const struct store_ops store_redis_ops = {
     .flush = store_redis_flush,
     .caches = store_redis_caches,
     .forget = store_redis_forget,
+    .node_gone = store_redis_node_gone,
     .cron = store_redis_cron,
     .stop = store_redis_stop,
     .stats = store_redis_stats,

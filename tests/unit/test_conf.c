@@ -59,6 +59,11 @@ static const char *const all_keys[] = {
     "limiter_shadow",
     "metrics_listen",
     "metrics_near_limit_ratio",
+    "sentinel",
+    "sentinel_master",
+    "sentinel_user",
+    "sentinel_password",
+    "sentinel_tls",
 };
 
 /* Loads `yaml` over the defaults into `c`, naming it proxy.yaml. */
