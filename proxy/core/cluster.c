@@ -63,24 +63,12 @@
 static void cluster_on_down(struct upstream *up);
 static int cluster_on_error(struct upstream *up, struct req *req,
                             const char *frame, size_t len);
-static void cluster_on_pooled_gone(struct upstream *up, int failed);
-static void cluster_on_oneshot_idle(struct upstream *up);
 
 /* Shared connections: redirections followed, a lost one refreshes the
  * map. */
 static const struct upstream_ops cluster_shared_ops = {
     .error = cluster_on_error,
     .down = cluster_on_down,
-};
-
-/* Idle private connections in a node's pool. */
-static const struct upstream_ops cluster_pooled_ops = {
-    .gone = cluster_on_pooled_gone,
-};
-
-/* Private connections lent for the requests in flight (SCRIPT KILL). */
-static const struct upstream_ops cluster_oneshot_ops = {
-    .idle = cluster_on_oneshot_idle,
 };
 
 /* A seed's connection, asked for the map: closed once it answered. */
@@ -94,25 +82,6 @@ static void cluster_on_seed_idle(struct upstream *up)
 static const struct upstream_ops cluster_seed_ops = {
     .idle = cluster_on_seed_idle,
 };
-
-static void cluster_on_pooled_gone(struct upstream *up, int failed)
-{
-    PX_UNUSED(failed);
-    if (up->home != NULL) {
-        /* A pooled idle connection that failed (Redis's idle timeout). */
-        queue_remove(&up->idle_link);
-        up->home->nidle--;
-        up->home = NULL;
-    }
-}
-
-static void cluster_on_oneshot_idle(struct upstream *up)
-{
-    if (up->oneshot && queue_empty(&up->inflight)) {
-        up->oneshot = 0;
-        cluster_private_put(up->ctx, up, 0);
-    }
-}
 
 /* A shared upstream of `n` in `proto`, with `flags` (UPSTREAM_*). */
 static struct upstream *cluster_shared_new(struct cluster *cl, struct node *n,
@@ -287,110 +256,6 @@ struct node *cluster_node_by_name(struct cluster *cl, const char *name)
         }
     }
     return NULL;
-}
-
-struct upstream *cluster_private_take(struct cluster *cl, struct node *node,
-                                      int proto, const struct upstream_ops *ops)
-{
-    struct upstream *up;
-
-    while (!queue_empty(&node->idle)) {
-        up = container_of(queue_head(&node->idle), struct upstream, idle_link);
-        queue_remove(&up->idle_link);
-        node->nidle--;
-        up->home = NULL;
-        if (!upstream_is_usable(up)) {
-            upstream_destroy(up, NULL);
-            continue;
-        }
-        up->ops = ops;
-        upstream_switch_proto(up, proto);
-        return up;
-    }
-    up = upstream_new_private(cl->core, node->host, node->port, proto, 0, ops);
-    up->ctx = cl;
-    return up;
-}
-
-struct upstream *cluster_limiter_private(struct cluster *cl, struct node *node,
-                                         int proto,
-                                         const struct upstream_ops *ops)
-{
-    struct upstream *up;
-
-    if (cl->core->conf->limiter_password == NULL) {
-        return cluster_private_take(cl, node, proto, ops);
-    }
-    up = upstream_new_private(cl->core, node->host, node->port, proto,
-                              UPSTREAM_LIMITER, ops);
-    up->ctx = cl;
-    return up;
-}
-
-struct upstream *cluster_private_hold(struct cluster *cl, struct node *node,
-                                      int proto, const struct upstream_ops *ops)
-{
-    struct upstream *up;
-
-    if (node->nheld >= cl->core->conf->private_max_per_node) {
-        return NULL;
-    }
-    up = cluster_private_take(cl, node, proto, ops);
-    up->held_on = node;
-    queue_insert_tail(&node->held, &up->held_link);
-    node->nheld++;
-    return up;
-}
-
-void cluster_private_unhold(struct upstream *up)
-{
-    if (up->held_on == NULL) {
-        return;
-    }
-    queue_remove(&up->held_link);
-    up->held_on->nheld--;
-    up->held_on = NULL;
-}
-
-unsigned cluster_private_held(const struct cluster *cl)
-{
-    const struct queue *q;
-    unsigned total = 0;
-
-    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
-        total += container_of(q, struct node, link)->nheld;
-    }
-    return total;
-}
-
-void cluster_private_put(struct cluster *cl, struct upstream *up, int close)
-{
-    struct node *n = cluster_node_by_name(cl, up->name);
-
-    cluster_private_unhold(up);
-    up->owner = NULL;
-    up->oneshot = 0;
-    up->ops = &cluster_pooled_ops;
-    if (close || up->tracked || up->limiter || n == NULL ||
-        !queue_empty(&up->inflight) || !upstream_is_usable(up) ||
-        n->nidle >= cl->core->conf->private_pool || cl->core->shutting_down) {
-        upstream_destroy(up, NULL);
-        return;
-    }
-    upstream_reset(up);
-    up->home = n;
-    queue_insert_tail(&n->idle, &up->idle_link);
-    n->nidle++;
-}
-
-void cluster_send_oneshot(struct cluster *cl, struct node *node,
-                          struct req *req)
-{
-    struct upstream *up =
-        cluster_private_take(cl, node, req->proto, &cluster_oneshot_ops);
-
-    up->oneshot = 1;
-    upstream_send(up, req);
 }
 
 void cluster_send(struct cluster *cl, struct node *n, struct req *req)
