@@ -6,7 +6,7 @@
 #
 #   bash tests/clients/run.sh [path/to/cellgate]      (default build-test/cellgate)
 #   ONLY="py ioredis6" bash tests/clients/run.sh ...  (a subset of the parts)
-#   MODE=single|cluster|tls|tls-cluster|both|all      (default all)
+#   MODE=single|cluster|tls|tls-cluster|sentinel|both|all   (default all)
 #
 # Runs every part in `single` (cellgate in front of one redis-server) and
 # `cluster` (cellgate in front of a local 3-master Redis Cluster from
@@ -15,7 +15,9 @@
 # to cellgate's tls_listen port, cellgate to Redis with upstream_tls, the
 # direct side to Redis's tls-port; certificates from scripts/tls-certs.sh,
 # checked on both sides; the TLS cluster announces the host name localhost,
-# which cellgate checks against the nodes' certificates). Each mode starts its servers on free loopback ports,
+# which cellgate checks against the nodes' certificates); and in `sentinel`:
+# cellgate finds a master through three redis-sentinels (`--sentinel`), a
+# replica beside it. Each mode starts its servers on free loopback ports,
 # runs every client part with a time limit, and stops them (also on failure or
 # Ctrl-C). Every check name is prefixed by its mode (`ok - cluster: py: ...`).
 # Ends with the line `N passed, N failed`; exits non-zero if any check failed.
@@ -35,11 +37,11 @@ fi
 CG=$(cd "$(dirname "$CG")" && pwd)/$(basename "$CG")
 
 case "${MODE:-all}" in
-single | cluster | tls | tls-cluster) MODES=("$MODE") ;;
+single | cluster | tls | tls-cluster | sentinel) MODES=("$MODE") ;;
 both) MODES=(single cluster) ;;
-all) MODES=(single cluster tls tls-cluster) ;;
+all) MODES=(single cluster tls tls-cluster sentinel) ;;
 *)
-    echo "clients: MODE must be single, cluster, tls, tls-cluster, both or all (not '${MODE}')" >&2
+    echo "clients: MODE must be single, cluster, tls, tls-cluster, sentinel, both or all (not '${MODE}')" >&2
     echo "0 passed, 1 failed"
     exit 1
     ;;
@@ -105,9 +107,15 @@ CG_PID=""
 CLUSTER_DIR=""
 # stop and wait_ping
 . "$ROOT/scripts/proc.sh"
+EXTRA_PIDS=()  # sentinel mode: the replica and the sentinels
 stop_servers() {
+    local pid
     stop "$CG_PID"
     CG_PID=""
+    for pid in "${EXTRA_PIDS[@]}"; do
+        stop "$pid"
+    done
+    EXTRA_PIDS=()
     stop "$R_PID"
     R_PID=""
     if [ -n "$CLUSTER_DIR" ]; then
@@ -150,7 +158,7 @@ start_cellgate() {  # log, upstream args...
     return 1
 }
 
-start_single() {
+start_single_redis() {
     local _
     for _ in 1 2 3; do
         RPORT=$(bash "$ROOT/scripts/freeport.sh")
@@ -163,6 +171,10 @@ start_single() {
         stop "$R_PID"; R_PID=""
     done
     [ -n "$R_PID" ] || return 1
+}
+
+start_single() {
+    start_single_redis || return 1
     NODE_PORTS=$RPORT
     DIRECT_TAG=""
     start_cellgate "$MODEDIR/cellgate.log" --upstream "127.0.0.1:$RPORT"
@@ -280,6 +292,39 @@ start_tls-cluster() {
     start_cellgate_tls cluster "$seeds"
 }
 
+# Sentinel mode: a master, a replica and three redis-sentinels monitoring
+# the master as "cg-master"; cellgate asks them for it. The direct side is
+# the master.
+start_sentinel() {
+    local port i sports=() list="" _
+    start_single_redis || return 1
+    port=$(bash "$ROOT/scripts/freeport.sh")
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+        --replicaof 127.0.0.1 "$RPORT" --dir "$MODEDIR" \
+        --logfile "$MODEDIR/replica.log" &
+    EXTRA_PIDS+=($!)
+    wait_ping "$port" || return 1
+    for i in 1 2 3; do
+        port=$(bash "$ROOT/scripts/freeport.sh")
+        printf '%s\n' "port $port" "bind 127.0.0.1" "dir \"$MODEDIR\"" \
+            "sentinel monitor cg-master 127.0.0.1 $RPORT 2" \
+            "sentinel down-after-milliseconds cg-master 5000" \
+            >"$MODEDIR/sentinel-$i.conf"
+        redis-server "$MODEDIR/sentinel-$i.conf" --sentinel \
+            --logfile "$MODEDIR/sentinel-$i.log" &
+        EXTRA_PIDS+=($!)
+        sports+=("$port")
+        list+="${list:+,}127.0.0.1:$port"
+    done
+    for port in "${sports[@]}"; do
+        wait_ping "$port" || return 1
+    done
+    NODE_PORTS=$RPORT
+    DIRECT_TAG=""
+    start_cellgate "$MODEDIR/cellgate.log" --sentinel "$list" \
+        --sentinel-master cg-master
+}
+
 # ---------------------------------------------------------------- parts
 # The Go part is built once, offline: redigo from Debian in GOPATH mode.
 GO_BIN=$RUNDIR/go_clients
@@ -307,8 +352,10 @@ PARTS=(
     "bullmq|60|node $HERE/node_bullmq.js"
     "cli|40|bash $HERE/cli_bench.sh"
 )
-# The parts whose libraries speak TLS, run again in the TLS modes.
+# The parts whose libraries speak TLS, run again in the TLS modes, and the
+# ones run in sentinel mode.
 TLS_PARTS=" py ioredis6 node-redis cli "
+SENTINEL_PARTS=" py ioredis6 node-redis cli "
 
 OUT=$RUNDIR/results.txt
 : >"$OUT"
@@ -328,7 +375,7 @@ run_mode() {  # mode
     # UPSTREAM_POOL, PRIVATE_POOL: cellgate's defaults (its proxy.yaml, if
     # any, leaves them).
     local cg_mode=${mode#tls-} path=$PATH
-    [ "$mode" = tls ] && cg_mode=single
+    [ "$mode" = tls ] || [ "$mode" = sentinel ] && cg_mode=single
     unset CG_TLS_CA
     if [[ "$mode" == tls* ]]; then
         export CG_TLS_CA=$TLS_DIR/ca.crt
@@ -341,6 +388,9 @@ run_mode() {  # mode
             continue
         fi
         if [[ "$mode" == tls* ]] && [[ "$TLS_PARTS" != *" $name "* ]]; then
+            continue
+        fi
+        if [ "$mode" = sentinel ] && [[ "$SENTINEL_PARTS" != *" $name "* ]]; then
             continue
         fi
         echo "== clients: $mode: $name"
