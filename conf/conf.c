@@ -120,7 +120,7 @@ static conf_set_fn conf_set_commands;
 static conf_set_fn conf_set_ratio;
 
 static const struct conf_command conf_commands[] = {
-    CONF_CMD("listen", conf_set_addr, listen, 0, 0, "host:port"),
+    CONF_CMD("listen", conf_set_addr_or_off, listen, 0, 0, "host:port or off"),
     CONF_CMD("upstream", conf_set_addr, upstream, 0, 0, "host:port"),
     CONF_CMD("cluster", conf_set_seeds, seeds, 0, offsetof(struct conf, nseeds),
              "a list of host:port"),
@@ -672,6 +672,7 @@ static int conf_set_commands(struct conf_loader *ld,
 /* The sections of keys (conf_keys.h): the core table first. */
 static const struct conf_section conf_sections[] = {
     { .cmds = conf_commands, .ncmds = CONF_ARRAY_SIZE(conf_commands) },
+    CONF_TLS_SECTION,
 };
 
 /* The key `name` (`len` bytes) and its index over all sections, or NULL. */

@@ -11,6 +11,7 @@
 
 #include "conf/cmdpolicy.h"
 #include "conf/conf_addr.h"
+#include "conf/conf_tls.h"
 
 #define CONF_OK     0
 #define CONF_ERR    -1
@@ -92,6 +93,7 @@ struct conf {
                                         this share of its limit used is
                                         near_limit; 0 < r <= 1, default
                                         0.8 */
+    struct conf_tls tls;             /* TLS on both sides (conf_tls.h) */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

@@ -17,6 +17,7 @@
 
 #include "conf/conf.h"
 #include "proxy/client.h"
+#include "proxy/client_tls.h"
 #include "proxy/core/log.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
@@ -26,6 +27,7 @@
 #include "proxy/metrics_text.h"
 #include "proxy/pubsub.h"
 #include "proxy/router.h"
+#include "proxy/server_tls.h"
 
 /* Housekeeping period: command timeouts are checked at this granularity. */
 #define SERVER_CRON_MS 100
@@ -86,6 +88,7 @@ static void server_on_cron(uv_timer_t *t)
     PX_UNUSED(t);
     cluster_cron(&server.cluster, server_now_ms());
     limiter_cron(&server.limiter);
+    client_tls_cron(server_now_ms());
 }
 
 static void server_on_connection(uv_stream_t *listener, int status)
@@ -109,6 +112,7 @@ static void server_stop(void)
         uv_close((uv_handle_t *)&server.listener, NULL);
         server.listening = 0;
     }
+    server_tls_stop();
     metrics_http_stop(&server.metrics_http);
     while (!queue_empty(&server.clients)) {
         client_close(
@@ -131,13 +135,18 @@ static void server_stop(void)
 
 /* SIGHUP: reload limits.yaml off the loop; a bad file is refused and
  * the old rules stay (as LIMITER RELOAD; limiter_reload.c logs the
- * outcome). */
+ * outcome). The TLS certificates of tls_listen are reloaded too
+ * (server_tls.c). */
 static void server_on_sighup(uv_signal_t *h, int signum)
 {
+    int tls = server_tls_reload();
+
     PX_UNUSED(h);
     PX_UNUSED(signum);
     if (server.conf->limits_file == NULL) {
-        log_warn("SIGHUP: no limits file configured, nothing to reload");
+        if (!tls) {
+            log_warn("SIGHUP: no limits file configured, nothing to reload");
+        }
         return;
     }
     limiter_reload_start(&server.limiter.reloads, NULL);
@@ -152,8 +161,13 @@ static void server_on_signal(uv_signal_t *h, int signum)
 
 static int server_listen(const struct conf *conf)
 {
-    int rc = core_listen(server.loop, &server.listener, &conf->listen,
-                         SERVER_BACKLOG, server_on_connection, "listen");
+    int rc;
+
+    if (conf->listen.port == 0) {
+        return PX_OK; /* listen: off (tls_listen only) */
+    }
+    rc = core_listen(server.loop, &server.listener, &conf->listen,
+                     SERVER_BACKLOG, server_on_connection, "listen");
 
     server.listening = rc != CORE_LISTEN_UNRESOLVED;
     return rc == CORE_LISTEN_OK ? PX_OK : PX_ERR;
@@ -166,6 +180,7 @@ static int server_init_failed(void)
     server_stop();
     uv_run(server.loop, UV_RUN_DEFAULT);
     uv_loop_close(server.loop);
+    server_tls_free();
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);
@@ -177,6 +192,7 @@ int server_init(const struct conf *conf)
     server.loop = uv_default_loop();
     server.conf = conf;
     queue_init(&server.clients);
+    queue_init(&server.tls_handshakes);
     queue_init(&server.dirty_clients);
     core_init(&server.core, server.loop, conf);
     metrics_init(&server.metrics, conf->metrics_near_limit_ratio);
@@ -211,7 +227,8 @@ int server_init(const struct conf *conf)
             return server_init_failed();
         }
     }
-    if (server_listen(conf) != PX_OK ||
+    if (server_tls_init(conf, SERVER_BACKLOG, server_on_connection) != PX_OK ||
+        server_listen(conf) != PX_OK ||
         metrics_http_start(&server.metrics_http, server.loop,
                            &conf->metrics_listen) != PX_OK) {
         return server_init_failed();
@@ -247,6 +264,7 @@ int server_run(void)
     int rc;
 
     uv_run(server.loop, UV_RUN_DEFAULT);
+    server_tls_free();
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);

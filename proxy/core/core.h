@@ -16,6 +16,7 @@
 struct conf;
 struct conf_addr;
 struct metrics;
+struct tls_ctx;
 
 struct upstream;
 
@@ -32,6 +33,9 @@ struct core {
     struct metrics *metrics;      /* borrowed: the counters (NULL: none) */
     core_setup_fn *on_setup;      /* NULL: nothing more on a new connection */
     void *setup_arg;              /* borrowed: on_setup's argument */
+    struct tls_ctx *tls;          /* borrowed: upstream_tls's context, or
+                                     NULL: connections to Redis are
+                                     plaintext */
     unsigned shutting_down : 1;   /* no new connections, nothing pooled */
 };
 

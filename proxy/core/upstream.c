@@ -23,6 +23,10 @@
  * nothing runs twice). A private upstream never reconnects: it dies with its
  * first error and its client is told.
  *
+ * With upstream_tls, CONNECTING lasts until the TLS handshake completes
+ * (tls.c; the connect timeout covers it): the setup requests wait in
+ * wq.out, which is sealed only then, so nothing leaves in plaintext.
+ *
  * A private upstream learns its Redis client id (CLIENT ID, asked right
  * after the setup), so CLIENT UNBLOCK and CLIENT TRACKING ... REDIRECT,
  * which name clients by cellgate's ids, can be translated. */
@@ -40,6 +44,8 @@
 #include "proxy/core/log.h"
 #include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
+#include "proxy/core/tls.h"
+#include "proxy/core/upstream_reply.h"
 #include "proxy/core/util.h"
 
 /* Reconnect backoff: doubles from MIN to MAX while attempts fail, each
@@ -101,6 +107,7 @@ static void upstream_maybe_free(struct upstream *up)
     resp_framer_free(up->fr);
     buf_free(&up->in);
     wq_free(&up->wq);
+    tls_conn_free(up->tls);
     px_free(up);
 }
 
@@ -155,6 +162,8 @@ static unsigned upstream_next_retry(struct upstream *up)
 
 static void upstream_close_tcp(struct upstream *up)
 {
+    tls_conn_free(up->tls); /* a new connection, a new handshake */
+    up->tls = up->wq.tls = NULL;
     if (up->tcp_open && !uv_is_closing((uv_handle_t *)&up->tcp)) {
         uv_read_stop((uv_stream_t *)&up->tcp);
         up->pending_closes++;
@@ -237,14 +246,18 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
         up->backoff_ms = UPSTREAM_BACKOFF_MIN_MS;
     }
     up->retry_ms = upstream_next_retry(up);
-    log_warn("upstream %s: %s (retry in %u ms)", up->name, why, up->retry_ms);
+    /* A TLS failure repeats at each attempt (a wrong CA...): said once. */
+    log_at(strstr(why, "TLS") != NULL && strcmp(why, up->last_err) == 0
+               ? LOG_DEBUG
+               : LOG_WARN,
+           "upstream %s: %s (retry in %u ms)", up->name, why, up->retry_ms);
     snprintf(up->last_err, sizeof(up->last_err), "%s", why);
     up->state = UP_CLOSING;
     uv_timer_stop(&up->timer);
     queue_remove(&up->dirty_node);
     upstream_fail_inflight(up, why);
     buf_clear(&up->in);
-    buf_clear(&up->wq.out);
+    wq_discard(&up->wq);
     upstream_close_tcp(up);
     /* A node that went away may have lost its slots to a replica: its
      * opener asks for the map soon rather than at the next period. */
@@ -290,6 +303,12 @@ static void upstream_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     struct upstream *up = container_of(h, struct upstream, tcp);
 
     PX_UNUSED(hint);
+    if (up->tls != NULL) { /* ciphertext: tls_feed_buf decrypts into `in` */
+        size_t len;
+        char *slab = tls_ctx_slab(up->core->tls, &len);
+        *b = uv_buf_init(slab, (unsigned)len);
+        return;
+    }
     PX_CHECK_OOM(buf_reserve(&up->in, UPSTREAM_READ_BYTES));
     *b = uv_buf_init(buf_tail(&up->in), (unsigned)buf_avail(&up->in));
 }
@@ -327,19 +346,6 @@ static void upstream_swallowed(struct upstream *up, struct req *req,
                   (int)(len > 100 ? 100 : len - 2), frame + 1);
 }
 
-/* True for the errors Redis sends a connection it refuses, as it accepts
- * it and before reading anything: the client limit, protected mode. */
-static int upstream_refused(const char *frame, size_t len)
-{
-    static const char full[] = "-ERR max number of clients reached";
-    static const char denied[] = "-DENIED ";
-
-    return (len >= sizeof(full) - 1 &&
-            memcmp(frame, full, sizeof(full) - 1) == 0) ||
-           (len >= sizeof(denied) - 1 &&
-            memcmp(frame, denied, sizeof(denied) - 1) == 0);
-}
-
 /* A RESP3 push frame: it answers no request. */
 static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 {
@@ -358,19 +364,6 @@ static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 /* Hands one complete reply frame (its value of type `type`) to its request.
  * Returns 0, or -1 when the upstream stopped being usable while
  * delivering. */
-/* Counts an error reply of the node: a redirection, or an error. */
-static void upstream_count_error(struct metrics_node *mn, const char *frame,
-                                 size_t len)
-{
-    if (len >= 7 && memcmp(frame, "-MOVED ", 7) == 0) {
-        mn->moved++;
-    } else if (len >= 5 && memcmp(frame, "-ASK ", 5) == 0) {
-        mn->ask++;
-    } else {
-        mn->errors++;
-    }
-}
-
 static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
                             char type)
 {
@@ -382,7 +375,7 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     if (up->ops->frame != NULL) {
         up->ops->frame(up, frame, len);
     }
-    if (!up->served && upstream_refused(frame, len)) {
+    if (!up->served && upstream_reply_refused(frame, len)) {
         /* Redis refusing the connection as it accepts it: this error
          * answers none of the requests sent, which it drops. */
         upstream_fail(up, "unavailable: %.*s", (int)(len > 100 ? 100 : len - 2),
@@ -392,7 +385,7 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     if (queue_empty(&up->inflight)) {
         if (up->ops->push == NULL && frame[0] == '-') {
             /* Redis refusing the connection before any request, in other
-             * words than upstream_refused knows. */
+             * words than upstream_reply_refused knows. */
             upstream_fail(up, "unavailable: %.*s",
                           (int)(len > 100 ? 100 : len - 2), frame + 1);
             return -1;
@@ -414,7 +407,7 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     upstream_unlink(up, req);
     up->limiter_answers += req->limiter;
     if (frame[0] == '-' && up->mnode != NULL) {
-        upstream_count_error(up->mnode, frame, len);
+        upstream_reply_count(up->mnode, frame, len);
     }
     if (frame[0] != '-' && !up->served) {
         up->served = 1;
@@ -433,6 +426,34 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     return up->state == UP_READY ? 0 : -1;
 }
 
+static void upstream_ready(struct upstream *up);
+
+/* Decrypts the `n` bytes read into `in` (*plain: how many it added), and
+ * writes what the handshake answers. 0 to go on, -1 when `up` failed. */
+static int upstream_tls_read(struct upstream *up, const char *p, size_t n,
+                             ssize_t *plain)
+{
+    char why[TLS_WHY_SIZE];
+    size_t before = up->in.len;
+    int rc = tls_feed_buf(up->tls, p, n, &up->in, why, sizeof(why));
+
+    if (rc == TLS_ERR) {
+        upstream_fail(up, "%s: %s",
+                      up->served ? "connection lost" : "unavailable", why);
+        return -1;
+    }
+    if (rc == TLS_OPENED) {
+        upstream_ready(up); /* its setup requests go in the flush pass */
+    } else if (up->state != UP_READY && (rc = wq_flush(&up->wq)) < 0) {
+        upstream_fail(up, "unavailable: %s", uv_strerror(rc));
+        return -1;
+    } else if (up->wq.enc.len > 0) {
+        upstream_mark(up); /* a record OpenSSL answers after the handshake */
+    }
+    *plain = (ssize_t)(up->in.len - before);
+    return 0;
+}
+
 static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     struct upstream *up = container_of(s, struct upstream, tcp);
@@ -440,7 +461,11 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     char type;
     int rc;
 
-    PX_UNUSED(b);
+    if (nread < 0 && up->tls != NULL && up->state == UP_CONNECTING) {
+        upstream_fail(up, "unavailable: TLS handshake failed: connection "
+                          "closed by the peer");
+        return;
+    }
     if (nread < 0) {
         if (nread == UV_EOF) {
             upstream_fail(up, "connection lost");
@@ -449,11 +474,17 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         }
         return;
     }
+    if (nread > 0 && up->tls != NULL &&
+        upstream_tls_read(up, b->base, (size_t)nread, &nread) != 0) {
+        return;
+    }
     if (nread == 0 || up->state != UP_READY) {
         return;
     }
     up->last_read_ms = core_now_ms(up->core);
-    buf_commit(&up->in, (size_t)nread);
+    if (up->tls == NULL) {
+        buf_commit(&up->in, (size_t)nread);
+    }
     if (up->tunnel) {
         upstream_tunnel_relay(up, 0);
         return;
@@ -507,7 +538,8 @@ static void upstream_on_connect_timeout(uv_timer_t *t)
         if (up->mnode != NULL) {
             up->mnode->timeouts++;
         }
-        upstream_fail(up, "unavailable: connect timed out");
+        upstream_fail(up, "unavailable: %s timed out",
+                      up->tls != NULL ? "TLS handshake" : "connect");
     }
 }
 
@@ -526,15 +558,33 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     }
     rc = uv_read_start((uv_stream_t *)&up->tcp, upstream_on_alloc,
                        upstream_on_read);
+    if (rc == 0 && up->core->tls != NULL) {
+        /* TLS: CONNECTING until the handshake completes, on the same
+         * timeout; the ClientHello goes now. */
+        up->tls = up->wq.tls =
+            tls_conn_client(up->core->tls, up->name,
+                            up->core->conf->tls.up_server_name, &up->wq.enc);
+        uv_timer_start(&up->timer, upstream_on_connect_timeout,
+                       up->core->conf->connect_timeout_ms, 0);
+        rc = wq_flush(&up->wq);
+    }
     if (rc < 0) {
         upstream_fail(up, "unavailable: %s", uv_strerror(rc));
-        return;
+    } else if (up->tls == NULL) {
+        upstream_ready(up);
     }
+}
+
+static void upstream_ready(struct upstream *up)
+{
+    uv_timer_stop(&up->timer);
     up->state = UP_READY;
     up->ready_ms = core_now_ms(up->core);
     up->served = 0;
     if (!up->priv) {
-        log_info("upstream %s: connected", up->name);
+        log_info("upstream %s: connected%s%s", up->name,
+                 up->tls != NULL ? " over " : "",
+                 up->tls != NULL ? tls_conn_version(up->tls) : "");
     }
     upstream_mark(up);
 }
@@ -684,7 +734,7 @@ static void upstream_connect(struct upstream *up)
         px_oom(0);
     }
     buf_clear(&up->in);
-    buf_clear(&up->wq.out);
+    wq_discard(&up->wq);
     up->state = UP_CONNECTING;
     uv_tcp_init(up->core->loop, &up->tcp);
     up->tcp_open = 1;
