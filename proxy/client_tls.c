@@ -45,11 +45,15 @@ static void client_tls_fail(struct client *c, const char *why)
     st->tls_failures += c->handshaking;
     st->tls_unlogged++;
     if (st->tls_log_ms == 0 || now - st->tls_log_ms >= CLIENT_TLS_LOG_MS) {
+        char more[80] = "";
+        if (st->tls_unlogged > 1) {
+            snprintf(more, sizeof(more),
+                     " (and %llu more TLS failures since the last such line)",
+                     (unsigned long long)st->tls_unlogged - 1);
+        }
         session_addr(c, 0, addr, sizeof(addr));
-        log_warn("client %llu from %s: %s (%llu TLS failures since the last "
-                 "such line)",
-                 (unsigned long long)c->id, addr, why,
-                 (unsigned long long)st->tls_unlogged);
+        log_warn("client %llu from %s: %s%s", (unsigned long long)c->id, addr,
+                 why, more);
         st->tls_log_ms = now;
         st->tls_unlogged = 0;
     }
