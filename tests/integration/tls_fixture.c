@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <criterion/criterion.h>
+
 #if defined(PX_TLS) && PX_TLS
 
 #include <arpa/inet.h>
@@ -18,7 +20,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <criterion/criterion.h>
 #include <hiredis/read.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
