@@ -209,6 +209,86 @@ Test(it_tls, every_connection_to_redis_is_tls, .fini = px_env_fini,
     redisFree(d);
 }
 
+/* SYNC's tunnel is a private connection: over TLS too, the replication
+ * stream (an RDB) reaches the client decrypted. */
+Test(it_tls, sync_tunnel, .fini = px_env_fini, .timeout = 60)
+{
+    int fd, closed = 0;
+    char rdb[64];
+    size_t n;
+    redisContext *d;
+
+    tls_redis_port =
+        px_tls_redis_start(&px_env()->redis, px_tls_certs()->server, "no");
+    tls_proxy_start("commands: allcommands\n" PX_NO_ADMIN);
+    fd = px_raw_connect(px_env()->proxy.port, 0);
+    cr_assert_eq(px_raw_send(fd, "SYNC\r\n", 6), 0);
+    n = px_raw_read(fd, rdb, sizeof(rdb) - 1, 3000, &closed);
+    rdb[n] = '\0';
+    cr_assert(n > 10 && rdb[0] == '$' && strstr(rdb, "REDIS") != NULL,
+              "no RDB after SYNC: '%s'", rdb);
+    d = px_redis_connect(&px_env()->redis, NULL);
+    cr_assert_geq(tls_redis_all_tls(d), 2);
+    redisFree(d);
+    close(fd);
+}
+
+/* Cluster mode: the seed, and the nodes CLUSTER SLOTS names (its TLS
+ * ports, with tls-cluster), are reached over TLS. One node holds every
+ * slot. */
+Test(it_tls, cluster_mode, .fini = px_env_fini, .timeout = 60)
+{
+    static const char *const extra[] = { "--cluster-enabled", "yes",
+                                         "--tls-cluster", "yes", NULL };
+    struct px_env *env = px_env();
+    char yaml[2 * PX_PATH_MAX], nodes[PX_PATH_MAX + 32];
+    redisContext *d, *c;
+    const char *argv[24];
+    size_t i, n = 0;
+
+    /* px_tls_redis_start's arguments, and the cluster's. */
+    px_path(nodes, sizeof(nodes), "nodes.conf");
+    tls_redis_port =
+        px_tls_redis_start(&env->redis, px_tls_certs()->server, "no");
+    px_redis_kill(&env->redis, SIGTERM);
+    env->redis.port = 0; /* a new one, so its bus port (+10000) is tried
+                            again if taken */
+    for (i = 0; env->redis.args[i] != NULL; i++) {
+        argv[n++] = env->redis.args[i];
+    }
+    for (i = 0; extra[i] != NULL; i++) {
+        argv[n++] = extra[i];
+    }
+    argv[n++] = "--cluster-config-file";
+    argv[n++] = nodes;
+    argv[n] = NULL;
+    px_redis_start(&env->redis, argv);
+    d = px_redis_connect(&env->redis, NULL);
+    px_check_status(px_cmd(d, "CLUSTER ADDSLOTSRANGE 0 16383"), "OK");
+    snprintf(yaml, sizeof(yaml),
+             "cluster: 127.0.0.1:%d\nupstream_tls: yes\n"
+             "upstream_tls_ca_cert_file: %s\n",
+             tls_redis_port, px_tls_certs()->ca);
+    px_proxy_start(&env->proxy, yaml, NULL);
+    c = px_connect(env->proxy.port);
+    for (i = 0;; i++) { /* the slot map may still be coming */
+        redisReply *r = px_cmd(c, "SET w v");
+        int ok = r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (ok) {
+            break;
+        }
+        cr_assert(i < 100, "no slot map over TLS");
+        px_sleep_ms(50);
+    }
+    px_check_status(px_cmd(c, "SET a 1"), "OK");
+    px_check_str(px_cmd(c, "GET a"), "1");
+    px_check_int(px_cmd(c, "DEL a w"), 2);
+    cr_assert_geq(tls_redis_all_tls(d), 2);
+    redisFree(c);
+    redisFree(d);
+}
+
 /* Redis requires a client certificate: without one the node is down, with
  * upstream_tls_cert_file + key it serves. */
 Test(it_tls, mutual_tls, .fini = px_env_fini, .timeout = 60)
