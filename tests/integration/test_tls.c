@@ -241,7 +241,7 @@ Test(it_tls, cluster_mode, .fini = px_env_fini, .timeout = 60)
     static const char *const extra[] = { "--cluster-enabled", "yes",
                                          "--tls-cluster", "yes", NULL };
     struct px_env *env = px_env();
-    char yaml[2 * PX_PATH_MAX], nodes[PX_PATH_MAX + 32];
+    char yaml[2 * PX_PATH_MAX], nodes[PX_PATH_MAX + 32], bus[16];
     redisContext *d, *c;
     const char *argv[24];
     size_t i, n = 0;
@@ -251,8 +251,6 @@ Test(it_tls, cluster_mode, .fini = px_env_fini, .timeout = 60)
     tls_redis_port =
         px_tls_redis_start(&env->redis, px_tls_certs()->server, "no");
     px_redis_kill(&env->redis, SIGTERM);
-    env->redis.port = 0; /* a new one, so its bus port (+10000) is tried
-                            again if taken */
     for (i = 0; env->redis.args[i] != NULL; i++) {
         argv[n++] = env->redis.args[i];
     }
@@ -261,6 +259,10 @@ Test(it_tls, cluster_mode, .fini = px_env_fini, .timeout = 60)
     }
     argv[n++] = "--cluster-config-file";
     argv[n++] = nodes;
+    /* Its own bus port: port + 10000 may be beyond 65535. */
+    snprintf(bus, sizeof(bus), "%d", px_free_port());
+    argv[n++] = "--cluster-port";
+    argv[n++] = bus;
     argv[n] = NULL;
     px_redis_start(&env->redis, argv);
     d = px_redis_connect(&env->redis, NULL);
