@@ -201,9 +201,11 @@ Test(it_tls_clients, stalled_handshakes, .fini = px_env_fini, .timeout = 90)
 
 /* KB an idle TLS client may cost: about 17 measured (the client, its
  * reader, the SSL object); OpenSSL's two record buffers, if kept, would
- * add 34. AddressSanitizer's redzones and quarantine weigh more. */
+ * add 34. Under AddressSanitizer the bound only catches a gross leak. */
 #if defined(PX_ASAN)
-#define TLS_IDLE_KB 64L
+#define TLS_IDLE_KB                                                            \
+    1024L /* about 340 measured: the quarantine holds what                     \
+             the handshakes freed */
 #else
 #define TLS_IDLE_KB 32L
 #endif
