@@ -83,6 +83,10 @@ int client_tls_read(struct client *c, const char *p, size_t n)
         client_tls_fail(c, why);
         return -1;
     }
+    if (rc == TLS_CLOSED) { /* close_notify: as an end of stream */
+        client_close(c);
+        return -1;
+    }
     if (c->wq.enc.len > 0) {
         server_mark_client(c); /* the handshake's answer, or an alert */
     }

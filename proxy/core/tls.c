@@ -467,7 +467,7 @@ int tls_feed(struct tls_conn *t, const char *p, size_t n, tls_sink_fn *sink,
              void *arg, char *why, size_t whylen)
 {
     char plain[TLS_PLAIN_BYTES];
-    int rc, opened = 0;
+    int rc, e, opened = 0;
 
     ERR_clear_error();
     t->in = p;
@@ -494,12 +494,17 @@ int tls_feed(struct tls_conn *t, const char *p, size_t n, tls_sink_fn *sink,
             sink(arg, plain, (size_t)rc);
             continue;
         }
-        if (SSL_get_error(t->ssl, rc) == SSL_ERROR_WANT_READ) {
+        e = SSL_get_error(t->ssl, rc);
+        if (e == SSL_ERROR_WANT_READ) {
             break;
         }
-        tls_conn_error(t, rc, "TLS error", why, whylen);
         t->in = NULL;
         t->in_len = 0;
+        if (e == SSL_ERROR_ZERO_RETURN) {
+            ERR_clear_error();
+            return TLS_CLOSED; /* a polite goodbye, not an error to log */
+        }
+        tls_conn_error(t, rc, "TLS error", why, whylen);
         return TLS_ERR;
     }
     PX_ASSERT(t->in_len == 0);

@@ -20,6 +20,9 @@ struct tls_ctx;
 #define TLS_OK     0
 #define TLS_ERR    -1
 #define TLS_OPENED 1 /* tls_feed: the handshake completed in this call */
+#define TLS_CLOSED                                                             \
+    -2 /* tls_feed: the peer ended the session (close_notify),                 \
+          as an end of stream */
 
 /* Room for a connection's failure reason. */
 #define TLS_WHY_SIZE 160
@@ -87,8 +90,9 @@ typedef void tls_sink_fn(void *arg, const char *p, size_t n);
  * consumed before it returns): runs the handshake while it lasts, then
  * hands each piece of plaintext to `sink`. Records OpenSSL writes
  * meanwhile go to the connection's `out`. Returns TLS_OK, TLS_OPENED (the
- * handshake completed in this call), or TLS_ERR with the reason (OpenSSL's,
- * with the certificate check's when that failed) in `why`. */
+ * handshake completed in this call), TLS_CLOSED (after the plaintext before
+ * it), or TLS_ERR with the reason (OpenSSL's, with the certificate check's
+ * when that failed) in `why`. */
 int tls_feed(struct tls_conn *t, const char *p, size_t n, tls_sink_fn *sink,
              void *arg, char *why, size_t whylen);
 

@@ -437,9 +437,10 @@ static int upstream_tls_read(struct upstream *up, const char *p, size_t n,
     size_t before = up->in.len;
     int rc = tls_feed_buf(up->tls, p, n, &up->in, why, sizeof(why));
 
-    if (rc == TLS_ERR) {
+    if (rc == TLS_ERR || rc == TLS_CLOSED) {
         upstream_fail(up, "%s: %s",
-                      up->served ? "connection lost" : "unavailable", why);
+                      up->served ? "connection lost" : "unavailable",
+                      rc == TLS_ERR ? why : "TLS session closed by the peer");
         return -1;
     }
     if (rc == TLS_OPENED) {

@@ -280,6 +280,14 @@ Test(it_tls_clients, sighup_reloads_the_certificate, .fini = px_env_fini,
     n = px_file_count(px_env()->proxy.log, "TLS certificates reloaded");
     cr_assert_eq(n, 1);
     px_tls_close(old);
+    /* Every client said goodbye with close_notify: no error logged. */
+    {
+        redisContext *c = px_connect(px_env()->proxy.port);
+        px_info_poll(c, "connected_tls_clients", 0, 200);
+        redisFree(c);
+    }
+    cr_assert(!px_file_has(px_env()->proxy.log, "TLS error"),
+              "a close_notify was logged as an error");
 }
 
 /* `listen: off` (here --listen off): TLS clients only. */

@@ -164,6 +164,9 @@ void px_tls_close(struct px_tls *t)
     if (t == NULL) {
         return;
     }
+    if (t->rd != NULL) {
+        SSL_shutdown(t->ssl); /* close_notify, as redis-cli --tls sends */
+    }
     SSL_free(t->ssl);
     SSL_CTX_free(t->ctx);
     if (t->fd >= 0) {
