@@ -94,6 +94,7 @@ int client_tls_read(struct client *c, const char *p, size_t n)
         c->handshaking = 0;
         queue_remove(&c->hs_link);
         server.ntls_clients++;
+        server_mark_client(c); /* what waited for it (a refusal) goes */
         log_debug("client %llu: TLS handshake done (%s)",
                   (unsigned long long)c->id, tls_conn_version(c->tls));
     }

@@ -175,6 +175,13 @@ Test(it_tls_clients, stalled_handshakes, .fini = px_env_fini, .timeout = 90)
                   "not refused at max_clients: %.*s", (int)n, buf);
         close(fd);
     }
+    /* On the TLS port: refused too, over TLS once the handshake is
+     * done (never in plaintext). */
+    {
+        char line[128];
+        px_tls_first_line(tls_port, line, sizeof(line));
+        cr_assert_str_eq(line, "-ERR max number of clients reached\r\n");
+    }
     rss1 = px_rss_kb(px_env()->proxy.pid);
     cr_assert(rss1 - rss0 < TLS_STALLED * 64,
               "%d stalled handshakes took %ld KB", TLS_STALLED, rss1 - rss0);
@@ -226,6 +233,13 @@ Test(it_tls_clients, idle_clients_are_small, .fini = px_env_fini, .timeout = 90)
     rss0 = px_rss_kb(px_env()->proxy.pid);
     for (; i < TLS_IDLE; i++) {
         idle[i] = px_tls_connect(tls_port);
+    }
+    /* On the TLS port: refused too, over TLS once the handshake is
+     * done (never in plaintext). */
+    {
+        char line[128];
+        px_tls_first_line(tls_port, line, sizeof(line));
+        cr_assert_str_eq(line, "-ERR max number of clients reached\r\n");
     }
     rss1 = px_rss_kb(px_env()->proxy.pid);
     cr_assert(rss1 - rss0 < (TLS_IDLE - 20) * TLS_IDLE_KB,

@@ -230,6 +230,33 @@ struct px_tls *px_tls_open(int port, const char *ca, const char *host,
     return t;
 }
 
+void px_tls_first_line(int port, char *out, size_t outlen)
+{
+    struct timeval tv = { .tv_sec = PX_CLIENT_TIMEOUT_S, .tv_usec = 0 };
+    int fd = px_raw_connect(port, 0), n;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl;
+    size_t got = 0;
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    cr_assert_not_null(ctx);
+    ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    cr_assert_eq(SSL_connect(ssl), 1, "TLS handshake with port %d", port);
+    while (got + 1 < outlen &&
+           (n = SSL_read(ssl, out + got, (int)(outlen - 1 - got))) > 0) {
+        got += (size_t)n;
+        if (memchr(out, '\n', got) != NULL) {
+            break;
+        }
+    }
+    out[got] = '\0';
+    ERR_clear_error();
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+}
+
 struct px_tls *px_tls_connect(int port)
 {
     char err[256];

@@ -51,6 +51,12 @@ struct px_tls;
 struct px_tls *px_tls_open(int port, const char *ca, const char *host,
                            const char *cert, char *err, size_t errlen);
 
+/* Completes a handshake with 127.0.0.1:`port` (no verification), sends
+ * nothing, and reads what arrives until a newline or the end (at most
+ * outlen - 1 bytes, NUL-terminated, in `out`): what cellgate says first.
+ * Asserts the handshake worked. */
+void px_tls_first_line(int port, char *out, size_t outlen);
+
 /* px_tls_open that asserts it worked (CA: px_tls_certs's, no client
  * certificate). */
 struct px_tls *px_tls_connect(int port);
