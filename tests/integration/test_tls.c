@@ -68,9 +68,9 @@ static void tls_expect_down(const char *reason)
               "the log names no node");
     /* Attempts go on at the backoff (50, 100, 200... ms): several in
      * 600 ms, and no line more (one per connection: its first failure). */
-    n = px_file_count(px_env()->proxy.log, "(retry in ");
+    n = px_file_count(px_env()->proxy.log, prefix);
     px_sleep_ms(600);
-    cr_assert_eq(px_file_count(px_env()->proxy.log, "(retry in "), n,
+    cr_assert_eq(px_file_count(px_env()->proxy.log, prefix), n,
                  "\"%s\" logged at each attempt", reason);
 }
 
