@@ -62,7 +62,8 @@ static void tls_expect_down(const char *reason)
     /* Local commands still work: the proxy serves on. */
     px_check_str(px_cmd(c, "ECHO still-here"), "still-here");
     redisFree(c);
-    snprintf(prefix, sizeof(prefix), "upstream 127.0.0.1:%d: ", tls_redis_port);
+    snprintf(prefix, sizeof(prefix),
+             "upstream 127.0.0.1:%d: unavailable: ", tls_redis_port);
     px_file_wait(px_env()->proxy.log, reason, 2000);
     cr_assert(px_file_has(px_env()->proxy.log, prefix),
               "the log names no node");
