@@ -121,7 +121,7 @@ static conf_set_fn conf_set_commands;
 static conf_set_fn conf_set_ratio;
 
 static const struct conf_command conf_commands[] = {
-    CONF_CMD("listen", conf_set_addr, listen, 0, 0, "host:port"),
+    CONF_CMD("listen", conf_set_addr_or_off, listen, 0, 0, "host:port or off"),
     CONF_CMD("upstream", conf_set_addr, upstream, 0, 0, "host:port"),
     CONF_CMD("cluster", conf_set_seeds, seeds, 0, offsetof(struct conf, nseeds),
              "a list of host:port"),
@@ -675,6 +675,7 @@ static const struct conf_section conf_sections[] = {
     { .cmds = conf_commands, .ncmds = CONF_ARRAY_SIZE(conf_commands) },
     CONF_SECRET_SECTION,
     CONF_SENTINEL_SECTION,
+    CONF_TLS_SECTION,
 };
 
 /* The key `name` (`len` bytes) and its index over all sections, or NULL. */

@@ -13,6 +13,7 @@
 #include "conf/conf_addr.h"
 #include "conf/conf_secret.h"
 #include "conf/conf_sentinel.h"
+#include "conf/conf_tls.h"
 
 #define CONF_OK     0
 #define CONF_ERR    -1
@@ -98,6 +99,7 @@ struct conf {
                                         near_limit; 0 < r <= 1, default
                                         0.8 */
     struct conf_sentinel sentinel;   /* sentinel mode (conf_sentinel.h) */
+    struct conf_tls tls;             /* TLS on both sides (conf_tls.h) */
 };
 
 /* Fills every field with its default. Allocates the default key_prefix;

@@ -74,12 +74,24 @@ struct conf_section {
 #define CONF_WANT_BOOL     "yes or no"
 
 /* Setters of the common value kinds (conf.c). */
-conf_set_fn conf_set_addr;   /* "host:port" */
-conf_set_fn conf_set_seeds;  /* a list of "host:port" (see `max`) */
-conf_set_fn conf_set_string; /* a string; null or "" clears it */
-conf_set_fn conf_set_bool;   /* yes/no (int field) */
-conf_set_fn conf_set_uint;   /* an unsigned in [min, max] */
-conf_set_fn conf_set_size;   /* bytes, with redis.conf's units */
+conf_set_fn conf_set_addr;        /* "host:port" */
+conf_set_fn conf_set_seeds;       /* a list of "host:port" (see `max`) */
+conf_set_fn conf_set_string;      /* a string; null or "" clears it */
+conf_set_fn conf_set_bool;        /* yes/no (int field) */
+conf_set_fn conf_set_uint;        /* an unsigned in [min, max] */
+conf_set_fn conf_set_size;        /* bytes, with redis.conf's units */
+conf_set_fn conf_set_addr_or_off; /* "host:port", or off: port 0 */
+
+/* The sections of the feature files, for conf_sections[] (conf.c). */
+#define CONF_TLS_COUNT 20 /* keys of conf_tls.c */
+extern const struct conf_command conf_tls_cmds[CONF_TLS_COUNT];
+int conf_tls_defaults(struct conf *c);
+void conf_tls_free(struct conf *c);
+#define CONF_TLS_SECTION                                                       \
+    {                                                                          \
+        .cmds = conf_tls_cmds, .ncmds = CONF_TLS_COUNT,                        \
+        .defaults = conf_tls_defaults, .free = conf_tls_free,                  \
+    }
 
 /* The sections of the feature files, for conf_sections[] (conf.c). */
 extern const struct conf_command conf_secret_cmds[CONF_SECRET_COUNT];

@@ -61,13 +61,16 @@ static const char *conf_sentinel_rule(const struct conf *c, const char **key)
         return "sentinel_user needs sentinel_password or "
                "sentinel_password_file";
     }
-    if (s->tls == 1) {
-        /* Where TLS arrives, the sentinel connections are made in
-         * proxy/core/sentinel.c (sentinel_connect). */
-        *key = "sentinel_tls";
-        return "sentinel_tls: TLS is not supported yet";
-    }
     return NULL;
+}
+
+int conf_sentinel_tls(const struct conf *c)
+{
+    if (c->sentinel.naddrs == 0) {
+        return 0;
+    }
+    return c->sentinel.tls == CONF_SENTINEL_TLS_AS_UPSTREAM ? c->tls.upstream
+                                                            : c->sentinel.tls;
 }
 
 const char *conf_sentinel_invalid(const struct conf *c)

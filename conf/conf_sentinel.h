@@ -32,6 +32,10 @@ struct conf_sentinel {
  * (proxy/main.c): NULL when it is valid, else the error's text. */
 const char *conf_sentinel_invalid(const struct conf *c);
 
+/* 1 when the connections to the sentinels speak TLS (sentinel_tls, else
+ * upstream_tls's value; with the upstream_tls_* settings either way). */
+int conf_sentinel_tls(const struct conf *c);
+
 #endif /* PX_CONF_CONF_SENTINEL_H */
 
 /* The section, for the files of conf/ that include conf_keys.h first (its

@@ -39,10 +39,12 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
+#include "proxy/client_tls.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/log.h"
 #include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
+#include "proxy/core/tls.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/merge.h"
@@ -59,6 +61,7 @@ static void client_on_close(uv_handle_t *h)
 
     resp_reader_free(c->rd);
     wq_free(&c->wq);
+    tls_conn_free(c->tls);
     px_free(c->name);
     px_free(c->lib_name);
     px_free(c->lib_ver);
@@ -74,6 +77,7 @@ void client_close(struct client *c)
     log_debug("client %llu: closed", (unsigned long long)c->id);
     uv_read_stop((uv_stream_t *)&c->tcp);
     queue_remove(&c->dirty_node);
+    client_tls_gone(c);
     /* Requests an upstream still owes a reply to become orphans, freed when
      * the reply or the failure arrives; the rest go now. */
     while (!queue_empty(&c->reqs)) {
@@ -395,7 +399,11 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (nread == 0 || c->closing) {
         return;
     }
-    if (resp_reader_feed(c->rd, b->base, (size_t)nread) != RESP_OK) {
+    if (c->tls != NULL) {
+        if (client_tls_read(c, b->base, (size_t)nread) != 0) {
+            return; /* the handshake runs, or failed */
+        }
+    } else if (resp_reader_feed(c->rd, b->base, (size_t)nread) != RESP_OK) {
         px_oom((size_t)nread);
     }
     client_process(c);
@@ -774,6 +782,7 @@ void client_accept(uv_stream_t *listener)
     queue_init(&c->aux);
     queue_init(&c->node);
     queue_init(&c->dirty_node);
+    queue_init(&c->hs_link);
     wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);
     c->authed = conf->requirepass == NULL;
     c->proto = RESP_PROTO2;
@@ -798,6 +807,9 @@ void client_accept(uv_stream_t *listener)
     }
     server.stats.connections++;
     uv_tcp_nodelay(&c->tcp, 1);
+    if (listener == (uv_stream_t *)&server.tls_listener) {
+        client_tls_accept(c);
+    }
     if (server.nclients > conf->max_clients) {
         server.stats.rejected_conns++;
         log_warn("client %llu: max number of clients reached (%u)",
@@ -805,7 +817,10 @@ void client_accept(uv_stream_t *listener)
         client_out_append(c, reply_max_clients, sizeof(reply_max_clients) - 1);
         c->quitting = 1;
         server_mark_client(c);
-        return;
+        if (c->tls == NULL) {
+            return;
+        }
+        /* TLS: the refusal is sent once the handshake is done. */
     }
     rc = uv_read_start((uv_stream_t *)&c->tcp, client_on_alloc, client_on_read);
     if (rc < 0) {

@@ -23,6 +23,7 @@ struct node;
 struct req;
 struct resp_cmd;
 struct resp_reader;
+struct tls_conn;
 struct upstream;
 
 struct client {
@@ -48,6 +49,10 @@ struct client {
                                       are answered (router_order_ready);
                                       nothing after it is parsed */
     struct wq wq;                  /* reply bytes */
+    struct tls_conn *tls;          /* owned: a client of tls_listen's TLS
+                                      (client_tls.c), else NULL */
+    struct queue hs_link;          /* link in server.tls_handshakes while
+                                      its handshake runs */
     size_t held;                   /* bytes kept in the replies of c->reqs
                                       (completed replies waiting for an
                                       earlier one, relayed pushes): counted
@@ -115,6 +120,8 @@ struct client {
                                   connections) */
     unsigned push_wait : 1;    /* RESP3: a pub/sub command was sent whose
                                   confirmation push has not arrived yet */
+    unsigned handshaking : 1;  /* TLS: the handshake runs; nothing is
+                                  parsed nor written but its records */
 };
 
 /* Accepts a connection from the listener. */

@@ -12,6 +12,7 @@
 #include "proxy/core/log.h"
 #include "proxy/core/util.h"
 #include "proxy/server.h"
+#include "proxy/server_tls.h"
 
 /* Room for every error of a bad file. */
 #define MAIN_ERRBUF 8192
@@ -23,7 +24,11 @@ static const char main_usage[] =
     "\n"
     "Options:\n"
     "  --config FILE        proxy.yaml to load (flags override it)\n"
-    "  --listen HOST:PORT   where clients connect (default 127.0.0.1:7777)\n"
+    "  --listen HOST:PORT   where clients connect (default 127.0.0.1:7777;\n"
+    "                       off: TLS clients only)\n"
+    "  --tls-listen HOST:PORT\n"
+    "                       where TLS clients connect (tls_cert_file...)\n"
+    "  --upstream-tls       connect to Redis over TLS (upstream_tls: yes)\n"
     "  --upstream HOST:PORT one Redis server to forward to\n"
     "  --cluster HOST:PORT[,HOST:PORT...]\n"
     "                       Redis Cluster seed nodes\n"
@@ -133,8 +138,24 @@ static int main_apply_flags(int argc, char **argv, struct conf *c)
         if ((v = main_opt_value(argc, argv, &i, "--config", &err)) != NULL) {
             continue;
         }
+        if (strcmp(argv[i], "--upstream-tls") == 0) {
+            c->tls.upstream = 1;
+            continue;
+        }
+        if (!err &&
+            (v = main_opt_value(argc, argv, &i, "--tls-listen", &err))) {
+            if (strcmp(v, "off") == 0) {
+                memset(&c->tls.listen, 0, sizeof(c->tls.listen));
+            } else if (conf_parse_addr(v, &c->tls.listen) != CONF_OK) {
+                main_bad_usage("invalid --tls-listen address", v);
+                return 1;
+            }
+            continue;
+        }
         if (!err && (v = main_opt_value(argc, argv, &i, "--listen", &err))) {
-            if (conf_parse_addr(v, &c->listen) != CONF_OK) {
+            if (strcmp(v, "off") == 0) {
+                memset(&c->listen, 0, sizeof(c->listen));
+            } else if (conf_parse_addr(v, &c->listen) != CONF_OK) {
                 main_bad_usage("invalid --listen address", v);
                 return 1;
             }
@@ -254,7 +275,8 @@ static int main_check_conf(const struct conf *c)
         fprintf(stderr, "cellgate: %s\n", why);
         return 1;
     }
-    if (acl_conf_check(c, err, sizeof(err)) != 0) {
+    if (acl_conf_check(c, err, sizeof(err)) != 0 ||
+        conf_tls_check(c, err, sizeof(err)) != 0) {
         fprintf(stderr, "cellgate: %s\n", err);
         return 1;
     }
@@ -327,7 +349,12 @@ int main(int argc, char **argv)
         return rc;
     }
     if (o.check_config) {
+        char err[MAIN_ERRBUF];
         rc = main_check_limits(&conf);
+        if (rc == 0 && server_tls_check(&conf, err, sizeof(err)) != 0) {
+            fprintf(stderr, "cellgate: %s\n", err);
+            rc = 1;
+        }
         if (rc == 0) {
             printf("cellgate: configuration OK\n");
         }

@@ -100,6 +100,11 @@ static void merge_info_proxy_section(const struct merge *mg, struct buf *out)
              (unsigned long long)server.stats.commands);
     PX_CHECK_OOM(buf_append_str(out, line));
     snprintf(line, sizeof(line),
+             "connected_tls_clients:%u\r\ntls_handshake_failures:%llu\r\n",
+             server.ntls_clients,
+             (unsigned long long)server.stats.tls_failures);
+    PX_CHECK_OOM(buf_append_str(out, line));
+    snprintf(line, sizeof(line),
              "proxy_error_replies:%llu\r\nrejected_connections:%llu\r\n"
              "client_output_limit_disconnections:%llu\r\n"
              "client_output_bytes:%llu\r\n"

@@ -17,6 +17,7 @@
 
 #include "conf/conf.h"
 #include "proxy/client.h"
+#include "proxy/client_tls.h"
 #include "proxy/core/log.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
@@ -27,6 +28,7 @@
 #include "proxy/pubsub.h"
 #include "proxy/router.h"
 #include "proxy/secrets.h"
+#include "proxy/server_tls.h"
 
 /* Housekeeping period: command timeouts are checked at this granularity. */
 #define SERVER_CRON_MS 100
@@ -88,6 +90,7 @@ static void server_on_cron(uv_timer_t *t)
     sentinel_cron(&server.sentinel, server_now_ms());
     cluster_cron(&server.cluster, server_now_ms());
     limiter_cron(&server.limiter);
+    client_tls_cron(server_now_ms());
 }
 
 /* Sentinel named a new master: the limiter forgets the old one (the
@@ -120,6 +123,7 @@ static void server_stop(void)
         uv_close((uv_handle_t *)&server.listener, NULL);
         server.listening = 0;
     }
+    server_tls_stop();
     metrics_http_stop(&server.metrics_http);
     while (!queue_empty(&server.clients)) {
         client_close(
@@ -141,17 +145,19 @@ static void server_stop(void)
     uv_close((uv_handle_t *)&server.sighup, NULL);
 }
 
-/* SIGHUP: reread the password files (secrets.c), and reload limits.yaml
- * off the loop; a bad file is refused and the old rules stay (as LIMITER
- * RELOAD; limiter_reload.c logs the outcome). */
+/* SIGHUP: reread the password files (secrets.c) and the certificates of
+ * tls_listen (server_tls.c), and reload limits.yaml off the loop; a bad
+ * file is refused and the old rules stay (as LIMITER RELOAD;
+ * limiter_reload.c logs the outcome). */
 static void server_on_sighup(uv_signal_t *h, int signum)
 {
     int nsecrets = secrets_reload();
+    int tls = server_tls_reload();
 
     PX_UNUSED(h);
     PX_UNUSED(signum);
     if (server.conf->limits_file == NULL) {
-        if (nsecrets == 0) {
+        if (nsecrets == 0 && !tls) {
             log_warn("SIGHUP: no limits file configured, nothing to reload");
         }
         return;
@@ -168,8 +174,13 @@ static void server_on_signal(uv_signal_t *h, int signum)
 
 static int server_listen(const struct conf *conf)
 {
-    int rc = core_listen(server.loop, &server.listener, &conf->listen,
-                         SERVER_BACKLOG, server_on_connection, "listen");
+    int rc;
+
+    if (conf->listen.port == 0) {
+        return PX_OK; /* listen: off (tls_listen only) */
+    }
+    rc = core_listen(server.loop, &server.listener, &conf->listen,
+                     SERVER_BACKLOG, server_on_connection, "listen");
 
     server.listening = rc != CORE_LISTEN_UNRESOLVED;
     return rc == CORE_LISTEN_OK ? PX_OK : PX_ERR;
@@ -183,6 +194,7 @@ static int server_init_failed(void)
     uv_run(server.loop, UV_RUN_DEFAULT);
     uv_loop_close(server.loop);
     sentinel_free(&server.sentinel);
+    server_tls_free();
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);
@@ -195,6 +207,7 @@ int server_init(const struct conf *conf)
     server.loop = uv_default_loop();
     server.conf = conf;
     queue_init(&server.clients);
+    queue_init(&server.tls_handshakes);
     queue_init(&server.dirty_clients);
     core_init(&server.core, server.loop, conf);
     secrets_init();
@@ -231,7 +244,8 @@ int server_init(const struct conf *conf)
             return server_init_failed();
         }
     }
-    if (server_listen(conf) != PX_OK ||
+    if (server_tls_init(conf, SERVER_BACKLOG, server_on_connection) != PX_OK ||
+        server_listen(conf) != PX_OK ||
         metrics_http_start(&server.metrics_http, server.loop,
                            &conf->metrics_listen) != PX_OK) {
         return server_init_failed();
@@ -275,6 +289,7 @@ int server_run(void)
 
     uv_run(server.loop, UV_RUN_DEFAULT);
     sentinel_free(&server.sentinel);
+    server_tls_free();
     limiter_free(&server.limiter);
     pubsub_free();
     metrics_free(&server.metrics);

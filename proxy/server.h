@@ -19,6 +19,7 @@ struct conf;
 struct limits_tree;
 struct upstream;
 struct client;
+struct tls_ctx;
 
 /* Redirect targets remembered after they leave (CLIENT TRACKINGINFO still
  * names a broken redirect): the last this many. */
@@ -44,35 +45,48 @@ struct server_stats {
     uint64_t auth_failures;   /* AUTH and HELLO AUTH refused */
     uint64_t auth_unlogged;   /* ... since the last log line of them */
     uint64_t auth_log_ms;     /* when that line was written, or 0 */
+    uint64_t tls_failures;    /* client TLS handshakes failed or timed out */
+    uint64_t tls_unlogged;    /* TLS failures since the last log line */
+    uint64_t tls_log_ms;      /* when that line was written, or 0 */
 };
 
 struct server {
-    uv_loop_t *loop;            /* borrowed: the default loop */
-    const struct conf *conf;    /* borrowed from main */
-    uv_tcp_t listener;          /* embedded */
-    uv_prepare_t flush;         /* pre-poll flush pass */
-    uv_timer_t cron;            /* 100 ms housekeeping */
-    uv_signal_t sigint;         /* shutdown */
-    uv_signal_t sigterm;        /* shutdown */
-    struct queue clients;       /* every struct client */
-    unsigned nclients;          /* length of clients */
-    struct queue dirty_clients; /* clients with output to flush */
-    struct core core;           /* the core layer's loop, configuration,
-                                   upstreams and dirty upstreams */
-    struct cluster cluster;     /* the upstream topology */
-    struct sentinel sentinel;   /* sentinel mode: names cluster's node */
-    struct limiter limiter;     /* the limiter layer */
-    uv_signal_t sighup;         /* LIMITER RELOAD */
-    struct hmap pubsub_chans;   /* cluster mode: channels cellgate's
-                                   clients subscribed to (pubsub.c) */
-    struct hmap pubsub_pats;    /* ... and patterns */
-    uint64_t next_client_id;    /* last id given */
+    uv_loop_t *loop;              /* borrowed: the default loop */
+    const struct conf *conf;      /* borrowed from main */
+    uv_tcp_t listener;            /* embedded */
+    uv_tcp_t tls_listener;        /* embedded: tls_listen (server_tls.c) */
+    struct tls_ctx *tls_clients;  /* owned: tls_listen's context, replaced
+                                     on SIGHUP; NULL without tls_listen */
+    struct tls_ctx *tls_upstream; /* owned: upstream_tls's (core.tls) */
+    struct queue tls_handshakes;  /* clients whose TLS handshake runs,
+                                     oldest first (hs_link) */
+    unsigned ntls_clients;        /* clients past their TLS handshake */
+    uv_prepare_t flush;           /* pre-poll flush pass */
+    uv_timer_t cron;              /* 100 ms housekeeping */
+    uv_signal_t sigint;           /* shutdown */
+    uv_signal_t sigterm;          /* shutdown */
+    struct queue clients;         /* every struct client */
+    unsigned nclients;            /* length of clients */
+    struct queue dirty_clients;   /* clients with output to flush */
+    struct core core;             /* the core layer's loop, configuration,
+                                     upstreams and dirty upstreams */
+    struct cluster cluster;       /* the upstream topology */
+    struct sentinel sentinel;     /* sentinel mode: names cluster's node */
+    struct limiter limiter;       /* the limiter layer */
+    uv_signal_t sighup;           /* LIMITER RELOAD */
+    struct hmap pubsub_chans;     /* cluster mode: channels cellgate's
+                                     clients subscribed to (pubsub.c) */
+    struct hmap pubsub_pats;      /* ... and patterns */
+    uint64_t next_client_id;      /* last id given */
     struct server_redir_id redir_ids[SERVER_REDIR_IDS]; /* ring of redirect
                                                            targets */
     unsigned next_redir;              /* next slot of redir_ids */
     char read_slab[SERVER_READ_SLAB]; /* client reads land here */
     unsigned shutting_down : 1;       /* stop() ran */
     unsigned listening : 1;           /* listener handle initialised, open */
+    unsigned tls_listening : 1;       /* tls_listener initialised, open */
+    unsigned tls_reloading : 1;       /* a SIGHUP's TLS reload runs */
+    unsigned tls_reload_again : 1;    /* ... and another SIGHUP came */
     struct server_stats stats;        /* counters */
     struct metrics metrics;           /* INFO's and /metrics' counters; the
                                          core holds a pointer to it */

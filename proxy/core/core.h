@@ -17,6 +17,7 @@
 struct conf;
 struct conf_addr;
 struct metrics;
+struct tls_ctx;
 
 struct upstream;
 
@@ -33,6 +34,11 @@ struct core {
     struct metrics *metrics;      /* borrowed: the counters (NULL: none) */
     core_setup_fn *on_setup;      /* NULL: nothing more on a new connection */
     void *setup_arg;              /* borrowed: on_setup's argument */
+    struct tls_ctx *tls;          /* borrowed: upstream_tls's context, or
+                                     NULL: connections to Redis are
+                                     plaintext */
+    struct tls_ctx *sentinel_tls; /* borrowed: the sentinels' (the same
+                                     settings, sentinel_tls), or NULL */
     unsigned shutting_down : 1;   /* no new connections, nothing pooled */
     /* Borrowed: the passwords in use, read at each login (SIGHUP replaces
      * them). */

@@ -235,9 +235,8 @@ static const struct upstream_ops sentinel_role_ops = {
     .gone = sentinel_on_role_gone,
 };
 
-/* A connection to sentinel `i`. TLS: where sentinel_tls would make the
- * sentinels' connections TLS ones (conf_sentinel_invalid refuses it until
- * the core has TLS). */
+/* A connection to sentinel `i` (TLS with sentinel_tls: the core's
+ * sentinel_tls context, upstream.c). */
 static struct upstream *sentinel_connect(struct sentinel *s, int i,
                                          const struct upstream_ops *ops)
 {

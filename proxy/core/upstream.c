@@ -29,6 +29,10 @@
  * nothing runs twice). A private upstream never reconnects: it dies with its
  * first error and its client is told.
  *
+ * With upstream_tls, CONNECTING lasts until the TLS handshake completes
+ * (tls.c; the connect timeout covers it): the setup requests wait in
+ * wq.out, which is sealed only then, so nothing leaves in plaintext.
+ *
  * A private upstream learns its Redis client id (CLIENT ID, asked right
  * after the setup), so CLIENT UNBLOCK and CLIENT TRACKING ... REDIRECT,
  * which name clients by cellgate's ids, can be translated. */
@@ -46,6 +50,9 @@
 #include "proxy/core/log.h"
 #include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
+#include "proxy/core/tls.h"
+#include "proxy/core/upstream_reply.h"
+#include "proxy/core/upstream_setup.h"
 #include "proxy/core/util.h"
 
 /* Reconnect backoff: doubles from MIN to MAX while attempts fail, each
@@ -78,22 +85,6 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
 
 /* ---------------- Lifetime ---------------- */
 
-/* Lets every request waiting for the Redis id go on; one whose client left
- * meanwhile (an orphan) is freed instead. */
-static void upstream_resume_rid_waits(struct upstream *up)
-{
-    while (!queue_empty(&up->rid_wait)) {
-        struct req *w =
-            container_of(queue_head(&up->rid_wait), struct req, unode);
-        queue_remove(&w->unode);
-        if (w->on_reply == NULL) {
-            req_free(w);
-        } else {
-            w->resume(w);
-        }
-    }
-}
-
 static void upstream_maybe_free(struct upstream *up)
 {
     if (up->state != UP_DEAD || up->pending_closes > 0) {
@@ -107,6 +98,7 @@ static void upstream_maybe_free(struct upstream *up)
     resp_framer_free(up->fr);
     buf_free(&up->in);
     wq_free(&up->wq);
+    tls_conn_free(up->tls);
     px_free(up);
 }
 
@@ -166,6 +158,8 @@ static unsigned upstream_next_retry(struct upstream *up)
 
 static void upstream_close_tcp(struct upstream *up)
 {
+    tls_conn_free(up->tls); /* a new connection, a new handshake */
+    up->tls = up->wq.tls = NULL;
     if (up->tcp_open && !uv_is_closing((uv_handle_t *)&up->tcp)) {
         uv_read_stop((uv_stream_t *)&up->tcp);
         up->pending_closes++;
@@ -258,7 +252,7 @@ static void upstream_fail(struct upstream *up, const char *fmt, ...)
     queue_remove(&up->dirty_node);
     upstream_fail_inflight(up, why);
     buf_clear(&up->in);
-    buf_clear(&up->wq.out);
+    wq_discard(&up->wq);
     upstream_close_tcp(up);
     /* A node that went away may have lost its slots to a replica: its
      * opener asks for the map soon rather than at the next period. */
@@ -304,6 +298,12 @@ static void upstream_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     struct upstream *up = container_of(h, struct upstream, tcp);
 
     PX_UNUSED(hint);
+    if (up->tls != NULL) { /* ciphertext: tls_feed_buf decrypts into `in` */
+        size_t len;
+        char *slab = tls_ctx_slab(up->core->tls, &len);
+        *b = uv_buf_init(slab, (unsigned)len);
+        return;
+    }
     PX_CHECK_OOM(buf_reserve(&up->in, UPSTREAM_READ_BYTES));
     *b = uv_buf_init(buf_tail(&up->in), (unsigned)buf_avail(&up->in));
 }
@@ -341,19 +341,6 @@ static void upstream_swallowed(struct upstream *up, struct req *req,
                   (int)(len > 100 ? 100 : len - 2), frame + 1);
 }
 
-/* True for the errors Redis sends a connection it refuses, as it accepts
- * it and before reading anything: the client limit, protected mode. */
-static int upstream_refused(const char *frame, size_t len)
-{
-    static const char full[] = "-ERR max number of clients reached";
-    static const char denied[] = "-DENIED ";
-
-    return (len >= sizeof(full) - 1 &&
-            memcmp(frame, full, sizeof(full) - 1) == 0) ||
-           (len >= sizeof(denied) - 1 &&
-            memcmp(frame, denied, sizeof(denied) - 1) == 0);
-}
-
 /* A RESP3 push frame: it answers no request. */
 static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 {
@@ -372,19 +359,6 @@ static int upstream_on_push(struct upstream *up, const char *frame, size_t len)
 /* Hands one complete reply frame (its value of type `type`) to its request.
  * Returns 0, or -1 when the upstream stopped being usable while
  * delivering. */
-/* Counts an error reply of the node: a redirection, or an error. */
-static void upstream_count_error(struct metrics_node *mn, const char *frame,
-                                 size_t len)
-{
-    if (len >= 7 && memcmp(frame, "-MOVED ", 7) == 0) {
-        mn->moved++;
-    } else if (len >= 5 && memcmp(frame, "-ASK ", 5) == 0) {
-        mn->ask++;
-    } else {
-        mn->errors++;
-    }
-}
-
 static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
                             char type)
 {
@@ -396,7 +370,7 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     if (up->ops->frame != NULL) {
         up->ops->frame(up, frame, len);
     }
-    if (!up->served && upstream_refused(frame, len)) {
+    if (!up->served && upstream_reply_refused(frame, len)) {
         /* Redis refusing the connection as it accepts it: this error
          * answers none of the requests sent, which it drops. */
         upstream_fail(up, "unavailable: %.*s", (int)(len > 100 ? 100 : len - 2),
@@ -406,7 +380,7 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     if (queue_empty(&up->inflight)) {
         if (up->ops->push == NULL && frame[0] == '-') {
             /* Redis refusing the connection before any request, in other
-             * words than upstream_refused knows. */
+             * words than upstream_reply_refused knows. */
             upstream_fail(up, "unavailable: %.*s",
                           (int)(len > 100 ? 100 : len - 2), frame + 1);
             return -1;
@@ -428,7 +402,7 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     upstream_unlink(up, req);
     up->limiter_answers += req->limiter;
     if (frame[0] == '-' && up->mnode != NULL) {
-        upstream_count_error(up->mnode, frame, len);
+        upstream_reply_count(up->mnode, frame, len);
     }
     if (frame[0] != '-' && !up->served) {
         up->served = 1;
@@ -451,6 +425,35 @@ static int upstream_deliver(struct upstream *up, const char *frame, size_t len,
     return up->state == UP_READY ? 0 : -1;
 }
 
+static void upstream_ready(struct upstream *up);
+
+/* Decrypts the `n` bytes read into `in` (*plain: how many it added), and
+ * writes what the handshake answers. 0 to go on, -1 when `up` failed. */
+static int upstream_tls_read(struct upstream *up, const char *p, size_t n,
+                             ssize_t *plain)
+{
+    char why[TLS_WHY_SIZE];
+    size_t before = up->in.len;
+    int rc = tls_feed_buf(up->tls, p, n, &up->in, why, sizeof(why));
+
+    if (rc == TLS_ERR || rc == TLS_CLOSED) {
+        upstream_fail(up, "%s: %s",
+                      up->served ? "connection lost" : "unavailable",
+                      rc == TLS_ERR ? why : "TLS session closed by the peer");
+        return -1;
+    }
+    if (rc == TLS_OPENED) {
+        upstream_ready(up); /* its setup requests go in the flush pass */
+    } else if (up->state != UP_READY && (rc = wq_flush(&up->wq)) < 0) {
+        upstream_fail(up, "unavailable: %s", uv_strerror(rc));
+        return -1;
+    } else if (up->wq.enc.len > 0) {
+        upstream_mark(up); /* a record OpenSSL answers after the handshake */
+    }
+    *plain = (ssize_t)(up->in.len - before);
+    return 0;
+}
+
 static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     struct upstream *up = container_of(s, struct upstream, tcp);
@@ -458,7 +461,11 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     char type;
     int rc;
 
-    PX_UNUSED(b);
+    if (nread < 0 && up->tls != NULL && up->state == UP_CONNECTING) {
+        upstream_fail(up, "unavailable: TLS handshake failed: connection "
+                          "closed by the peer");
+        return;
+    }
     if (nread < 0) {
         if (nread == UV_EOF) {
             upstream_fail(up, "connection lost");
@@ -467,11 +474,17 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         }
         return;
     }
+    if (nread > 0 && up->tls != NULL &&
+        upstream_tls_read(up, b->base, (size_t)nread, &nread) != 0) {
+        return;
+    }
     if (nread == 0 || up->state != UP_READY) {
         return;
     }
     up->last_read_ms = core_now_ms(up->core);
-    buf_commit(&up->in, (size_t)nread);
+    if (up->tls == NULL) {
+        buf_commit(&up->in, (size_t)nread);
+    }
     if (up->tunnel) {
         upstream_tunnel_relay(up, 0);
         return;
@@ -525,13 +538,15 @@ static void upstream_on_connect_timeout(uv_timer_t *t)
         if (up->mnode != NULL) {
             up->mnode->timeouts++;
         }
-        upstream_fail(up, "unavailable: connect timed out");
+        upstream_fail(up, "unavailable: %s timed out",
+                      up->tls != NULL ? "TLS handshake" : "connect");
     }
 }
 
 static void upstream_on_connect(uv_connect_t *creq, int status)
 {
     struct upstream *up = container_of(creq, struct upstream, connect_req);
+    struct tls_ctx *ctx;
     int rc;
 
     if (status == UV_ECANCELED || up->state != UP_CONNECTING) {
@@ -545,158 +560,36 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     }
     rc = uv_read_start((uv_stream_t *)&up->tcp, upstream_on_alloc,
                        upstream_on_read);
+    ctx = up->sentinel ? up->core->sentinel_tls : up->core->tls;
+    if (rc == 0 && ctx != NULL) {
+        /* TLS: CONNECTING until the handshake completes, on the same
+         * timeout; the ClientHello goes now. upstream_tls_server_name
+         * names the data's nodes, not the sentinels. */
+        up->tls = up->wq.tls = tls_conn_client(
+            ctx, up->name,
+            up->sentinel ? NULL : up->core->conf->tls.up_server_name,
+            &up->wq.enc);
+        uv_timer_start(&up->timer, upstream_on_connect_timeout,
+                       up->core->conf->connect_timeout_ms, 0);
+        rc = wq_flush(&up->wq);
+    }
     if (rc < 0) {
         upstream_fail(up, "unavailable: %s", uv_strerror(rc));
-        return;
+    } else if (up->tls == NULL) {
+        upstream_ready(up);
     }
+}
+
+static void upstream_ready(struct upstream *up)
+{
+    uv_timer_stop(&up->timer);
     up->state = UP_READY;
     up->ready_ms = core_now_ms(up->core);
     up->served = 0;
-    log_debug("upstream %s: connected", up->name);
+    log_debug("upstream %s: connected%s%s", up->name,
+              up->tls != NULL ? " over " : "",
+              up->tls != NULL ? tls_conn_version(up->tls) : "");
     upstream_mark(up);
-}
-
-/* Queues one of the proxy's own requests behind what is already queued
- * (first of all on a new connection); its reply is swallowed. */
-static struct req *upstream_queue_own(struct upstream *up, int argc,
-                                      const char *const *argv,
-                                      const size_t *lens)
-{
-    struct req *req = req_own(resp_cmd_new(argc, argv, lens), NULL, NULL);
-
-    /* Its silence is timed from now (upstream_check_timeout): not from
-     * the last read of an earlier connection, nor from 0. */
-    req->sent_ms = core_now_ms(up->core);
-    PX_CHECK_OOM(buf_append(&up->wq.out, req->cmd->raw, req->cmd->raw_len));
-    queue_insert_tail(&up->inflight, &req->unode);
-    return req;
-}
-
-/* The reply to CLIENT ID on a private upstream. */
-static void upstream_on_client_id(struct req *req, const char *frame,
-                                  size_t len)
-{
-    struct upstream *up = req->ctx;
-    unsigned long long id = 0;
-    size_t k;
-
-    for (k = 1; frame[0] == ':' && k < len && frame[k] >= '0' &&
-                frame[k] <= '9' && id < 1000000000000000000ULL;
-         k++) {
-        id = id * 10 + (unsigned long long)(frame[k] - '0');
-    }
-    up->rid = id;
-    upstream_resume_rid_waits(up);
-}
-
-void upstream_wait_rid(struct upstream *up, struct req *req)
-{
-    if (up->rid != 0 || !upstream_is_usable(up)) {
-        req->resume(req);
-        return;
-    }
-    queue_insert_tail(&up->rid_wait, &req->unode);
-}
-
-/* Queues CLIENT ID; its reply sets up->rid. */
-static void upstream_queue_client_id(struct upstream *up)
-{
-    const char *argv[2] = { "CLIENT", "ID" };
-    size_t lens[2] = { 6, 2 };
-    struct req *req = upstream_queue_own(up, 2, argv, lens);
-
-    req->swallow = 0;
-    req->on_reply = upstream_on_client_id;
-    req->ctx = up;
-}
-
-/* Queues `HELLO <proto>`. */
-static void upstream_queue_hello(struct upstream *up, int proto)
-{
-    const char *argv[2] = { "HELLO", proto == RESP_PROTO3 ? "3" : "2" };
-    size_t lens[2] = { 5, 1 };
-
-    upstream_queue_own(up, 2, argv, lens);
-}
-
-/* Queues AUTH when a password is configured for the connection's user:
- * the limiter's user on a limiter connection, the sentinels' on a sentinel
- * connection, else the client traffic's. */
-static void upstream_queue_auth(struct upstream *up)
-{
-    const struct conf *conf = up->core->conf;
-    const char *user = up->sentinel  ? conf->sentinel.user
-                       : up->limiter ? conf->limiter_user
-                                     : conf->upstream_user;
-    const char *pass =
-        core_secret(up->core, up->sentinel  ? CONF_SECRET_SENTINEL
-                              : up->limiter ? CONF_SECRET_LIMITER
-                                            : CONF_SECRET_UPSTREAM);
-    const char *argv[3];
-    size_t lens[3];
-    int argc = 0;
-
-    if (pass != NULL) {
-        argv[argc] = "AUTH";
-        lens[argc++] = 4;
-        if (user != NULL) {
-            argv[argc] = user;
-            lens[argc] = strlen(user);
-            argc++;
-        }
-        argv[argc] = pass;
-        lens[argc] = strlen(pass);
-        argc++;
-        upstream_queue_own(up, argc, argv, lens);
-    }
-}
-
-/* Queues AUTH (when configured), then HELLO 3 on a RESP3 connection, as the
- * first requests of a new connection, then what the core's on_setup adds. */
-static void upstream_queue_setup(struct upstream *up)
-{
-    upstream_queue_auth(up);
-    if (up->sentinel) {
-        return; /* a sentinel: no protocol, id nor library to set up */
-    }
-    if (up->proto == RESP_PROTO3) {
-        upstream_queue_hello(up, RESP_PROTO3);
-    }
-    if (up->priv) {
-        upstream_queue_client_id(up);
-    }
-    if (up->core->on_setup != NULL) {
-        up->core->on_setup(up, up->core->setup_arg);
-    }
-}
-
-void upstream_queue_first(struct upstream *up, int argc,
-                          const char *const *argv, const size_t *lens,
-                          req_reply_fn *fn, void *ctx)
-{
-    struct req *req = upstream_queue_own(up, argc, argv, lens);
-
-    req->swallow = 0;
-    req->on_reply = fn;
-    req->ctx = ctx;
-}
-
-void upstream_reset(struct upstream *up)
-{
-    const char *argv[1] = { "RESET" };
-    size_t lens[1] = { 5 };
-    struct req *req;
-
-    if (!upstream_is_usable(up)) {
-        return;
-    }
-    req = upstream_queue_own(up, 1, argv, lens);
-    req->until_reset = 1;
-    upstream_queue_auth(up);
-    up->proto = RESP_PROTO2; /* RESET goes back to RESP2 */
-    if (up->state == UP_READY) {
-        upstream_mark(up);
-    }
 }
 
 /* Connects to the address of this attempt (the host resolved). */
@@ -740,7 +633,7 @@ static void upstream_connect(struct upstream *up)
         px_oom(0);
     }
     buf_clear(&up->in);
-    buf_clear(&up->wq.out);
+    wq_discard(&up->wq);
     up->state = UP_CONNECTING;
     uv_tcp_init(up->core->loop, &up->tcp);
     up->tcp_open = 1;
@@ -930,20 +823,6 @@ void upstream_send_tunnel(struct upstream *up, struct req *req)
         return;
     }
     upstream_send(up, req);
-}
-
-void upstream_switch_proto(struct upstream *up, int proto)
-{
-    if (up->proto == proto) {
-        return;
-    }
-    up->proto = proto;
-    if (upstream_is_usable(up)) {
-        upstream_queue_hello(up, proto);
-        if (up->state == UP_READY) {
-            upstream_mark(up);
-        }
-    }
 }
 
 void upstream_flush(struct upstream *up)

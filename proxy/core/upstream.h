@@ -89,6 +89,10 @@ struct upstream {
     struct queue inflight;      /* struct req owed a reply, FIFO */
     struct buf in;              /* owned: bytes read, not yet consumed */
     struct resp_framer *fr;     /* owned: reply framing over `in` */
+    struct tls_conn *tls;       /* owned: the connection's TLS (upstream_tls)
+                                   from the TCP connect on, NULL otherwise;
+                                   UP_CONNECTING lasts until its handshake
+                                   completes */
     struct wq wq;               /* request bytes to write */
     struct queue link;          /* link in server.upstreams */
     struct queue dirty_node;    /* link in server.dirty_upstreams */

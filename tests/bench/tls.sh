@@ -10,8 +10,9 @@
 #   cellgate      plaintext client -> cellgate -> Redis's plain port
 #   cellgate-tls  redis-benchmark --tls -> cellgate's tls_listen ->
 #                 upstream_tls -> Redis's tls-port (certificates verified)
-# For each: median rps, p50, p99, and cellgate's CPU time per request
-# (/proc, clock ticks over the run). Ratios printed: cellgate-tls /
+# For each: median rps, p50, p99, cellgate's CPU time per request (/proc,
+# clock ticks over the run) and Redis's (INFO cpu: what a shard runs out
+# of; TLS costs it too). Ratios printed: cellgate-tls /
 # direct-tls rps (goal >= 0.8 at -P 16) and cellgate-tls / cellgate CPU per
 # request (goal <= 2). Then IDLE (default 1000) TLS clients connect,
 # finish their handshake, send one PING and stay idle: cellgate's RSS
@@ -74,32 +75,39 @@ echo "redis-benchmark -c $C -n $N -r $KEYSPACE -t $TESTS, pipelines: $PIPELINES,
 echo "machine: $(machine_line)"
 echo
 
-# bench_one TARGET PIPELINE: rows "target pipeline test rps p50 p99 cg_us",
-# cg_us being cellgate's CPU per request over the whole run ("-" direct).
+# bench_one TARGET PIPELINE: rows "target pipeline test rps p50 p99 cg_us
+# redis_us", the CPU per request over the whole run of cellgate ("-"
+# direct) and of Redis.
 bench_one() {
-    local t0=- t1=- ntests cg_us tls=()
+    local t0=- t1=- r0 r1 n cg_us redis_us tls=()
     [[ -n ${tls_of[$1]:-} ]] && tls=(--tls --cacert "$certs/ca.crt")
     [[ -n ${pid_of[$1]:-} ]] && t0=$(proc_ticks "${pid_of[$1]}")
+    r0=$(redis_cpu_usec "$rport")
     bench_csv "$1" "${tls[@]}" -h 127.0.0.1 -p "${port_of[$1]}" -c "$C" \
         -n "$N" -r "$KEYSPACE" -P "$2" -t "$TESTS"
+    r1=$(redis_cpu_usec "$rport")
     [[ -n ${pid_of[$1]:-} ]] && t1=$(proc_ticks "${pid_of[$1]}")
-    ntests=$(tr ',' '\n' <<<"$TESTS" | grep -c .)
-    cg_us=$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v n="$((N * ntests))" \
+    n=$((N * $(tr ',' '\n' <<<"$TESTS" | grep -c .)))
+    cg_us=$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v n="$n" \
         'BEGIN { if (a == "-" || b == "-") print "-";
                  else printf "%.2f\n", (b - a) / hz * 1e6 / n }')
+    redis_us=$(awk -v a="$r0" -v b="$r1" -v n="$n" \
+        'BEGIN { printf "%.2f\n", (b - a) / n }')
     tr -d '"' <"$workdir/bench.csv" |
-        awk -F, -v t="$1" -v p="$2" -v cg="$cg_us" \
-            '$1 != "test" && NF >= 7 { print t, p, $1, $2, $5, $7, cg }' \
+        awk -F, -v t="$1" -v p="$2" -v cg="$cg_us" -v r="$redis_us" \
+            '$1 != "test" && NF >= 7 { print t, p, $1, $2, $5, $7, cg, r }' \
             >>"$results"
 }
 bench_run_all
 
 print_medians 13
 echo
-echo "cellgate CPU per request (us, whole run of all tests):"
+echo "CPU per request (us, whole run of all tests): cellgate's, Redis's"
 for pl in $PIPELINES; do
-    printf '  -P %-3s cellgate %s  cellgate-tls %s\n' "$pl" \
-        "$(median 7 cellgate "$pl")" "$(median 7 cellgate-tls "$pl")"
+    printf '  -P %-3s cellgate %s / %s  cellgate-tls %s / %s  direct-tls - / %s\n' "$pl" \
+        "$(median 7 cellgate "$pl")" "$(median 8 cellgate "$pl")" \
+        "$(median 7 cellgate-tls "$pl")" "$(median 8 cellgate-tls "$pl")" \
+        "$(median 8 direct-tls "$pl")"
 done
 echo
 echo "ratios"

@@ -501,10 +501,6 @@ Test(it_sentinel, bad_config_is_refused, .timeout = 30)
                      "cluster: [127.0.0.1:7000]\nsentinel: [127.0.0.1:26379]\n"
                      "sentinel_master: m\n",
                      "sentinel and cluster are mutually exclusive");
-    check_bad_config("tls.yaml",
-                     "sentinel: [127.0.0.1:26379]\nsentinel_master: m\n"
-                     "sentinel_tls: yes\n",
-                     "not supported yet");
     check_bad_config("alone.yaml", "sentinel_master: m\n",
                      "sentinel_master needs sentinel");
     px_run(&res, flags);

@@ -541,9 +541,9 @@ ParameterizedTestParameters(conf, each_error_names_file_line_and_column)
           "(leave the key out to turn limiter administration off), got "
           "\"\"" },
         { "listen: \"host:\"\n",
-          "proxy.yaml:1:9: listen: expected host:port, got \"host:\"" },
+          "proxy.yaml:1:9: listen: expected host:port or off, got \"host:\"" },
         { "listen:\n  host: a\n",
-          "proxy.yaml:2:3: listen: expected host:port, got a mapping" },
+          "proxy.yaml:2:3: listen: expected host:port or off, got a mapping" },
         { "upstream: host:12ab\n",
           "proxy.yaml:1:11: upstream: expected host:port, got \"host:12ab\"" },
         { "max_clients: 5\ncommands: +flushall -nosuch\n",
@@ -634,17 +634,18 @@ Test(conf, every_error_of_the_file_is_reported_one_per_line)
                                "upstream: a:1\n"
                                "cluster: [b:2, c]\n";
 
-    expect_error(yaml,
-                 "proxy.yaml:1:9: listen: expected host:port, got \"nowhere\"\n"
-                 "proxy.yaml:2:14: max_clients: expected a positive integer, "
-                 "got \"lots\"\n"
-                 "proxy.yaml:4:1: unknown key 'bogus'\n"
-                 "proxy.yaml:5:16: upstream_pool: \"100\" is too large (max "
-                 "64)\n"
-                 "proxy.yaml:6:1: duplicate key 'log_level' (first at line "
-                 "3)\n"
-                 "proxy.yaml:8:16: cluster: expected host:port, got \"c\"\n"
-                 "proxy.yaml:8:1: upstream and cluster are mutually exclusive");
+    expect_error(
+        yaml,
+        "proxy.yaml:1:9: listen: expected host:port or off, got \"nowhere\"\n"
+        "proxy.yaml:2:14: max_clients: expected a positive integer, "
+        "got \"lots\"\n"
+        "proxy.yaml:4:1: unknown key 'bogus'\n"
+        "proxy.yaml:5:16: upstream_pool: \"100\" is too large (max "
+        "64)\n"
+        "proxy.yaml:6:1: duplicate key 'log_level' (first at line "
+        "3)\n"
+        "proxy.yaml:8:16: cluster: expected host:port, got \"c\"\n"
+        "proxy.yaml:8:1: upstream and cluster are mutually exclusive");
 }
 
 Test(conf, valid_keys_still_apply_when_others_fail)

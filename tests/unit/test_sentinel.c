@@ -197,13 +197,43 @@ Test(sentinel, rules_between_keys)
                  "exclusive");
     expect_error("sentinel_master: m\n",
                  "proxy.yaml:1:1: sentinel_master needs sentinel");
-    expect_error("sentinel: [a:2]\nsentinel_master: m\nsentinel_user: u\n",
-                 "proxy.yaml:3:1: sentinel_user needs sentinel_password or sentinel_password_file");
-    expect_error("sentinel: [a:2]\nsentinel_master: m\nsentinel_tls: yes\n",
-                 "proxy.yaml:3:1: sentinel_tls: TLS is not supported yet");
+    expect_error(
+        "sentinel: [a:2]\nsentinel_master: m\nsentinel_user: u\n",
+        "proxy.yaml:3:1: sentinel_user needs sentinel_password or sentinel_password_file");
     expect_error("sentinel: [a:2]\nsentinel_master: \"\"\n",
                  "proxy.yaml:2:18: sentinel_master: expected a non-empty "
                  "string (the name the sentinels monitor), got \"\"\n"
                  "proxy.yaml:1:1: sentinel needs sentinel_master (the name "
                  "the sentinels monitor the master by)");
+}
+
+/* sentinel_tls follows upstream_tls unless set; without sentinels, no TLS
+ * to them. */
+Test(sentinel, sentinel_tls_defaults_to_upstream_tls)
+{
+    static const struct {
+        const char *yaml;
+        int want;
+    } cases[] = {
+        { "sentinel: [a:2]\nsentinel_master: m\n", 0 },
+        { "sentinel: [a:2]\nsentinel_master: m\nupstream_tls: yes\n", 1 },
+        { "sentinel: [a:2]\nsentinel_master: m\nupstream_tls: yes\n"
+          "sentinel_tls: no\n",
+          0 },
+        { "sentinel: [a:2]\nsentinel_master: m\nsentinel_tls: yes\n", 1 },
+        { "upstream: a:1\nupstream_tls: yes\n", 0 },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct conf c;
+        char err[512] = "";
+
+        cr_assert_eq(conf_init(&c), CONF_OK);
+        cr_assert_eq(
+            conf_load_string(&c, "proxy.yaml", cases[i].yaml, err, sizeof(err)),
+            CONF_OK, "%s: %s", cases[i].yaml, err);
+        cr_assert_eq(conf_sentinel_tls(&c), cases[i].want, "%s", cases[i].yaml);
+        conf_free(&c);
+    }
 }
