@@ -201,7 +201,7 @@ void upstream_destroy(struct upstream *up, const char *why)
     }
     up->owner = NULL;
     upstream_fail_inflight(up, why != NULL ? why : "connection closed");
-    upstream_resume_rid_waits(up); /* they find no id and say so */
+    upstream_setup_resume_rid_waits(up); /* they find no id and say so */
     while (!queue_empty(&up->tunnel_wait)) {
         struct req *sync =
             container_of(queue_head(&up->tunnel_wait), struct req, unode);
@@ -638,7 +638,7 @@ static void upstream_connect(struct upstream *up)
     uv_tcp_init(up->core->loop, &up->tcp);
     up->tcp_open = 1;
     uv_tcp_nodelay(&up->tcp, 1);
-    upstream_queue_setup(up);
+    upstream_setup_queue(up);
     /* The connect timeout covers the lookup too. */
     uv_timer_start(&up->timer, upstream_on_connect_timeout,
                    up->core->conf->connect_timeout_ms, 0);
@@ -825,6 +825,57 @@ void upstream_send_tunnel(struct upstream *up, struct req *req)
     upstream_send(up, req);
 }
 
+void upstream_queue_first(struct upstream *up, int argc,
+                          const char *const *argv, const size_t *lens,
+                          req_reply_fn *fn, void *ctx)
+{
+    struct req *req = upstream_setup_own(up, argc, argv, lens);
+
+    req->swallow = 0;
+    req->on_reply = fn;
+    req->ctx = ctx;
+}
+
+void upstream_reset(struct upstream *up)
+{
+    const char *argv[1] = { "RESET" };
+    size_t lens[1] = { 5 };
+    struct req *req;
+
+    if (!upstream_is_usable(up)) {
+        return;
+    }
+    req = upstream_setup_own(up, 1, argv, lens);
+    req->until_reset = 1;
+    upstream_setup_auth(up);
+    up->proto = RESP_PROTO2; /* RESET goes back to RESP2 */
+    if (up->state == UP_READY) {
+        upstream_mark(up);
+    }
+}
+
+void upstream_wait_rid(struct upstream *up, struct req *req)
+{
+    if (up->rid != 0 || !upstream_is_usable(up)) {
+        req->resume(req);
+        return;
+    }
+    queue_insert_tail(&up->rid_wait, &req->unode);
+}
+
+void upstream_switch_proto(struct upstream *up, int proto)
+{
+    if (up->proto == proto) {
+        return;
+    }
+    up->proto = proto;
+    if (upstream_is_usable(up)) {
+        upstream_setup_hello(up, proto);
+        if (up->state == UP_READY) {
+            upstream_mark(up);
+        }
+    }
+}
 void upstream_flush(struct upstream *up)
 {
     int rc;

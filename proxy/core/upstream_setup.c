@@ -3,8 +3,8 @@
  * user, HELLO 3 on a RESP3 one, CLIENT ID on a private one, then what the
  * core's on_setup adds, such as the limiter's FUNCTION LOAD), RESET when a
  * private connection goes back to its pool, HELLO when a client switches
- * protocol, and the waits for the Redis id. Their replies are swallowed
- * unless the request asks for them. Connections themselves are
+ * protocol (upstream.c sends those two), and the Redis id. Their replies are
+ * swallowed unless the request asks for them. Connections themselves are
  * upstream.c. */
 #include "proxy/core/upstream_setup.h"
 
@@ -15,12 +15,12 @@
 #include "parser/resp_enc.h"
 #include "proxy/core/core.h"
 #include "proxy/core/req.h"
-#include "proxy/core/upstream.h"
+#include "proxy/core/upstream_conn.h"
 #include "proxy/core/util.h"
 
 /* Lets every request waiting for the Redis id go on; one whose client left
  * meanwhile (an orphan) is freed instead. */
-void upstream_resume_rid_waits(struct upstream *up)
+void upstream_setup_resume_rid_waits(struct upstream *up)
 {
     while (!queue_empty(&up->rid_wait)) {
         struct req *w =
@@ -36,9 +36,8 @@ void upstream_resume_rid_waits(struct upstream *up)
 
 /* Queues one of the proxy's own requests behind what is already queued
  * (first of all on a new connection); its reply is swallowed. */
-static struct req *upstream_queue_own(struct upstream *up, int argc,
-                                      const char *const *argv,
-                                      const size_t *lens)
+struct req *upstream_setup_own(struct upstream *up, int argc,
+                               const char *const *argv, const size_t *lens)
 {
     struct req *req = req_own(resp_cmd_new(argc, argv, lens), NULL, NULL);
 
@@ -64,24 +63,15 @@ static void upstream_on_client_id(struct req *req, const char *frame,
         id = id * 10 + (unsigned long long)(frame[k] - '0');
     }
     up->rid = id;
-    upstream_resume_rid_waits(up);
-}
-
-void upstream_wait_rid(struct upstream *up, struct req *req)
-{
-    if (up->rid != 0 || !upstream_is_usable(up)) {
-        req->resume(req);
-        return;
-    }
-    queue_insert_tail(&up->rid_wait, &req->unode);
+    upstream_setup_resume_rid_waits(up);
 }
 
 /* Queues CLIENT ID; its reply sets up->rid. */
-static void upstream_queue_client_id(struct upstream *up)
+static void upstream_setup_client_id(struct upstream *up)
 {
     const char *argv[2] = { "CLIENT", "ID" };
     size_t lens[2] = { 6, 2 };
-    struct req *req = upstream_queue_own(up, 2, argv, lens);
+    struct req *req = upstream_setup_own(up, 2, argv, lens);
 
     req->swallow = 0;
     req->on_reply = upstream_on_client_id;
@@ -89,18 +79,18 @@ static void upstream_queue_client_id(struct upstream *up)
 }
 
 /* Queues `HELLO <proto>`. */
-static void upstream_queue_hello(struct upstream *up, int proto)
+void upstream_setup_hello(struct upstream *up, int proto)
 {
     const char *argv[2] = { "HELLO", proto == RESP_PROTO3 ? "3" : "2" };
     size_t lens[2] = { 5, 1 };
 
-    upstream_queue_own(up, 2, argv, lens);
+    upstream_setup_own(up, 2, argv, lens);
 }
 
 /* Queues AUTH when a password is configured for the connection's user:
  * the limiter's user on a limiter connection, the sentinels' on a sentinel
  * connection, else the client traffic's. */
-static void upstream_queue_auth(struct upstream *up)
+void upstream_setup_auth(struct upstream *up)
 {
     const struct conf *conf = up->core->conf;
     const char *user = up->sentinel  ? conf->sentinel.user
@@ -125,68 +115,25 @@ static void upstream_queue_auth(struct upstream *up)
         argv[argc] = pass;
         lens[argc] = strlen(pass);
         argc++;
-        upstream_queue_own(up, argc, argv, lens);
+        upstream_setup_own(up, argc, argv, lens);
     }
 }
 
 /* Queues AUTH (when configured), then HELLO 3 on a RESP3 connection, as the
  * first requests of a new connection, then what the core's on_setup adds. */
-void upstream_queue_setup(struct upstream *up)
+void upstream_setup_queue(struct upstream *up)
 {
-    upstream_queue_auth(up);
+    upstream_setup_auth(up);
     if (up->sentinel) {
         return; /* a sentinel: no protocol, id nor library to set up */
     }
     if (up->proto == RESP_PROTO3) {
-        upstream_queue_hello(up, RESP_PROTO3);
+        upstream_setup_hello(up, RESP_PROTO3);
     }
     if (up->priv) {
-        upstream_queue_client_id(up);
+        upstream_setup_client_id(up);
     }
     if (up->core->on_setup != NULL) {
         up->core->on_setup(up, up->core->setup_arg);
-    }
-}
-
-void upstream_queue_first(struct upstream *up, int argc,
-                          const char *const *argv, const size_t *lens,
-                          req_reply_fn *fn, void *ctx)
-{
-    struct req *req = upstream_queue_own(up, argc, argv, lens);
-
-    req->swallow = 0;
-    req->on_reply = fn;
-    req->ctx = ctx;
-}
-
-void upstream_reset(struct upstream *up)
-{
-    const char *argv[1] = { "RESET" };
-    size_t lens[1] = { 5 };
-    struct req *req;
-
-    if (!upstream_is_usable(up)) {
-        return;
-    }
-    req = upstream_queue_own(up, 1, argv, lens);
-    req->until_reset = 1;
-    upstream_queue_auth(up);
-    up->proto = RESP_PROTO2; /* RESET goes back to RESP2 */
-    if (up->state == UP_READY) {
-        upstream_mark(up);
-    }
-}
-
-void upstream_switch_proto(struct upstream *up, int proto)
-{
-    if (up->proto == proto) {
-        return;
-    }
-    up->proto = proto;
-    if (upstream_is_usable(up)) {
-        upstream_queue_hello(up, proto);
-        if (up->state == UP_READY) {
-            upstream_mark(up);
-        }
     }
 }
