@@ -17,6 +17,9 @@ const REDIS_PORT = Number(process.env.REDIS_PORT);
 const CLUSTER = process.env.CG_MODE === 'cluster';
 const DIRECT_TAG = process.env.DIRECT_TAG || '';
 const NODE_PORTS = (process.env.NODE_PORTS || String(REDIS_PORT)).split(',').map(Number);
+// The masters' INFO tcp_port (their plain ports: the TLS modes' NODE_PORTS
+// are their tls-ports).
+const INFO_PORTS = (process.env.NODE_INFO_PORTS || NODE_PORTS.join(',')).split(',').map(Number);
 const CHECK_TIMEOUT_MS = 10000;
 // TLS modes (run.sh): every connection, to cellgate and to Redis, speaks TLS
 // and checks the server's certificate against this CA.
@@ -157,6 +160,6 @@ async function runAll(only) {
 }
 
 module.exports = {
-  HOST, PROXY_PORT, REDIS_PORT, TLS_CA, CLUSTER, DIRECT_TAG, NODE_PORTS, upstreamConns, connCount, check, expect, Fail, same, errorOf, sleep,
+  HOST, PROXY_PORT, REDIS_PORT, TLS_CA, INFO_PORTS, CLUSTER, DIRECT_TAG, NODE_PORTS, upstreamConns, connCount, check, expect, Fail, same, errorOf, sleep,
   withTimeout, nextEvent, runAll, short, isEqual,
 };

@@ -290,7 +290,7 @@ check('info (forwarded)', async () => {
   const p = await T.proxy.r.info();
   for (const f of ['redis_version', 'redis_mode', 'tcp_port']) {
     if (f === 'tcp_port' && H.CLUSTER) { // one section per master
-      H.expect(H.NODE_PORTS.includes(Number(field(p, f))), `INFO tcp_port: cellgate ${field(p, f)}, masters ${H.NODE_PORTS}`);
+      H.expect(H.INFO_PORTS.includes(Number(field(p, f))), `INFO tcp_port: cellgate ${field(p, f)}, masters ${H.INFO_PORTS}`);
       continue;
     }
     H.expect(field(p, f) !== undefined && field(p, f) === field(d, f), `INFO ${f}: cellgate ${field(p, f)}, Redis ${field(d, f)}`);

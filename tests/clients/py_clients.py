@@ -31,6 +31,9 @@ REDIS_PORT = int(os.environ["REDIS_PORT"])
 CLUSTER = os.environ.get("CG_MODE") == "cluster"
 DIRECT_TAG = os.environ.get("DIRECT_TAG", "")
 NODE_PORTS = [int(p) for p in os.environ.get("NODE_PORTS", str(REDIS_PORT)).split(",")]
+# The masters' INFO tcp_port (their plain ports: the TLS modes' NODE_PORTS
+# are their tls-ports).
+INFO_PORTS = [int(p) for p in os.environ.get("NODE_INFO_PORTS", ",".join(map(str, NODE_PORTS))).split(",")]
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Bounds every network wait: a hang becomes a failed check, not a stuck suite.
 SOCK_TIMEOUT = 5.0
@@ -707,7 +710,7 @@ def _():
         expect(f in p, f"INFO through cellgate lacks {f}")
         if f == "tcp_port" and CLUSTER:
             # One section per master: the last one parsed names some master.
-            expect(p[f] in NODE_PORTS, f"INFO tcp_port: cellgate {p[f]!r}, masters {NODE_PORTS}")
+            expect(p[f] in INFO_PORTS, f"INFO tcp_port: cellgate {p[f]!r}, masters {INFO_PORTS}")
             continue
         expect(p[f] == d[f], f"INFO {f}: cellgate {p[f]!r}, Redis {d[f]!r}")
     # DBSIZE through cellgate: the one Redis, or the sum over the masters.
@@ -792,10 +795,19 @@ def _():
 
 # ---------------------------------------------------------------- connection life cycle
 
+def raw_socket(port, timeout):
+    """A client's socket to 127.0.0.1:port, TLS in the TLS modes."""
+    s = socket.create_connection((HOST, port), timeout=timeout)
+    if TLS_CA:
+        import ssl
+        s = ssl.create_default_context(cafile=TLS_CA).wrap_socket(s, server_hostname=HOST)
+    return s
+
+
 def raw_session(port, data, read_until=None, timeout=3.0):
     """Opens a plain socket, sends data, optionally reads until `read_until`
     appears, then closes the socket (the way a client that dies does)."""
-    s = socket.create_connection((HOST, port), timeout=timeout)
+    s = raw_socket(port, timeout)
     try:
         s.sendall(data)
         buf = b""
@@ -822,7 +834,7 @@ def resp(*args):
 @check("py: QUIT answers +OK, closes, and nothing after it runs")
 def _():
     def sc(t):
-        s = socket.create_connection((HOST, t.port), timeout=SOCK_TIMEOUT)
+        s = raw_socket(t.port, SOCK_TIMEOUT)
         s.sendall(resp("SET", t.k("quit"), "1") + resp("QUIT") + resp("SET", t.k("quit"), "2"))
         buf = b""
         while True:  # until the server closes the connection

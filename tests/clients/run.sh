@@ -288,6 +288,10 @@ start_tls-cluster() {
         $0 == "slots" { getline lo; getline hi; inrange = (s + 0 >= lo + 0 && s + 0 <= hi + 0) }
         $0 == "tls-port" && inrange { getline p; print p; exit }')
     [ -n "$RPORT" ] || return 1
+    NODE_INFO_PORTS=$(for p in ${NODE_PORTS//,/ }; do
+        timeout 5 "$TLS_BIN/redis-cli" -p "$p" info server | tr -d '\r' |
+            sed -n 's/^tcp_port://p'
+    done | paste -sd, -)
     DIRECT_TAG="{cgd}"
     start_cellgate_tls cluster "$seeds"
 }
@@ -377,6 +381,7 @@ run_mode() {  # mode
     local cg_mode=${mode#tls-} path=$PATH
     [ "$mode" = tls ] || [ "$mode" = sentinel ] && cg_mode=single
     unset CG_TLS_CA
+    [ "$mode" = tls-cluster ] && export NODE_INFO_PORTS || unset NODE_INFO_PORTS
     if [[ "$mode" == tls* ]]; then
         export CG_TLS_CA=$TLS_DIR/ca.crt
         path=$TLS_BIN:$PATH
