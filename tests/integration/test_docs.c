@@ -22,8 +22,13 @@
 
 PX_TEST_SUITE(it_docs);
 
+#define EXAMPLE_PROXY PX_SOURCE_DIR "/conf/proxy.example.yaml"
+
+/* The README's managed-Redis block uses TLS keys, which a -DPX_TLS=OFF
+ * build refuses, and its certificates come from the TLS fixture. */
+#if defined(PX_TLS) && PX_TLS
+
 #define README_FILE     PX_SOURCE_DIR "/README.md"
-#define EXAMPLE_PROXY   PX_SOURCE_DIR "/conf/proxy.example.yaml"
 #define DEPLOY_HEADING  "\n## Deploying\n"
 #define YAML_FENCE      "```yaml\n"
 #define FENCE_END       "\n```"
@@ -196,6 +201,8 @@ Test(it_docs, readme_deploying_examples_pass_check_config, .fini = px_env_fini,
     }
     free(readme);
 }
+
+#endif /* PX_TLS */
 
 /* conf/proxy.example.yaml, "every setting, shown with its default value",
  * is a file a user can start from: it passes --check-config as it is (the
