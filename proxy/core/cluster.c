@@ -564,7 +564,7 @@ static void cluster_on_command(struct req *req, const char *frame, size_t len)
         int err = len >= 3 && frame[0] == '-';
         snprintf(cl->last_err, sizeof(cl->last_err),
                  "COMMAND reply unusable: %.*s",
-                 (int)(len - 3 * err > 100 ? 100 : len - 3 * err), frame + err);
+                 (int)(len - 3 * err > 135 ? 135 : len - 3 * err), frame + err);
         cluster_refresh_soon(cl);
         return;
     }

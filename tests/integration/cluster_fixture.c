@@ -37,6 +37,7 @@
 
 static struct px_cluster cluster;                /* px_cluster() */
 static struct px_cluster *running[MAX_CLUSTERS]; /* stopped by the fini */
+static px_cluster_args_fn *node_args;            /* px_cluster_set_node_args */
 
 /* One node's view of the cluster, parsed from its CLUSTER NODES. */
 struct view {
@@ -627,7 +628,23 @@ static void start_node(struct px_cluster *cl, int i)
         px_env()->dir,
         NULL,
     };
-    px_redis_start(&n->proc, extra);
+    const char *argv[PX_MAX_ARGS];
+    size_t k = 0;
+    for (; extra[k] != NULL; k++) {
+        argv[k] = extra[k];
+    }
+    for (const char *const *a = node_args != NULL ? node_args(i) : NULL;
+         a != NULL && *a != NULL; a++) {
+        cr_assert(k + 1 < PX_MAX_ARGS, "too many node arguments");
+        argv[k++] = *a;
+    }
+    argv[k] = NULL;
+    px_redis_start(&n->proc, argv);
+}
+
+void px_cluster_set_node_args(px_cluster_args_fn *fn)
+{
+    node_args = fn;
 }
 
 /* Prints the end of every node's log and the create output, kills the

@@ -104,6 +104,13 @@ void px_cluster_fini(void);
  * it after the test returned. */
 void px_cluster_start(struct px_cluster *cl, int masters, int replicas);
 
+/* Further redis-server arguments of node `node` (a NULL-ended list that
+ * outlives the node, e.g. "--include", a file with its TLS port), asked by
+ * px_cluster_start (a restart reuses them); set by a test before it starts
+ * a cluster (NULL: none, the default). */
+typedef const char *const *px_cluster_args_fn(int node);
+void px_cluster_set_node_args(px_cluster_args_fn *fn);
+
 /* Kills every node with SIGKILL and reaps it. Idempotent. */
 void px_cluster_stop(struct px_cluster *cl);
 
