@@ -16,6 +16,7 @@
 
 #define SENT_WAIT_MS 30000 /* bound of every wait for the sentinels */
 #define SENT_POLL_MS 20
+#define SENT_RETRIES 2 /* new ports for a process whose port was taken */
 
 static struct px_sentinels sents; /* one per test process */
 static char replica_of[16];       /* the master's port, for --replicaof */
@@ -56,6 +57,12 @@ static pid_t sent_spawn(const char *const *argv, const char *log)
     _exit(127);
 }
 
+/* 1 when the sentinels listen on a TLS port only. */
+static int sent_tls_port_only(const struct px_sentinels *s)
+{
+    return s->tls == PX_SENTINEL_TLS_ALL || s->tls == PX_SENTINEL_TLS_SENTINELS;
+}
+
 /* 1 when `port` (a sentinel's or a data node's) speaks TLS. */
 static int sent_port_tls(const struct px_sentinels *s, int port)
 {
@@ -63,10 +70,10 @@ static int sent_port_tls(const struct px_sentinels *s, int port)
 
     for (i = 0; i < s->n; i++) {
         if (s->sent[i].port == port) {
-            return s->tls == PX_SENTINEL_TLS_ALL;
+            return sent_tls_port_only(s);
         }
     }
-    return s->tls != PX_SENTINEL_PLAIN;
+    return s->tls == PX_SENTINEL_TLS_ALL || s->tls == PX_SENTINEL_TLS_DATA;
 }
 
 /* One command on a new connection to `port` (logged in with s->password,
@@ -221,7 +228,7 @@ static void sent_start_one(struct px_sentinels *s, int i)
                  "sentinel monitor %s 127.0.0.1 %d 2\n"
                  "sentinel down-after-milliseconds %s 1000\n"
                  "sentinel failover-timeout %s 5000\n",
-                 s->tls == PX_SENTINEL_TLS_ALL ? 0 : c->port, px_env()->dir,
+                 sent_tls_port_only(s) ? 0 : c->port, px_env()->dir,
                  PX_SENTINEL_MASTER, px_env()->redis.port, PX_SENTINEL_MASTER,
                  PX_SENTINEL_MASTER);
     if (s->tls != PX_SENTINEL_PLAIN) {
@@ -231,9 +238,10 @@ static void sent_start_one(struct px_sentinels *s, int i)
         n += snprintf(text + n, sizeof(text) - (size_t)n,
                       "tls-port %d\ntls-cert-file %s\ntls-key-file %s\n"
                       "tls-ca-cert-file %s\ntls-auth-clients no\n"
-                      "tls-replication yes\n",
-                      s->tls == PX_SENTINEL_TLS_ALL ? c->port : px_free_port(),
-                      k->server, k->server_key, k->ca);
+                      "tls-replication %s\n",
+                      sent_tls_port_only(s) ? c->port : px_free_port(),
+                      k->server, k->server_key, k->ca,
+                      s->tls == PX_SENTINEL_TLS_SENTINELS ? "no" : "yes");
     }
     if (s->password != NULL) {
         /* Its peers log in with the same password when they ask it
@@ -253,10 +261,18 @@ static void sent_start_one(struct px_sentinels *s, int i)
     }
 }
 
+/* 1 when `c` exited because its port was taken meanwhile (another
+ * run's), and `retries` allows another port. */
+static int sent_port_taken(struct px_child *c, int retries)
+{
+    return retries > 0 && px_file_has(c->log, "already in use");
+}
+
 /* A data node on a TLS port only (a replica of `master` when not 0);
- * returns once it answers PING over TLS. */
+ * returns once it answers PING over TLS. A port taken before it bound is
+ * replaced, `retries` times at most. */
 static void sent_node_start_tls(struct px_sentinels *s, struct px_child *c,
-                                int master)
+                                int master, int retries)
 {
     const struct px_tls_certs *k = sent_certs();
     char port[16], of[16], name[64];
@@ -318,6 +334,10 @@ static void sent_node_start_tls(struct px_sentinels *s, struct px_child *c,
         if (r != NULL) {
             freeReplyObject(r);
         }
+        if (!px_child_alive(c) && sent_port_taken(c, retries)) {
+            sent_node_start_tls(s, c, master, retries - 1);
+            return;
+        }
         cr_assert(px_child_alive(c),
                   "redis-server on TLS port %d exited (log %s)", c->port,
                   c->log);
@@ -341,9 +361,11 @@ static void sent_start(int n, const char *password, int peers,
     s->tls = tls;
     cr_assert(tls == PX_SENTINEL_PLAIN || password == NULL,
               "no password with TLS sentinels (not needed yet)");
-    if (tls != PX_SENTINEL_PLAIN) {
-        sent_node_start_tls(s, &px_env()->redis, 0);
-        sent_node_start_tls(s, &s->replica, px_env()->redis.port);
+    cr_assert(tls != PX_SENTINEL_TLS_SENTINELS || n == 1,
+              "plaintext data nodes: one TLS sentinel at most");
+    if (tls == PX_SENTINEL_TLS_ALL || tls == PX_SENTINEL_TLS_DATA) {
+        sent_node_start_tls(s, &px_env()->redis, 0, SENT_RETRIES);
+        sent_node_start_tls(s, &s->replica, px_env()->redis.port, SENT_RETRIES);
     } else {
         px_redis_start(&px_env()->redis, NULL);
         snprintf(replica_of, sizeof(replica_of), "%d", px_env()->redis.port);
@@ -355,7 +377,13 @@ static void sent_start(int n, const char *password, int peers,
     }
     deadline = px_now_ms() + SENT_WAIT_MS;
     for (i = 0; i < n; i++) {
+        int retries = SENT_RETRIES;
         while (!sent_ready(s, i, peers)) {
+            if (!px_child_alive(&s->sent[i]) &&
+                sent_port_taken(&s->sent[i], retries--)) {
+                sent_start_one(s, i); /* on new ports */
+                continue;
+            }
             cr_assert(px_child_alive(&s->sent[i]),
                       "sentinel on port %d exited (log %s)", s->sent[i].port,
                       s->sent[i].log);

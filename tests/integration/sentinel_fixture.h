@@ -28,12 +28,16 @@
 
 /* Who speaks TLS (certificates: tls_fixture's, tls-auth-clients no). */
 enum px_sentinel_tls {
-    PX_SENTINEL_PLAIN = 0, /* nobody */
-    PX_SENTINEL_TLS_ALL,   /* everyone, on TLS ports only (--port 0): the
-                              master, the replica (tls-replication), the
-                              sentinels (to the nodes and each other) */
-    PX_SENTINEL_TLS_DATA,  /* the same, but each sentinel also has a
-                              plaintext port: its `port`, for clients */
+    PX_SENTINEL_PLAIN = 0,     /* nobody */
+    PX_SENTINEL_TLS_ALL,       /* everyone, on TLS ports only (--port 0): the
+                                  master, the replica (tls-replication), the
+                                  sentinels (to the nodes and each other) */
+    PX_SENTINEL_TLS_DATA,      /* the same, but each sentinel also has a
+                                  plaintext port: its `port`, for clients */
+    PX_SENTINEL_TLS_SENTINELS, /* the sentinels on TLS ports only, the
+                                  data nodes in plaintext (no
+                                  tls-replication: one sentinel only, its
+                                  peers would be asked in plaintext) */
 };
 
 struct px_sentinels {
@@ -54,9 +58,10 @@ struct px_sentinels *px_sentinels(void);
  * (their quorum can agree). Asserts. */
 void px_sentinel_start(int n, const char *password, int peers);
 
-/* px_sentinel_start (no password) with TLS as `tls` says. In the TLS
- * modes every port of a data node (px_env()->redis.port, replica.port)
- * is its TLS port, and so is a sentinel's with PX_SENTINEL_TLS_ALL. */
+/* px_sentinel_start (no password) with TLS as `tls` says. In the TLS_ALL
+ * and TLS_DATA modes every port of a data node (px_env()->redis.port,
+ * replica.port) is its TLS port, and so is a sentinel's with
+ * PX_SENTINEL_TLS_ALL and PX_SENTINEL_TLS_SENTINELS. */
 void px_sentinel_start_tls(int n, int peers, enum px_sentinel_tls tls);
 
 /* A command to the sentinel or data node listening on `port`, over TLS

@@ -4,7 +4,8 @@
  * (tls-replication), and cellgate, with upstream_tls (sentinel_tls
  * following it), finds the master, serves GET/SET and CL.THROTTLE, and
  * follows a SENTINEL FAILOVER. With sentinel_tls: no, the sentinels are
- * asked in plaintext while the data nodes speak TLS. */
+ * asked in plaintext while the data nodes speak TLS; with sentinel_tls:
+ * yes and upstream_tls: no, the other way round. */
 #include "tests/integration/sentinel_fixture.h"
 #include "tests/integration/tls_fixture.h"
 #include "tests/support/px_test.h"
@@ -28,6 +29,11 @@ static void init_tls_all(void)
 static void init_tls_data(void)
 {
     px_sentinel_start_tls(1, 0, PX_SENTINEL_TLS_DATA);
+}
+
+static void init_tls_sentinels(void)
+{
+    px_sentinel_start_tls(1, 0, PX_SENTINEL_TLS_SENTINELS);
 }
 
 /* cellgate in front of the sentinels, upstream_tls with the test CA, then
@@ -65,7 +71,7 @@ static void wait_master(redisContext *c, int port)
 
 /* SET k `val` through `c` until it is accepted (errors only meanwhile: a
  * master being replaced), then GET and CL.THROTTLE; the value is on the
- * master at `port`, read there directly over TLS. */
+ * master at `port`, read there directly (over TLS when it speaks it). */
 static void check_service(redisContext *c, int port, const char *val)
 {
     long long deadline = px_now_ms() + SERVE_MS;
@@ -132,6 +138,25 @@ Test(it_sentinel_tls, plaintext_sentinels_tls_nodes, .init = init_tls_data,
     redisContext *c;
 
     start_proxy("sentinel_tls: no\n");
+    c = px_connect(px_env()->proxy.port);
+    wait_master(c, px_env()->redis.port);
+    check_service(c, px_env()->redis.port, "v");
+    redisFree(c);
+}
+
+/* sentinel_tls: yes, upstream_tls: no: the sentinel is asked over TLS
+ * (its only port), the master in plaintext. */
+Test(it_sentinel_tls, tls_sentinels_plaintext_nodes, .init = init_tls_sentinels,
+     .fini = px_sentinel_fini, .timeout = 60)
+{
+    static char extra[2 * PX_PATH_MAX];
+    redisContext *c;
+
+    snprintf(extra, sizeof(extra),
+             "sentinel_tls: yes\nupstream_tls_ca_cert_file: %s\n",
+             px_tls_certs()->ca);
+    px_proxy_start(&px_env()->proxy, px_sentinel_yaml(px_sentinels(), 0, extra),
+                   NULL);
     c = px_connect(px_env()->proxy.port);
     wait_master(c, px_env()->redis.port);
     check_service(c, px_env()->redis.port, "v");
