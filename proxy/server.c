@@ -146,7 +146,7 @@ static void server_stop(void)
 }
 
 /* SIGHUP: reread the password files (secrets.c) and the certificates of
- * tls_listen (server_tls.c), and reload limits.yaml off the loop; a bad
+ * both TLS sides (server_tls.c), and reload limits.yaml off the loop; a bad
  * file is refused and the old rules stay (as LIMITER RELOAD;
  * limiter_reload.c logs the outcome). */
 static void server_on_sighup(uv_signal_t *h, int signum)

@@ -57,7 +57,8 @@ struct server {
     uv_tcp_t tls_listener;        /* embedded: tls_listen (server_tls.c) */
     struct tls_ctx *tls_clients;  /* owned: tls_listen's context, replaced
                                      on SIGHUP; NULL without tls_listen */
-    struct tls_ctx *tls_upstream; /* owned: upstream_tls's (core.tls) */
+    struct tls_ctx *tls_upstream; /* owned: upstream_tls's (core.tls),
+                                     replaced on SIGHUP */
     struct queue tls_handshakes;  /* clients whose TLS handshake runs,
                                      oldest first (hs_link) */
     unsigned ntls_clients;        /* clients past their TLS handshake */

@@ -1,6 +1,6 @@
 /* TLS at the server level: the two contexts (to Redis, from clients), the
- * tls_listen listener, the reload of the client side's certificates on
- * SIGHUP, and --check-config's test of both contexts. */
+ * tls_listen listener, the reload of both sides' certificates on SIGHUP,
+ * and --check-config's test of both contexts. */
 #ifndef PX_PROXY_SERVER_TLS_H
 #define PX_PROXY_SERVER_TLS_H
 
@@ -20,10 +20,10 @@ void server_tls_stop(void);
 /* Drops the contexts, once the loop has run dry. */
 void server_tls_free(void);
 
-/* SIGHUP: rebuilds the client side's context from its files in the
- * thread pool; new handshakes use it, established connections keep
- * theirs; a failure keeps the old one and logs why. 1 when tls_listen is
- * on (something to reload), else 0. */
+/* SIGHUP: rebuilds both contexts (tls_listen's, upstream_tls's) from
+ * their files in the thread pool; new handshakes use them, established
+ * connections keep theirs; a side whose files fail keeps its old context
+ * and logs why. 1 when TLS is on (something to reload), else 0. */
 int server_tls_reload(void);
 
 /* --check-config: builds the contexts conf asks for and frees them. 0, or

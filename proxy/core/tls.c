@@ -21,10 +21,10 @@
  * between reads, so an idle TLS client costs the SSL object (a few KB).
  *
  * A context (SSL_CTX and the BIO method) is counted: a connection holds
- * its context, so the client side's context can be replaced on SIGHUP
- * while older connections go on with the old one. OpenSSL's error queue
- * is per thread and shared by every connection: it is emptied before
- * each call and after each failure is read, so a reason never lands on
+ * its context, so either side's context can be replaced on SIGHUP while
+ * older connections go on with the old one (and read into its slab). OpenSSL's
+ * error queue is per thread and shared by every connection: it is emptied
+ * before each call and after each failure is read, so a reason never lands on
  * the wrong connection. */
 #include "proxy/core/tls.h"
 
@@ -223,8 +223,10 @@ void tls_ctx_free(struct tls_ctx *ctx)
     tls_ctx_unref(ctx);
 }
 
-char *tls_ctx_slab(struct tls_ctx *ctx, size_t *len)
+char *tls_conn_slab(struct tls_conn *t, size_t *len)
 {
+    struct tls_ctx *ctx = t->ctx;
+
     if (ctx->slab == NULL) {
         ctx->slab = px_malloc(TLS_SLAB_BYTES);
     }
@@ -565,9 +567,9 @@ void tls_ctx_free(struct tls_ctx *ctx)
     PX_ASSERT(ctx == NULL);
 }
 
-char *tls_ctx_slab(struct tls_ctx *ctx, size_t *len)
+char *tls_conn_slab(struct tls_conn *t, size_t *len)
 {
-    PX_UNUSED(ctx);
+    PX_UNUSED(t);
     PX_UNUSED(len);
     PX_ASSERT(0);
     return NULL;

@@ -3,9 +3,10 @@
  * A connection's owner hands the ciphertext of each read to tls_feed(),
  * which runs the handshake and passes the plaintext on to a sink; what
  * OpenSSL writes (the handshake's records, sealed data) is appended to a
- * buffer the owner names, its write queue's (wq.c). Two contexts exist at
- * most: one for the connections to Redis (the client role) and one for
- * clients (the server role, replaced on SIGHUP). */
+ * buffer the owner names, its write queue's (wq.c). Two contexts are
+ * current: one for the connections to Redis (the client role) and one for
+ * clients (the server role); SIGHUP replaces both, and a replaced one
+ * lives on while connections made from it do. */
 #ifndef PX_PROXY_CORE_TLS_H
 #define PX_PROXY_CORE_TLS_H
 
@@ -62,10 +63,6 @@ struct tls_ctx *tls_ctx_clients(const struct conf *c, char *err, size_t errlen);
  * made from it do. Accepts NULL. */
 void tls_ctx_free(struct tls_ctx *ctx);
 
-/* A read buffer for the ciphertext of the context's connections: one read
- * at a time on the loop, so one per context. Its size in *len. */
-char *tls_ctx_slab(struct tls_ctx *ctx, size_t *len);
-
 /* A connection in the client role to the node `addr` ("host:port"), whose
  * certificate must name `server_name` (NULL: the host of `addr`, see
  * tls_name_for): its first handshake records are in `out` (borrowed: the
@@ -76,6 +73,11 @@ struct tls_conn *tls_conn_client(struct tls_ctx *ctx, const char *addr,
 
 /* A connection in the server role, waiting for the ClientHello. */
 struct tls_conn *tls_conn_server(struct tls_ctx *ctx, struct buf *out);
+
+/* A read buffer for the ciphertext of `t`: its context's, shared by the
+ * context's connections (one read at a time on the loop), alive while `t`
+ * is, whichever context is current. Its size in *len. */
+char *tls_conn_slab(struct tls_conn *t, size_t *len);
 
 /* Frees `t` (no record is sent). Accepts NULL. */
 void tls_conn_free(struct tls_conn *t);

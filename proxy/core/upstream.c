@@ -300,7 +300,7 @@ static void upstream_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     PX_UNUSED(hint);
     if (up->tls != NULL) { /* ciphertext: tls_feed_buf decrypts into `in` */
         size_t len;
-        char *slab = tls_ctx_slab(up->core->tls, &len);
+        char *slab = tls_conn_slab(up->tls, &len); /* its context's */
         *b = uv_buf_init(slab, (unsigned)len);
         return;
     }

@@ -26,11 +26,26 @@
 #define PX_SENTINEL_MASTER "pxmaster" /* the name they monitor it by */
 #define PX_SENTINEL_MAX    3
 
+/* Who speaks TLS (certificates: tls_fixture's, tls-auth-clients no). */
+enum px_sentinel_tls {
+    PX_SENTINEL_PLAIN = 0,     /* nobody */
+    PX_SENTINEL_TLS_ALL,       /* everyone, on TLS ports only (--port 0): the
+                                  master, the replica (tls-replication), the
+                                  sentinels (to the nodes and each other) */
+    PX_SENTINEL_TLS_DATA,      /* the same, but each sentinel also has a
+                                  plaintext port: its `port`, for clients */
+    PX_SENTINEL_TLS_SENTINELS, /* the sentinels on TLS ports only, the
+                                  data nodes in plaintext (no
+                                  tls-replication: one sentinel only, its
+                                  peers would be asked in plaintext) */
+};
+
 struct px_sentinels {
     struct px_child replica;               /* replicates px_env()->redis */
     struct px_child sent[PX_SENTINEL_MAX]; /* the sentinels */
     int n;                                 /* sentinels started */
     const char *password;                  /* their requirepass, or NULL */
+    enum px_sentinel_tls tls;              /* who speaks TLS */
     char yaml[1024];                       /* px_sentinel_yaml's text */
 };
 
@@ -42,6 +57,18 @@ struct px_sentinels *px_sentinels(void);
  * failover tests `peers` also waits until each sentinel knows the others
  * (their quorum can agree). Asserts. */
 void px_sentinel_start(int n, const char *password, int peers);
+
+/* px_sentinel_start (no password) with TLS as `tls` says. In the TLS_ALL
+ * and TLS_DATA modes every port of a data node (px_env()->redis.port,
+ * replica.port) is its TLS port, and so is a sentinel's with
+ * PX_SENTINEL_TLS_ALL and PX_SENTINEL_TLS_SENTINELS. */
+void px_sentinel_start_tls(int n, int peers, enum px_sentinel_tls tls);
+
+/* A command to the sentinel or data node listening on `port`, over TLS
+ * when that port speaks it; asserts a reply came (free it, or hand it to
+ * a px_check_*). */
+redisReply *px_sentinel_cmd(struct px_sentinels *s, int port, const char *fmt,
+                            ...);
 
 /* .init: three sentinels, no password, peers known. */
 void px_sentinel_init(void);

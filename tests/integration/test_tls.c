@@ -316,6 +316,127 @@ Test(it_tls, mutual_tls, .fini = px_env_fini, .timeout = 60)
     redisFree(c);
 }
 
+/* Copies the file at `from` to "<tempdir>/<name>" (path in `out`). */
+static void tls_copy(const char *from, char *out, size_t outlen,
+                     const char *name)
+{
+    size_t len;
+    char *text = px_read_file(from, &len);
+
+    cr_assert_not_null(text, "%s unreadable", from);
+    px_write_file(out, outlen, name, text);
+    free(text);
+}
+
+/* GET k on `c` until it answers `want` (when not NULL) or, with `want`
+ * NULL, this node's down error holding `reason`; every other answer is
+ * one of those two. Up to 8 s: the backoff reaches 2 s. Returns the
+ * number of tries. */
+static int tls_poll_get(redisContext *c, const char *want, const char *reason)
+{
+    long long deadline = px_now_ms() + 8000;
+    char prefix[64];
+    int tries = 0;
+
+    snprintf(prefix, sizeof(prefix), "ERR upstream 127.0.0.1:%d ",
+             tls_redis_port);
+    for (;;) {
+        redisReply *r = px_cmd(c, "GET k");
+        int ok = r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0;
+        int down = r->type == REDIS_REPLY_ERROR &&
+                   strncmp(r->str, prefix, strlen(prefix)) == 0;
+
+        tries++;
+        if (!ok && !down) {
+            cr_assert_fail("GET k: type %d %s", r->type,
+                           r->str != NULL ? r->str : "");
+        }
+        if (want != NULL ? ok : down && strstr(r->str, reason) != NULL) {
+            freeReplyObject(r);
+            return tries;
+        }
+        if (px_now_ms() >= deadline) {
+            cr_assert_fail("GET k never gave %s: %s",
+                           want != NULL ? want : reason,
+                           r->str != NULL ? r->str : "(nil)");
+        }
+        freeReplyObject(r);
+        px_sleep_ms(20);
+    }
+}
+
+/* SIGHUP reloads the client certificate cellgate shows Redis (mutual
+ * TLS): Redis is made to trust another CA only, and cellgate's
+ * certificate file replaced by one of that CA. Until the SIGHUP a
+ * reconnect is refused (the node is down); after it, reconnects work.
+ * A connection made before goes on with its old context all along (a
+ * subscriber's private connection), and a bad file keeps the old
+ * context. */
+Test(it_tls, sighup_reloads_the_upstream_certificate, .fini = px_env_fini,
+     .timeout = 60)
+{
+    const struct px_tls_certs *k = px_tls_certs();
+    struct px_env *env = px_env();
+    char live[PX_PATH_MAX], more[2 * PX_PATH_MAX + 64];
+    redisContext *d, *c, *sub;
+    redisReply *r;
+
+    tls_redis_port = px_tls_redis_start(&env->redis, k->server, "yes");
+    tls_copy(k->client, live, sizeof(live), "client-live.crt");
+    snprintf(more, sizeof(more),
+             "upstream_tls_cert_file: %s\nupstream_tls_key_file: %s\n", live,
+             k->client_key);
+    tls_proxy_start(more);
+    c = px_connect(env->proxy.port);
+    px_check_status(px_cmd(c, "SET k v"), "OK");
+    px_check_str(px_cmd(c, "GET k"), "v");
+    sub = px_connect(env->proxy.port);
+    r = px_cmd(sub, "SUBSCRIBE ch");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+
+    /* Redis trusts the other CA only; cellgate's file is of that CA, but
+     * cellgate has not read it yet. */
+    d = px_redis_connect(&env->redis, NULL);
+    px_check_status(px_cmd(d, "CONFIG SET tls-ca-cert-file %s", k->other_ca),
+                    "OK");
+    tls_copy(k->client_other, live, sizeof(live), "client-live.crt");
+    r = px_cmd(d, "CLIENT KILL TYPE normal SKIPME yes");
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    cr_assert_geq(r->integer, 1, "no shared connection killed");
+    freeReplyObject(r);
+    tls_poll_get(c, NULL, "unavailable: TLS error: tlsv1 alert unknown ca");
+
+    /* A bad file: the old context stays (still refused). */
+    px_write_file(live, sizeof(live), "client-live.crt", "not a cert\n");
+    kill(env->proxy.pid, SIGHUP);
+    px_file_wait(env->proxy.log, "upstream_tls certificates not reloaded",
+                 3000);
+    cr_assert(px_file_has(env->proxy.log, "upstream_tls_cert_file"),
+              "the log does not name the file");
+    tls_poll_get(c, NULL, "unavailable: TLS error: tlsv1 alert unknown ca");
+
+    tls_copy(k->client_other, live, sizeof(live), "client-live.crt");
+    kill(env->proxy.pid, SIGHUP);
+    px_file_wait(env->proxy.log, "upstream_tls certificates reloaded", 3000);
+    tls_poll_get(c, "v", NULL);
+    px_check_status(px_cmd(c, "SET k v2"), "OK");
+    px_check_str(px_cmd(c, "GET k"), "v2");
+    /* The subscriber's connection, made with the old context, went on:
+     * its client still gets what is published. */
+    px_check_int(px_cmd(c, "PUBLISH ch hello"), 1);
+    r = px_next(sub);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 3);
+    cr_assert_str_eq(r->element[2]->str, "hello");
+    freeReplyObject(r);
+    cr_assert_eq(
+        px_file_count(env->proxy.log, "upstream_tls certificates reloaded"), 1);
+    redisFree(sub);
+    redisFree(c);
+    redisFree(d);
+}
+
 /* A certificate from a CA cellgate does not trust: down; with
  * upstream_tls_verify: no it serves, and cellgate warned at start. */
 Test(it_tls, wrong_ca, .fini = px_env_fini, .timeout = 60)

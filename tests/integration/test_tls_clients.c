@@ -379,6 +379,10 @@ Test(it_tls_clients, check_config, .fini = px_env_fini, .timeout = 60)
                      "upstream_tls_key_file go together");
     tls_check_config("upstream_tls: yes\nupstream_tls_ca_cert_file: /no/ca\n",
                      NULL, "upstream_tls: upstream_tls_ca_cert_file /no/ca: ");
+    /* sentinel_tls alone makes the context too (for the sentinels). */
+    tls_check_config("sentinel: [127.0.0.1:1]\nsentinel_master: m\n"
+                     "sentinel_tls: yes\nupstream_tls_ca_cert_file: /no/ca\n",
+                     NULL, "upstream_tls: upstream_tls_ca_cert_file /no/ca: ");
     tls_check_config("upstream_tls: yes\nupstream_tls_ciphers: NOPE\n", NULL,
                      "upstream_tls_ciphers \"NOPE\": ");
     tls_check_config("upstream_tls_protocols: TLSv1.4\n", NULL,

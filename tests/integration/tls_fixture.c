@@ -317,6 +317,65 @@ redisReply *px_tls_cmd(struct px_tls *t, const char *fmt, ...)
     return px_tls_next(t);
 }
 
+redisReply *px_tls_try_vcmd(int port, const char *fmt, va_list ap)
+{
+    struct timeval tv = { .tv_sec = 1, .tv_usec = 0 };
+    struct sockaddr_in sa;
+    SSL_CTX *ctx = NULL;
+    SSL *ssl = NULL;
+    redisReader *rd = NULL;
+    void *reply = NULL;
+    char *cmd = NULL, buf[16384];
+    int fd, len, n;
+
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return NULL;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons((unsigned short)port);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    len = redisvFormatCommand(&cmd, fmt, ap);
+    if (len <= 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        goto done;
+    }
+    ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL ||
+        SSL_CTX_load_verify_locations(ctx, px_tls_certs()->ca, NULL) != 1) {
+        goto done;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    ssl = SSL_new(ctx);
+    if (ssl == NULL || SSL_set_fd(ssl, fd) != 1 || SSL_connect(ssl) != 1 ||
+        SSL_write(ssl, cmd, len) != len) {
+        goto done;
+    }
+    rd = redisReaderCreate();
+    while (rd != NULL && redisReaderGetReply(rd, &reply) == REDIS_OK &&
+           reply == NULL) {
+        n = SSL_read(ssl, buf, sizeof(buf));
+        if (n <= 0) {
+            break;
+        }
+        redisReaderFeed(rd, buf, (size_t)n);
+    }
+done:
+    ERR_clear_error();
+    if (rd != NULL) {
+        redisReaderFree(rd);
+    }
+    if (ssl != NULL) {
+        SSL_free(ssl);
+    }
+    SSL_CTX_free(ctx);
+    free(cmd);
+    close(fd);
+    return reply;
+}
+
 void px_tls_peer_serial(struct px_tls *t, char *out, size_t outlen)
 {
     X509 *x = SSL_get1_peer_certificate(t->ssl);

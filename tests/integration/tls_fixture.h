@@ -10,6 +10,7 @@
 #ifndef PX_TESTS_INTEGRATION_TLS_FIXTURE_H
 #define PX_TESTS_INTEGRATION_TLS_FIXTURE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include <hiredis/hiredis.h>
@@ -73,6 +74,13 @@ redisReply *px_tls_next(struct px_tls *t);
 
 /* px_tls_append then px_tls_next. */
 redisReply *px_tls_cmd(struct px_tls *t, const char *fmt, ...);
+
+/* One command on a new TLS connection to 127.0.0.1:`port` (the server
+ * verified with px_tls_certs's CA, no name checked): its reply, or NULL
+ * when nothing listens, the handshake fails or no reply comes within 1 s.
+ * Asserts nothing: for polls (Redis nodes and sentinels speaking TLS
+ * only). */
+redisReply *px_tls_try_vcmd(int port, const char *fmt, va_list ap);
 
 /* The serial number of the certificate the server presented, as decimal
  * text in `out`. */
