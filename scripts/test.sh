@@ -39,12 +39,13 @@ status=0
 failed=()
 run_suite() {
     local name=$1; shift
-    local log="$RUNDIR/$name.log"
+    local log="$RUNDIR/$name.log" t0=$SECONDS
     echo "== $name tests"
     if ! "$@" 2>&1 | tee "$log"; then
         status=1
         failed+=("$name")
     fi
+    echo "== $name tests: $((SECONDS - t0)) s"
     if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$log"; then
         echo "!! $name: sanitizer report in the log" >&2
         status=1
