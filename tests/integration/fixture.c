@@ -1098,3 +1098,17 @@ long long px_info_int(redisContext *c, const char *field)
     freeReplyObject(r);
     return v;
 }
+
+int px_log_count(const char *text)
+{
+    char *log = px_read_file(px_env()->proxy.log, NULL);
+    const char *p = log;
+    int n = 0;
+
+    while (log != NULL && (p = strstr(p, text)) != NULL) {
+        n++;
+        p += strlen(text);
+    }
+    free(log);
+    return n;
+}

@@ -195,6 +195,10 @@ void px_raw_expect(int fd, const char *want, size_t wantlen);
  * read. */
 char *px_read_file(const char *path, size_t *lenp);
 
+/* Occurrences of `text` in the log of the proxy of px_env() (0 when it has
+ * no log yet). */
+int px_log_count(const char *text);
+
 /* Asserts that text (an error message or a log) holds a location
  * "<path>:<line>:<column>:", with any line when line is 0. */
 void px_check_location(const char *text, const char *path, int line);

@@ -319,22 +319,6 @@ static void acl_wait_log(const char *text, int count)
     cr_assert_fail("'%s' logged %d times, want %d", text, seen, count);
 }
 
-/* Lines of the proxy's log that hold `text`. */
-static int acl_log_count(const char *text)
-{
-    size_t len;
-    char *log = px_read_file(px_env()->proxy.log, &len);
-    const char *p = log;
-    int n = 0;
-
-    while (log != NULL && (p = strstr(p, text)) != NULL) {
-        n++;
-        p += strlen(text);
-    }
-    free(log);
-    return n;
-}
-
 /* Connections of a Redis user on one node (CLIENT LIST of the default
  * user's direct connection). */
 static int acl_conns_of(redisContext *d, const char *user)
@@ -463,7 +447,7 @@ Test(it_acl, a_proxy_without_the_users_warns, .init = init_no_users,
                  "state is guarded by cellgate alone",
                  1);
     acl_wait_log("Redis user", 1);
-    cr_assert_eq(acl_log_count("Redis user"), 1);
+    cr_assert_eq(px_log_count("Redis user"), 1);
 }
 
 /* A client user that can write limiter keys is named in a warning, and

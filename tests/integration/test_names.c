@@ -269,26 +269,10 @@ Test(it_names, seeds_named_otherwise_than_the_map_make_no_extra_nodes,
     redisFree(c);
 }
 
-/* Lines of the proxy's log that hold `text`. */
-static int log_count(const char *text)
-{
-    size_t len;
-    char *log = px_read_file(px_env()->proxy.log, &len);
-    const char *p = log;
-    int n = 0;
-
-    while (log != NULL && (p = strstr(p, text)) != NULL) {
-        n++;
-        p += strlen(text);
-    }
-    free(log);
-    return n;
-}
-
 /* Lines of the proxy's log. */
 static int log_lines(void)
 {
-    return log_count("\n");
+    return px_log_count("\n");
 }
 
 /* Waits until cellgate tried `node` again at least `n` times. */
@@ -322,8 +306,8 @@ Test(it_names, an_upstream_name_that_does_not_resolve_is_a_node_down,
     px_check_error_prefix(px_cmd(c, "SET k v"),
                           "ERR upstream " NOWHERE ":6379 unavailable");
     cr_assert(px_child_alive(&px_env()->proxy));
-    cr_assert_eq(log_count("cannot resolve"), 1, "%d lines",
-                 log_count("cannot resolve"));
+    cr_assert_eq(px_log_count("cannot resolve"), 1, "%d lines",
+                 px_log_count("cannot resolve"));
     redisFree(c);
 }
 
@@ -366,15 +350,15 @@ Test(it_names, a_node_down_at_start_logs_a_bounded_number_of_lines,
     wait_reconnects(c, node, 8);
     before = log_lines();
     cr_assert_leq(before, 4, "%d lines in the log", before);
-    cr_assert_eq(log_count("unavailable"), 1);
+    cr_assert_eq(px_log_count("unavailable"), 1);
     px_redis_start(r, NULL);
     /* The first command after the node is back may still find the
      * connection waiting out its backoff. */
-    for (int tries = 0; tries < 500 && log_count(": back after ") == 0;
+    for (int tries = 0; tries < 500 && px_log_count(": back after ") == 0;
          tries++) {
         px_sleep_ms(10);
     }
-    cr_assert_eq(log_count(": back after "), 1);
+    cr_assert_eq(px_log_count(": back after "), 1);
     for (int tries = 0; tries < 500; tries++) {
         redisReply *ok = px_cmd(c, "SET k v");
         int done = ok->type == REDIS_REPLY_STATUS;
@@ -385,6 +369,6 @@ Test(it_names, a_node_down_at_start_logs_a_bounded_number_of_lines,
         px_sleep_ms(10);
     }
     px_check_str(px_cmd(c, "GET k"), "v");
-    cr_assert_eq(log_count(": back after "), 1);
+    cr_assert_eq(px_log_count(": back after "), 1);
     redisFree(c);
 }
