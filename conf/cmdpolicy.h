@@ -22,8 +22,8 @@
 /* Entries the bitmap has room for (the table has about 380). */
 #define CMDPOLICY_MAX_CMDS 1024
 
-/* The rules of the default policy, applied by cmdpolicy_init (README,
- * "Command policy", says why each one). */
+/* The rules of the default policy, applied by cmdpolicy_init (docs/commands.md
+ * "Command policy" says why each one). */
 #define CMDPOLICY_DEFAULT_RULES                                                \
     "+@all -@admin -@dangerous +info +keys +sort +sort_ro +restore "           \
     "-function|load -function|delete -function|flush -function|restore"

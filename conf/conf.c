@@ -48,9 +48,9 @@ _Static_assert(ULLONG_MAX == UINT64_MAX, "unsigned long long is not 64-bit");
 #define CONF_DEFAULT_KEY_PREFIX  "cellgate:" /* namespace of limiter keys */
 #define CONF_DEFAULT_LOG_LEVEL   CONF_LOG_INFO
 #define CONF_DEFAULT_STORE_DOWN                                                \
-    CONF_FAIL_CLOSED /* docs/ARCHITECTURE.md: safe side */
-/* docs/ARCHITECTURE.md "When Redis is slow or down": every upstream command
- * times out after 1 s by default; connecting gets the same budget. */
+    CONF_FAIL_CLOSED /* safe side: docs/limiter.md "CL.THROTTLE" */
+/* docs/operations.md "Failure behaviour": every upstream command times out
+ * after 1 s by default; connecting gets the same budget. */
 #define CONF_DEFAULT_CONNECT_TIMEOUT_MS 1000
 #define CONF_DEFAULT_COMMAND_TIMEOUT_MS 1000
 /* Redis's own default busy-reply-threshold (lua-time-limit): until then a

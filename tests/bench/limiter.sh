@@ -49,7 +49,7 @@
 # identity costs per algorithm (MEMORY USAGE after 1 check and after 100).
 #
 # Prints the medians per test, the ratios, and a markdown table
-# (what | -P 1 | -P 16) with the machine and date, for the README. It
+# (what | -P 1 | -P 16) with the machine and date, for docs/BENCHMARKS.md. It
 # prints; it never asserts. Exit status is 0 unless the setup fails.
 #
 # Environment (all optional):

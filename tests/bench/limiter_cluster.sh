@@ -30,7 +30,7 @@
 # MASTERS x 100) and cellgate's CPU.
 #
 # Prints the medians, the Redis commands per decision, and a markdown table
-# (what | -P 1 | -P 16) with the machine and date, for the README. It
+# (what | -P 1 | -P 16) with the machine and date, for docs/BENCHMARKS.md. It
 # prints; it never asserts. Exit status is 0 unless the setup fails.
 #
 # Environment (all optional):

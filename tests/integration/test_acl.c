@@ -58,7 +58,7 @@ static void acl_files(const char *more)
     px_write_file(acl_conf, sizeof(acl_conf), "users.yaml", text);
 }
 
-/* `cellgate --print-acl | redis-cli -p port`, as the README says. */
+/* `cellgate --print-acl | redis-cli -p port`, as docs/operations.md says. */
 static void acl_apply(int port)
 {
     char cmd[2 * PX_PATH_MAX + 64];

@@ -60,7 +60,7 @@ static void fini(void)
 
 /* ---------------- Start ---------------- */
 
-/* `cellgate --print-acl | redis-cli -p port`, as the README says. */
+/* `cellgate --print-acl | redis-cli -p port`, as docs/operations.md says. */
 static void hk_acl_apply(const char *conf, int port)
 {
     char cmd[2 * PX_PATH_MAX + 64];

@@ -9,7 +9,7 @@
  *     others keep working, a client beside is unaffected;
  *   - a client that leaves with 1,000 replies held releases them at once
  *     (INFO's count of waits drops to 0; polled, bounded, no timing
- *     assertion), its reservations staying taken as the README promises.
+ *     assertion), its reservations staying taken as docs/limiter.md promises.
  * Embedded and single Redis. */
 #include "tests/support/px_test.h"
 
@@ -286,7 +286,7 @@ static void leaving_with_many_waits(void)
                    "(limiter_wait_max_total is 1000)");
     redisFree(a);
     px_info_poll(watch, "limiter_waits", 0, POLL_TRIES);
-    /* The reservations stay taken (README: a client that leaves keeps
+    /* The reservations stay taken (docs/limiter.md: a client that leaves keeps
      * its reservation): the next request of w0 is due after it. */
     px_check_five(px_cmd(setup, "LIMITER PEEK api:w0"), "kept", 1, 1, 0, 6000,
                   6000);

@@ -145,7 +145,7 @@ Test(it_limiter_db, the_refusal_cache_never_answers_another_dbs_key,
     redisFree(a);
 }
 
-/* The two users, applied to Redis by --print-acl as the README says. */
+/* The two users, applied to Redis by --print-acl as docs/operations.md says. */
 #define USERS_YAML                                                             \
     "upstream_user: app\nupstream_password: app-pw\n"                          \
     "limiter_user: lim\nlimiter_password: lim-pw\n"

@@ -2,19 +2,19 @@
  * real binary, in its three modes: single Redis, embedded (no Redis) and
  * cluster (3 masters).
  *
- * The tree of most tests is docs/ARCHITECTURE.md's example (user -> "*" ->
- * trade) plus a level above a wildcard (global -> "*"), an exact child next to
- * a wildcard (user:vip), a node with two limits (api) and a limit whose
- * algorithm this build lacks (tb). Expected replies follow docs/ARCHITECTURE.md
- * ("CL.THROTTLE, exactly"). They assume that the calls on one path run
- * back to back, all within half a second of the first (the shortest
- * emission interval is trade's 1.5 s), as redis-cell's own reference values
- * do; where it helps, each level is also compared with CL.THROTTLE on a
- * mirror key called in the same step. Nothing waits for time to pass and
- * nothing asserts how fast anything is. Stored state is read straight from
- * the node that holds it. The proxy sends a refund before the reply that
- * made it necessary, on the connection that the same client's next call to
- * that node uses, so a PEEK through the proxy orders every direct read
+ * The tree of most tests is the example of docs/limiter.md "LIMITER and the
+ * limits tree" (user -> "*" -> trade) plus a level above a wildcard (global ->
+ * "*"), an exact child next to a wildcard (user:vip), a node with two limits
+ * (api) and a limit whose algorithm this build lacks (tb). Expected replies
+ * follow docs/ARCHITECTURE.md "CL.THROTTLE, exactly". They assume that the
+ * calls on one path run back to back, all within half a second of the first
+ * (the shortest emission interval is trade's 1.5 s), as redis-cell's own
+ * reference values do; where it helps, each level is also compared with
+ * CL.THROTTLE on a mirror key called in the same step. Nothing waits for time
+ * to pass and nothing asserts how fast anything is. Stored state is read
+ * straight from the node that holds it. The proxy sends a refund before the
+ * reply that made it necessary, on the connection that the same client's next
+ * call to that node uses, so a PEEK through the proxy orders every direct read
  * after the refund. */
 #include "tests/support/px_test.h"
 
@@ -204,8 +204,8 @@ static void assert_same_five(struct px_five a, struct px_five b,
  * admitted (every level consumes) and, when it is refused, with the cost on
  * the refusing levels (which consume nothing) and quantity 0 on the others
  * (which must not consume either). The check's reply must then be the
- * aggregate of the mirrors' replies (docs/ARCHITECTURE.md, "The limiter
- * commands"). */
+ * aggregate of the mirrors' replies (the rule of docs/limiter.md "LIMITER and
+ * the limits tree"). */
 
 /* One level's CL.THROTTLE twin. */
 struct mirror {
@@ -351,9 +351,10 @@ static long long count_limiter_keys(void)
 
 /* ---------------- Shared bodies ---------------- */
 
-/* docs/ARCHITECTURE.md's example: user:<a>:trade counts at both levels; the 7th
- * trade check within the burst is refused and leaves the user level as it was;
- * user:<a> still works; user:<b> is independent. */
+/* The example of docs/limiter.md "LIMITER and the limits tree": user:<a>:trade
+ * counts at both levels; the 7th trade check within the burst is refused and
+ * leaves the user level as it was; user:<a> still works; user:<b> is
+ * independent. */
 static void design_tree(redisContext *c, const char *a, const char *b)
 {
     char trade[KEY_MAX], user[KEY_MAX], ktrade[KEY_MAX], kuser[KEY_MAX];

@@ -63,8 +63,8 @@ static void init_debug(void)
 }
 
 /* For the tests of commands the default policy refuses ordinary clients
- * (CLIENT LIST/KILL/NO-EVICT/UNBLOCK, SYNC, REPLCONF: README, "Command
- * policy"): what cellgate does with them once allowed. */
+ * (CLIENT LIST/KILL/NO-EVICT/UNBLOCK, SYNC, REPLCONF: docs/commands.md
+ * "Command policy"): what cellgate does with them once allowed. */
 static void init_all_commands(void)
 {
     px_env_prepare();

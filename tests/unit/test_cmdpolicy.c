@@ -25,7 +25,8 @@ static void apply(struct cmdpolicy *p, const char *rules)
                  bad != NULL ? bad : "");
 }
 
-/* What the README's table says is refused by default. */
+/* What the table of docs/commands.md "Command policy" says is refused by
+ * default. */
 static const char *const refused_by_default[][2] = {
     { "flushall", NULL },      { "flushdb", "async" },
     { "swapdb", "0" },         { "shutdown", NULL },
