@@ -96,6 +96,7 @@ if [ "$WHAT" = all ]; then
         status=1
         failed+=(layers)
     fi
+    bash scripts/check_doc_refs.sh || { status=1; failed+=(doc-refs); }
 fi
 if [ "$WHAT" = all ] && command -v clang-format >/dev/null; then
     echo "== clang-format"
