@@ -16,7 +16,7 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Cast through void * so clang's -Wcast-align accepts it
- * (docs/ARCHITECTURE.md). */
+ * (docs/ARCHITECTURE.md "Warnings"). */
 #define container_of(p, type, m)                                               \
     ((type *)(void *)((char *)(p)-offsetof(type, m)))
 

@@ -1,11 +1,13 @@
 /* Write queue: batching of replies and requests into as few syscalls as
- * possible (Redis's handleClientsWithPendingWrites, docs/ARCHITECTURE.md).
+ * possible (Redis's handleClientsWithPendingWrites; docs/ARCHITECTURE.md
+ * "How a reply finds its client, in order").
  *
  *   appenders --> out --(uv_try_write)--> kernel
  *                  |
  *                  +--(rest, swapped)--> inflight --(uv_write)--> kernel
  *
- * `inflight` is never touched while `writing` is set (docs/ARCHITECTURE.md).
+ * `inflight` is never touched while `writing` is set (docs/ARCHITECTURE.md
+ * "Buffers and lifetimes").
  *
  * TLS (wq->tls set): `out` is sealed into `enc` (tls_seal), and `enc` takes
  * the place of `out` above. At most WQ_SEAL_BYTES of records wait in
