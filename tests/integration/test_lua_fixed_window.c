@@ -142,9 +142,9 @@ static int fw_plant(uint64_t *s, struct twin_key *k, int64_t now)
 /* The refund leaves the state of before the check rolled to now's window
  * (no key when nothing is counted in now's own window: a later or
  * unaligned one holds its place), and sets no expiry. */
-static void fw_after_refund(struct twin_key *k, const void *pre, int pre_have,
-                            int64_t now, int64_t cost,
-                            const struct lua_twin_txn *tx, const char *ctx)
+static int fw_after_refund(struct twin_key *k, const void *pre, int pre_have,
+                           int64_t now, int64_t cost,
+                           const struct lua_twin_txn *tx, const char *ctx)
 {
     struct fixed_window_state want;
     int drop;
@@ -160,6 +160,7 @@ static void fw_after_refund(struct twin_key *k, const void *pre, int pre_have,
         fw_same(k->st, &want, ctx);
         cr_assert_eq(tx->pttl, -1, "%s: the refund set an expiry", ctx);
     }
+    return 1;
 }
 
 static const struct twin_algo FW = {

@@ -148,9 +148,9 @@ static int sc_plant(uint64_t *s, struct twin_key *k, int64_t now)
 /* The refund leaves the state of before the check rolled to now's window
  * (no key when nothing is counted in now's own window nor before it: a
  * later or unaligned one holds its place), and sets no expiry. */
-static void sc_after_refund(struct twin_key *k, const void *pre, int pre_have,
-                            int64_t now, int64_t cost,
-                            const struct lua_twin_txn *tx, const char *ctx)
+static int sc_after_refund(struct twin_key *k, const void *pre, int pre_have,
+                           int64_t now, int64_t cost,
+                           const struct lua_twin_txn *tx, const char *ctx)
 {
     struct sliding_counter_state want;
     int drop;
@@ -166,6 +166,7 @@ static void sc_after_refund(struct twin_key *k, const void *pre, int pre_have,
         sc_same(k->st, &want, ctx);
         cr_assert_eq(tx->pttl, -1, "%s: the refund set an expiry", ctx);
     }
+    return 1;
 }
 
 static const struct twin_algo SC = {

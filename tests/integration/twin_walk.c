@@ -101,6 +101,7 @@ void twin_reread(struct twin_key *k, const char *ctx)
 
     k->have = k->a->parse(r, k->st, ctx);
     freeReplyObject(r);
+    k->ttl_at = px_now_ms();
     k->ttl = lua_twin_pttl(k->c, k->name);
     k->deadline_valid = 0;
 }
@@ -140,6 +141,7 @@ static void twin_keep_ttl(struct twin_key *k, long long pttl)
 {
     k->ttl = pttl > 0 ? -1 : pttl;
     if (k->keep_ttl && pttl > 0) {
+        k->ttl_at = px_now_ms();
         px_check_int(px_cmd(k->c, "PEXPIRE %s %lld", k->name, pttl), 1);
         k->ttl = pttl;
     }
@@ -161,7 +163,7 @@ const struct twin_result *twin_step(struct twin_key *k, const char *mode,
                                     int64_t now, int64_t cost, const char *ctx)
 {
     int check = strcmp(mode, "check") == 0;
-    long long ttl = k->ttl, t0 = px_now_ms();
+    long long ttl = k->ttl;
     struct lua_twin_txn tx;
 
     twin_model_own(k, now, cost);
@@ -190,9 +192,9 @@ const struct twin_result *twin_step(struct twin_key *k, const char *mode,
         cr_assert_eq(tx.pttl, k->have ? -1 : -2, "%s: PTTL after no write",
                      ctx);
     } else {
-        cr_assert(tx.pttl <= ttl && tx.pttl >= ttl - (px_now_ms() - t0) - 1,
-                  "%s: PTTL %lld after no write, %lld before", ctx, tx.pttl,
-                  ttl);
+        cr_assert(
+            tx.pttl <= ttl && tx.pttl >= ttl - (px_now_ms() - k->ttl_at) - 1,
+            "%s: PTTL %lld after no write, %lld before", ctx, tx.pttl, ttl);
     }
     twin_expect_state(k, tx.state, ctx);
     twin_keep_ttl(k, tx.pttl);
@@ -272,16 +274,15 @@ static int twin_refund_cycle(struct twin_key *k, int64_t now, int64_t cost,
         return 0; /* refused, nothing taken, or real time took the key */
     }
     twin_refund_tx(k, now, cost, NULL, &tx, ctx);
-    k->a->after_refund(k, pre_have ? k->pre : NULL, pre_have, now, cost, &tx,
-                       ctx);
-    k->ttl = tx.pttl;
-    freeReplyObject(tx.exec);
-    if (!k->have && tx.pttl != -2) {
+    if (!k->a->after_refund(k, pre_have ? k->pre : NULL, pre_have, now, cost,
+                            &tx, ctx)) {
+        k->have = 0;
+        k->ttl = -2;
+        freeReplyObject(tx.exec);
         return 1;
     }
-    if (k->ttl > 0) {
-        k->ttl = -1; /* the refund's expiry, gone with PERSIST */
-    }
+    k->ttl = tx.pttl > 0 ? -1 : tx.pttl; /* PERSIST took an expiry */
+    freeReplyObject(tx.exec);
     twin_step(k, "peek", now, cost, ctx);
     after = k->out;
     cr_assert(before.limited == after.limited &&
@@ -509,6 +510,18 @@ static void twin_expect_want(struct twin_key *k, const char *want,
 
         val = strtok_r(NULL, " ", &save);
         cr_assert_not_null(val, "%s: '%s' without a value", ctx, name);
+        if (strcmp(name, "mark") == 0) {
+            k->mark = k->out;
+            continue;
+        }
+        if (strcmp(name, "same") == 0) {
+            cr_assert(k->out.limited == k->mark.limited &&
+                          k->out.remaining == k->mark.remaining &&
+                          k->out.retry_us == k->mark.retry_us &&
+                          k->out.reset_us == k->mark.reset_us,
+                      "%s: the entry differs from the marked one", ctx);
+            continue;
+        }
         if (strcmp(name, "undo") == 0) {
             cr_assert_str_eq(k->out.undo, strcmp(val, "-") == 0 ? "" : val,
                              "%s: undo", ctx);

@@ -105,11 +105,12 @@ struct twin_algo {
      * model (k->st, k->have); returns 0 when it planted nothing. NULL:
      * the algorithm plants nothing. */
     int (*plant)(uint64_t *s, struct twin_key *k, int64_t now);
-    /* Asserts what a refund left (k->st, k->have, its transaction k->tx)
-     * given the state before its check (pre, pre_have) at now. */
-    void (*after_refund)(struct twin_key *k, const void *pre, int pre_have,
-                         int64_t now, int64_t cost,
-                         const struct lua_twin_txn *tx, const char *ctx);
+    /* Asserts what a refund left (k->st, k->have, its transaction tx)
+     * given the state before its check (pre, pre_have) at now; returns 0
+     * when real time took the key (nothing more to compare). */
+    int (*after_refund)(struct twin_key *k, const void *pre, int pre_have,
+                        int64_t now, int64_t cost,
+                        const struct lua_twin_txn *tx, const char *ctx);
 };
 
 /* One key as the test believes Redis holds it. */
@@ -118,17 +119,19 @@ struct twin_key {
     redisContext *c;
     char name[32];
     struct twin_conf cf;
-    int have;                /* the key exists */
-    void *st;                /* its state (state_size bytes, owned) */
-    void *next;              /* the model's scratch next state (owned) */
-    void *pre;               /* a refund cycle's state before (owned) */
-    int deadline_valid;      /* deadline_us applies to st and cf */
-    int64_t deadline_us;     /* the model time the last write expires */
-    long long ttl;           /* the key's PTTL after the last step */
-    int keep_ttl;            /* put TTLs back after a step (rows) */
-    long gone;               /* keys real time took */
-    struct twin_result r;    /* the model's last decision */
-    struct lua_twin_out out; /* the twin's last entry */
+    int have;                 /* the key exists */
+    void *st;                 /* its state (state_size bytes, owned) */
+    void *next;               /* the model's scratch next state (owned) */
+    void *pre;                /* a refund cycle's state before (owned) */
+    int deadline_valid;       /* deadline_us applies to st and cf */
+    int64_t deadline_us;      /* the model time the last write expires */
+    long long ttl;            /* the key's PTTL after the last step */
+    long long ttl_at;         /* px_now_ms() just before ttl was set */
+    int keep_ttl;             /* put TTLs back after a step (rows) */
+    long gone;                /* keys real time took */
+    struct twin_result r;     /* the model's last decision */
+    struct lua_twin_out out;  /* the twin's last entry */
+    struct lua_twin_out mark; /* one kept by a row ("mark") */
 };
 
 /* k starts with no key named `name` on c (lua_twin_connect());
@@ -192,8 +195,9 @@ void twin_walk(const struct twin_algo *a, const char *suite);
  * pairs separated by spaces, from: limited, remaining, retry_ns, reset_ns
  * (the model's exact durations), retry_us, reset_us (the twin's),
  * expiry_ms, undo (the token, "-" for none), exists (0 or 1), pttl_min,
- * pttl_max (ms, the key's TTL after the step), and "field:<f>" (a hash
- * field's value) or "score:<member>" (a zset member's score). A params
+ * pttl_max (ms, the key's TTL after the step), "field:<f>" (a hash
+ * field's value) or "score:<member>" (a zset member's score), "mark 1"
+ * (keep the entry) and "same 1" (the entry decides as the kept one). A params
  * step is op "params" with n. */
 struct twin_row {
     const char *op;
