@@ -174,6 +174,8 @@ const struct twin_result *twin_step(struct twin_key *k, const char *mode,
     lua_twin_expect(&tx.out, &k->r.d, ctx);
     twin_expect_undo(k, tx.out.undo, ctx);
     k->out = tx.out;
+    k->text[0] = tx.entry->element[3]->type == REDIS_REPLY_STRING;
+    k->text[1] = tx.entry->element[4]->type == REDIS_REPLY_STRING;
     if (check && k->r.write) {
         memcpy(k->st, k->next, k->a->state_size);
         k->have = k->r.have_next;
@@ -547,6 +549,10 @@ static void twin_expect_want(struct twin_key *k, const char *want,
             g = k->r.d.reset_after_ns;
         } else if (strcmp(name, "expiry_ms") == 0) {
             g = k->r.expiry_ms;
+        } else if (strcmp(name, "retry_text") == 0) {
+            g = k->text[0];
+        } else if (strcmp(name, "reset_text") == 0) {
+            g = k->text[1];
         } else if (strcmp(name, "exists") == 0) {
             g = k->have;
         } else if (strcmp(name, "pttl_min") == 0) {

@@ -132,6 +132,7 @@ struct twin_key {
     struct twin_result r;     /* the model's last decision */
     struct lua_twin_out out;  /* the twin's last entry */
     struct lua_twin_out mark; /* one kept by a row ("mark") */
+    int text[2]; /* the entry's retry, reset came as text (>= 2^53) */
 };
 
 /* k starts with no key named `name` on c (lua_twin_connect());
@@ -197,7 +198,8 @@ void twin_walk(const struct twin_algo *a, const char *suite);
  * expiry_ms, undo (the token, "-" for none), exists (0 or 1), pttl_min,
  * pttl_max (ms, the key's TTL after the step), "field:<f>" (a hash
  * field's value) or "score:<member>" (a zset member's score), "mark 1"
- * (keep the entry) and "same 1" (the entry decides as the kept one). A params
+ * (keep the entry), "same 1" (the entry decides as the kept one), and
+ * retry_text, reset_text (1: the twin sent that duration as text). A params
  * step is op "params" with n. */
 struct twin_row {
     const char *op;
