@@ -261,8 +261,8 @@ struct twin_tally {
  * the model decides alike from the state before the check and the one
  * the refund left, now and at later >= now; the algorithm asserts the
  * rest. Returns 1 when a refund ran. */
-static int twin_refund_cycle(struct twin_key *k, int64_t now, int64_t cost,
-                             int64_t later, const char *ctx)
+int twin_refund_cycle(struct twin_key *k, int64_t now, int64_t cost,
+                      int64_t later, const char *ctx)
 {
     int pre_have = k->have;
     struct lua_twin_out before, after;
@@ -481,16 +481,26 @@ void twin_walk(const struct twin_algo *a, const char *suite)
 
 /* ---------------- Tables ---------------- */
 
-/* The value of a hash field or a zset member's score as text ("nil"). */
+/* The value of a hash field, a zset member's score, or the number of
+ * zset entries at a score, as text ("nil" for none). */
 static void twin_probe(struct twin_key *k, const char *what, char *buf,
                        size_t size)
 {
-    int field = strncmp(what, "field:", 6) == 0;
-    redisReply *r = px_cmd(k->c, field ? "HGET %s %s" : "ZSCORE %s %s", k->name,
-                           strchr(what, ':') + 1);
+    const char *arg = strchr(what, ':') + 1;
+    redisReply *r;
 
+    if (strncmp(what, "field:", 6) == 0) {
+        r = px_cmd(k->c, "HGET %s %s", k->name, arg);
+    } else if (strncmp(what, "score:", 6) == 0) {
+        r = px_cmd(k->c, "ZSCORE %s %s", k->name, arg);
+    } else {
+        cr_assert(strncmp(what, "zcount:", 7) == 0, "no probe %s", what);
+        r = px_cmd(k->c, "ZCOUNT %s %s %s", k->name, arg, arg);
+    }
     if (r->type == REDIS_REPLY_NIL) {
         snprintf(buf, size, "nil");
+    } else if (r->type == REDIS_REPLY_INTEGER) {
+        snprintf(buf, size, "%lld", r->integer);
     } else {
         cr_assert_eq(r->type, REDIS_REPLY_STRING, "%s: reply type", what);
         snprintf(buf, size, "%s", r->str);
@@ -531,7 +541,8 @@ static void twin_expect_want(struct twin_key *k, const char *want,
         }
         if (strchr(name, ':') != NULL) {
             twin_probe(k, name, got, sizeof(got));
-            cr_assert_str_eq(got, val, "%s: %s", ctx, name);
+            cr_assert_str_eq(got, val, "%s: %s is %s, want %s", ctx, name, got,
+                             val);
             continue;
         }
         v = strtoll(val, NULL, 10);
@@ -553,6 +564,11 @@ static void twin_expect_want(struct twin_key *k, const char *want,
             g = k->text[0];
         } else if (strcmp(name, "reset_text") == 0) {
             g = k->text[1];
+        } else if (strcmp(name, "zcard") == 0) {
+            redisReply *r = px_cmd(k->c, "ZCARD %s", k->name);
+
+            g = r->integer;
+            freeReplyObject(r);
         } else if (strcmp(name, "exists") == 0) {
             g = k->have;
         } else if (strcmp(name, "pttl_min") == 0) {

@@ -183,6 +183,12 @@ int twin_hash(const redisReply *r, const char *const *names, int n, int64_t *v,
 #define TWIN_SEQUENCES 12 /* sequences per walk */
 #define TWIN_OPS       30 /* operations in each */
 
+/* One refund cycle of the walk at now: peek, check, refund, peek (the
+ * refund restores the decisions, now and at later); returns 1 when a
+ * refund ran (the check admitted and wrote). */
+int twin_refund_cycle(struct twin_key *k, int64_t now, int64_t cost,
+                      int64_t later, const char *ctx);
+
 /* Runs the walk for algorithm a on the test's redis under suite's name;
  * asserts it reached every branch (limited and admitted checks, writes,
  * peeks, refunds, plants where the algorithm has them). */
@@ -197,7 +203,8 @@ void twin_walk(const struct twin_algo *a, const char *suite);
  * (the model's exact durations), retry_us, reset_us (the twin's),
  * expiry_ms, undo (the token, "-" for none), exists (0 or 1), pttl_min,
  * pttl_max (ms, the key's TTL after the step), "field:<f>" (a hash
- * field's value) or "score:<member>" (a zset member's score), "mark 1"
+ * field's value), "score:<member>" (a zset member's score), "zcount:<t>"
+ * (zset entries scored t), "zcard" (zset entries), "mark 1"
  * (keep the entry), "same 1" (the entry decides as the kept one), and
  * retry_text, reset_text (1: the twin sent that duration as text). A params
  * step is op "params" with n. */
