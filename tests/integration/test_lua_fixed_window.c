@@ -189,20 +189,6 @@ Test(it_lua_fixed_window, randomized_sequences_match_the_c_model,
     twin_walk(&FW, "it_lua_fixed_window");
 }
 
-/* Runs rows on key k. */
-static void fw_rows(const struct twin_row *rows, size_t n)
-{
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &FW, c, "k");
-    twin_rows(&k, rows, n);
-    twin_key_free(&k);
-    redisFree(c);
-}
-
-#define ROWS(r) fw_rows(r, sizeof(r) / sizeof(*(r)))
-
 Test(it_lua_fixed_window, peek_and_refusal_write_nothing, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
@@ -222,7 +208,7 @@ Test(it_lua_fixed_window, peek_and_refusal_write_nothing, .init = it_init,
         TWIN_CALL("peek", TWIN_T0 + 1000000, 5, "limited 0 reset_us 1000000"),
     };
 
-    ROWS(rows);
+    TWIN_ROWS(&FW, rows);
 }
 
 Test(it_lua_fixed_window, refund_takes_the_cost_back_from_its_window,
@@ -260,7 +246,7 @@ Test(it_lua_fixed_window, refund_takes_the_cost_back_from_its_window,
         TWIN_REFUND(TWIN_T0, 2, NULL, "field:count 0"),
     };
 
-    ROWS(rows);
+    TWIN_ROWS(&FW, rows);
 }
 
 Test(it_lua_fixed_window, huge_durations_come_back_exact_or_saturated,
@@ -281,7 +267,7 @@ Test(it_lua_fixed_window, huge_durations_come_back_exact_or_saturated,
         TWIN_CALL("check", 0, MAX, "expiry_ms 9223372036855"),
     };
 
-    ROWS(rows);
+    TWIN_ROWS(&FW, rows);
 }
 
 Test(it_lua_fixed_window, bad_parameters_give_the_c_model_errors,
@@ -310,14 +296,11 @@ Test(it_lua_fixed_window, bad_parameters_give_the_c_model_errors,
         TWIN_SET(MAX, WIN, 0),
         TWIN_CALL("peek", TWIN_T0, 1, "exists 0"),
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
+    redisContext *c;
 
-    twin_key_init(&k, &FW, c, "k");
-    twin_bad_params(&k, bad, sizeof(bad) / sizeof(*bad));
-    twin_rows(&k, fine, 2);
+    twin_run_bad_params(&FW, bad, sizeof(bad) / sizeof(*bad));
+    c = twin_run_rows(&FW, fine, 2);
     px_check_int(px_cmd(c, "DBSIZE"), 0);
-    twin_key_free(&k);
     redisFree(c);
 }
 
@@ -334,12 +317,6 @@ Test(it_lua_fixed_window, wrong_type_and_malformed_state_give_errors,
         "HSET %s start 0 count 9007199254740992",
         "HSET %s start 0", /* a field missing */
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &FW, c, "k");
-    twin_set(&k, 5, 1000, 0);
-    twin_bad_states(&k, "SADD %s a", bad, sizeof(bad) / sizeof(*bad));
-    twin_key_free(&k);
-    redisFree(c);
+    twin_run_bad_states(&FW, 5, 1000, 0, "SADD %s a", bad,
+                        sizeof(bad) / sizeof(*bad));
 }

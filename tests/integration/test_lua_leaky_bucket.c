@@ -222,20 +222,6 @@ Test(it_lua_leaky_bucket, randomized_sequences_match_the_c_model,
     twin_walk(&LB, "it_lua_leaky_bucket");
 }
 
-/* Runs rows on key k, then leaves the connection to the caller. */
-static redisContext *lb_rows(const struct twin_row *rows, size_t n)
-{
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &LB, c, "k");
-    twin_rows(&k, rows, n);
-    twin_key_free(&k);
-    return c;
-}
-
-#define ROWS(r) lb_rows(r, sizeof(r) / sizeof(*(r)))
-
 #define SAT_NS "9223372036854775807"
 #define SAT_US "9223372036854775"
 
@@ -288,7 +274,7 @@ Test(it_lua_leaky_bucket, durations_past_2_53_us_are_exact_text_then_saturate,
         TWIN_CALL("check", TWIN_US_MAX, 0, "reset_us 9145439999999999"),
     };
 
-    redisFree(ROWS(rows));
+    TWIN_ROWS(&LB, rows);
 }
 
 Test(it_lua_leaky_bucket, peek_writes_nothing, .init = it_init,
@@ -312,7 +298,7 @@ Test(it_lua_leaky_bucket, peek_writes_nothing, .init = it_init,
                   "field:level 2 field:ts 1700000000000000"),
     };
 
-    redisFree(ROWS(rows));
+    TWIN_ROWS(&LB, rows);
 }
 
 Test(it_lua_leaky_bucket, refund_restores_then_is_a_no_op_once_moved_on,
@@ -347,7 +333,7 @@ Test(it_lua_leaky_bucket, refund_restores_then_is_a_no_op_once_moved_on,
         TWIN_REFUND(LATER, 1, "1700000010500000", "exists 0"),
     };
     const char *p[4] = { "5", "1000", "1", NULL };
-    redisContext *c = ROWS(rows);
+    redisContext *c = twin_run_rows(&LB, rows, sizeof(rows) / sizeof(*rows));
 
     /* A key of another type is left alone, without an error. */
     px_check_status(px_cmd(c, "SET k v"), "OK");
@@ -374,13 +360,7 @@ Test(it_lua_leaky_bucket, bad_parameters_give_the_c_model_errors,
         { { "10", "1000", "9007199254740992" }, LEAKY_BUCKET_ERR_DRIP_SIZE },
         { { "10", "1000", "" }, LEAKY_BUCKET_ERR_DRIP_SIZE },
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &LB, c, "k");
-    twin_bad_params(&k, bad, sizeof(bad) / sizeof(*bad));
-    twin_key_free(&k);
-    redisFree(c);
+    twin_run_bad_params(&LB, bad, sizeof(bad) / sizeof(*bad));
 }
 
 Test(it_lua_leaky_bucket, wrong_type_and_malformed_state_are_errors,
@@ -394,12 +374,6 @@ Test(it_lua_leaky_bucket, wrong_type_and_malformed_state_are_errors,
         "HSET %s level 9007199254740992 ts 5",
         "HSET %s level 3 other 5",
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &LB, c, "k");
-    twin_set(&k, 5, 1000, 1);
-    twin_bad_states(&k, "ZADD %s 1 m", bad, sizeof(bad) / sizeof(*bad));
-    twin_key_free(&k);
-    redisFree(c);
+    twin_run_bad_states(&LB, 5, 1000, 1, "ZADD %s 1 m", bad,
+                        sizeof(bad) / sizeof(*bad));
 }

@@ -195,20 +195,6 @@ Test(it_lua_sliding_counter, randomized_sequences_match_the_c_model,
     twin_walk(&SC, "it_lua_sliding_counter");
 }
 
-/* Runs rows on key k. */
-static void sc_rows(const struct twin_row *rows, size_t n)
-{
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &SC, c, "k");
-    twin_rows(&k, rows, n);
-    twin_key_free(&k);
-    redisFree(c);
-}
-
-#define ROWS(r) sc_rows(r, sizeof(r) / sizeof(*(r)))
-
 Test(it_lua_sliding_counter, peek_and_refusal_write_nothing, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
@@ -230,7 +216,7 @@ Test(it_lua_sliding_counter, peek_and_refusal_write_nothing, .init = it_init,
         TWIN_CALL("check", TWIN_T0 + 333334, 2, "limited 0"),
     };
 
-    ROWS(rows);
+    TWIN_ROWS(&SC, rows);
 }
 
 Test(it_lua_sliding_counter, refund_takes_the_cost_back_from_its_window,
@@ -262,7 +248,7 @@ Test(it_lua_sliding_counter, refund_takes_the_cost_back_from_its_window,
         TWIN_REFUND(TWIN_T0 + TWIN_SEC, 1, "1700000001000000", "exists 0"),
     };
 
-    ROWS(rows);
+    TWIN_ROWS(&SC, rows);
 }
 
 Test(it_lua_sliding_counter, huge_durations_come_back_exact_or_saturated,
@@ -289,7 +275,7 @@ Test(it_lua_sliding_counter, huge_durations_come_back_exact_or_saturated,
         TWIN_CALL("check", 0, MAX, "expiry_ms 9223372036855"),
     };
 
-    ROWS(rows);
+    TWIN_ROWS(&SC, rows);
 }
 
 Test(it_lua_sliding_counter, bad_parameters_give_the_c_model_errors,
@@ -318,14 +304,11 @@ Test(it_lua_sliding_counter, bad_parameters_give_the_c_model_errors,
         TWIN_SET(MAX, WIN, 0),
         TWIN_CALL("peek", TWIN_T0, 1, "exists 0"),
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
+    redisContext *c;
 
-    twin_key_init(&k, &SC, c, "k");
-    twin_bad_params(&k, bad, sizeof(bad) / sizeof(*bad));
-    twin_rows(&k, fine, 2);
+    twin_run_bad_params(&SC, bad, sizeof(bad) / sizeof(*bad));
+    c = twin_run_rows(&SC, fine, 2);
     px_check_int(px_cmd(c, "DBSIZE"), 0);
-    twin_key_free(&k);
     redisFree(c);
 }
 
@@ -342,12 +325,6 @@ Test(it_lua_sliding_counter, wrong_type_and_malformed_state_give_errors,
         "HSET %s start 9007199254740992 count 0 prev 0",
         "HSET %s start 0 count 0", /* a field missing */
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &SC, c, "k");
-    twin_set(&k, 5, 1000, 0);
-    twin_bad_states(&k, "RPUSH %s a", bad, sizeof(bad) / sizeof(*bad));
-    twin_key_free(&k);
-    redisFree(c);
+    twin_run_bad_states(&SC, 5, 1000, 0, "RPUSH %s a", bad,
+                        sizeof(bad) / sizeof(*bad));
 }

@@ -305,18 +305,6 @@ Test(it_lua_sliding_log, randomized_sequences_match_the_c_model,
     twin_walk(&SL, "it_lua_sliding_log");
 }
 
-/* Runs rows on key k of a new key on c. */
-static void sl_rows(redisContext *c, const struct twin_row *rows, size_t n)
-{
-    struct twin_key k;
-
-    twin_key_init(&k, &SL, c, "k");
-    twin_rows(&k, rows, n);
-    twin_key_free(&k);
-}
-
-#define ROWS(c, r) sl_rows(c, r, sizeof(r) / sizeof(*(r)))
-
 #define SAT_NS "9223372036854775807"
 #define SAT_US "9223372036854775"
 
@@ -345,10 +333,7 @@ Test(it_lua_sliding_log, durations_past_2_53_us_are_exact_text_then_saturate,
                   " expiry_ms 9223372036855 retry_us " SAT_US
                   " reset_us " SAT_US),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&SL, rows);
 }
 
 Test(it_lua_sliding_log, a_log_of_100000_entries_is_capped_and_refunded,
@@ -401,10 +386,7 @@ Test(it_lua_sliding_log, edges_to_the_microsecond_match_the_c_model,
         TWIN_CALL("check", TWIN_T0 + 1000, 0, "limited 1 retry_us 999000"),
         TWIN_CALL("check", TWIN_T0 + 1000, 1, "limited 1 retry_us 2000000"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&SL, rows);
 }
 
 Test(it_lua_sliding_log, members_number_entries_of_one_timestamp_in_order,
@@ -427,10 +409,7 @@ Test(it_lua_sliding_log, members_number_entries_of_one_timestamp_in_order,
         TWIN_CALL("check", TWIN_T0, 1, AT("a1")),
         TWIN_CALL("check", TWIN_T0, 1, AT("a2") " zcard 2"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&SL, rows);
 }
 
 Test(it_lua_sliding_log, peek_writes_nothing, .init = it_init,
@@ -454,10 +433,7 @@ Test(it_lua_sliding_log, peek_writes_nothing, .init = it_init,
         TWIN_CALL("peek", TWIN_T0 + 150000, 2, "limited 1"),
         TWIN_CALL("peek", TWIN_T0 + 150000, 4, "zcard 2"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&SL, rows);
 }
 
 Test(it_lua_sliding_log, refund_restores_then_is_a_no_op_once_moved_on,
@@ -493,9 +469,8 @@ Test(it_lua_sliding_log, refund_restores_then_is_a_no_op_once_moved_on,
         TWIN_REFUND(LATER, 1, "1700000002000000", "exists 0"),
     };
     const char *p[4] = { "5", "1000", "0", NULL };
-    redisContext *c = lua_twin_connect();
+    redisContext *c = twin_run_rows(&SL, rows, sizeof(rows) / sizeof(*rows));
 
-    ROWS(c, rows);
     /* Another type is left alone. */
     px_check_status(px_cmd(c, "SET k v"), "OK");
     lua_twin_ok(c, "refund", "k", "sliding_log", p, LATER, 1,
@@ -524,13 +499,7 @@ Test(it_lua_sliding_log, bad_parameters_give_the_c_model_errors,
         { { "5", "1000", "" }, E_MI },
         { { "5", "1000", "0.5" }, E_MI },
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &SL, c, "k");
-    twin_bad_params(&k, bad, sizeof(bad) / sizeof(*bad));
-    twin_key_free(&k);
-    redisFree(c);
+    twin_run_bad_params(&SL, bad, sizeof(bad) / sizeof(*bad));
 }
 
 Test(it_lua_sliding_log, wrong_type_and_malformed_state_are_errors,
@@ -545,12 +514,6 @@ Test(it_lua_sliding_log, wrong_type_and_malformed_state_are_errors,
         "ZADD %s -inf bad 1699999999999000 ok",
         "ZADD %s 9007199254740992 bad 1699999999999000 ok",
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &SL, c, "k");
-    twin_set(&k, 5, 1000, 0);
-    twin_bad_states(&k, "HSET %s f v", bad, sizeof(bad) / sizeof(*bad));
-    twin_key_free(&k);
-    redisFree(c);
+    twin_run_bad_states(&SL, 5, 1000, 0, "HSET %s f v", bad,
+                        sizeof(bad) / sizeof(*bad));
 }

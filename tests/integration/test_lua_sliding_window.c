@@ -305,18 +305,6 @@ Test(it_lua_sliding_window, randomized_sequences_match_the_c_model,
     twin_walk(&SW, "it_lua_sliding_window");
 }
 
-/* Runs rows on key k of a new key on c. */
-static void sw_rows(redisContext *c, const struct twin_row *rows, size_t n)
-{
-    struct twin_key k;
-
-    twin_key_init(&k, &SW, c, "k");
-    twin_rows(&k, rows, n);
-    twin_key_free(&k);
-}
-
-#define ROWS(c, r) sw_rows(c, r, sizeof(r) / sizeof(*(r)))
-
 #define SAT_NS "9223372036854775807"
 #define SAT_US "9223372036854775"
 
@@ -348,10 +336,7 @@ Test(it_lua_sliding_window, durations_past_2_53_us_are_exact_text_then_saturate,
         TWIN_SET(2, MAX_WIN, MAX_WIN / MAX_SLOTS),
         TWIN_CALL("check", 0, 1, "expiry_ms 9223372036855"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&SW, rows);
 }
 
 Test(it_lua_sliding_window, peek_writes_nothing, .init = it_init,
@@ -372,10 +357,7 @@ Test(it_lua_sliding_window, peek_writes_nothing, .init = it_init,
         TWIN_CALL("peek", TWIN_T0 + 150000, 2, "limited 1"),
         TWIN_CALL("peek", TWIN_T0 + 150000, 4, "field:1 5 field:total 2"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&SW, rows);
 }
 
 Test(it_lua_sliding_window, refund_restores_then_is_a_no_op_once_moved_on,
@@ -411,9 +393,8 @@ Test(it_lua_sliding_window, refund_restores_then_is_a_no_op_once_moved_on,
         TWIN_REFUND(SLOT2, 1, "1700000000100000", "exists 0"),
     };
     const char *p[4] = { "5", "1000", "100", NULL };
-    redisContext *c = lua_twin_connect();
+    redisContext *c = twin_run_rows(&SW, rows, sizeof(rows) / sizeof(*rows));
 
-    ROWS(c, rows);
     /* Another type is left alone. */
     px_check_status(px_cmd(c, "SET k v"), "OK");
     lua_twin_ok(c, "refund", "k", "sliding_window", p, SLOT2, 1,
@@ -447,13 +428,7 @@ Test(it_lua_sliding_window, bad_parameters_give_the_c_model_errors,
         { { "5", "315360000000", "87599999" }, E_RES },
         { { "5", "315360000000", "86400000" }, E_SLOTS },
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
-
-    twin_key_init(&k, &SW, c, "k");
-    twin_bad_params(&k, bad, sizeof(bad) / sizeof(*bad));
-    twin_key_free(&k);
-    redisFree(c);
+    twin_run_bad_params(&SW, bad, sizeof(bad) / sizeof(*bad));
 }
 
 Test(it_lua_sliding_window, wrong_type_and_malformed_state_are_errors,

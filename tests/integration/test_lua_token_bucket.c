@@ -241,18 +241,6 @@ Test(it_lua_token_bucket, randomized_sequences_match_the_c_model,
     twin_walk(&TB, "it_lua_token_bucket");
 }
 
-/* Runs rows on key k of a new key on c. */
-static void tb_rows(redisContext *c, const struct twin_row *rows, size_t n)
-{
-    struct twin_key k;
-
-    twin_key_init(&k, &TB, c, "k");
-    twin_rows(&k, rows, n);
-    twin_key_free(&k);
-}
-
-#define ROWS(c, r) tb_rows(c, r, sizeof(r) / sizeof(*(r)))
-
 Test(it_lua_token_bucket, peek_and_refusal_write_nothing, .init = it_init,
      .fini = px_env_fini, .timeout = 60)
 {
@@ -274,10 +262,7 @@ Test(it_lua_token_bucket, peek_and_refusal_write_nothing, .init = it_init,
         TWIN_CALL("check", TWIN_T0 + 1, 99,
                   "limited 0 remaining 5 field:tokens 1 pttl_min 800000"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&TB, rows);
 }
 
 Test(it_lua_token_bucket, refund_gives_the_tokens_back, .init = it_init,
@@ -314,10 +299,7 @@ Test(it_lua_token_bucket, refund_gives_the_tokens_back, .init = it_init,
                     "pttl_min 2400"),
         TWIN_CALL("peek", TWIN_T0, 3, "same 1"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&TB, rows);
 }
 
 Test(it_lua_token_bucket, refund_is_a_noop_once_the_state_moved_on,
@@ -347,15 +329,14 @@ Test(it_lua_token_bucket, refund_is_a_noop_once_the_state_moved_on,
         TWIN_REFUND(LATER, 2, "1700000005000000", "exists 0"),
     };
     const char *bad[4] = { "0", "1000000", NULL, NULL };
-    redisContext *c = lua_twin_connect();
+    redisContext *c = twin_run_rows(&TB, rows, sizeof(rows) / sizeof(*rows));
     redisReply *h;
 
-    ROWS(c, rows);
     /* Bad parameters: a no-op too. */
     lua_twin_ok(c, "refund", "k", "token_bucket", bad, LATER, 2,
                 "1700000005000000");
     px_check_str(px_cmd(c, "HGET k tokens"), "1");
-    ROWS(c, ours);
+    TWIN_ROWS(&TB, ours);
     /* Nor does it touch another type. */
     px_check_int(px_cmd(c, "RPUSH k a"), 1);
     bad[0] = "3";
@@ -391,10 +372,7 @@ Test(it_lua_token_bucket, huge_durations_come_back_exact_or_saturated,
         TWIN_CALL("check", 0, 1, "retry_ns 9008199254740991000"),
         TWIN_CALL("check", 0, 300, "retry_ns 9223372036854775807"),
     };
-    redisContext *c = lua_twin_connect();
-
-    ROWS(c, rows);
-    redisFree(c);
+    TWIN_ROWS(&TB, rows);
 }
 
 Test(it_lua_token_bucket, bad_parameters_give_the_c_model_errors,
@@ -423,14 +401,11 @@ Test(it_lua_token_bucket, bad_parameters_give_the_c_model_errors,
         TWIN_SET(CAP, TOKEN_BUCKET_MAX_RATE_MICRO, 0),
         TWIN_CALL("peek", TWIN_T0, 1, "exists 0"),
     };
-    redisContext *c = lua_twin_connect();
-    struct twin_key k;
+    redisContext *c;
 
-    twin_key_init(&k, &TB, c, "k");
-    twin_bad_params(&k, bad, sizeof(bad) / sizeof(*bad));
-    twin_rows(&k, fine, 2);
+    twin_run_bad_params(&TB, bad, sizeof(bad) / sizeof(*bad));
+    c = twin_run_rows(&TB, fine, 2);
     px_check_int(px_cmd(c, "DBSIZE"), 0);
-    twin_key_free(&k);
     redisFree(c);
 }
 

@@ -686,3 +686,41 @@ void twin_bad_states(struct twin_key *k, const char *other,
         twin_expect_refused(k, want, rows[i]);
     }
 }
+
+redisContext *twin_run_rows(const struct twin_algo *a,
+                            const struct twin_row *rows, size_t n)
+{
+    redisContext *c = lua_twin_connect();
+    struct twin_key k;
+
+    twin_key_init(&k, a, c, "k");
+    twin_rows(&k, rows, n);
+    twin_key_free(&k);
+    return c;
+}
+
+void twin_run_bad_params(const struct twin_algo *a, const struct twin_bad *rows,
+                         size_t n)
+{
+    redisContext *c = lua_twin_connect();
+    struct twin_key k;
+
+    twin_key_init(&k, a, c, "k");
+    twin_bad_params(&k, rows, n);
+    twin_key_free(&k);
+    redisFree(c);
+}
+
+void twin_run_bad_states(const struct twin_algo *a, int64_t x, int64_t y,
+                         int64_t z, const char *other, const char *const *rows,
+                         size_t n)
+{
+    redisContext *c = lua_twin_connect();
+    struct twin_key k;
+
+    twin_key_init(&k, a, c, "k");
+    twin_set(&k, x, y, z);
+    twin_bad_states(&k, other, rows, n);
+    twin_key_free(&k);
+    redisFree(c);
+}

@@ -240,6 +240,15 @@ struct twin_row {
  * named "<name> row <i>" in failure messages. */
 void twin_rows(struct twin_key *k, const struct twin_row *rows, size_t n);
 
+/* twin_rows() on a new key "k" of algorithm a on the test's redis;
+ * returns the connection (lua_twin_connect()) for more checks. */
+redisContext *twin_run_rows(const struct twin_algo *a,
+                            const struct twin_row *rows, size_t n);
+
+/* Runs a table of rows and closes the connection. */
+#define TWIN_ROWS(a, r)                                                        \
+    redisFree(twin_run_rows((a), (r), sizeof(r) / sizeof(*(r))))
+
 /* A bad parameter set and the model's error text. */
 struct twin_bad {
     const char *p[3];
@@ -259,5 +268,13 @@ void twin_bad_params(struct twin_key *k, const struct twin_bad *rows, size_t n);
  * that nothing is written (the key and its lack of TTL stay). */
 void twin_bad_states(struct twin_key *k, const char *other,
                      const char *const *rows, size_t n);
+
+/* twin_bad_params() and twin_bad_states() (under the parameters x, y, z)
+ * on a new key "k" of algorithm a on the test's redis. */
+void twin_run_bad_params(const struct twin_algo *a, const struct twin_bad *rows,
+                         size_t n);
+void twin_run_bad_states(const struct twin_algo *a, int64_t x, int64_t y,
+                         int64_t z, const char *other, const char *const *rows,
+                         size_t n);
 
 #endif /* PX_TESTS_INTEGRATION_TWIN_WALK_H */
