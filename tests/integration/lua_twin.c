@@ -373,101 +373,6 @@ struct lua_twin_out lua_twin_ok(redisContext *c, const char *mode,
     return o;
 }
 
-void lua_twin_expect_error(redisContext *c, const char *key, const char *algo,
-                           const char *const p[4], int64_t now_us, int64_t cost,
-                           const char *want)
-{
-    struct lua_twin_out o;
-    char err[256];
-
-    cr_assert_eq(lua_twin_call(c, "check", key, algo, p, now_us, cost, NULL, &o,
-                               err, sizeof(err)),
-                 -1, "%s %s: no error", p[0], p[1]);
-    cr_assert_str_eq(err, want);
-}
-
-/* Milliseconds of a TIME reply. */
-static long long twin_time_ms(const redisReply *t)
-{
-    cr_assert_eq(t->type, REDIS_REPLY_ARRAY);
-    return strtoll(t->element[0]->str, NULL, 10) * 1000 +
-           strtoll(t->element[1]->str, NULL, 10) / 1000;
-}
-
-long long lua_twin_redis_ms(redisContext *c)
-{
-    redisReply *r = px_cmd(c, "TIME");
-    long long ms = twin_time_ms(r);
-
-    freeReplyObject(r);
-    return ms;
-}
-
-/* The integer value of field `name` in an HGETALL reply; asserts there
- * is one. */
-static int64_t twin_field(const redisReply *h, const char *name)
-{
-    int found = 0;
-    int64_t v = 0;
-
-    for (size_t j = 0; j < h->elements; j += 2) {
-        if (strcmp(h->element[j]->str, name) == 0) {
-            char *end;
-            v = strtoll(h->element[j + 1]->str, &end, 10);
-            cr_assert(*end == '\0' && end != h->element[j + 1]->str,
-                      "field %s = '%s'", name, h->element[j + 1]->str);
-            found = 1;
-        }
-    }
-    cr_assert(found, "no field %s", name);
-    return v;
-}
-
-int lua_twin_read_hash(redisContext *c, const char *key,
-                       const char *const *names, int n, int64_t *v,
-                       long long *pexat, long long *t_ms)
-{
-    redisReply *x, *h, *e;
-
-    redisAppendCommand(c, "MULTI");
-    redisAppendCommand(c, "HGETALL %s", key);
-    redisAppendCommand(c, "PEXPIRETIME %s", key);
-    redisAppendCommand(c, "TIME");
-    redisAppendCommand(c, "PERSIST %s", key);
-    redisAppendCommand(c, "EXEC");
-    for (int i = 0; i < 5; i++) {
-        freeReplyObject(px_next(c)); /* OK, QUEUED */
-    }
-    x = px_next(c);
-    cr_assert_eq(x->type, REDIS_REPLY_ARRAY, "EXEC type %d", x->type);
-    h = x->element[0];
-    e = x->element[1];
-    cr_assert_eq(h->type, REDIS_REPLY_ARRAY, "HGETALL type %d", h->type);
-    cr_assert_eq(e->type, REDIS_REPLY_INTEGER);
-    *pexat = e->integer;
-    *t_ms = twin_time_ms(x->element[2]);
-    if (h->elements == 0) {
-        cr_assert_eq(*pexat, -2, "no fields, but a key");
-        freeReplyObject(x);
-        return 0;
-    }
-    cr_assert_eq(h->elements, 2 * (size_t)n, "fields: %zu", h->elements / 2);
-    for (int i = 0; i < n; i++) {
-        v[i] = twin_field(h, names[i]);
-    }
-    freeReplyObject(x);
-    return 1;
-}
-
-void lua_twin_expect_expiry(long long pexat, long long t0, long long t1,
-                            long long want_ms, const char *ctx)
-{
-    cr_assert(pexat - want_ms >= t0 && pexat - want_ms <= t1,
-              "%s: expires at %lld: %lld ms after %lld, not %lld ms after a "
-              "time in [%lld, %lld]",
-              ctx, pexat, pexat - t0, t0, want_ms, t0, t1);
-}
-
 int lua_twin_dec(const char *s, int64_t *v)
 {
     char *end, back[24];
@@ -623,32 +528,6 @@ void lua_twin_rnd_limit(uint64_t *s, int64_t max_max, int64_t max_win,
         *win_ms = lua_twin_rnd_in(s, 1, 5) * 1000;
         break;
     }
-}
-
-int64_t lua_twin_rnd_start(uint64_t *s)
-{
-    switch (lua_twin_rnd_in(s, 0, 3)) {
-    case 0:
-        return lua_twin_rnd_in(s, 0, INT64_C(1000000));
-    case 1:
-        return TWIN_NOW_MAX - lua_twin_rnd_in(s, 0, INT64_C(1) << 40);
-    default:
-        /* 2023-11-14T22:13:20Z */
-        return INT64_C(1700000000000000) +
-               lua_twin_rnd_in(s, 0, INT64_C(1) << 40);
-    }
-}
-
-void lua_twin_tally_report(const char *suite, const struct lua_twin_tally *t)
-{
-    fprintf(stderr,
-            "%s: %ld calls, %ld limited, %ld writes, %ld refunds, %ld "
-            "expiries, %ld gone in real time\n",
-            suite, t->calls, t->limited, t->writes, t->refunds, t->expired,
-            t->gone);
-    cr_assert_gt(t->limited, 0);
-    cr_assert_gt(t->writes, 0);
-    cr_assert_gt(t->refunds, 0);
 }
 
 void lua_twin_runs_text(const redisReply *r, size_t n, char *buf, size_t size)

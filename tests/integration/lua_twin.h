@@ -1,7 +1,8 @@
 /* Calls algorithms/limiter.lua for one limit on a real redis-server, as the
  * differential tests of the algorithms' Lua twins need it: an explicit
  * clock (the script's ARGV[2]), one key, one algorithm, and the reply
- * entry parsed. The C model side stays in each test.
+ * entry parsed. The C model side and the shared walk are in
+ * twin_walk.h.
  *
  * Durations come back in microseconds, floored, as the script sends them;
  * lua_twin_expect() compares them with a C model's rl_decision, whose
@@ -145,30 +146,6 @@ struct lua_twin_out lua_twin_ok(redisContext *c, const char *mode,
                                 const char *const p[4], int64_t now_us,
                                 int64_t cost, const char *undo);
 
-/* Asserts a check on key fails with exactly the error text `want`. */
-void lua_twin_expect_error(redisContext *c, const char *key, const char *algo,
-                           const char *const p[4], int64_t now_us, int64_t cost,
-                           const char *want);
-
-/* ---- The stored key, read in one transaction ----
- * One MULTI, so Redis expires no key in the middle of the reads. */
-
-/* Redis's clock in ms (TIME): the clock its expiries are set by. */
-long long lua_twin_redis_ms(redisContext *c);
-
-/* Reads the HASH at key, its PEXPIRETIME (into *pexat) and Redis's clock
- * after it (into *t_ms, as lua_twin_redis_ms), then makes the key
- * persistent. Returns 0 when the key is missing; else asserts it holds
- * exactly the n fields `names`, each a decimal integer, into v[0..n-1]. */
-int lua_twin_read_hash(redisContext *c, const char *key,
-                       const char *const *names, int n, int64_t *v,
-                       long long *pexat, long long *t_ms);
-
-/* Asserts that a key expiring at pexat (PEXPIRETIME) got an expiry of
- * want_ms at a time between t0 and t1 (lua_twin_redis_ms before, after). */
-void lua_twin_expect_expiry(long long pexat, long long t0, long long t1,
-                            long long want_ms, const char *ctx);
-
 /* Parses a decimal int64 in canonical form (what the twins write); 0 when
  * s is not one. */
 int lua_twin_dec(const char *s, int64_t *v);
@@ -201,9 +178,7 @@ int64_t lua_twin_pick(uint64_t *s, const int64_t *v, size_t n);
  * the clock and pid; printed as "<suite>: <env>=<seed>" for a replay. */
 uint64_t lua_twin_seed(const char *suite, const char *env);
 
-/* ---- The hash-state twins' randomized sequences ----
- * fixed_window, sliding_counter and token_bucket draw alike: these are
- * their common draws and tallies. */
+/* ---- Draws that several algorithms share ---- */
 
 /* A cost: 0, 1, max, just above it, anything up to 2^53 - 1, or small. */
 int64_t lua_twin_rnd_cost(uint64_t *s, int64_t max);
@@ -212,17 +187,5 @@ int64_t lua_twin_rnd_cost(uint64_t *s, int64_t max);
  * to the conf maxima. */
 void lua_twin_rnd_limit(uint64_t *s, int64_t max_max, int64_t max_win,
                         int64_t *max, int64_t *win_ms);
-
-/* A sequence's first time (us): near 0, near 2^53 - 1, or realistic. */
-int64_t lua_twin_rnd_start(uint64_t *s);
-
-/* Counts of what the sequences reached. */
-struct lua_twin_tally {
-    long calls, limited, writes, refunds, expired, gone;
-};
-
-/* Prints the tally under `suite` and asserts the run was limited,
- * wrote and refunded at least once. */
-void lua_twin_tally_report(const char *suite, const struct lua_twin_tally *t);
 
 #endif /* PX_TESTS_INTEGRATION_LUA_TWIN_H */

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "algorithms/gcra.h"
 #include "algorithms/rl.h"
@@ -517,40 +516,27 @@ Test(it_gcra_lua, user123_reference_values_through_the_script, .init = it_init,
 
 /* ---------------- Randomized sequences ---------------- */
 
-/* xorshift64*: a seeded, reproducible stream. */
-static uint64_t rnd(uint64_t *st)
-{
-    *st ^= *st >> 12;
-    *st ^= *st << 25;
-    *st ^= *st >> 27;
-    return *st * UINT64_C(2685821657736338717);
-}
-
-/* A number in [lo, hi]. */
-static int64_t rnd_in(uint64_t *st, int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rnd(st) % (uint64_t)(hi - lo + 1));
-}
-
 /* Random parameters: mostly ordinary rates, sometimes sub-millisecond
  * emission intervals (expiries of 0 ms) or long periods. */
 static struct gcra_params rnd_params(uint64_t *st, int64_t *b)
 {
     int64_t cnt, per;
 
-    *b = rnd_in(st, 0, 9) == 0 ? rnd_in(st, -3, -1) : rnd_in(st, 0, 30);
-    switch (rnd_in(st, 0, 5)) {
+    *b = lua_twin_rnd_in(st, 0, 9) == 0 ? lua_twin_rnd_in(st, -3, -1)
+                                        : lua_twin_rnd_in(st, 0, 30);
+    switch (lua_twin_rnd_in(st, 0, 5)) {
     case 0:
-        cnt = rnd_in(st, 1000, 5000000); /* EI 200 ns .. 1 ms */
+        cnt = lua_twin_rnd_in(st, 1000, 5000000); /* EI 200 ns .. 1 ms */
         per = 1;
         break;
     case 1:
-        cnt = rnd_in(st, 1, 3);
-        per = rnd_in(st, 3600, 86400 * 30); /* up to 30 days per request */
+        cnt = lua_twin_rnd_in(st, 1, 3);
+        per = lua_twin_rnd_in(st, 3600,
+                              86400 * 30); /* up to 30 days per request */
         break;
     default:
-        cnt = rnd_in(st, 1, 1000);
-        per = rnd_in(st, 1, 120);
+        cnt = lua_twin_rnd_in(st, 1, 1000);
+        per = lua_twin_rnd_in(st, 1, 120);
         break;
     }
     return mk(*b, cnt, per, 1);
@@ -563,31 +549,34 @@ static void plant_value(redisContext *c, uint64_t *st, const char *key,
     char v[INT64_DIGITS + 8];
     int64_t now = wall_ns();
 
-    switch (rnd_in(st, 0, 5)) {
+    switch (lua_twin_rnd_in(st, 0, 5)) {
     case 0:
         snprintf(v, sizeof(v), "-1");
         break;
     case 1:
-        snprintf(v, sizeof(v), "+000%" PRId64, now + rnd_in(st, 0, 10 * S));
+        snprintf(v, sizeof(v), "+000%" PRId64,
+                 now + lua_twin_rnd_in(st, 0, 10 * S));
         break;
     case 2:
-        snprintf(v, sizeof(v), "%d", (int)rnd_in(st, 0, 1000));
+        snprintf(v, sizeof(v), "%d", (int)lua_twin_rnd_in(st, 0, 1000));
         break;
     case 3:
-        snprintf(v, sizeof(v), "-%" PRId64, rnd_in(st, 1, 5 * S));
+        snprintf(v, sizeof(v), "-%" PRId64, lua_twin_rnd_in(st, 1, 5 * S));
         break;
     case 4:
-        snprintf(v, sizeof(v), "%" PRId64, now + rnd_in(st, 0, 100 * S));
+        snprintf(v, sizeof(v), "%" PRId64,
+                 now + lua_twin_rnd_in(st, 0, 100 * S));
         break;
     default:
-        snprintf(v, sizeof(v), "%" PRId64, now - rnd_in(st, 0, 100 * S));
+        snprintf(v, sizeof(v), "%" PRId64,
+                 now - lua_twin_rnd_in(st, 0, 100 * S));
         break;
     }
-    if (rnd_in(st, 0, 1)) {
+    if (lua_twin_rnd_in(st, 0, 1)) {
         px_check_status(px_cmd(c, "SET %b %s", key, keylen, v), "OK");
     } else {
         px_check_status(px_cmd(c, "SET %b %s PX %d", key, keylen, v,
-                               (int)rnd_in(st, 1000, 60000)),
+                               (int)lua_twin_rnd_in(st, 1000, 60000)),
                         "OK");
     }
 }
@@ -607,9 +596,9 @@ static struct gcra_params twin_params(uint64_t *st, struct gcra_params p,
         return p; /* a negative DVT (burst < 0): left as it is */
     }
     if (which % 2 == 0) {
-        sec += rnd_in(st, 1, 2);
+        sec += lua_twin_rnd_in(st, 1, 2);
     } else {
-        int64_t f = rnd_in(st, 0, S - 1);
+        int64_t f = lua_twin_rnd_in(st, 0, S - 1);
         frac = f != frac ? f : (frac + 1) % S;
     }
     *d = sec * S + frac;
@@ -620,45 +609,40 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
      .fini = px_env_fini, .timeout = 120)
 {
     redisContext *c = connect_loaded();
-    const char *env = getenv("PX_GCRA_SEED");
-    uint64_t seed = env != NULL ? strtoull(env, NULL, 10)
-                                : (uint64_t)wall_ns() ^ (uint64_t)getpid();
-    uint64_t st = seed | 1;
+    uint64_t seed = lua_twin_seed("it_gcra_lua", "PX_GCRA_SEED"), st = seed | 1;
     long calls = 0, limited = 0, sets = 0, dels = 0, runs = 0, twins = 0;
 
-    fprintf(stderr, "it_gcra_lua: PX_GCRA_SEED=%llu\n",
-            (unsigned long long)seed);
     for (int seq = 0; seq < SEQUENCES; seq++) {
         char key[MAX_KEY_BYTES + 16];
         size_t keylen;
         int64_t b;
         struct gcra_params p = rnd_params(&st, &b);
 
-        if (rnd_in(&st, 0, 2) == 0) { /* binary, not UTF-8 */
-            keylen = (size_t)rnd_in(&st, 1, MAX_KEY_BYTES);
+        if (lua_twin_rnd_in(&st, 0, 2) == 0) { /* binary, not UTF-8 */
+            keylen = (size_t)lua_twin_rnd_in(&st, 1, MAX_KEY_BYTES);
             for (size_t i = 0; i < keylen; i++) {
-                key[i] = (char)rnd_in(&st, 0, 255);
+                key[i] = (char)lua_twin_rnd_in(&st, 0, 255);
             }
         } else {
             keylen = (size_t)snprintf(key, sizeof(key), "gcra:%d", seq);
         }
         for (int op = 0; op < OPS_PER_SEQ; op++) {
             char ctx[96];
-            int64_t kind = rnd_in(&st, 0, 99);
+            int64_t kind = lua_twin_rnd_in(&st, 0, 99);
 
             snprintf(ctx, sizeof(ctx), "seed %llu seq %d op %d",
                      (unsigned long long)seed, seq, op);
             if (kind < 60) {
-                int64_t q = rnd_in(&st, 0, (b > 0 ? b : 0) + 3);
+                int64_t q = lua_twin_rnd_in(&st, 0, (b > 0 ? b : 0) + 3);
                 struct gcra_params pq = mk(p.max_burst, p.count, p.period_s, q);
                 /* Half the calls in mode "runs", whose decisions take a
                  * faster path in the script: the model must not tell. A
                  * third are followed by a twin (twin_params), both through
                  * the library, where its memo lives. */
-                int twin = rnd_in(&st, 0, 2) == 0;
-                enum call_mode mode = twin                ? CALL_RUNS_FN
-                                      : rnd_in(&st, 0, 1) ? CALL_RUNS
-                                                          : CALL_CHECK;
+                int twin = lua_twin_rnd_in(&st, 0, 2) == 0;
+                enum call_mode mode = twin ? CALL_RUNS_FN
+                                      : lua_twin_rnd_in(&st, 0, 1) ? CALL_RUNS
+                                                                   : CALL_CHECK;
                 struct gcra_result r =
                     call_and_check_mode(c, key, keylen, &pq, mode, ctx);
                 calls++;
@@ -669,7 +653,7 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
                 if (twin) {
                     /* Its twin at once: one of the four strings differs. */
                     struct gcra_params pt =
-                        twin_params(&st, pq, (int)rnd_in(&st, 0, 3));
+                        twin_params(&st, pq, (int)lua_twin_rnd_in(&st, 0, 3));
                     r = call_and_check_mode(c, key, keylen, &pt, mode, ctx);
                     calls++;
                     twins++;
@@ -680,7 +664,7 @@ Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,
                 }
             } else if (kind < 85) {
                 int64_t span = p.dvt_ns > 0 ? p.dvt_ns : S;
-                shift_back(c, key, keylen, rnd_in(&st, 0, 2 * span));
+                shift_back(c, key, keylen, lua_twin_rnd_in(&st, 0, 2 * span));
             } else if (kind < 90) {
                 p = rnd_params(&st, &b); /* same key, other limits */
             } else if (kind < 96) {
