@@ -9,8 +9,8 @@
  *        |                       refunds of groups that admitted)
  *        | refused by the refusal cache? --> the reply, no Redis
  *        v
- *   `pending` (struct store_redis_item: a limiter_call, or a
- *        |      limiter_group with its words copied), until the flush pass
+ *   `pending` (struct store_redis_item: a store_redis_call, or a
+ *        |      store_redis_group with its words copied), until the flush pass
  *        |  (limiter_flush): one batch per kind, node and lane; a
  *        |  part-filled one waits in `pending` while its connection owes
  *        v  the limiter a reply (Nagle's rule, upstream_limiter_turn)
@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <uv.h>
 
 #include "algorithms/gcra.h"
 #include "algorithms/scripts.h"
@@ -78,8 +79,6 @@
 #include "proxy/limiter/store.h"
 #include "proxy/limiter/store_fields.h"
 #include "proxy/limiter/store_redis_db.h"
-
-#include <uv.h>
 
 /* Most CL.THROTTLE calls sent in one script call: enough to take the
  * per-call cost of EVALSHA off Redis under load, small enough that one
@@ -146,7 +145,7 @@ enum store_redis_kind {
 };
 
 /* What every queued call starts with (the first member of struct
- * limiter_call and struct limiter_group). */
+ * store_redis_call and struct store_redis_group). */
 struct store_redis_item {
     struct queue link;   /* in `pending` until the flush pass */
     unsigned char kind;  /* enum store_redis_kind */
@@ -159,7 +158,7 @@ struct store_redis_item {
 
 /* One CL.THROTTLE waiting for its script call. Queued in `pending` until
  * the flush pass, then owned by the batch that carries it. */
-struct limiter_call {
+struct store_redis_call {
     struct store_redis_item it; /* first: the queue's view */
     struct req *root;           /* borrowed: the client's request */
     struct gcra_params p;       /* parsed arguments */
@@ -173,7 +172,7 @@ struct limiter_call {
  * call, its words copied when it was queued (a refund outlives its check;
  * the override texts it assumed may change before the flush). Queued in
  * `pending`, then owned by the batch that carries it. */
-struct limiter_group {
+struct store_redis_group {
     struct store_redis_item it; /* first: the queue's view */
     struct store_check *c;      /* borrowed: the call it decides for; NULL
                                    for a refund, whose reply nobody waits for */
@@ -195,7 +194,7 @@ struct limiter_group {
  * undeclared (`spread`, the library's allow-cross-slot-keys), and a call
  * whose slot the node turns out not to serve is sent again alone. Owned
  * by the part carrying it. */
-struct limiter_batch {
+struct store_redis_batch {
     struct store *st;     /* borrowed: the store it runs in */
     unsigned n;           /* calls */
     unsigned char kind;   /* enum store_redis_kind, of every call */
@@ -447,14 +446,15 @@ static void store_redis_cron(struct store *st)
 
 /* ---------------- CL.THROTTLE: batched gcra.lua calls ---------------- */
 
-static void store_redis_call_free(struct limiter_call *call)
+static void store_redis_call_free(struct store_redis_call *call)
 {
     px_free(call);
 }
 
 /* Ends a call: its client's request gets `frame` turned into a reply (an
  * error frame as it is, or fail_open), or is freed when it is an orphan. */
-static void store_redis_call_error(struct store *st, struct limiter_call *call,
+static void store_redis_call_error(struct store *st,
+                                   struct store_redis_call *call,
                                    const char *frame, size_t len)
 {
     struct req *root = call->root;
@@ -501,7 +501,7 @@ static void store_redis_learn_tat(struct store_redis *rs, const char *key,
  * remembered with the state it read; an admission wrote the key, which
  * this proxy then forgets (the tracker is told too, but later). */
 static void store_redis_refusal_note(struct store *st,
-                                     const struct limiter_call *call,
+                                     const struct store_redis_call *call,
                                      const struct gcra_script_reply *sr,
                                      uint64_t sent_ns)
 {
@@ -520,7 +520,8 @@ static void store_redis_refusal_note(struct store *st,
 
 /* Ends call i of a batch from the script's "each" reply `v`; the batch
  * was sent at `sent_ns`. */
-static void store_redis_call_done(struct store *st, struct limiter_call *call,
+static void store_redis_call_done(struct store *st,
+                                  struct store_redis_call *call,
                                   const struct resp_value *v, unsigned i,
                                   unsigned n, uint64_t sent_ns)
 {
@@ -571,7 +572,7 @@ static void store_redis_throttle(struct store *st, struct req *req,
                                  size_t klen, unsigned db, store_done_fn *done)
 {
     struct store_redis *rs = st->impl;
-    struct limiter_call *call;
+    struct store_redis_call *call;
     struct store_reply r = { .kind = STORE_REPLY_INTS };
     struct gcra_result res;
     int64_t tat, now;
@@ -941,7 +942,8 @@ store_redis_group_level(const struct store_check *c, unsigned g)
 /* One word of a queued group: its length, then its bytes, written at
  * once into the room the group reserved (a group queues a dozen words or
  * more per LIMITER call). */
-static void store_redis_word(struct limiter_group *q, const char *p, size_t len)
+static void store_redis_word(struct store_redis_group *q, const char *p,
+                             size_t len)
 {
     char *at;
 
@@ -956,7 +958,7 @@ static void store_redis_word(struct limiter_group *q, const char *p, size_t len)
 }
 
 /* The word of `q` at byte *at (moves *at to the next one). */
-static const char *store_redis_word_at(const struct limiter_group *q,
+static const char *store_redis_word_at(const struct store_redis_group *q,
                                        size_t *at, size_t *len)
 {
     const char *p = q->words.data + *at + sizeof(*len);
@@ -966,7 +968,7 @@ static const char *store_redis_word_at(const struct limiter_group *q,
     return p;
 }
 
-static void store_redis_group_free(struct limiter_group *q)
+static void store_redis_group_free(struct store_redis_group *q)
 {
     buf_free(&q->words);
     px_free(q);
@@ -1249,7 +1251,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
 {
     struct store_redis *rs = c->st->impl;
     int refund = strcmp(mode, "refund") == 0;
-    struct limiter_group *q = px_calloc(1, sizeof(*q));
+    struct store_redis_group *q = px_calloc(1, sizeof(*q));
     const struct store_redis_params *args;
     char num[24], ovkey[STORE_KEY_MAX];
     unsigned i, npath = 0;
@@ -1360,7 +1362,7 @@ static void store_redis_forget_keys(struct store_check *c, unsigned g)
  * every key it read (a TAT as the script read it, a hash state as the
  * tracker will) and its absent override hash are remembered; a check
  * it admitted wrote its keys, which this proxy forgets. */
-static void store_redis_group_learn(const struct limiter_group *q,
+static void store_redis_group_learn(const struct store_redis_group *q,
                                     const struct resp_value *v,
                                     uint64_t sent_ns)
 {
@@ -1429,7 +1431,7 @@ static void store_redis_group_learn(const struct limiter_group *q,
 
 /* A queued group's answer `e` (its element of the batch's reply, sent at
  * local time `sent_ns`, or an error for it); frees `q`. */
-static void store_redis_group_done(struct limiter_group *q,
+static void store_redis_group_done(struct store_redis_group *q,
                                    const struct resp_value *e, uint64_t sent_ns)
 {
     if (q->c != NULL) {
@@ -1584,7 +1586,7 @@ static struct resp_cmd *store_redis_words_cmd(struct store_redis_words *w)
  * (FCALL, EVALSHA...) and the number of keys declared (none for a spread
  * batch: its keys follow the arguments). */
 static void store_redis_words_head(struct store_redis_words *w,
-                                   struct limiter_batch *b,
+                                   struct store_redis_batch *b,
                                    const struct scripts_lua *s, unsigned nkeys,
                                    char num[16])
 {
@@ -1596,11 +1598,11 @@ static void store_redis_words_head(struct store_redis_words *w,
 
 /* Whether calls i and j of `b` send the same four script arguments: those
  * are INC and DVT, split (gcra_script_args). */
-static int store_redis_same_run(const struct limiter_batch *b, unsigned i,
+static int store_redis_same_run(const struct store_redis_batch *b, unsigned i,
                                 unsigned j)
 {
-    const struct gcra_params *x = &((struct limiter_call *)b->item[i])->p;
-    const struct gcra_params *y = &((struct limiter_call *)b->item[j])->p;
+    const struct gcra_params *x = &((struct store_redis_call *)b->item[i])->p;
+    const struct gcra_params *y = &((struct store_redis_call *)b->item[j])->p;
 
     return x->inc_ns == y->inc_ns && x->dvt_ns == y->dvt_ns;
 }
@@ -1608,7 +1610,7 @@ static int store_redis_same_run(const struct limiter_batch *b, unsigned i,
 /* gcra.lua "runs": the keys, then "runs", R and per run of calls with the
  * same limit its count and four arguments, formatted once a run (batched
  * calls mostly share one limit). */
-static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
+static struct resp_cmd *store_redis_throttle_cmd(struct store_redis_batch *b)
 {
     struct gcra_script_args *sa;
     char(*count)[16]; /* [runs]: R, then each run's count */
@@ -1626,7 +1628,8 @@ static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
     store_redis_words_init(&w, 5 + b->n + 5 * runs);
     store_redis_words_head(&w, b, scripts_gcra(), b->n, num);
     for (i = 0; i < b->n && !b->spread; i++) {
-        const struct limiter_call *call = (struct limiter_call *)b->item[i];
+        const struct store_redis_call *call =
+            (struct store_redis_call *)b->item[i];
         store_redis_words_add(&w, call->key, call->klen);
     }
     store_redis_words_add(&w, "runs", 4);
@@ -1635,7 +1638,7 @@ static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
     for (i = 0, r = 0; i < b->n; i = j, r++) {
         for (j = i + 1; j < b->n && store_redis_same_run(b, i, j); j++) {
         }
-        gcra_script_args(&((struct limiter_call *)b->item[i])->p, &sa[r]);
+        gcra_script_args(&((struct store_redis_call *)b->item[i])->p, &sa[r]);
         snprintf(count[r], sizeof(*count), "%u", j - i);
         store_redis_words_add(&w, count[r], strlen(count[r]));
         for (k = 0; k < GCRA_SCRIPT_NARGS; k++) {
@@ -1643,7 +1646,8 @@ static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
         }
     }
     for (i = 0; i < b->n && b->spread; i++) {
-        const struct limiter_call *call = (struct limiter_call *)b->item[i];
+        const struct store_redis_call *call =
+            (struct store_redis_call *)b->item[i];
         store_redis_words_add(&w, call->key, call->klen);
     }
     cmd = store_redis_words_cmd(&w);
@@ -1654,12 +1658,13 @@ static struct resp_cmd *store_redis_throttle_cmd(struct limiter_batch *b)
 
 /* Adds the keys of every group of `b`. */
 static void store_redis_batch_keys(struct store_redis_words *w,
-                                   const struct limiter_batch *b)
+                                   const struct store_redis_batch *b)
 {
     unsigned i, j;
 
     for (i = 0; i < b->n; i++) {
-        const struct limiter_group *q = (struct limiter_group *)b->item[i];
+        const struct store_redis_group *q =
+            (struct store_redis_group *)b->item[i];
         size_t at = 0, len;
         for (j = 0; j < q->nk; j++) {
             const char *p = store_redis_word_at(q, &at, &len);
@@ -1669,7 +1674,7 @@ static void store_redis_batch_keys(struct store_redis_words *w,
 }
 
 /* Where group q's arguments start in its words (after its keys). */
-static size_t store_redis_args_at(const struct limiter_group *q)
+static size_t store_redis_args_at(const struct store_redis_group *q)
 {
     size_t at = 0, len;
     unsigned j;
@@ -1683,7 +1688,7 @@ static size_t store_redis_args_at(const struct limiter_group *q)
 /* Where group q's override pairs start in its words: after its args_at,
  * the mode, cost, n, 6 words a level (n = its keys but the override hash)
  * and m. What comes before them is the group's shape. */
-static size_t store_redis_pairs_at(const struct limiter_group *q,
+static size_t store_redis_pairs_at(const struct store_redis_group *q,
                                    size_t args_at)
 {
     size_t at = args_at, len;
@@ -1697,8 +1702,8 @@ static size_t store_redis_pairs_at(const struct limiter_group *q,
 
 /* Adds the words of q from byte `from` to byte `to`. */
 static void store_redis_add_words(struct store_redis_words *w,
-                                  const struct limiter_group *q, size_t from,
-                                  size_t to)
+                                  const struct store_redis_group *q,
+                                  size_t from, size_t to)
 {
     size_t len;
 
@@ -1715,7 +1720,7 @@ static void store_redis_add_words(struct store_redis_words *w,
  * S is 1) and its override pairs. The groups of one batch mostly come from
  * one tree node: they share the levels and differ in their keys and in
  * the override fields, which name the identity. */
-static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
+static struct resp_cmd *store_redis_group_cmd(struct store_redis_batch *b)
 {
     struct store_redis_words w;
     size_t at[STORE_REDIS_BATCH_MAX], pairs[STORE_REDIS_BATCH_MAX];
@@ -1725,14 +1730,16 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
     char num[16], cnt[2][16];
 
     for (i = 0; i < b->n; i++) {
-        const struct limiter_group *q = (struct limiter_group *)b->item[i];
+        const struct store_redis_group *q =
+            (struct store_redis_group *)b->item[i];
         nk += q->nk;
         nw += q->nw;
         at[i] = store_redis_args_at(q);
         pairs[i] = store_redis_pairs_at(q, at[i]);
         shape[i] = i;
         for (j = 0; j < i; j++) {
-            const struct limiter_group *r = (struct limiter_group *)b->item[j];
+            const struct store_redis_group *r =
+                (struct store_redis_group *)b->item[j];
             size_t len = pairs[i] - at[i];
             if (shape[j] == j && pairs[j] - at[j] == len &&
                 memcmp(q->words.data + at[i], r->words.data + at[j], len) ==
@@ -1757,14 +1764,15 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
     store_redis_words_add(&w, cnt[0], strlen(cnt[0]));
     for (i = 0; i < b->n; i++) {
         if (shape[i] == i) {
-            store_redis_add_words(&w, (struct limiter_group *)b->item[i], at[i],
-                                  pairs[i]);
+            store_redis_add_words(&w, (struct store_redis_group *)b->item[i],
+                                  at[i], pairs[i]);
         }
     }
     snprintf(cnt[1], sizeof(cnt[1]), "%u", b->n);
     store_redis_words_add(&w, cnt[1], strlen(cnt[1]));
     for (i = 0; i < b->n; i++) {
-        const struct limiter_group *q = (struct limiter_group *)b->item[i];
+        const struct store_redis_group *q =
+            (struct store_redis_group *)b->item[i];
         const char *x = idx[shape[i]];
         if (ns > 1) {
             store_redis_words_add(&w, x, strlen(x));
@@ -1782,11 +1790,12 @@ static struct resp_cmd *store_redis_group_cmd(struct limiter_batch *b)
 static const char *store_redis_item_key(const struct store_redis_item *it,
                                         size_t *len)
 {
-    const struct limiter_group *q = (const struct limiter_group *)it;
+    const struct store_redis_group *q = (const struct store_redis_group *)it;
     size_t at = q->route_at;
 
     if (it->kind == STORE_REDIS_THROTTLE) {
-        const struct limiter_call *call = (const struct limiter_call *)it;
+        const struct store_redis_call *call =
+            (const struct store_redis_call *)it;
         *len = call->klen;
         return call->key;
     }
@@ -1798,7 +1807,7 @@ static void store_redis_on_batch(struct req *part, const char *frame,
 
 /* Sends `b` as one script call to the node of its first call's key. Takes
  * `b`. */
-static void store_redis_batch_send(struct limiter_batch *b)
+static void store_redis_batch_send(struct store_redis_batch *b)
 {
     struct resp_cmd *cmd = b->kind == STORE_REDIS_THROTTLE
                                ? store_redis_throttle_cmd(b)
@@ -1839,21 +1848,21 @@ static void store_redis_item_fail(struct store *st, struct store_redis_item *it,
     struct resp_value e;
 
     if (it->kind == STORE_REDIS_THROTTLE) {
-        store_redis_call_error(st, (struct limiter_call *)it, frame, len);
+        store_redis_call_error(st, (struct store_redis_call *)it, frame, len);
         return;
     }
     memset(&e, 0, sizeof(e));
     e.type = '-';
     e.raw = frame;
     e.raw_len = len;
-    store_redis_group_done((struct limiter_group *)it, &e, 0);
+    store_redis_group_done((struct store_redis_group *)it, &e, 0);
 }
 
 /* How many elements of a "shapes" reply group q's answer takes, `e`
  * being the first: a decided group's limited then its entries (a gcra
  * entry 1, any other 6); anything else (an error, an override's or a
  * refund's table) is one. */
-static size_t store_redis_flat_len(const struct limiter_group *q,
+static size_t store_redis_flat_len(const struct store_redis_group *q,
                                    const struct resp_value *e)
 {
     size_t n = 1;
@@ -1879,7 +1888,7 @@ static size_t store_redis_flat_len(const struct limiter_group *q,
  * arrays point into v's. g->elem is `small` (STORE_REDIS_FLAT_SMALL
  * elements) when it fits, else allocated: px_free it when it is not
  * `small`. */
-static void store_redis_flat_group(const struct limiter_group *q,
+static void store_redis_flat_group(const struct store_redis_group *q,
                                    struct resp_value *v, size_t at,
                                    struct resp_value *g,
                                    struct resp_value *small)
@@ -1915,7 +1924,7 @@ static void store_redis_flat_group(const struct limiter_group *q,
 /* True when `v` has the shape of the reply to `b`: {0, now_s, now_us}
  * then per CL.THROTTLE a TAT and an integer flag, or each group's
  * elements (store_redis_flat_len). */
-static int store_redis_batch_shape(const struct limiter_batch *b,
+static int store_redis_batch_shape(const struct store_redis_batch *b,
                                    const struct resp_value *v)
 {
     size_t i, at = 3;
@@ -1926,7 +1935,7 @@ static int store_redis_batch_shape(const struct limiter_batch *b,
     }
     if (b->kind != STORE_REDIS_THROTTLE) {
         for (i = 0; i < b->n && at < v->n; i++) {
-            at += store_redis_flat_len((struct limiter_group *)b->item[i],
+            at += store_redis_flat_len((struct store_redis_group *)b->item[i],
                                        &v->elem[at]);
         }
         return i == b->n && at == v->n;
@@ -1946,7 +1955,7 @@ static void store_redis_on_batch(struct req *part, const char *frame,
                                  size_t len)
 {
     static const char bad[] = "-" GCRA_ERR_SCRIPT "\r\n";
-    struct limiter_batch *b = part->ctx;
+    struct store_redis_batch *b = part->ctx;
     struct resp_value v, g, small[STORE_REDIS_FLAT_SMALL];
     size_t used, klen, at = 3, flat;
     const char *key;
@@ -1982,15 +1991,15 @@ static void store_redis_on_batch(struct req *part, const char *frame,
     shaped = store_redis_batch_shape(b, &v);
     for (i = 0; i < b->n; i++) {
         struct store_redis_item *it = b->item[i];
-        struct limiter_group *q = (struct limiter_group *)it;
+        struct store_redis_group *q = (struct store_redis_group *)it;
         if (!shaped) {
             store_redis_item_fail(b->st, it, bad, sizeof(bad) - 1);
         } else if (it->kind == STORE_REDIS_THROTTLE) {
             if (v.elem[3 + b->n + i].integer == -3 && b->spread) {
                 store_redis_item_alone(b->st, it);
             } else {
-                store_redis_call_done(b->st, (struct limiter_call *)it, &v, i,
-                                      b->n, b->sent_ns);
+                store_redis_call_done(b->st, (struct store_redis_call *)it, &v,
+                                      i, b->n, b->sent_ns);
             }
         } else if (q->c != NULL && v.elem[at].type == ':') {
             /* Decided (of any number of limits); measured before the
@@ -2015,9 +2024,9 @@ static void store_redis_on_batch(struct req *part, const char *frame,
 
 /* Batches being filled by one flush pass. */
 struct store_redis_open {
-    struct limiter_batch *b; /* owned until sent */
-    struct upstream *up;     /* borrowed: the shared connection it goes on
-                                (NULL: no node serves its slot) */
+    struct store_redis_batch *b; /* owned until sent */
+    struct upstream *up;         /* borrowed: the shared connection it goes on
+                                    (NULL: no node serves its slot) */
 };
 
 /* Sends and drops open[i]. */
@@ -2034,7 +2043,7 @@ static void store_redis_open_send(struct store_redis_open *open,
 static unsigned store_redis_open_hold(struct store_redis *rs,
                                       struct store_redis_open *open, unsigned i)
 {
-    struct limiter_batch *b = open[i].b;
+    struct store_redis_batch *b = open[i].b;
     unsigned n = b->n, k;
 
     for (k = n; k > 0; k--) {
@@ -2069,7 +2078,7 @@ static void store_redis_flush(struct store *st, bool all)
                                 : st->cl->single;
         struct upstream *up =
             node != NULL ? cluster_limiter_upstream(node, it->cid) : NULL;
-        struct limiter_batch *b = NULL;
+        struct store_redis_batch *b = NULL;
 
         queue_remove(&it->link);
         for (i = 0; i < nopen && !it->alone; i++) {
@@ -2139,7 +2148,7 @@ static void store_redis_stop(struct store *st)
 /* ---------------- LIMITER OVERRIDE SET|DEL|GET ---------------- */
 
 /* One OVERRIDE command on its way to the node of the override hash. */
-struct limiter_override_call {
+struct store_redis_override {
     struct store *st;    /* borrowed: the store it runs in */
     struct req *root;    /* borrowed: the client's request */
     store_done_fn *done; /* the completion */
@@ -2151,7 +2160,7 @@ static void store_redis_override_on_reply(struct req *part, const char *frame,
                                           size_t len)
 {
     static const char reply_ok[] = "+OK\r\n";
-    struct limiter_override_call *oc = part->ctx;
+    struct store_redis_override *oc = part->ctx;
     struct store_reply r = { .kind = STORE_REPLY_FRAME };
 
     r.text = frame;
@@ -2175,7 +2184,7 @@ static void store_redis_override(struct store *st, struct req *req,
                                  const char *text, size_t tlen,
                                  store_done_fn *done)
 {
-    struct limiter_override_call *oc;
+    struct store_redis_override *oc;
     char key[STORE_KEY_MAX];
     const char *argv[4];
     size_t lens[4];
