@@ -59,19 +59,22 @@ static void gcra_init(struct gcra_params *p, int64_t burst, int64_t count,
 
 Test(lua_wire, runs_send_each_run_of_one_limit_once)
 {
-    struct gcra_params a, b;
-    struct lua_wire_throttle calls[4];
+    struct gcra_params a, b, d;
+    struct lua_wire_throttle calls[5];
     struct lua_wire_argv w;
 
     gcra_init(&a, 15, 30, 60, 1); /* INC 2 s, DVT 32 s */
     gcra_init(&b, 0, 1, 1, 1);    /* INC 1 s, DVT 1 s */
+    gcra_init(&d, 5, 30, 60, 1);  /* INC 2 s, DVT 12 s */
     calls[0] = (struct lua_wire_throttle){ &a, "k1", 2 };
     calls[1] = (struct lua_wire_throttle){ &a, "k2", 2 };
     calls[2] = (struct lua_wire_throttle){ &b, "k3", 2 };
     calls[3] = (struct lua_wire_throttle){ &a, "k4", 2 };
-    lua_wire_runs(&w, head, headlen, calls, 4, 0);
-    argv_is(&w,
-            "FCALL|fn|4|k1|k2|k3|k4|runs|3|2|2|0|32|0|1|1|0|1|0|1|2|0|32|0");
+    calls[4] = (struct lua_wire_throttle){ &d, "k5", 2 };
+    /* A run: consecutive calls of one INC and DVT. */
+    lua_wire_runs(&w, head, headlen, calls, 5, 0);
+    argv_is(&w, "FCALL|fn|5|k1|k2|k3|k4|k5|runs|4|2|2|0|32|0|1|1|0|1|0|1|2|0|"
+                "32|0|1|2|0|12|0");
     /* Spread: no key declared, the keys after the arguments. */
     lua_wire_runs(&w, head, headlen, calls, 3, 1);
     argv_is(&w, "FCALL|fn|0|runs|2|2|2|0|32|0|1|1|0|1|0|k1|k2|k3");
