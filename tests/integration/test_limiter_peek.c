@@ -522,7 +522,7 @@ static void cost_across_slots_gcra(redisContext *c)
  * cost (4 left), so the least remaining is the identity's 3 of 3.
  *
  * In the Redis modes the slot that admitted answers with its cost taken,
- * and the store gives it back for the reply (store_redis_entry's
+ * and the store gives it back for the reply (lua_wire_group_decode's
  * `admitted`): it must do so for a PEEK's slot that admitted as it does
  * for a CHECK's (with sr.limited == 0, not c->admitted[g], which only
  * CHECKs set, for their refunds), else this PEEK shows team's 0 left of
