@@ -12,8 +12,6 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "proxy/core/util.h"
-
 static const char log_letters[] = { 'D', 'I', 'W', 'E' };
 
 /* Lowest level printed (see above). */
