@@ -109,9 +109,14 @@ if [ "$WHAT" = all ]; then
         echo "!! clang-format missing: the formatting check cannot run (bash scripts/deps.sh test installs it)" >&2
         status=1
         failed+=("clang-format (missing)")
+    elif ! files=$(git ls-files '*.c' '*.h') || [ -z "$files" ]; then
+        # Not a git checkout (or git missing): no file list, so no check.
+        echo "!! clang-format: git ls-files lists no C file: the formatting check cannot run" >&2
+        status=1
+        failed+=("clang-format (no files)")
     else
-        bad=$(git ls-files '*.c' '*.h' | while read -r f; do
-            clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+        bad=$(while read -r f; do
+            clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done <<<"$files")
         if [ -n "$bad" ]; then
             echo "!! not clang-formatted: $bad" >&2
             status=1
