@@ -1,4 +1,5 @@
-/* RESP input: the request reader and the reply framer.
+/* RESP input: the request reader (client side; the reply framer is in
+ * resp_framer.c).
  *
  * Request reader. Fed bytes are appended to `in`; the unconsumed part is
  * in.data[start..len) and always begins at a frame boundary. resp_reader_next

@@ -260,3 +260,32 @@ int resp_enc_argv(struct buf *b, int argc, const char *const *argv,
     buf_commit(b, (size_t)(p - buf_tail(b)));
     return BUF_OK;
 }
+
+int resp_enc_lines(struct buf *b, const char *text, size_t len)
+{
+    const char *p, *nl, *end = text + len;
+    long long n = 0;
+
+    for (p = text; p < end; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(end - p));
+        n++;
+        if (nl == NULL) {
+            break;
+        }
+    }
+    if (resp_enc_array_header(b, n) != BUF_OK) {
+        return BUF_ENOMEM;
+    }
+    for (p = text; p < end; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(end - p));
+        if (resp_enc_bulk(b, p,
+                          nl != NULL ? (size_t)(nl - p) : (size_t)(end - p)) !=
+            BUF_OK) {
+            return BUF_ENOMEM;
+        }
+        if (nl == NULL) {
+            break;
+        }
+    }
+    return BUF_OK;
+}

@@ -54,6 +54,11 @@ int resp_enc_set_header(struct buf *b, long long n, int proto);
  * plain bulk string in RESP2. */
 int resp_enc_verbatim(struct buf *b, const char *fmt, const char *p, size_t n,
                       int proto);
+/* Text of lines as an array of bulk strings, one per line, without the
+ * '\n's: a text ending in '\n' has no empty last element, one without
+ * keeps its last line. For a multi-line answer (LIMITER RULES) that
+ * redis-cli then shows one numbered line at a time. */
+int resp_enc_lines(struct buf *b, const char *text, size_t len);
 /* A command: an array of bulk strings. */
 int resp_enc_argv(struct buf *b, int argc, const char *const *argv,
                   const size_t *lens);

@@ -39,6 +39,7 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
+#include "parser/resp_value.h"
 #include "proxy/client_tls.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/log.h"
@@ -47,7 +48,6 @@
 #include "proxy/core/tls.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-#include "proxy/merge.h"
 #include "proxy/pubsub.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
@@ -456,83 +456,55 @@ void client_flush(struct client *c)
 }
 
 /* Cluster mode: tells the subscription registry about a confirmation of
- * kind k (0 subscribe, 1 psubscribe, 3 unsubscribe, 4 punsubscribe) whose
- * channel element starts p[0..n). */
-static void client_note_subscription(struct client *c, size_t k, const char *p,
-                                     size_t n)
+ * kind k (0 subscribe, 1 psubscribe, 3 unsubscribe, 4 punsubscribe) for
+ * channel `chan` (a null one, as the last UNSUBSCRIBE of none sends, names
+ * nothing). */
+static void client_note_subscription(struct client *c, size_t k,
+                                     const struct resp_value *chan)
 {
-    size_t len = 0, i = 1;
-
-    if (!server.cluster.enabled || c->priv == NULL || n < 4 || p[0] != '$' ||
-        p[1] == '-') {
+    if (!server.cluster.enabled || c->priv == NULL || chan->type != '$' ||
+        chan->null) {
         return; /* single mode counts right, or a null channel */
     }
-    while (i < n && p[i] >= '0' && p[i] <= '9' && len < ((size_t)1 << 30)) {
-        len = len * 10 + (size_t)(p[i] - '0');
-        i++;
-    }
-    if (i + 2 + len > n) {
-        return;
-    }
-    pubsub_note(c, c->priv->name, k == 1 || k == 4, k < 3, p + i + 2, len);
+    pubsub_note(c, c->priv->name, k == 1 || k == 4, k < 3, chan->str,
+                chan->len);
 }
 
 /* Subscription confirmations are *3 $<kind> <channel or nil> :<count> in
  * RESP2 and the same as a push (>3) in RESP3; the count is the client's
- * total. */
+ * total. Every frame of a private connection comes here: the prefix test
+ * keeps the others (EXEC's replies, values) from being parsed. */
 void client_note_priv_frame(struct client *c, const char *p, size_t n)
 {
     static const char *const kinds[] = {
         "subscribe",   "psubscribe",   "ssubscribe",
         "unsubscribe", "punsubscribe", "sunsubscribe",
     };
-    size_t k, klen = 0, i = 5, name_at;
-    long long count = 0;
-    const char *kind;
+    struct resp_value v;
+    size_t k, used;
 
     if (n < 16 ||
-        (memcmp(p, "*3\r\n$", 5) != 0 && memcmp(p, ">3\r\n$", 5) != 0)) {
+        (memcmp(p, "*3\r\n$", 5) != 0 && memcmp(p, ">3\r\n$", 5) != 0) ||
+        resp_value_parse(p, n, &v, &used) != RESP_OK) {
         return;
     }
-    while (i < n && p[i] >= '0' && p[i] <= '9' && klen < 100) {
-        klen = klen * 10 + (size_t)(p[i] - '0');
-        i++;
-    }
-    if (i + 2 + klen > n || p[i] != '\r') {
-        return;
-    }
-    kind = p + i + 2;
-    name_at = i + 2 + klen + 2;
     for (k = 0; k < ARRAY_SIZE(kinds); k++) {
-        if (strlen(kinds[k]) == klen &&
-            strncasecmp_ascii(kind, kinds[k], klen) == 0) {
+        if (resp_value_is(&v.elem[0], kinds[k])) {
             break;
         }
     }
-    if (k == ARRAY_SIZE(kinds)) {
-        return;
-    }
-    /* The count is the last line: ":<digits>\r\n". */
-    i = n - 2;
-    while (i > 0 && p[i - 1] != ':') {
-        i--;
-    }
-    if (i == 0 || p[i - 1] != ':') {
-        return;
-    }
-    for (; i < n - 2 && p[i] >= '0' && p[i] <= '9'; i++) {
-        count = count * 10 + (p[i] - '0');
-        if (count > 1000000000) {
-            return;
+    /* The count, the client's total, is at most 10^9 (as a sanity cap). */
+    if (k < ARRAY_SIZE(kinds) && v.elem[2].type == ':' &&
+        v.elem[2].integer >= 0 && v.elem[2].integer <= 1000000000) {
+        if (k == 2 || k == 5) {
+            c->ssubs = (unsigned)v.elem[2].integer;
+        } else {
+            c->subs = (unsigned)v.elem[2].integer;
+            client_note_subscription(c, k, &v.elem[1]);
         }
+        c->push_wait = 0;
     }
-    if (k == 2 || k == 5) {
-        c->ssubs = (unsigned)count;
-    } else {
-        c->subs = (unsigned)count;
-        client_note_subscription(c, k, p + name_at, n - name_at);
-    }
-    c->push_wait = 0;
+    resp_value_free(&v);
 }
 
 void client_set_proto(struct client *c, int proto)

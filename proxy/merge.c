@@ -31,7 +31,6 @@
 #include "parser/buf.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
-#include "parser/resp_value.h"
 #include "proxy/client.h"
 #include "proxy/command.h"
 #include "proxy/core/cluster.h"

@@ -182,10 +182,12 @@ static void metrics_conn_on_write(uv_write_t *wr, int status)
         if (now - c->streaming_since < METRICS_HTTP_MAX_SEND_MS) {
             uint64_t left =
                 METRICS_HTTP_MAX_SEND_MS - (now - c->streaming_since);
-            uv_timer_start(
-                &c->timer, metrics_conn_on_timer,
-                left < METRICS_HTTP_TIMEOUT_MS ? left : METRICS_HTTP_TIMEOUT_MS,
-                0);
+            px_uv_must(uv_timer_start(&c->timer, metrics_conn_on_timer,
+                                      left < METRICS_HTTP_TIMEOUT_MS
+                                          ? left
+                                          : METRICS_HTTP_TIMEOUT_MS,
+                                      0),
+                       "metrics: slice deadline");
         }
         c->streaming = !metrics_conn_slice(c);
         if (c->out.len > 0) {
@@ -311,7 +313,7 @@ static void metrics_http_on_connection(uv_stream_t *ls, int status)
         /* Taken off the backlog and closed: a flood of scrapers waits in
          * no queue of ours. */
         uv_tcp_t *t = px_calloc(1, sizeof(*t));
-        uv_tcp_init(h->loop, t);
+        px_uv_must(uv_tcp_init(h->loop, t), "metrics: refused connection");
         if (uv_accept(ls, (uv_stream_t *)t) == 0) {
             h->refused++;
         }
@@ -321,8 +323,8 @@ static void metrics_http_on_connection(uv_stream_t *ls, int status)
     c = px_calloc(1, sizeof(*c));
     c->h = h;
     buf_init(&c->out);
-    uv_tcp_init(h->loop, &c->tcp);
-    uv_timer_init(h->loop, &c->timer);
+    px_uv_must(uv_tcp_init(h->loop, &c->tcp), "metrics: connection init");
+    px_uv_must(uv_timer_init(h->loop, &c->timer), "metrics: deadline init");
     c->pending_closes = 2;
     queue_insert_tail(&h->conns, &c->link);
     c->refusing = h->nconns >= METRICS_HTTP_MAX_CONNS;
@@ -337,8 +339,9 @@ static void metrics_http_on_connection(uv_stream_t *ls, int status)
         metrics_conn_close(c);
         return;
     }
-    uv_timer_start(&c->timer, metrics_conn_on_timer, METRICS_HTTP_TIMEOUT_MS,
-                   0);
+    px_uv_must(uv_timer_start(&c->timer, metrics_conn_on_timer,
+                              METRICS_HTTP_TIMEOUT_MS, 0),
+               "metrics: deadline start");
     if (c->refusing) {
         /* Over the cap: told so at once, whatever it asks, then drained
          * and closed like any answered connection. */

@@ -223,18 +223,22 @@ int server_init(const struct conf *conf)
                      conf->sentinel.naddrs == 0);
     hmap_init(&server.pubsub_chans);
     hmap_init(&server.pubsub_pats);
-    uv_prepare_init(server.loop, &server.flush);
-    uv_prepare_start(&server.flush, server_on_flush);
-    uv_timer_init(server.loop, &server.cron);
-    uv_timer_start(&server.cron, server_on_cron, SERVER_CRON_MS,
-                   SERVER_CRON_MS);
+    px_uv_must(uv_prepare_init(server.loop, &server.flush), "flush init");
+    px_uv_must(uv_prepare_start(&server.flush, server_on_flush), "flush start");
+    px_uv_must(uv_timer_init(server.loop, &server.cron), "cron timer init");
+    px_uv_must(uv_timer_start(&server.cron, server_on_cron, SERVER_CRON_MS,
+                              SERVER_CRON_MS),
+               "cron timer start");
     uv_unref((uv_handle_t *)&server.cron);
-    uv_signal_init(server.loop, &server.sigint);
-    uv_signal_start(&server.sigint, server_on_signal, SIGINT);
-    uv_signal_init(server.loop, &server.sigterm);
-    uv_signal_start(&server.sigterm, server_on_signal, SIGTERM);
-    uv_signal_init(server.loop, &server.sighup);
-    uv_signal_start(&server.sighup, server_on_sighup, SIGHUP);
+    px_uv_must(uv_signal_init(server.loop, &server.sigint), "SIGINT init");
+    px_uv_must(uv_signal_start(&server.sigint, server_on_signal, SIGINT),
+               "SIGINT handler");
+    px_uv_must(uv_signal_init(server.loop, &server.sigterm), "SIGTERM init");
+    px_uv_must(uv_signal_start(&server.sigterm, server_on_signal, SIGTERM),
+               "SIGTERM handler");
+    px_uv_must(uv_signal_init(server.loop, &server.sighup), "SIGHUP init");
+    px_uv_must(uv_signal_start(&server.sighup, server_on_sighup, SIGHUP),
+               "SIGHUP handler");
     {
         char err[1024];
         err[0] = '\0';

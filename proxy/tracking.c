@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conf/conf.h"
 #include "parser/buf.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"

@@ -12,7 +12,7 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "proxy/core/util.h"
+#include <uv.h>
 
 static const char log_letters[] = { 'D', 'I', 'W', 'E' };
 
@@ -58,4 +58,12 @@ void px_oom(size_t size)
 {
     log_write(LOG_ERROR, "out of memory allocating %zu bytes", size);
     abort();
+}
+
+void px_uv_must(int rc, const char *what)
+{
+    if (rc != 0) {
+        log_write(LOG_ERROR, "fatal: %s: %s", what, uv_strerror(rc));
+        abort();
+    }
 }

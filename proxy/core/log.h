@@ -4,6 +4,8 @@
 #ifndef PX_PROXY_LOG_H
 #define PX_PROXY_LOG_H
 
+#include <stddef.h>
+
 enum log_level {
     LOG_DEBUG = 0,
     LOG_INFO = 1,
@@ -31,5 +33,19 @@ void log_write(enum log_level level, const char *fmt, ...)
 #define log_info(...)  log_at(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_at(LOG_WARN, __VA_ARGS__)
 #define log_error(...) log_at(LOG_ERROR, __VA_ARGS__)
+
+/* The ways the proxy dies on purpose, each with one error line first.
+ * px_assert_fail: "assertion failed: <expr> (<file>:<line>)", for
+ * PX_ASSERT (util.h). px_oom: the failed allocation's size, for the
+ * allocators (util.h) and PX_CHECK_OOM. */
+__attribute__((noreturn)) void px_assert_fail(const char *expr,
+                                              const char *file, int line);
+__attribute__((noreturn)) void px_oom(size_t size);
+
+/* For libuv's handle init and start calls, which on a live loop fail only
+ * on a programming error (a bad signal number, a NULL callback): when rc
+ * is not 0, logs "fatal: <what>: <libuv's text>" and aborts, rather than
+ * run on without a signal handler, a timer or a deadline. */
+void px_uv_must(int rc, const char *what);
 
 #endif /* PX_PROXY_LOG_H */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/core/log.h" /* px_oom, px_assert_fail */
+
 #define PX_OK  0
 #define PX_ERR -1
 
@@ -20,19 +22,14 @@
 #define container_of(p, type, m)                                               \
     ((type *)(void *)((char *)(p)-offsetof(type, m)))
 
-/* Logs "file:line: assertion failed" and aborts. Invariants only, never input
- * validation. Always on. */
-__attribute__((noreturn)) void px_assert_fail(const char *expr,
-                                              const char *file, int line);
+/* Aborts through px_assert_fail (log.h) when e is false. Invariants only,
+ * never input validation. Always on. */
 #define PX_ASSERT(e)                                                           \
     do {                                                                       \
         if (!(e)) {                                                            \
             px_assert_fail(#e, __FILE__, __LINE__);                            \
         }                                                                      \
     } while (0)
-
-/* Logs the failed allocation size and aborts. */
-__attribute__((noreturn)) void px_oom(size_t size);
 
 static inline void *px_malloc(size_t n)
 {

@@ -303,7 +303,6 @@ static const char *limiter_add(struct store_check *c,
     memset(x, 0, sizeof(*x));
     x->algo = l->algo;
     x->lim = *l;
-    x->level = (unsigned)(lev - c->lv->level);
     x->shadow = lev->shadow || c->st->conf->limiter_shadow;
     if (l->algo == LIMITS_GCRA &&
         gcra_params_init_ns(&x->p, l->u.gcra.max_burst, l->u.gcra.count,
@@ -767,7 +766,9 @@ static void limiter_override(struct limiter *lm, struct req *req)
 /* ---------------- RULES, RELOAD ---------------- */
 
 /* LIMITER RULES: the tree, and the file's overrides for an admin only
- * (they name identities). */
+ * (they name identities). One bulk string per line, in an array (RESP2
+ * and RESP3 alike), so that redis-cli shows one numbered line per node
+ * rather than one quoted string full of \n. */
 static void limiter_rules(struct limiter *lm, struct req *req, int admin)
 {
     char *text = NULL;
@@ -782,7 +783,7 @@ static void limiter_rules(struct limiter *lm, struct req *req, int admin)
                         &len) != LIMITS_OK) {
         px_oom(0);
     }
-    PX_CHECK_OOM(resp_enc_bulk(&req->reply, text, len));
+    PX_CHECK_OOM(resp_enc_lines(&req->reply, text, len));
     free(text);
     req_reply_built(req);
 }

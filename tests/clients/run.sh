@@ -55,11 +55,9 @@ KNOWN_FAIL=(
 )
 
 # ---------------------------------------------------------------- what the clients need
-# Debian packages, installed only when missing: redis-py (python3-redis, for
-# the system python, which may differ from the python3 on PATH), redis-rb
-# (ruby-redis), phpredis (php-redis + php-cli), Perl's Redis (libredis-perl),
-# redigo (golang-github-gomodule-redigo-dev, built offline in GOPATH mode with
-# golang-go), ss (iproute2, for the connection counts).
+# scripts/deps.sh's test set installs all of it (`bash scripts/deps.sh test`);
+# this suite installs nothing. A missing runtime or library fails the run
+# here, naming it, rather than skipping its part.
 PY=""
 for cand in /usr/bin/python3 python3; do
     if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import redis' 2>/dev/null; then
@@ -69,36 +67,66 @@ for cand in /usr/bin/python3 python3; do
 done
 GOPATH_DEBIAN=/usr/share/gocode
 REDIGO=$GOPATH_DEBIAN/src/github.com/gomodule/redigo/redis
+NODE_MODULES="ioredis ioredis5 redis redis6 bullmq"
 missing=()
-[ -n "$PY" ] || missing+=(python3-redis)
-ruby -e 'require "redis"' 2>/dev/null || missing+=(ruby-redis)
-command -v php >/dev/null || missing+=(php-cli)
-php -r 'exit(class_exists("Redis") ? 0 : 1);' 2>/dev/null || missing+=(php-redis)
-perl -MRedis -e 1 2>/dev/null || missing+=(libredis-perl)
-command -v go >/dev/null || missing+=(golang-go)
-[ -d "$REDIGO" ] || missing+=(golang-github-gomodule-redigo-dev)
-command -v ss >/dev/null || missing+=(iproute2)
-if [ "${#missing[@]}" -gt 0 ]; then
-    echo "clients: installing ${missing[*]}" >&2
-    SUDO=""
-    [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq >/dev/null
-    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-[ -n "$PY" ] || PY=/usr/bin/python3
-if [ ! -d "$HERE/node_modules" ] || ! (cd "$HERE" && node -e 'require("ioredis");require("ioredis5");require("redis");require("redis6");require("bullmq")' 2>/dev/null); then
-    echo "clients: npm ci in tests/clients" >&2
-    # npm 11 refuses `npm ci` when the lock file lacks optional packages
-    # of other platforms (msgpackr-extract's, under BullMQ) even though it
-    # wrote that lock itself; `npm install --no-save` then installs the same
-    # locked versions without rewriting the lock file.
-    (cd "$HERE" && { npm ci --no-audit --no-fund --loglevel=error ||
-        npm install --no-save --no-audit --no-fund --loglevel=error; }) >&2
-fi
+[ -n "$PY" ] || missing+=("redis-py (python3-redis)")
+ruby -e 'require "redis"' 2>/dev/null || missing+=("redis-rb (ruby-redis)")
+command -v php >/dev/null || missing+=("php (php-cli)")
+php -r 'exit(class_exists("Redis") ? 0 : 1);' 2>/dev/null || missing+=("phpredis (php-redis)")
+perl -MRedis -e 1 2>/dev/null || missing+=("Perl's Redis (libredis-perl)")
+command -v go >/dev/null || missing+=("go (golang-go)")
+[ -d "$REDIGO" ] || missing+=("redigo (golang-github-gomodule-redigo-dev)")
+command -v ss >/dev/null || missing+=("ss (iproute2)")
 for tool in redis-server redis-cli redis-benchmark node timeout; do
-    command -v "$tool" >/dev/null || { echo "clients: $tool missing (scripts/deps.sh)" >&2; echo "0 passed, 1 failed"; exit 1; }
+    command -v "$tool" >/dev/null || missing+=("$tool")
 done
+if command -v node >/dev/null; then
+    for m in $NODE_MODULES; do
+        (cd "$HERE" && node -e "require('$m')") >/dev/null 2>&1 ||
+            missing+=("npm package $m (tests/clients/node_modules)")
+    done
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "clients: missing: ${missing[*]}" >&2
+    echo "clients: bash scripts/deps.sh test installs every one" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# Which runtimes and library versions ran, for reading a failure later.
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+echo "clients: node $(node --version), npm $(npm --version 2>/dev/null || echo '?'):" \
+    "$(cd "$HERE" && node -p "'$NODE_MODULES'.split(' ').map(m =>
+        m + ' ' + require(m + '/package.json').version).join(', ')")"
+echo "clients: $($PY --version 2>&1) (redis-py $($PY -c 'import redis; print(redis.__version__)'))," \
+    "ruby $(ruby -e 'print RUBY_VERSION') (redis-rb $(ruby -e 'require "redis"; print Redis::VERSION'))," \
+    "php $(php -r 'echo PHP_VERSION;') (phpredis $(php -r 'echo phpversion("redis");'))," \
+    "perl $(perl -e 'print substr($^V, 1)') (Redis $(perl -MRedis -e 'print $Redis::VERSION'))," \
+    "$(go version | awk '{ print $3 }') (redigo $(dpkg-query -W -f='${Version}' golang-github-gomodule-redigo-dev 2>/dev/null || echo '?'))," \
+    "$(redis-server --version | awk '{ print $1, $3 }')"
+if [ "$node_major" -lt 20 ]; then
+    # Debian 12's nodejs is Node 18: these two declare "engines": node >= 20.
+    echo "clients: note: Node $node_major is below 20, what ioredis 6 (ioredis6) and node-redis 6 (node-redis6) ask: their failures here may be Node's, not cellgate's" >&2
+fi
+
+# The first error in a part's stderr, with a few lines around it (a Python
+# traceback whole, up to its exception line): the line that says what went
+# wrong, not the bottom of a long stack.
+first_error() {  # file
+    local at n
+    n=$(wc -l <"$1")
+    at=$(grep -n -m1 -E 'Traceback|Error|error|FAIL|panic:|Fatal|fatal' "$1" | cut -d: -f1)
+    if [ -z "$at" ]; then
+        echo "-- (no line names an error: its first lines, of $n)"
+        head -n 15 "$1"
+    elif sed -n "${at}p" "$1" | grep -q '^Traceback'; then
+        echo "-- (line $at of $n)"
+        awk -v a="$at" 'NR >= a { print; if (NR > a && $0 !~ /^[ \t]/) exit } NR >= a + 40 { exit }' "$1"
+    else
+        echo "-- (line $at of $n)"
+        sed -n "$((at > 3 ? at - 3 : 1)),$((at + 8))p" "$1"
+    fi
+}
 
 # ---------------------------------------------------------------- servers
 RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/cellgate-clients.XXXXXX")
@@ -428,8 +456,8 @@ run_mode() {  # mode
             echo "not ok - $mode: $name: exited with status $rc" | tee -a "$OUT"
         fi
         if [ "$rc" -ne 0 ] && [ -s "$err" ]; then
-            echo "-- $mode: $name stderr (last lines):"
-            tail -n 15 "$err"
+            echo "-- $mode: $name stderr, its first error:"
+            first_error "$err"
         fi
         echo "-- $mode: $name: $((SECONDS - t0)) s"
     done

@@ -899,6 +899,33 @@ void px_check_error_prefix(redisReply *r, const char *prefix)
     freeReplyObject(r);
 }
 
+char *px_lines_text(redisReply *r)
+{
+    size_t total = 1, off = 0;
+    char *text;
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY,
+                 "not an array of lines: type %d \"%s\"", r->type,
+                 r->str != NULL ? r->str : "");
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        cr_assert_eq(e->type, REDIS_REPLY_STRING, "line %zu: type %d", i,
+                     e->type);
+        cr_assert_null(memchr(e->str, '\n', e->len), "line %zu holds a \\n", i);
+        total += e->len + 1;
+    }
+    text = malloc(total);
+    cr_assert_not_null(text);
+    for (size_t i = 0; i < r->elements; i++) {
+        memcpy(text + off, r->element[i]->str, r->element[i]->len);
+        off += r->element[i]->len;
+        text[off++] = '\n';
+    }
+    text[off] = '\0';
+    freeReplyObject(r);
+    return text;
+}
+
 /* ---------------- Raw sockets ---------------- */
 
 int px_raw_connect(int port, int rcvbuf)

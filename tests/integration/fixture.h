@@ -163,6 +163,10 @@ void px_check_str(redisReply *r, const char *want); /* bulk, strlen(want) */
 void px_check_nil(redisReply *r);
 void px_check_error(redisReply *r, const char *want); /* whole text */
 void px_check_error_prefix(redisReply *r, const char *prefix);
+/* An array of bulk strings without '\n' (LIMITER RULES' answer), as the
+ * text of its lines, each ending in '\n'; frees r, the caller frees the
+ * text. */
+char *px_lines_text(redisReply *r);
 
 /* Writes every pending hiredis output byte (after redisAppendCommand). */
 void px_flush(redisContext *c);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conf/limits.h"
 #include "tests/integration/cluster_fixture.h"
@@ -852,18 +853,10 @@ static void documented_keys(redisContext *c, const char *id)
 
 /* ---------------- Files and the log ---------------- */
 
-/* LIMITER RULES, as text (the caller frees it). */
+/* LIMITER RULES (an array of lines), as text (the caller frees it). */
 static char *rules_of(redisContext *c)
 {
-    redisReply *r = px_cmd(c, "LIMITER RULES");
-    char *text;
-
-    cr_assert_eq(r->type, REDIS_REPLY_STRING, "LIMITER RULES: type %d \"%s\"",
-                 r->type, r->str != NULL ? r->str : "");
-    text = strdup(r->str);
-    cr_assert_not_null(text);
-    freeReplyObject(r);
-    return text;
+    return px_lines_text(px_cmd(c, "LIMITER RULES"));
 }
 
 static void check_rules(redisContext *c, const char *want, const char *what)
@@ -1018,6 +1011,44 @@ Test(it_limiter_tree, every_behaviour_holds_in_embedded_mode,
     resolution(c);
     error_texts(c);
     redisFree(c);
+}
+
+/* LIMITER RULES answers one bulk string per line of tree_rules (redis-cli
+ * shows them one numbered line each), the same array in RESP2 and RESP3. */
+static const char tree_rules_resp[] =
+    "*7\r\n"
+    "$77\r\napi  gcra(max_burst=4,count=1,period=1s) "
+    "gcra(max_burst=1,count=1,period=60s)\r\n"
+    "$43\r\nglobal  gcra(max_burst=2,count=1,period=6s)\r\n"
+    "$47\r\nglobal:*  gcra(max_burst=10,count=1,period=60s)\r\n"
+    "$45\r\ntb  token_bucket(capacity=5,refill_per_sec=1)\r\n"
+    "$46\r\nuser:*  gcra(max_burst=15,count=30,period=60s)\r\n"
+    "$51\r\nuser:*:trade  gcra(max_burst=5,count=10,period=15s)\r\n"
+    "$49\r\nuser:vip  gcra(max_burst=99,count=100,period=60s)\r\n";
+
+Test(it_limiter_tree, rules_are_an_array_of_lines_in_resp2_and_resp3,
+     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
+{
+    static const char reqs[] =
+        "LIMITER RULES\r\nHELLO 3\r\nLIMITER RULES\r\nQUIT\r\n";
+    static const char quit_ok[] = "+OK\r\n";
+    size_t wl = sizeof(tree_rules_resp) - 1, ql = sizeof(quit_ok) - 1;
+    char got[8192];
+    int fd = px_raw_connect(px_env()->proxy.port, 0);
+    size_t n;
+    int closed;
+
+    cr_assert_eq(px_raw_send(fd, reqs, sizeof(reqs) - 1), 0);
+    n = px_raw_read_to_close(fd, got, sizeof(got), 10000, &closed);
+    cr_assert(closed, "QUIT did not close: '%.*s'", (int)n, got);
+    close(fd);
+    /* RESP2 first, then (after HELLO's map) RESP3, then QUIT's +OK. */
+    cr_assert(n > 2 * wl + ql, "short answer: '%.*s'", (int)n, got);
+    cr_assert(memcmp(got, tree_rules_resp, wl) == 0, "RESP2: '%.*s'", (int)n,
+              got);
+    cr_assert(memcmp(got + n - wl - ql, tree_rules_resp, wl) == 0 &&
+                  memcmp(got + n - ql, quit_ok, ql) == 0,
+              "RESP3: '%.*s'", (int)n, got);
 }
 
 Test(it_limiter_tree, refused_check_reports_the_state_it_left_in_embedded_mode,

@@ -247,3 +247,20 @@ Test(resp_enc, verbatim_refuses_a_bad_format_without_writing)
                  BUF_ENOMEM);
     expect(&b, B("keep"));
 }
+
+/* LIMITER RULES' shape: one bulk string per line, the '\n's gone; a last
+ * line without '\n' still counts, an empty line stays an empty string. */
+Test(resp_enc, lines_are_an_array_of_one_bulk_per_line)
+{
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(resp_enc_lines(&b, B("a  x\nbc\n")), BUF_OK);
+    expect(&b, B("*2\r\n$4\r\na  x\r\n$2\r\nbc\r\n"));
+    cr_assert_eq(resp_enc_lines(&b, B("a\n\nlast")), BUF_OK);
+    expect(&b, B("*3\r\n$1\r\na\r\n$0\r\n\r\n$4\r\nlast\r\n"));
+    cr_assert_eq(resp_enc_lines(&b, B("\n")), BUF_OK);
+    expect(&b, B("*1\r\n$0\r\n\r\n"));
+    cr_assert_eq(resp_enc_lines(&b, "", 0), BUF_OK);
+    expect(&b, B("*0\r\n"));
+}
