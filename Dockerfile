@@ -1,4 +1,4 @@
-# cellgate from Debian packages only (the same ones scripts/deps.sh installs).
+# cellgate from Debian packages only (the run set of scripts/deps.sh).
 #
 #   docker build -t cellgate .
 #   docker run --rm -p 127.0.0.1:7777:7777 cellgate                 # embedded
