@@ -1,11 +1,13 @@
 /* limits_algo.c: the algorithms of limits.yaml as data.
  *
- * Each algorithm is a table of parameters (name, kind, offset in struct
- * limits_limit, range, how a factor scales it): parsing, rendering and
- * scaling all read the same table, so a parameter is described once. The
- * kinds carry the syntax of the file's numbers (counts, durations with
- * units, rates with six decimals or inf); the rules that span parameters
- * (gcra's emission interval, sliding_window's slots) are limits_check.
+ * Each algorithm is one row of limits_algos: its name, a table of its
+ * parameters (name, kind, offset in struct limits_limit, range, how a
+ * factor scales it) and the check of the rules that span them (gcra's
+ * emission interval, sliding_window's slots). Parsing, rendering, scaling
+ * and checking all read the row, so nothing in conf/ switches on the
+ * algorithm and a parameter is described once. The kinds carry the syntax
+ * of the file's numbers (counts, durations with units, rates with six
+ * decimals or inf).
  * Pure functions over constant tables; see conf/limits_impl.h for the
  * module's other files. */
 #include <stdarg.h>
@@ -93,28 +95,67 @@ static const struct limits_param limits_sliding_counter_params[] = {
                  sliding_counter.window_ms, LIMITS_MAX_DURATION_MS),
 };
 
-#define LIMITS_ALGO(id, key, table)                                            \
+/* gcra: the emission interval period / count, in ns as algorithms/gcra.c
+ * computes it, must be at least 1 ns, and the burst window it spans must
+ * fit an int64_t of ns. */
+static const char *limits_gcra_check(const struct limits_limit *l)
+{
+    const struct limits_gcra *g = &l->u.gcra;
+    int64_t ei_ns = g->period_ms * LIMITS_NS_PER_MS / g->count;
+
+    if (ei_ns < 1) {
+        return "period / count is under 1 ns (zero rates are not "
+               "supported)";
+    }
+    if (g->max_burst + 1 > INT64_MAX / ei_ns) {
+        return "(max_burst + 1) * period / count is longer than 292 "
+               "years";
+    }
+    return NULL;
+}
+
+/* sliding_window: whole slots, and a bounded count of them (each slot is
+ * a field of a Redis hash). */
+static const char *limits_sliding_window_check(const struct limits_limit *l)
+{
+    const struct limits_sliding_window *sw = &l->u.sliding_window;
+
+    if (sw->resolution_ms > sw->window_ms) {
+        return "resolution is longer than window";
+    }
+    if (sw->window_ms % sw->resolution_ms != 0) {
+        return "resolution does not divide window";
+    }
+    if (sw->window_ms / sw->resolution_ms > LIMITS_MAX_SLOTS) {
+        return "window / resolution is more than 3600 slots";
+    }
+    return NULL;
+}
+
+#define LIMITS_ALGO(id, key, table, chk)                                       \
     [id] = {                                                                   \
         .algo = (id),                                                          \
         .name = (key),                                                         \
         .params = (table),                                                     \
         .nparams = LIMITS_ARRAY_SIZE(table),                                   \
+        .check = (chk),                                                        \
     }
 
 /* Indexed by enum limits_algo (each row says its index). */
 static const struct limits_algo_def limits_algos[] = {
-    LIMITS_ALGO(LIMITS_GCRA, "gcra", limits_gcra_params),
-    LIMITS_ALGO(LIMITS_TOKEN_BUCKET, "token_bucket",
-                limits_token_bucket_params),
-    LIMITS_ALGO(LIMITS_LEAKY_BUCKET, "leaky_bucket",
-                limits_leaky_bucket_params),
-    LIMITS_ALGO(LIMITS_FIXED_WINDOW, "fixed_window",
-                limits_fixed_window_params),
+    LIMITS_ALGO(LIMITS_GCRA, "gcra", limits_gcra_params, limits_gcra_check),
+    LIMITS_ALGO(LIMITS_TOKEN_BUCKET, "token_bucket", limits_token_bucket_params,
+                NULL),
+    LIMITS_ALGO(LIMITS_LEAKY_BUCKET, "leaky_bucket", limits_leaky_bucket_params,
+                NULL),
+    LIMITS_ALGO(LIMITS_FIXED_WINDOW, "fixed_window", limits_fixed_window_params,
+                NULL),
     LIMITS_ALGO(LIMITS_SLIDING_WINDOW, "sliding_window",
-                limits_sliding_window_params),
-    LIMITS_ALGO(LIMITS_SLIDING_LOG, "sliding_log", limits_sliding_log_params),
+                limits_sliding_window_params, limits_sliding_window_check),
+    LIMITS_ALGO(LIMITS_SLIDING_LOG, "sliding_log", limits_sliding_log_params,
+                NULL),
     LIMITS_ALGO(LIMITS_SLIDING_COUNTER, "sliding_counter",
-                limits_sliding_counter_params),
+                limits_sliding_counter_params, NULL),
 };
 /* A new algorithm is a row here: one per value of enum limits_algo. */
 _Static_assert(LIMITS_ARRAY_SIZE(limits_algos) == LIMITS_SLIDING_COUNTER + 1,
@@ -178,43 +219,12 @@ const struct limits_param *limits_param_find(const struct limits_algo_def *def,
  * (the message names the algorithm before it). */
 const char *limits_check(const struct limits_limit *l)
 {
-    const struct limits_gcra *g = &l->u.gcra;
-    const struct limits_sliding_window *sw = &l->u.sliding_window;
-    int64_t ei_ns;
+    const struct limits_algo_def *def = limits_def(l->algo);
 
-    switch (l->algo) {
-    case LIMITS_GCRA:
-        /* Emission interval, as CL.THROTTLE computes it (docs/ARCHITECTURE.md).
-         */
-        ei_ns = g->period_ms * LIMITS_NS_PER_MS / g->count;
-        if (ei_ns < 1) {
-            return "period / count is under 1 ns (zero rates are not "
-                   "supported)";
-        }
-        if (g->max_burst + 1 > INT64_MAX / ei_ns) {
-            return "(max_burst + 1) * period / count is longer than 292 "
-                   "years";
-        }
-        return NULL;
-    case LIMITS_SLIDING_WINDOW:
-        if (sw->resolution_ms > sw->window_ms) {
-            return "resolution is longer than window";
-        }
-        if (sw->window_ms % sw->resolution_ms != 0) {
-            return "resolution does not divide window";
-        }
-        if (sw->window_ms / sw->resolution_ms > LIMITS_MAX_SLOTS) {
-            return "window / resolution is more than 3600 slots";
-        }
-        return NULL;
-    case LIMITS_TOKEN_BUCKET:
-    case LIMITS_LEAKY_BUCKET:
-    case LIMITS_FIXED_WINDOW:
-    case LIMITS_SLIDING_LOG:
-    case LIMITS_SLIDING_COUNTER:
-        return NULL;
+    if (def == &limits_unknown_algo) {
+        return "unknown algorithm";
     }
-    return "unknown algorithm";
+    return def->check != NULL ? def->check(l) : NULL;
 }
 
 /* ---------------- Numbers ---------------- */

@@ -121,6 +121,9 @@ struct limits_algo_def {
     const char *name;                  /* YAML name */
     const struct limits_param *params; /* in documented order */
     size_t nparams;                    /* entries of params */
+    /* Rules across its parameters, after each is in range: NULL when `l`
+     * is valid, else a static reason. NULL when there are none. */
+    const char *(*check)(const struct limits_limit *l);
 };
 
 /* The algorithm names of the table, in its order, for messages. */
