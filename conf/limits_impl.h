@@ -11,8 +11,9 @@
  *                      value read into struct limits_limit
  *   limits_override.c  overrides: of the file, checked against the built
  *                      tree; run-time overrides (LIMITER OVERRIDE words)
- *   limits_algo.c      the table of algorithms and their parameters, which
- *                      parsing, rendering and scaling all read; numbers
+ *   limits_algo.c      one row per algorithm (name, parameters, checks),
+ *                      which parsing, rendering, scaling and checking all
+ *                      read; the syntax of numbers
  *   limits_resolve.c   the hot path: a LIMITER path through the tree into
  *                      levels, key bases and limit keys; segment matching
  *   limits_describe.c  the text of LIMITER RULES
@@ -76,6 +77,7 @@ struct limits_override {
     size_t nlimits;              /* entries of limits */
 };
 
+/* A loaded tree: built by one load, immutable once returned. */
 struct limits_tree {
     struct limits_node root;          /* segment "", never has limits */
     struct limits_override *ov;       /* owned, sorted by path */
@@ -251,7 +253,8 @@ int limits_read_limits(struct limits_loader *ld, const char *where,
 int limits_walk_root(struct limits_loader *ld, const yaml_node_t *root);
 
 /* overrides: a mapping of concrete path -> override, against the tree
- * built so far (limits_override.c). */
+ * built so far (limits_override.c). LIMITS_OK (errors counted in ld) or
+ * LIMITS_ENOMEM. */
 int limits_walk_overrides(struct limits_loader *ld, const yaml_node_t *map);
 
 #endif /* PX_CONF_LIMITS_IMPL_H */
