@@ -1,3 +1,5 @@
+// The comment below is laid out by hand (a drawing, tables): no reflow.
+// clang-format off
 /* limits.yaml: the limits tree of LIMITER CHECK, loaded, validated and walked.
  *
  * The file (conf/limits.example.yaml shows every feature):
@@ -7,9 +9,10 @@
  *       "*":                 # any one segment: user:<name>
  *         limits: [15, 30, 60]
  *         children:
- *           trade:           # user:<name>:trade, also counts against
- * user:<name> limits: [5, 10, 15] overrides:               # reserved top-level
- * key: per-identity overrides user:alex: { factor: 2 }
+ *           trade:           # user:<name>:trade; counts against user:<name>
+ *             limits: [5, 10, 15]
+ *   overrides:               # reserved top-level key: per-identity overrides
+ *     user:alex: { factor: 2 }
  *
  * A node is a mapping with optional `limits:`, `children:` (segment ->
  * node; null is an empty node) and `shadow:` (true or false, default false:
@@ -89,6 +92,7 @@
  * Leaf layer: libc and libyaml only, no logging, no globals. Errors are
  * written to a caller buffer as "file:line:column: text", one per line,
  * every error of the file (up to LIMITS_MAX_ERRORS). */
+// clang-format on
 #ifndef PX_CONF_LIMITS_H
 #define PX_CONF_LIMITS_H
 
