@@ -38,156 +38,21 @@
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/hidden.h"
+#include "proxy/info.h"
+#include "proxy/info_snapshot.h"
 #include "proxy/merge_build.h"
-#include "proxy/metrics_text.h"
 #include "proxy/server.h"
-#include "proxy/session.h"
 
-/* "private_connections_by_node:host:port=n,...": the private upstreams
- * clients hold on each node (nodes holding none are left out). */
-static void merge_info_private_nodes(struct buf *out)
-{
-    const struct cluster *cl = &server.cluster;
-    const struct queue *q;
-    char item[340];
-    int first = 1;
-
-    PX_CHECK_OOM(buf_append_str(out, "private_connections_by_node:"));
-    for (q = queue_head(&cl->nodes); q != &cl->nodes; q = q->next) {
-        const struct node *n = container_of(q, struct node, link);
-        if (n->nheld == 0) {
-            continue;
-        }
-        snprintf(item, sizeof(item), "%s%s=%u", first ? "" : ",", n->name,
-                 n->nheld);
-        PX_CHECK_OOM(buf_append_str(out, item));
-        first = 0;
-    }
-    PX_CHECK_OOM(buf_append_str(out, "\r\n"));
-}
-
-/* The "# Proxy" section of INFO: cellgate's own numbers. */
-static void merge_info_proxy_section(const struct merge *mg, struct buf *out)
-{
-    const struct cluster *cl = &server.cluster;
-    struct limiter_wait_counts wc;
-    struct store_stats ls;
-    char line[512];
-    unsigned long long held = 0;
-    const struct queue *q;
-    unsigned i, covered = 0;
-
-    limiter_stats(&server.limiter, &ls);
-    limiter_wait_counts(&server.limiter, &wc);
-    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
-        held += client_output_bytes(container_of(q, struct client, node));
-    }
-
-    for (i = 0; i < CLUSTER_SLOTS; i++) {
-        covered += cl->slot[i] != NULL;
-    }
-    snprintf(line, sizeof(line),
-             "# Proxy\r\ncellgate_version:%s\r\nproxy_mode:%s\r\n"
-             "connected_clients:%u\r\ntotal_connections_received:%llu\r\n"
-             "total_commands_processed:%llu\r\n",
-             PX_VERSION,
-             cl->enabled          ? "cluster"
-             : cl->sentinel       ? "sentinel"
-             : cl->single != NULL ? "single"
-                                  : "embedded",
-             server.nclients, (unsigned long long)server.stats.connections,
-             (unsigned long long)server.stats.commands);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    snprintf(line, sizeof(line),
-             "connected_tls_clients:%u\r\ntls_handshake_failures:%llu\r\n",
-             server.ntls_clients,
-             (unsigned long long)server.stats.tls_failures);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    snprintf(line, sizeof(line),
-             "proxy_error_replies:%llu\r\nrejected_connections:%llu\r\n"
-             "client_output_limit_disconnections:%llu\r\n"
-             "client_output_bytes:%llu\r\n"
-             "limiter_fail_open:%llu\r\n"
-             "limiter_shadow_limited:%llu\r\n"
-             "limiter_refusal_cache_hits:%llu\r\n"
-             "limiter_refusal_cache_keys:%llu\r\n"
-             "limiter_refusal_cache_invalidations:%llu\r\n",
-             (unsigned long long)server.stats.errors,
-             (unsigned long long)server.stats.rejected_conns,
-             (unsigned long long)server.stats.output_limit, held,
-             (unsigned long long)limiter_fail_open(&server.limiter),
-             (unsigned long long)limiter_shadow_limited(&server.limiter),
-             (unsigned long long)ls.refusal_hits,
-             (unsigned long long)ls.refusal_keys,
-             (unsigned long long)ls.refusal_invalidations);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    snprintf(line, sizeof(line),
-             "limiter_embedded_keys:%llu\r\n"
-             "limiter_embedded_evicted_expired:%llu\r\n"
-             "limiter_waits:%llu\r\n"
-             "limiter_waits_refused_identity:%llu\r\n"
-             "limiter_waits_refused_total:%llu\r\n",
-             (unsigned long long)ls.embedded_keys,
-             (unsigned long long)ls.embedded_evicted_expired,
-             (unsigned long long)wc.held,
-             (unsigned long long)wc.refused_identity,
-             (unsigned long long)wc.refused_total);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    snprintf(line, sizeof(line),
-             "limiter_embedded_bytes:%llu\r\n"
-             "limiter_embedded_full_refused:%llu\r\n"
-             "limiter_override_bytes:%llu\r\n"
-             "limiter_override_refused:%llu\r\n"
-             "limiter_refusal_cache_bytes:%llu\r\n"
-             "limiter_refusal_cache_skipped:%llu\r\n"
-             "limiter_pending_bytes:%llu\r\n"
-             "limiter_pending_refused:%llu\r\n",
-             (unsigned long long)ls.embedded_bytes,
-             (unsigned long long)ls.embedded_full_refused,
-             (unsigned long long)ls.override_bytes,
-             (unsigned long long)ls.override_refused,
-             (unsigned long long)ls.refusal_bytes,
-             (unsigned long long)ls.refusal_skipped,
-             (unsigned long long)ls.pending_bytes,
-             (unsigned long long)ls.pending_refused);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    snprintf(line, sizeof(line),
-             "upstream_nodes:%u\r\nupstream_masters:%u\r\n"
-             "cluster_slots_covered:%u\r\n",
-             cl->nnodes, mg->nparts, cl->enabled ? covered : CLUSTER_SLOTS);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    if (server.sentinel.n > 0) {
-        const struct sentinel *st = &server.sentinel;
-        char sl[1024];
-        snprintf(sl, sizeof(sl),
-                 "sentinel_master_name:%s\r\nsentinel_master_addr:%s\r\n"
-                 "sentinel_known:%d\r\nsentinel_switches:%llu\r\n"
-                 "sentinel_watching:%s\r\n",
-                 server.conf->sentinel.master, st->master,
-                 st->master[0] != '\0', (unsigned long long)st->switches,
-                 st->sub != NULL ? st->sub->name : "");
-        PX_CHECK_OOM(buf_append_str(out, sl));
-    }
-    snprintf(line, sizeof(line),
-             "private_connections:%u\r\nprivate_connections_refused:%llu\r\n",
-             cluster_private_held(cl),
-             (unsigned long long)server.stats.private_refused);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    snprintf(line, sizeof(line), "acl_access_denied_auth:%llu\r\n",
-             (unsigned long long)server.stats.auth_failures);
-    PX_CHECK_OOM(buf_append_str(out, line));
-    merge_info_private_nodes(out);
-    session_info_libs(out);
-}
-
-/* The proxy's INFO sections `mg` asked for: "# Proxy" (cellgate's own
- * numbers), then the metrics' sections. */
+/* The proxy's INFO sections `mg` asked for, rendered from a snapshot of
+ * now; upstream_masters is the masters the INFO went to. */
 static void merge_info_proxy(const struct merge *mg, struct buf *out)
 {
-    if (mg->info_sections & METRICS_TEXT_PROXY) {
-        merge_info_proxy_section(mg, out);
-    }
-    metrics_text_info(out, mg->info_sections);
+    struct info_snapshot snap;
+
+    info_snapshot_take(&snap);
+    snap.masters = mg->nparts;
+    info_render(out, mg->info_sections, &snap);
+    info_snapshot_free(&snap);
 }
 
 /* Makes `mg` the parts of `req`: every part is owed until it comes back. */
@@ -409,15 +274,15 @@ static int merge_scan_start(struct req *req, struct node **masters,
     return 1;
 }
 
-/* The proxy's own INFO sections, by name (metrics_text.h's bits). */
+/* The proxy's own INFO sections, by name (info.h's bits). */
 static const struct {
     const char *name;
     unsigned bit;
 } merge_info_named[] = {
-    { "proxy", METRICS_TEXT_PROXY },
-    { "limiter", METRICS_TEXT_LIMITER },
-    { "latency", METRICS_TEXT_LATENCY },
-    { "nodes", METRICS_TEXT_NODES },
+    { "proxy", INFO_PROXY },
+    { "limiter", INFO_LIMITER },
+    { "latency", INFO_LATENCY },
+    { "nodes", INFO_NODES },
 };
 
 /* The proxy's INFO sections the arguments ask for: every one for none,
@@ -426,8 +291,7 @@ static const struct {
 static unsigned merge_info_sections(const struct req *req)
 {
     static const char *const every[] = { "all", "everything", "default" };
-    const unsigned all = METRICS_TEXT_PROXY | METRICS_TEXT_LIMITER |
-                         METRICS_TEXT_LATENCY | METRICS_TEXT_NODES;
+    const unsigned all = INFO_ALL;
     unsigned want = 0;
     size_t k;
     int i;

@@ -42,7 +42,7 @@ struct merge {
                                 written before merge_build */
     unsigned info_proxy : 1; /* MERGE_INFO: one of the proxy's sections was
                                 asked for (proxy_info holds them) */
-    unsigned info_sections;  /* MERGE_INFO: which (metrics_text.h's bits) */
+    unsigned info_sections;  /* MERGE_INFO: which (info.h's bits) */
     unsigned oneshot : 1;    /* parts travel on connections lent for the call
                                 (the shared ones may be stuck behind a busy
                                 script) */

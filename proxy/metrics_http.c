@@ -12,7 +12,7 @@
  *        response before the client read it
  *     -> close (two handles: tcp and timer, freed when both are closed)
  *
- * A 200's body is rendered in slices (metrics_text_prometheus_next), one
+ * A 200's body is rendered in slices (metrics_text_prometheus_rules), one
  * write in flight at a time: the next slice is rendered when the last one
  * has gone to the kernel. A large limits tree renders tens of megabytes;
  * in slices, each loop turn spends at most one slice per scrape on it,
@@ -37,7 +37,10 @@
 #include "proxy/core/core.h"
 #include "proxy/core/log.h"
 #include "proxy/core/util.h"
+#include "proxy/info.h"
+#include "proxy/info_snapshot.h"
 #include "proxy/metrics_text.h"
+#include "proxy/server.h"
 
 /* listen(2) backlog: scrapers come one at a time. */
 #define METRICS_HTTP_BACKLOG 64
@@ -155,8 +158,16 @@ static int metrics_conn_slice(struct metrics_conn *c)
     /* A slice that renders nothing (the rules ended exactly at the last
      * one) goes straight on to the next stage. */
     while (c->out.len == 0 && !done) {
-        done = metrics_text_prometheus_next(&c->cur, &c->out,
-                                            METRICS_HTTP_SLICE_BYTES);
+        struct info_snapshot snap;
+        if (!metrics_text_prometheus_rules(
+                &c->cur, &c->out, METRICS_HTTP_SLICE_BYTES, &server.metrics)) {
+            continue;
+        }
+        /* The last slice: only it reads the clients and the rest. */
+        info_snapshot_take(&snap);
+        metrics_text_prometheus_rest(&c->out, &snap);
+        info_snapshot_free(&snap);
+        done = 1;
     }
     return done;
 }

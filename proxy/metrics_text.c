@@ -1,5 +1,6 @@
-/* Renders the metrics (see metrics_text.h). Both outputs walk the same
- * counters in the same order, so INFO and /metrics never disagree.
+/* Renders the Prometheus text (see metrics_text.h). It walks the same
+ * counters as INFO (info.c), in the same order, from the same snapshot,
+ * so INFO and /metrics never disagree.
  *
  * What the node numbers mean: `connected` is the connections open to the
  * node now (shared, private, the proxy's own); `requests` every request
@@ -8,9 +9,9 @@
  * failed (refused, lost, timed out); `timeouts` connects and commands that
  * ran out of time; `reconnects` the shared connections' attempts again
  * after a loss. Rendering is not on the hot path: it formats into the
- * caller's buffer, one INFO at a time, and a scrape in slices (a cursor
- * over the rules), since a large tree's decision counters run to tens of
- * megabytes and the loop must serve RESP clients between slices. */
+ * caller's buffer, and a scrape goes in slices (a cursor over the rules),
+ * since a large tree's decision counters run to tens of megabytes and the
+ * loop must serve RESP clients between slices. */
 #include "proxy/metrics_text.h"
 
 #include <stdarg.h>
@@ -18,23 +19,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conf/conf.h"
 #include "parser/buf.h"
 #include "proxy/core/metrics.h"
-#include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-#include "proxy/server.h"
-#include "proxy/session.h"
-
-/* Label values of the result label, by enum metrics_result. */
-static const char *const metrics_text_results[METRICS_RESULTS] = {
-    [METRICS_ALLOWED] = "allowed",
-    [METRICS_LIMITED] = "limited",
-    [METRICS_NEAR_LIMIT] = "near_limit",
-    [METRICS_SHADOW_LIMITED] = "shadow_limited",
-    [METRICS_ERRORS] = "errors",
-    [METRICS_FAIL_OPEN] = "fail_open",
-};
+#include "proxy/info.h"
 
 static void metrics_text_printf(struct buf *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -69,34 +57,6 @@ static void metrics_text_label(struct buf *out, const char *v)
     }
 }
 
-/* An INFO value: ',', '=' and ':' would break the line's format, and
- * control bytes its lines. */
-static void metrics_text_info_value(struct buf *out, const char *v)
-{
-    for (; *v != '\0'; v++) {
-        char ch = *v == ',' || *v == '=' || (unsigned char)*v < 0x20 ? '_' : *v;
-        PX_CHECK_OOM(buf_append(out, &ch, 1));
-    }
-}
-
-/* Counts each node's open connections into its scratch `connected`. */
-static void metrics_text_connected(struct metrics *m)
-{
-    const struct queue *q;
-    size_t i;
-
-    for (i = 0; i < m->nnodes; i++) {
-        m->nodes[i]->connected = 0;
-    }
-    for (q = queue_head(&server.core.upstreams); q != &server.core.upstreams;
-         q = q->next) {
-        const struct upstream *up = container_of(q, struct upstream, link);
-        if (up->mnode != NULL && upstream_is_ready(up)) {
-            up->mnode->connected++;
-        }
-    }
-}
-
 static double metrics_text_seconds(uint64_t ns)
 {
     return (double)ns / 1e9;
@@ -122,7 +82,6 @@ static void metrics_text_hist(struct buf *out, const char *name,
                         (unsigned long long)h->count);
 }
 
-/* One counter or gauge per node: `field` picks it. */
 /* One per-node family of the Prometheus text: a counter or gauge of
  * struct metrics_node. */
 struct metrics_text_family {
@@ -173,11 +132,9 @@ static void metrics_text_node_family(struct buf *out, const struct metrics *m,
 /* The limiter's memory held for clients and the calls refused for lack of
  * room, by what holds it (the INFO fields limiter_*_bytes and their
  * refusals). */
-static void metrics_text_limiter_bytes(struct buf *out)
+static void metrics_text_limiter_bytes(struct buf *out,
+                                       const struct store_stats *ls)
 {
-    struct store_stats ls;
-
-    limiter_stats(&server.limiter, &ls);
     metrics_text_printf(
         out,
         "# HELP cellgate_limiter_bytes Bytes the limiter holds for clients, "
@@ -194,22 +151,21 @@ static void metrics_text_limiter_bytes(struct buf *out)
         "cellgate_limiter_no_room_total{what=\"refusal_cache\"} %llu\n"
         "cellgate_limiter_no_room_total{what=\"override\"} %llu\n"
         "cellgate_limiter_no_room_total{what=\"pending\"} %llu\n",
-        (unsigned long long)ls.embedded_bytes,
-        (unsigned long long)ls.refusal_bytes,
-        (unsigned long long)ls.override_bytes,
-        (unsigned long long)ls.pending_bytes,
-        (unsigned long long)ls.embedded_full_refused,
-        (unsigned long long)ls.refusal_skipped,
-        (unsigned long long)ls.override_refused,
-        (unsigned long long)ls.pending_refused);
+        (unsigned long long)ls->embedded_bytes,
+        (unsigned long long)ls->refusal_bytes,
+        (unsigned long long)ls->override_bytes,
+        (unsigned long long)ls->pending_bytes,
+        (unsigned long long)ls->embedded_full_refused,
+        (unsigned long long)ls->refusal_skipped,
+        (unsigned long long)ls->override_refused,
+        (unsigned long long)ls->pending_refused);
 }
 
 /* The decision counters of rules [cur->rule, ...) until `bytes` more
  * were appended or the rules end. */
 static void metrics_text_rules(struct metrics_text_cursor *cur, struct buf *out,
-                               size_t bytes)
+                               size_t bytes, const struct metrics *m)
 {
-    const struct metrics *m = &server.metrics;
     size_t start = out->len, r;
 
     for (; cur->rule < m->nrules && out->len - start < bytes; cur->rule++) {
@@ -219,18 +175,17 @@ static void metrics_text_rules(struct metrics_text_cursor *cur, struct buf *out,
                 out, "cellgate_limiter_decisions_total{rule=\""));
             metrics_text_label(out, rule->path);
             metrics_text_printf(out, "\",result=\"%s\"} %llu\n",
-                                metrics_text_results[r],
+                                info_results[r],
                                 (unsigned long long)rule->n[r]);
         }
     }
 }
 
 /* Sentinel mode: the master Sentinel named, and how often it changed. */
-static void metrics_text_sentinel(struct buf *out)
+static void metrics_text_sentinel(struct buf *out,
+                                  const struct info_snapshot *snap)
 {
-    const struct sentinel *st = &server.sentinel;
-
-    if (st->n == 0) {
+    if (!snap->sentinel) {
         return;
     }
     metrics_text_printf(out,
@@ -238,25 +193,26 @@ static void metrics_text_sentinel(struct buf *out)
                         "Sentinel named after the first.\n"
                         "# TYPE cellgate_sentinel_switches_total counter\n"
                         "cellgate_sentinel_switches_total %llu\n",
-                        (unsigned long long)st->switches);
-    if (st->master[0] != '\0') {
+                        (unsigned long long)snap->sentinel_switches);
+    if (snap->sentinel_addr[0] != '\0') {
         metrics_text_printf(out, "# HELP cellgate_sentinel_master_info The "
                                  "master cellgate forwards to.\n"
                                  "# TYPE cellgate_sentinel_master_info gauge\n"
                                  "cellgate_sentinel_master_info{name=\"");
-        metrics_text_label(out, server.conf->sentinel.master);
+        metrics_text_label(out, snap->sentinel_name);
         PX_CHECK_OOM(buf_append_str(out, "\",addr=\""));
-        metrics_text_label(out, st->master);
+        metrics_text_label(out, snap->sentinel_addr);
         PX_CHECK_OOM(buf_append_str(out, "\"} 1\n"));
     }
 }
 
 /* Everything after the rules: small whatever the tree (histograms, at
  * most METRICS_MAX_NODES nodes, clients by a bounded set of names). */
-static void metrics_text_rest(struct buf *out)
+void metrics_text_prometheus_rest(struct buf *out,
+                                  const struct info_snapshot *snap)
 {
-    struct metrics *m = &server.metrics;
-    struct session_libs libs;
+    const struct metrics *m = snap->metrics;
+    const struct info_libs *libs = &snap->libs;
     size_t i;
 
     metrics_text_hist(out, "cellgate_decision_duration_seconds",
@@ -266,23 +222,21 @@ static void metrics_text_rest(struct buf *out)
     metrics_text_hist(out, "cellgate_forward_duration_seconds",
                       "Forwarded commands, from parsed to reply delivered.",
                       &m->forward);
-    metrics_text_connected(m);
     for (i = 0; i < ARRAY_SIZE(metrics_text_node_families); i++) {
         metrics_text_node_family(out, m, &metrics_text_node_families[i]);
     }
-    session_libs_count(&libs);
     metrics_text_printf(out, "# HELP cellgate_clients Connected clients by "
                              "lib-name (CLIENT SETINFO).\n"
                              "# TYPE cellgate_clients gauge\n");
-    for (i = 0; i < libs.n; i++) {
+    for (i = 0; i < libs->n; i++) {
         PX_CHECK_OOM(buf_append_str(out, "cellgate_clients{lib=\""));
-        metrics_text_label(out, libs.names[i]);
-        metrics_text_printf(out, "\"} %u\n", libs.counts[i]);
+        metrics_text_label(out, libs->names[i]);
+        metrics_text_printf(out, "\"} %u\n", libs->counts[i]);
     }
     metrics_text_printf(out,
                         "cellgate_clients{lib=\"(other)\"} %u\n"
                         "cellgate_clients{lib=\"(none)\"} %u\n",
-                        libs.other, libs.none);
+                        libs->other, libs->none);
     metrics_text_printf(
         out,
         "# HELP cellgate_config_reloads_total Limits file reloads (SIGHUP, "
@@ -297,9 +251,9 @@ static void metrics_text_rest(struct buf *out)
                         "AUTH attempts refused.\n"
                         "# TYPE cellgate_auth_failures_total counter\n"
                         "cellgate_auth_failures_total %llu\n",
-                        (unsigned long long)server.stats.auth_failures);
-    metrics_text_limiter_bytes(out);
-    metrics_text_sentinel(out);
+                        (unsigned long long)snap->auth_failures);
+    metrics_text_limiter_bytes(out, &snap->store);
+    metrics_text_sentinel(out, snap);
     if (m->sha256[0] != '\0') {
         metrics_text_printf(out,
                             "# HELP cellgate_config_info The loaded limits "
@@ -310,8 +264,9 @@ static void metrics_text_rest(struct buf *out)
     }
 }
 
-int metrics_text_prometheus_next(struct metrics_text_cursor *cur,
-                                 struct buf *out, size_t bytes)
+int metrics_text_prometheus_rules(struct metrics_text_cursor *cur,
+                                  struct buf *out, size_t bytes,
+                                  const struct metrics *m)
 {
     switch (cur->stage) {
     case 0:
@@ -323,109 +278,21 @@ int metrics_text_prometheus_next(struct metrics_text_cursor *cur,
         cur->stage = 1;
         /* fall through */
     case 1:
-        metrics_text_rules(cur, out, bytes);
-        if (cur->rule < server.metrics.nrules) {
-            return 0;
+        metrics_text_rules(cur, out, bytes, m);
+        if (cur->rule >= m->nrules) {
+            cur->stage = 2;
         }
-        cur->stage = 2;
         return 0;
-    case 2:
-        metrics_text_rest(out);
-        cur->stage = 3;
-        /* fall through */
     default:
         return 1;
     }
 }
 
-void metrics_text_prometheus(struct buf *out)
+void metrics_text_prometheus(struct buf *out, const struct info_snapshot *snap)
 {
     struct metrics_text_cursor cur = { 0, 0 };
 
-    while (!metrics_text_prometheus_next(&cur, out, SIZE_MAX)) {
+    while (!metrics_text_prometheus_rules(&cur, out, SIZE_MAX, snap->metrics)) {
     }
-}
-
-/* "# name" of an INFO section, after a blank line unless it is the
- * first. */
-static void metrics_text_header(struct buf *out, const char *name)
-{
-    metrics_text_printf(out, "%s# %s\r\n", out->len > 0 ? "\r\n" : "", name);
-}
-
-static void metrics_text_info_hist(struct buf *out, const char *name,
-                                   const struct metrics_hist *h)
-{
-    uint64_t cum = 0;
-    unsigned i;
-
-    metrics_text_printf(out, "%s:count=%llu,sum=%.9f", name,
-                        (unsigned long long)h->count,
-                        metrics_text_seconds(h->sum_ns));
-    for (i = 0; i < METRICS_BUCKETS; i++) {
-        cum += h->bucket[i];
-        metrics_text_printf(out, ",le_%s=%llu", metrics_bucket_le[i],
-                            (unsigned long long)cum);
-    }
-    metrics_text_printf(out, ",le_+Inf=%llu\r\n", (unsigned long long)h->count);
-}
-
-/* Rules INFO's limiter section lists at most. */
-#define METRICS_TEXT_INFO_RULES 1000
-
-void metrics_text_info(struct buf *out, unsigned sections)
-{
-    struct metrics *m = &server.metrics;
-    size_t i, r;
-
-    if (sections & METRICS_TEXT_LIMITER) {
-        metrics_text_header(out, "Limiter");
-        metrics_text_printf(out,
-                            "limiter_near_limit_ratio:%g\r\n"
-                            "config_reloads_ok:%llu\r\n"
-                            "config_reloads_failed:%llu\r\n"
-                            "limits_file_sha256:%s\r\n",
-                            m->near_ratio, (unsigned long long)m->reloads_ok,
-                            (unsigned long long)m->reloads_failed, m->sha256);
-        /* Any client may run INFO: a line per rule of a tree of 71,000
-         * would be megabytes rendered on the loop for each. The endpoint,
-         * rendered in slices, has them all. */
-        for (i = 0; i < m->nrules && i < METRICS_TEXT_INFO_RULES; i++) {
-            metrics_text_printf(out, "limiter_rule_%zu:rule=", i);
-            metrics_text_info_value(out, m->rules[i]->path);
-            for (r = 0; r < METRICS_RESULTS; r++) {
-                metrics_text_printf(out, ",%s=%llu", metrics_text_results[r],
-                                    (unsigned long long)m->rules[i]->n[r]);
-            }
-            PX_CHECK_OOM(buf_append_str(out, "\r\n"));
-        }
-    }
-    if ((sections & METRICS_TEXT_LIMITER) &&
-        m->nrules > METRICS_TEXT_INFO_RULES) {
-        metrics_text_printf(out, "limiter_rules_omitted:%zu\r\n",
-                            m->nrules - METRICS_TEXT_INFO_RULES);
-    }
-    if (sections & METRICS_TEXT_LATENCY) {
-        metrics_text_header(out, "Latency");
-        metrics_text_info_hist(out, "decision_latency_seconds", &m->decision);
-        metrics_text_info_hist(out, "forward_latency_seconds", &m->forward);
-    }
-    if (sections & METRICS_TEXT_NODES) {
-        metrics_text_header(out, "Nodes");
-        metrics_text_connected(m);
-        for (i = 0; i < m->nnodes; i++) {
-            const struct metrics_node *n = m->nodes[i];
-            metrics_text_printf(out, "node_%zu:node=", i);
-            metrics_text_info_value(out, n->name);
-            metrics_text_printf(
-                out,
-                ",connected=%llu,reconnects=%llu,timeouts=%llu,moved=%llu,"
-                "ask=%llu,requests=%llu,errors=%llu\r\n",
-                (unsigned long long)n->connected,
-                (unsigned long long)n->reconnects,
-                (unsigned long long)n->timeouts, (unsigned long long)n->moved,
-                (unsigned long long)n->ask, (unsigned long long)n->requests,
-                (unsigned long long)n->errors);
-        }
-    }
+    metrics_text_prometheus_rest(out, snap);
 }

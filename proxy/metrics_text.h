@@ -1,46 +1,44 @@
-/* The metrics as text: the Prometheus exposition (GET /metrics) and INFO's
- * Limiter, Latency and Nodes sections, from the same counters (struct
- * metrics in the server) plus what only the top layer sees: clients by
- * lib-name and the connections open to each node. */
+/* The Prometheus text exposition (GET /metrics), rendered from the same
+ * snapshot as INFO's sections (info.h): the rules' decision counters, the
+ * latency histograms, per-node counters, clients by lib-name, reloads, the
+ * limiter's memory and sentinel mode. Pure: reads nothing but what it is
+ * given. */
 #ifndef PX_PROXY_METRICS_TEXT_H
 #define PX_PROXY_METRICS_TEXT_H
 
 #include <stddef.h>
 
 struct buf;
-
-/* INFO sections of cellgate's own, as bits. */
-enum metrics_text_section {
-    METRICS_TEXT_PROXY = 1,   /* "# Proxy" (merge.c writes it) */
-    METRICS_TEXT_LIMITER = 2, /* "# Limiter": decisions by rule, reloads */
-    METRICS_TEXT_LATENCY = 4, /* "# Latency": the two histograms */
-    METRICS_TEXT_NODES = 8,   /* "# Nodes": per-node counters */
-};
-
-/* Appends the text exposition format (version 0.0.4) to `out`. */
-void metrics_text_prometheus(struct buf *out);
+struct info_snapshot;
+struct metrics;
 
 /* Where a scrape rendered in slices stands: the decision counters of the
  * first `rule` rules are out (after the header, at stage 1). Zeroed to
  * start. */
 struct metrics_text_cursor {
-    unsigned stage; /* 0: header next; 1: rules; 2: the rest; 3: done */
-    size_t rule;    /* next rule of server.metrics.rules */
+    unsigned stage; /* 0: header next; 1: rules; 2: rules done */
+    size_t rule;    /* next rule of the metrics' rules */
 };
 
-/* Appends the next slice of the exposition to `out`: rules until at least
- * `bytes` were appended (or the rules end), then, in a last slice, the
- * series after them. Returns 1 once the exposition is complete. The
- * slices of one cursor, concatenated, are what metrics_text_prometheus
- * renders when nothing changes between them; counters that move between
- * two slices show the value of the slice that rendered them, and rules
+/* Appends the next slice of the decision counters of `m`'s rules (the
+ * header first) to `out`: rules until at least `bytes` were appended or
+ * the rules end, and returns 0. Called again after the slice that put out
+ * the last rule, appends nothing and returns 1: what follows the rules is
+ * metrics_text_prometheus_rest's, in a slice of its own. Counters that move
+ * between two slices show the value of the slice that rendered them, and rules
  * made meanwhile are included (the rule list only grows). */
-int metrics_text_prometheus_next(struct metrics_text_cursor *cur,
-                                 struct buf *out, size_t bytes);
+int metrics_text_prometheus_rules(struct metrics_text_cursor *cur,
+                                  struct buf *out, size_t bytes,
+                                  const struct metrics *m);
 
-/* Appends the sections of `sections` other than Proxy, each under its
- * "# Name" header, after a blank line when `out` holds something already
- * (INFO's layout). */
-void metrics_text_info(struct buf *out, unsigned sections);
+/* Appends the series after the rules (small whatever the tree), from
+ * `snap`. */
+void metrics_text_prometheus_rest(struct buf *out,
+                                  const struct info_snapshot *snap);
+
+/* Appends the whole exposition (version 0.0.4) of `snap` to `out`: what
+ * the slices of one cursor, concatenated, are when nothing changes
+ * between them. */
+void metrics_text_prometheus(struct buf *out, const struct info_snapshot *snap);
 
 #endif /* PX_PROXY_METRICS_TEXT_H */

@@ -9,7 +9,6 @@
 
 #include <stddef.h>
 
-struct buf;
 struct client;
 struct req;
 
@@ -30,25 +29,6 @@ void session_readonly(struct req *req);
 /* ASKING: cellgate follows -ASK itself; on a shared connection the flag
  * would land on another client's command. */
 void session_asking(struct req *req);
-
-/* Distinct lib-names counted at most: more go under "other". */
-#define SESSION_LIBS_MAX 32
-
-/* Connected clients by the lib-name they set (CLIENT SETINFO). */
-struct session_libs {
-    const char *names[SESSION_LIBS_MAX]; /* borrowed from the clients, valid
-                                            until the loop runs again */
-    unsigned counts[SESSION_LIBS_MAX];   /* clients of names[i] */
-    unsigned n;                          /* entries of names */
-    unsigned other;                      /* clients of names past the cap */
-    unsigned none;                       /* clients that set none */
-};
-
-/* Counts the connected clients by lib-name into `out`. */
-void session_libs_count(struct session_libs *out);
-
-/* Appends INFO's "connected clients by library" lines to `b`. */
-void session_info_libs(struct buf *b);
 
 /* Helpers of the CLIENT family (session.c, tracking.c). */
 

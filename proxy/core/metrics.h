@@ -14,7 +14,7 @@
  * cap, new names share one "other" entry.
  *
  * Rendering (the Prometheus text, INFO) is the top layer's: it also needs
- * the clients and the connections (proxy/metrics_text.c). */
+ * the clients and the connections (proxy/info.c, proxy/metrics_text.c). */
 #ifndef PX_PROXY_CORE_METRICS_H
 #define PX_PROXY_CORE_METRICS_H
 
@@ -75,7 +75,8 @@ struct metrics_node {
     uint64_t requests;   /* requests written to it */
     uint64_t errors;     /* error replies (not MOVED/ASK) and connections
                             lost or refused */
-    uint64_t connected;  /* scratch of the renderer: connections open */
+    uint64_t connected;  /* scratch of info_snapshot_take: connections
+                            open */
 };
 
 struct metrics {
