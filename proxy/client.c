@@ -47,7 +47,6 @@
 #include "proxy/core/tls.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-#include "proxy/merge.h"
 #include "proxy/priv.h"
 #include "proxy/pubsub.h"
 #include "proxy/router.h"
