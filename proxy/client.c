@@ -48,6 +48,7 @@
 #include "proxy/core/tls.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/priv.h"
 #include "proxy/pubsub.h"
 #include "proxy/router.h"
 #include "proxy/server.h"
@@ -87,9 +88,9 @@ void client_close(struct client *c)
         req_orphan(req);
     }
     if (c->priv != NULL) {
-        client_priv_release(c);
+        priv_release(c);
     }
-    client_aux_release(c);
+    priv_aux_release(c);
     pubsub_client_gone(c);
     queue_remove(&c->node);
     server.nclients--;
@@ -178,7 +179,6 @@ static void client_drain(struct client *c)
 static void client_on_reply(struct req *req, const char *p, size_t n)
 {
     struct client *c = req->client;
-    long long v;
 
     if (req->retry != NULL && p != req->reply.data && !c->closing &&
         req->retry(req, p, n)) {
@@ -203,8 +203,8 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
                         uv_hrtime() - req->parsed_ns);
     }
     if (!c->closing && p != req->reply.data && req->reply.len == 0 &&
-        !req->silent && req->filter == NULL && req->add_int == 0 &&
-        !req->close_after && queue_head(&c->reqs) == &req->cnode) {
+        !req->silent && req->filter == NULL && !req->close_after &&
+        queue_head(&c->reqs) == &req->cnode) {
         /* The usual case, the oldest request's plain reply: straight to the
          * output, with no copy kept in the request. */
         client_out_append(c, p, n);
@@ -225,9 +225,6 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
         /* dropped, pushes kept */
     } else if (req->filter != NULL) {
         req->filter(req, p, n);
-    } else if (req->add_int != 0 && n > 3 && p[0] == ':' &&
-               resp_parse_ll(p + 1, n - 3, &v) == 0) {
-        PX_CHECK_OOM(resp_enc_int(&req->reply, v + req->add_int));
     } else {
         PX_CHECK_OOM(buf_append(&req->reply, p, n));
     }
@@ -497,12 +494,12 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n)
     if (k < ARRAY_SIZE(kinds) && v.elem[2].type == ':' &&
         v.elem[2].integer >= 0 && v.elem[2].integer <= 1000000000) {
         if (k == 2 || k == 5) {
-            c->ssubs = (unsigned)v.elem[2].integer;
+            c->sess.ssubs = (unsigned)v.elem[2].integer;
         } else {
-            c->subs = (unsigned)v.elem[2].integer;
+            c->sess.subs = (unsigned)v.elem[2].integer;
             client_note_subscription(c, k, &v.elem[1]);
         }
-        c->push_wait = 0;
+        c->sess.push_wait = 0;
     }
     resp_value_free(&v);
 }
@@ -523,209 +520,10 @@ void client_set_proto(struct client *c, int proto)
     }
 }
 
-int client_has_state(const struct client *c)
-{
-    return c->multi || c->watching || c->subs > 0 || c->ssubs > 0 ||
-           c->db != 0 || c->sticky || c->tracking || c->no_touch ||
-           c->monitor || c->push_wait || c->redir_target;
-}
-
 void client_clear_state_flags(struct client *c)
 {
     pubsub_client_gone(c);
-    c->multi = 0;
-    c->multi_deferred = 0;
-    c->tx_failed = 0;
-    c->watching = 0;
-    c->subs = 0;
-    c->ssubs = 0;
-    c->db = 0;
-    c->sticky = 0;
-    c->tracking = 0;
-    c->no_touch = 0;
-    c->monitor = 0;
-    c->tunnel = 0;
-    c->redir_target = 0;
-    c->push_wait = 0;
-}
-
-void client_priv_gone(struct client *c, struct upstream *up, int failed)
-{
-    struct req *req;
-    int had_state;
-
-    if (up != c->priv) {
-        /* An aux upstream: the invalidations of its node are lost, so the
-         * client's cache cannot be trusted any more; close it after the
-         * replies owed, as a dropped Redis connection would. */
-        queue_remove(&up->aux_link);
-        if (failed && !c->closing) {
-            req = client_req_new(c, NULL);
-            req->close_after = 1;
-            req_reply_built(req);
-        }
-        return;
-    }
-    c->priv = NULL;
-    client_aux_release(c); /* tracking ends with the first connection */
-    had_state = client_has_state(c) && !c->push_wait;
-    client_clear_state_flags(c);
-    if (failed && had_state && !c->closing) {
-        /* Its Redis-side state (subscriptions, db, transaction) is gone:
-         * close after the replies already owed, as Redis would have. */
-        req = client_req_new(c, NULL);
-        req->close_after = 1;
-        req_reply_built(req);
-    }
-}
-
-/* ---------------- Its private upstreams ----------------
- * What a private upstream tells its client (installed when the client
- * takes it, replaced by the pool's when it is given back). */
-
-static void client_up_push(struct upstream *up, const char *p, size_t n)
-{
-    struct client *c = up->owner;
-
-    if (c == NULL) {
-        return;
-    }
-    if (p[0] == '-') {
-        /* A pub/sub command's own error (RESP3: it waited for pushes
-         * that will not come). */
-        c->push_wait = 0;
-    }
-    client_push(c, p, n);
-}
-
-static void client_up_frame(struct upstream *up, const char *p, size_t n)
-{
-    if (up->owner != NULL) {
-        client_note_priv_frame(up->owner, p, n);
-    }
-}
-
-static int client_up_error(struct upstream *up, struct req *req,
-                           const char *frame, size_t len)
-{
-    return up->owner != NULL &&
-           cluster_private_redirect(&server.cluster, req, up->owner->multi,
-                                    frame, len);
-}
-
-static void client_up_idle(struct upstream *up)
-{
-    if (up->owner != NULL) {
-        client_priv_maybe_release(up->owner);
-    }
-}
-
-static void client_up_gone(struct upstream *up, int failed)
-{
-    cluster_private_unhold(up);
-    if (up->owner != NULL) {
-        client_priv_gone(up->owner, up, failed);
-    }
-}
-
-static const struct upstream_ops client_priv_ops = {
-    .push = client_up_push,
-    .frame = client_up_frame,
-    .error = client_up_error,
-    .idle = client_up_idle,
-    .gone = client_up_gone,
-};
-
-struct upstream *client_priv_take(struct client *c, struct node *node)
-{
-    struct upstream *up =
-        cluster_private_hold(&server.cluster, node, c->proto, &client_priv_ops);
-
-    if (up == NULL) {
-        server.stats.private_refused++;
-        log_debug("client %llu: node %s: private_max_per_node (%u) reached",
-                  (unsigned long long)c->id, node->name,
-                  server.conf->private_max_per_node);
-        return NULL;
-    }
-    up->owner = c;
-    return up;
-}
-
-void client_priv_refuse(struct req *req)
-{
-    req_reply_error(req,
-                    "max private upstream connections reached "
-                    "(private_max_per_node %u)",
-                    server.conf->private_max_per_node);
-}
-
-void client_priv_release(struct client *c)
-{
-    struct upstream *up = c->priv;
-
-    c->priv = NULL;
-    pubsub_client_gone(c); /* the reset ends its subscriptions */
-    /* A connection in the Lua debugger cannot be reset; the rest can. */
-    cluster_private_put(&server.cluster, up, c->sticky && !c->monitor);
-}
-
-void client_priv_maybe_release(struct client *c)
-{
-    struct upstream *up = c->priv;
-
-    if (up == NULL || !queue_empty(&up->inflight) || client_has_state(c)) {
-        return;
-    }
-    client_priv_release(c);
-}
-
-void client_aux_release(struct client *c)
-{
-    while (!queue_empty(&c->aux)) {
-        struct upstream *up =
-            container_of(queue_head(&c->aux), struct upstream, aux_link);
-        queue_remove(&up->aux_link);
-        cluster_private_put(&server.cluster, up, 0); /* unowned from here */
-    }
-    resp_cmd_free(c->tracking_cmd);
-    c->tracking_cmd = NULL;
-}
-
-struct upstream *client_tracking_upstream(struct client *c, struct node *node)
-{
-    if (c->priv == NULL || !c->tracking) {
-        return NULL;
-    }
-    if (strcmp(c->priv->name, node->name) == 0) {
-        return c->priv;
-    }
-    return c->tracking_cmd != NULL ? client_aux_for(c, node) : NULL;
-}
-
-struct upstream *client_aux_for(struct client *c, struct node *node)
-{
-    struct queue *q;
-    struct upstream *up;
-    struct resp_cmd *cmd;
-
-    for (q = queue_head(&c->aux); q != &c->aux; q = q->next) {
-        up = container_of(q, struct upstream, aux_link);
-        if (strcmp(up->name, node->name) == 0) {
-            return up;
-        }
-    }
-    up = client_priv_take(c, node);
-    if (up == NULL) {
-        return NULL;
-    }
-    up->tracked = 1;
-    queue_insert_tail(&c->aux, &up->aux_link);
-    /* The same CLIENT TRACKING on, ahead of the client's command; its
-     * reply is the proxy's. */
-    cmd = resp_cmd_with_arg(c->tracking_cmd, -1, NULL, 0);
-    upstream_send(up, req_own(cmd, NULL, NULL));
-    return up;
+    sess_reset(&c->sess);
 }
 
 struct client *client_by_id(uint64_t id)

@@ -17,6 +17,7 @@
 
 #include "proxy/core/queue.h"
 #include "proxy/core/wq.h"
+#include "proxy/sess.h"
 
 struct hmap;
 struct node;
@@ -72,14 +73,11 @@ struct client {
     char *name;                    /* owned: CLIENT SETNAME, or NULL */
     char *lib_name;                /* owned: CLIENT SETINFO LIB-NAME, or NULL */
     char *lib_ver;                 /* owned: CLIENT SETINFO LIB-VER, or NULL */
-    long db;                       /* selected database */
     int proto;                     /* RESP_PROTO2 or RESP_PROTO3 (HELLO) */
-    unsigned subs;                 /* channels + patterns subscribed */
+    struct sess sess;              /* its Redis-side state (sess.h) */
     struct hmap *subs_map;         /* owned, cluster mode: the channels and
                                       patterns subscribed (pubsub.c) */
     char *subs_node;               /* owned: the node they live on */
-    unsigned ssubs;                /* shard channels subscribed */
-    int multi_count;               /* commands queued since MULTI */
     uint64_t ctime_ms;             /* loop time of accept */
     uint64_t last_ms;              /* loop time of the last command */
     char last_cmd[48];             /* the last command, "client|list" style */
@@ -89,39 +87,20 @@ struct client {
     unsigned input_done : 1;       /* QUIT or protocol error: parse no more */
     unsigned quitting : 1;         /* close once the output is written */
     unsigned paused : 1;           /* reading stopped (pipeline limit) */
-    unsigned multi : 1;            /* inside MULTI */
-    unsigned multi_deferred : 1;   /* cluster: MULTI answered, not yet sent:
-                                      the first command picks the node */
-    unsigned tx_failed : 1; /* a deferred transaction had a refused command */
-    unsigned watching : 1;  /* WATCH active */
-    unsigned sticky : 1;    /* private upstream kept for good (MONITOR,
-                               SCRIPT DEBUG, a connection command cellgate
-                               does not know) */
-    unsigned tracking : 1;  /* CLIENT TRACKING on: private upstream */
-    unsigned no_touch : 1;  /* CLIENT NO-TOUCH on: private upstream */
-    unsigned no_evict : 1;  /* CLIENT NO-EVICT on (shown only) */
-    unsigned readonly : 1;  /* READONLY (shown only: replicas are not
-                               read from) */
-    unsigned reply_off : 1; /* CLIENT REPLY OFF: replies are dropped */
-    unsigned skip_next : 1; /* CLIENT REPLY SKIP: the next command's
-                               reply is dropped */
-    unsigned monitor : 1;   /* MONITOR: the private upstream streams */
-    unsigned rid_wait : 1;  /* CLIENT TRACKING ... REDIRECT waits for the
-                               target's Redis id: parse nothing more */
-    unsigned redir_target : 1; /* another client's invalidations come to
-                                  its private upstream: kept while it
-                                  lives */
-    unsigned tunnel : 1;       /* SYNC/PSYNC: its private upstream relays the
-                                  replication stream; everything it sends
-                                  goes there */
-    unsigned proto_wait : 1;   /* the protocol changed while replies were
-                                  owed: parse nothing more until they are
-                                  out (the next commands use other
-                                  connections) */
-    unsigned push_wait : 1;    /* RESP3: a pub/sub command was sent whose
-                                  confirmation push has not arrived yet */
-    unsigned handshaking : 1;  /* TLS: the handshake runs; nothing is
-                                  parsed nor written but its records */
+    unsigned no_evict : 1;         /* CLIENT NO-EVICT on (shown only) */
+    unsigned readonly : 1;         /* READONLY (shown only: replicas are not
+                                      read from) */
+    unsigned reply_off : 1;        /* CLIENT REPLY OFF: replies are dropped */
+    unsigned skip_next : 1;        /* CLIENT REPLY SKIP: the next command's
+                                      reply is dropped */
+    unsigned rid_wait : 1;         /* CLIENT TRACKING ... REDIRECT waits for the
+                                      target's Redis id: parse nothing more */
+    unsigned proto_wait : 1;       /* the protocol changed while replies were
+                                      owed: parse nothing more until they are
+                                      out (the next commands use other
+                                      connections) */
+    unsigned handshaking : 1;      /* TLS: the handshake runs; nothing is
+                                      parsed nor written but its records */
 };
 
 /* Accepts a connection from the listener. */
@@ -160,52 +139,11 @@ void client_note_priv_frame(struct client *c, const char *p, size_t n);
  * connection. */
 void client_set_proto(struct client *c, int proto);
 
-/* The private upstream `up` of `c` (its priv, or an aux one) failed or was
- * released. */
-void client_priv_gone(struct client *c, struct upstream *up, int failed);
-
-/* A private upstream of `c` to `node` (from the node's idle pool, or
- * new), telling `c` what happens on it. The caller keeps it (c->priv, or
- * an aux one). NULL when the node's clients hold private_max_per_node
- * already (counted in INFO): the caller answers with
- * client_priv_refuse. */
-struct upstream *client_priv_take(struct client *c, struct node *node);
-
-/* Answers `req` with the error of a refused private upstream. */
-void client_priv_refuse(struct req *req);
-
-/* Cluster mode, a tracking client: its private upstream on `node` that
- * tracks like the first one (opened and told CLIENT TRACKING on first), or
- * NULL when `node` is at private_max_per_node. */
-struct upstream *client_aux_for(struct client *c, struct node *node);
-
-/* Where a tracking client's command for `node` must go so that the keys
- * it reads are tracked: its private upstream there, an aux one, or NULL
- * (not tracking, tracking that cannot span nodes: REDIRECT, or no aux
- * upstream to be had: private_max_per_node). */
-struct upstream *client_tracking_upstream(struct client *c, struct node *node);
-
-/* Gives back every aux upstream of `c` (tracking ended or the client
- * left). */
-void client_aux_release(struct client *c);
-
-/* True while `c` holds server-side state that lives on its private
- * upstream (transaction, WATCH, subscriptions, SELECT n, tracking, ...). */
-int client_has_state(const struct client *c);
-
-/* Gives the private upstream of `c` back (to the node's idle pool when it
- * can be reset, else closed). */
-void client_priv_release(struct client *c);
-
 /* Forgets the state that lived on the private upstream (transaction,
  * WATCH, subscriptions, db, tracking, MONITOR...). */
 void client_clear_state_flags(struct client *c);
 
 /* The client with id `id`, or NULL. */
 struct client *client_by_id(uint64_t id);
-
-/* Called after each reply on the private upstream: releases it once no
- * connection state is left. */
-void client_priv_maybe_release(struct client *c);
 
 #endif /* PX_PROXY_CLIENT_H */

@@ -24,7 +24,7 @@
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/limiter.h"
-#include "proxy/router.h"
+#include "proxy/priv.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
 
@@ -125,22 +125,25 @@ static int cmd_check_auth(struct client *c, const char *user, size_t ulen,
 /* PING reaches Redis whenever there is one: it is the health check of
  * clients and load balancers, and a PONG made up here would hide a node
  * that is down, loading or busy (-BUSY from a long script). Only embedded
- * mode answers it. */
+ * mode answers it. A subscribed client's goes to its subscriptions'
+ * connection: Redis answers it with a pub/sub shaped reply. */
+enum cmd_how cmd_pick_ping(const struct resp_cmd *cmd,
+                           const struct cmd_ctx *ctx, unsigned *flags)
+{
+    (void)cmd;
+    (void)flags;
+    if (ctx->has_priv && ctx->subscribed) {
+        return CMD_PRIVATE;
+    }
+    return ctx->has_upstream ? CMD_FORWARD : CMD_LOCAL;
+}
+
+/* PING in embedded mode. */
 static void cmd_ping(struct req *req)
 {
-    struct client *c = req->client;
     size_t len;
     const char *p;
 
-    if (c->priv != NULL && (c->subs > 0 || c->ssubs > 0)) {
-        /* Subscribed: Redis answers PING with a pub/sub shaped reply. */
-        router_send_private(req);
-        return;
-    }
-    if (cluster_has_upstream(&server.cluster)) {
-        router_forward(req);
-        return;
-    }
     if (req->cmd->argc > 2) {
         req_reply_error(req, "wrong number of arguments for 'ping' command");
         return;
@@ -258,7 +261,7 @@ static void cmd_hello(struct req *req)
     int argc = req->cmd->argc, i, name_at = 0;
     long long ver = 0;
 
-    if (c->proto == RESP_PROTO2 && (c->subs > 0 || c->ssubs > 0)) {
+    if (c->proto == RESP_PROTO2 && sess_subscribed(&c->sess)) {
         /* Redis refuses it before running it (processCommand). */
         req_reply_error(req, "Can't execute 'hello': only (P|S)SUBSCRIBE / "
                              "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
@@ -313,7 +316,7 @@ static void cmd_hello(struct req *req)
                              "protocol version at the same time");
         return;
     }
-    if (ver != 0 && ver != c->proto && (c->multi || c->multi_deferred)) {
+    if (ver != 0 && ver != c->proto && sess_in_multi(&c->sess)) {
         /* The transaction's connection would queue the switch until EXEC;
          * cellgate does not follow a protocol change there. */
         req_reply_error(req, "cellgate cannot change the protocol inside "
@@ -329,45 +332,86 @@ static void cmd_hello(struct req *req)
     cmd_hello_reply(req);
 }
 
-/* SCRIPT: KILL must reach the node at once, on a connection of its own
- * (the shared ones are stuck behind the busy script); DEBUG turns the
- * connection into a Lua debugger session, so it gets a private one; the
- * rest is forwarded (fanned out in cluster mode). */
-static void cmd_script(struct req *req)
+/* SCRIPT (its KILL, LOAD, EXISTS, FLUSH have rows of their own): DEBUG
+ * turns the connection into a Lua debugger session, so it gets a private
+ * one for good; DEBUG NO ends it there, and is a no-op without one; the
+ * rest is forwarded. */
+enum cmd_how cmd_pick_script(const struct resp_cmd *cmd,
+                             const struct cmd_ctx *ctx, unsigned *flags)
 {
-    struct client *c = req->client;
-
-    if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
-        router_send_kill(req);
-        return;
-    }
-    if (resp_cmd_arg_is(req->cmd, 1, "debug") && req->cmd->argc == 3) {
-        if (resp_cmd_arg_is(req->cmd, 2, "no")) {
-            if (c->priv != NULL) {
-                router_send_private(req);
-            } else {
-                reply_static(req, reply_ok, sizeof(reply_ok) - 1);
-            }
-            return;
+    if (resp_cmd_arg_is(cmd, 1, "debug") && cmd->argc == 3) {
+        if (resp_cmd_arg_is(cmd, 2, "no")) {
+            return ctx->has_priv ? CMD_PRIVATE : CMD_LOCAL;
         }
-        if (resp_cmd_arg_is(req->cmd, 2, "yes") ||
-            resp_cmd_arg_is(req->cmd, 2, "sync")) {
-            c->sticky = 1;
-            router_send_private(req);
-            return;
+        if (resp_cmd_arg_is(cmd, 2, "yes") || resp_cmd_arg_is(cmd, 2, "sync")) {
+            *flags |= CMD_F_STICKY;
+            return CMD_PRIVATE;
         }
     }
-    router_forward(req);
+    return CMD_FORWARD;
 }
 
-/* FUNCTION KILL: like SCRIPT KILL. */
-static void cmd_function(struct req *req)
+/* SCRIPT DEBUG NO with no debugger session. */
+static void cmd_script_debug_no(struct req *req)
 {
-    if (resp_cmd_arg_is(req->cmd, 1, "kill")) {
-        router_send_kill(req);
-        return;
+    reply_static(req, reply_ok, sizeof(reply_ok) - 1);
+}
+
+/* FUNCTION's subcommands other than KILL and LOAD (rows of their own):
+ * forwarded, though the row stays in the class of commands cellgate
+ * serves itself, as SCRIPT's and PING's do (see cmd_def.how). */
+static enum cmd_how cmd_pick_function(const struct resp_cmd *cmd,
+                                      const struct cmd_ctx *ctx,
+                                      unsigned *flags)
+{
+    (void)cmd;
+    (void)ctx;
+    (void)flags;
+    return CMD_FORWARD;
+}
+
+/* UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE: on the subscriptions'
+ * connection; a client with none has no subscription and is answered
+ * here (on a shared connection Redis's one frame per channel would be
+ * matched to other requests). */
+enum cmd_how cmd_pick_unsub(const struct resp_cmd *cmd,
+                            const struct cmd_ctx *ctx, unsigned *flags)
+{
+    (void)cmd;
+    (void)flags;
+    return ctx->has_priv ? CMD_PRIVATE : CMD_LOCAL;
+}
+
+/* Redis's answer to an unsubscribe with no subscription: one confirmation
+ * per channel named (or one with a null channel), each with a count of
+ * 0. */
+static void cmd_unsubscribe_none(struct req *req)
+{
+    struct buf *b = &req->reply;
+    size_t nlen, klen, len;
+    const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
+    char kind[16];
+    int i, n = req->cmd->argc > 1 ? req->cmd->argc - 1 : 1;
+
+    for (klen = 0; klen < nlen && klen < sizeof(kind); klen++) {
+        kind[klen] = (char)tolower((unsigned char)name[klen]);
     }
-    router_forward(req);
+    for (i = 0; i < n; i++) {
+        if (req->proto == RESP_PROTO3) {
+            PX_CHECK_OOM(buf_append(b, ">3\r\n", 4));
+        } else {
+            PX_CHECK_OOM(resp_enc_array_header(b, 3));
+        }
+        PX_CHECK_OOM(resp_enc_bulk(b, kind, klen));
+        if (req->cmd->argc > 1) {
+            const char *ch = resp_cmd_arg(req->cmd, i + 1, &len);
+            PX_CHECK_OOM(resp_enc_bulk(b, ch, len));
+        } else {
+            PX_CHECK_OOM(resp_enc_null(b, req->proto));
+        }
+        PX_CHECK_OOM(resp_enc_int(b, 0));
+    }
+    req_reply_built(req);
 }
 
 /* RESET: the session goes back to a new connection's (name, protocol,
@@ -386,18 +430,18 @@ static void cmd_reset(struct req *req)
     req->silent = 0;
     c->no_evict = 0;
     c->readonly = 0;
-    client_aux_release(c);
+    priv_aux_release(c);
     if (c->priv != NULL && !queue_empty(&c->priv->inflight)) {
         /* Owed replies come first: the RESET queues behind them, and
          * Redis clears the connection's state itself. */
         client_clear_state_flags(c);
         c->priv->proto = RESP_PROTO2;
         client_set_proto(c, RESP_PROTO2);
-        router_send_private(req);
+        priv_send(req);
         return;
     }
     if (c->priv != NULL) {
-        client_priv_release(c);
+        priv_release(c);
     }
     client_clear_state_flags(c);
     client_set_proto(c, RESP_PROTO2);
@@ -409,7 +453,7 @@ static void cmd_reset(struct req *req)
 static void cmd_cl_throttle(struct req *req)
 {
     limiter_throttle(&server.limiter, req, req->client->admin,
-                     (unsigned)req->client->db);
+                     (unsigned)req->client->sess.db);
 }
 
 static void cmd_limiter(struct req *req)
@@ -420,9 +464,10 @@ static void cmd_limiter(struct req *req)
 /* ---------------- The table ---------------- */
 
 /* Sorted by name (test_command checks it). Where each command goes, in
- * one place: `how` (command.h) for every command cellgate treats
- * specially; a command not listed is forwarded to the node of its keys.
- * "name|sub" entries say how a subcommand is fanned out. */
+ * one place: `how` (cmd_def.h) for every command cellgate treats
+ * specially, `pick` where the way depends on the arguments; a command not
+ * listed is forwarded to the node of its keys. "name|sub" rows say how a
+ * subcommand is served (fanned out, or KILL). */
 static const struct cmd_def cmd_defs[] = {
     { .name = "asking", .arity = 1, .how = CMD_LOCAL, .proc = session_asking },
     { .name = "auth",
@@ -470,9 +515,10 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -2,
       .how = CMD_LOCAL,
       .flags = CMD_F_SUBCMDS,
-      .proc = session_client },
-    /* Subcommands that reach every master: looked up by
-     * cmd_merge_of only, never as a command name. */
+      .proc = session_client,
+      .pick = session_client_pick },
+    /* Subcommands that reach every master: found by cmd_sub only, never
+     * as a command name. */
     { .name = "client|pause",
       .arity = -3,
       .how = CMD_FANOUT,
@@ -492,9 +538,11 @@ static const struct cmd_def cmd_defs[] = {
       .how = CMD_PRIVATE,
       .flags = CMD_F_BLOCKING },
     { .name = "del", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
-    { .name = "discard", .arity = 1, .how = CMD_PRIVATE, .flags = CMD_F_TXEND },
+    /* EXEC, DISCARD, UNWATCH: where the transaction or WATCH lives (the
+     * private connection), else anywhere Redis answers its error. */
+    { .name = "discard", .arity = 1, .how = CMD_FORWARD, .flags = CMD_F_TXEND },
     { .name = "echo", .arity = 2, .how = CMD_LOCAL, .proc = cmd_echo },
-    { .name = "exec", .arity = 1, .how = CMD_PRIVATE, .flags = CMD_F_TXEND },
+    { .name = "exec", .arity = 1, .how = CMD_FORWARD, .flags = CMD_F_TXEND },
     { .name = "exists", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
     { .name = "flushall",
       .arity = -1,
@@ -510,10 +558,10 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -2,
       .how = CMD_LOCAL,
       .flags = CMD_F_SUBCMDS,
-      .proc = cmd_function },
+      .pick = cmd_pick_function },
     { .name = "function|kill",
       .arity = 2,
-      .how = CMD_FANOUT,
+      .how = CMD_KILL,
       .merge = MERGE_ANY_OK },
     { .name = "function|load",
       .arity = -3,
@@ -536,14 +584,28 @@ static const struct cmd_def cmd_defs[] = {
       .flags = CMD_F_MONITOR },
     /* Split by slot: not atomic across slots (Redis refuses such
      * commands); `split_multikey: no` turns it off. */
-    { .name = "mset", .arity = -3, .how = CMD_SPLIT, .merge = MERGE_ALL_OK },
+    { .name = "mset",
+      .arity = -3,
+      .how = CMD_SPLIT,
+      .merge = MERGE_ALL_OK,
+      .key_step = 2 },
     { .name = "multi", .arity = 1, .how = CMD_PRIVATE, .flags = CMD_F_MULTI },
-    { .name = "ping", .arity = -1, .how = CMD_LOCAL, .proc = cmd_ping },
+    { .name = "ping",
+      .arity = -1,
+      .how = CMD_LOCAL,
+      .proc = cmd_ping,
+      .pick = cmd_pick_ping },
     { .name = "psubscribe",
       .arity = -2,
       .how = CMD_PRIVATE,
       .flags = CMD_F_PUBSUB },
     { .name = "psync", .arity = -3, .how = CMD_TUNNEL },
+    /* PUBLISH: in cluster mode its count adds the subscribers cellgate
+     * holds for the channel on other nodes. */
+    { .name = "publish",
+      .arity = 3,
+      .how = CMD_FORWARD,
+      .flags = CMD_F_PUBLISH },
     /* PUBSUB is forwarded; NUMSUB and CHANNELS reach every master. */
     { .name = "pubsub",
       .arity = -2,
@@ -561,7 +623,9 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "punsubscribe",
       .arity = -1,
       .how = CMD_PRIVATE,
-      .flags = CMD_F_UNSUB },
+      .flags = CMD_F_UNSUB,
+      .proc = cmd_unsubscribe_none,
+      .pick = cmd_pick_unsub },
     { .name = "quit",
       .arity = -1,
       .how = CMD_LOCAL,
@@ -589,7 +653,8 @@ static const struct cmd_def cmd_defs[] = {
       .arity = -2,
       .how = CMD_LOCAL,
       .flags = CMD_F_SUBCMDS,
-      .proc = cmd_script },
+      .proc = cmd_script_debug_no,
+      .pick = cmd_pick_script },
     { .name = "script|exists",
       .arity = -3,
       .how = CMD_FANOUT,
@@ -600,13 +665,15 @@ static const struct cmd_def cmd_defs[] = {
       .merge = MERGE_ALL_OK },
     { .name = "script|kill",
       .arity = 2,
-      .how = CMD_FANOUT,
+      .how = CMD_KILL,
       .merge = MERGE_ANY_OK },
     { .name = "script|load",
       .arity = 3,
       .how = CMD_FANOUT,
       .merge = MERGE_SAME },
     { .name = "select", .arity = 2, .how = CMD_LOCAL, .proc = session_select },
+    /* SPUBLISH: a pub/sub command that leaves the connection as it was. */
+    { .name = "spublish", .arity = 3, .how = CMD_FORWARD },
     { .name = "ssubscribe",
       .arity = -2,
       .how = CMD_PRIVATE,
@@ -618,17 +685,21 @@ static const struct cmd_def cmd_defs[] = {
     { .name = "sunsubscribe",
       .arity = -1,
       .how = CMD_PRIVATE,
-      .flags = CMD_F_UNSUB },
+      .flags = CMD_F_UNSUB,
+      .proc = cmd_unsubscribe_none,
+      .pick = cmd_pick_unsub },
     { .name = "sync", .arity = 1, .how = CMD_TUNNEL },
     { .name = "touch", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
     { .name = "unlink", .arity = -2, .how = CMD_SPLIT, .merge = MERGE_SUM },
     { .name = "unsubscribe",
       .arity = -1,
       .how = CMD_PRIVATE,
-      .flags = CMD_F_UNSUB },
+      .flags = CMD_F_UNSUB,
+      .proc = cmd_unsubscribe_none,
+      .pick = cmd_pick_unsub },
     { .name = "unwatch",
       .arity = 1,
-      .how = CMD_PRIVATE,
+      .how = CMD_FORWARD,
       .flags = CMD_F_UNWATCH },
     { .name = "wait", .arity = 3, .how = CMD_PRIVATE, .flags = CMD_F_BLOCKING },
     { .name = "waitaof",
@@ -675,28 +746,23 @@ const struct cmd_def *cmd_lookup(const char *name, size_t len)
                    cmd_compare);
 }
 
-const struct cmd_def *cmd_merge_of(const struct cmd_def *def,
-                                   const struct resp_cmd *cmd)
+const struct cmd_def *cmd_sub(const struct cmd_def *top,
+                              const struct resp_cmd *cmd)
 {
     char name[2 * CMD_NAME_MAX + 2];
+    const struct cmd_def *def;
     const char *p;
     size_t len, slen, k;
 
-    if (def == NULL) {
-        return NULL;
+    if (top == NULL || !(top->flags & CMD_F_SUBCMDS) || cmd->argc < 2) {
+        return top;
     }
-    if (def->how == CMD_SPLIT || def->how == CMD_FANOUT) {
-        return def;
-    }
-    if (!(def->flags & CMD_F_SUBCMDS) || cmd->argc < 2) {
-        return NULL;
-    }
-    len = strlen(def->name);
-    memcpy(name, def->name, len);
+    len = strlen(top->name);
+    memcpy(name, top->name, len);
     name[len] = '|';
     p = resp_cmd_arg(cmd, 1, &slen);
     if (slen == 0 || slen > CMD_NAME_MAX) {
-        return NULL;
+        return top;
     }
     for (k = 0; k < slen; k++) {
         name[len + 1 + k] = (char)tolower((unsigned char)p[k]);
@@ -704,7 +770,7 @@ const struct cmd_def *cmd_merge_of(const struct cmd_def *def,
     name[len + 1 + slen] = '\0';
     def = bsearch(name, cmd_defs, ARRAY_SIZE(cmd_defs), sizeof(cmd_defs[0]),
                   cmd_compare);
-    return def != NULL && def->how == CMD_FANOUT ? def : NULL;
+    return def != NULL ? def : top;
 }
 
 int cmd_arity_ok(const struct cmd_def *def, int argc)

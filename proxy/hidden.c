@@ -76,7 +76,8 @@ int hidden_admit(struct req *req)
     size_t len;
     int arg = 0;
 
-    switch (hidden_filter_refusal(req->cmd, req->client->multi, prefix, &arg)) {
+    switch (hidden_filter_refusal(req->cmd, req->client->sess.multi, prefix,
+                                  &arg)) {
     case HIDDEN_ALLOWED:
         break;
     case HIDDEN_IN_MULTI:

@@ -32,7 +32,6 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
-#include "proxy/command.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
@@ -41,6 +40,7 @@
 #include "proxy/info.h"
 #include "proxy/info_snapshot.h"
 #include "proxy/merge_build.h"
+#include "proxy/priv.h"
 #include "proxy/server.h"
 
 /* The proxy's INFO sections `mg` asked for, rendered from a snapshot of
@@ -94,9 +94,9 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
         cluster_send_oneshot(&server.cluster, n, part);
         return;
     }
-    if (n != NULL && root->client != NULL && root->client->tracking) {
+    if (n != NULL && root->client != NULL && root->client->sess.tracking) {
         /* A tracking client's reads are tracked on each node. */
-        struct upstream *t = client_tracking_upstream(root->client, n);
+        struct upstream *t = priv_tracking_upstream(root->client, n);
         if (t != NULL) {
             upstream_send(t, part);
             return;
@@ -108,12 +108,13 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
 /* ---------------- Split by slot ---------------- */
 
 /* Builds the command of one part: the name, then for each key of the part
- * the key (and, with `pairs`, the value after it). */
+ * the key and the key_step - 1 arguments after it (MSET's value). */
 static struct resp_cmd *merge_part_cmd(const struct req *root, const int *keys,
                                        const unsigned *idx, unsigned n,
-                                       int pairs)
+                                       int key_step)
 {
-    unsigned argc = 1 + n * (pairs ? 2u : 1u), a = 1, k;
+    unsigned step = key_step > 1 ? (unsigned)key_step : 1u;
+    unsigned argc = 1 + n * step, a = 1, k, j;
     const char **argv = px_calloc(argc, sizeof(*argv));
     size_t *lens = px_calloc(argc, sizeof(*lens));
     struct resp_cmd *cmd;
@@ -121,10 +122,8 @@ static struct resp_cmd *merge_part_cmd(const struct req *root, const int *keys,
     argv[0] = resp_cmd_arg(root->cmd, 0, &lens[0]);
     for (k = 0; k < n; k++) {
         int ki = keys[idx[k]];
-        argv[a] = resp_cmd_arg(root->cmd, ki, &lens[a]);
-        a++;
-        if (pairs) {
-            argv[a] = resp_cmd_arg(root->cmd, ki + 1, &lens[a]);
+        for (j = 0; j < step; j++) {
+            argv[a] = resp_cmd_arg(root->cmd, ki + (int)j, &lens[a]);
             a++;
         }
     }
@@ -137,21 +136,14 @@ static struct resp_cmd *merge_part_cmd(const struct req *root, const int *keys,
     return cmd;
 }
 
-int merge_split(struct req *req, const int *keys, const unsigned *slots,
-                int nkeys)
+int merge_split(struct req *req, enum merge_kind kind, int key_step,
+                const int *keys, const unsigned *slots, int nkeys)
 {
-    const struct cmd_def *def = cmd_merge_of(req->def, req->cmd);
-    enum merge_kind kind;
     unsigned *slot_part, *start, *fill, *order, nparts = 0, i;
     struct resp_cmd **cmds;
     struct merge *mg;
-    int pairs = 0, k;
+    int k;
 
-    if (def == NULL || def->how != CMD_SPLIT) {
-        return 0;
-    }
-    kind = def->merge;
-    pairs = kind == MERGE_ALL_OK; /* MSET: key value pairs */
     if (!server.conf->split_multikey) {
         return 0;
     }
@@ -182,7 +174,7 @@ int merge_split(struct req *req, const int *keys, const unsigned *slots,
     cmds = px_calloc(nparts, sizeof(*cmds));
     for (i = 0; i < nparts; i++) {
         cmds[i] = merge_part_cmd(req, keys, order + start[i],
-                                 start[i + 1] - start[i], pairs);
+                                 start[i + 1] - start[i], key_step);
     }
     mg->parts = px_realloc(mg->parts, nparts * sizeof(*mg->parts));
     for (i = 0; i < nparts; i++) {
@@ -356,22 +348,14 @@ static void merge_info_local(struct req *req)
     req_reply_built(req);
 }
 
-int merge_fanout(struct req *req)
+int merge_fanout(struct req *req, enum merge_kind merge)
 {
-    const struct cmd_def *def;
     struct node **masters;
     unsigned n, i;
-    int kind;
+    int kind = (int)merge;
 
-    /* Every forwarded command passes here; the command table says which
-     * fan out, and how their replies merge. In single mode only INFO gains
-     * something (the proxy's section); everything else goes to the one
-     * node as it is. */
-    def = cmd_merge_of(req->def, req->cmd);
-    if (def == NULL || def->how != CMD_FANOUT) {
-        return 0;
-    }
-    kind = (int)def->merge;
+    /* In single mode only INFO gains something (the proxy's section);
+     * everything else goes to the one node as it is. */
     if (kind == MERGE_INFO &&
         ((!server.cluster.enabled && server.cluster.single == NULL) ||
          merge_info_proxy_only(req))) {

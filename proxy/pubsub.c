@@ -2,7 +2,7 @@
  *
  *   server.pubsub_chans / pubsub_pats:  name -> entry -> holders
  *                                                 [node A: 2] -> [node B: 1]
- *   client->subs:  kind + name -> the same entry (borrowed)
+ *   client->sess.subs:  kind + name -> the same entry (borrowed)
  *
  * An entry lives while some client holds it; each client keeps the node
  * its subscriptions live on (its private connection's), so it can take
@@ -13,8 +13,11 @@
 #include <string.h>
 
 #include "parser/glob.h"
+#include "parser/resp.h"
+#include "parser/resp_enc.h"
 #include "proxy/client.h"
 #include "proxy/core/hmap.h"
+#include "proxy/core/req.h"
 #include "proxy/core/util.h"
 #include "proxy/server.h"
 
@@ -209,4 +212,16 @@ void pubsub_free(void)
 {
     hmap_free(&server.pubsub_chans, pubsub_entry_free);
     hmap_free(&server.pubsub_pats, pubsub_entry_free);
+}
+
+void pubsub_publish_reply(struct req *req, const char *frame, size_t len)
+{
+    long long v;
+
+    if (len > 3 && frame[0] == ':' &&
+        resp_parse_ll(frame + 1, len - 3, &v) == 0) {
+        PX_CHECK_OOM(resp_enc_int(&req->reply, v + req->filter_arg));
+        return;
+    }
+    PX_CHECK_OOM(buf_append(&req->reply, frame, len)); /* an error */
 }

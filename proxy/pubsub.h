@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 struct client;
+struct req;
 
 /* `c` subscribed (add = 1) or unsubscribed (0) to a channel or a pattern
  * `name` on its private connection to the node named `node`. */
@@ -27,6 +28,11 @@ void pubsub_client_gone(struct client *c);
 /* Subscriptions of cellgate's clients to channel `ch`, or to a pattern
  * matching it, held on nodes other than `node`. */
 long long pubsub_held_elsewhere(const char *node, const char *ch, size_t len);
+
+/* PUBLISH's reply filter (req->filter), cluster mode: the node's count
+ * plus req->filter_arg, the subscribers cellgate holds on other nodes
+ * (pubsub_held_elsewhere). */
+void pubsub_publish_reply(struct req *req, const char *frame, size_t len);
 
 /* Frees the registry (shutdown). */
 void pubsub_free(void);

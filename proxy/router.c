@@ -1,10 +1,14 @@
 /* Routing of one request (docs/ARCHITECTURE.md).
  *
- *   lookup -> arity -> auth -> command policy -> local proc?
- *                                                    |no
- *        client has a private upstream, or the command needs one?
- *               |yes                              |no
- *        private upstream (opened on demand)   shared upstream of the client
+ *   lookup -> arity -> auth -> command policy -> switch (the row's how,
+ *   or its pick's):
+ *     LOCAL / LIMITER -> the handler answers
+ *     PRIVATE         -> private upstream (opened on demand, priv.c)
+ *     FORWARD / SPLIT / FANOUT -> router_forward: the private upstream
+ *                        while the client's state there decides, else the
+ *                        node of its keys (split or fanned out in cluster
+ *                        mode) on the client's shared upstream
+ *     KILL            -> a connection lent for the call
  *
  * The shared-connection invariant: a command goes on a shared upstream only
  * if Redis answers it with exactly one reply and it leaves the connection as
@@ -22,7 +26,7 @@
  * left, so the client's commands keep their order. In cluster mode a command
  * for another node's keys is served over that node's shared connection,
  * except inside MULTI and WATCH (whose connection decides) and in RESP2
- * subscribed mode (which Redis restricts). client_priv_maybe_release()
+ * subscribed mode (which Redis restricts). priv_maybe_release()
  * returns the client to the shared path.
  *
  * In cluster mode PUBLISH and SUBSCRIBE go to the node that owns the
@@ -37,12 +41,12 @@
  * - a RESP3 client that is only subscribed may run ordinary commands (Redis
  *   allows it): in cluster mode those whose keys live on another node than
  *   its subscriptions take the shared path instead of failing there;
- * - an unsubscribe with no subscription is answered here in both protocols
- *   (Redis answers one frame per channel: on a shared connection the extra
- *   frames would be matched to other requests). */
+ * - an unsubscribe with no subscription is answered by cellgate in both
+ *   protocols, cmd_pick_unsub (Redis answers one frame per channel: on a
+ *   shared connection the extra frames would be matched to other
+ *   requests). */
 #include "proxy/router.h"
 
-#include <ctype.h>
 #include <string.h>
 
 #include "conf/cmdpolicy.h"
@@ -50,17 +54,17 @@
 #include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
-#include "parser/slot.h"
 #include "proxy/client.h"
 #include "proxy/command.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/req.h"
-#include "proxy/core/route.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/hidden.h"
 #include "proxy/limiter/limiter.h"
+#include "proxy/locate.h"
 #include "proxy/merge.h"
+#include "proxy/priv.h"
 #include "proxy/pubsub.h"
 #include "proxy/server.h"
 
@@ -74,192 +78,6 @@
 
 /* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
 #define ROUTER_STACK_KEYS 32
-
-/* What the routing decision needs to know about the proxy and `req`'s
- * client. */
-static void router_route_in(const struct req *req, struct route_in *in)
-{
-    in->cluster = server.cluster.enabled;
-    in->has_upstream = server.cluster.enabled || server.cluster.single != NULL;
-    in->keys = cluster_keyspec(&server.cluster);
-    in->key_prefix = server.conf->key_prefix;
-    in->admin = req->client->admin;
-}
-
-/* Limiter keys belong to the proxy: a client that is not admin may not
- * touch keys under the key prefix with ordinary commands (a stray DEL or
- * SET would reset or forge limits). */
-static void router_reply_noperm(struct req *req)
-{
-    req_reply_error(req, LIMITER_ERR_PREFIX, server.conf->key_prefix);
-}
-
-/* Keys of several slots: split the command by slot when it is one that
- * splits, else Redis's own error. May complete `req`. */
-static void router_cross_slot(struct req *req, const int *keys, int nkeys)
-{
-    unsigned *slots = px_calloc((size_t)nkeys, sizeof(*slots));
-    size_t len;
-    const char *p;
-    int k;
-
-    for (k = 0; k < nkeys; k++) {
-        p = resp_cmd_arg(req->cmd, keys[k], &len);
-        slots[k] = slot_for_key(p, len);
-    }
-    /* Inside a transaction the parts could not be queued atomically:
-     * refuse like Redis. */
-    if (req->client->multi || !merge_split(req, keys, slots, nkeys)) {
-        req_reply_error(req, "CROSSSLOT Keys in request don't hash to the same "
-                             "slot");
-    }
-    px_free(slots);
-}
-
-/* The node that must serve `req`, from the routing decision. Completes
- * `req` with an error and returns NULL when there is none (no upstream,
- * keys in several slots, an uncovered slot); a command that splits by
- * slot is taken by merge_split (NULL too). */
-static struct node *router_node(struct req *req)
-{
-    int stack[ROUTER_STACK_KEYS], *keys = stack;
-    struct route_in in;
-    struct route r;
-    struct node *n = NULL;
-    size_t len;
-    const char *p;
-
-    if (req->cmd->argc > ROUTER_STACK_KEYS) {
-        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
-    }
-    router_route_in(req, &in);
-    switch (route_decide(&in, req->cmd, keys, &r)) {
-    case ROUTE_NO_UPSTREAM:
-        req_reply_error(req, "no upstream configured");
-        break;
-    case ROUTE_SINGLE:
-        n = server.cluster.single;
-        break;
-    case ROUTE_NOPERM:
-        router_reply_noperm(req);
-        break;
-    case ROUTE_UNLOCATABLE:
-        p = resp_cmd_arg(req->cmd, 0, &len);
-        req_reply_error(
-            req,
-            "cellgate cannot locate the keys of command "
-            "'%.*s' in cluster mode",
-            (int)(len > ROUTER_NAME_SHOWN ? ROUTER_NAME_SHOWN : len), p);
-        break;
-    case ROUTE_CROSSSLOT:
-        router_cross_slot(req, keys, r.nkeys);
-        break;
-    case ROUTE_ANY:
-        n = cluster_any_node(&server.cluster);
-        if (n == NULL) {
-            req_reply_error(req, "CLUSTERDOWN Hash slot not served");
-        }
-        break;
-    case ROUTE_SLOT:
-        n = cluster_node_for_slot(&server.cluster, r.slot);
-        if (n == NULL) {
-            req_reply_error(req, "CLUSTERDOWN Hash slot not served");
-        }
-        break;
-    }
-    if (keys != stack) {
-        px_free(keys);
-    }
-    return n;
-}
-
-/* Cluster mode: a transaction goes to the node of its first command's keys,
- * which MULTI itself does not have, so MULTI is answered here and sent
- * later, just before that first command. Returns 1 when it took `req`. */
-static int router_defer_multi(struct req *req)
-{
-    static const char reply_ok[] = "+OK\r\n";
-    static const char reply_empty[] = "*0\r\n";
-    struct client *c = req->client;
-    unsigned flags = req->def != NULL ? req->def->flags : 0;
-
-    if (!server.cluster.enabled || c->priv != NULL) {
-        return 0;
-    }
-    if ((flags & CMD_F_MULTI) && c->multi_deferred) {
-        req_reply_error(req, "ERR MULTI calls can not be nested");
-        return 1;
-    }
-    if (flags & CMD_F_MULTI) {
-        c->multi_deferred = 1;
-        req_reply(req, reply_ok, sizeof(reply_ok) - 1);
-        return 1;
-    }
-    if (c->multi_deferred && (flags & CMD_F_TXEND)) {
-        /* Nothing reached a node: EXEC runs an empty transaction, or
-         * aborts when a command was refused here, as Redis would. */
-        int failed = c->tx_failed;
-        c->multi_deferred = 0;
-        c->tx_failed = 0;
-        if (strcmp(req->def->name, "discard") == 0) {
-            req_reply(req, reply_ok, sizeof(reply_ok) - 1);
-        } else if (failed) {
-            req_reply_error(req, "EXECABORT Transaction discarded because "
-                                 "of previous errors.");
-        } else {
-            req_reply(req, reply_empty, sizeof(reply_empty) - 1);
-        }
-        return 1;
-    }
-    return 0;
-}
-
-/* Sends a one-word command of the proxy's own on the client's private
- * connection; its reply is dropped. */
-static void router_send_swallowed(struct client *c, const char *word)
-{
-    const char *argv[1] = { word };
-
-    upstream_send(c->priv, req_own_argv(1, argv, NULL, NULL));
-}
-
-/* Sends the MULTI a deferred transaction owes, ahead of its first command.
- * Its +OK was already given to the client, so the reply is dropped. */
-static void router_send_deferred_multi(struct client *c)
-{
-    router_send_swallowed(c, "MULTI");
-    c->multi_deferred = 0;
-}
-
-/* The key guard for a command bound for the client's private connection
- * (router_node applies it on the way to shared ones). 1 when allowed; else
- * replies. Inside a transaction already open upstream, a refused command
- * must also make EXEC abort, as Redis does for a command it refuses while
- * queuing: so the proxy queues a command Redis itself refuses (GET without
- * a key), whose error it drops; EXEC then answers EXECABORT. */
-static int router_priv_allowed(struct req *req)
-{
-    int stack[ROUTER_STACK_KEYS], *keys = stack, ok;
-    struct client *c = req->client;
-    struct route_in in;
-    struct route r;
-
-    if (req->cmd->argc > ROUTER_STACK_KEYS) {
-        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
-    }
-    router_route_in(req, &in);
-    ok = route_decide(&in, req->cmd, keys, &r) != ROUTE_NOPERM;
-    if (keys != stack) {
-        px_free(keys);
-    }
-    if (!ok) {
-        router_reply_noperm(req);
-        if (c->multi) {
-            router_send_swallowed(c, "GET");
-        }
-    }
-    return ok;
-}
 
 /* The command policy (conf/cmdpolicy.h): an ordinary client may not run a
  * command that acts on the server, on other connections or on the whole
@@ -287,107 +105,24 @@ static int router_policy_allows(struct req *req)
     } else if (hidden_admit(req)) {
         return 1; /* the limiter's key names filtered where they could show */
     }
-    if (c->multi && c->priv != NULL) {
-        router_send_swallowed(c, "GET"); /* see router_priv_allowed */
-    } else if (c->multi) {
-        c->tx_failed = 1; /* the deferred MULTI's EXEC aborts */
-    }
+    priv_tx_refused(c);
     return 0;
 }
 
-void router_send_private_to(struct req *req, struct node *n)
-{
-    struct client *c = req->client;
-
-    if (router_defer_multi(req)) {
-        return;
-    }
-    if (c->priv == NULL) {
-        if (n == NULL && !cluster_ready(&server.cluster)) {
-            cluster_hold(&server.cluster, req);
-            return;
-        }
-        if (n == NULL) {
-            n = router_node(req);
-        }
-        if (n == NULL) {
-            /* Refused here (CROSSSLOT, slot not served): Redis would
-             * flag the transaction, so EXEC must abort. */
-            c->tx_failed = c->multi_deferred;
-            return;
-        }
-        c->priv = client_priv_take(c, n);
-        if (c->priv == NULL) {
-            if (c->multi_deferred) {
-                /* Refused while queuing: EXEC must abort. */
-                c->tx_failed = 1;
-            } else {
-                /* What this command began never reached Redis. */
-                client_clear_state_flags(c);
-                client_aux_release(c);
-            }
-            client_priv_refuse(req);
-            return;
-        }
-        if (c->multi_deferred) {
-            router_send_deferred_multi(c);
-            if (c->tx_failed) {
-                /* A command was refused before MULTI reached the node:
-                 * the transaction must fail at EXEC there too. */
-                router_send_swallowed(c, "GET");
-                c->tx_failed = 0;
-            }
-        }
-    } else if (!router_priv_allowed(req)) {
-        return;
-    }
-    if (c->tunnel) {
-        upstream_send_tunnel(c->priv, req);
-        return;
-    }
-    if (c->tracking) {
-        c->priv->tracked = 1;
-    }
-    if (c->priv->proto == RESP_PROTO3 && !c->multi && req->def != NULL &&
-        (req->def->flags & (CMD_F_PUBSUB | CMD_F_UNSUB))) {
-        /* Answered by pushes only, which are relayed as they come; the
-         * connection stays until the first of them tells the count. */
-        c->push_wait = 1;
-        upstream_send_pushed(c->priv, req);
-        return;
-    }
-    upstream_send(c->priv, req);
-}
-
-void router_send_private(struct req *req)
-{
-    router_send_private_to(req, NULL);
-}
-
-/* True when every command of `c` must go to its private upstream: its
- * state there decides (a transaction, WATCH, RESP2 subscribed mode, a
- * selected db, MONITOR, the Lua debugger), or single mode, where the
- * private upstream is on the one node and keeps the client's order. The
- * other case, a RESP3 subscriber that owes nothing there, uses the shared
- * path too. */
+/* True when every command of `c` must go to its private upstream
+ * (sess_needs_private). */
 static int router_priv_required(const struct client *c)
 {
-    int resp3_subscriber_only = c->priv->proto == RESP_PROTO3 &&
-                                (c->subs > 0 || c->ssubs > 0 || c->push_wait) &&
-                                !c->multi && !c->multi_deferred &&
-                                !c->watching && c->db == 0 && !c->sticky &&
-                                !c->monitor && !c->tracking && !c->no_touch &&
-                                queue_empty(&c->priv->inflight);
+    return sess_needs_private(&c->sess, server.cluster.enabled, c->proto,
+                              c->priv->proto, queue_empty(&c->priv->inflight));
+}
 
-    if (resp3_subscriber_only) {
-        return 0;
-    }
-    if (!server.cluster.enabled) {
-        return 1;
-    }
-    return c->multi || c->multi_deferred || c->watching || c->db != 0 ||
-           c->sticky || c->monitor ||
-           ((c->subs > 0 || c->ssubs > 0) && c->proto == RESP_PROTO2);
+/* A CMD_FANOUT row's command, fanned out (merge_fanout). 0 when it is not
+ * one, or goes to the one node as it is. */
+static int router_fanout(struct req *req)
+{
+    return req->def != NULL && req->def->how == CMD_FANOUT &&
+           merge_fanout(req, req->def->merge);
 }
 
 void router_forward(struct req *req)
@@ -397,7 +132,7 @@ void router_forward(struct req *req)
     struct node *n;
 
     if (c->priv != NULL && router_priv_required(c)) {
-        if (router_priv_allowed(req)) {
+        if (priv_allowed(req)) {
             upstream_send(c->priv, req);
         }
         return;
@@ -405,15 +140,15 @@ void router_forward(struct req *req)
     if (!cluster_ready(&server.cluster)) {
         /* Sentinel mode before a master is known: INFO answers with the
          * proxy's own sections (sentinel_known:0); the rest waits. */
-        if (!server.cluster.sentinel || !merge_fanout(req)) {
+        if (!server.cluster.sentinel || !router_fanout(req)) {
             cluster_hold(&server.cluster, req);
         }
         return;
     }
-    if (merge_fanout(req)) {
+    if (router_fanout(req)) {
         return;
     }
-    n = router_node(req);
+    n = locate_node(req);
     if (n == NULL) {
         return;
     }
@@ -423,9 +158,9 @@ void router_forward(struct req *req)
         upstream_send(c->priv, req);
         return;
     }
-    if (c->tracking) {
+    if (c->sess.tracking) {
         /* Reads of a tracking client must be tracked on every node. */
-        struct upstream *t = client_tracking_upstream(c, n);
+        struct upstream *t = priv_tracking_upstream(c, n);
         if (t != NULL) {
             upstream_send(t, req);
             return;
@@ -433,15 +168,18 @@ void router_forward(struct req *req)
         if (c->priv != NULL && c->tracking_cmd != NULL) {
             /* No connection of its own to be had there: an untracked
              * read would leave its cache stale. */
-            client_priv_refuse(req);
+            priv_refuse(req);
             return;
         }
     }
-    if (server.cluster.enabled && req->cmd->argc == 3 &&
-        resp_cmd_arg_is(req->cmd, 0, "publish")) {
+    if (server.cluster.enabled && req->def != NULL &&
+        (req->def->flags & CMD_F_PUBLISH)) {
         size_t len;
         const char *ch = resp_cmd_arg(req->cmd, 1, &len);
-        req->add_int = pubsub_held_elsewhere(n->name, ch, len);
+        req->filter_arg = pubsub_held_elsewhere(n->name, ch, len);
+        if (req->filter_arg != 0) {
+            req->filter = pubsub_publish_reply;
+        }
     }
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */
@@ -464,7 +202,10 @@ void router_forward(struct req *req)
     upstream_send(up, req);
 }
 
-void router_send_kill(struct req *req)
+/* SCRIPT KILL, FUNCTION KILL (CMD_KILL): on a connection lent for the
+ * call, to the node (every master in cluster mode, +OK when one killed
+ * something). */
+static void router_kill(struct req *req)
 {
     if (!cluster_has_upstream(&server.cluster)) {
         req_reply_error(req, "no upstream configured");
@@ -474,42 +215,10 @@ void router_send_kill(struct req *req)
         cluster_hold(&server.cluster, req);
         return;
     }
-    if (merge_fanout(req)) {
+    if (merge_fanout(req, req->def->merge)) {
         return; /* cluster mode: every master */
     }
     cluster_send_oneshot(&server.cluster, server.cluster.single, req);
-}
-
-/* UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE from a client with no private
- * connection, hence no subscription: Redis's answer, one confirmation per
- * channel named (or one with a null channel), each with a count of 0. */
-static void router_unsubscribe_none(struct req *req)
-{
-    struct buf *b = &req->reply;
-    size_t nlen, klen, len;
-    const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
-    char kind[16];
-    int i, n = req->cmd->argc > 1 ? req->cmd->argc - 1 : 1;
-
-    for (klen = 0; klen < nlen && klen < sizeof(kind); klen++) {
-        kind[klen] = (char)tolower((unsigned char)name[klen]);
-    }
-    for (i = 0; i < n; i++) {
-        if (req->proto == RESP_PROTO3) {
-            PX_CHECK_OOM(buf_append(b, ">3\r\n", 4));
-        } else {
-            PX_CHECK_OOM(resp_enc_array_header(b, 3));
-        }
-        PX_CHECK_OOM(resp_enc_bulk(b, kind, klen));
-        if (req->cmd->argc > 1) {
-            const char *ch = resp_cmd_arg(req->cmd, i + 1, &len);
-            PX_CHECK_OOM(resp_enc_bulk(b, ch, len));
-        } else {
-            PX_CHECK_OOM(resp_enc_null(b, req->proto));
-        }
-        PX_CHECK_OOM(resp_enc_int(b, 0));
-    }
-    req_reply_built(req);
 }
 
 /* XREAD/XREADGROUP block only when a BLOCK option precedes STREAMS. */
@@ -547,9 +256,9 @@ static unsigned router_node_flags(const struct req *req)
     if (f & KEYSPEC_F_CONNECTION) {
         return CMD_F_STICKY;
     }
-    if ((f & KEYSPEC_F_PUBSUB) && !resp_cmd_arg_is(req->cmd, 0, "publish") &&
-        !resp_cmd_arg_is(req->cmd, 0, "spublish") &&
-        !resp_cmd_arg_is(req->cmd, 0, "pubsub")) {
+    if (f & KEYSPEC_F_PUBSUB) {
+        /* PUBLISH, SPUBLISH and PUBSUB have rows: this is a subscription
+         * command of a newer Redis. */
         return CMD_F_STICKY;
     }
     return 0;
@@ -656,7 +365,7 @@ static int router_to_redis(const struct client *c, enum cmd_how how,
     if (!cluster_has_upstream(&server.cluster)) {
         return 0;
     }
-    if ((c->multi && !(flags & CMD_F_NOAUTH)) || c->tunnel) {
+    if (sess_queues(&c->sess, flags) || c->sess.tunnel) {
         return 1;
     }
     return how != CMD_LOCAL && how != CMD_LIMITER && how != CMD_REFUSE;
@@ -684,7 +393,7 @@ static int router_order_waits(const struct client *c, int to_redis,
         return c->fwd_owed > 0 && apart;
     }
     return to_redis && c->lim_owed > 0 &&
-           (apart || c->multi || c->tunnel ||
+           (apart || c->sess.multi || c->sess.tunnel ||
             (flags & (ROUTER_F_PRIVATE | CMD_F_BLOCKING | CMD_F_XBLOCK)));
 }
 
@@ -717,32 +426,63 @@ static void router_limiter(struct req *req)
     req->def->proc(req);
 }
 
+/* The way `req` is served, for router_dispatch's switch: its row's `how`,
+ * or what its row's `pick` says for these arguments (which may add
+ * CMD_F_STICKY to *flags). A blocking call, and a command the table does
+ * not list whose flags (from the node's COMMAND reply) take a private
+ * connection, go there. Sets req->blocking. */
+static enum cmd_how router_way(struct req *req, const struct cmd_def *def,
+                               unsigned *flags)
+{
+    struct client *c = req->client;
+    enum cmd_how way = def != NULL ? def->how : CMD_FORWARD;
+
+    if (def != NULL && def->pick != NULL) {
+        struct cmd_ctx ctx = {
+            .has_upstream = cluster_has_upstream(&server.cluster),
+            .has_priv = c->priv != NULL,
+            .subscribed = sess_subscribed(&c->sess),
+            .tracking = c->sess.tracking,
+            .ks = cluster_keyspec(&server.cluster),
+        };
+        way = def->pick(req->cmd, &ctx, flags);
+    }
+    req->blocking = (*flags & CMD_F_BLOCKING) ||
+                    ((*flags & CMD_F_XBLOCK) && router_xread_blocks(req));
+    if (way == CMD_FORWARD && ((*flags & ROUTER_F_PRIVATE) || req->blocking)) {
+        way = CMD_PRIVATE;
+    }
+    return way;
+}
+
 void router_dispatch(struct req *req)
 {
     struct client *c = req->client;
-    const struct cmd_def *def;
+    const struct cmd_def *top, *def;
     size_t nlen;
     const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
-    enum cmd_how how;
+    enum cmd_how how, way;
     unsigned flags;
     int to_redis;
 
-    def = cmd_lookup(name, nlen);
-    req->def = def;
-    if (def != NULL && !cmd_arity_ok(def, req->cmd->argc)) {
+    top = cmd_lookup(name, nlen);
+    req->def = top;
+    if (top != NULL && !cmd_arity_ok(top, req->cmd->argc)) {
         req_reply_error(req, "wrong number of arguments for '%s' command",
-                        def->name);
+                        top->name);
         return;
     }
-    if (!c->authed && (def == NULL || !(def->flags & CMD_F_NOAUTH))) {
+    if (!c->authed && (top == NULL || !(top->flags & CMD_F_NOAUTH))) {
         req_reply_error(req, "NOAUTH Authentication required.");
         return;
     }
     if (!router_policy_allows(req)) {
         return;
     }
-    how = def != NULL ? def->how : CMD_FORWARD;
-    flags = def != NULL ? def->flags : router_node_flags(req);
+    /* The command's class (what the reply order and the latency count
+     * by) is its own row's; its subcommand's row, if any, says the way. */
+    how = top != NULL ? top->how : CMD_FORWARD;
+    flags = top != NULL ? top->flags : router_node_flags(req);
     if (flags & (CMD_F_PUBSUB | CMD_F_UNSUB)) {
         /* Subscription confirmations reach the client even with CLIENT
          * REPLY OFF, as in Redis (they are pushes, not replies). */
@@ -760,69 +500,58 @@ void router_dispatch(struct req *req)
         router_set_lat(req, REQ_LAT_FORWARD);
         router_before_redis(req);
     }
-    if (c->multi && !(flags & CMD_F_NOAUTH)) {
+    if (sess_queues(&c->sess, flags)) {
         /* Inside MULTI Redis queues (or refuses) every command, PING and
          * ECHO included: the transaction's connection decides. */
-        if (flags & CMD_F_TXEND) {
-            c->multi = 0;
-            c->watching = 0;
-        } else {
-            c->multi_count++;
-        }
-        router_send_private(req);
+        sess_on_queued(&c->sess, flags);
+        priv_send(req);
         return;
     }
-    if (c->tunnel || how == CMD_TUNNEL) {
+    if (c->sess.tunnel || how == CMD_TUNNEL) {
         /* A replica's link (redis-cli --replica, the test suite's
          * replication-stream helper): a byte tunnel of its own. */
-        c->tunnel = 1;
-        c->sticky = 1;
-        router_send_private(req);
+        sess_on_tunnel(&c->sess);
+        priv_send(req);
         return;
     }
-    if (how == CMD_REFUSE) {
+    def = cmd_sub(top, req->cmd);
+    req->def = def;
+    if (def != top && !cmd_arity_ok(def, req->cmd->argc)) {
+        req_reply_error(req, "wrong number of arguments for '%s' command",
+                        def->name);
+        return;
+    }
+    way = router_way(req, def, &flags);
+    switch (way) {
+    case CMD_REFUSE:
         req_reply_error(req,
                         "'%s' is not available through cellgate: it would "
                         "take over a connection other clients share",
                         def->name);
         return;
-    }
-    if (how == CMD_LIMITER) {
+    case CMD_LIMITER:
         router_limiter(req);
         return;
-    }
-    if (how == CMD_LOCAL) {
-        def->proc(req);
+    case CMD_LOCAL:
+        def->proc(req); /* answers; may send on the private connection */
         return;
+    default:
+        break;
     }
-    if (flags & CMD_F_MULTI) {
-        c->multi = 1;
-        c->multi_count = 0;
-    } else if (flags & CMD_F_TXEND) {
-        c->multi = 0;
-        c->watching = 0;
-    } else if (flags & CMD_F_WATCH) {
-        c->watching = 1;
-    } else if (flags & CMD_F_UNWATCH) {
-        c->watching = 0;
-    } else if (flags & CMD_F_STICKY) {
-        c->sticky = 1;
-    } else if (flags & CMD_F_MONITOR) {
-        c->monitor = 1;
+    sess_on_command(&c->sess, flags);
+    switch (way) {
+    case CMD_PRIVATE:
+    case CMD_TUNNEL:
+        priv_send(req);
+        break;
+    case CMD_KILL:
+        router_kill(req);
+        break;
+    case CMD_FORWARD:
+    case CMD_SPLIT:  /* split by locate_node when its keys span slots */
+    case CMD_FANOUT: /* fanned out by router_forward */
+    default:
+        router_forward(req);
+        break;
     }
-    req->blocking = (flags & CMD_F_BLOCKING) ||
-                    ((flags & CMD_F_XBLOCK) && router_xread_blocks(req));
-    if ((flags & ROUTER_F_PRIVATE) || req->blocking) {
-        router_send_private(req);
-        return;
-    }
-    if (flags & CMD_F_UNSUB) {
-        if (c->priv == NULL) {
-            router_unsubscribe_none(req);
-        } else {
-            router_send_private(req);
-        }
-        return;
-    }
-    router_forward(req);
 }

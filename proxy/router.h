@@ -19,18 +19,6 @@ struct client;
  * other connections) may be dispatched now. */
 int router_order_ready(const struct client *c);
 
-/* Sends `req` to its client's private upstream, taking one (of the node of
- * its keys) if needed. */
-void router_send_private(struct req *req);
-
-/* The same, taking the private upstream on `node` when the client has
- * none. */
-void router_send_private_to(struct req *req, struct node *node);
-
-/* SCRIPT KILL, FUNCTION KILL: on a connection lent for the call, to the
- * node (every master in cluster mode, +OK when one killed something). */
-void router_send_kill(struct req *req);
-
 /* Sends `req` upstream: the private connection if the client has one, else
  * the client's shared connection. */
 void router_forward(struct req *req);

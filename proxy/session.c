@@ -31,7 +31,7 @@
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-#include "proxy/router.h"
+#include "proxy/priv.h"
 #include "proxy/server.h"
 #include "proxy/tracking.h"
 
@@ -145,7 +145,7 @@ static enum session_type session_type_arg(const struct req *req, int i)
 
 static enum session_type session_type_of(const struct client *c)
 {
-    return c->subs > 0 || c->ssubs > 0 ? SESSION_T_PUBSUB : SESSION_T_NORMAL;
+    return sess_subscribed(&c->sess) ? SESSION_T_PUBSUB : SESSION_T_NORMAL;
 }
 
 static void session_unknown_type(struct req *req, int i)
@@ -179,19 +179,19 @@ static void session_flags(const struct client *c, char *out)
 {
     char *p = out;
 
-    if (c->monitor) {
+    if (c->sess.monitor) {
         *p++ = 'O';
     }
-    if (c->subs > 0 || c->ssubs > 0) {
+    if (sess_subscribed(&c->sess)) {
         *p++ = 'P';
     }
-    if (c->multi || c->multi_deferred) {
+    if (sess_in_multi(&c->sess)) {
         *p++ = 'x';
     }
     if (session_blocked(c)) {
         *p++ = 'b';
     }
-    if (c->tracking) {
+    if (c->sess.tracking) {
         *p++ = 't';
     }
     if (c->quitting || c->input_done) {
@@ -203,7 +203,7 @@ static void session_flags(const struct client *c, char *out)
     if (c->no_evict) {
         *p++ = 'e';
     }
-    if (c->no_touch) {
+    if (c->sess.no_touch) {
         *p++ = 'T';
     }
     if (p == out) {
@@ -238,12 +238,12 @@ static void session_client_line(struct buf *b, const struct client *c)
         (unsigned long long)c->id, addr, laddr, (int)fd,
         c->name != NULL ? c->name : "",
         (unsigned long long)((now - c->ctime_ms) / 1000),
-        (unsigned long long)((now - c->last_ms) / 1000), flags, c->db, c->subs,
-        c->ssubs, c->multi || c->multi_deferred ? c->multi_count : -1, qbuf,
-        c->nreqs, omem, omem + qbuf + sizeof(*c),
-        wq_pending(&c->wq) > 0 ? "rw" : "r", c->last_cmd,
-        c->admin ? "admin" : "default", c->tracking ? 0 : -1, c->proto,
-        c->lib_name != NULL ? c->lib_name : "",
+        (unsigned long long)((now - c->last_ms) / 1000), flags, c->sess.db,
+        c->sess.subs, c->sess.ssubs,
+        sess_in_multi(&c->sess) ? c->sess.multi_count : -1, qbuf, c->nreqs,
+        omem, omem + qbuf + sizeof(*c), wq_pending(&c->wq) > 0 ? "rw" : "r",
+        c->last_cmd, c->admin ? "admin" : "default", c->sess.tracking ? 0 : -1,
+        c->proto, c->lib_name != NULL ? c->lib_name : "",
         c->lib_ver != NULL ? c->lib_ver : "");
     if (n > 0) {
         PX_CHECK_OOM(buf_append(
@@ -569,13 +569,13 @@ static void session_client_no_touch(struct req *req)
         return;
     }
     if (on) {
-        c->no_touch = 1;
-        router_send_private(req);
+        c->sess.no_touch = 1;
+        priv_send(req);
         return;
     }
-    c->no_touch = 0;
+    c->sess.no_touch = 0;
     if (c->priv != NULL) {
-        router_send_private(req);
+        priv_send(req);
         return;
     }
     session_ok(req);
@@ -613,65 +613,87 @@ struct session_sub {
     const char *name;      /* lower case */
     int arity;             /* Redis convention, counting "client" */
     session_proc_fn *proc; /* NULL: forwarded as it is */
+    int untracked_fwd;     /* forwarded when the client does not track
+                              (Redis refuses it, with no effect, on any
+                              connection) */
 };
 
+/* CLIENT PAUSE and UNPAUSE have rows of their own (command.c). */
 static const struct session_sub session_subs[] = {
-    { "caching", 3, tracking_client_caching },
-    { "getname", 2, session_client_getname },
-    { "getredir", 2, tracking_client_getredir },
-    { "help", 2, NULL },
-    { "id", 2, session_client_id },
-    { "info", 2, session_client_info },
-    { "kill", -3, session_client_kill },
-    { "list", -2, session_client_list },
-    { "no-evict", 3, session_client_no_evict },
-    { "no-touch", 3, session_client_no_touch },
-    { "pause", -3, NULL },
-    { "reply", 3, session_client_reply },
-    { "setinfo", 4, session_client_setinfo },
-    { "setname", 3, session_client_setname },
-    { "tracking", -3, tracking_client_tracking },
-    { "trackinginfo", 2, tracking_client_trackinginfo },
-    { "unblock", -3, tracking_client_unblock },
-    { "unpause", 2, NULL },
+    { "caching", 3, tracking_client_caching, 1 },
+    { "getname", 2, session_client_getname, 0 },
+    { "getredir", 2, tracking_client_getredir, 0 },
+    { "help", 2, NULL, 0 },
+    { "id", 2, session_client_id, 0 },
+    { "info", 2, session_client_info, 0 },
+    { "kill", -3, session_client_kill, 0 },
+    { "list", -2, session_client_list, 0 },
+    { "no-evict", 3, session_client_no_evict, 0 },
+    { "no-touch", 3, session_client_no_touch, 0 },
+    { "reply", 3, session_client_reply, 0 },
+    { "setinfo", 4, session_client_setinfo, 0 },
+    { "setname", 3, session_client_setname, 0 },
+    { "tracking", -3, tracking_client_tracking, 0 },
+    { "trackinginfo", 2, tracking_client_trackinginfo, 0 },
+    { "unblock", -3, tracking_client_unblock, 0 },
 };
 
-void session_client(struct req *req)
+static const struct session_sub *session_sub_of(const struct resp_cmd *cmd)
 {
-    const struct keyspec *ks = cluster_keyspec(&server.cluster);
-    const struct session_sub *s = NULL;
-    int argc = req->cmd->argc;
-    unsigned flags;
     size_t k;
 
     for (k = 0; k < ARRAY_SIZE(session_subs); k++) {
-        if (resp_cmd_arg_is(req->cmd, 1, session_subs[k].name)) {
-            s = &session_subs[k];
-            break;
+        if (resp_cmd_arg_is(cmd, 1, session_subs[k].name)) {
+            return &session_subs[k];
         }
     }
+    return NULL;
+}
+
+static int session_sub_arity_ok(const struct session_sub *s, int argc)
+{
+    return !((s->arity >= 0 && argc != s->arity) ||
+             (s->arity < 0 && argc < -s->arity) ||
+             (strcmp(s->name, "unblock") == 0 && argc > 4));
+}
+
+enum cmd_how session_client_pick(const struct resp_cmd *cmd,
+                                 const struct cmd_ctx *ctx, unsigned *flags)
+{
+    const struct session_sub *s = session_sub_of(cmd);
+    unsigned f;
+
     if (s == NULL) {
         /* A subcommand of a newer Redis may change the connection: give
-         * it a private one. One the node does not know gets its error. */
-        if (ks != NULL && keyspec_flags(ks, req->cmd, &flags) == KEYSPEC_OK) {
-            req->client->sticky = 1;
-            router_send_private(req);
-        } else {
-            router_forward(req);
+         * it a private one for good. One the node does not know gets its
+         * error. */
+        if (ctx->ks != NULL && keyspec_flags(ctx->ks, cmd, &f) == KEYSPEC_OK) {
+            *flags |= CMD_F_STICKY;
+            return CMD_PRIVATE;
         }
-        return;
+        return CMD_FORWARD;
     }
-    if ((s->arity >= 0 && argc != s->arity) ||
-        (s->arity < 0 && argc < -s->arity) ||
-        (strcmp(s->name, "unblock") == 0 && argc > 4)) {
+    if (!session_sub_arity_ok(s, cmd->argc)) {
+        return CMD_LOCAL; /* session_client answers Redis's error */
+    }
+    if (s->proc == NULL || (s->untracked_fwd && !ctx->tracking)) {
+        return CMD_FORWARD;
+    }
+    return CMD_LOCAL;
+}
+
+void session_client(struct req *req)
+{
+    const struct session_sub *s = session_sub_of(req->cmd);
+
+    /* session_client_pick sent every other case on its way. */
+    PX_ASSERT(s != NULL);
+    if (!session_sub_arity_ok(s, req->cmd->argc)) {
         req_reply_error(
             req, "wrong number of arguments for 'client|%s' command", s->name);
         return;
     }
-    if (s->proc == NULL) {
-        router_forward(req);
-        return;
-    }
+    PX_ASSERT(s->proc != NULL);
     s->proc(req);
 }
 
@@ -682,7 +704,7 @@ void session_client(struct req *req)
 static void session_select_reply(struct req *req, const char *frame, size_t len)
 {
     if (len > 0 && frame[0] == '-' && req->client != NULL) {
-        req->client->db = (long)req->filter_arg;
+        req->client->sess.db = (long)req->filter_arg;
     }
     PX_CHECK_OOM(buf_append(&req->reply, frame, len));
 }
@@ -709,8 +731,8 @@ void session_select(struct req *req)
         req_reply_error(req, "ERR DB index is out of range");
         return;
     }
-    if (db == 0 && (c->priv == NULL || c->db == 0)) {
-        c->db = 0;
+    if (db == 0 && (c->priv == NULL || c->sess.db == 0)) {
+        c->sess.db = 0;
         session_ok(req);
         return;
     }
@@ -719,10 +741,10 @@ void session_select(struct req *req)
      * pipelined behind follow it to the private connection, and set back
      * if the node refuses it (SELECT 99 of 16 databases), so CL.THROTTLE
      * acts on the db the connection really has. */
-    req->filter_arg = c->db;
+    req->filter_arg = c->sess.db;
     req->filter = session_select_reply;
-    c->db = (long)db;
-    router_send_private(req);
+    c->sess.db = (long)db;
+    priv_send(req);
 }
 
 void session_readonly(struct req *req)

@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "proxy/cmd_def.h"
+
 struct client;
 struct req;
 
@@ -17,8 +19,13 @@ struct req;
  * splittable on spaces. */
 int session_attr_ok(const char *p, size_t len);
 
-/* CLIENT <subcommand> ... */
+/* CLIENT <subcommand> ...: the subcommands cellgate answers. */
 void session_client(struct req *req);
+
+/* CLIENT's way (cmd_pick_fn): answered here, forwarded (HELP, a
+ * subcommand the node does not know, CACHING without tracking), or on a
+ * private connection for good (a subcommand of a newer Redis). */
+cmd_pick_fn session_client_pick;
 
 /* SELECT <db>: 0 is answered here, n > 0 needs a private connection. */
 void session_select(struct req *req);

@@ -13,7 +13,7 @@
  *
  * Tracking keeps a private connection (Redis's tracking table names it),
  * and in cluster mode one per node the client reads from
- * (client_tracking_upstream), so invalidations come from every node. */
+ * (priv_tracking_upstream), so invalidations come from every node. */
 #include "proxy/tracking.h"
 
 #include <limits.h>
@@ -28,7 +28,7 @@
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-#include "proxy/router.h"
+#include "proxy/priv.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
 
@@ -116,10 +116,10 @@ static void tracking_tracking_send(struct req *req, int at)
             (struct server_redir_id){ .rid = target->rid, .cid = (uint64_t)id };
         server.next_redir++;
     }
-    c->tracking = 1;
+    c->sess.tracking = 1;
     if (server.cluster.enabled && target == NULL) {
         /* Keys of other nodes are read over private connections there
-         * that track the same way (see client_aux_for). */
+         * that track the same way (see priv_aux_for). */
         resp_cmd_free(c->tracking_cmd);
         c->tracking_cmd = resp_cmd_with_arg(req->cmd, -1, NULL, 0);
         if (c->tracking_cmd == NULL) {
@@ -130,11 +130,11 @@ static void tracking_tracking_send(struct req *req, int at)
         /* Invalidations go to the redirect target's node. */
         struct node *n = cluster_node_by_name(&server.cluster, target->name);
         if (n != NULL) {
-            router_send_private_to(req, n);
+            priv_send_to(req, n);
             return;
         }
     }
-    router_send_private(req);
+    priv_send(req);
 }
 
 /* The target's private connection learned its Redis id: the tracking
@@ -165,13 +165,13 @@ void tracking_client_tracking(struct req *req)
         return;
     }
     if (!on) {
-        client_aux_release(c);
+        priv_aux_release(c);
         if (c->priv == NULL) {
             session_ok(req); /* not tracking: nothing to turn off */
             return;
         }
-        c->tracking = 0;
-        router_send_private(req);
+        c->sess.tracking = 0;
+        priv_send(req);
         return;
     }
     for (i = 3; i + 1 < req->cmd->argc && at == 0; i++) {
@@ -205,12 +205,12 @@ void tracking_client_tracking(struct req *req)
             req_reply_error(req, "CLUSTERDOWN Hash slot not served");
             return;
         }
-        t->priv = client_priv_take(t, n);
+        t->priv = priv_take(t, n);
         if (t->priv == NULL) {
-            client_priv_refuse(req);
+            priv_refuse(req);
             return;
         }
-        t->redir_target = 1;
+        t->sess.redir_target = 1;
     }
     req->part = (unsigned)at;
     req->resume = tracking_tracking_resume;
@@ -292,9 +292,9 @@ static void tracking_filter_trackinginfo(struct req *req, const char *frame,
  * gets Redis's answer for that case here. */
 void tracking_client_getredir(struct req *req)
 {
-    if (req->client->tracking) {
+    if (req->client->sess.tracking) {
         req->filter = tracking_filter_getredir;
-        router_send_private(req);
+        priv_send(req);
         return;
     }
     PX_CHECK_OOM(resp_enc_int(&req->reply, -1));
@@ -305,9 +305,9 @@ void tracking_client_trackinginfo(struct req *req)
 {
     struct buf *b = &req->reply;
 
-    if (req->client->tracking) {
+    if (req->client->sess.tracking) {
         req->filter = tracking_filter_trackinginfo;
-        router_send_private(req);
+        priv_send(req);
         return;
     }
     PX_CHECK_OOM(resp_enc_map_header(b, 3, req->proto));
@@ -321,13 +321,9 @@ void tracking_client_trackinginfo(struct req *req)
     req_reply_built(req);
 }
 
-/* CLIENT CACHING acts on the tracking connection, when there is one; else
- * Redis refuses it, with no effect, on any connection. */
+/* CLIENT CACHING acts on the tracking connection (only a tracking client
+ * gets here: Redis refuses it, with no effect, on any connection). */
 void tracking_client_caching(struct req *req)
 {
-    if (req->client->tracking) {
-        router_send_private(req);
-        return;
-    }
-    router_forward(req);
+    priv_send(req); /* untracked: forwarded (session_client_pick) */
 }

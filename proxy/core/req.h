@@ -94,13 +94,12 @@ struct req {
                                         the proxy's own requests); picks the
                                         connection pool */
     long long filter_arg;            /* the filter's own value (SELECT n: the db
-                                        the client had before it) */
-    long long add_int;        /* PUBLISH, cluster mode: subscribers cellgate
-                                 holds on other nodes, added to the count
-                                 of the node that answered */
-    size_t npush;             /* bytes of relayed pushes at the start of
-                                 reply, that came before the reply */
-    unsigned done : 1;        /* the reply is complete */
+                                        the client had before it; PUBLISH:
+                                        the subscribers cellgate holds on
+                                        other nodes) */
+    size_t npush;                    /* bytes of relayed pushes at the start of
+                                        reply, that came before the reply */
+    unsigned done : 1;               /* the reply is complete */
     unsigned own : 1;         /* made by the proxy: freed after on_reply */
     unsigned made_error : 1;  /* its reply is an error the proxy wrote */
     unsigned silent : 1;      /* CLIENT REPLY OFF/SKIP: the reply is
