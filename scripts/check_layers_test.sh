@@ -45,7 +45,7 @@ expect() {
     local what=$1 want=$2 out rc p bad=""
     shift 2
     n=$((n + 1))
-    out=$(CHECK_LAYERS_ROOT=$T/tree bash "$HERE/check_layers.sh" 2>&1)
+    out=$(CHECK_LAYERS_TOP_MAX=4 CHECK_LAYERS_ROOT=$T/tree bash "$HERE/check_layers.sh" 2>&1)
     rc=$?
     [ "$rc" -eq "$want" ] || bad="exit $rc, want $want"
     for p in "$@"; do
