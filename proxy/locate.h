@@ -15,7 +15,7 @@ struct node *locate_node(struct req *req);
 
 /* The key guard alone, for a command bound for a connection already
  * chosen (the client's private one): 1 when allowed, else 0 after
- * replying with the limiter's -NOPERM. */
+ * replying with the limiter's -NOPERM (which may free `req`). */
 int locate_key_allowed(struct req *req);
 
 /* Answers `req` with the limiter's -NOPERM for its key prefix. */

@@ -262,10 +262,12 @@ static void priv_send_swallowed(struct client *c, const char *word)
 
 int priv_allowed(struct req *req)
 {
+    struct client *c = req->client; /* the refusal below may free `req` */
+
     if (locate_key_allowed(req)) {
         return 1;
     }
-    priv_tx_refused(req->client);
+    priv_tx_refused(c);
     return 0;
 }
 
