@@ -111,11 +111,6 @@ static void client_out_append(struct client *c, const char *p, size_t n)
     c->out_total += n;
 }
 
-size_t client_output_bytes(const struct client *c)
-{
-    return wq_pending(&c->wq) + c->held;
-}
-
 /* Closes `c`, as Redis does, when what cellgate holds for it besides the
  * reply in transit passes client_max_output_bytes; closing frees it all
  * (its requests' replies, its write queue). */

@@ -121,10 +121,6 @@ struct req *client_req_new(struct client *c, struct resp_cmd *cmd);
 /* Relays bytes that no request asked for (pub/sub messages) in order. */
 void client_push(struct client *c, const char *p, size_t n);
 
-/* Bytes the proxy holds for `c`: written but not taken by the kernel,
- * and kept in c->reqs (what client_max_output_bytes bounds). */
-size_t client_output_bytes(const struct client *c);
-
 /* Moves finished replies to the socket; resumes reading when possible.
  * Called by the server's flush pass. */
 void client_flush(struct client *c);

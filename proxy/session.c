@@ -27,6 +27,7 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
+#include "proxy/client_output.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
