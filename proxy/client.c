@@ -174,10 +174,17 @@ static void client_drain(struct client *c)
 static void client_on_reply(struct req *req, const char *p, size_t n)
 {
     struct client *c = req->client;
+    enum req_retry retry = REQ_RETRY_PASS;
 
-    if (req->retry != NULL && p != req->reply.data && !c->closing &&
-        req->retry(req, p, n)) {
-        return; /* still owed: sent again, or completed meanwhile */
+    if (req->retry != NULL && p != req->reply.data && !c->closing) {
+        retry = req->retry(req, p, n);
+    }
+    if (retry == REQ_RETRY_AGAIN) {
+        router_forward(req); /* still owed: sent again */
+        return;
+    }
+    if (retry == REQ_RETRY_TAKEN) {
+        return; /* completed meanwhile */
     }
     if (req->made_error) {
         server.stats.errors++;
