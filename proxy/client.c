@@ -399,8 +399,18 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     if (c->tls != NULL) {
-        if (client_tls_read(c, b->base, (size_t)nread) != 0) {
-            return; /* the handshake runs, or failed */
+        enum client_tls_rc rc = client_tls_read(c, b->base, (size_t)nread);
+
+        if (rc == CLIENT_TLS_CLOSE) {
+            client_close(c);
+            return;
+        }
+        if (c->wq.enc.len > 0 || rc == CLIENT_TLS_OPENED) {
+            server_mark_client(c); /* the handshake's answer, an alert, or
+                                      what waited for the handshake */
+        }
+        if (rc == CLIENT_TLS_WAIT) {
+            return;
         }
     } else if (resp_reader_feed(c->rd, b->base, (size_t)nread) != RESP_OK) {
         px_oom((size_t)nread);
