@@ -538,6 +538,23 @@ void client_clear_state_flags(struct client *c)
     sess_reset(&c->sess);
 }
 
+/* A reply made here that closes `c` once the replies before it are out. */
+static void client_close_after_owed(struct client *c)
+{
+    struct req *req = client_req_new(c, NULL);
+
+    req->close_after = 1;
+    req_reply_built(req);
+}
+
+/* What priv.c tells a client (installed in every client it accepts). */
+static const struct priv_client_ops client_priv_ops = {
+    .push = client_push,
+    .frame = client_note_priv_frame,
+    .state_gone = client_clear_state_flags,
+    .close_after_owed = client_close_after_owed,
+};
+
 struct client *client_by_id(uint64_t id)
 {
     struct queue *q;
@@ -568,6 +585,7 @@ void client_accept(uv_stream_t *listener)
     wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);
     c->authed = conf->requirepass == NULL;
     c->proto = RESP_PROTO2;
+    c->priv_ops = &client_priv_ops;
     c->ctime_ms = server_now_ms();
     c->last_ms = c->ctime_ms;
     memcpy(c->last_cmd, "NULL", 5);

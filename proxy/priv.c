@@ -28,7 +28,6 @@
 
 void priv_gone(struct client *c, struct upstream *up, int failed)
 {
-    struct req *req;
     int had_state;
 
     if (up != c->priv) {
@@ -37,22 +36,18 @@ void priv_gone(struct client *c, struct upstream *up, int failed)
          * replies owed, as a dropped Redis connection would. */
         queue_remove(&up->aux_link);
         if (failed && !c->closing) {
-            req = client_req_new(c, NULL);
-            req->close_after = 1;
-            req_reply_built(req);
+            c->priv_ops->close_after_owed(c);
         }
         return;
     }
     c->priv = NULL;
     priv_aux_release(c); /* tracking ends with the first connection */
     had_state = sess_has_state(&c->sess) && !c->sess.push_wait;
-    client_clear_state_flags(c);
+    c->priv_ops->state_gone(c);
     if (failed && had_state && !c->closing) {
         /* Its Redis-side state (subscriptions, db, transaction) is gone:
          * close after the replies already owed, as Redis would have. */
-        req = client_req_new(c, NULL);
-        req->close_after = 1;
-        req_reply_built(req);
+        c->priv_ops->close_after_owed(c);
     }
 }
 
@@ -72,13 +67,13 @@ static void priv_up_push(struct upstream *up, const char *p, size_t n)
          * that will not come). */
         c->sess.push_wait = 0;
     }
-    client_push(c, p, n);
+    c->priv_ops->push(c, p, n);
 }
 
 static void priv_up_frame(struct upstream *up, const char *p, size_t n)
 {
     if (up->owner != NULL) {
-        client_note_priv_frame(up->owner, p, n);
+        up->owner->priv_ops->frame(up->owner, p, n);
     }
 }
 
@@ -296,7 +291,7 @@ void priv_send_to(struct req *req, struct node *n)
                 /* What this command began never reached Redis (in a
                  * deferred transaction: refused while queuing, EXEC
                  * aborts). */
-                client_clear_state_flags(c);
+                c->priv_ops->state_gone(c);
                 priv_aux_release(c);
             }
             priv_refuse(req);

@@ -11,10 +11,27 @@
 #ifndef PX_PROXY_PRIV_H
 #define PX_PROXY_PRIV_H
 
+#include <stddef.h>
+
 struct client;
 struct node;
 struct req;
 struct upstream;
+
+/* What this module tells the client a private upstream serves. The client's
+ * own code installs them in each client (c->priv_ops) when it accepts it:
+ * this module sits below client.c and reaches it only through these. */
+struct priv_client_ops {
+    /* Relays bytes no request asked for (pub/sub messages) in order. */
+    void (*push)(struct client *c, const char *p, size_t n);
+    /* Sees a reply frame of the private upstream (subscription counts). */
+    void (*frame)(struct client *c, const char *p, size_t n);
+    /* The state that lived on the private upstream is gone: forget it. */
+    void (*state_gone)(struct client *c);
+    /* Closes the client after the replies it is owed, as a dropped Redis
+     * connection would. */
+    void (*close_after_owed)(struct client *c);
+};
 
 /* Sends `req` to its client's private upstream, taking one (of the node of
  * its keys) if needed. In cluster mode MULTI is answered here and sent
