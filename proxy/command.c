@@ -26,6 +26,7 @@
 #include "proxy/core/util.h"
 #include "proxy/limiter/limiter.h"
 #include "proxy/priv.h"
+#include "proxy/priv_send.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
 

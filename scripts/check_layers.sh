@@ -34,8 +34,8 @@ cd "$root"
 
 # Files in a circle of calls of the top layer. The goal is 4, the wiring
 # (client, router, command, server); today's knot is 5, because session
-# still call back up. This ceiling only goes down, to 4, as
-# they stop. scripts/check_layers_test.sh sets it to 4 for its trees.
+# still calls back up. This ceiling only goes down, to 4, as it stops.
+# scripts/check_layers_test.sh sets it to 4 for its trees.
 TOP_CIRCLE_MAX=${CHECK_LAYERS_TOP_MAX:-5}
 C_LINES_MAX=1000 # lines in a .c file
 
