@@ -29,46 +29,43 @@ struct tls_conn;
 struct upstream;
 
 struct client {
-    uint64_t id;             /* unique, from 1 */
-    uint64_t lane;           /* picks its shared connection of each
-                                node (lane % upstream_pool): its id at
-                                first, moved only while it owes
-                                nothing, so its commands keep their
-                                order */
-    uv_tcp_t tcp;            /* embedded socket */
-    struct resp_reader *rd;  /* owned: request parser */
-    struct queue reqs;       /* struct req, arrival order */
-    unsigned nreqs;          /* length of reqs */
-    unsigned lim_owed;       /* its limiter requests (CL.THROTTLE,
-                                LIMITER) not answered yet: calls the
-                                limiter may still hold back for a
-                                batch */
-    unsigned fwd_owed;       /* its requests sent to Redis as they are,
-                                not answered yet */
-    struct req *order_held;  /* borrowed (it is in reqs): the next
-                                request, parsed, not dispatched until
-                                the requests of another kind before it
-                                are answered (router_order_ready);
-                                nothing after it is parsed */
-    struct wq wq;            /* reply bytes */
-    struct tls_conn *tls;    /* owned: a client of tls_listen's TLS
-                                (client_tls.c), else NULL */
-    struct queue hs_link;    /* link in server.tls_handshakes while
-                                its handshake runs */
-    size_t held;             /* bytes kept in the replies of c->reqs
-                                (completed replies waiting for an
-                                earlier one, relayed pushes): counted
-                                against the output limit */
-    uint64_t out_total;      /* bytes ever appended to wq.out */
-    uint64_t head_end;       /* out_total at the end of the reply in
-                                transit, the one reply not counted
-                                against the output limit */
-    struct queue node;       /* link in server.clients */
-    struct queue dirty_node; /* link in server.dirty_clients */
-    struct upstream *priv;   /* owned: private upstream, or NULL */
-    const struct priv_client_ops *priv_ops; /* borrowed (static): how
-                                      priv.c, below, tells this client what
-                                      its private upstream did */
+    uint64_t id;                   /* unique, from 1 */
+    uint64_t lane;                 /* picks its shared connection of each
+                                      node (lane % upstream_pool): its id at
+                                      first, moved only while it owes
+                                      nothing, so its commands keep their
+                                      order */
+    uv_tcp_t tcp;                  /* embedded socket */
+    struct resp_reader *rd;        /* owned: request parser */
+    struct queue reqs;             /* struct req, arrival order */
+    unsigned nreqs;                /* length of reqs */
+    unsigned lim_owed;             /* its limiter requests (CL.THROTTLE,
+                                      LIMITER) not answered yet: calls the
+                                      limiter may still hold back for a
+                                      batch */
+    unsigned fwd_owed;             /* its requests sent to Redis as they are,
+                                      not answered yet */
+    struct req *order_held;        /* borrowed (it is in reqs): the next
+                                      request, parsed, not dispatched until
+                                      the requests of another kind before it
+                                      are answered (router_order_ready);
+                                      nothing after it is parsed */
+    struct wq wq;                  /* reply bytes */
+    struct tls_conn *tls;          /* owned: a client of tls_listen's TLS
+                                      (client_tls.c), else NULL */
+    struct queue hs_link;          /* link in server.tls_handshakes while
+                                      its handshake runs */
+    size_t held;                   /* bytes kept in the replies of c->reqs
+                                      (completed replies waiting for an
+                                      earlier one, relayed pushes): counted
+                                      against the output limit */
+    uint64_t out_total;            /* bytes ever appended to wq.out */
+    uint64_t head_end;             /* out_total at the end of the reply in
+                                      transit, the one reply not counted
+                                      against the output limit */
+    struct queue node;             /* link in server.clients */
+    struct queue dirty_node;       /* link in server.dirty_clients */
+    struct upstream *priv;         /* owned: private upstream, or NULL */
     struct queue aux;              /* owned: cluster mode, a tracking client's
                                       private upstreams on the other nodes
                                       (struct upstream, aux_link) */
@@ -105,6 +102,9 @@ struct client {
                                       connections) */
     unsigned handshaking : 1;      /* TLS: the handshake runs; nothing is
                                       parsed nor written but its records */
+    /* Borrowed (static): how priv.c, below client.c, tells this client
+     * what its private upstream did; set by client_accept. */
+    const struct priv_client_ops *priv_ops;
 };
 
 /* Accepts a connection from the listener. */
