@@ -111,11 +111,6 @@ static void client_out_append(struct client *c, const char *p, size_t n)
     c->out_total += n;
 }
 
-size_t client_output_bytes(const struct client *c)
-{
-    return wq_pending(&c->wq) + c->held;
-}
-
 /* Closes `c`, as Redis does, when what cellgate holds for it besides the
  * reply in transit passes client_max_output_bytes; closing frees it all
  * (its requests' replies, its write queue). */
@@ -179,10 +174,17 @@ static void client_drain(struct client *c)
 static void client_on_reply(struct req *req, const char *p, size_t n)
 {
     struct client *c = req->client;
+    enum req_retry retry = REQ_RETRY_PASS;
 
-    if (req->retry != NULL && p != req->reply.data && !c->closing &&
-        req->retry(req, p, n)) {
-        return; /* still owed: sent again, or completed meanwhile */
+    if (req->retry != NULL && p != req->reply.data && !c->closing) {
+        retry = req->retry(req, p, n);
+    }
+    if (retry == REQ_RETRY_AGAIN) {
+        router_forward(req); /* still owed: sent again */
+        return;
+    }
+    if (retry == REQ_RETRY_TAKEN) {
+        return; /* completed meanwhile */
     }
     if (req->made_error) {
         server.stats.errors++;
@@ -397,8 +399,18 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     if (c->tls != NULL) {
-        if (client_tls_read(c, b->base, (size_t)nread) != 0) {
-            return; /* the handshake runs, or failed */
+        enum client_tls_rc rc = client_tls_read(c, b->base, (size_t)nread);
+
+        if (rc == CLIENT_TLS_CLOSE) {
+            client_close(c);
+            return;
+        }
+        if (c->wq.enc.len > 0 || rc == CLIENT_TLS_OPENED) {
+            server_mark_client(c); /* the handshake's answer, an alert, or
+                                      what waited for the handshake */
+        }
+        if (rc == CLIENT_TLS_WAIT) {
+            return;
         }
     } else if (resp_reader_feed(c->rd, b->base, (size_t)nread) != RESP_OK) {
         px_oom((size_t)nread);
@@ -526,6 +538,23 @@ void client_clear_state_flags(struct client *c)
     sess_reset(&c->sess);
 }
 
+/* A reply made here that closes `c` once the replies before it are out. */
+static void client_close_after_owed(struct client *c)
+{
+    struct req *req = client_req_new(c, NULL);
+
+    req->close_after = 1;
+    req_reply_built(req);
+}
+
+/* What priv.c tells a client (installed in every client it accepts). */
+static const struct priv_client_ops client_priv_ops = {
+    .push = client_push,
+    .frame = client_note_priv_frame,
+    .state_gone = client_clear_state_flags,
+    .close_after_owed = client_close_after_owed,
+};
+
 struct client *client_by_id(uint64_t id)
 {
     struct queue *q;
@@ -556,6 +585,7 @@ void client_accept(uv_stream_t *listener)
     wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);
     c->authed = conf->requirepass == NULL;
     c->proto = RESP_PROTO2;
+    c->priv_ops = &client_priv_ops;
     c->ctime_ms = server_now_ms();
     c->last_ms = c->ctime_ms;
     memcpy(c->last_cmd, "NULL", 5);

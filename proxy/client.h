@@ -21,6 +21,7 @@
 
 struct hmap;
 struct node;
+struct priv_client_ops;
 struct req;
 struct resp_cmd;
 struct resp_reader;
@@ -101,6 +102,9 @@ struct client {
                                       connections) */
     unsigned handshaking : 1;      /* TLS: the handshake runs; nothing is
                                       parsed nor written but its records */
+    /* Borrowed (static): how priv.c, below client.c, tells this client
+     * what its private upstream did; set by client_accept. */
+    const struct priv_client_ops *priv_ops;
 };
 
 /* Accepts a connection from the listener. */
@@ -120,10 +124,6 @@ struct req *client_req_new(struct client *c, struct resp_cmd *cmd);
 
 /* Relays bytes that no request asked for (pub/sub messages) in order. */
 void client_push(struct client *c, const char *p, size_t n);
-
-/* Bytes the proxy holds for `c`: written but not taken by the kernel,
- * and kept in c->reqs (what client_max_output_bytes bounds). */
-size_t client_output_bytes(const struct client *c);
 
 /* Moves finished replies to the socket; resumes reading when possible.
  * Called by the server's flush pass. */

@@ -16,11 +16,11 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "proxy/client.h"
+#include "proxy/client_addr.h"
 #include "proxy/core/log.h"
 #include "proxy/core/tls.h"
 #include "proxy/core/util.h"
 #include "proxy/server.h"
-#include "proxy/session.h"
 
 /* Log lines about failed handshakes: one per this period at most, the
  * next one counting those it did not show (a flood of bad peers must not
@@ -35,12 +35,13 @@ void client_tls_accept(struct client *c)
     queue_insert_tail(&server.tls_handshakes, &c->hs_link);
 }
 
-/* One log line for a failed handshake, rate limited; closes `c`. */
+/* One log line for a failed handshake, rate limited; the caller closes
+ * `c`. */
 static void client_tls_fail(struct client *c, const char *why)
 {
     struct server_stats *st = &server.stats;
-    uint64_t now = server_now_ms();
-    char addr[SESSION_ADDR_MAX];
+    uint64_t now = core_now_ms(&server.core);
+    char addr[CLIENT_ADDR_MAX];
 
     st->tls_failures += c->handshaking;
     st->tls_unlogged++;
@@ -51,13 +52,12 @@ static void client_tls_fail(struct client *c, const char *why)
                      " (and %llu more TLS failures since the last such line)",
                      (unsigned long long)st->tls_unlogged - 1);
         }
-        session_addr(c, 0, addr, sizeof(addr));
+        client_addr(c, 0, addr, sizeof(addr));
         log_warn("client %llu from %s: %s%s", (unsigned long long)c->id, addr,
                  why, more);
         st->tls_log_ms = now;
         st->tls_unlogged = 0;
     }
-    client_close(c);
 }
 
 /* Plaintext to the request reader; dropped once nothing more is read
@@ -74,31 +74,27 @@ static void client_tls_sink(void *arg, const char *p, size_t n)
     }
 }
 
-int client_tls_read(struct client *c, const char *p, size_t n)
+enum client_tls_rc client_tls_read(struct client *c, const char *p, size_t n)
 {
     char why[TLS_WHY_SIZE];
     int rc = tls_feed(c->tls, p, n, client_tls_sink, c, why, sizeof(why));
 
     if (rc == TLS_ERR) {
         client_tls_fail(c, why);
-        return -1;
+        return CLIENT_TLS_CLOSE;
     }
     if (rc == TLS_CLOSED) { /* close_notify: as an end of stream */
-        client_close(c);
-        return -1;
-    }
-    if (c->wq.enc.len > 0) {
-        server_mark_client(c); /* the handshake's answer, or an alert */
+        return CLIENT_TLS_CLOSE;
     }
     if (rc == TLS_OPENED) {
         c->handshaking = 0;
         queue_remove(&c->hs_link);
         server.ntls_clients++;
-        server_mark_client(c); /* what waited for it (a refusal) goes */
         log_debug("client %llu: TLS handshake done (%s)",
                   (unsigned long long)c->id, tls_conn_version(c->tls));
+        return CLIENT_TLS_OPENED;
     }
-    return c->handshaking ? -1 : 0;
+    return c->handshaking ? CLIENT_TLS_WAIT : CLIENT_TLS_PARSE;
 }
 
 void client_tls_gone(struct client *c)
@@ -113,19 +109,21 @@ void client_tls_gone(struct client *c)
     }
 }
 
-void client_tls_cron(uint64_t now_ms)
+struct client *client_tls_expired(uint64_t now_ms)
 {
     unsigned timeout = server.conf->tls.handshake_timeout_ms;
+    struct client *c;
     char why[64];
 
-    while (!queue_empty(&server.tls_handshakes)) {
-        struct client *c = container_of(queue_head(&server.tls_handshakes),
-                                        struct client, hs_link);
-        if (now_ms - c->ctime_ms < timeout) {
-            break;
-        }
-        snprintf(why, sizeof(why), "TLS handshake timed out after %u ms",
-                 timeout);
-        client_tls_fail(c, why); /* closing unlinks it */
+    if (queue_empty(&server.tls_handshakes)) {
+        return NULL;
     }
+    c = container_of(queue_head(&server.tls_handshakes), struct client,
+                     hs_link);
+    if (now_ms - c->ctime_ms < timeout) {
+        return NULL;
+    }
+    snprintf(why, sizeof(why), "TLS handshake timed out after %u ms", timeout);
+    client_tls_fail(c, why);
+    return c;
 }

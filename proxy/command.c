@@ -19,12 +19,14 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
+#include "proxy/client_addr.h"
 #include "proxy/core/log.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/limiter/limiter.h"
 #include "proxy/priv.h"
+#include "proxy/priv_send.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
 
@@ -77,14 +79,14 @@ static void cmd_auth_failed(struct client *c, const char *user, size_t ulen)
 {
     struct server_stats *st = &server.stats;
     uint64_t now = server_now_ms();
-    char addr[SESSION_ADDR_MAX];
+    char addr[CLIENT_ADDR_MAX];
 
     st->auth_failures++;
     st->auth_unlogged++;
     if (st->auth_log_ms != 0 && now - st->auth_log_ms < 1000) {
         return;
     }
-    session_addr(c, 0, addr, sizeof(addr));
+    client_addr(c, 0, addr, sizeof(addr));
     log_warn("AUTH refused for user '%.*s' from %s (%llu refused since the "
              "last such line)",
              (int)(ulen > 64 ? 64 : ulen), user, addr,

@@ -6,8 +6,9 @@
  *        |   the reply of the one node that answers (single mode, a private
  *        |   connection); a fanned-out one is filtered by its merge
  *        |   (hidden_prefix_for -> merge->hide_prefix)
- *        +-- RANDOMKEY: req->retry, which routes the request again while it
- *            draws a limiter key, then answers null
+ *        +-- RANDOMKEY: req->retry, which has the request routed again
+ *            (by client_on_reply) while it draws a limiter key, then
+ *            answers null
  *
  * Both hooks see the node's reply before the client does, on every path a
  * forwarded command takes, so no other code needs to know of them. A
@@ -22,7 +23,6 @@
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
 #include "proxy/hidden_filter.h"
-#include "proxy/router.h"
 #include "proxy/server.h"
 
 /* The longest client-given prefix an error shows. */
@@ -34,22 +34,21 @@ static void hidden_filter_keys(struct req *req, const char *frame, size_t len)
                         server.conf->key_prefix, &req->reply);
 }
 
-static int hidden_retry_randomkey(struct req *req, const char *frame,
-                                  size_t len)
+static enum req_retry hidden_retry_randomkey(struct req *req, const char *frame,
+                                             size_t len)
 {
     if (!hidden_filter_drawn(frame, len, server.conf->key_prefix)) {
-        return 0;
+        return REQ_RETRY_PASS;
     }
     if (req->tries + 1 >= HIDDEN_RANDOMKEY_TRIES) {
         /* Limiter keys are most of the keyspace: as if it were empty. */
         req->retry = NULL;
         PX_CHECK_OOM(resp_enc_null(&req->reply, req->proto));
         req_reply_built(req);
-        return 1;
+        return REQ_RETRY_TAKEN;
     }
     req->tries++;
-    router_forward(req);
-    return 1;
+    return REQ_RETRY_AGAIN; /* the client's callback routes it again */
 }
 
 /* The name a refusal inside MULTI shows. */

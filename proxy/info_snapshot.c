@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "conf/conf.h"
-#include "proxy/client.h"
+#include "proxy/client_output.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"

@@ -2,11 +2,11 @@
  *
  * Design note: a client holds a private upstream only while it has
  * Redis-side state (sess.h) or runs a call that would hold a shared
- * connection. Taking, refusing, giving back and sending on it live here,
- * below the router and the command handlers, so a handler that must send on
- * it calls down into this file and never back into the router. What the
- * state is and when it ends is decided by sess.c; this file does the I/O
- * those decisions ask for (the deferred MULTI, the GET that makes EXEC
+ * connection. Taking, refusing and giving it back live here; sending on
+ * it (priv_send.c) sits above, since it locates the node and may split a
+ * command, whose parts (merge.c) take a tracking client's aux upstreams
+ * from here. What the state is and when it ends is decided by sess.c;
+ * this file does the I/O those decisions ask for (the GET that makes EXEC
  * abort, the aux upstreams of a tracking client). */
 #include "proxy/priv.h"
 
@@ -14,21 +14,17 @@
 
 #include "conf/conf.h"
 #include "parser/resp.h"
-#include "parser/resp_enc.h"
 #include "proxy/client.h"
-#include "proxy/cmd_def.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/log.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-#include "proxy/locate.h"
 #include "proxy/pubsub.h"
 #include "proxy/server.h"
 
 void priv_gone(struct client *c, struct upstream *up, int failed)
 {
-    struct req *req;
     int had_state;
 
     if (up != c->priv) {
@@ -37,22 +33,18 @@ void priv_gone(struct client *c, struct upstream *up, int failed)
          * replies owed, as a dropped Redis connection would. */
         queue_remove(&up->aux_link);
         if (failed && !c->closing) {
-            req = client_req_new(c, NULL);
-            req->close_after = 1;
-            req_reply_built(req);
+            c->priv_ops->close_after_owed(c);
         }
         return;
     }
     c->priv = NULL;
     priv_aux_release(c); /* tracking ends with the first connection */
     had_state = sess_has_state(&c->sess) && !c->sess.push_wait;
-    client_clear_state_flags(c);
+    c->priv_ops->state_gone(c);
     if (failed && had_state && !c->closing) {
         /* Its Redis-side state (subscriptions, db, transaction) is gone:
          * close after the replies already owed, as Redis would have. */
-        req = client_req_new(c, NULL);
-        req->close_after = 1;
-        req_reply_built(req);
+        c->priv_ops->close_after_owed(c);
     }
 }
 
@@ -72,13 +64,13 @@ static void priv_up_push(struct upstream *up, const char *p, size_t n)
          * that will not come). */
         c->sess.push_wait = 0;
     }
-    client_push(c, p, n);
+    c->priv_ops->push(c, p, n);
 }
 
 static void priv_up_frame(struct upstream *up, const char *p, size_t n)
 {
     if (up->owner != NULL) {
-        client_note_priv_frame(up->owner, p, n);
+        up->owner->priv_ops->frame(up->owner, p, n);
     }
 }
 
@@ -206,138 +198,11 @@ struct upstream *priv_aux_for(struct client *c, struct node *node)
     return up;
 }
 
-/* ---------------- Sending on it ---------------- */
-
-/* Cluster mode: a transaction goes to the node of its first command's keys,
- * which MULTI itself does not have, so MULTI is answered here and sent
- * later, just before that first command. Returns 1 when it took `req`. */
-static int priv_defer_multi(struct req *req)
-{
-    static const char reply_ok[] = "+OK\r\n";
-    static const char reply_empty[] = "*0\r\n";
-    struct client *c = req->client;
-    unsigned flags = req->def != NULL ? req->def->flags : 0;
-
-    if (!server.cluster.enabled || c->priv != NULL) {
-        return 0;
-    }
-    if ((flags & CMD_F_MULTI) && c->sess.multi_deferred) {
-        req_reply_error(req, "ERR MULTI calls can not be nested");
-        return 1;
-    }
-    if (flags & CMD_F_MULTI) {
-        c->sess.multi_deferred = 1;
-        req_reply(req, reply_ok, sizeof(reply_ok) - 1);
-        return 1;
-    }
-    if (c->sess.multi_deferred && (flags & CMD_F_TXEND)) {
-        /* Nothing reached a node: EXEC runs an empty transaction, or
-         * aborts when a command was refused here, as Redis would. */
-        switch (sess_tx_end_deferred(&c->sess,
-                                     strcmp(req->def->name, "discard") == 0)) {
-        case SESS_TXEND_OK:
-            req_reply(req, reply_ok, sizeof(reply_ok) - 1);
-            break;
-        case SESS_TXEND_ABORT:
-            req_reply_error(req, "EXECABORT Transaction discarded because "
-                                 "of previous errors.");
-            break;
-        case SESS_TXEND_EMPTY:
-            req_reply(req, reply_empty, sizeof(reply_empty) - 1);
-            break;
-        }
-        return 1;
-    }
-    return 0;
-}
-
-/* Sends a one-word command of the proxy's own on the client's private
- * connection; its reply is dropped. */
-static void priv_send_swallowed(struct client *c, const char *word)
+void priv_swallowed(struct client *c, const char *word)
 {
     const char *argv[1] = { word };
 
     upstream_send(c->priv, req_own_argv(1, argv, NULL, NULL));
-}
-
-int priv_allowed(struct req *req)
-{
-    struct client *c = req->client; /* the refusal below may free `req` */
-
-    if (locate_key_allowed(req)) {
-        return 1;
-    }
-    priv_tx_refused(c);
-    return 0;
-}
-
-void priv_send_to(struct req *req, struct node *n)
-{
-    struct client *c = req->client;
-
-    if (priv_defer_multi(req)) {
-        return;
-    }
-    if (c->priv == NULL) {
-        if (n == NULL && !cluster_ready(&server.cluster)) {
-            cluster_hold(&server.cluster, req);
-            return;
-        }
-        if (n == NULL) {
-            n = locate_node(req);
-        }
-        if (n == NULL) {
-            /* Refused here (CROSSSLOT, slot not served): Redis would
-             * flag the transaction, so EXEC must abort. */
-            sess_tx_refused(&c->sess, 0);
-            return;
-        }
-        c->priv = priv_take(c, n);
-        if (c->priv == NULL) {
-            if (sess_tx_refused(&c->sess, 0) == SESS_REFUSAL_NONE) {
-                /* What this command began never reached Redis (in a
-                 * deferred transaction: refused while queuing, EXEC
-                 * aborts). */
-                client_clear_state_flags(c);
-                priv_aux_release(c);
-            }
-            priv_refuse(req);
-            return;
-        }
-        if (c->sess.multi_deferred) {
-            /* Its +OK was already given to the client: the reply to the
-             * MULTI sent now is dropped. */
-            priv_send_swallowed(c, "MULTI");
-            if (sess_multi_sent(&c->sess)) {
-                /* A command was refused before MULTI reached the node:
-                 * the transaction must fail at EXEC there too. */
-                priv_send_swallowed(c, "GET");
-            }
-        }
-    } else if (!priv_allowed(req)) {
-        return;
-    }
-    if (c->sess.tunnel) {
-        upstream_send_tunnel(c->priv, req);
-        return;
-    }
-    if (c->sess.tracking) {
-        c->priv->tracked = 1;
-    }
-    if (c->priv->proto == RESP_PROTO3 && !c->sess.multi && req->def != NULL &&
-        (req->def->flags & (CMD_F_PUBSUB | CMD_F_UNSUB))) {
-        /* Answered by pushes only, which are relayed as they come; the
-         * connection stays until the first of them tells the count. */
-        c->sess.push_wait = 1;
-        upstream_send_pushed(c->priv, req);
-        return;
-    }
-    upstream_send(c->priv, req);
-}
-
-void priv_send(struct req *req)
-{
-    priv_send_to(req, NULL);
 }
 
 void priv_tx_refused(struct client *c)
@@ -345,6 +210,6 @@ void priv_tx_refused(struct client *c)
     if (sess_tx_refused(&c->sess, c->priv != NULL) == SESS_REFUSAL_POISON) {
         /* Queued, refused by Redis (GET without a key), its error
          * dropped: the node's EXEC answers EXECABORT. */
-        priv_send_swallowed(c, "GET");
+        priv_swallowed(c, "GET");
     }
 }

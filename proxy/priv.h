@@ -6,30 +6,31 @@
  * tracking client has one more on each other node it reads from (its aux
  * upstreams), so invalidations come from every node.
  *
- * Handlers that must send on it call priv_send: a call downward, never
- * back into the router. */
+ * Sending on it is priv_send.h's. */
 #ifndef PX_PROXY_PRIV_H
 #define PX_PROXY_PRIV_H
+
+#include <stddef.h>
 
 struct client;
 struct node;
 struct req;
 struct upstream;
 
-/* Sends `req` to its client's private upstream, taking one (of the node of
- * its keys) if needed. In cluster mode MULTI is answered here and sent
- * with the transaction's first command, to that command's node. May
- * complete `req` (a refusal, a deferred transaction's reply). */
-void priv_send(struct req *req);
-
-/* The same, taking the private upstream on `node` when the client has
- * none. */
-void priv_send_to(struct req *req, struct node *node);
-
-/* The key guard for a command bound for the client's private connection
- * (locate_node applies it on the way to shared ones). 1 when allowed; else
- * replies, and a transaction open upstream fails at EXEC (priv_tx_refused). */
-int priv_allowed(struct req *req);
+/* What this module tells the client a private upstream serves. The client's
+ * own code installs them in each client (c->priv_ops) when it accepts it:
+ * this module sits below client.c and reaches it only through these. */
+struct priv_client_ops {
+    /* Relays bytes no request asked for (pub/sub messages) in order. */
+    void (*push)(struct client *c, const char *p, size_t n);
+    /* Sees a reply frame of the private upstream (subscription counts). */
+    void (*frame)(struct client *c, const char *p, size_t n);
+    /* The state that lived on the private upstream is gone: forget it. */
+    void (*state_gone)(struct client *c);
+    /* Closes the client after the replies it is owed, as a dropped Redis
+     * connection would. */
+    void (*close_after_owed)(struct client *c);
+};
 
 /* A command of `c` was refused (the command policy, the key guard) inside
  * its transaction: EXEC must abort (sess_tx_refused), on the node too
@@ -41,6 +42,10 @@ void priv_tx_refused(struct client *c);
  * an aux one). NULL when the node's clients hold private_max_per_node
  * already (counted in INFO): the caller answers with priv_refuse. */
 struct upstream *priv_take(struct client *c, struct node *node);
+
+/* Sends a one-word command of the proxy's own (MULTI, GET) on the private
+ * upstream of `c`; its reply is dropped. */
+void priv_swallowed(struct client *c, const char *word);
 
 /* Answers `req` with the error of a refused private upstream. */
 void priv_refuse(struct req *req);

@@ -65,6 +65,7 @@
 #include "proxy/locate.h"
 #include "proxy/merge.h"
 #include "proxy/priv.h"
+#include "proxy/priv_send.h"
 #include "proxy/pubsub.h"
 #include "proxy/server.h"
 
@@ -132,7 +133,7 @@ void router_forward(struct req *req)
     struct node *n;
 
     if (c->priv != NULL && router_priv_required(c)) {
-        if (priv_allowed(req)) {
+        if (priv_send_allowed(req)) {
             upstream_send(c->priv, req);
         }
         return;

@@ -86,11 +86,15 @@ static void server_on_flush(uv_prepare_t *h)
 
 static void server_on_cron(uv_timer_t *t)
 {
+    struct client *c;
+
     PX_UNUSED(t);
     sentinel_cron(&server.sentinel, server_now_ms());
     cluster_cron(&server.cluster, server_now_ms());
     limiter_cron(&server.limiter);
-    client_tls_cron(server_now_ms());
+    while ((c = client_tls_expired(server_now_ms())) != NULL) {
+        client_close(c); /* its handshake timed out; closing unlinks it */
+    }
 }
 
 /* Sentinel named a new master: the limiter forgets the old one (the

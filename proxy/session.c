@@ -27,18 +27,18 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
+#include "proxy/client_addr.h"
+#include "proxy/client_output.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
-#include "proxy/priv.h"
+#include "proxy/priv_send.h"
 #include "proxy/server.h"
 #include "proxy/tracking.h"
 
 /* Shows at most this much of a client's argument in an error. */
 #define SESSION_ARG_SHOWN 128
-
-/* Room for "[v6 address]:port". */
 
 static const char reply_ok[] = "+OK\r\n";
 
@@ -78,41 +78,6 @@ static void session_set_attr(char **field, const struct req *req, int i)
 
     px_free(*field);
     *field = len > 0 ? px_strndup(p, len) : NULL;
-}
-
-/* "ip:port" of a socket address, as Redis prints it ("[v6]:port"). */
-static void session_format_addr(const struct sockaddr_storage *sa, char *out,
-                                size_t outlen)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-
-    if (sa->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const void *)sa;
-        uv_ip6_name(a, ip, sizeof(ip));
-        snprintf(out, outlen, "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
-    } else if (sa->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const void *)sa;
-        uv_ip4_name(a, ip, sizeof(ip));
-        snprintf(out, outlen, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
-    } else {
-        snprintf(out, outlen, "?:0");
-    }
-}
-
-/* The client's address (`local` 0) or cellgate's end of its connection
- * (1), as CLIENT LIST prints them. */
-void session_addr(const struct client *c, int local, char *out, size_t outlen)
-{
-    struct sockaddr_storage sa;
-    int len = sizeof(sa);
-
-    memset(&sa, 0, sizeof(sa));
-    if (local) {
-        uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&sa, &len);
-    } else {
-        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len);
-    }
-    session_format_addr(&sa, out, outlen);
 }
 
 /* Client types of CLIENT LIST TYPE and CLIENT KILL TYPE. cellgate's
@@ -215,7 +180,7 @@ static void session_flags(const struct client *c, char *out)
 /* Appends the CLIENT LIST line of `c`, with its final newline. */
 static void session_client_line(struct buf *b, const struct client *c)
 {
-    char addr[SESSION_ADDR_MAX], laddr[SESSION_ADDR_MAX], flags[16];
+    char addr[CLIENT_ADDR_MAX], laddr[CLIENT_ADDR_MAX], flags[16];
     char line[768];
     uint64_t now = server_now_ms();
     /* omem: what counts toward client_max_output_bytes, held replies
@@ -224,8 +189,8 @@ static void session_client_line(struct buf *b, const struct client *c)
     uv_os_fd_t fd = -1;
     int n;
 
-    session_addr(c, 0, addr, sizeof(addr));
-    session_addr(c, 1, laddr, sizeof(laddr));
+    client_addr(c, 0, addr, sizeof(addr));
+    client_addr(c, 1, laddr, sizeof(laddr));
     session_flags(c, flags);
     uv_fileno((const uv_handle_t *)&c->tcp, &fd);
     n = snprintf(
@@ -392,7 +357,7 @@ static int session_kill_parse(struct req *req, struct session_kill *k)
 static int session_kill_matches(const struct session_kill *k,
                                 const struct client *c, const struct client *me)
 {
-    char a[SESSION_ADDR_MAX];
+    char a[CLIENT_ADDR_MAX];
 
     if (c->closing || (c == me && k->skipme)) {
         return 0;
@@ -407,13 +372,13 @@ static int session_kill_matches(const struct session_kill *k,
         return 0;
     }
     if (k->addr != NULL) {
-        session_addr(c, 0, a, sizeof(a));
+        client_addr(c, 0, a, sizeof(a));
         if (strlen(a) != k->addr_len || memcmp(a, k->addr, k->addr_len) != 0) {
             return 0;
         }
     }
     if (k->laddr != NULL) {
-        session_addr(c, 1, a, sizeof(a));
+        client_addr(c, 1, a, sizeof(a));
         if (strlen(a) != k->laddr_len ||
             memcmp(a, k->laddr, k->laddr_len) != 0) {
             return 0;

@@ -48,10 +48,4 @@ int session_arg_ll(const struct req *req, int i, long long *out);
 /* Parses argument 2 as ON or OFF into *on. 0, or -1 after replying. */
 int session_on_off(struct req *req, int *on);
 
-/* Room for session_addr's text ("[ipv6]:port" at most). */
-#define SESSION_ADDR_MAX 64
-
-/* Writes the client's peer (local 0) or local address as "ip:port". */
-void session_addr(const struct client *c, int local, char *out, size_t outlen);
-
 #endif /* PX_PROXY_SESSION_H */

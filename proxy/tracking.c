@@ -29,6 +29,7 @@
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
 #include "proxy/priv.h"
+#include "proxy/priv_send.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
 

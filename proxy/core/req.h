@@ -38,11 +38,20 @@ typedef void req_reply_fn(struct req *req, const char *frame, size_t len);
  * id): appends what the client must see to req->reply. */
 typedef void req_filter_fn(struct req *req, const char *frame, size_t len);
 
-/* Sees the reply of a client's request before anything else does: returns
- * 1 when it took the request again (sent it anew, or completed it
- * itself), so `frame` is dropped; 0 to go on with it. RANDOMKEY draws
- * again when it drew a limiter key (proxy/hidden.c). */
-typedef int req_retry_fn(struct req *req, const char *frame, size_t len);
+/* What a retry hook did with a reply (req_retry_fn). */
+enum req_retry {
+    REQ_RETRY_PASS,  /* nothing: the reply goes on to the client */
+    REQ_RETRY_TAKEN, /* it completed the request itself; `frame` dropped */
+    REQ_RETRY_AGAIN, /* the request must be sent anew (its client's
+                        completion callback routes it); `frame` dropped */
+};
+
+/* Sees the reply of a client's request before anything else does, and
+ * says what to do with it. RANDOMKEY draws again when it drew a limiter
+ * key (proxy/hidden.c). The hook does not route: the one who sends the
+ * client's requests does, so the hook needs nothing above it. */
+typedef enum req_retry req_retry_fn(struct req *req, const char *frame,
+                                    size_t len);
 
 /* Frees the state of a request served in parts (a merge). */
 typedef void req_parts_free_fn(struct merge *mg);
