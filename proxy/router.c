@@ -76,9 +76,6 @@
 #define ROUTER_F_PRIVATE                                                       \
     (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_STICKY | CMD_F_MONITOR)
 
-/* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
-#define ROUTER_STACK_KEYS 32
-
 /* The command policy (conf/cmdpolicy.h): an ordinary client may not run a
  * command that acts on the server, on other connections or on the whole
  * keyspace, since the connections it would run on are shared and the node
@@ -113,8 +110,9 @@ static int router_policy_allows(struct req *req)
  * (sess_needs_private). */
 static int router_priv_required(const struct client *c)
 {
-    return sess_needs_private(&c->sess, server.cluster.enabled, c->proto,
-                              c->priv->proto, queue_empty(&c->priv->inflight));
+    return sess_needs_private(
+        &c->sess, cluster_mode(&server.cluster) == CLUSTER_MODE_CLUSTER,
+        c->proto, c->priv->proto, queue_empty(&c->priv->inflight));
 }
 
 /* A CMD_FANOUT row's command, fanned out (merge_fanout). 0 when it is not
@@ -140,7 +138,8 @@ void router_forward(struct req *req)
     if (!cluster_ready(&server.cluster)) {
         /* Sentinel mode before a master is known: INFO answers with the
          * proxy's own sections (sentinel_known:0); the rest waits. */
-        if (!server.cluster.sentinel || !router_fanout(req)) {
+        if (cluster_mode(&server.cluster) != CLUSTER_MODE_SENTINEL ||
+            !router_fanout(req)) {
             cluster_hold(&server.cluster, req);
         }
         return;
@@ -172,8 +171,8 @@ void router_forward(struct req *req)
             return;
         }
     }
-    if (server.cluster.enabled && req->def != NULL &&
-        (req->def->flags & CMD_F_PUBLISH)) {
+    if (cluster_mode(&server.cluster) == CLUSTER_MODE_CLUSTER &&
+        req->def != NULL && (req->def->flags & CMD_F_PUBLISH)) {
         size_t len;
         const char *ch = resp_cmd_arg(req->cmd, 1, &len);
         req->filter_arg = pubsub_held_elsewhere(n->name, ch, len);
@@ -244,19 +243,18 @@ static int router_xread_blocks(const struct req *req)
  * one for as long as it subscribes. Everything else is forwarded. */
 static unsigned router_node_flags(const struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec(&server.cluster);
-    unsigned f;
+    const struct route_facts *f = &req->facts;
 
-    if (ks == NULL || keyspec_flags(ks, req->cmd, &f) != KEYSPEC_OK) {
+    if (!f->known || !f->listed) {
         return 0;
     }
-    if (f & KEYSPEC_F_BLOCKING) {
+    if (f->blocking) {
         return CMD_F_BLOCKING;
     }
-    if (f & KEYSPEC_F_CONNECTION) {
+    if (f->connection) {
         return CMD_F_STICKY;
     }
-    if (f & KEYSPEC_F_PUBSUB) {
+    if (f->pubsub) {
         /* PUBLISH, SPUBLISH and PUBSUB have rows: this is a subscription
          * command of a newer Redis. */
         return CMD_F_STICKY;
@@ -277,33 +275,25 @@ static unsigned router_node_flags(const struct req *req)
  * Redis's invalidation, as another client's does. */
 static void router_forget_cached(struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec(&server.cluster);
-    int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, k, rc;
-    unsigned f;
+    const struct route_facts *f = &req->facts;
+    const int *keys = route_facts_keys(f);
     size_t len;
     const char *p;
+    int k;
 
     if (!limiter_caches(&server.limiter)) {
         return;
     }
-    if (ks == NULL || (req->def != NULL && (req->def->flags & CMD_F_FLUSH))) {
+    if (!f->known || (req->def != NULL && (req->def->flags & CMD_F_FLUSH))) {
         limiter_forget(&server.limiter, NULL, 0);
         return;
     }
-    if (keyspec_flags(ks, req->cmd, &f) == KEYSPEC_OK &&
-        (f & KEYSPEC_F_READONLY)) {
+    if (f->listed && f->readonly) {
         return;
     }
-    if (req->cmd->argc > ROUTER_STACK_KEYS) {
-        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
-    }
-    rc = keyspec_find(ks, req->cmd, keys, &nkeys);
-    for (k = 0; rc == KEYSPEC_OK && k < nkeys; k++) {
+    for (k = 0; k < f->nkeys; k++) {
         p = resp_cmd_arg(req->cmd, keys[k], &len);
         limiter_forget(&server.limiter, p, len);
-    }
-    if (keys != stack) {
-        px_free(keys);
     }
 }
 
@@ -479,6 +469,10 @@ void router_dispatch(struct req *req)
     if (!router_policy_allows(req)) {
         return;
     }
+    /* What the node's key table says of it, once: everything below reads
+     * req->facts. A request held until the cluster is ready (its table
+     * unknown) is dispatched again, and classified again then. */
+    locate_classify(req);
     /* The command's class (what the reply order and the latency count
      * by) is its own row's; its subcommand's row, if any, says the way. */
     how = top != NULL ? top->how : CMD_FORWARD;

@@ -58,12 +58,26 @@ struct node {
     unsigned seed : 1;          /* single mode's upstream: never dropped */
 };
 
+/* Where requests go, decided once from the configuration (cluster_init)
+ * and never again: no Redis, one node, the one node a Sentinel names (none
+ * until it answers), or a Redis Cluster's masters. */
+enum cluster_mode {
+    CLUSTER_MODE_EMBEDDED, /* no upstream: the limiter decides in memory */
+    CLUSTER_MODE_SINGLE,   /* upstream.host:port */
+    CLUSTER_MODE_SENTINEL, /* the master Sentinel names */
+    CLUSTER_MODE_CLUSTER,  /* the seeds' slot map */
+};
+
 /* The topology. Embedded in the server struct. */
 struct cluster {
     struct core *core;                /* borrowed: loop, configuration */
     void (*route)(struct req *req);   /* routes a held request again (the
                                          top layer's router) */
-    int enabled;                      /* cluster mode (else single) */
+    enum cluster_mode mode;           /* set once by cluster_init */
+    int enabled;                      /* mode == CLUSTER_MODE_CLUSTER, for
+                                         readers outside core and the
+                                         router that do not ask
+                                         cluster_mode yet */
     struct node *slot[CLUSTER_SLOTS]; /* borrowed: master of each slot */
     struct queue nodes;               /* every struct node */
     unsigned nnodes;                  /* length of nodes */
@@ -89,9 +103,8 @@ struct cluster {
     unsigned refreshing : 1;          /* a CLUSTER SLOTS is in flight */
     unsigned fetching_keys : 1;       /* a COMMAND is in flight */
     unsigned has_map : 1;             /* a slot map was loaded */
-    unsigned sentinel : 1;            /* single mode whose node Sentinel
-                                         names: none until it answers, so
-                                         requests are held meanwhile */
+    unsigned sentinel : 1;            /* mode == CLUSTER_MODE_SENTINEL (as
+                                         `enabled`) */
 };
 
 /* Creates single mode's node, or in cluster mode asks a seed for the slot
@@ -107,7 +120,13 @@ void cluster_shutdown(struct cluster *cl);
  * mode also while no master is known yet; they are held meanwhile). */
 static inline int cluster_has_upstream(const struct cluster *cl)
 {
-    return cl->enabled || cl->single != NULL || cl->sentinel;
+    return cl->mode != CLUSTER_MODE_EMBEDDED;
+}
+
+/* The proxy's mode (see enum cluster_mode). */
+static inline enum cluster_mode cluster_mode(const struct cluster *cl)
+{
+    return cl->mode;
 }
 
 /* True once requests can be routed (in single mode, once its node is

@@ -70,6 +70,7 @@ void req_free(struct req *req)
         req->mg_free(req->mg);
     }
     resp_cmd_free(req->cmd);
+    route_facts_free(&req->facts);
     buf_free(&req->reply);
     px_free(req);
 }

@@ -17,6 +17,7 @@
 
 #include "parser/buf.h"
 #include "proxy/core/queue.h"
+#include "proxy/core/route.h"
 
 struct client;
 struct resp_cmd;
@@ -56,6 +57,8 @@ struct req {
                                   proxy's own requests and once orphaned */
     struct resp_cmd *cmd;      /* owned; NULL for local replies */
     const struct cmd_def *def; /* borrowed from the command table, or NULL */
+    struct route_facts facts;  /* owned: what the node's key table says of
+                                  cmd, classified once by the router */
     struct buf reply;          /* owned: reply bytes (and relayed pushes) */
     uint64_t sent_ms;          /* loop time when queued upstream */
     uint64_t parsed_ns;        /* uv_hrtime when a client's request was
