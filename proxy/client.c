@@ -339,7 +339,7 @@ static void client_process(struct client *c)
         if (c->order_held != NULL && router_order_ready(c)) {
             req = c->order_held;
             c->order_held = NULL;
-            router_dispatch(req);
+            req_resume(req); /* where the router held it (req->resume) */
             continue;
         }
         if (c->nreqs >= server.conf->max_pipeline || c->proto_wait ||

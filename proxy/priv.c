@@ -269,6 +269,14 @@ int priv_allowed(struct req *req)
     return 0;
 }
 
+/* A request held in priv_send_to until the cluster was ready goes on
+ * there, classified again now that the node's key table is known. */
+static void priv_send_resume(struct req *req)
+{
+    locate_classify(req);
+    priv_send_to(req, NULL);
+}
+
 void priv_send_to(struct req *req, struct node *n)
 {
     struct client *c = req->client;
@@ -278,7 +286,7 @@ void priv_send_to(struct req *req, struct node *n)
     }
     if (c->priv == NULL) {
         if (n == NULL && !cluster_ready(&server.cluster)) {
-            cluster_hold(&server.cluster, req);
+            cluster_hold(&server.cluster, req, priv_send_resume);
             return;
         }
         if (n == NULL) {

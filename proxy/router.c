@@ -123,6 +123,8 @@ static int router_fanout(struct req *req)
            merge_fanout(req, req->def->merge);
 }
 
+static void router_forward_resume(struct req *req);
+
 void router_forward(struct req *req)
 {
     struct client *c = req->client;
@@ -140,7 +142,7 @@ void router_forward(struct req *req)
          * proxy's own sections (sentinel_known:0); the rest waits. */
         if (cluster_mode(&server.cluster) != CLUSTER_MODE_SENTINEL ||
             !router_fanout(req)) {
-            cluster_hold(&server.cluster, req);
+            cluster_hold(&server.cluster, req, router_forward_resume);
         }
         return;
     }
@@ -211,7 +213,7 @@ static void router_kill(struct req *req)
         return;
     }
     if (!cluster_ready(&server.cluster)) {
-        cluster_hold(&server.cluster, req);
+        cluster_hold(&server.cluster, req, router_kill); /* goes on here */
         return;
     }
     if (merge_fanout(req, req->def->merge)) {
@@ -260,6 +262,25 @@ static unsigned router_node_flags(const struct req *req)
         return CMD_F_STICKY;
     }
     return 0;
+}
+
+/* A request held in router_forward until the cluster was ready goes on
+ * there. It was classified before the node's key table was known, so it
+ * is classified again now; a command the table does not list may then
+ * turn out to need a connection of its own (a module's blocking command),
+ * where it goes as router_dispatch would have sent it. */
+static void router_forward_resume(struct req *req)
+{
+    unsigned flags;
+
+    locate_classify(req);
+    if (req->def == NULL && (flags = router_node_flags(req)) != 0) {
+        req->blocking = (flags & CMD_F_BLOCKING) != 0;
+        sess_on_command(&req->client->sess, flags);
+        priv_send(req);
+        return;
+    }
+    router_forward(req);
 }
 
 /* Read-your-writes for what the limiter caches (refusals learned from
@@ -322,20 +343,12 @@ static void router_before_redis(struct req *req)
 
 /* Sets what `req`'s reply is timed as, which also counts it as owed in
  * its client's lim_owed (a decision) or fwd_owed (a command sent to Redis)
- * until client_on_reply. A request held until the cluster is ready is
- * dispatched again: it is counted once. */
+ * until client_on_reply. Once per request: a parked request goes on where
+ * it stopped, past this. */
 static void router_set_lat(struct req *req, enum req_lat lat)
 {
     struct client *c = req->client;
 
-    if (req->lat == lat) {
-        return;
-    }
-    if (req->lat == REQ_LAT_DECISION) {
-        c->lim_owed--;
-    } else if (req->lat == REQ_LAT_FORWARD) {
-        c->fwd_owed--;
-    }
     req->lat = lat;
     if (lat == REQ_LAT_DECISION) {
         c->lim_owed++;
@@ -445,13 +458,18 @@ static enum cmd_how router_way(struct req *req, const struct cmd_def *def,
     return way;
 }
 
+static enum cmd_how router_class(const struct req *req, unsigned *flags);
+static void router_order_resume(struct req *req);
+static void router_serve(struct req *req, enum cmd_how how, unsigned flags,
+                         int to_redis);
+
 void router_dispatch(struct req *req)
 {
     struct client *c = req->client;
-    const struct cmd_def *top, *def;
+    const struct cmd_def *top;
     size_t nlen;
     const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
-    enum cmd_how how, way;
+    enum cmd_how how;
     unsigned flags;
     int to_redis;
 
@@ -470,13 +488,10 @@ void router_dispatch(struct req *req)
         return;
     }
     /* What the node's key table says of it, once: everything below reads
-     * req->facts. A request held until the cluster is ready (its table
-     * unknown) is dispatched again, and classified again then. */
+     * req->facts. Before the table is known (a request about to be held
+     * until the cluster is ready) it is classified again when it resumes. */
     locate_classify(req);
-    /* The command's class (what the reply order and the latency count
-     * by) is its own row's; its subcommand's row, if any, says the way. */
-    how = top != NULL ? top->how : CMD_FORWARD;
-    flags = top != NULL ? top->flags : router_node_flags(req);
+    how = router_class(req, &flags);
     if (flags & (CMD_F_PUBSUB | CMD_F_UNSUB)) {
         /* Subscription confirmations reach the client even with CLIENT
          * REPLY OFF, as in Redis (they are pushes, not replies). */
@@ -485,11 +500,47 @@ void router_dispatch(struct req *req)
     to_redis = router_to_redis(c, how, flags);
     if (router_order_waits(c, to_redis, flags,
                            how == CMD_LIMITER && !to_redis)) {
-        /* Dispatched again once the calls it must follow are answered
-         * (client_process). */
+        /* Goes on at router_serve once the calls it must follow are
+         * answered (client_process calls its resume). */
         c->order_held = req;
+        req->resume = router_order_resume;
         return;
     }
+    router_serve(req, how, flags, to_redis);
+}
+
+/* The class of `req`, whose row (or NULL) is req->def: what the reply
+ * order and the latency count by is its own row's (its subcommand's row,
+ * if any, says the way later); *flags gets the row's flags, or what the
+ * node's key table says of a command it does not list. */
+static enum cmd_how router_class(const struct req *req, unsigned *flags)
+{
+    const struct cmd_def *top = req->def;
+
+    *flags = top != NULL ? top->flags : router_node_flags(req);
+    return top != NULL ? top->how : CMD_FORWARD;
+}
+
+/* A request held for its client's order (c->order_held) goes on past the
+ * checks it passed: it is not looked up, authorized or counted again. */
+static void router_order_resume(struct req *req)
+{
+    unsigned flags;
+    enum cmd_how how = router_class(req, &flags);
+
+    router_serve(req, how, flags, router_to_redis(req->client, how, flags));
+}
+
+/* Serves `req`, of class `how` with `flags`, once every check passed and
+ * its order allows: counted, then to Redis (its transaction, a tunnel,
+ * a private or a shared connection) or to the handler of its row. */
+static void router_serve(struct req *req, enum cmd_how how, unsigned flags,
+                         int to_redis)
+{
+    struct client *c = req->client;
+    const struct cmd_def *top = req->def, *def;
+    enum cmd_how way;
+
     if (to_redis) {
         router_set_lat(req, REQ_LAT_FORWARD);
         router_before_redis(req);

@@ -214,9 +214,8 @@ void tracking_client_tracking(struct req *req)
         t->sess.redir_target = 1;
     }
     req->part = (unsigned)at;
-    req->resume = tracking_tracking_resume;
     c->rid_wait = 1;
-    upstream_wait_rid(t->priv, req);
+    upstream_wait_rid(t->priv, req, tracking_tracking_resume);
 }
 
 /* The cellgate id of the client whose private connection Redis knows as

@@ -377,19 +377,20 @@ const struct keyspec *cluster_keyspec(struct cluster *cl)
     return cl->keys;
 }
 
-void cluster_hold(struct cluster *cl, struct req *req)
+void cluster_hold(struct cluster *cl, struct req *req, req_resume_fn *resume)
 {
     req->sent_ms = core_now_ms(cl->core);
-    queue_insert_tail(&cl->waiting, &req->unode);
+    req_park(&cl->waiting, req, resume);
 }
 
-/* Routes every held request again (the map arrived), or fails them. */
+/* Lets every held request go on where it stopped (the map arrived), or
+ * fails them. */
 static void cluster_release(struct cluster *cl, const char *fail_why)
 {
     struct queue held;
 
     queue_init(&held);
-    /* Move the list first: routing may hold a request again. */
+    /* Move the list first: a request that goes on may be held again. */
     while (!queue_empty(&cl->waiting)) {
         struct queue *q = queue_head(&cl->waiting);
         queue_remove(q);
@@ -403,9 +404,7 @@ static void cluster_release(struct cluster *cl, const char *fail_why)
         } else if (fail_why != NULL) {
             req_reply_error(req, "%s", fail_why);
         } else {
-            /* Routing starts over: the request may have been held on its
-             * way to a private connection or a local handler. */
-            cl->route(req);
+            req_resume(req); /* where its owner held it */
         }
     }
 }
@@ -756,12 +755,10 @@ int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
 
 /* ---------------- Lifetime ---------------- */
 
-int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
-                 void (*route)(struct req *req))
+int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf)
 {
     memset(cl, 0, sizeof(*cl));
     cl->core = core;
-    cl->route = route;
     queue_init(&cl->nodes);
     queue_init(&cl->waiting);
 

@@ -71,8 +71,6 @@ enum cluster_mode {
 /* The topology. Embedded in the server struct. */
 struct cluster {
     struct core *core;                /* borrowed: loop, configuration */
-    void (*route)(struct req *req);   /* routes a held request again (the
-                                         top layer's router) */
     enum cluster_mode mode;           /* set once by cluster_init */
     int enabled;                      /* mode == CLUSTER_MODE_CLUSTER, for
                                          readers outside core and the
@@ -107,11 +105,11 @@ struct cluster {
                                          `enabled`) */
 };
 
-/* Creates single mode's node, or in cluster mode asks a seed for the slot
- * map (its nodes are created from it). Held requests are given to
- * `route` once the map is known. PX_OK or PX_ERR (logged). */
-int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
-                 void (*route)(struct req *req));
+/* Sets the mode from `conf`, once; creates single mode's node, or in
+ * cluster mode asks a seed for the slot map (its nodes are created from
+ * it). PX_OK or PX_ERR (logged). */
+int cluster_init(struct cluster *cl, struct core *core,
+                 const struct conf *conf);
 
 /* Closes every node (shutdown). Held requests fail. */
 void cluster_shutdown(struct cluster *cl);
@@ -133,9 +131,11 @@ static inline enum cluster_mode cluster_mode(const struct cluster *cl)
  * known). */
 int cluster_ready(struct cluster *cl);
 
-/* Holds `req` until the slot map and the command table are known; it fails
- * after the command timeout. */
-void cluster_hold(struct cluster *cl, struct req *req);
+/* Holds `req` until the slot map and the command table are known (in
+ * sentinel mode, until a master is named), then calls `resume`, the point
+ * where its owner stopped; it fails after the command timeout. */
+void cluster_hold(struct cluster *cl, struct req *req,
+                  void (*resume)(struct req *req));
 
 /* The key positions learned from COMMAND (once known). */
 const struct keyspec *cluster_keyspec(struct cluster *cl);

@@ -75,6 +75,21 @@ void req_free(struct req *req)
     px_free(req);
 }
 
+void req_park(struct queue *q, struct req *req, req_resume_fn *resume)
+{
+    req->resume = resume;
+    queue_insert_tail(q, &req->unode);
+}
+
+void req_resume(struct req *req)
+{
+    req_resume_fn *resume = req->resume;
+
+    queue_remove(&req->unode);
+    req->resume = NULL;
+    resume(req);
+}
+
 void req_orphan(struct req *req)
 {
     void (*cancel)(struct req * req) = req->cancel;

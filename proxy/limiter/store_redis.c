@@ -220,10 +220,11 @@ static void store_redis_part_send(struct store *st, struct resp_cmd *cmd,
     cluster_send_key(st->cl, key, klen, part);
 }
 
-static int store_redis_ready(struct store *st, struct req *req)
+static int store_redis_ready(struct store *st, struct req *req,
+                             void (*resume)(struct req *req))
 {
     if (!cluster_ready(st->cl)) {
-        cluster_hold(st->cl, req);
+        cluster_hold(st->cl, req, resume);
         return 0;
     }
     return 1;
