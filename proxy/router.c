@@ -51,7 +51,6 @@
 
 #include "conf/cmdpolicy.h"
 #include "conf/conf.h"
-#include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
@@ -446,7 +445,7 @@ static enum cmd_how router_way(struct req *req, const struct cmd_def *def,
             .has_priv = c->priv != NULL,
             .subscribed = sess_subscribed(&c->sess),
             .tracking = c->sess.tracking,
-            .ks = cluster_keyspec(&server.cluster),
+            .listed = req->facts.listed,
         };
         way = def->pick(req->cmd, &ctx, flags);
     }

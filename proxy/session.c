@@ -23,7 +23,6 @@
 
 #include "conf/conf.h"
 #include "parser/buf.h"
-#include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
@@ -661,13 +660,12 @@ enum cmd_how session_client_pick(const struct resp_cmd *cmd,
                                  const struct cmd_ctx *ctx, unsigned *flags)
 {
     const struct session_sub *s = session_sub_of(cmd);
-    unsigned f;
 
     if (s == NULL) {
         /* A subcommand of a newer Redis may change the connection: give
          * it a private one for good. One the node does not know gets its
          * error. */
-        if (ctx->ks != NULL && keyspec_flags(ctx->ks, cmd, &f) == KEYSPEC_OK) {
+        if (ctx->listed) {
             *flags |= CMD_F_STICKY;
             return CMD_PRIVATE;
         }
