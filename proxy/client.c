@@ -342,7 +342,7 @@ static void client_process(struct client *c)
         if (c->order_held != NULL && router_order_ready(c)) {
             req = c->order_held;
             c->order_held = NULL;
-            router_dispatch(req);
+            req_resume(req); /* where the router held it (req->resume) */
             continue;
         }
         if (c->nreqs >= server.conf->max_pipeline || c->proto_wait ||
@@ -471,8 +471,8 @@ void client_flush(struct client *c)
 static void client_note_subscription(struct client *c, size_t k,
                                      const struct resp_value *chan)
 {
-    if (!server.cluster.enabled || c->priv == NULL || chan->type != '$' ||
-        chan->null) {
+    if (!cluster_sharded(&server.cluster) || c->priv == NULL ||
+        chan->type != '$' || chan->null) {
         return; /* single mode counts right, or a null channel */
     }
     pubsub_note(c, c->priv->name, k == 1 || k == 4, k < 3, chan->str,

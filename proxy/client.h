@@ -49,7 +49,9 @@ struct client {
                                       request, parsed, not dispatched until
                                       the requests of another kind before it
                                       are answered (router_order_ready);
-                                      nothing after it is parsed */
+                                      it goes on at its req->resume, past
+                                      the router's checks; nothing after
+                                      it is parsed */
     struct wq wq;                  /* reply bytes */
     struct tls_conn *tls;          /* owned: a client of tls_listen's TLS
                                       (client_tls.c), else NULL */

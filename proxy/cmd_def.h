@@ -8,7 +8,6 @@
 
 #include "proxy/merge_build.h"
 
-struct keyspec;
 struct req;
 struct resp_cmd;
 
@@ -61,11 +60,12 @@ enum cmd_how {
 
 /* What a `pick` may know besides the command's arguments. */
 struct cmd_ctx {
-    int has_upstream;         /* a Redis behind (not embedded mode) */
-    int has_priv;             /* the client holds a private upstream */
-    int subscribed;           /* it has subscriptions (sess_subscribed) */
-    int tracking;             /* CLIENT TRACKING is on */
-    const struct keyspec *ks; /* the nodes' COMMAND table, or NULL */
+    int has_upstream; /* a Redis behind (not embedded mode) */
+    int has_priv;     /* the client holds a private upstream */
+    int subscribed;   /* it has subscriptions (sess_subscribed) */
+    int tracking;     /* CLIENT TRACKING is on */
+    int listed;       /* the nodes' COMMAND table knows the
+                         command (req->facts: route_classify) */
 };
 
 typedef void cmd_proc_fn(struct req *req);

@@ -452,15 +452,18 @@ static void cmd_reset(struct req *req)
 
 /* ---------------- The limiter commands ---------------- */
 
+/* Each is also its own resume point: a request the limiter's store
+ * holds (a cluster before its slot map) comes back here, past the
+ * router's checks. */
 static void cmd_cl_throttle(struct req *req)
 {
     limiter_throttle(&server.limiter, req, req->client->admin,
-                     (unsigned)req->client->sess.db);
+                     (unsigned)req->client->sess.db, cmd_cl_throttle);
 }
 
 static void cmd_limiter(struct req *req)
 {
-    limiter_command(&server.limiter, req, req->client->admin);
+    limiter_command(&server.limiter, req, req->client->admin, cmd_limiter);
 }
 
 /* ---------------- The table ---------------- */

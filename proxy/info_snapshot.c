@@ -91,10 +91,20 @@ void info_snapshot_take(struct info_snapshot *snap)
 
     memset(snap, 0, sizeof(*snap));
     snap->version = PX_VERSION;
-    snap->mode = cl->enabled          ? "cluster"
-                 : cl->sentinel       ? "sentinel"
-                 : cl->single != NULL ? "single"
-                                      : "embedded";
+    switch (cluster_mode(cl)) {
+    case CLUSTER_MODE_CLUSTER:
+        snap->mode = "cluster";
+        break;
+    case CLUSTER_MODE_SENTINEL:
+        snap->mode = "sentinel";
+        break;
+    case CLUSTER_MODE_SINGLE:
+        snap->mode = "single";
+        break;
+    case CLUSTER_MODE_EMBEDDED:
+        snap->mode = "embedded";
+        break;
+    }
     snap->clients = server.nclients;
     snap->connections = server.stats.connections;
     snap->commands = server.stats.commands;
@@ -116,7 +126,7 @@ void info_snapshot_take(struct info_snapshot *snap)
     limiter_wait_counts(&server.limiter, &snap->wait);
 
     snap->nodes = cl->nnodes;
-    if (cl->enabled) {
+    if (cluster_sharded(cl)) {
         for (i = 0; i < CLUSTER_SLOTS; i++) {
             snap->slots_covered += cl->slot[i] != NULL;
         }

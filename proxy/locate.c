@@ -22,16 +22,12 @@
 /* Shows at most this much of a client's command name in an error. */
 #define LOCATE_NAME_SHOWN 128
 
-/* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
-#define LOCATE_STACK_KEYS 32
-
 /* What the routing decision needs to know about the proxy and `req`'s
  * client. */
 static void locate_route_in(const struct req *req, struct route_in *in)
 {
-    in->cluster = server.cluster.enabled;
-    in->has_upstream = server.cluster.enabled || server.cluster.single != NULL;
-    in->keys = cluster_keyspec(&server.cluster);
+    in->cluster = cluster_mode(&server.cluster) == CLUSTER_MODE_CLUSTER;
+    in->has_upstream = server.cluster.single != NULL || in->cluster;
     in->key_prefix = server.conf->key_prefix;
     in->admin = req->client->admin;
 }
@@ -68,20 +64,23 @@ static void locate_cross_slot(struct req *req, const int *keys, int nkeys)
     px_free(slots);
 }
 
+void locate_classify(struct req *req)
+{
+    route_classify(cluster_keyspec(&server.cluster), req->cmd, &req->facts);
+}
+
+/* Reads the request's facts (req->facts, classified by the router once
+ * its command was looked up): the key table is not asked again. */
 struct node *locate_node(struct req *req)
 {
-    int stack[LOCATE_STACK_KEYS], *keys = stack;
     struct route_in in;
     struct route r;
     struct node *n = NULL;
     size_t len;
     const char *p;
 
-    if (req->cmd->argc > LOCATE_STACK_KEYS) {
-        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
-    }
     locate_route_in(req, &in);
-    switch (route_decide(&in, req->cmd, keys, &r)) {
+    switch (route_decide(&in, req->cmd, &req->facts, &r)) {
     case ROUTE_NO_UPSTREAM:
         req_reply_error(req, "no upstream configured");
         break;
@@ -100,7 +99,7 @@ struct node *locate_node(struct req *req)
             (int)(len > LOCATE_NAME_SHOWN ? LOCATE_NAME_SHOWN : len), p);
         break;
     case ROUTE_CROSSSLOT:
-        locate_cross_slot(req, keys, r.nkeys);
+        locate_cross_slot(req, route_facts_keys(&req->facts), r.nkeys);
         break;
     case ROUTE_ANY:
         n = cluster_any_node(&server.cluster);
@@ -115,26 +114,17 @@ struct node *locate_node(struct req *req)
         }
         break;
     }
-    if (keys != stack) {
-        px_free(keys);
-    }
     return n;
 }
 
 int locate_key_allowed(struct req *req)
 {
-    int stack[LOCATE_STACK_KEYS], *keys = stack, ok;
     struct route_in in;
     struct route r;
+    int ok;
 
-    if (req->cmd->argc > LOCATE_STACK_KEYS) {
-        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
-    }
     locate_route_in(req, &in);
-    ok = route_decide(&in, req->cmd, keys, &r) != ROUTE_NOPERM;
-    if (keys != stack) {
-        px_free(keys);
-    }
+    ok = route_decide(&in, req->cmd, &req->facts, &r) != ROUTE_NOPERM;
     if (!ok) {
         locate_reply_noperm(req);
     }

@@ -7,6 +7,11 @@
 struct node;
 struct req;
 
+/* Classifies `req` against the node's key table as it is now (once after
+ * its lookup, again when it goes on after waiting for the table): the
+ * facts every question below reads. */
+void locate_classify(struct req *req);
+
 /* The node that must serve `req`, from the routing decision. Completes
  * `req` with an error and returns NULL when there is none (no upstream,
  * keys in several slots, an uncovered slot); a command that splits by

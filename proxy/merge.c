@@ -357,12 +357,12 @@ int merge_fanout(struct req *req, enum merge_kind merge)
     /* In single mode only INFO gains something (the proxy's section);
      * everything else goes to the one node as it is. */
     if (kind == MERGE_INFO &&
-        ((!server.cluster.enabled && server.cluster.single == NULL) ||
+        ((!cluster_sharded(&server.cluster) && server.cluster.single == NULL) ||
          merge_info_proxy_only(req))) {
         merge_info_local(req);
         return 1;
     }
-    if (!server.cluster.enabled &&
+    if (!cluster_sharded(&server.cluster) &&
         (server.cluster.single == NULL || kind != MERGE_INFO)) {
         return 0;
     }

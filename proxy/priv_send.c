@@ -31,7 +31,7 @@ static int priv_send_defer_multi(struct req *req)
     struct client *c = req->client;
     unsigned flags = req->def != NULL ? req->def->flags : 0;
 
-    if (!server.cluster.enabled || c->priv != NULL) {
+    if (!cluster_sharded(&server.cluster) || c->priv != NULL) {
         return 0;
     }
     if ((flags & CMD_F_MULTI) && c->sess.multi_deferred) {
@@ -75,6 +75,14 @@ int priv_send_allowed(struct req *req)
     return 0;
 }
 
+/* A request held in priv_send_to until the cluster was ready goes on
+ * there, classified again now that the node's key table is known. */
+static void priv_send_resume(struct req *req)
+{
+    locate_classify(req);
+    priv_send_to(req, NULL);
+}
+
 void priv_send_to(struct req *req, struct node *n)
 {
     struct client *c = req->client;
@@ -84,7 +92,7 @@ void priv_send_to(struct req *req, struct node *n)
     }
     if (c->priv == NULL) {
         if (n == NULL && !cluster_ready(&server.cluster)) {
-            cluster_hold(&server.cluster, req);
+            cluster_hold(&server.cluster, req, priv_send_resume);
             return;
         }
         if (n == NULL) {

@@ -51,7 +51,6 @@
 
 #include "conf/cmdpolicy.h"
 #include "conf/conf.h"
-#include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
@@ -76,9 +75,6 @@
  * calls: CMD_F_BLOCKING, and CMD_F_XBLOCK with a BLOCK option). */
 #define ROUTER_F_PRIVATE                                                       \
     (CMD_F_MULTI | CMD_F_WATCH | CMD_F_PUBSUB | CMD_F_STICKY | CMD_F_MONITOR)
-
-/* Key indexes kept on the stack; longer commands (a big MGET) allocate. */
-#define ROUTER_STACK_KEYS 32
 
 /* The command policy (conf/cmdpolicy.h): an ordinary client may not run a
  * command that acts on the server, on other connections or on the whole
@@ -114,8 +110,9 @@ static int router_policy_allows(struct req *req)
  * (sess_needs_private). */
 static int router_priv_required(const struct client *c)
 {
-    return sess_needs_private(&c->sess, server.cluster.enabled, c->proto,
-                              c->priv->proto, queue_empty(&c->priv->inflight));
+    return sess_needs_private(
+        &c->sess, cluster_mode(&server.cluster) == CLUSTER_MODE_CLUSTER,
+        c->proto, c->priv->proto, queue_empty(&c->priv->inflight));
 }
 
 /* A CMD_FANOUT row's command, fanned out (merge_fanout). 0 when it is not
@@ -125,6 +122,8 @@ static int router_fanout(struct req *req)
     return req->def != NULL && req->def->how == CMD_FANOUT &&
            merge_fanout(req, req->def->merge);
 }
+
+static void router_forward_resume(struct req *req);
 
 void router_forward(struct req *req)
 {
@@ -141,8 +140,9 @@ void router_forward(struct req *req)
     if (!cluster_ready(&server.cluster)) {
         /* Sentinel mode before a master is known: INFO answers with the
          * proxy's own sections (sentinel_known:0); the rest waits. */
-        if (!server.cluster.sentinel || !router_fanout(req)) {
-            cluster_hold(&server.cluster, req);
+        if (cluster_mode(&server.cluster) != CLUSTER_MODE_SENTINEL ||
+            !router_fanout(req)) {
+            cluster_hold(&server.cluster, req, router_forward_resume);
         }
         return;
     }
@@ -173,8 +173,8 @@ void router_forward(struct req *req)
             return;
         }
     }
-    if (server.cluster.enabled && req->def != NULL &&
-        (req->def->flags & CMD_F_PUBLISH)) {
+    if (cluster_mode(&server.cluster) == CLUSTER_MODE_CLUSTER &&
+        req->def != NULL && (req->def->flags & CMD_F_PUBLISH)) {
         size_t len;
         const char *ch = resp_cmd_arg(req->cmd, 1, &len);
         req->filter_arg = pubsub_held_elsewhere(n->name, ch, len);
@@ -213,7 +213,7 @@ static void router_kill(struct req *req)
         return;
     }
     if (!cluster_ready(&server.cluster)) {
-        cluster_hold(&server.cluster, req);
+        cluster_hold(&server.cluster, req, router_kill); /* goes on here */
         return;
     }
     if (merge_fanout(req, req->def->merge)) {
@@ -245,24 +245,42 @@ static int router_xread_blocks(const struct req *req)
  * one for as long as it subscribes. Everything else is forwarded. */
 static unsigned router_node_flags(const struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec(&server.cluster);
-    unsigned f;
+    const struct route_facts *f = &req->facts;
 
-    if (ks == NULL || keyspec_flags(ks, req->cmd, &f) != KEYSPEC_OK) {
+    if (!f->known || !f->listed) {
         return 0;
     }
-    if (f & KEYSPEC_F_BLOCKING) {
+    if (f->blocking) {
         return CMD_F_BLOCKING;
     }
-    if (f & KEYSPEC_F_CONNECTION) {
+    if (f->connection) {
         return CMD_F_STICKY;
     }
-    if (f & KEYSPEC_F_PUBSUB) {
+    if (f->pubsub) {
         /* PUBLISH, SPUBLISH and PUBSUB have rows: this is a subscription
          * command of a newer Redis. */
         return CMD_F_STICKY;
     }
     return 0;
+}
+
+/* A request held in router_forward until the cluster was ready goes on
+ * there. It was classified before the node's key table was known, so it
+ * is classified again now; a command the table does not list may then
+ * turn out to need a connection of its own (a module's blocking command),
+ * where it goes as router_dispatch would have sent it. */
+static void router_forward_resume(struct req *req)
+{
+    unsigned flags;
+
+    locate_classify(req);
+    if (req->def == NULL && (flags = router_node_flags(req)) != 0) {
+        req->blocking = (flags & CMD_F_BLOCKING) != 0;
+        sess_on_command(&req->client->sess, flags);
+        priv_send(req);
+        return;
+    }
+    router_forward(req);
 }
 
 /* Read-your-writes for what the limiter caches (refusals learned from
@@ -278,33 +296,25 @@ static unsigned router_node_flags(const struct req *req)
  * Redis's invalidation, as another client's does. */
 static void router_forget_cached(struct req *req)
 {
-    const struct keyspec *ks = cluster_keyspec(&server.cluster);
-    int stack[ROUTER_STACK_KEYS], *keys = stack, nkeys = 0, k, rc;
-    unsigned f;
+    const struct route_facts *f = &req->facts;
+    const int *keys = route_facts_keys(f);
     size_t len;
     const char *p;
+    int k;
 
     if (!limiter_caches(&server.limiter)) {
         return;
     }
-    if (ks == NULL || (req->def != NULL && (req->def->flags & CMD_F_FLUSH))) {
+    if (!f->known || (req->def != NULL && (req->def->flags & CMD_F_FLUSH))) {
         limiter_forget(&server.limiter, NULL, 0);
         return;
     }
-    if (keyspec_flags(ks, req->cmd, &f) == KEYSPEC_OK &&
-        (f & KEYSPEC_F_READONLY)) {
+    if (f->listed && f->readonly) {
         return;
     }
-    if (req->cmd->argc > ROUTER_STACK_KEYS) {
-        keys = px_malloc((size_t)req->cmd->argc * sizeof(*keys));
-    }
-    rc = keyspec_find(ks, req->cmd, keys, &nkeys);
-    for (k = 0; rc == KEYSPEC_OK && k < nkeys; k++) {
+    for (k = 0; k < f->nkeys; k++) {
         p = resp_cmd_arg(req->cmd, keys[k], &len);
         limiter_forget(&server.limiter, p, len);
-    }
-    if (keys != stack) {
-        px_free(keys);
     }
 }
 
@@ -333,20 +343,12 @@ static void router_before_redis(struct req *req)
 
 /* Sets what `req`'s reply is timed as, which also counts it as owed in
  * its client's lim_owed (a decision) or fwd_owed (a command sent to Redis)
- * until client_on_reply. A request held until the cluster is ready is
- * dispatched again: it is counted once. */
+ * until client_on_reply. Once per request: a parked request goes on where
+ * it stopped, past this. */
 static void router_set_lat(struct req *req, enum req_lat lat)
 {
     struct client *c = req->client;
 
-    if (req->lat == lat) {
-        return;
-    }
-    if (req->lat == REQ_LAT_DECISION) {
-        c->lim_owed--;
-    } else if (req->lat == REQ_LAT_FORWARD) {
-        c->fwd_owed--;
-    }
     req->lat = lat;
     if (lat == REQ_LAT_DECISION) {
         c->lim_owed++;
@@ -444,7 +446,7 @@ static enum cmd_how router_way(struct req *req, const struct cmd_def *def,
             .has_priv = c->priv != NULL,
             .subscribed = sess_subscribed(&c->sess),
             .tracking = c->sess.tracking,
-            .ks = cluster_keyspec(&server.cluster),
+            .listed = req->facts.listed,
         };
         way = def->pick(req->cmd, &ctx, flags);
     }
@@ -456,13 +458,18 @@ static enum cmd_how router_way(struct req *req, const struct cmd_def *def,
     return way;
 }
 
+static enum cmd_how router_class(const struct req *req, unsigned *flags);
+static void router_order_resume(struct req *req);
+static void router_serve(struct req *req, enum cmd_how how, unsigned flags,
+                         int to_redis);
+
 void router_dispatch(struct req *req)
 {
     struct client *c = req->client;
-    const struct cmd_def *top, *def;
+    const struct cmd_def *top;
     size_t nlen;
     const char *name = resp_cmd_arg(req->cmd, 0, &nlen);
-    enum cmd_how how, way;
+    enum cmd_how how;
     unsigned flags;
     int to_redis;
 
@@ -480,10 +487,11 @@ void router_dispatch(struct req *req)
     if (!router_policy_allows(req)) {
         return;
     }
-    /* The command's class (what the reply order and the latency count
-     * by) is its own row's; its subcommand's row, if any, says the way. */
-    how = top != NULL ? top->how : CMD_FORWARD;
-    flags = top != NULL ? top->flags : router_node_flags(req);
+    /* What the node's key table says of it, once: everything below reads
+     * req->facts. Before the table is known (a request about to be held
+     * until the cluster is ready) it is classified again when it resumes. */
+    locate_classify(req);
+    how = router_class(req, &flags);
     if (flags & (CMD_F_PUBSUB | CMD_F_UNSUB)) {
         /* Subscription confirmations reach the client even with CLIENT
          * REPLY OFF, as in Redis (they are pushes, not replies). */
@@ -492,11 +500,47 @@ void router_dispatch(struct req *req)
     to_redis = router_to_redis(c, how, flags);
     if (router_order_waits(c, to_redis, flags,
                            how == CMD_LIMITER && !to_redis)) {
-        /* Dispatched again once the calls it must follow are answered
-         * (client_process). */
+        /* Goes on at router_serve once the calls it must follow are
+         * answered (client_process calls its resume). */
         c->order_held = req;
+        req->resume = router_order_resume;
         return;
     }
+    router_serve(req, how, flags, to_redis);
+}
+
+/* The class of `req`, whose row (or NULL) is req->def: what the reply
+ * order and the latency count by is its own row's (its subcommand's row,
+ * if any, says the way later); *flags gets the row's flags, or what the
+ * node's key table says of a command it does not list. */
+static enum cmd_how router_class(const struct req *req, unsigned *flags)
+{
+    const struct cmd_def *top = req->def;
+
+    *flags = top != NULL ? top->flags : router_node_flags(req);
+    return top != NULL ? top->how : CMD_FORWARD;
+}
+
+/* A request held for its client's order (c->order_held) goes on past the
+ * checks it passed: it is not looked up, authorized or counted again. */
+static void router_order_resume(struct req *req)
+{
+    unsigned flags;
+    enum cmd_how how = router_class(req, &flags);
+
+    router_serve(req, how, flags, router_to_redis(req->client, how, flags));
+}
+
+/* Serves `req`, of class `how` with `flags`, once every check passed and
+ * its order allows: counted, then to Redis (its transaction, a tunnel,
+ * a private or a shared connection) or to the handler of its row. */
+static void router_serve(struct req *req, enum cmd_how how, unsigned flags,
+                         int to_redis)
+{
+    struct client *c = req->client;
+    const struct cmd_def *top = req->def, *def;
+    enum cmd_how way;
+
     if (to_redis) {
         router_set_lat(req, REQ_LAT_FORWARD);
         router_before_redis(req);

@@ -16,7 +16,7 @@ struct client;
 
 /* True when the request `c` holds back (c->order_held: it must follow
  * the answers to the client's earlier requests of another kind, sent on
- * other connections) may be dispatched now. */
+ * other connections) may go on now (req_resume). */
 int router_order_ready(const struct client *c);
 
 /* Sends `req` upstream: the private connection if the client has one, else

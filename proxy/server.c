@@ -258,8 +258,7 @@ int server_init(const struct conf *conf)
                            &conf->metrics_listen) != PX_OK) {
         return server_init_failed();
     }
-    if (cluster_init(&server.cluster, &server.core, conf, router_dispatch) !=
-            PX_OK ||
+    if (cluster_init(&server.cluster, &server.core, conf) != PX_OK ||
         sentinel_start(&server.sentinel, &server.core, &server.cluster,
                        server_on_master, NULL) != PX_OK) {
         return server_init_failed();

@@ -23,7 +23,6 @@
 
 #include "conf/conf.h"
 #include "parser/buf.h"
-#include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
@@ -626,13 +625,12 @@ enum cmd_how session_client_pick(const struct resp_cmd *cmd,
                                  const struct cmd_ctx *ctx, unsigned *flags)
 {
     const struct session_sub *s = session_sub_of(cmd);
-    unsigned f;
 
     if (s == NULL) {
         /* A subcommand of a newer Redis may change the connection: give
          * it a private one for good. One the node does not know gets its
          * error. */
-        if (ctx->ks != NULL && keyspec_flags(ctx->ks, cmd, &f) == KEYSPEC_OK) {
+        if (ctx->listed) {
             *flags |= CMD_F_STICKY;
             return CMD_PRIVATE;
         }
@@ -688,7 +686,7 @@ void session_select(struct req *req)
                              "-2147483648 and 2147483647");
         return;
     }
-    if (server.cluster.enabled && db != 0) {
+    if (cluster_sharded(&server.cluster) && db != 0) {
         req_reply_error(req, "ERR SELECT is not allowed in cluster mode");
         return;
     }

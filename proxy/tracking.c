@@ -118,7 +118,7 @@ static void tracking_tracking_send(struct req *req, int at)
         server.next_redir++;
     }
     c->sess.tracking = 1;
-    if (server.cluster.enabled && target == NULL) {
+    if (cluster_sharded(&server.cluster) && target == NULL) {
         /* Keys of other nodes are read over private connections there
          * that track the same way (see priv_aux_for). */
         resp_cmd_free(c->tracking_cmd);
@@ -214,9 +214,8 @@ void tracking_client_tracking(struct req *req)
         t->sess.redir_target = 1;
     }
     req->part = (unsigned)at;
-    req->resume = tracking_tracking_resume;
     c->rid_wait = 1;
-    upstream_wait_rid(t->priv, req);
+    upstream_wait_rid(t->priv, req, tracking_tracking_resume);
 }
 
 /* The cellgate id of the client whose private connection Redis knows as

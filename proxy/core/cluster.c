@@ -150,7 +150,7 @@ static struct node *cluster_node_get(struct cluster *cl, const char *host,
     }
     queue_insert_tail(&cl->nodes, &n->link);
     cl->nnodes++;
-    if (cl->enabled) {
+    if (cl->mode == CLUSTER_MODE_CLUSTER) {
         log_info("node %s: added", n->name);
     }
     return n;
@@ -297,7 +297,7 @@ int cluster_upstream_unstalled(const struct node *node, int proto)
 
 struct node *cluster_node_for_slot(struct cluster *cl, unsigned slot)
 {
-    if (!cl->enabled) {
+    if (cl->mode != CLUSTER_MODE_CLUSTER) {
         return cl->single;
     }
     return slot < CLUSTER_SLOTS ? cl->slot[slot] : NULL;
@@ -307,7 +307,7 @@ struct node *cluster_any_node(struct cluster *cl)
 {
     unsigned i, start;
 
-    if (!cl->enabled) {
+    if (cl->mode != CLUSTER_MODE_CLUSTER) {
         return cl->single;
     }
     /* Rotate over the slots so keyless commands spread over masters. */
@@ -362,10 +362,14 @@ static struct upstream *cluster_pick_control(struct cluster *cl)
 
 int cluster_ready(struct cluster *cl)
 {
-    if (!cl->enabled) {
-        return cl->single != NULL || !cl->sentinel;
+    switch (cl->mode) {
+    case CLUSTER_MODE_CLUSTER:
+        return cl->has_map && cl->keys != NULL;
+    case CLUSTER_MODE_SENTINEL:
+        return cl->single != NULL;
+    default:
+        return 1;
     }
-    return cl->has_map && cl->keys != NULL;
 }
 
 const struct keyspec *cluster_keyspec(struct cluster *cl)
@@ -373,19 +377,20 @@ const struct keyspec *cluster_keyspec(struct cluster *cl)
     return cl->keys;
 }
 
-void cluster_hold(struct cluster *cl, struct req *req)
+void cluster_hold(struct cluster *cl, struct req *req, req_resume_fn *resume)
 {
     req->sent_ms = core_now_ms(cl->core);
-    queue_insert_tail(&cl->waiting, &req->unode);
+    req_park(&cl->waiting, req, resume);
 }
 
-/* Routes every held request again (the map arrived), or fails them. */
+/* Lets every held request go on where it stopped (the map arrived), or
+ * fails them. */
 static void cluster_release(struct cluster *cl, const char *fail_why)
 {
     struct queue held;
 
     queue_init(&held);
-    /* Move the list first: routing may hold a request again. */
+    /* Move the list first: a request that goes on may be held again. */
     while (!queue_empty(&cl->waiting)) {
         struct queue *q = queue_head(&cl->waiting);
         queue_remove(q);
@@ -399,9 +404,7 @@ static void cluster_release(struct cluster *cl, const char *fail_why)
         } else if (fail_why != NULL) {
             req_reply_error(req, "%s", fail_why);
         } else {
-            /* Routing starts over: the request may have been held on its
-             * way to a private connection or a local handler. */
-            cl->route(req);
+            req_resume(req); /* where its owner held it */
         }
     }
 }
@@ -409,8 +412,9 @@ static void cluster_release(struct cluster *cl, const char *fail_why)
 static void cluster_expire_held(struct cluster *cl, uint64_t now_ms)
 {
     const struct conf *conf = cl->core->conf;
-    unsigned timeout =
-        cl->enabled ? conf->command_timeout_ms : conf->connect_timeout_ms;
+    unsigned timeout = cl->mode == CLUSTER_MODE_CLUSTER
+                           ? conf->command_timeout_ms
+                           : conf->connect_timeout_ms;
     char why[256];
 
     if (queue_empty(&cl->waiting) || timeout == 0) {
@@ -423,7 +427,8 @@ static void cluster_expire_held(struct cluster *cl, uint64_t now_ms)
             return;
         }
     }
-    if (!cl->enabled) { /* sentinel mode: no master named yet */
+    if (cl->mode !=
+        CLUSTER_MODE_CLUSTER) { /* sentinel mode: no master named yet */
         snprintf(why, sizeof(why), "upstream master '%s' unavailable: %s",
                  conf->sentinel.master,
                  cl->last_err[0] ? cl->last_err : "no sentinel answered yet");
@@ -588,7 +593,8 @@ static void cluster_refresh(struct cluster *cl, uint64_t now_ms)
 {
     struct upstream *up;
 
-    if (!cl->enabled || cl->refreshing || cl->core->shutting_down) {
+    if (cl->mode != CLUSTER_MODE_CLUSTER || cl->refreshing ||
+        cl->core->shutting_down) {
         return;
     }
     up = cluster_pick_control(cl);
@@ -625,7 +631,7 @@ static void cluster_on_down(struct upstream *up)
 {
     struct cluster *cl = up->ctx;
 
-    if (cl->enabled) {
+    if (cl->mode == CLUSTER_MODE_CLUSTER) {
         cluster_refresh_soon(cl);
     }
 }
@@ -635,11 +641,12 @@ void cluster_cron(struct cluster *cl, uint64_t now_ms)
     struct queue *q;
     unsigned i, silent_ms;
 
-    if (cl->enabled && now_ms >= cl->refresh_after_ms) {
+    if (cl->mode == CLUSTER_MODE_CLUSTER && now_ms >= cl->refresh_after_ms) {
         cluster_refresh(cl, now_ms);
     }
-    if (!cl->enabled && cl->single != NULL && cl->keys == NULL &&
-        !cl->fetching_keys && upstream_is_ready(cl->single->pool[0])) {
+    if (cl->mode != CLUSTER_MODE_CLUSTER && cl->single != NULL &&
+        cl->keys == NULL && !cl->fetching_keys &&
+        upstream_is_ready(cl->single->pool[0])) {
         cl->fetching_keys = 1;
         cluster_ask(cl, cl->single->pool[0], "COMMAND", NULL,
                     cluster_on_command);
@@ -684,7 +691,8 @@ static int cluster_on_error(struct upstream *up, struct req *req,
     unsigned slot;
     int port, ask;
 
-    if (!cl->enabled || len < 8 || req->cmd == NULL || req->swallow) {
+    if (cl->mode != CLUSTER_MODE_CLUSTER || len < 8 || req->cmd == NULL ||
+        req->swallow) {
         return 0;
     }
     if (memcmp(frame, "-MOVED ", 7) == 0) {
@@ -730,7 +738,7 @@ static int cluster_on_error(struct upstream *up, struct req *req,
 int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
                              const char *frame, size_t len)
 {
-    if (!cl->enabled || len < 8 ||
+    if (cl->mode != CLUSTER_MODE_CLUSTER || len < 8 ||
         (memcmp(frame, "-MOVED ", 7) != 0 && memcmp(frame, "-ASK ", 5) != 0)) {
         return 0;
     }
@@ -747,17 +755,16 @@ int cluster_private_redirect(struct cluster *cl, struct req *req, int in_multi,
 
 /* ---------------- Lifetime ---------------- */
 
-int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
-                 void (*route)(struct req *req))
+int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf)
 {
     memset(cl, 0, sizeof(*cl));
     cl->core = core;
-    cl->route = route;
     queue_init(&cl->nodes);
     queue_init(&cl->waiting);
 
     if (conf->sentinel.naddrs > 0) {
-        cl->sentinel = 1; /* the node comes with the master's address */
+        cl->mode = CLUSTER_MODE_SENTINEL;
+        /* The node comes with the master's address. */
         return PX_OK;
     }
     if (conf->nseeds == 0) {
@@ -766,6 +773,7 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
         }
         /* A name that does not resolve yet is retried like a node that
          * is down: cellgate starts, and says so once. */
+        cl->mode = CLUSTER_MODE_SINGLE;
         cl->single =
             cluster_node_get(cl, conf->upstream.host,
                              strlen(conf->upstream.host), conf->upstream.port);
@@ -784,7 +792,7 @@ int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
     }
     /* The seeds are asked for the map (cluster_refresh), and the map
      * makes the nodes. */
-    cl->enabled = 1;
+    cl->mode = CLUSTER_MODE_CLUSTER;
     cl->refresh_after_ms = 0;
     cluster_refresh(cl, core_now_ms(core));
     return PX_OK;
@@ -843,7 +851,7 @@ unsigned cluster_masters(struct cluster *cl, struct node **out, unsigned max)
     struct node *last = NULL;
     unsigned n = 0, i, k;
 
-    if (!cl->enabled) {
+    if (cl->mode != CLUSTER_MODE_CLUSTER) {
         if (cl->single != NULL && max > 0) {
             out[0] = cl->single;
         }

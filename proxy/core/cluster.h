@@ -58,12 +58,20 @@ struct node {
     unsigned seed : 1;          /* single mode's upstream: never dropped */
 };
 
+/* Where requests go, decided once from the configuration (cluster_init)
+ * and never again: no Redis, one node, the one node a Sentinel names (none
+ * until it answers), or a Redis Cluster's masters. */
+enum cluster_mode {
+    CLUSTER_MODE_EMBEDDED, /* no upstream: the limiter decides in memory */
+    CLUSTER_MODE_SINGLE,   /* upstream.host:port */
+    CLUSTER_MODE_SENTINEL, /* the master Sentinel names */
+    CLUSTER_MODE_CLUSTER,  /* the seeds' slot map */
+};
+
 /* The topology. Embedded in the server struct. */
 struct cluster {
     struct core *core;                /* borrowed: loop, configuration */
-    void (*route)(struct req *req);   /* routes a held request again (the
-                                         top layer's router) */
-    int enabled;                      /* cluster mode (else single) */
+    enum cluster_mode mode;           /* set once by cluster_init */
     struct node *slot[CLUSTER_SLOTS]; /* borrowed: master of each slot */
     struct queue nodes;               /* every struct node */
     unsigned nnodes;                  /* length of nodes */
@@ -89,16 +97,13 @@ struct cluster {
     unsigned refreshing : 1;          /* a CLUSTER SLOTS is in flight */
     unsigned fetching_keys : 1;       /* a COMMAND is in flight */
     unsigned has_map : 1;             /* a slot map was loaded */
-    unsigned sentinel : 1;            /* single mode whose node Sentinel
-                                         names: none until it answers, so
-                                         requests are held meanwhile */
 };
 
-/* Creates single mode's node, or in cluster mode asks a seed for the slot
- * map (its nodes are created from it). Held requests are given to
- * `route` once the map is known. PX_OK or PX_ERR (logged). */
-int cluster_init(struct cluster *cl, struct core *core, const struct conf *conf,
-                 void (*route)(struct req *req));
+/* Sets the mode from `conf`, once; creates single mode's node, or in
+ * cluster mode asks a seed for the slot map (its nodes are created from
+ * it). PX_OK or PX_ERR (logged). */
+int cluster_init(struct cluster *cl, struct core *core,
+                 const struct conf *conf);
 
 /* Closes every node (shutdown). Held requests fail. */
 void cluster_shutdown(struct cluster *cl);
@@ -107,16 +112,30 @@ void cluster_shutdown(struct cluster *cl);
  * mode also while no master is known yet; they are held meanwhile). */
 static inline int cluster_has_upstream(const struct cluster *cl)
 {
-    return cl->enabled || cl->single != NULL || cl->sentinel;
+    return cl->mode != CLUSTER_MODE_EMBEDDED;
+}
+
+/* The proxy's mode (see enum cluster_mode). */
+static inline enum cluster_mode cluster_mode(const struct cluster *cl)
+{
+    return cl->mode;
+}
+
+/* True in cluster mode: keys live on the master of their slot. */
+static inline int cluster_sharded(const struct cluster *cl)
+{
+    return cl->mode == CLUSTER_MODE_CLUSTER;
 }
 
 /* True once requests can be routed (in single mode, once its node is
  * known). */
 int cluster_ready(struct cluster *cl);
 
-/* Holds `req` until the slot map and the command table are known; it fails
- * after the command timeout. */
-void cluster_hold(struct cluster *cl, struct req *req);
+/* Holds `req` until the slot map and the command table are known (in
+ * sentinel mode, until a master is named), then calls `resume`, the point
+ * where its owner stopped; it fails after the command timeout. */
+void cluster_hold(struct cluster *cl, struct req *req,
+                  void (*resume)(struct req *req));
 
 /* The key positions learned from COMMAND (once known). */
 const struct keyspec *cluster_keyspec(struct cluster *cl);

@@ -70,8 +70,24 @@ void req_free(struct req *req)
         req->mg_free(req->mg);
     }
     resp_cmd_free(req->cmd);
+    route_facts_free(&req->facts);
     buf_free(&req->reply);
     px_free(req);
+}
+
+void req_park(struct queue *q, struct req *req, req_resume_fn *resume)
+{
+    req->resume = resume;
+    queue_insert_tail(q, &req->unode);
+}
+
+void req_resume(struct req *req)
+{
+    req_resume_fn *resume = req->resume;
+
+    queue_remove(&req->unode);
+    req->resume = NULL;
+    resume(req);
 }
 
 void req_orphan(struct req *req)

@@ -17,6 +17,7 @@
 
 #include "parser/buf.h"
 #include "proxy/core/queue.h"
+#include "proxy/core/route.h"
 
 struct client;
 struct resp_cmd;
@@ -56,6 +57,10 @@ typedef enum req_retry req_retry_fn(struct req *req, const char *frame,
 /* Frees the state of a request served in parts (a merge). */
 typedef void req_parts_free_fn(struct merge *mg);
 
+/* Where a parked request goes on (req_park): the point where its owner
+ * stopped, never the start of its routing. */
+typedef void req_resume_fn(struct req *req);
+
 struct req {
     struct queue cnode;        /* link in client->reqs (arrival order) */
     struct queue unode;        /* link in upstream->inflight (or a wait
@@ -65,6 +70,8 @@ struct req {
                                   proxy's own requests and once orphaned */
     struct resp_cmd *cmd;      /* owned; NULL for local replies */
     const struct cmd_def *def; /* borrowed from the command table, or NULL */
+    struct route_facts facts;  /* owned: what the node's key table says of
+                                  cmd, classified once by the router */
     struct buf reply;          /* owned: reply bytes (and relayed pushes) */
     uint64_t sent_ms;          /* loop time when queued upstream */
     uint64_t parsed_ns;        /* uv_hrtime when a client's request was
@@ -78,8 +85,8 @@ struct req {
     req_retry_fn *retry;       /* a client request's second look at its
                                   reply, or NULL */
     unsigned tries;            /* times `retry` sent it again */
-    void (*resume)(struct req *req); /* a request waiting for something
-                                        (upstream_wait_rid) goes on */
+    req_resume_fn *resume;     /* a parked request goes on there
+                                  (req_park, req_resume) */
     void (*cancel)(struct req *req); /* its client left: ends at once what
                                         it waits for that nothing else
                                         would end soon (a WAIT timer),
@@ -150,6 +157,15 @@ struct req *req_own_argv(int argc, const char *const *argv, req_reply_fn *fn,
 /* Frees a request, its command, its reply and its parts. It must not be in
  * a client's FIFO any more (the client unlinks it first). */
 void req_free(struct req *req);
+
+/* Parks `req` at the tail of `q` (through unode) until its owner lets it
+ * go on: the cluster's wait for its map and the wait for Redis's client
+ * id are these, and each request resumes through its own `resume`, where
+ * it stopped. */
+void req_park(struct queue *q, struct req *req, req_resume_fn *resume);
+
+/* Unparks `req` (off its queue) and calls its resume point once. */
+void req_resume(struct req *req);
 
 /* The client of `req` left: its request becomes an orphan, freed when what
  * it waits for comes back (its reply, its last owed part), or at once when

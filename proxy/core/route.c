@@ -17,6 +17,7 @@
 #include "parser/keyspec.h"
 #include "parser/resp.h"
 #include "parser/slot.h"
+#include "proxy/core/util.h"
 
 /* The slot a cluster pub/sub command lives on, or -1 when it is not one:
  * a channel's own slot, slot 0 for patterns. */
@@ -58,19 +59,65 @@ static int route_limiter_key(const struct resp_cmd *cmd, const int *keys,
     return -1;
 }
 
-enum route_kind route_decide(const struct route_in *in,
-                             const struct resp_cmd *cmd, int *keys,
-                             struct route *out)
+void route_facts_free(struct route_facts *f)
+{
+    px_free(f->heap);
+    f->heap = NULL;
+}
+
+void route_classify(const struct keyspec *ks, const struct resp_cmd *cmd,
+                    struct route_facts *f)
 {
     const char *p;
     size_t len;
-    int rc, k, ps;
+    unsigned fl, s;
+    int *keys, k;
+
+    route_facts_free(f);
+    memset(f, 0, sizeof(*f));
+    if (ks == NULL) {
+        return; /* known = 0: classified again once the table is known */
+    }
+    f->known = 1;
+    if (keyspec_flags(ks, cmd, &fl) == KEYSPEC_OK) {
+        f->listed = 1;
+        f->readonly = (fl & KEYSPEC_F_READONLY) != 0;
+        f->blocking = (fl & KEYSPEC_F_BLOCKING) != 0;
+        f->connection = (fl & KEYSPEC_F_CONNECTION) != 0;
+        f->pubsub = (fl & KEYSPEC_F_PUBSUB) != 0;
+    }
+    /* At most one key per argument after the name. */
+    if (cmd->argc > ROUTE_INLINE_KEYS) {
+        f->heap = px_malloc((size_t)cmd->argc * sizeof(*f->heap));
+    }
+    keys = f->heap != NULL ? f->heap : f->inline_keys;
+    f->status = keyspec_find(ks, cmd, keys, &f->nkeys);
+    if (f->status != KEYSPEC_OK) {
+        f->nkeys = 0;
+    }
+    for (k = 0; k < f->nkeys; k++) {
+        p = resp_cmd_arg(cmd, keys[k], &len);
+        s = slot_for_key(p, len);
+        if (k == 0) {
+            f->slot = s;
+        } else if (s != f->slot) {
+            f->cross = 1;
+            break;
+        }
+    }
+}
+
+enum route_kind route_decide(const struct route_in *in,
+                             const struct resp_cmd *cmd,
+                             const struct route_facts *f, struct route *out)
+{
+    int k, ps;
 
     memset(out, 0, sizeof(*out));
     if (!in->cluster && !in->has_upstream) {
         return out->kind = ROUTE_NO_UPSTREAM;
     }
-    if (in->keys == NULL) {
+    if (!f->known) {
         /* Single mode before COMMAND answered: every key is on the one
          * node anyway (cluster mode holds requests until it is known). */
         return out->kind = in->cluster ? ROUTE_ANY : ROUTE_SINGLE;
@@ -79,32 +126,28 @@ enum route_kind route_decide(const struct route_in *in,
         out->slot = (unsigned)ps;
         return out->kind = ROUTE_SLOT;
     }
-    rc = keyspec_find(in->keys, cmd, keys, &out->nkeys);
-    if (rc == KEYSPEC_OK && !in->admin &&
-        (k = route_limiter_key(cmd, keys, out->nkeys, in->key_prefix)) >= 0) {
-        out->key = keys[k];
+    out->nkeys = f->nkeys;
+    if (f->status == KEYSPEC_OK && !in->admin &&
+        (k = route_limiter_key(cmd, route_facts_keys(f), f->nkeys,
+                               in->key_prefix)) >= 0) {
+        out->key = route_facts_keys(f)[k];
         return out->kind = ROUTE_NOPERM;
     }
     if (!in->cluster) {
         return out->kind = ROUTE_SINGLE;
     }
-    if (rc == KEYSPEC_EMOVABLE) {
+    if (f->status == KEYSPEC_EMOVABLE) {
         return out->kind = ROUTE_UNLOCATABLE;
     }
-    if (rc != KEYSPEC_OK || out->nkeys == 0) {
+    if (f->status != KEYSPEC_OK || f->nkeys == 0) {
         /* Keyless, unknown to the node, or malformed: any master answers
          * it (or words the error) as well as another. */
         out->nkeys = 0;
         return out->kind = ROUTE_ANY;
     }
-    for (k = 0; k < out->nkeys; k++) {
-        unsigned s;
-        p = resp_cmd_arg(cmd, keys[k], &len);
-        s = slot_for_key(p, len);
-        if (k > 0 && s != out->slot) {
-            return out->kind = ROUTE_CROSSSLOT;
-        }
-        out->slot = s;
+    if (f->cross) {
+        return out->kind = ROUTE_CROSSSLOT;
     }
+    out->slot = f->slot;
     return out->kind = ROUTE_SLOT;
 }

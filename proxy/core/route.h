@@ -8,8 +8,54 @@
 #ifndef PX_PROXY_CORE_ROUTE_H
 #define PX_PROXY_CORE_ROUTE_H
 
+#include <stddef.h>
+
 struct keyspec;
 struct resp_cmd;
+
+/* Key indexes a request keeps inline; a longer command (a big MGET) puts
+ * them on the heap. */
+#define ROUTE_INLINE_KEYS 8
+
+/* What the node's key table says about one request, computed once after
+ * the command table lookup (route_classify) and kept with the request
+ * (req->facts), so every later question (where it goes, whether it may
+ * touch the limiter's keys, which cached refusals it makes stale, whether
+ * it needs a connection of its own) reads it instead of asking the key
+ * table again. */
+struct route_facts {
+    unsigned known : 1;      /* classified with a key table; 0: before the
+                                node's COMMAND reply was known */
+    unsigned listed : 1;     /* the node knows the command (its flags
+                                below are meaningful) */
+    unsigned readonly : 1;   /* flag "readonly": writes no key */
+    unsigned blocking : 1;   /* flag "blocking" */
+    unsigned connection : 1; /* ACL category "@connection" */
+    unsigned pubsub : 1;     /* flag "pubsub" */
+    unsigned cross : 1;      /* keys of more than one slot */
+    int status;              /* keyspec_find's: KEYSPEC_OK, KEYSPEC_UNKNOWN,
+                                KEYSPEC_EMOVABLE or KEYSPEC_ESYNTAX */
+    int nkeys;               /* keys found (0 unless status is KEYSPEC_OK) */
+    unsigned slot;           /* the slot of the first key */
+    int *heap;               /* owned: the key indexes when more than
+                                ROUTE_INLINE_KEYS could be found, else NULL */
+    int inline_keys[ROUTE_INLINE_KEYS]; /* the key indexes otherwise */
+};
+
+/* The argument indexes of the request's keys, facts->nkeys of them. */
+static inline const int *route_facts_keys(const struct route_facts *f)
+{
+    return f->heap != NULL ? f->heap : f->inline_keys;
+}
+
+/* Classifies `cmd` against the node's key table `ks` (NULL while unknown:
+ * then only `known` is 0). Frees what an earlier classification of the
+ * same facts held, so a request may be classified again. */
+void route_classify(const struct keyspec *ks, const struct resp_cmd *cmd,
+                    struct route_facts *f);
+
+/* Frees what `f` owns (a request's req_free does it). */
+void route_facts_free(struct route_facts *f);
 
 enum route_kind {
     ROUTE_SLOT,        /* the master of `slot` */
@@ -24,12 +70,10 @@ enum route_kind {
 
 /* What the decision depends on besides the command. */
 struct route_in {
-    int cluster;                /* cluster mode (else single) */
-    int has_upstream;           /* a Redis is configured */
-    const struct keyspec *keys; /* key positions (COMMAND), NULL until
-                                   known */
-    const char *key_prefix;     /* the limiter's keys start with it */
-    int admin;                  /* the caller may touch limiter keys */
+    int cluster;            /* cluster mode (else single) */
+    int has_upstream;       /* a Redis is configured */
+    const char *key_prefix; /* the limiter's keys start with it */
+    int admin;              /* the caller may touch limiter keys */
 };
 
 struct route {
@@ -39,13 +83,12 @@ struct route {
     int nkeys;            /* keys found (ROUTE_CROSSSLOT: how many) */
 };
 
-/* Decides where `cmd` goes. `keys` has room for cmd->argc entries and
- * receives the argument indexes of its keys. Fills `out` and returns its
- * kind. In cluster mode PUBLISH and SUBSCRIBE go to the channel's slot and
- * PSUBSCRIBE and PUBSUB NUMPAT to slot 0 (patterns have no slot), so one
- * node sees one publisher's messages in order. */
+/* Decides where `cmd`, classified as `f` (its keys: route_facts_keys),
+ * goes. Fills `out` and returns its kind. In cluster mode PUBLISH and SUBSCRIBE
+ * go to the channel's slot and PSUBSCRIBE and PUBSUB NUMPAT to slot 0 (patterns
+ * have no slot), so one node sees one publisher's messages in order. */
 enum route_kind route_decide(const struct route_in *in,
-                             const struct resp_cmd *cmd, int *keys,
-                             struct route *out);
+                             const struct resp_cmd *cmd,
+                             const struct route_facts *f, struct route *out);
 
 #endif /* PX_PROXY_CORE_ROUTE_H */

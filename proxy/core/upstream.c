@@ -854,13 +854,14 @@ void upstream_reset(struct upstream *up)
     }
 }
 
-void upstream_wait_rid(struct upstream *up, struct req *req)
+void upstream_wait_rid(struct upstream *up, struct req *req,
+                       req_resume_fn *resume)
 {
     if (up->rid != 0 || !upstream_is_usable(up)) {
-        req->resume(req);
+        resume(req);
         return;
     }
-    queue_insert_tail(&up->rid_wait, &req->unode);
+    req_park(&up->rid_wait, req, resume);
 }
 
 void upstream_switch_proto(struct upstream *up, int proto)

@@ -69,8 +69,10 @@ void upstream_send_pushed(struct upstream *up, struct req *req);
 void upstream_send_tunnel(struct upstream *up, struct req *req);
 
 /* Holds `req` until the private upstream knows its Redis id, then calls
- * req->resume(req) (or fails `req` when the connection dies first). */
-void upstream_wait_rid(struct upstream *up, struct req *req);
+ * `resume` (also when the connection dies first: it finds no id and says
+ * so). */
+void upstream_wait_rid(struct upstream *up, struct req *req,
+                       req_resume_fn *resume);
 
 /* Switches a private upstream to `proto` (the client said HELLO): queues a
  * HELLO whose reply is dropped, ahead of the client's next commands. */

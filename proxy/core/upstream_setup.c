@@ -25,11 +25,10 @@ void upstream_setup_resume_rid_waits(struct upstream *up)
     while (!queue_empty(&up->rid_wait)) {
         struct req *w =
             container_of(queue_head(&up->rid_wait), struct req, unode);
-        queue_remove(&w->unode);
         if (w->on_reply == NULL) {
-            req_free(w);
+            req_free(w); /* unlinks it */
         } else {
-            w->resume(w);
+            req_resume(w);
         }
     }
 }

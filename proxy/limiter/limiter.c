@@ -252,7 +252,7 @@ static void limiter_count_check(const struct limiter_tally *t, int admitted)
  * under the prefix is the limiter's own state, which only an admin
  * client may name. */
 static void limiter_throttle_req(struct limiter *lm, struct req *req, int admin,
-                                 unsigned db)
+                                 unsigned db, void (*resume)(struct req *req))
 {
     const char *prefix = lm->conf->key_prefix;
     size_t plen = strlen(prefix);
@@ -279,7 +279,7 @@ static void limiter_throttle_req(struct limiter *lm, struct req *req, int admin,
         req_reply_error(req, LIMITER_ERR_PREFIX, prefix);
         return;
     }
-    if (!lm->store.ops->ready(&lm->store, req)) {
+    if (!lm->store.ops->ready(&lm->store, req, resume)) {
         return;
     }
     lm->store.ops->throttle(&lm->store, req, &p, argv[1], lens[1], db,
@@ -367,7 +367,8 @@ static const char *limiter_build(struct store_check *c)
 }
 
 static void limiter_tree_start(struct limiter *lm, struct req *req,
-                               enum store_op op, unsigned tries);
+                               enum store_op op, unsigned tries,
+                               void (*resume)(struct req *req));
 
 /* The store decided every limit of `c` (its client still waits): refund
  * what was taken where another group refused (or where the overrides
@@ -408,8 +409,9 @@ static void limiter_check_done(struct store_check *c)
         if (c->err.len == 0 && c->tries < LIMITER_MAX_TRIES) {
             enum store_op op = c->op;
             unsigned tries = c->tries;
+            void (*resume)(struct req * req) = c->resume;
             store_check_free(c);
-            limiter_tree_start(lm, root, op, tries + 1);
+            limiter_tree_start(lm, root, op, tries + 1, resume);
             return;
         }
         if (c->err.len == 0) {
@@ -571,7 +573,8 @@ static struct limits_levels *limiter_resolve(struct limiter *lm,
  * decision and reply, nothing written) or RESET <path>; `tries` counts
  * the calls when run-time overrides changed under the previous ones. */
 static void limiter_tree_start(struct limiter *lm, struct req *req,
-                               enum store_op op, unsigned tries)
+                               enum store_op op, unsigned tries,
+                               void (*resume)(struct req *req))
 {
     struct limits_levels *lv;
     struct store_check *c;
@@ -633,6 +636,7 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
     c->root = req;
     c->op = op;
     c->tries = tries;
+    c->resume = resume;
     c->lv = lv;
     c->cost = cost;
     c->wait_ns = wait_ms * RL_NS_PER_MS;
@@ -642,7 +646,7 @@ static void limiter_tree_start(struct limiter *lm, struct req *req,
         req_reply_error(req, "%s", err);
         return;
     }
-    if (!lm->store.ops->ready(&lm->store, req)) {
+    if (!lm->store.ops->ready(&lm->store, req, resume)) {
         store_check_free(c);
         return;
     }
@@ -715,7 +719,8 @@ static int limiter_override_text(struct req *req,
  * run-time override of one node with limits, kept by the store (for the
  * Redis store, in the override hash of the path's identity, where every
  * proxy's checks verify it). */
-static void limiter_override(struct limiter *lm, struct req *req)
+static void limiter_override(struct limiter *lm, struct req *req,
+                             void (*resume)(struct req *req))
 {
     enum store_override_op what = 0;
     char text[LIMITS_RUNTIME_MAX_BYTES];
@@ -756,7 +761,7 @@ static void limiter_override(struct limiter *lm, struct req *req)
         px_free(lv);
         return;
     }
-    if (lm->store.ops->ready(&lm->store, req)) {
+    if (lm->store.ops->ready(&lm->store, req, resume)) {
         lm->store.ops->override(&lm->store, req, what, lev, path, plen, text,
                                 tlen, limiter_store_done);
     }
@@ -845,12 +850,13 @@ int limiter_load(struct limiter *lm, const char *path, char *err, size_t errlen)
 }
 
 void limiter_throttle(struct limiter *lm, struct req *req, int admin,
-                      unsigned db)
+                      unsigned db, void (*resume)(struct req *req))
 {
-    limiter_throttle_req(lm, req, admin, db);
+    limiter_throttle_req(lm, req, admin, db, resume);
 }
 
-void limiter_command(struct limiter *lm, struct req *req, int admin)
+void limiter_command(struct limiter *lm, struct req *req, int admin,
+                     void (*resume)(struct req *req))
 {
     if (req->cmd->argc < 2) {
         req_reply_error(req, "wrong number of arguments for 'limiter' "
@@ -858,25 +864,25 @@ void limiter_command(struct limiter *lm, struct req *req, int admin)
         return;
     }
     if (resp_cmd_arg_is(req->cmd, 1, "check")) {
-        limiter_tree_start(lm, req, STORE_CHECK, 1);
+        limiter_tree_start(lm, req, STORE_CHECK, 1, resume);
     } else if (resp_cmd_arg_is(req->cmd, 1, "peek")) {
-        limiter_tree_start(lm, req, STORE_PEEK, 1);
+        limiter_tree_start(lm, req, STORE_PEEK, 1, resume);
     } else if (resp_cmd_arg_is(req->cmd, 1, "reset")) {
         if (limiter_admin_ok(lm, req, admin, "RESET")) {
-            limiter_tree_start(lm, req, STORE_RESET, 1);
+            limiter_tree_start(lm, req, STORE_RESET, 1, resume);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "rules")) {
         limiter_rules(lm, req, admin);
     } else if (resp_cmd_arg_is(req->cmd, 1, "override")) {
         if (limiter_admin_ok(lm, req, admin, "OVERRIDE")) {
-            limiter_override(lm, req);
+            limiter_override(lm, req, resume);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "reload")) {
         if (limiter_admin_ok(lm, req, admin, "RELOAD")) {
             limiter_reload(lm, req);
         }
     } else {
-        limiter_throttle_req(lm, req, admin, 0); /* the limiter's db */
+        limiter_throttle_req(lm, req, admin, 0, resume); /* the limiter's db */
     }
 }
 

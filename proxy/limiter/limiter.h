@@ -56,7 +56,7 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
  * (the client's SELECT), as with redis-cell; LIMITER's keys, the raw form
  * "LIMITER <key> ..." included, are always db 0's. */
 void limiter_throttle(struct limiter *lm, struct req *req, int admin,
-                      unsigned db);
+                      unsigned db, void (*resume)(struct req *req));
 
 /* The error of a client that is not admin naming a key under the key
  * prefix (%s): limiter keys belong to the proxy, whether an ordinary
@@ -68,8 +68,12 @@ void limiter_throttle(struct limiter *lm, struct req *req, int admin,
 
 /* LIMITER <key> <max_burst> <count> <period> [<quantity>], and the
  * subcommands of the limits tree. `admin`: the caller may use the admin
- * subcommands (RESET, OVERRIDE, RELOAD). */
-void limiter_command(struct limiter *lm, struct req *req, int admin);
+ * subcommands (RESET, OVERRIDE, RELOAD). For both: when the store cannot
+ * take calls yet (a cluster before its slot map) `req` is held and goes
+ * on at `resume`, the caller's entry for the command, which calls here
+ * again; nothing before the limiter runs twice. */
+void limiter_command(struct limiter *lm, struct req *req, int admin,
+                     void (*resume)(struct req *req));
 
 /* Loads the limits tree from `path` (NULL: none) now, keeping the old
  * tree when the file is bad (at start; reloads go through

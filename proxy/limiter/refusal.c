@@ -206,7 +206,7 @@ static struct refusal_tracker *refusal_tracker_for(struct refusal *rf,
                                                    const char *key, size_t klen)
 {
     struct cluster *cl = rf->cl;
-    struct node *node = cl->enabled
+    struct node *node = cluster_sharded(cl)
                             ? cluster_node_for_slot(cl, slot_for_key(key, klen))
                             : cl->single;
     static const char *const on[] = { "CLIENT", "TRACKING", "on" };

@@ -133,18 +133,20 @@ typedef void store_check_done_fn(struct store_check *c);
  * ended by the commands' completion. Owned by whoever runs it; freed by
  * store_check_free. */
 struct store_check {
-    struct store *st;          /* borrowed: the store it runs in */
-    struct req *root;          /* borrowed: the client's request */
-    enum store_op op;          /* what the call does */
-    unsigned tries;            /* whole calls so far, 1.. */
-    unsigned n;                /* limits */
-    unsigned ngroups;          /* script calls */
-    unsigned pending;          /* calls still owed */
-    struct limits_levels *lv;  /* owned: the path's levels */
-    struct store_limit *lim;   /* n limits, in c's allocation */
-    struct rl_decision *res;   /* n decisions, in c's allocation */
-    struct rl_decision *peek;  /* n states without this request (same) */
-    unsigned char *admitted;   /* ngroups "check went through" (same) */
+    struct store *st;                /* borrowed: the store it runs in */
+    struct req *root;                /* borrowed: the client's request */
+    enum store_op op;                /* what the call does */
+    unsigned tries;                  /* whole calls so far, 1.. */
+    void (*resume)(struct req *req); /* where root goes on if a store
+                                        must hold it (ops->ready) */
+    unsigned n;                      /* limits */
+    unsigned ngroups;                /* script calls */
+    unsigned pending;                /* calls still owed */
+    struct limits_levels *lv;        /* owned: the path's levels */
+    struct store_limit *lim;         /* n limits, in c's allocation */
+    struct rl_decision *res;         /* n decisions, in c's allocation */
+    struct rl_decision *peek;        /* n states without this request (same) */
+    unsigned char *admitted;         /* ngroups "check went through" (same) */
     unsigned char stale;       /* a group saw overrides we did not assume */
     long long deleted;         /* RESET: keys removed */
     int64_t cost;              /* COST n (default 1; PEEK's too) */
@@ -200,9 +202,11 @@ struct store_ops {
     /* Frees st->impl. */
     void (*free)(struct store *st);
 
-    /* 1 when the store takes calls now; else holds `req` until it can
-     * (it is routed again then) and returns 0. */
-    int (*ready)(struct store *st, struct req *req);
+    /* 1 when the store takes calls now; else holds `req` until it can,
+     * then calls `resume` (the limiter's entry for its command), and
+     * returns 0. */
+    int (*ready)(struct store *st, struct req *req,
+                 void (*resume)(struct req *req));
 
     /* One CL.THROTTLE of `req`: GCRA with `p` on `key` in database `db`
      * (the client's SELECT; only a Redis store in single mode sees one

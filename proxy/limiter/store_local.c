@@ -494,10 +494,12 @@ static void store_local_free_op(struct store *st)
     }
 }
 
-static int store_local_ready(struct store *st, struct req *req)
+static int store_local_ready(struct store *st, struct req *req,
+                             void (*resume)(struct req *req))
 {
     PX_UNUSED(st);
     PX_UNUSED(req);
+    PX_UNUSED(resume);
     return 1;
 }
 

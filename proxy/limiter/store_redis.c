@@ -76,10 +76,11 @@ struct store_redis {
     struct lua_wire_params params; /* the last limit's script words */
 };
 
-static int store_redis_ready(struct store *st, struct req *req)
+static int store_redis_ready(struct store *st, struct req *req,
+                             void (*resume)(struct req *req))
 {
     if (!cluster_ready(st->cl)) {
-        cluster_hold(st->cl, req);
+        cluster_hold(st->cl, req, resume);
         return 0;
     }
     return 1;
@@ -205,7 +206,7 @@ static void store_redis_throttle(struct store *st, struct req *req,
     }
     call = px_calloc(1, sizeof(*call) + klen + 1);
     call->it.kind = STORE_REDIS_THROTTLE;
-    call->it.slot = st->cl->enabled ? slot_for_key(key, klen) : 0;
+    call->it.slot = cluster_sharded(st->cl) ? slot_for_key(key, klen) : 0;
     call->it.cid = req->cid;
     call->it.db = db;
     call->root = req;
@@ -372,7 +373,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
 
     q->it.kind = STORE_REDIS_GROUP;
     q->it.cid = c->root->cid;
-    q->it.slot = c->st->cl->enabled ? slot_for_key(ovkey, ovlen) : 0;
+    q->it.slot = cluster_sharded(c->st->cl) ? slot_for_key(ovkey, ovlen) : 0;
     lua_wire_group_encode(&q->w, c, g, mode, ovkey, ovlen, store_redis_known,
                           c->st, &rs->params);
     q->cacheable =

@@ -521,7 +521,7 @@ void store_redis_batch_flush(struct store_redis_batcher *bt, bool all)
     while (!queue_empty(&bt->pending)) {
         struct store_redis_item *it = container_of(
             queue_head(&bt->pending), struct store_redis_item, link);
-        struct node *node = st->cl->enabled
+        struct node *node = cluster_sharded(st->cl)
                                 ? cluster_node_for_slot(st->cl, it->slot)
                                 : st->cl->single;
         struct upstream *up =

@@ -77,6 +77,60 @@ Test(it_sentinel, finds_the_master_past_a_dead_sentinel, .init = init_one,
     redisFree(px);
 }
 
+/* Requests a client sent before any sentinel answered are held, then go
+ * on where they stopped once the master is known, each answered once and
+ * in order: a forwarded command (the router's resume), a CL.THROTTLE (the
+ * limiter's own resume point) and SCRIPT KILL (the kill path). */
+Test(it_sentinel, held_requests_go_on_once_the_master_is_known,
+     .init = init_one, .fini = px_sentinel_fini, .timeout = 60)
+{
+    struct px_sentinels *s = px_sentinels();
+    redisContext *px, *ctl;
+    redisReply *r;
+    long long base;
+    int done = 0, i;
+
+    /* A stopped sentinel accepts (the kernel does) and answers nothing. */
+    cr_assert_eq(kill(s->sent[0].pid, SIGSTOP), 0);
+    px_proxy_start(&px_env()->proxy,
+                   px_sentinel_yaml(s, 0, "connect_timeout_ms: 20000\n"), NULL);
+    px = px_connect(px_env()->proxy.port);
+    ctl = px_connect(px_env()->proxy.port);
+    check_info_line(ctl, "sentinel_known:0");
+    base = px_info_int(ctl, "total_commands_processed");
+    redisAppendCommand(px, "SET hk hv");
+    redisAppendCommand(px, "GET hk");
+    redisAppendCommand(px, "CL.THROTTLE hk:t 10 10 60");
+    redisAppendCommand(px, "SCRIPT KILL");
+    while (!done) {
+        cr_assert_eq(redisBufferWrite(px, &done), REDIS_OK);
+    }
+    /* All four parsed (each INFO counts itself too), so all held. */
+    for (i = 1; px_info_int(ctl, "total_commands_processed") < base + 4 + i;
+         i++) {
+        if (i > 1000) {
+            cr_assert_fail("cellgate did not read the pipeline");
+        }
+        px_sleep_ms(5);
+    }
+    check_info_line(ctl, "sentinel_known:0");
+    cr_assert_eq(kill(s->sent[0].pid, SIGCONT), 0);
+    px_check_status(px_next(px), "OK");
+    px_check_str(px_next(px), "hv");
+    r = px_next(px);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "CL.THROTTLE: type %d", r->type);
+    cr_assert_eq(r->elements, 5u);
+    cr_assert_eq(r->element[0]->integer, 0, "allowed");
+    freeReplyObject(r);
+    r = px_next(px);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert_not_null(strstr(r->str, "NOTBUSY"), "%s", r->str);
+    freeReplyObject(r);
+    check_info_line(ctl, "sentinel_known:1");
+    redisFree(ctl);
+    redisFree(px);
+}
+
 /* One round of every client's pipeline: a writer sets k:w:round and reads
  * it back, a throttler calls CL.THROTTLE. Every reply must be its own
  * request's (an error is fine, another key's value never). Returns 1 when
