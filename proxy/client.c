@@ -249,7 +249,7 @@ struct req *client_req_new(struct client *c, struct resp_cmd *cmd)
     struct req *req = req_new(cmd);
 
     req->client = c;
-    req->cid = c->lane;
+    req->lane = c->lane;
     req->proto = c->proto;
     req->on_reply = client_on_reply;
     req->parsed_ns = uv_hrtime();

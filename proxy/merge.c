@@ -88,7 +88,7 @@ static void merge_send(struct req *root, unsigned i, struct resp_cmd *cmd,
     struct req *part = req_own(cmd, merge_on_part, root);
 
     part->part = i;
-    part->cid = root->cid;
+    part->lane = root->lane;
     part->proto = root->proto;
     if (n != NULL && root->mg->oneshot) {
         cluster_send_oneshot(&server.cluster, n, part);

@@ -184,7 +184,7 @@ void router_forward(struct req *req)
     }
     /* A client always uses the same shared connection per node, so its
      * commands reach Redis in the order it sent them. */
-    up = cluster_upstream_proto(n, req->cid, req->proto);
+    up = cluster_upstream_proto(n, req->lane, req->proto);
     if (c->nreqs == 1 && !queue_empty(&up->inflight)) {
         /* The client owes nothing else (this request is its only one in
          * its FIFO), so no order binds it to that connection: it moves
@@ -196,8 +196,8 @@ void router_forward(struct req *req)
         int alt = cluster_upstream_unstalled(n, req->proto);
         if (alt >= 0) {
             c->lane = (uint64_t)alt;
-            req->cid = c->lane;
-            up = cluster_upstream_proto(n, req->cid, req->proto);
+            req->lane = c->lane;
+            up = cluster_upstream_proto(n, req->lane, req->proto);
         }
     }
     upstream_send(up, req);
@@ -333,7 +333,7 @@ static void router_before_redis(struct req *req)
          * connection (where its last limiter call took it) for its own
          * lane, so no reply of its waits in front of limiter calls. */
         c->lane = c->id;
-        req->cid = c->lane;
+        req->lane = c->lane;
     }
     if (c->lim_owed > 0) {
         limiter_send_all(&server.limiter);
@@ -424,7 +424,7 @@ static void router_limiter(struct req *req)
     router_set_lat(req, REQ_LAT_DECISION);
     if (c->nreqs == 1) {
         c->lane = CLUSTER_LIMITER_LANE;
-        req->cid = c->lane;
+        req->lane = c->lane;
     }
     req->def->proc(req);
 }

@@ -27,8 +27,8 @@ struct tls_ctx;
 
 /* A CLIENT TRACKING REDIRECT target: its Redis id and cellgate's. */
 struct server_redir_id {
-    uint64_t rid; /* Redis's CLIENT ID of its private connection */
-    uint64_t cid; /* cellgate's id of the client */
+    uint64_t rid;       /* Redis's CLIENT ID of its private connection */
+    uint64_t client_id; /* cellgate's id of the client */
 };
 
 /* Size of the shared read slab for client sockets (one read at a time). */

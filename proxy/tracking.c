@@ -86,7 +86,7 @@ void tracking_client_unblock(struct req *req)
     }
     snprintf(rid, sizeof(rid), "%llu", (unsigned long long)up->rid);
     tracking_rewrite_arg(req, 2, rid);
-    upstream_send(cluster_upstream_proto(n, req->cid, req->proto), req);
+    upstream_send(cluster_upstream_proto(n, req->lane, req->proto), req);
 }
 
 /* Sends a CLIENT TRACKING on whose REDIRECT argument (at `at`, 0 when
@@ -114,7 +114,8 @@ static void tracking_tracking_send(struct req *req, int at)
          * tracking client then gets tracking-redir-broken): never pooled. */
         target->tracked = 1;
         server.redir_ids[server.next_redir % SERVER_REDIR_IDS] =
-            (struct server_redir_id){ .rid = target->rid, .cid = (uint64_t)id };
+            (struct server_redir_id){ .rid = target->rid,
+                                      .client_id = (uint64_t)id };
         server.next_redir++;
     }
     c->sess.tracking = 1;
@@ -237,7 +238,7 @@ static long long tracking_id_of_rid(long long rid)
     /* A redirect target that left: Redis still names it. */
     for (i = 0; i < SERVER_REDIR_IDS; i++) {
         if ((long long)server.redir_ids[i].rid == rid) {
-            return (long long)server.redir_ids[i].cid;
+            return (long long)server.redir_ids[i].client_id;
         }
     }
     return rid;

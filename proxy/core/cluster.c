@@ -202,24 +202,24 @@ static void cluster_node_drop(struct cluster *cl, struct node *n,
     px_free(n);
 }
 
-struct upstream *cluster_upstream(struct node *node, uint64_t cid)
+struct upstream *cluster_upstream(struct node *node, uint64_t lane)
 {
-    if (cid == CLUSTER_LIMITER_LANE && node->lpool == NULL) {
+    if (lane == CLUSTER_LIMITER_LANE && node->lpool == NULL) {
         if (node->lim == NULL) {
             node->lim = cluster_shared_new(node->cl, node, RESP_PROTO2, 0);
         }
         return node->lim;
     }
-    return node->pool[cid % node->npool];
+    return node->pool[lane % node->npool];
 }
 
-struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
+struct upstream *cluster_upstream_proto(struct node *node, uint64_t lane,
                                         int proto)
 {
     unsigned i;
 
     if (proto != RESP_PROTO3) {
-        return cluster_upstream(node, cid);
+        return cluster_upstream(node, lane);
     }
     if (node->pool3 == NULL) {
         log_info("node %s: opening RESP3 connections", node->name);
@@ -228,21 +228,21 @@ struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
             node->pool3[i] = cluster_shared_new(node->cl, node, RESP_PROTO3, 0);
         }
     }
-    return node->pool3[cid % node->npool];
+    return node->pool3[lane % node->npool];
 }
 
-struct upstream *cluster_limiter_upstream(struct node *node, uint64_t cid)
+struct upstream *cluster_limiter_upstream(struct node *node, uint64_t lane)
 {
-    return node->lpool != NULL ? node->lpool[cid % node->npool]
-                               : cluster_upstream(node, cid);
+    return node->lpool != NULL ? node->lpool[lane % node->npool]
+                               : cluster_upstream(node, lane);
 }
 
 /* The shared connection `req` goes on at `node`. */
 static struct upstream *cluster_upstream_req(struct node *node,
                                              const struct req *req)
 {
-    return req->limiter ? cluster_limiter_upstream(node, req->cid)
-                        : cluster_upstream_proto(node, req->cid, req->proto);
+    return req->limiter ? cluster_limiter_upstream(node, req->lane)
+                        : cluster_upstream_proto(node, req->lane, req->proto);
 }
 
 struct node *cluster_node_by_name(struct cluster *cl, const char *name)

@@ -145,7 +145,7 @@ const struct keyspec *cluster_keyspec(struct cluster *cl);
  * with the reply, or with an error when the request cannot be sent. */
 
 /* To node `n` (NULL: fails with -CLUSTERDOWN, the slot is not served), on
- * the shared connection of lane req->cid in protocol req->proto (or on
+ * the shared connection of lane req->lane in protocol req->proto (or on
  * the limiter's connection of that lane, for a req->limiter request). */
 void cluster_send(struct cluster *cl, struct node *n, struct req *req);
 
@@ -174,21 +174,21 @@ struct node *cluster_any_node(struct cluster *cl);
  * limiter's. With limiter_password, one of the limiter user's. */
 #define CLUSTER_LIMITER_LANE UINT64_MAX
 
-/* The shared RESP2 connection of `node` that lane `cid` uses. Each client
+/* The shared RESP2 connection of `node` that lane `lane` uses. Each client
  * sticks to one connection per node, so its commands stay in order. The
  * limiter's lane is opened here, at its first use. */
-struct upstream *cluster_upstream(struct node *node, uint64_t cid);
+struct upstream *cluster_upstream(struct node *node, uint64_t lane);
 
 /* The same in protocol `proto` (RESP_PROTO2 or RESP_PROTO3). The RESP3
  * pool of a node is opened here, the first time a RESP3 client needs it, so
  * RESP2-only deployments never open one. */
-struct upstream *cluster_upstream_proto(struct node *node, uint64_t cid,
+struct upstream *cluster_upstream_proto(struct node *node, uint64_t lane,
                                         int proto);
 
-/* The shared connection of `node` that the limiter's calls of lane `cid`
+/* The shared connection of `node` that the limiter's calls of lane `lane`
  * use: one logged in as limiter_user when it is set, else the client
  * traffic's (cluster_upstream). */
-struct upstream *cluster_limiter_upstream(struct node *node, uint64_t cid);
+struct upstream *cluster_limiter_upstream(struct node *node, uint64_t lane);
 
 /* A private upstream for the limiter (its invalidation tracker): a new one
  * logged in as limiter_user when it is set, which is closed when given

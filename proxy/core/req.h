@@ -94,9 +94,9 @@ struct req {
                                         and cleared by that owner */
     void *cancel_ctx;                /* borrowed: cancel's context */
     unsigned redirects;              /* MOVED/ASK followed so far */
-    uint64_t cid;                    /* lane of the client it serves: picks the
-                                        connection, so a client's commands keep
-                                        their order on each node */
+    uint64_t lane;                   /* lane of the client it serves: picks the
+                                       connection, so a client's commands keep
+                                       their order on each node */
     struct merge *mg;                /* owned: parts of a split or fanned-out
                                         request, NULL for a plain one */
     req_parts_free_fn *mg_free;      /* frees mg */
@@ -142,7 +142,7 @@ enum req_lat {
 };
 
 /* A new request owning `cmd` (may be NULL), linked nowhere. Its creator
- * sets on_reply (and client, cid, proto for a client's request). */
+ * sets on_reply (and client, lane, proto for a client's request). */
 struct req *req_new(struct resp_cmd *cmd);
 
 /* The proxy's own request: `cmd` (taken; NULL aborts as out of memory),

@@ -23,7 +23,7 @@ void store_init(struct store *st, const struct store_ops *ops,
     st->core = core;
     st->cl = cl;
     st->conf = conf;
-    hmap_init(&st->pending_by_cid);
+    hmap_init(&st->pending_by_payer);
     ops->init(st);
 }
 
@@ -33,7 +33,7 @@ void store_free(struct store *st)
         st->ops->free(st);
     }
     st->impl = NULL;
-    hmap_free(&st->pending_by_cid, NULL);
+    hmap_free(&st->pending_by_payer, NULL);
 }
 
 /* `n` rounded up to the strictest alignment, so an array may start there. */
@@ -96,21 +96,21 @@ int store_pending_admits(size_t pending, size_t bytes, size_t max,
 int store_check_charge(struct store *st, struct store_check *c,
                        const void *client)
 {
-    uintptr_t cid = (uintptr_t)client;
+    uintptr_t payer = (uintptr_t)client;
     size_t b = store_check_bytes(c);
-    uintptr_t mine = (uintptr_t)hmap_get(&st->pending_by_cid,
-                                         (const char *)&cid, sizeof(cid));
+    uintptr_t mine = (uintptr_t)hmap_get(&st->pending_by_payer,
+                                         (const char *)&payer, sizeof(payer));
 
     if (!store_pending_admits(st->pending_bytes, b,
                               st->conf->limiter_pending_max_bytes, mine)) {
         st->pending_refused++;
         return -1;
     }
-    hmap_put(&st->pending_by_cid, (const char *)&cid, sizeof(cid),
+    hmap_put(&st->pending_by_payer, (const char *)&payer, sizeof(payer),
              (void *)(mine + 1));
     st->pending_bytes += b;
     c->charged = b;
-    c->cid = cid;
+    c->payer = payer;
     return 0;
 }
 
@@ -125,13 +125,14 @@ static void store_check_uncharge(struct store_check *c)
     }
     st->pending_bytes -= c->charged;
     c->charged = 0;
-    mine = (uintptr_t)hmap_get(&st->pending_by_cid, (const char *)&c->cid,
-                               sizeof(c->cid));
+    mine = (uintptr_t)hmap_get(&st->pending_by_payer, (const char *)&c->payer,
+                               sizeof(c->payer));
     if (mine <= 1) {
-        hmap_del(&st->pending_by_cid, (const char *)&c->cid, sizeof(c->cid));
+        hmap_del(&st->pending_by_payer, (const char *)&c->payer,
+                 sizeof(c->payer));
     } else {
-        hmap_put(&st->pending_by_cid, (const char *)&c->cid, sizeof(c->cid),
-                 (void *)(mine - 1));
+        hmap_put(&st->pending_by_payer, (const char *)&c->payer,
+                 sizeof(c->payer), (void *)(mine - 1));
     }
 }
 

@@ -66,24 +66,24 @@ struct store_reply {
 
 /* A store: the context of every op. Embedded in struct limiter. */
 struct store {
-    const struct store_ops *ops; /* the implementation, fixed at init */
-    struct core *core;           /* borrowed: its connections' setup hook */
-    struct cluster *cl;          /* borrowed: where the Redis store lives */
-    const struct conf *conf;     /* borrowed */
-    uint64_t fail_open;          /* calls admitted with the store down */
-    unsigned queued;             /* calls queued since the last flush */
-    unsigned held;               /* calls the last flush left queued (a
-                                    part-filled batch waiting its turn) */
-    unsigned early;              /* queued calls that make a flush due
-                                    before the loop turn ends; 0: never */
-    void *impl;                  /* owned by ops: the implementation's state
-                                    (init op makes it, free op frees it) */
-    size_t pending_bytes;        /* charged by the tree calls running now
-                                    (store_check_charge), all clients */
-    uint64_t pending_refused;    /* calls refused: past the bound */
-    struct hmap pending_by_cid;  /* client (its address, never looked
-                                    into) -> its calls running now, as a
-                                    uintptr_t */
+    const struct store_ops *ops;  /* the implementation, fixed at init */
+    struct core *core;            /* borrowed: its connections' setup hook */
+    struct cluster *cl;           /* borrowed: where the Redis store lives */
+    const struct conf *conf;      /* borrowed */
+    uint64_t fail_open;           /* calls admitted with the store down */
+    unsigned queued;              /* calls queued since the last flush */
+    unsigned held;                /* calls the last flush left queued (a
+                                     part-filled batch waiting its turn) */
+    unsigned early;               /* queued calls that make a flush due
+                                     before the loop turn ends; 0: never */
+    void *impl;                   /* owned by ops: the implementation's state
+                                     (init op makes it, free op frees it) */
+    size_t pending_bytes;         /* charged by the tree calls running now
+                                     (store_check_charge), all clients */
+    uint64_t pending_refused;     /* calls refused: past the bound */
+    struct hmap pending_by_payer; /* client (its address, never looked
+                                   into) -> its calls running now, as a
+                                   uintptr_t */
 };
 
 /* Completion of a throttle or override call of `req` (whose client still
@@ -162,7 +162,7 @@ struct store_check {
     size_t alloc;                  /* bytes of c's own allocation */
     size_t charged;                /* bytes in st->pending_bytes for c
                                       (0: not charged) */
-    uintptr_t cid;                 /* the client charged (its address) */
+    uintptr_t payer;               /* the client charged (its address) */
 };
 
 /* What a LIMITER OVERRIDE call does. */

@@ -207,7 +207,7 @@ static void store_redis_throttle(struct store *st, struct req *req,
     call = px_calloc(1, sizeof(*call) + klen + 1);
     call->it.kind = STORE_REDIS_THROTTLE;
     call->it.slot = cluster_sharded(st->cl) ? slot_for_key(key, klen) : 0;
-    call->it.cid = req->cid;
+    call->it.lane = req->lane;
     call->it.db = db;
     call->root = req;
     call->p = *p;
@@ -372,7 +372,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     size_t ovlen = store_redis_group_ovkey(c, g, ovkey);
 
     q->it.kind = STORE_REDIS_GROUP;
-    q->it.cid = c->root->cid;
+    q->it.lane = c->root->lane;
     q->it.slot = cluster_sharded(c->st->cl) ? slot_for_key(ovkey, ovlen) : 0;
     lua_wire_group_encode(&q->w, c, g, mode, ovkey, ovlen, store_redis_known,
                           c->st, &rs->params);
@@ -458,8 +458,8 @@ static void store_redis_reset_send(struct store_check *c, unsigned g)
         }
     }
     store_redis_part_send(c->st, resp_cmd_new((int)a, argv, lens),
-                          store_redis_reset_on_reply, c, g, c->root->cid, ovkey,
-                          ovlen);
+                          store_redis_reset_on_reply, c, g, c->root->lane,
+                          ovkey, ovlen);
     px_free(argv);
     px_free(lens);
 }
@@ -590,7 +590,7 @@ static void store_redis_override(struct store *st, struct req *req,
     req->owed++;
     store_redis_part_send(
         st, resp_cmd_new(argc, argv, lens), store_redis_override_on_reply, oc,
-        (unsigned)(op == STORE_OVERRIDE_SET), req->cid, key, (size_t)kl);
+        (unsigned)(op == STORE_OVERRIDE_SET), req->lane, key, (size_t)kl);
 }
 
 /* ---------------- The store interface (store.h) ---------------- */

@@ -68,12 +68,12 @@ struct store_redis_batch {
 
 void store_redis_part_send(struct store *st, struct resp_cmd *cmd,
                            req_reply_fn *fn, void *ctx, unsigned partno,
-                           uint64_t cid, const char *key, size_t klen)
+                           uint64_t lane, const char *key, size_t klen)
 {
     struct req *part = req_own(cmd, fn, ctx);
 
     part->part = partno;
-    part->cid = cid;
+    part->lane = lane;
     part->limiter = 1;
     cluster_send_key(st->cl, key, klen, part);
 }
@@ -129,10 +129,10 @@ static void store_redis_load_words(const char *argv[3], size_t lens[3])
     lens[2] = lib->len;
 }
 
-/* FUNCTION LOAD of the library, sent to the node of `key` on lane `cid`
+/* FUNCTION LOAD of the library, sent to the node of `key` on lane `lane`
  * (the lane of the call that will follow it). */
 static void store_redis_load(struct store *st, const char *key, size_t klen,
-                             uint64_t cid)
+                             uint64_t lane)
 {
     const char *argv[3];
     size_t lens[3];
@@ -140,7 +140,7 @@ static void store_redis_load(struct store *st, const char *key, size_t klen,
 
     store_redis_load_words(argv, lens);
     req = req_own(resp_cmd_new(3, argv, lens), store_redis_on_load, NULL);
-    req->cid = cid;
+    req->lane = lane;
     req->limiter = 1;
     cluster_send_key(st->cl, key, klen, req);
 }
@@ -193,19 +193,19 @@ static int store_redis_err_is(const char *frame, size_t len, const char *prefix,
     return w == 0;
 }
 
-/* A call sent `*via` on lane `cid` failed with `frame`: 1 when it is
+/* A call sent `*via` on lane `lane` failed with `frame`: 1 when it is
  * worth sending again (*via moved on; a library reload is queued ahead of
  * it on the node of `key`, on its lane), 0 when the error is the answer. */
 static int store_redis_retry(struct store_redis_batcher *bt, unsigned char *via,
                              const char *frame, size_t len, const char *key,
-                             size_t klen, uint64_t cid)
+                             size_t klen, uint64_t lane)
 {
     if (*via == STORE_REDIS_VIA_FCALL &&
         store_redis_err_is(frame, len, "-ERR Function not found", NULL)) {
         /* FUNCTION FLUSH, a replica promoted before it had the library
          * (a restart is a new connection, which loads it first): load it;
          * the call follows on the same connection, so it finds it. */
-        store_redis_load(bt->st, key, klen, cid);
+        store_redis_load(bt->st, key, klen, lane);
         *via = STORE_REDIS_VIA_RELOADED;
         return 1;
     }
@@ -354,7 +354,7 @@ static void store_redis_batch_send(struct store_redis_batch *b)
     const struct store_redis_item *it = b->item[0];
     struct cluster *cl = b->bt->st->cl;
     unsigned db = it->db;
-    uint64_t cid = it->cid;
+    uint64_t lane = it->lane;
     size_t klen;
     const char *key = store_redis_item_key(it, &klen);
     /* A refused send (the node down) fails the batch at once and frees
@@ -362,10 +362,10 @@ static void store_redis_batch_send(struct store_redis_batch *b)
     char *kept = db != 0 ? px_strndup(key, klen) : NULL;
 
     b->sent_ns = uv_hrtime();
-    store_redis_db_enter(cl, db, cid, key, klen);
-    store_redis_part_send(b->bt->st, cmd, store_redis_on_batch, b, 0, cid, key,
+    store_redis_db_enter(cl, db, lane, key, klen);
+    store_redis_part_send(b->bt->st, cmd, store_redis_on_batch, b, 0, lane, key,
                           klen);
-    store_redis_db_leave(cl, db, cid, kept, klen);
+    store_redis_db_leave(cl, db, lane, kept, klen);
     px_free(kept);
 }
 
@@ -414,7 +414,7 @@ static void store_redis_on_batch(struct req *part, const char *frame,
     part->ctx = NULL;
     key = store_redis_item_key(b->item[0], &klen);
     if (frame[0] == '-' && store_redis_retry(bt, &b->via, frame, len, key, klen,
-                                             b->item[0]->cid)) {
+                                             b->item[0]->lane)) {
         store_redis_batch_send(b);
         return;
     }
@@ -525,7 +525,7 @@ void store_redis_batch_flush(struct store_redis_batcher *bt, bool all)
                                 ? cluster_node_for_slot(st->cl, it->slot)
                                 : st->cl->single;
         struct upstream *up =
-            node != NULL ? cluster_limiter_upstream(node, it->cid) : NULL;
+            node != NULL ? cluster_limiter_upstream(node, it->lane) : NULL;
         struct store_redis_batch *b = NULL;
 
         queue_remove(&it->link);

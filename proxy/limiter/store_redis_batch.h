@@ -35,7 +35,7 @@ struct store_redis_item {
                             batch across slots found its slot elsewhere */
     unsigned slot;       /* its keys' slot (cluster mode; else 0) */
     unsigned db;         /* a CL.THROTTLE's client's db (store_redis_db.c) */
-    uint64_t cid;        /* the lane of the client it serves */
+    uint64_t lane;       /* the lane of the client it serves */
 };
 
 /* One CL.THROTTLE waiting for its script call. Queued in `pending` until
@@ -114,9 +114,9 @@ int store_redis_down(const char *frame, size_t len);
 
 /* Sends `cmd` (taken; NULL: out of memory) as a proxy-made part to the
  * node that owns `key`: its reply goes to `fn` with `ctx` and part number
- * `partno`, on lane `cid`; it fails at once when no node serves the slot. */
+ * `partno`, on lane `lane`; it fails at once when no node serves the slot. */
 void store_redis_part_send(struct store *st, struct resp_cmd *cmd,
                            req_reply_fn *fn, void *ctx, unsigned partno,
-                           uint64_t cid, const char *key, size_t klen);
+                           uint64_t lane, const char *key, size_t klen);
 
 #endif /* PX_PROXY_LIMITER_STORE_REDIS_BATCH_H */

@@ -38,10 +38,10 @@ static void store_redis_db_on_select(struct req *part, const char *frame,
     }
 }
 
-/* Sends "SELECT <db>" as a limiter part of lane `cid` to the node of
+/* Sends "SELECT <db>" as a limiter part of lane `lane` to the node of
  * `key`. */
-static void store_redis_db_select(struct cluster *cl, unsigned db, uint64_t cid,
-                                  const char *key, size_t klen)
+static void store_redis_db_select(struct cluster *cl, unsigned db,
+                                  uint64_t lane, const char *key, size_t klen)
 {
     char num[16];
     const char *argv[2] = { "SELECT", num };
@@ -49,23 +49,23 @@ static void store_redis_db_select(struct cluster *cl, unsigned db, uint64_t cid,
 
     snprintf(num, sizeof(num), "%u", db);
     part = req_own_argv(2, argv, store_redis_db_on_select, NULL);
-    part->cid = cid;
+    part->lane = lane;
     part->limiter = 1;
     cluster_send_key(cl, key, klen, part);
 }
 
-void store_redis_db_enter(struct cluster *cl, unsigned db, uint64_t cid,
+void store_redis_db_enter(struct cluster *cl, unsigned db, uint64_t lane,
                           const char *key, size_t klen)
 {
     if (db != 0) {
-        store_redis_db_select(cl, db, cid, key, klen);
+        store_redis_db_select(cl, db, lane, key, klen);
     }
 }
 
-void store_redis_db_leave(struct cluster *cl, unsigned db, uint64_t cid,
+void store_redis_db_leave(struct cluster *cl, unsigned db, uint64_t lane,
                           const char *key, size_t klen)
 {
     if (db != 0) {
-        store_redis_db_select(cl, 0, cid, key, klen);
+        store_redis_db_select(cl, 0, lane, key, klen);
     }
 }
