@@ -489,8 +489,14 @@ void router_dispatch(struct req *req)
     }
     /* What the node's key table says of it, once: everything below reads
      * req->facts. Before the table is known (a request about to be held
-     * until the cluster is ready) it is classified again when it resumes. */
-    locate_classify(req);
+     * until the cluster is ready) it is classified again when it resumes.
+     * The limiter's commands and refusals go to Redis only inside a
+     * transaction or a tunnel, so elsewhere CL.THROTTLE and LIMITER pay no
+     * key-table lookup. */
+    if (top == NULL || (top->how != CMD_LIMITER && top->how != CMD_REFUSE) ||
+        sess_in_multi(&c->sess) || c->sess.tunnel) {
+        locate_classify(req);
+    }
     how = router_class(req, &flags);
     if (flags & (CMD_F_PUBSUB | CMD_F_UNSUB)) {
         /* Subscription confirmations reach the client even with CLIENT
