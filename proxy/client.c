@@ -31,6 +31,7 @@
  * run as usual and their replies are dropped when they complete (pushes
  * relayed meanwhile are kept). */
 #include "proxy/client.h"
+#include "proxy/client_ops.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -547,26 +548,16 @@ static void client_close_after_owed(struct client *c)
     req_reply_built(req);
 }
 
-/* What priv.c tells a client (installed in every client it accepts). */
-static const struct priv_client_ops client_priv_ops = {
+/* What the modules below this one may do to a client (installed in every
+ * client it accepts). */
+static const struct client_ops client_ops = {
     .push = client_push,
     .frame = client_note_priv_frame,
     .state_gone = client_clear_state_flags,
     .close_after_owed = client_close_after_owed,
+    .close = client_close,
+    .stop_reading = client_stop_reading,
 };
-
-struct client *client_by_id(uint64_t id)
-{
-    struct queue *q;
-
-    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
-        struct client *c = container_of(q, struct client, node);
-        if (c->id == id && !c->closing) {
-            return c;
-        }
-    }
-    return NULL;
-}
 
 void client_accept(uv_stream_t *listener)
 {
@@ -585,7 +576,7 @@ void client_accept(uv_stream_t *listener)
     wq_init(&c->wq, (uv_stream_t *)&c->tcp, client_on_wq_event);
     c->authed = conf->requirepass == NULL;
     c->proto = RESP_PROTO2;
-    c->priv_ops = &client_priv_ops;
+    c->ops = &client_ops;
     c->ctime_ms = server_now_ms();
     c->last_ms = c->ctime_ms;
     memcpy(c->last_cmd, "NULL", 5);

@@ -21,7 +21,7 @@
 
 struct hmap;
 struct node;
-struct priv_client_ops;
+struct client_ops;
 struct req;
 struct resp_cmd;
 struct resp_reader;
@@ -104,9 +104,9 @@ struct client {
                                       connections) */
     unsigned handshaking : 1;      /* TLS: the handshake runs; nothing is
                                       parsed nor written but its records */
-    /* Borrowed (static): how priv.c, below client.c, tells this client
-     * what its private upstream did; set by client_accept. */
-    const struct priv_client_ops *priv_ops;
+    /* Borrowed (static): how the modules below client.c (priv.c,
+     * session.c) act on this client (client_ops.h); set by client_accept. */
+    const struct client_ops *ops;
 };
 
 /* Accepts a connection from the listener. */
@@ -144,8 +144,5 @@ void client_set_proto(struct client *c, int proto);
 /* Forgets the state that lived on the private upstream (transaction,
  * WATCH, subscriptions, db, tracking, MONITOR...). */
 void client_clear_state_flags(struct client *c);
-
-/* The client with id `id`, or NULL. */
-struct client *client_by_id(uint64_t id);
 
 #endif /* PX_PROXY_CLIENT_H */

@@ -15,6 +15,7 @@
 #include "conf/conf.h"
 #include "parser/resp.h"
 #include "proxy/client.h"
+#include "proxy/client_ops.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/log.h"
 #include "proxy/core/req.h"
@@ -33,18 +34,18 @@ void priv_gone(struct client *c, struct upstream *up, int failed)
          * replies owed, as a dropped Redis connection would. */
         queue_remove(&up->aux_link);
         if (failed && !c->closing) {
-            c->priv_ops->close_after_owed(c);
+            c->ops->close_after_owed(c);
         }
         return;
     }
     c->priv = NULL;
     priv_aux_release(c); /* tracking ends with the first connection */
     had_state = sess_has_state(&c->sess) && !c->sess.push_wait;
-    c->priv_ops->state_gone(c);
+    c->ops->state_gone(c);
     if (failed && had_state && !c->closing) {
         /* Its Redis-side state (subscriptions, db, transaction) is gone:
          * close after the replies already owed, as Redis would have. */
-        c->priv_ops->close_after_owed(c);
+        c->ops->close_after_owed(c);
     }
 }
 
@@ -64,13 +65,13 @@ static void priv_up_push(struct upstream *up, const char *p, size_t n)
          * that will not come). */
         c->sess.push_wait = 0;
     }
-    c->priv_ops->push(c, p, n);
+    c->ops->push(c, p, n);
 }
 
 static void priv_up_frame(struct upstream *up, const char *p, size_t n)
 {
     if (up->owner != NULL) {
-        up->owner->priv_ops->frame(up->owner, p, n);
+        up->owner->ops->frame(up->owner, p, n);
     }
 }
 

@@ -17,20 +17,8 @@ struct node;
 struct req;
 struct upstream;
 
-/* What this module tells the client a private upstream serves. The client's
- * own code installs them in each client (c->priv_ops) when it accepts it:
- * this module sits below client.c and reaches it only through these. */
-struct priv_client_ops {
-    /* Relays bytes no request asked for (pub/sub messages) in order. */
-    void (*push)(struct client *c, const char *p, size_t n);
-    /* Sees a reply frame of the private upstream (subscription counts). */
-    void (*frame)(struct client *c, const char *p, size_t n);
-    /* The state that lived on the private upstream is gone: forget it. */
-    void (*state_gone)(struct client *c);
-    /* Closes the client after the replies it is owed, as a dropped Redis
-     * connection would. */
-    void (*close_after_owed)(struct client *c);
-};
+/* It tells its client what a private upstream did through c->ops
+ * (client_ops.h): this module sits below client.c. */
 
 /* A command of `c` was refused (the command policy, the key guard) inside
  * its transaction: EXEC must abort (sess_tx_refused), on the node too

@@ -13,6 +13,7 @@
 #include "parser/resp.h"
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
+#include "proxy/client_ops.h"
 #include "proxy/cmd_def.h"
 #include "proxy/core/cluster.h"
 #include "proxy/core/req.h"
@@ -110,7 +111,7 @@ void priv_send_to(struct req *req, struct node *n)
                 /* What this command began never reached Redis (in a
                  * deferred transaction: refused while queuing, EXEC
                  * aborts). */
-                c->priv_ops->state_gone(c);
+                c->ops->state_gone(c);
                 priv_aux_release(c);
             }
             priv_refuse(req);

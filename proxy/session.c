@@ -27,8 +27,10 @@
 #include "parser/resp_enc.h"
 #include "proxy/client.h"
 #include "proxy/client_addr.h"
+#include "proxy/client_ops.h"
 #include "proxy/client_output.h"
 #include "proxy/core/cluster.h"
+#include "proxy/core/core.h"
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
@@ -176,12 +178,25 @@ static void session_flags(const struct client *c, char *out)
     *p = '\0';
 }
 
+struct client *session_client_by_id(uint64_t id)
+{
+    struct queue *q;
+
+    for (q = queue_head(&server.clients); q != &server.clients; q = q->next) {
+        struct client *c = container_of(q, struct client, node);
+        if (c->id == id && !c->closing) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
 /* Appends the CLIENT LIST line of `c`, with its final newline. */
 static void session_client_line(struct buf *b, const struct client *c)
 {
     char addr[CLIENT_ADDR_MAX], laddr[CLIENT_ADDR_MAX], flags[16];
     char line[768];
-    uint64_t now = server_now_ms();
+    uint64_t now = core_now_ms(&server.core);
     /* omem: what counts toward client_max_output_bytes, held replies
      * included. */
     size_t omem = client_output_bytes(c), qbuf = resp_reader_pending(c->rd);
@@ -257,7 +272,7 @@ static void session_client_list(struct req *req)
                 req_reply_error(req, "Invalid client ID");
                 return;
             }
-            c = id > 0 ? client_by_id((uint64_t)id) : NULL;
+            c = id > 0 ? session_client_by_id((uint64_t)id) : NULL;
             if (c != NULL) {
                 session_client_line(&text, c);
             }
@@ -417,12 +432,12 @@ static void session_client_kill(struct req *req)
         if (c == me) {
             kill_me = 1;
         } else {
-            client_close(c);
+            c->ops->close(c);
         }
     }
     if (kill_me) {
         /* After this reply, as Redis does: nothing after it is read. */
-        client_stop_reading(me);
+        me->ops->stop_reading(me);
         req->close_after = 1;
     }
     if (!old_style) {

@@ -8,6 +8,7 @@
 #define PX_PROXY_SESSION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "proxy/cmd_def.h"
 
@@ -47,5 +48,8 @@ int session_arg_ll(const struct req *req, int i, long long *out);
 
 /* Parses argument 2 as ON or OFF into *on. 0, or -1 after replying. */
 int session_on_off(struct req *req, int *on);
+
+/* The open client with id `id` (CLIENT ID's number), or NULL. */
+struct client *session_client_by_id(uint64_t id);
 
 #endif /* PX_PROXY_SESSION_H */

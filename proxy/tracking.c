@@ -37,7 +37,7 @@
  * Redis id, or NULL. */
 static struct upstream *tracking_priv_of(long long id)
 {
-    struct client *t = id > 0 ? client_by_id((uint64_t)id) : NULL;
+    struct client *t = id > 0 ? session_client_by_id((uint64_t)id) : NULL;
 
     if (t == NULL || t->priv == NULL || t->priv->rid == 0) {
         return NULL;
@@ -189,7 +189,7 @@ void tracking_client_tracking(struct req *req)
         req_reply_error(req, "value is not an integer or out of range");
         return;
     }
-    t = id > 0 ? client_by_id((uint64_t)id) : NULL;
+    t = id > 0 ? session_client_by_id((uint64_t)id) : NULL;
     if (t == NULL) {
         req_reply_error(req, "The client ID you want redirect to does not "
                              "exist");
