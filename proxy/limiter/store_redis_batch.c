@@ -84,7 +84,7 @@ int store_redis_down(const char *frame, size_t len)
 {
     static const char *const down[] = {
         "-ERR upstream ", "-CLUSTERDOWN ", "-TRYAGAIN ",
-        "-LOADING ",      "-MASTERDOWN ",
+        "-LOADING ",      "-MASTERDOWN ",  "-BUSY ",
     };
     size_t k, n;
 

@@ -374,7 +374,6 @@ static void abandon(void)
 
 /* ---------------- redis-server ---------------- */
 
-/* True when redis on port answers PING (any reply, NOAUTH included). */
 /* True when the redis-server with process id `pid` answers on `port`.
  * The process id matters: when another run on the machine took the same
  * free port first, a PING alone would be answered by its server, and this
