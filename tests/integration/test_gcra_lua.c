@@ -376,25 +376,29 @@ static struct gcra_params twin_params(uint64_t *st, struct gcra_params p,
 }
 
 /* The own step's counts (GC.own_tally). */
-enum { GC_RUNS, GC_CHECK, GC_TWINS, GC_DELS };
+enum { GC_RUNS, GC_CHECK, GC_TWINS, GC_LIMITED, GC_SETS, GC_DELS, GC_BINARY };
 
 /* One gcra.lua call checked, counted. */
-static void gc_own_call(struct twin_key *k, const struct gcra_params *p,
-                        enum lua_gcra_form mode, struct lua_gcra_stored *seen,
-                        const char *ctx)
+static void gc_own_call(struct twin_key *k, const char *key, size_t keylen,
+                        const struct gcra_params *p, enum lua_gcra_form mode,
+                        struct lua_gcra_stored *seen, const char *ctx)
 {
     struct gcra_result r =
-        lua_gcra_check(k->c, k->name, strlen(k->name), p, mode, seen, ctx);
+        lua_gcra_check(k->c, key, keylen, p, mode, seen, ctx);
 
     k->own[mode == LUA_GCRA_CHECK ? GC_CHECK : GC_RUNS]++;
+    k->own[GC_LIMITED] += r.d.limited;
+    k->own[GC_SETS] += r.write == GCRA_WRITE_SET;
     k->own[GC_DELS] += r.write == GCRA_WRITE_DEL;
 }
 
-/* gcra.lua on the walk's key, half the calls in mode "runs", whose
- * decisions take a faster path in the script: the model must not tell.
- * A third are followed by a twin (twin_params), both through the
- * library, where its memo lives. The key held what the walk's model
- * says; it is left persistent, and the model takes what it holds. */
+/* gcra.lua on the walk's key (a quarter of the time on a binary key of
+ * its own, which no model follows: each call is checked against the
+ * value it read), half the calls in mode "runs", whose decisions take a
+ * faster path in the script: the model must not tell. A third are
+ * followed by a twin (twin_params), both through the library, where its
+ * memo lives. The walk's key held what the walk's model says; it is left
+ * persistent, and the model takes what it holds. */
 static void gc_own(uint64_t *s, struct twin_key *k, const char *ctx)
 {
     struct gcra_params p = lua_gcra_params(k->cf.n[0], k->cf.n[1], k->cf.n[2],
@@ -405,10 +409,19 @@ static void gc_own(uint64_t *s, struct twin_key *k, const char *ctx)
                                                          : LUA_GCRA_CHECK;
     const struct gc_state *g = k->st;
     struct lua_gcra_stored seen;
+    char key[sizeof(k->name) + 4] = "\xff";
+    size_t keylen = strlen(k->name);
+    int binary = lua_twin_rnd_in(s, 0, 3) == 0;
 
-    gc_own_call(k, &p, mode, &seen, ctx);
-    cr_assert(seen.have == k->have &&
-                  (!seen.have || strcmp(seen.val, g->raw) == 0),
+    memcpy(key + binary * 3, k->name, keylen);
+    if (binary) {
+        memcpy(key, "\xff\x00\x80", 3); /* not UTF-8, a NUL inside */
+        keylen += 3;
+        k->own[GC_BINARY]++;
+    }
+    gc_own_call(k, key, keylen, &p, mode, &seen, ctx);
+    cr_assert(binary || (seen.have == k->have &&
+                         (!seen.have || strcmp(seen.val, g->raw) == 0)),
               "%s: gcra.lua read '%s', the model holds '%s'", ctx,
               seen.have ? seen.val : "nil", k->have ? g->raw : "nil");
     if (twin) {
@@ -416,7 +429,7 @@ static void gc_own(uint64_t *s, struct twin_key *k, const char *ctx)
         struct gcra_params pt =
             twin_params(s, p, (int)lua_twin_rnd_in(s, 0, 3));
 
-        gc_own_call(k, &pt, mode, &seen, ctx);
+        gc_own_call(k, key, keylen, &pt, mode, &seen, ctx);
         k->own[GC_TWINS]++;
     }
     freeReplyObject(px_cmd(k->c, "PERSIST %s", k->name));
@@ -446,7 +459,8 @@ static const struct twin_algo GC = {
     .own_pct = 50,
     .own_tally = { "gcra.lua calls in mode runs",
                    "gcra.lua calls in mode check", "twins",
-                   "DELs by gcra.lua" },
+                   "refusals by gcra.lua", "SETs by gcra.lua",
+                   "DELs by gcra.lua", "own steps on a binary key" },
     .sequences = 40,
 };
 
@@ -454,8 +468,99 @@ static const struct twin_algo GC = {
 
 #define AT(ms) (TWIN_T0 + (ms)*1000)
 
+/* The value of `name` in a row's want; 0 when it has none. */
+static int gc_want(const char *want, const char *name, char *buf, size_t size)
+{
+    char key[32];
+    const char *at;
+
+    snprintf(key, sizeof(key), "%s ", name);
+    at = strstr(want, key);
+    if (at == NULL) {
+        return 0;
+    }
+    at += strlen(key);
+    snprintf(buf, size, "%.*s", (int)strcspn(at, " "), at);
+    return 1;
+}
+
+/* Asserts a duration of the row's (want's `name`), less at most the
+ * real time that passed (real_ns) unless it is -1 s. */
+static void gc_want_ns(const char *want, const char *name, int64_t got,
+                       int64_t real_ns, const char *ctx)
+{
+    char v[32];
+    int64_t ref;
+
+    if (!gc_want(want, name, v, sizeof(v))) {
+        return;
+    }
+    ref = strtoll(v, NULL, 10);
+    cr_assert(ref < 0 ? got == ref : got <= ref && got >= ref - real_ns,
+              "%s: %s %" PRId64 ", want %" PRId64, ctx, name, got, ref);
+}
+
+/* The rows again through gcra.lua on key "k", at the node's clock: the
+ * time a row adds is simulated by moving the stored TAT back as much
+ * (SET ... KEEPTTL), which the model, fed the stored value, sees exactly.
+ * limited, remaining and the five integers must be the rows', the
+ * durations theirs less the real time that passed. */
+static void gc_replay(const struct twin_row *rows, size_t n)
+{
+    redisContext *c = lua_gcra_connect();
+    long long start = px_now_ms();
+    int64_t at = -1, cf[3] = { 0, 0, 0 };
+
+    freeReplyObject(px_cmd(c, "DEL k")); /* limiter.lua's rows used it */
+    for (size_t i = 0; i < n; i++) {
+        const struct twin_row *w = &rows[i];
+        char ctx[48], want[64], got[64];
+        int64_t tat, ints[5], real_ns;
+
+        snprintf(ctx, sizeof(ctx), "gcra.lua row %zu", i);
+        if (strcmp(w->op, "params") == 0) {
+            memcpy(cf, w->n, sizeof(cf));
+            continue;
+        }
+        if (strcmp(w->op, "check") != 0) {
+            freeReplyObject(px_cmd(c, w->op, "k"));
+            continue;
+        }
+        redisReply *v = px_cmd(c, "GET k");
+        if (at >= 0 && v->type == REDIS_REPLY_STRING &&
+            gcra_parse_int64(v->str, v->len, &tat) == GCRA_OK) {
+            px_check_status(px_cmd(c, "SET k %" PRId64 " KEEPTTL",
+                                   tat - (w->now_us - at) * 1000),
+                            "OK");
+        }
+        freeReplyObject(v);
+        at = w->now_us;
+        struct gcra_params p = lua_gcra_params(cf[0], cf[1], cf[2], w->cost);
+        struct gcra_result r =
+            lua_gcra_check(c, "k", 1, &p, LUA_GCRA_CHECK, NULL, ctx);
+        real_ns = (px_now_ms() - start + 1) * MS;
+        cr_assert_lt(real_ns, 900 * MS, "too slow to compare");
+        rl_reply_ints(&r.d, ints);
+        snprintf(got, sizeof(got),
+                 "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64,
+                 ints[0], ints[1], ints[2], ints[3], ints[4]);
+        cr_assert(gc_want(w->want, "ints", want, sizeof(want)));
+        cr_assert_str_eq(got, want, "%s: ints %s, want %s", ctx, got, want);
+        cr_assert(!gc_want(w->want, "limited", want, sizeof(want)) ||
+                      r.d.limited == atoi(want),
+                  "%s: limited", ctx);
+        cr_assert(!gc_want(w->want, "remaining", want, sizeof(want)) ||
+                      r.d.remaining == strtoll(want, NULL, 10),
+                  "%s: remaining", ctx);
+        gc_want_ns(w->want, "reset_ns", r.d.reset_after_ns, real_ns, ctx);
+        gc_want_ns(w->want, "retry_ns", r.d.retry_after_ns, real_ns, ctx);
+    }
+    redisFree(c);
+}
+
 /* docs/ARCHITECTURE.md's burst-4 table, through limiter.lua's gcra at
- * the test's clock: exact durations, and the integers the proxy replies. */
+ * the test's clock (exact durations, and the integers the proxy
+ * replies), then through gcra.lua (gc_replay). */
 Test(it_gcra_lua, burst_4_table_through_the_script_matches_design,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
@@ -484,6 +589,7 @@ Test(it_gcra_lua, burst_4_table_through_the_script_matches_design,
 #undef ROW
 
     TWIN_ROWS(&GC, rows);
+    gc_replay(rows, sizeof(rows) / sizeof(*rows));
 }
 
 Test(it_gcra_lua, user123_reference_values_through_the_script, .init = it_init,
@@ -500,6 +606,7 @@ Test(it_gcra_lua, user123_reference_values_through_the_script, .init = it_init,
     };
 
     TWIN_ROWS(&GC, rows);
+    gc_replay(rows, sizeof(rows) / sizeof(*rows));
 }
 
 /* ---------------- The walk ---------------- */

@@ -42,7 +42,7 @@
 #define TWIN_DAY_US INT64_C(86400000000)
 #define TWIN_SEC    INT64_C(1000000) /* us */
 
-#define TWIN_OWN_TALLIES 4 /* counts of an algorithm's own step */
+#define TWIN_OWN_TALLIES 8 /* counts of an algorithm's own step */
 
 #define TWIN_E_WRONGTYPE                                                       \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
