@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "algorithms/rl.h"
@@ -249,4 +250,90 @@ void lua_gcra_expect_ints(const struct gcra_result *r, const int64_t want[5],
               (long long)out[3], (long long)out[4], (long long)want[0],
               (long long)want[1], (long long)want[2], (long long)want[3],
               (long long)want[4]);
+}
+
+/* The value of `name` in a row's want; 0 when it has none. */
+static int lua_gcra_want(const char *want, const char *name, char *buf,
+                         size_t size)
+{
+    char key[32];
+    const char *at;
+
+    snprintf(key, sizeof(key), "%s ", name);
+    at = strstr(want, key);
+    if (at == NULL) {
+        return 0;
+    }
+    at += strlen(key);
+    snprintf(buf, size, "%.*s", (int)strcspn(at, " "), at);
+    return 1;
+}
+
+/* Asserts a duration of the row's (want's `name`), less at most the
+ * real time that passed (real_ns) unless it is -1 s. */
+static void lua_gcra_want_ns(const char *want, const char *name, int64_t got,
+                             int64_t real_ns, const char *ctx)
+{
+    char v[32];
+    int64_t ref;
+
+    if (!lua_gcra_want(want, name, v, sizeof(v))) {
+        return;
+    }
+    ref = strtoll(v, NULL, 10);
+    cr_assert(ref < 0 ? got == ref : got <= ref && got >= ref - real_ns,
+              "%s: %s %" PRId64 ", want %" PRId64, ctx, name, got, ref);
+}
+
+void lua_gcra_replay(const struct twin_row *rows, size_t n)
+{
+    redisContext *c = lua_gcra_connect();
+    long long start = px_now_ms();
+    int64_t at = -1, cf[3] = { 0, 0, 0 };
+
+    freeReplyObject(px_cmd(c, "DEL k")); /* limiter.lua's rows used it */
+    for (size_t i = 0; i < n; i++) {
+        const struct twin_row *w = &rows[i];
+        char ctx[48], want[64], got[64];
+        int64_t tat, ints[5], real_ns;
+
+        snprintf(ctx, sizeof(ctx), "gcra.lua row %zu", i);
+        if (strcmp(w->op, "params") == 0) {
+            memcpy(cf, w->n, sizeof(cf));
+            continue;
+        }
+        if (strcmp(w->op, "check") != 0) {
+            freeReplyObject(px_cmd(c, w->op, "k"));
+            continue;
+        }
+        redisReply *v = px_cmd(c, "GET k");
+        if (at >= 0 && v->type == REDIS_REPLY_STRING &&
+            gcra_parse_int64(v->str, v->len, &tat) == GCRA_OK) {
+            px_check_status(px_cmd(c, "SET k %" PRId64 " KEEPTTL",
+                                   tat - (w->now_us - at) * 1000),
+                            "OK");
+        }
+        freeReplyObject(v);
+        at = w->now_us;
+        struct gcra_params p = lua_gcra_params(cf[0], cf[1], cf[2], w->cost);
+        struct gcra_result r =
+            lua_gcra_check(c, "k", 1, &p, LUA_GCRA_CHECK, NULL, ctx);
+        real_ns = (px_now_ms() - start + 1) * RL_NS_PER_MS;
+        cr_assert_lt(real_ns, 900 * RL_NS_PER_MS, "too slow to compare");
+        rl_reply_ints(&r.d, ints);
+        snprintf(got, sizeof(got),
+                 "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64,
+                 ints[0], ints[1], ints[2], ints[3], ints[4]);
+        cr_assert(lua_gcra_want(w->want, "ints", want, sizeof(want)));
+        cr_assert_str_eq(got, want, "%s: ints %s, want %s", ctx, got, want);
+        cr_assert(!lua_gcra_want(w->want, "limited", want, sizeof(want)) ||
+                      r.d.limited == atoi(want),
+                  "%s: limited", ctx);
+        cr_assert(!lua_gcra_want(w->want, "remaining", want, sizeof(want)) ||
+                      r.d.remaining == strtoll(want, NULL, 10),
+                  "%s: remaining", ctx);
+        lua_gcra_want_ns(w->want, "reset_ns", r.d.reset_after_ns, real_ns, ctx);
+        lua_gcra_want_ns(w->want, "retry_ns", r.d.retry_after_ns, real_ns, ctx);
+    }
+    redisFree(c);
 }

@@ -9,7 +9,7 @@
  * script's, and afterwards the key must hold exactly what the model says
  * to write (value, and a PTTL of the model's expiry less at most the wall
  * time the call took; a key only vanishes when that much time has
- * passed). */
+ * passed). The tables of twin rows can be replayed through it. */
 #ifndef PX_TESTS_INTEGRATION_LUA_GCRA_H
 #define PX_TESTS_INTEGRATION_LUA_GCRA_H
 
@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "algorithms/gcra.h"
+#include "tests/integration/twin_walk.h"
 
 /* How a call is made: a check of one key (the proxy's single
  * CL.THROTTLE), or mode "runs" (a batch of one call, "runs" 1 1 before
@@ -64,5 +65,14 @@ struct gcra_result lua_gcra_check(redisContext *c, const char *key,
 /* Asserts the five integers the proxy replies for r (rl_reply_ints). */
 void lua_gcra_expect_ints(const struct gcra_result *r, const int64_t want[5],
                           const char *ctx);
+
+/* A table of twin rows (limiter.lua's gcra, twin_rows()) again through
+ * gcra.lua on key "k", at the node's clock: the time a row adds is
+ * simulated by moving the stored TAT back as much (SET ... KEEPTTL),
+ * which the model, fed the stored value, sees exactly. Each check's
+ * limited, remaining and five integers ("ints") must be the row's, its
+ * durations (reset_ns, retry_ns) the row's less the real time that
+ * passed; "params" rows set the limit, other ops run as commands. */
+void lua_gcra_replay(const struct twin_row *rows, size_t n);
 
 #endif /* PX_TESTS_INTEGRATION_LUA_GCRA_H */

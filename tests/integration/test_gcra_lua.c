@@ -468,99 +468,9 @@ static const struct twin_algo GC = {
 
 #define AT(ms) (TWIN_T0 + (ms)*1000)
 
-/* The value of `name` in a row's want; 0 when it has none. */
-static int gc_want(const char *want, const char *name, char *buf, size_t size)
-{
-    char key[32];
-    const char *at;
-
-    snprintf(key, sizeof(key), "%s ", name);
-    at = strstr(want, key);
-    if (at == NULL) {
-        return 0;
-    }
-    at += strlen(key);
-    snprintf(buf, size, "%.*s", (int)strcspn(at, " "), at);
-    return 1;
-}
-
-/* Asserts a duration of the row's (want's `name`), less at most the
- * real time that passed (real_ns) unless it is -1 s. */
-static void gc_want_ns(const char *want, const char *name, int64_t got,
-                       int64_t real_ns, const char *ctx)
-{
-    char v[32];
-    int64_t ref;
-
-    if (!gc_want(want, name, v, sizeof(v))) {
-        return;
-    }
-    ref = strtoll(v, NULL, 10);
-    cr_assert(ref < 0 ? got == ref : got <= ref && got >= ref - real_ns,
-              "%s: %s %" PRId64 ", want %" PRId64, ctx, name, got, ref);
-}
-
-/* The rows again through gcra.lua on key "k", at the node's clock: the
- * time a row adds is simulated by moving the stored TAT back as much
- * (SET ... KEEPTTL), which the model, fed the stored value, sees exactly.
- * limited, remaining and the five integers must be the rows', the
- * durations theirs less the real time that passed. */
-static void gc_replay(const struct twin_row *rows, size_t n)
-{
-    redisContext *c = lua_gcra_connect();
-    long long start = px_now_ms();
-    int64_t at = -1, cf[3] = { 0, 0, 0 };
-
-    freeReplyObject(px_cmd(c, "DEL k")); /* limiter.lua's rows used it */
-    for (size_t i = 0; i < n; i++) {
-        const struct twin_row *w = &rows[i];
-        char ctx[48], want[64], got[64];
-        int64_t tat, ints[5], real_ns;
-
-        snprintf(ctx, sizeof(ctx), "gcra.lua row %zu", i);
-        if (strcmp(w->op, "params") == 0) {
-            memcpy(cf, w->n, sizeof(cf));
-            continue;
-        }
-        if (strcmp(w->op, "check") != 0) {
-            freeReplyObject(px_cmd(c, w->op, "k"));
-            continue;
-        }
-        redisReply *v = px_cmd(c, "GET k");
-        if (at >= 0 && v->type == REDIS_REPLY_STRING &&
-            gcra_parse_int64(v->str, v->len, &tat) == GCRA_OK) {
-            px_check_status(px_cmd(c, "SET k %" PRId64 " KEEPTTL",
-                                   tat - (w->now_us - at) * 1000),
-                            "OK");
-        }
-        freeReplyObject(v);
-        at = w->now_us;
-        struct gcra_params p = lua_gcra_params(cf[0], cf[1], cf[2], w->cost);
-        struct gcra_result r =
-            lua_gcra_check(c, "k", 1, &p, LUA_GCRA_CHECK, NULL, ctx);
-        real_ns = (px_now_ms() - start + 1) * MS;
-        cr_assert_lt(real_ns, 900 * MS, "too slow to compare");
-        rl_reply_ints(&r.d, ints);
-        snprintf(got, sizeof(got),
-                 "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64,
-                 ints[0], ints[1], ints[2], ints[3], ints[4]);
-        cr_assert(gc_want(w->want, "ints", want, sizeof(want)));
-        cr_assert_str_eq(got, want, "%s: ints %s, want %s", ctx, got, want);
-        cr_assert(!gc_want(w->want, "limited", want, sizeof(want)) ||
-                      r.d.limited == atoi(want),
-                  "%s: limited", ctx);
-        cr_assert(!gc_want(w->want, "remaining", want, sizeof(want)) ||
-                      r.d.remaining == strtoll(want, NULL, 10),
-                  "%s: remaining", ctx);
-        gc_want_ns(w->want, "reset_ns", r.d.reset_after_ns, real_ns, ctx);
-        gc_want_ns(w->want, "retry_ns", r.d.retry_after_ns, real_ns, ctx);
-    }
-    redisFree(c);
-}
-
 /* docs/ARCHITECTURE.md's burst-4 table, through limiter.lua's gcra at
  * the test's clock (exact durations, and the integers the proxy
- * replies), then through gcra.lua (gc_replay). */
+ * replies), then through gcra.lua (lua_gcra_replay). */
 Test(it_gcra_lua, burst_4_table_through_the_script_matches_design,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
@@ -589,7 +499,7 @@ Test(it_gcra_lua, burst_4_table_through_the_script_matches_design,
 #undef ROW
 
     TWIN_ROWS(&GC, rows);
-    gc_replay(rows, sizeof(rows) / sizeof(*rows));
+    lua_gcra_replay(rows, sizeof(rows) / sizeof(*rows));
 }
 
 Test(it_gcra_lua, user123_reference_values_through_the_script, .init = it_init,
@@ -606,7 +516,7 @@ Test(it_gcra_lua, user123_reference_values_through_the_script, .init = it_init,
     };
 
     TWIN_ROWS(&GC, rows);
-    gc_replay(rows, sizeof(rows) / sizeof(*rows));
+    lua_gcra_replay(rows, sizeof(rows) / sizeof(*rows));
 }
 
 /* ---------------- The walk ---------------- */
