@@ -37,15 +37,15 @@ struct gcra_params lua_gcra_params(int64_t b, int64_t count, int64_t period_s,
     return p;
 }
 
-/* Fills argv/lens (borrowing key and *a) for p on key; returns argc. */
+/* Fills argv/lens (borrowing key and *a) for p on key, FCALL when
+ * `function`; returns argc. */
 static int lua_gcra_argv(const struct gcra_params *p, const char *key,
-                         size_t keylen, enum lua_gcra_form form,
+                         size_t keylen, enum lua_gcra_form form, int function,
                          struct gcra_script_args *a, const char **argv,
                          size_t *lens)
 {
     static const char *const runs[3] = { "runs", "1", "1" };
-    int at = lua_twin_head(
-        argv, "gcra", lua_twin_function_form() || form == LUA_GCRA_RUNS_FN);
+    int at = lua_twin_head(argv, "gcra", function || form == LUA_GCRA_RUNS_FN);
 
     gcra_script_args(p, a);
     argv[at++] = "1";
@@ -69,7 +69,7 @@ redisReply *lua_gcra_send(redisContext *c, const char *key, size_t keylen,
     struct gcra_script_args a;
     const char *argv[LUA_GCRA_ARGC];
     size_t lens[LUA_GCRA_ARGC];
-    int argc = lua_gcra_argv(p, key, keylen, form, &a, argv, lens);
+    int argc = lua_gcra_argv(p, key, keylen, form, 0, &a, argv, lens);
     redisReply *r = redisCommandArgv(c, argc, argv, lens);
 
     cr_assert_not_null(r, "gcra.lua: %s", c->errstr);
@@ -177,7 +177,8 @@ struct gcra_result lua_gcra_check(redisContext *c, const char *key,
     struct gcra_script_args a;
     const char *argv[LUA_GCRA_ARGC];
     size_t lens[LUA_GCRA_ARGC];
-    int argc = lua_gcra_argv(p, key, keylen, form, &a, argv, lens);
+    int argc = lua_gcra_argv(p, key, keylen, form, lua_twin_function_form(), &a,
+                             argv, lens);
     struct gcra_script_reply sr;
     struct gcra_result got, want;
     const char *err = NULL;

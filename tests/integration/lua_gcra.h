@@ -44,8 +44,9 @@ redisContext *lua_gcra_connect(void);
 struct gcra_params lua_gcra_params(int64_t b, int64_t count, int64_t period_s,
                                    int64_t q);
 
-/* Sends the script for p on key in form (EVALSHA, or FCALL in the
- * function form); returns the raw reply (the caller frees it). */
+/* Sends the script for p on key in form (EVALSHA whatever PX_LUA_FORM
+ * says, FCALL for LUA_GCRA_RUNS_FN); returns the raw reply (the caller
+ * frees it). */
 redisReply *lua_gcra_send(redisContext *c, const char *key, size_t keylen,
                           const struct gcra_params *p, enum lua_gcra_form form);
 
@@ -54,8 +55,9 @@ redisReply *lua_gcra_send(redisContext *c, const char *key, size_t keylen,
 long long lua_gcra_runs_flag(const redisReply *r, const redisReply **raw,
                              const char *ctx);
 
-/* One call checked as the top says; the key's value before it goes to
- * *seen (NULL: nowhere). Returns the model's result. */
+/* One call checked as the top says (FCALL in the function form,
+ * PX_LUA_FORM=function); the key's value before it goes to *seen (NULL:
+ * nowhere). Returns the model's result. */
 struct gcra_result lua_gcra_check(redisContext *c, const char *key,
                                   size_t keylen, const struct gcra_params *p,
                                   enum lua_gcra_form form,
