@@ -5,16 +5,11 @@
  * computes the five integers), with its walk and tables of reference
  * values at the test's clock. algorithms/gcra.lua, CL.THROTTLE's script,
  * decides at the node's TIME, which no test clock can step: it is the
- * walk's own step (gc_own), half the walk's operations, on the same key,
- * and the tests after the walk.
- *
- * Every gcra.lua call is checked the same way (call_seen): the script's
- * own decision must equal gcra_decide() fed with the TAT that was stored
- * before the call and the `now` the script reports, and afterwards the key
- * must hold exactly what the model says to write (value, and a PTTL that is
- * the model's expiry minus at most the wall time the check took; a key
- * only vanishes when that much time has passed). The walk prints its
- * seed; PX_LUA_TWIN_SEED replays it. */
+ * walk's own step (gc_own), half the walk's operations, on the same key;
+ * the reference tables are replayed through it (lua_gcra_replay), and
+ * the tests after the walk call it directly. Every gcra.lua call is
+ * checked against the model by lua_gcra_check() (lua_gcra.h). The walk
+ * prints its seed; PX_LUA_TWIN_SEED replays it. */
 #include "tests/integration/fixture.h"
 #include "tests/integration/lua_gcra.h"
 #include "tests/integration/lua_twin.h"

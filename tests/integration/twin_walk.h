@@ -14,7 +14,10 @@
  *   and simulated expiries (past the model's expiry the state must
  *   decide like no key);
  * - tables of rows: scripted steps with exact expected values, bad
- *   parameters and malformed states with the model's error texts.
+ *   parameters and malformed states with the model's error texts;
+ * - an algorithm's own step, for a script of its that the walk's clock
+ *   cannot drive (gcra.lua decides at the node's TIME), on the same key
+ *   among the walk's steps, checked by the algorithm.
  *
  * The key is persistent after each checked step, so wall time never
  * expires it while the test runs on its own clock. Every walk prints its
