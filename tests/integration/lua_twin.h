@@ -19,7 +19,8 @@
 
 #define LUA_TWIN_UNDO_BYTES 128
 
-/* One limit's entry of the script's reply (not gcra). */
+/* One limit's entry of the script's reply (gcra's, the stored TAT, gives
+ * only limited: the caller computes the rest). */
 struct lua_twin_out {
     int limited;   /* the limit's own decision, 0 or 1 */
     int64_t limit; /* the five integers, durations in us */

@@ -82,6 +82,17 @@ static const struct twin_result *twin_model_own(struct twin_key *k, int64_t now,
     return twin_model(k, k->have ? k->st : NULL, now, cost);
 }
 
+/* The script's parameter strings for a call of cost (see args). */
+static const char *const *twin_args(const struct twin_key *k, int64_t cost,
+                                    char buf[4][TWIN_DIGITS], const char *v[4])
+{
+    if (k->a->args == NULL) {
+        return k->cf.v;
+    }
+    k->a->args(&k->cf, cost, buf, v);
+    return v;
+}
+
 /* Asserts what a read shows equals the model's state. */
 static void twin_expect_state(struct twin_key *k, const redisReply *r,
                               const char *ctx)
@@ -165,17 +176,25 @@ const struct twin_result *twin_step(struct twin_key *k, const char *mode,
     int check = strcmp(mode, "check") == 0;
     long long ttl = k->ttl;
     struct lua_twin_txn tx;
+    char buf[4][TWIN_DIGITS];
+    const char *v[4];
 
     twin_model_own(k, now, cost);
-    lua_twin_call_multi(k->c, mode, k->name, k->a->name, k->cf.v, now, cost,
-                        NULL, k->a->read_fmt, &tx, ctx);
+    lua_twin_call_multi(k->c, mode, k->name, k->a->name,
+                        twin_args(k, cost, buf, v), now, cost, NULL,
+                        k->a->read_fmt, &tx, ctx);
     cr_assert(!tx.failed, "%s: %s: %s", ctx, mode, tx.err);
     cr_assert_eq(tx.out.now_us, now, "%s: the script's clock", ctx);
+    if (tx.entry->elements == 1) {
+        cr_assert_not_null(k->a->from_raw, "%s: an entry of one element", ctx);
+        k->a->from_raw(&k->cf, tx.entry->element[0], cost, &tx.out, ctx);
+    } else {
+        k->text[0] = tx.entry->element[3]->type == REDIS_REPLY_STRING;
+        k->text[1] = tx.entry->element[4]->type == REDIS_REPLY_STRING;
+    }
     lua_twin_expect(&tx.out, &k->r.d, ctx);
     twin_expect_undo(k, tx.out.undo, ctx);
     k->out = tx.out;
-    k->text[0] = tx.entry->element[3]->type == REDIS_REPLY_STRING;
-    k->text[1] = tx.entry->element[4]->type == REDIS_REPLY_STRING;
     if (check && k->r.write) {
         memcpy(k->st, k->next, k->a->state_size);
         k->have = k->r.have_next;
@@ -209,9 +228,12 @@ static void twin_refund_tx(struct twin_key *k, int64_t now, int64_t cost,
                            const char *undo, struct lua_twin_txn *tx,
                            const char *ctx)
 {
-    lua_twin_call_multi(k->c, "refund", k->name, k->a->name, k->cf.v, now, cost,
-                        undo != NULL ? undo : k->out.undo, k->a->read_fmt, tx,
-                        ctx);
+    char buf[4][TWIN_DIGITS];
+    const char *v[4];
+
+    lua_twin_call_multi(
+        k->c, "refund", k->name, k->a->name, twin_args(k, cost, buf, v), now,
+        cost, undo != NULL ? undo : k->out.undo, k->a->read_fmt, tx, ctx);
     cr_assert(!tx->failed, "%s: refund: %s", ctx, tx->err);
     k->have = k->a->parse(tx->state, k->st, ctx);
     k->deadline_valid = 0;
@@ -254,6 +276,7 @@ int twin_hash(const redisReply *r, const char *const *names, int n, int64_t *v,
 /* What a walk reached. */
 struct twin_tally {
     long checks, limited, writes, peeks, refunds, expiries, changes, plants;
+    long owns; /* the algorithm's own steps */
 };
 
 /* Peek, check, refund, peek at one now: when the check took something,
@@ -318,7 +341,7 @@ static int twin_expire(struct twin_key *k, uint64_t *s, int64_t now,
     if (!k->have || !k->deadline_valid || now < k->deadline_us) {
         return 0;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !k->a->expired_differs; i++) {
         for (int j = 0; j < 3; j++) {
             int64_t t = now > TWIN_US_MAX - later[j] ? now : now + later[j];
             struct rl_decision a = twin_model_own(k, t, costs[i])->d;
@@ -419,7 +442,12 @@ static void twin_sequence(struct twin_key *k, uint64_t *s, int seq,
                  k->a->name, seed, seq, op, k->cf.s[0], k->cf.s[1], k->cf.s[2],
                  now, cost);
         n->expiries += twin_expire(k, s, now, unit, ctx);
-        if (kind < 55) {
+        if (k->a->own_step != NULL &&
+            lua_twin_rnd_in(s, 0, 99) < k->a->own_pct) {
+            k->a->own_step(s, k, ctx);
+            k->deadline_valid = 0;
+            n->owns++;
+        } else if (kind < 55) {
             twin_step(k, "check", now, cost, ctx);
             n->checks++;
             n->limited += k->r.d.limited;
@@ -460,21 +488,28 @@ void twin_walk(const struct twin_algo *a, const char *suite)
     struct twin_key k;
 
     twin_key_init(&k, a, c, "walk");
-    for (int seq = 0; seq < TWIN_SEQUENCES; seq++) {
+    for (int seq = 0; seq < (a->sequences ? a->sequences : TWIN_SEQUENCES);
+         seq++) {
         twin_sequence(&k, &s, seq, (unsigned long long)seed, &n);
     }
     fprintf(stderr,
             "%s: %ld checks (%ld limited, %ld writes), %ld peeks, %ld "
-            "refunds, %ld expiries, %ld changes, %ld plants, %ld gone in "
-            "real time\n",
+            "refunds, %ld expiries, %ld changes, %ld plants, %ld own steps, "
+            "%ld gone in real time\n",
             suite, n.checks, n.limited, n.writes, n.peeks, n.refunds,
-            n.expiries, n.changes, n.plants, k.gone);
+            n.expiries, n.changes, n.plants, n.owns, k.gone);
     cr_assert_gt(n.limited, 0, "%s: no check was refused", suite);
     cr_assert_gt(n.checks - n.limited, 0, "%s: no check admitted", suite);
     cr_assert_gt(n.writes, 0, "%s: no check wrote", suite);
     cr_assert_gt(n.peeks, 0, "%s: no peek", suite);
     cr_assert_gt(n.refunds, 0, "%s: no refund", suite);
     cr_assert(a->plant == NULL || n.plants > 0, "%s: nothing planted", suite);
+    cr_assert(a->own_step == NULL || n.owns > 0, "%s: no own step", suite);
+    for (int i = 0; i < TWIN_OWN_TALLIES && a->own_tally[i] != NULL; i++) {
+        fprintf(stderr, "%s: own step: %ld %s\n", suite, k.own[i],
+                a->own_tally[i]);
+        cr_assert_gt(k.own[i], 0, "%s: no %s", suite, a->own_tally[i]);
+    }
     twin_key_free(&k);
     redisFree(c);
 }
@@ -532,6 +567,17 @@ static void twin_expect_want(struct twin_key *k, const char *want,
                           k->out.retry_us == k->mark.retry_us &&
                           k->out.reset_us == k->mark.reset_us,
                       "%s: the entry differs from the marked one", ctx);
+            continue;
+        }
+        if (strcmp(name, "ints") == 0) {
+            int64_t ints[5];
+            char txt[6 * TWIN_DIGITS];
+
+            rl_reply_ints(&k->r.d, ints);
+            snprintf(txt, sizeof(txt),
+                     "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64,
+                     ints[0], ints[1], ints[2], ints[3], ints[4]);
+            cr_assert_str_eq(txt, val, "%s: ints", ctx);
             continue;
         }
         if (strcmp(name, "undo") == 0) {
@@ -650,13 +696,15 @@ static void twin_expect_refused(struct twin_key *k, const char *want,
                                 const char *ctx)
 {
     redisReply *d0 = px_cmd(k->c, "DUMP %s", k->name), *d1;
-    char err[TWIN_ERR];
+    char err[TWIN_ERR], buf[4][TWIN_DIGITS];
+    const char *v[4];
     struct lua_twin_out o;
 
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(lua_twin_call(k->c, i % 2 ? "peek" : "check", k->name,
-                                   k->a->name, k->cf.v, TWIN_T0, i / 2 ? 0 : 1,
-                                   NULL, &o, err, sizeof(err)),
+                                   k->a->name,
+                                   twin_args(k, i / 2 ? 0 : 1, buf, v), TWIN_T0,
+                                   i / 2 ? 0 : 1, NULL, &o, err, sizeof(err)),
                      -1, "%s: no error", ctx);
         cr_assert_str_eq(err, want, "%s", ctx);
     }

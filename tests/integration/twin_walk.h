@@ -14,7 +14,10 @@
  *   and simulated expiries (past the model's expiry the state must
  *   decide like no key);
  * - tables of rows: scripted steps with exact expected values, bad
- *   parameters and malformed states with the model's error texts.
+ *   parameters and malformed states with the model's error texts;
+ * - an algorithm's own step, for a script of its that the walk's clock
+ *   cannot drive (gcra.lua decides at the node's TIME), on the same key
+ *   among the walk's steps, checked by the algorithm.
  *
  * The key is persistent after each checked step, so wall time never
  * expires it while the test runs on its own clock. Every walk prints its
@@ -41,6 +44,8 @@
 #define TWIN_SAT_MS INT64_C(9223372036855)    /* its expiry, ceil(/ 1e6) */
 #define TWIN_DAY_US INT64_C(86400000000)
 #define TWIN_SEC    INT64_C(1000000) /* us */
+
+#define TWIN_OWN_TALLIES 8 /* counts of an algorithm's own step */
 
 #define TWIN_E_WRONGTYPE                                                       \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -111,6 +116,30 @@ struct twin_algo {
     int (*after_refund)(struct twin_key *k, const void *pre, int pre_have,
                         int64_t now, int64_t cost,
                         const struct lua_twin_txn *tx, const char *ctx);
+
+    /* ---- what only some algorithms need (NULL, 0: nothing) ---- */
+    /* The script's parameter strings for a call of cost into v, their
+     * text in buf: gcra folds the cost into its INC. NULL: cf->v. */
+    void (*args)(const struct twin_conf *cf, int64_t cost,
+                 char buf[4][TWIN_DIGITS], const char *v[4]);
+    /* For an entry that is the stored state as the script read it (gcra:
+     * the TAT, of which the proxy computes the five integers): fills o's
+     * five values from it as the proxy does, for cost at o->now_us. */
+    void (*from_raw)(const struct twin_conf *cf, const redisReply *raw,
+                     int64_t cost, struct lua_twin_out *o, const char *ctx);
+    /* Past its key's expiry the state may decide otherwise than no key
+     * (gcra: a refusal reports the TAT as it is, in the past, as
+     * redis-cell does): the walk only deletes it there. */
+    int expired_differs;
+    /* A checked step of another script on the key that the walk's clock
+     * cannot drive (gcra.lua, CL.THROTTLE's, decides at the node's TIME),
+     * own_pct percent of the walk's operations: asserts it against the
+     * model, leaves the key persistent and the model holding it
+     * (twin_reread), and counts into k->own[] what own_tally names. */
+    void (*own_step)(uint64_t *s, struct twin_key *k, const char *ctx);
+    int own_pct;
+    const char *own_tally[TWIN_OWN_TALLIES]; /* each must be reached */
+    int sequences; /* the walk's sequences; 0: TWIN_SEQUENCES */
 };
 
 /* One key as the test believes Redis holds it. */
@@ -133,6 +162,7 @@ struct twin_key {
     struct lua_twin_out out;  /* the twin's last entry */
     struct lua_twin_out mark; /* one kept by a row ("mark") */
     int text[2]; /* the entry's retry, reset came as text (>= 2^53) */
+    long own[TWIN_OWN_TALLIES]; /* the algorithm's own step's counts */
 };
 
 /* k starts with no key named `name` on c (lua_twin_connect());
@@ -206,7 +236,9 @@ void twin_walk(const struct twin_algo *a, const char *suite);
  * field's value), "score:<member>" (a zset member's score), "zcount:<t>"
  * (zset entries scored t), "zcard" (zset entries), "mark 1"
  * (keep the entry), "same 1" (the entry decides as the kept one), and
- * retry_text, reset_text (1: the twin sent that duration as text). A params
+ * retry_text, reset_text (1: the twin sent that duration as text), ints
+ * (the model's five integers as the proxy replies them, rl_reply_ints(),
+ * "a,b,c,d,e"). A params
  * step is op "params" with n. */
 struct twin_row {
     const char *op;
