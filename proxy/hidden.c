@@ -38,9 +38,6 @@
 #include "proxy/priv.h"
 #include "proxy/server.h"
 
-/* The longest client-given prefix an error shows. */
-#define HIDDEN_SHOWN 64
-
 static void hidden_filter_keys(struct req *req, const char *frame, size_t len)
 {
     hidden_filter_reply(hidden_filter_kind(req->cmd), frame, len,
