@@ -1,13 +1,13 @@
 /* The limiter's key names kept from ordinary clients (see hidden_filter.h).
  *
- *   KEYS / CLUSTER GETKEYSINSLOT   *n of keys       -> *m, limiter keys left
- * out SCAN                           [cursor, *n]     -> same cursor, *m
+ *   KEYS, CLUSTER GETKEYSINSLOT    *n of keys       -> *m, limiter keys out
+ *   SCAN                           [cursor, *n]     -> same cursor, *m
  *   RANDOMKEY                      a limiter key    -> drawn again (hidden.c)
  *   inside MULTI                   refused: EXEC's reply mixes every
  *                                  queued command's, and a refusal is
  *                                  simpler to trust than a filter of it
- *   CLIENT TRACKING on BCAST       refused with no PREFIX, or a PREFIX
- *                                  that overlaps key_prefix
+ *   an invalidation (push or       its limiter keys left out; dropped
+ *   message of a BCAST tracker)    when they were all it named
  *
  * A SCAN page may come back shorter, even empty, with a cursor that is
  * not 0: Redis's own SCAN may do that too (MATCH, TYPE), so clients
@@ -52,78 +52,14 @@ enum hidden_kind hidden_filter_kind(const struct resp_cmd *cmd)
         resp_cmd_arg_is(cmd, 1, "getkeysinslot")) {
         return HIDDEN_KEYS;
     }
-    if (resp_cmd_arg_is(cmd, 0, "client") &&
-        resp_cmd_arg_is(cmd, 1, "tracking")) {
-        return HIDDEN_TRACKING;
-    }
     return HIDDEN_NONE;
 }
 
-/* 1 when one of p and the prefix starts the other: broadcasting keys
- * under p would broadcast some limiter keys (all of them when p is a
- * prefix of key_prefix, the empty p included). */
-static int hidden_filter_overlaps(const char *p, size_t len, const char *prefix)
-{
-    size_t plen = strlen(prefix), n = len < plen ? len : plen;
-
-    return memcmp(p, prefix, n) == 0;
-}
-
-/* CLIENT TRACKING on [REDIRECT id] [PREFIX p]... [BCAST] [OPTIN] [OPTOUT]
- * [NOLOOP]: without BCAST Redis tracks only the keys the client read,
- * which cannot be the limiter's (route_decide refuses them). */
-static enum hidden_refusal hidden_filter_tracking(const struct resp_cmd *cmd,
-                                                  const char *prefix, int *arg)
-{
-    int i, bcast = 0, nprefix = 0, overlap = -1;
-    size_t len;
-    const char *p;
-
-    if (!resp_cmd_arg_is(cmd, 2, "on")) {
-        return HIDDEN_ALLOWED;
-    }
-    for (i = 3; i < cmd->argc; i++) {
-        if (resp_cmd_arg_is(cmd, i, "bcast")) {
-            bcast = 1;
-        } else if (resp_cmd_arg_is(cmd, i, "redirect")) {
-            i++;
-        } else if (resp_cmd_arg_is(cmd, i, "prefix") && i + 1 < cmd->argc) {
-            i++;
-            nprefix++;
-            p = resp_cmd_arg(cmd, i, &len);
-            if (overlap < 0 && hidden_filter_overlaps(p, len, prefix)) {
-                overlap = i;
-            }
-        }
-    }
-    if (!bcast) {
-        return HIDDEN_ALLOWED;
-    }
-    if (nprefix == 0) {
-        return HIDDEN_BCAST_ALL;
-    }
-    if (overlap >= 0) {
-        *arg = overlap;
-        return HIDDEN_BCAST_PREFIX;
-    }
-    return HIDDEN_ALLOWED;
-}
-
 enum hidden_refusal hidden_filter_refusal(const struct resp_cmd *cmd,
-                                          int in_multi, const char *prefix,
-                                          int *arg)
+                                          int in_multi)
 {
-    switch (hidden_filter_kind(cmd)) {
-    case HIDDEN_NONE:
-        return HIDDEN_ALLOWED;
-    case HIDDEN_TRACKING:
-        return hidden_filter_tracking(cmd, prefix, arg);
-    case HIDDEN_KEYS:
-    case HIDDEN_SCAN:
-    case HIDDEN_RANDOMKEY:
-        break;
-    }
-    return in_multi ? HIDDEN_IN_MULTI : HIDDEN_ALLOWED;
+    return in_multi && hidden_filter_kind(cmd) != HIDDEN_NONE ? HIDDEN_IN_MULTI
+                                                              : HIDDEN_ALLOWED;
 }
 
 void hidden_filter_list(const struct resp_value *v, const char *prefix,
@@ -172,6 +108,52 @@ void hidden_filter_reply(enum hidden_kind kind, const char *frame, size_t len,
         PX_CHECK_OOM(buf_append(out, frame, len));
     }
     resp_value_free(&v);
+}
+
+/* The bytes an invalidation starts with, up to its list of keys: a RESP3
+ * push (the tracking client's own, or a RESP3 redirect target's), the
+ * message a RESP2 redirect target subscribed to __redis__:invalidate
+ * reads, and that message as a RESP3 subscriber would get it (only a
+ * PUBLISH to the channel sends one, but its keys may be anything). */
+static const char *const hidden_inval_heads[] = {
+    ">2\r\n$10\r\ninvalidate\r\n",
+    "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n",
+    ">3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n",
+};
+
+enum hidden_push hidden_filter_invalidation(const char *frame, size_t len,
+                                            const char *prefix, struct buf *out)
+{
+    struct resp_value v;
+    size_t i, head = 0, used, kept = 0;
+    enum hidden_push r = HIDDEN_PUSH_AS_IS;
+
+    for (i = 0; i < ARRAY_SIZE(hidden_inval_heads) && head == 0; i++) {
+        size_t hlen = strlen(hidden_inval_heads[i]);
+        if (len > hlen && memcmp(frame, hidden_inval_heads[i], hlen) == 0) {
+            head = hlen;
+        }
+    }
+    /* The keys, an array that ends the frame (a flush's null one names
+     * none). */
+    if (head == 0 || prefix == NULL ||
+        resp_value_parse(frame + head, len - head, &v, &used) != RESP_OK) {
+        return HIDDEN_PUSH_AS_IS;
+    }
+    if (head + used == len && hidden_filter_is_list(&v)) {
+        for (i = 0; i < v.n; i++) {
+            kept += !hidden_filter_key(v.elem[i].str, v.elem[i].len, prefix);
+        }
+        if (kept == 0 && v.n > 0) {
+            r = HIDDEN_PUSH_DROPPED;
+        } else if (kept < v.n) {
+            PX_CHECK_OOM(buf_append(out, frame, head));
+            hidden_filter_list(&v, prefix, out);
+            r = HIDDEN_PUSH_TRIMMED;
+        }
+    }
+    resp_value_free(&v);
+    return r;
 }
 
 int hidden_filter_drawn(const char *frame, size_t len, const char *prefix)

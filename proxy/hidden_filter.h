@@ -3,10 +3,11 @@
  * (no loop, no connection, no global), unit-tested in
  * tests/unit/test_hidden_filter.c. hidden.c applies them to requests.
  *
- * Redis's ACL does not filter what KEYS, SCAN and RANDOMKEY return, and a
- * limiter key's name is an identity (login:10.1.2.3), so a client that is
- * not admin gets these replies without the keys under key_prefix, and may
- * not ask Redis to broadcast their invalidations (CLIENT TRACKING BCAST). */
+ * Redis's ACL does not filter what KEYS, SCAN and RANDOMKEY return, nor
+ * which keys CLIENT TRACKING BCAST broadcasts, and a limiter key's name is
+ * an identity (login:10.1.2.3), so a client that is not admin gets these
+ * replies, and its invalidation messages, without the keys under
+ * key_prefix. */
 #ifndef PX_PROXY_HIDDEN_FILTER_H
 #define PX_PROXY_HIDDEN_FILTER_H
 
@@ -27,18 +28,24 @@ enum hidden_kind {
     HIDDEN_KEYS,      /* KEYS, CLUSTER GETKEYSINSLOT: an array of keys */
     HIDDEN_SCAN,      /* SCAN: [cursor, array of keys] */
     HIDDEN_RANDOMKEY, /* RANDOMKEY: one key, or null */
-    HIDDEN_TRACKING,  /* CLIENT TRACKING: may broadcast keys */
 };
 
 /* Why a command of an ordinary client is refused, or HIDDEN_ALLOWED. */
 enum hidden_refusal {
     HIDDEN_ALLOWED,
-    HIDDEN_IN_MULTI,    /* KEYS, SCAN or RANDOMKEY queued in a transaction,
-                           whose EXEC reply is not filtered */
-    HIDDEN_BCAST_ALL,   /* CLIENT TRACKING on BCAST with no PREFIX: every
-                           key, the limiter's included */
-    HIDDEN_BCAST_PREFIX /* CLIENT TRACKING on BCAST PREFIX p, p overlapping
-                           key_prefix */
+    HIDDEN_IN_MULTI, /* KEYS, SCAN or RANDOMKEY queued in a transaction,
+                        whose EXEC reply is not filtered */
+};
+
+/* What becomes of a frame Redis sends a client unasked (a push, a
+ * message) once the limiter's keys are taken out of it. */
+enum hidden_push {
+    HIDDEN_PUSH_AS_IS,   /* not an invalidation, or none of its keys is
+                            the limiter's: relayed as it is */
+    HIDDEN_PUSH_TRIMMED, /* an invalidation of some limiter keys: the rest
+                            of it was appended to `out` */
+    HIDDEN_PUSH_DROPPED  /* an invalidation of limiter keys only: nothing
+                            reaches the client */
 };
 
 /* 1 when `key` (len bytes) is under `prefix` (a limiter key), else 0 (also
@@ -48,12 +55,9 @@ int hidden_filter_key(const char *key, size_t len, const char *prefix);
 /* Which of the commands above `cmd` is. */
 enum hidden_kind hidden_filter_kind(const struct resp_cmd *cmd);
 
-/* Whether an ordinary client may send `cmd` (inside MULTI when in_multi);
- * for HIDDEN_BCAST_PREFIX, *arg is set to the index of the overlapping
- * prefix's argument. */
+/* Whether an ordinary client may send `cmd` (inside MULTI when in_multi). */
 enum hidden_refusal hidden_filter_refusal(const struct resp_cmd *cmd,
-                                          int in_multi, const char *prefix,
-                                          int *arg);
+                                          int in_multi);
 
 /* Appends the array or RESP3 set `v` to `out` without its elements under
  * `prefix` (NULL: with all of them), the header's type kept. */
@@ -66,6 +70,15 @@ void hidden_filter_list(const struct resp_value *v, const char *prefix,
  * copied byte for byte, so the reply stays in the protocol it came in. */
 void hidden_filter_reply(enum hidden_kind kind, const char *frame, size_t len,
                          const char *prefix, struct buf *out);
+
+/* The invalidation frame[0..len) without its keys under `prefix`: a RESP3
+ * `invalidate` push, or the `message` of __redis__:invalidate a RESP2
+ * redirect target reads (the two shapes Redis sends, with BCAST or not).
+ * Anything else, a flush's null list included, is HIDDEN_PUSH_AS_IS, and
+ * `out` is left alone unless HIDDEN_PUSH_TRIMMED. */
+enum hidden_push hidden_filter_invalidation(const char *frame, size_t len,
+                                            const char *prefix,
+                                            struct buf *out);
 
 /* 1 when a RANDOMKEY reply names a key under `prefix`, else 0. */
 int hidden_filter_drawn(const char *frame, size_t len, const char *prefix);

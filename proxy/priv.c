@@ -21,6 +21,7 @@
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/hidden.h"
 #include "proxy/pubsub.h"
 #include "proxy/server.h"
 
@@ -65,7 +66,7 @@ static void priv_up_push(struct upstream *up, const char *p, size_t n)
          * that will not come). */
         c->sess.push_wait = 0;
     }
-    c->ops->push(c, p, n);
+    hidden_push(c, p, n); /* invalidations without the limiter's keys */
 }
 
 static void priv_up_frame(struct upstream *up, const char *p, size_t n)

@@ -3,6 +3,7 @@
 #include "tests/support/px_test.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "parser/buf.h"
@@ -39,9 +40,9 @@ static struct resp_cmd *cmd_of(const char *first, ...)
 }
 
 /* The refusal of `cmd` (freed), outside MULTI or in it. */
-static enum hidden_refusal refusal(struct resp_cmd *cmd, int in_multi, int *arg)
+static enum hidden_refusal refusal(struct resp_cmd *cmd, int in_multi)
 {
-    enum hidden_refusal r = hidden_filter_refusal(cmd, in_multi, PREFIX, arg);
+    enum hidden_refusal r = hidden_filter_refusal(cmd, in_multi);
 
     resp_cmd_free(cmd);
     return r;
@@ -89,8 +90,8 @@ Test(hidden_filter, the_commands_that_name_keys_are_known_in_any_case)
     c = cmd_of("cluster", "GetKeysInSlot", "12", "10", NULL);
     cr_assert_eq(hidden_filter_kind(c), HIDDEN_KEYS);
     resp_cmd_free(c);
-    c = cmd_of("client", "TRACKING", "on", NULL);
-    cr_assert_eq(hidden_filter_kind(c), HIDDEN_TRACKING);
+    c = cmd_of("client", "TRACKING", "on", "bcast", NULL);
+    cr_assert_eq(hidden_filter_kind(c), HIDDEN_NONE);
     resp_cmd_free(c);
     c = cmd_of("cluster", "countkeysinslot", "12", NULL);
     cr_assert_eq(hidden_filter_kind(c), HIDDEN_NONE);
@@ -150,64 +151,96 @@ Test(hidden_filter, randomkey_draws_again_only_on_a_limiter_key)
 
 Test(hidden_filter, keys_scan_and_randomkey_are_refused_inside_multi_only)
 {
-    int arg = -1;
-
-    cr_assert_eq(refusal(cmd_of("keys", "*", NULL), 1, &arg), HIDDEN_IN_MULTI);
-    cr_assert_eq(refusal(cmd_of("SCAN", "0", NULL), 1, &arg), HIDDEN_IN_MULTI);
-    cr_assert_eq(refusal(cmd_of("randomkey", NULL), 1, &arg), HIDDEN_IN_MULTI);
-    cr_assert_eq(refusal(cmd_of("keys", "*", NULL), 0, &arg), HIDDEN_ALLOWED);
-    cr_assert_eq(refusal(cmd_of("scan", "0", NULL), 0, &arg), HIDDEN_ALLOWED);
-    cr_assert_eq(refusal(cmd_of("get", "a", NULL), 1, &arg), HIDDEN_ALLOWED);
+    cr_assert_eq(refusal(cmd_of("keys", "*", NULL), 1), HIDDEN_IN_MULTI);
+    cr_assert_eq(refusal(cmd_of("SCAN", "0", NULL), 1), HIDDEN_IN_MULTI);
+    cr_assert_eq(refusal(cmd_of("randomkey", NULL), 1), HIDDEN_IN_MULTI);
+    cr_assert_eq(refusal(cmd_of("keys", "*", NULL), 0), HIDDEN_ALLOWED);
+    cr_assert_eq(refusal(cmd_of("scan", "0", NULL), 0), HIDDEN_ALLOWED);
+    cr_assert_eq(refusal(cmd_of("get", "a", NULL), 1), HIDDEN_ALLOWED);
 }
 
-Test(hidden_filter, tracking_bcast_is_refused_where_it_would_cover_limiter_keys)
+/* Filters the invalidation `frame` and checks what the client gets:
+ * `want` ("" for nothing), or the frame itself when want is NULL. */
+static void invalidation_is(const char *frame, const char *want,
+                            enum hidden_push how)
 {
-    int arg = -1;
+    struct buf out;
+    enum hidden_push r;
 
-    /* No PREFIX: every key. */
-    cr_assert_eq(
-        refusal(cmd_of("client", "tracking", "on", "bcast", NULL), 0, &arg),
-        HIDDEN_BCAST_ALL);
-    cr_assert_eq(refusal(cmd_of("CLIENT", "TRACKING", "ON", "REDIRECT",
-                                "prefix", "BCAST", NULL),
-                         0, &arg),
-                 HIDDEN_BCAST_ALL); /* "prefix" here is REDIRECT's id */
-    /* A PREFIX that starts key_prefix, or that key_prefix starts. */
-    cr_assert_eq(refusal(cmd_of("client", "tracking", "on", "bcast", "prefix",
-                                "user:", "prefix", "cell", NULL),
-                         0, &arg),
-                 HIDDEN_BCAST_PREFIX);
-    cr_assert_eq(arg, 7);
-    cr_assert_eq(refusal(cmd_of("client", "tracking", "on", "prefix",
-                                "cellgate:{login", "bcast", NULL),
-                         0, &arg),
-                 HIDDEN_BCAST_PREFIX);
-    cr_assert_eq(arg, 4);
+    buf_init(&out);
+    r = hidden_filter_invalidation(frame, strlen(frame), PREFIX, &out);
+    cr_assert_eq(r, how, "'%s': %d, want %d", frame, r, how);
+    if (how == HIDDEN_PUSH_TRIMMED) {
+        cr_assert(out.len == strlen(want) &&
+                      memcmp(out.data, want, out.len) == 0,
+                  "got '%.*s', want '%s'", (int)out.len, out.data, want);
+    } else {
+        cr_assert_eq(out.len, 0, "'%s' appended %zu bytes", frame, out.len);
+    }
+    buf_free(&out);
+}
+
+#define PUSH2 ">2\r\n$10\r\ninvalidate\r\n"
+#define MSG2  "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"
+#define MSG3  ">3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"
+
+Test(hidden_filter, invalidations_lose_the_limiter_keys_in_every_shape)
+{
+    static const char *const heads[] = { PUSH2, MSG2, MSG3 };
+    char in[256], want[256];
+    size_t i;
+
+    for (i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+        snprintf(in, sizeof(in),
+                 "%s*3\r\n$10\r\ncellgate:x\r\n$1\r\na\r\n$12\r\ncellgate:{y}"
+                 "\r\n",
+                 heads[i]);
+        snprintf(want, sizeof(want), "%s*1\r\n$1\r\na\r\n", heads[i]);
+        invalidation_is(in, want, HIDDEN_PUSH_TRIMMED);
+        snprintf(in, sizeof(in),
+                 "%s*2\r\n$10\r\ncellgate:x\r\n$9\r\ncellgate:"
+                 "\r\n",
+                 heads[i]);
+        invalidation_is(in, NULL, HIDDEN_PUSH_DROPPED);
+        /* None of the limiter's, a flush (null), an empty list. */
+        snprintf(in, sizeof(in), "%s*2\r\n$1\r\na\r\n$8\r\ncellgate\r\n",
+                 heads[i]);
+        invalidation_is(in, NULL, HIDDEN_PUSH_AS_IS);
+        snprintf(in, sizeof(in), "%s*-1\r\n", heads[i]);
+        invalidation_is(in, NULL, HIDDEN_PUSH_AS_IS);
+        snprintf(in, sizeof(in), "%s_\r\n", heads[i]);
+        invalidation_is(in, NULL, HIDDEN_PUSH_AS_IS);
+        snprintf(in, sizeof(in), "%s*0\r\n", heads[i]);
+        invalidation_is(in, NULL, HIDDEN_PUSH_AS_IS);
+        /* Cut short, or more behind it: not one frame, left alone. */
+        snprintf(in, sizeof(in), "%s*1\r\n$10\r\ncellgate:x\r\n", heads[i]);
+        in[strlen(in) - 3] = '\0';
+        invalidation_is(in, NULL, HIDDEN_PUSH_AS_IS);
+        snprintf(in, sizeof(in), "%s*1\r\n$10\r\ncellgate:x\r\n+OK\r\n",
+                 heads[i]);
+        invalidation_is(in, NULL, HIDDEN_PUSH_AS_IS);
+    }
+    /* Other pushes and messages, whatever they carry. */
+    invalidation_is(">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$10\r\ncellgate:x\r\n",
+                    NULL, HIDDEN_PUSH_AS_IS);
+    invalidation_is("*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidatx\r\n*1"
+                    "\r\n$10\r\ncellgate:x\r\n",
+                    NULL, HIDDEN_PUSH_AS_IS);
+    invalidation_is(">2\r\n$21\r\ntracking-redir-broken\r\n:12\r\n", NULL,
+                    HIDDEN_PUSH_AS_IS);
+    invalidation_is("$10\r\ncellgate:x\r\n", NULL, HIDDEN_PUSH_AS_IS);
+}
+
+Test(hidden_filter, tracking_is_never_refused)
+{
+    /* BCAST with no PREFIX, or with one overlapping key_prefix: Redis's
+     * broadcasts of the limiter's keys are filtered instead. */
+    cr_assert_eq(refusal(cmd_of("client", "tracking", "on", "bcast", NULL), 0),
+                 HIDDEN_ALLOWED);
     cr_assert_eq(
         refusal(cmd_of("client", "tracking", "on", "bcast", "prefix", "", NULL),
-                0, &arg),
-        HIDDEN_BCAST_PREFIX);
-    cr_assert_eq(refusal(cmd_of("client", "tracking", "on", "bcast", "prefix",
-                                "cellgate:", NULL),
-                         0, &arg),
-                 HIDDEN_BCAST_PREFIX);
-    /* Prefixes beside it, no BCAST, or off: allowed. */
-    cr_assert_eq(refusal(cmd_of("client", "tracking", "on", "bcast", "prefix",
-                                "user:", "prefix", "cellgatex", NULL),
-                         0, &arg),
-                 HIDDEN_ALLOWED);
-    cr_assert_eq(refusal(cmd_of("client", "tracking", "on", NULL), 0, &arg),
-                 HIDDEN_ALLOWED);
-    cr_assert_eq(
-        refusal(cmd_of("client", "tracking", "on", "optin", NULL), 1, &arg),
+                1),
         HIDDEN_ALLOWED);
-    cr_assert_eq(
-        refusal(cmd_of("client", "tracking", "off", "bcast", NULL), 0, &arg),
-        HIDDEN_ALLOWED);
-    /* Inside MULTI too. */
-    cr_assert_eq(
-        refusal(cmd_of("client", "tracking", "on", "bcast", NULL), 1, &arg),
-        HIDDEN_BCAST_ALL);
 }
 
 /* A merge of `kind` whose parts replied the NULL-ended texts. */
