@@ -133,18 +133,20 @@ static int64_t tb_max(const struct token_bucket_params *p)
     return p->thr + p->span;
 }
 
-/* The cold s after e > 0 ns of standing full: it grows by max over the
- * warm-up (floored to 1e-6 token), up to max. */
-static int64_t tb_cool(const struct token_bucket_params *p, int64_t s,
+/* The cold c after e > 0 ns of standing full: it grows with the time,
+ * up to the warm-up (exactly: so idle time adds up the same whichever
+ * decisions split it). */
+static int64_t tb_cool(const struct token_bucket_params *p, int64_t c,
                        int64_t e)
 {
-    int64_t max = tb_max(p);
+    return e >= p->warmup_ns - c ? p->warmup_ns : c + e;
+}
 
-    if (s >= max || e >= p->warmup_ns) {
-        return max;
-    }
-    s += rl_muladd_div(e, max, 0, p->warmup_ns, NULL);
-    return s < max ? s : max;
+/* Guava's storedPermits of cold c: c * max / warmup, floored to 1e-6
+ * token. */
+static int64_t tb_permits(const struct token_bucket_params *p, int64_t c)
+{
+    return rl_muladd_div(c, tb_max(p), 0, p->warmup_ns, NULL);
 }
 
 /* What taking k millionths of a token from cold s costs beyond k: the
@@ -165,18 +167,6 @@ static int64_t tb_extra(const struct token_bucket_params *p, int64_t s,
     len = s - a;
     return rl_muladd_div(len * (p->cold_factor - 1), s + a - 2 * p->thr, 0,
                          2 * p->span, NULL);
-}
-
-/* The time until cold s is back to max (rounded up), when the bucket
- * stands full. */
-static int64_t tb_heat(const struct token_bucket_params *p, int64_t s)
-{
-    int64_t max = tb_max(p);
-
-    if (s >= max) {
-        return 0;
-    }
-    return rl_muladd_div(max - s, p->warmup_ns, max - 1, max, NULL);
 }
 
 /* ---------------- The decision ---------------- */
@@ -233,7 +223,7 @@ int token_bucket_decide(const struct token_bucket_params *p,
     if (p->warmup_ns > 0) {
         /* The cold grows only while the bucket stands full: from the
          * instant the stored level reached capacity. */
-        cold = st == NULL || st->cold > tb_max(p) ? tb_max(p) : st->cold;
+        cold = st == NULL || st->cold > p->warmup_ns ? p->warmup_ns : st->cold;
         full_at = st == NULL ? now_ns
                   : st->tokens >= p->capacity
                       ? st->ts_ns
@@ -258,11 +248,13 @@ int token_bucket_decide(const struct token_bucket_params *p,
     } else if (tok >= cost) {
         tok -= cost;
         if (p->warmup_ns > 0 && cost > 0) {
-            /* Take min(cost, cold) of the cold; pay its slope too. */
-            k = cost > cold / TOKEN_BUCKET_MICRO ? cold
-                                                 : cost * TOKEN_BUCKET_MICRO;
-            extra = tb_extra(p, cold, k);
-            cold -= k;
+            /* Take min(cost, permits) of the stored permits, pay their
+             * slope too, and cool down by their time (rounded up). */
+            int64_t s = tb_permits(p, cold);
+            k = cost > s / TOKEN_BUCKET_MICRO ? s : cost * TOKEN_BUCKET_MICRO;
+            extra = tb_extra(p, s, k);
+            cold -=
+                rl_muladd_div(k, p->warmup_ns, tb_max(p) - 1, tb_max(p), NULL);
             tok -= extra / TOKEN_BUCKET_MICRO;
             frac -= extra % TOKEN_BUCKET_MICRO *
                     (TOKEN_BUCKET_FRAC_ONE / TOKEN_BUCKET_MICRO);
@@ -289,9 +281,9 @@ int token_bucket_decide(const struct token_bucket_params *p,
          * A warm-up key lasts until it is cold again too. */
         out->write = TOKEN_BUCKET_WRITE_SET;
         out->expiry_ms =
-            rl_ceil_ms(p->warmup_ns > 0
-                           ? rl_add_sat(out->d.reset_after_ns, tb_heat(p, cold))
-                           : out->d.reset_after_ns);
+            rl_ceil_ms(p->warmup_ns > 0 ? rl_add_sat(out->d.reset_after_ns,
+                                                     p->warmup_ns - cold)
+                                        : out->d.reset_after_ns);
     }
     return TOKEN_BUCKET_OK;
 }

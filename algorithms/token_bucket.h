@@ -69,10 +69,13 @@
  * capacity was lowered) reads as a full bucket.
  *
  * Warm-up (Guava's SmoothWarmingUp; token_bucket_params_warmup). With
- * `warmup` set the bucket also keeps `cold`, Guava's storedPermits in
- * millionths of a token: how cold it is. While the bucket stands full the
- * cold grows from 0 to max in `warmup` (Guava's coolDownInterval); each
- * admitted request takes min(cost, cold) of it. A token taken at coldness
+ * `warmup` set the bucket also keeps `cold`, in ns, 0 .. warmup: how long
+ * it has stood full, less what requests took since. Guava's storedPermits
+ * are cold * max / warmup (in millionths of a token, floored), so they
+ * grow from 0 to max over the warm-up (Guava's coolDownInterval); each
+ * admitted request takes min(cost, permits) of them, and their time
+ * (rounded up) off the cold. Keeping time rather than permits makes idle
+ * time add up exactly, and a refund exact. A token taken at coldness
  * x costs, besides itself, (cold_factor - 1) * (x - thr) / (max - thr)
  * more tokens when x is above thr (the integral of Guava's slope over
  * the permits taken, floored to 1e-6 token), where, in millionths of a
@@ -157,8 +160,8 @@ struct token_bucket_state {
     int64_t tokens; /* whole tokens, 0 .. capacity */
     int64_t frac;   /* 1e-15 tokens, 0 .. TOKEN_BUCKET_FRAC_ONE - 1 */
     int64_t ts_ns;  /* refill credited up to here, ns since the epoch */
-    int64_t cold;   /* warm-up only: stored permits, 1e-6 tokens, 0 .. max;
-                       0 without warm-up (tokens may then be negative) */
+    int64_t cold;   /* warm-up only: ns, 0 .. warmup (see the file comment;
+                       tokens may then be negative); 0 without warm-up */
 };
 
 /* What a store does after a decision. */

@@ -102,14 +102,15 @@ Test(token_bucket_warm, guava_sequence_after_idle)
         cr_assert_eq(r.d.retry_after_ns, waits_ms[i] * MS);
         now += waits_ms[i] * MS;
     }
-    /* After 5 requests the cold is 8 - 5 = 3 (below the threshold). */
-    cr_assert_eq(m.v.cold, 2000000);
+    /* After 6 requests the stored permits are 8 - 6 = 2: each took 1 / 8
+     * of the 4 s of cold, 0.5 s. */
+    cr_assert_eq(m.v.cold, S);
 }
 
 /* The first request's state: level 1 - 2.75 = -1.75 tokens (tokens -2,
- * frac 0.25), cold 7; the key lasts the refill of 2.75 tokens (1.375 s)
- * plus the time to cool from 7 to 8 (1 / 8 of 4 s = 0.5 s): 1875 ms, when
- * it equals a missing key. */
+ * frac 0.25), 7 permits stored (3.5 s of cold); the key lasts the refill
+ * of 2.75 tokens (1.375 s) plus the time to cool from 7 to 8 (1 / 8 of 4 s =
+ * 0.5 s): 1875 ms, when it equals a missing key. */
 Test(token_bucket_warm, first_state_and_expiry)
 {
     struct token_bucket_params p = guava(1);
@@ -120,7 +121,7 @@ Test(token_bucket_warm, first_state_and_expiry)
     step(&p, &m, T0, 1);
     cr_assert_eq(m.v.tokens, -2);
     cr_assert_eq(m.v.frac, TOKEN_BUCKET_FRAC_ONE / 4);
-    cr_assert_eq(m.v.cold, 7000000);
+    cr_assert_eq(m.v.cold, 3500 * MS);
     cr_assert_eq(m.expiry_ms, 1875);
     /* At expiry the stored state decides as no key. */
     cr_assert_eq(token_bucket_decide(&p, &m.v, T0 + 1875 * MS, 1, &a, &err),
@@ -153,15 +154,15 @@ Test(token_bucket_warm, cools_while_full)
                                        : 500) *
                                  MS;
     }
-    /* Full again at `now`, cold 3. */
-    cr_assert_eq(m.v.cold, 3000000);
+    /* Full again at `now`, 3 permits stored: 1.5 s of cold. */
+    cr_assert_eq(m.v.cold, 1500 * MS);
     m2 = m;
     r = step(&p, &m, now + S, 1);
     cr_assert_eq(r.d.reset_after_ns, 625 * MS, "%lld",
                  (long long)r.d.reset_after_ns);
     r = step(&p, &m2, now + 4 * S, 1);
     cr_assert_eq(r.d.reset_after_ns, 1375 * MS);
-    cr_assert_eq(m2.v.cold, 7000000);
+    cr_assert_eq(m2.v.cold, 3500 * MS);
 }
 
 /* A bucket of 4: cold, its burst shrinks (2.75 + 2.25 tokens taken by two
@@ -208,7 +209,7 @@ Test(token_bucket_warm, cost_and_peek)
     r = step(&p, &m, T0, 2);
     cr_assert_eq(r.d.limited, 0);
     cr_assert_eq(r.d.reset_after_ns, 5 * S / 2);
-    cr_assert_eq(m.v.cold, 6000000);
+    cr_assert_eq(m.v.cold, 3 * S);
     cr_assert_eq(m.v.tokens, -3);
     r = step(&p, &m, T0 + S, 0);
     cr_assert_eq(r.d.remaining, 0);
