@@ -52,8 +52,8 @@ static const struct limits_param limits_gcra_params[] = {
 #define LIMITS_QUIET(key, k, field, hi)                                        \
     {                                                                          \
         .name = (key), .kind = (k), .scaling = LIMITS_S_KEEP,                  \
-        .offset = LIMITS_OFF(field), .max = (hi), .optional = true,            \
-        .dflt = 0, .quiet = true,                                              \
+        .offset = LIMITS_OFF(field), .max = (hi), .optional = true, .dflt = 0, \
+        .quiet = true,                                                         \
     }
 
 static const struct limits_param limits_token_bucket_params[] = {
@@ -148,8 +148,8 @@ static const char *limits_token_bucket_check(const struct limits_limit *l)
     if (tb->refill_per_sec_micro == LIMITS_RATE_INF) {
         return "warmup needs a finite refill_per_sec";
     }
-    if (tb->refill_per_sec_micro > INT64_C(1000000000000000000) /
-                                       tb->warmup_ms ||
+    if (tb->refill_per_sec_micro >
+            INT64_C(1000000000000000000) / tb->warmup_ms ||
         tb->warmup_ms * tb->refill_per_sec_micro < INT64_C(1000000000)) {
         return "warmup * refill_per_sec must be between 1 and 1e9 tokens";
     }
