@@ -6,6 +6,11 @@
 -- them times 1000, so one unit of frac is still what 1 ns of refill at one
 -- millionth of a token per second brings.
 --
+-- With a warm-up (the level's third and fourth parameters, warmup ms and
+-- cold_factor; '0' or '' for none) the hash also keeps cold (ns), tokens
+-- may be negative, and the check takes the general path (prep declines
+-- it): see "Warm-up" below and token_bucket.h.
+--
 -- Undo token: the instant (us) at which the bucket this check stored is
 -- full again. A refund gives the cost back (capped at full) unless the
 -- stored refill point has reached that instant: by then the bucket was
