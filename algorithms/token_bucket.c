@@ -37,6 +37,44 @@ int token_bucket_params_init(struct token_bucket_params *p, int64_t capacity,
     return TOKEN_BUCKET_OK;
 }
 
+int token_bucket_params_warmup(struct token_bucket_params *p, int64_t warmup_ms,
+                               int64_t cold_factor, const char **err)
+{
+    int64_t w;
+
+    if (cold_factor == 0) {
+        cold_factor = TOKEN_BUCKET_COLD_DEFAULT;
+    }
+    if (warmup_ms < 1 || warmup_ms > TOKEN_BUCKET_MAX_WARMUP_MS) {
+        *err = TOKEN_BUCKET_ERR_WARMUP;
+        return TOKEN_BUCKET_EARGS;
+    }
+    if (cold_factor < 2 || cold_factor > TOKEN_BUCKET_MAX_COLD) {
+        *err = TOKEN_BUCKET_ERR_COLD;
+        return TOKEN_BUCKET_EARGS;
+    }
+    if (p->unlimited) {
+        *err = TOKEN_BUCKET_ERR_WARM_INF;
+        return TOKEN_BUCKET_EARGS;
+    }
+    /* W = warmup * rate in millionths of a token: ms * micro-tokens/s /
+     * 1000. Its bounds keep max (< 1.5 W) and its products in range. */
+    if (p->rate_micro > TOKEN_BUCKET_MAX_WARM_MICRO * 1000 / warmup_ms) {
+        *err = TOKEN_BUCKET_ERR_WARM_SPAN;
+        return TOKEN_BUCKET_EARGS;
+    }
+    w = warmup_ms * p->rate_micro / 1000;
+    if (w < TOKEN_BUCKET_MICRO) {
+        *err = TOKEN_BUCKET_ERR_WARM_SPAN;
+        return TOKEN_BUCKET_EARGS;
+    }
+    p->warmup_ns = warmup_ms * RL_NS_PER_MS;
+    p->cold_factor = cold_factor;
+    p->thr = w / 2;
+    p->span = 2 * w / (1 + cold_factor); /* >= 2e6 / 1001 */
+    return TOKEN_BUCKET_OK;
+}
+
 /* True when *p could have come from token_bucket_params_init(). */
 static int tb_params_ok(const struct token_bucket_params *p)
 {
@@ -87,6 +125,50 @@ static int64_t tb_wait(const struct token_bucket_params *p, int64_t tok,
                          p->rate_micro, &rem);
 }
 
+/* ---------------- Warm-up ---------------- */
+
+/* Guava's maxPermits, in millionths of a token. */
+static int64_t tb_max(const struct token_bucket_params *p)
+{
+    return p->thr + p->span;
+}
+
+/* The cold c after e > 0 ns of standing full: it grows with the time,
+ * up to the warm-up (exactly: so idle time adds up the same whichever
+ * decisions split it). */
+static int64_t tb_cool(const struct token_bucket_params *p, int64_t c,
+                       int64_t e)
+{
+    return e >= p->warmup_ns - c ? p->warmup_ns : c + e;
+}
+
+/* Guava's storedPermits of cold c: c * max / warmup, floored to 1e-6
+ * token. */
+static int64_t tb_permits(const struct token_bucket_params *p, int64_t c)
+{
+    return rl_muladd_div(c, tb_max(p), 0, p->warmup_ns, NULL);
+}
+
+/* What taking k millionths of a token from cold s costs beyond k: the
+ * part of [s - k, s] above thr, under Guava's slope, floored to 1e-6
+ * token: (f - 1) * len * (b + a - 2 thr) / (2 span), with [a, b] that
+ * part. len * (f - 1) < 2^61 and the quotient is at most it. */
+static int64_t tb_extra(const struct token_bucket_params *p, int64_t s,
+                        int64_t k)
+{
+    int64_t a = s - k, len;
+
+    if (s <= p->thr) {
+        return 0;
+    }
+    if (a < p->thr) {
+        a = p->thr;
+    }
+    len = s - a;
+    return rl_muladd_div(len * (p->cold_factor - 1), s + a - 2 * p->thr, 0,
+                         2 * p->span, NULL);
+}
+
 /* ---------------- The decision ---------------- */
 
 int token_bucket_decide(const struct token_bucket_params *p,
@@ -94,7 +176,7 @@ int token_bucket_decide(const struct token_bucket_params *p,
                         int64_t cost, struct token_bucket_result *out,
                         const char **err)
 {
-    int64_t tok, frac, ts, gap = 0;
+    int64_t tok, frac, ts, gap = 0, cold = 0, full_at, k, extra;
 
     memset(out, 0, sizeof(*out));
     if (!tb_params_ok(p)) {
@@ -111,8 +193,10 @@ int token_bucket_decide(const struct token_bucket_params *p,
         *err = TOKEN_BUCKET_ERR_COST;
         return TOKEN_BUCKET_EARGS;
     }
-    if (st != NULL && (st->tokens < 0 || st->frac < 0 ||
-                       st->frac >= TOKEN_BUCKET_FRAC_ONE || st->ts_ns < 0)) {
+    if (st != NULL &&
+        (st->tokens < (p->warmup_ns > 0 ? -TOKEN_BUCKET_MAX_CAPACITY : 0) ||
+         st->frac < 0 || st->frac >= TOKEN_BUCKET_FRAC_ONE || st->ts_ns < 0 ||
+         st->cold < 0)) {
         *err = TOKEN_BUCKET_ERR_STATE;
         return TOKEN_BUCKET_ESTATE;
     }
@@ -136,6 +220,18 @@ int token_bucket_decide(const struct token_bucket_params *p,
         frac = st->frac;
         ts = st->ts_ns;
     }
+    if (p->warmup_ns > 0) {
+        /* The cold grows only while the bucket stands full: from the
+         * instant the stored level reached capacity. */
+        cold = st == NULL || st->cold > p->warmup_ns ? p->warmup_ns : st->cold;
+        full_at = st == NULL ? now_ns
+                  : st->tokens >= p->capacity
+                      ? st->ts_ns
+                      : rl_add_sat(ts, tb_wait(p, tok, frac, p->capacity));
+        if (now_ns > full_at) {
+            cold = tb_cool(p, cold, now_ns - full_at);
+        }
+    }
     if (now_ns >= ts) {
         if (now_ns > ts) {
             tb_refill(p, &tok, &frac, now_ns - ts);
@@ -151,11 +247,27 @@ int token_bucket_decide(const struct token_bucket_params *p,
         out->d.limited = 1;
     } else if (tok >= cost) {
         tok -= cost;
+        if (p->warmup_ns > 0 && cost > 0) {
+            /* Take min(cost, permits) of the stored permits, pay their
+             * slope too, and cool down by their time (rounded up). */
+            int64_t s = tb_permits(p, cold);
+            k = cost > s / TOKEN_BUCKET_MICRO ? s : cost * TOKEN_BUCKET_MICRO;
+            extra = tb_extra(p, s, k);
+            cold -=
+                rl_muladd_div(k, p->warmup_ns, tb_max(p) - 1, tb_max(p), NULL);
+            tok -= extra / TOKEN_BUCKET_MICRO;
+            frac -= extra % TOKEN_BUCKET_MICRO *
+                    (TOKEN_BUCKET_FRAC_ONE / TOKEN_BUCKET_MICRO);
+            if (frac < 0) {
+                frac += TOKEN_BUCKET_FRAC_ONE;
+                tok--;
+            }
+        }
     } else {
         out->d.limited = 1;
         out->d.retry_after_ns = rl_add_sat(gap, tb_wait(p, tok, frac, cost));
     }
-    out->d.remaining = tok;
+    out->d.remaining = tok < 0 ? 0 : tok;
     out->d.reset_after_ns =
         tok >= p->capacity
             ? 0
@@ -163,10 +275,15 @@ int token_bucket_decide(const struct token_bucket_params *p,
     out->next.tokens = tok;
     out->next.frac = frac;
     out->next.ts_ns = ts;
+    out->next.cold = cold;
     if (!out->d.limited && cost > 0) {
-        /* tok < capacity now, so reset_after > 0 and the expiry >= 1 ms. */
+        /* tok < capacity now, so reset_after > 0 and the expiry >= 1 ms.
+         * A warm-up key lasts until it is cold again too. */
         out->write = TOKEN_BUCKET_WRITE_SET;
-        out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
+        out->expiry_ms =
+            rl_ceil_ms(p->warmup_ns > 0 ? rl_add_sat(out->d.reset_after_ns,
+                                                     p->warmup_ns - cold)
+                                        : out->d.reset_after_ns);
     }
     return TOKEN_BUCKET_OK;
 }

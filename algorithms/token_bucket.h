@@ -68,6 +68,32 @@
  * reset_after include that gap. A stored level above capacity (the
  * capacity was lowered) reads as a full bucket.
  *
+ * Warm-up (Guava's SmoothWarmingUp; token_bucket_params_warmup). With
+ * `warmup` set the bucket also keeps `cold`, in ns, 0 .. warmup: how long
+ * it has stood full, less what requests took since. Guava's storedPermits
+ * are cold * max / warmup (in millionths of a token, floored), so they
+ * grow from 0 to max over the warm-up (Guava's coolDownInterval); each
+ * admitted request takes min(cost, permits) of them, and their time
+ * (rounded up) off the cold. Keeping time rather than permits makes idle
+ * time add up exactly, and a refund exact. A token taken at coldness
+ * x costs, besides itself, (cold_factor - 1) * (x - thr) / (max - thr)
+ * more tokens when x is above thr (the integral of Guava's slope over
+ * the permits taken, floored to 1e-6 token), where, in millionths of a
+ * token, W = warmup * rate (the tokens the warm-up would refill),
+ * thr = W / 2 and max = thr + 2 * W / (1 + cold_factor). So a request
+ * is still admitted when the bucket holds `cost` tokens (as today, and as
+ * Guava's tryAcquire admits when nextFreeTicket is not ahead), but it pays
+ * up to cold_factor times its cost: the level may go below 0 (a debt, as
+ * Guava's nextFreeTicket in the future), and the next request waits for
+ * the refill of what this one paid. A missing key is full and fully cold
+ * (Guava starts cold). remaining is then max(0, tokens); retry_after the
+ * refill to `cost` tokens (exact: the cold only changes once the bucket is
+ * full); reset_after the refill to full; the expiry adds the time to cool
+ * back to max, when the state equals a missing key. Guava's example:
+ * 2 tokens/s, warmup 4 s, cold_factor 3: thr 4, max 8 tokens; after a
+ * quiet period requests of 1 pay 2.75, 2.25, 1.75, 1.25, then 1 token
+ * (1.375 s, 1.125 s, 0.875 s, 0.625 s, then 0.5 s of refill).
+ *
  * Leaf layer: libc only, no globals. */
 #ifndef PX_ALGORITHMS_TOKEN_BUCKET_H
 #define PX_ALGORITHMS_TOKEN_BUCKET_H
@@ -98,12 +124,35 @@
 #define TOKEN_BUCKET_ERR_COST "token_bucket cost must not be negative"
 #define TOKEN_BUCKET_ERR_STATE                                                 \
     "token_bucket state is malformed (negative or out-of-range field)"
+#define TOKEN_BUCKET_ERR_WARMUP                                                \
+    "token_bucket warmup must be between 1 ms and 1 day"
+#define TOKEN_BUCKET_ERR_COLD                                                  \
+    "token_bucket cold_factor must be an integer from 2 to 1000"
+#define TOKEN_BUCKET_ERR_WARM_INF                                              \
+    "token_bucket warmup needs a finite refill_per_sec"
+#define TOKEN_BUCKET_ERR_WARM_SPAN                                             \
+    "token_bucket warmup * refill_per_sec must be between 1 and 1e9 tokens"
+
+/* Warm-up bounds: at most a day, cold_factor 2 .. 1000 (default 3), and
+ * warmup * rate between 1 and 1e9 tokens, so that every product of the
+ * warm-up math fits 128 bits and every value 2^53 (the Lua twin's). */
+#define TOKEN_BUCKET_MAX_WARMUP_MS  INT64_C(86400000)
+#define TOKEN_BUCKET_COLD_DEFAULT   3
+#define TOKEN_BUCKET_MAX_COLD       1000
+#define TOKEN_BUCKET_MICRO          INT64_C(1000000)
+#define TOKEN_BUCKET_MAX_WARM_MICRO INT64_C(1000000000000000) /* 1e9 tok */
 
 /* Validated parameters. */
 struct token_bucket_params {
     int64_t capacity;   /* tokens, >= 1 */
     int64_t rate_micro; /* millionths of a token per second, >= 1 */
     int unlimited;      /* rate is TOKEN_BUCKET_RATE_INF: admit all */
+    /* Warm-up (token_bucket_params_warmup); warmup_ns 0: none. The
+     * lengths are in millionths of a token (see the file comment). */
+    int64_t warmup_ns;   /* Guava's warmupPeriod */
+    int64_t cold_factor; /* 2 .. TOKEN_BUCKET_MAX_COLD */
+    int64_t thr;         /* thresholdPermits */
+    int64_t span;        /* maxPermits - thresholdPermits, >= 1 */
 };
 
 /* The stored state (see the file comment). */
@@ -111,6 +160,8 @@ struct token_bucket_state {
     int64_t tokens; /* whole tokens, 0 .. capacity */
     int64_t frac;   /* 1e-15 tokens, 0 .. TOKEN_BUCKET_FRAC_ONE - 1 */
     int64_t ts_ns;  /* refill credited up to here, ns since the epoch */
+    int64_t cold;   /* warm-up only: ns, 0 .. warmup (see the file comment;
+                       tokens may then be negative); 0 without warm-up */
 };
 
 /* What a store does after a decision. */
@@ -133,6 +184,13 @@ struct token_bucket_result {
  * TOKEN_BUCKET_EARGS with *err a static text. */
 int token_bucket_params_init(struct token_bucket_params *p, int64_t capacity,
                              int64_t refill_per_sec_micro, const char **err);
+
+/* Adds the warm-up to *p (from token_bucket_params_init, finite rate):
+ * warmup_ms 1 .. TOKEN_BUCKET_MAX_WARMUP_MS, cold_factor 2 ..
+ * TOKEN_BUCKET_MAX_COLD (0: the default, 3). TOKEN_BUCKET_OK, or
+ * TOKEN_BUCKET_EARGS with *err a static text (*p then unchanged). */
+int token_bucket_params_warmup(struct token_bucket_params *p, int64_t warmup_ms,
+                               int64_t cold_factor, const char **err);
 
 /* The decision for a request of `cost` (>= 0; 0 peeks) at now_ns (>= 0)
  * against the stored state `st` (NULL when the key does not exist).

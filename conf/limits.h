@@ -154,6 +154,8 @@ struct limits_gcra {
 struct limits_token_bucket {
     int64_t capacity;             /* tokens, >= 1 */
     int64_t refill_per_sec_micro; /* tokens/s * 1e6, or LIMITS_RATE_INF */
+    int64_t warmup_ms;            /* Guava's warm-up; 0: none */
+    int64_t cold_factor;          /* 2 .. 1000 with warmup; 0: default 3 */
 };
 
 /* Sharkey's leaky bucket: drip_size tokens leak every drip_ms. */

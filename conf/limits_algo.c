@@ -47,11 +47,25 @@ static const struct limits_param limits_gcra_params[] = {
                  LIMITS_MAX_DURATION_MS),
 };
 
+/* An optional parameter of a feature that is off while it is 0: left
+ * out of renderings then. */
+#define LIMITS_QUIET(key, k, field, hi)                                        \
+    {                                                                          \
+        .name = (key), .kind = (k), .scaling = LIMITS_S_KEEP,                  \
+        .offset = LIMITS_OFF(field), .max = (hi), .optional = true, .dflt = 0, \
+        .quiet = true,                                                         \
+    }
+
 static const struct limits_param limits_token_bucket_params[] = {
     LIMITS_PARAM("capacity", LIMITS_K_COUNT, LIMITS_S_DIVIDE,
                  token_bucket.capacity, LIMITS_MAX_COUNT),
     LIMITS_PARAM("refill_per_sec", LIMITS_K_RATE, LIMITS_S_DIVIDE,
                  token_bucket.refill_per_sec_micro, LIMITS_MAX_RATE_MICRO),
+    /* Warm-up (Guava's SmoothWarmingUp): see limits_token_bucket_check. */
+    LIMITS_QUIET("warmup", LIMITS_K_DURATION, token_bucket.warmup_ms,
+                 LIMITS_MAX_DURATION_MS),
+    LIMITS_QUIET("cold_factor", LIMITS_K_COUNT, token_bucket.cold_factor,
+                 LIMITS_MAX_COUNT),
 };
 
 static const struct limits_param limits_leaky_bucket_params[] = {
@@ -114,6 +128,34 @@ static const char *limits_gcra_check(const struct limits_limit *l)
     return NULL;
 }
 
+/* token_bucket's warm-up: the bounds of algorithms/token_bucket.h
+ * (token_bucket_params_warmup; conf/ is a leaf and says them again): a
+ * day at most, an integer cold_factor from 2 to 1000, and warmup * rate
+ * from 1 to 1e9 tokens, so the warm-up math fits its integers. */
+static const char *limits_token_bucket_check(const struct limits_limit *l)
+{
+    const struct limits_token_bucket *tb = &l->u.token_bucket;
+
+    if (tb->warmup_ms == 0) {
+        return tb->cold_factor != 0 ? "cold_factor needs warmup" : NULL;
+    }
+    if (tb->warmup_ms > 86400000) {
+        return "warmup is longer than 1 day";
+    }
+    if (tb->cold_factor == 1 || tb->cold_factor > 1000) {
+        return "cold_factor must be an integer from 2 to 1000";
+    }
+    if (tb->refill_per_sec_micro == LIMITS_RATE_INF) {
+        return "warmup needs a finite refill_per_sec";
+    }
+    if (tb->refill_per_sec_micro >
+            INT64_C(1000000000000000000) / tb->warmup_ms ||
+        tb->warmup_ms * tb->refill_per_sec_micro < INT64_C(1000000000)) {
+        return "warmup * refill_per_sec must be between 1 and 1e9 tokens";
+    }
+    return NULL;
+}
+
 /* sliding_window: whole slots, and a bounded count of them (each slot is
  * a field of a Redis hash). */
 static const char *limits_sliding_window_check(const struct limits_limit *l)
@@ -145,7 +187,7 @@ static const char *limits_sliding_window_check(const struct limits_limit *l)
 static const struct limits_algo_def limits_algos[] = {
     LIMITS_ALGO(LIMITS_GCRA, "gcra", limits_gcra_params, limits_gcra_check),
     LIMITS_ALGO(LIMITS_TOKEN_BUCKET, "token_bucket", limits_token_bucket_params,
-                NULL),
+                limits_token_bucket_check),
     LIMITS_ALGO(LIMITS_LEAKY_BUCKET, "leaky_bucket", limits_leaky_bucket_params,
                 NULL),
     LIMITS_ALGO(LIMITS_FIXED_WINDOW, "fixed_window", limits_fixed_window_params,
@@ -505,6 +547,9 @@ int limits_format(const struct limits_limit *l, char *out, size_t outlen)
 
     limits_str_add(&str, "%s(", def->name);
     for (i = 0; i < def->nparams; i++) {
+        if (def->params[i].quiet && limits_get(l, &def->params[i]) == 0) {
+            continue;
+        }
         limits_fmt_value(value, sizeof(value), def->params[i].kind,
                          limits_get(l, &def->params[i]));
         limits_str_add(&str, "%s%s=%s", i > 0 ? "," : "", def->params[i].name,

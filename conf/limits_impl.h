@@ -116,6 +116,8 @@ struct limits_param {
     int64_t max;                 /* greatest value */
     bool optional;               /* may be left out, then dflt */
     int64_t dflt;                /* value when left out */
+    bool quiet;                  /* not rendered while 0 (a feature off),
+                                    so older rules read as they did */
 };
 
 struct limits_algo_def {

@@ -6,6 +6,11 @@
 -- them times 1000, so one unit of frac is still what 1 ns of refill at one
 -- millionth of a token per second brings.
 --
+-- With a warm-up (the level's third and fourth parameters, warmup ms and
+-- cold_factor; '0' or '' for none) the hash also keeps cold (ns), tokens
+-- may be negative, and the check takes the general path (prep declines
+-- it): see "Warm-up" below and token_bucket.h.
+--
 -- Undo token: the instant (us) at which the bucket this check stored is
 -- full again. A refund gives the cost back (capped at full) unless the
 -- stored refill point has reached that instant: by then the bucket was
@@ -223,11 +228,291 @@ local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost)
   return limited, tok, retry, reset, ''
 end
 
+-- ---------------- Warm-up (token_bucket.h, "Warm-up") ----------------
+-- The twin of the C model's warm-up: the cold is ns (0 .. warmup), the
+-- tokens may be negative (a debt), and the stored permits, the slope's
+-- extra and the cold a take costs are the model's floors and ceilings,
+-- formed exactly (tbw_mad) where a product passes 2^53.
+
+local TB_ERR_WARMUP = 'ERR token_bucket warmup must be between 1 ms and 1 day'
+local TB_ERR_COLD = 'ERR token_bucket cold_factor must be an integer from 2 to 1000'
+local TB_ERR_WARM_INF = 'ERR token_bucket warmup needs a finite refill_per_sec'
+local TB_ERR_WARM_SPAN = 'ERR token_bucket warmup * refill_per_sec must be between 1 and 1e9 tokens'
+local TB_MICRO = 1000000
+
+-- floor((a * b + c) / d) for integers a, b, c >= 0 below 2^53 and d > 0,
+-- when the quotient is below 2^53.
+local function tbw_mad(a, b, c, d)
+  local p = a * b
+  if p < P53 and p + c < P53 then
+    return (lib_divmod(p + c, d))
+  end
+  local q = xint_divmod(xint_add(xint_mul(xint_of(a), xint_of(b)),
+                                 xint_of(c)), d)
+  return xint_num(q)
+end
+
+-- The warm-up of a3 (ms) and a4 (cold_factor, '0' or '': 3) for the rate
+-- (false: inf): nil when a3 says none, a table {wns, f, thr, span, max},
+-- or false and the error (the model's order). The last is kept (TB_WM).
+local TB_WM = {}
+local function tbw_args(rate, a3, a4)
+  if a3 == nil or a3 == '' or a3 == '0' then
+    return nil
+  end
+  local M = TB_WM
+  if M.W and M.rate == rate and M.a3 == a3 and M.a4 == a4 then
+    return M.W
+  end
+  local w = lib_int(a3)
+  local f = (a4 == nil or a4 == '' or a4 == '0') and 3 or lib_int(a4)
+  if w == nil or w < 1 or w > 86400000 then
+    return false, TB_ERR_WARMUP
+  end
+  if f == nil or f < 2 or f > 1000 then
+    return false, TB_ERR_COLD
+  end
+  if not rate then
+    return false, TB_ERR_WARM_INF
+  end
+  local prod = xint_mul(xint_of(w), xint_of(rate))
+  if xint_cmp(prod, xint_of(1e18)) > 0 then
+    return false, TB_ERR_WARM_SPAN
+  end
+  local W = xint_num((xint_divmod(prod, 1000)))
+  if W < TB_MICRO then
+    return false, TB_ERR_WARM_SPAN
+  end
+  local thr = lib_divmod(W, 2)
+  local span = lib_divmod(2 * W, 1 + f)
+  local R = {wns = w * 1000000, f = f, thr = thr, span = span,
+             max = thr + span}
+  M.rate, M.a3, M.a4, M.W = rate, a3, a4, R
+  return R
+end
+
+-- The warm state in h (HGETALL): true, tokens (may be negative), frac,
+-- ts, cold (0 when missing: a key a plain bucket wrote); false for no
+-- key; or nil and the error.
+local function tbw_fields(h)
+  local n = #h
+  if n == 0 then
+    return false
+  end
+  local tok, frac, ts, cold
+  for i = 1, n, 2 do
+    local f = h[i]
+    if f == 'tokens' then
+      tok = lib_int(h[i + 1])
+    elseif f == 'frac' then
+      frac = xint_field(h[i + 1])
+    elseif f == 'ts' then
+      ts = xint_field(h[i + 1])
+    elseif f == 'cold' then
+      cold = xint_field(h[i + 1]) or -1
+    end
+  end
+  cold = cold or 0
+  if not (tok and frac and ts) or cold < 0 or frac >= TB_FRAC_ONE then
+    return nil, TB_ERR_STATE
+  end
+  return true, tok, frac, ts, cold
+end
+
+-- What taking k millionths of a token from s stored permits costs beyond
+-- k, split as whole tokens and millionths (the model's tb_extra).
+local function tbw_extra(W, s, k)
+  if s <= W.thr then
+    return 0, 0
+  end
+  local a = s - k
+  if a < W.thr then
+    a = W.thr
+  end
+  local len, sum, d = s - a, s + a - 2 * W.thr, 2 * W.span
+  local lf = len * (W.f - 1)
+  local q
+  if lf < P53 and lf * sum < P53 then
+    q = lib_divmod(lf * sum, d)
+    return lib_divmod(q, TB_MICRO)
+  end
+  q = xint_divmod(xint_mul(xint_mul(xint_of(len), xint_of(W.f - 1)),
+                           xint_of(sum)), d)
+  local t, r = xint_divmod(q, TB_MICRO)
+  return xint_num(t), r
+end
+
+-- The cold at now: the stored one, grown by the time since the stored
+-- level was full (in ns, from us times and tb_wait's us and ns).
+local function tbw_cold(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold, now)
+  if not have then
+    return W.wns
+  end
+  local c = s_cold > W.wns and W.wns or s_cold
+  local d, x = now - s_ts, 0
+  if s_tok < cap then
+    local us, xx, big = tb_wait(rate, s_tok, s_frac, cap)
+    if big then
+      -- An xint (tb_wait's route for large products), not always large.
+      us = xint_num(us)
+      if not us then
+        return c
+      end
+    end
+    d, x = d - us, xx
+  end
+  if d <= 0 then
+    return c
+  end
+  if d > 100000000000 then
+    return W.wns
+  end
+  local e = d * 1000 - x
+  if e >= W.wns - c then
+    return W.wns
+  end
+  return c + e
+end
+
+-- The expiry (ms) of a stored warm bucket: the wait until full (us, x,
+-- big as tb_wait gives it) plus gap, plus the time to cool from c.
+local function tbw_expiry(W, us, x, big, gap, c)
+  local hu, hx = lib_divmod(W.wns - c, 1000)
+  local x2 = x + hx
+  if x2 >= 1000 then
+    x2, hu = x2 - 1000, hu + 1
+  end
+  local _, ms = xint_dur_plus(big and xint_sum(us, hu) or us + hu, gap, x2,
+                              big)
+  return ms
+end
+
+-- tb_core with a warm-up W: the same results, and the undo token
+-- "<full>:<tokens>:<millionths>:<cold>" (what the check paid and took;
+-- full as tb_core's), then tokens, frac, ts, cold and the expiry ms.
+local function tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold,
+                        now, cost)
+  local c = tbw_cold(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold, now)
+  local tok, frac, ts, gap = tb_level(cap, rate, have, s_tok, s_frac, s_ts,
+                                      now)
+  local limited, retry = false, -1000000
+  local et, ef, took = 0, 0, 0
+  if cost > cap then
+    limited = true
+  elseif tok >= cost then
+    tok = tok - cost
+    if cost > 0 then
+      local s = tbw_mad(c, W.max, 0, W.wns)
+      local k = cost > lib_divmod(s, TB_MICRO) and s or cost * TB_MICRO
+      et, ef = tbw_extra(W, s, k)
+      took = tbw_mad(k, W.wns, W.max - 1, W.max)
+      c = c - took
+      tok = tok - et
+      frac = frac - ef * 1000000000
+      if frac < 0 then
+        frac, tok = frac + TB_FRAC_ONE, tok - 1
+      end
+    end
+  else
+    limited = true
+    retry = tb_dur(rate, tok, frac, cost, gap)
+  end
+  local rem = tok < 0 and 0 or tok
+  if tok >= cap then
+    return limited, rem, retry, 0, ''
+  end
+  local us, x, big = tb_wait(rate, tok, frac, cap)
+  local reset = xint_dur_plus(us, gap, x, big)
+  if not limited and cost > 0 then
+    local up = x > 0 and 1 or 0
+    local full = not big and us + up + ts
+    if full and full < P53 then
+      full = lib_str(full)
+    else
+      full = xint_sum(xint_sum(us, up), ts)
+      full = type(full) == 'number' and lib_str(full) or xint_str(full)
+    end
+    local undo = full .. ':' .. lib_str(cost + et) .. ':' .. lib_str(ef) ..
+      ':' .. lib_str(took)
+    return false, rem, retry, reset, undo, tok, frac, ts, c,
+      tbw_expiry(W, us, x, big, gap, c)
+  end
+  return limited, rem, retry, reset, ''
+end
+
+-- Stores a warm bucket.
+local function tbw_store(key, tok, frac, ts, c, ms)
+  R_CALL('HSET', key, 'tokens', lib_str(tok), 'frac', lib_str(frac),
+         'ts', lib_str(ts), 'cold', lib_str(c))
+  R_CALL('PEXPIRE', key, lib_str(ms))
+end
+
+-- The refund of a warm check: the tokens it paid and the cold it took
+-- come back (capped at full and at the warm-up), unless the stored
+-- refill point has reached the instant the check's bucket was full.
+local function tbw_refund(key, cap, rate, W, now, undo)
+  local f1, f2, f3, f4 = string.match(undo, '^(%d+):(%d+):(%d+):(%d+)$')
+  local pt, pm, took = lib_int(f2), lib_int(f3), lib_int(f4)
+  if not (f1 and pt and pm and took) then
+    return
+  end
+  local h = lib_read('HGETALL', key)
+  if h == nil then
+    return
+  end
+  local have, s_tok, s_frac, s_ts, s_cold = tbw_fields(h)
+  local full = lib_int(f1)
+  if not have or (full and s_ts >= full) then
+    return
+  end
+  local c = tbw_cold(cap, rate, W, true, s_tok, s_frac, s_ts, s_cold, now)
+  local tok, frac, ts, gap = tb_level(cap, rate, true, s_tok, s_frac, s_ts,
+                                      now)
+  c = c + took > W.wns and W.wns or c + took
+  tok, frac = tok + pt, frac + pm * 1000000000
+  if frac >= TB_FRAC_ONE then
+    tok, frac = tok + 1, frac - TB_FRAC_ONE
+  end
+  if tok >= cap then
+    tok, frac = cap, 0
+    if c >= W.wns and gap == 0 then
+      R_CALL('DEL', key)
+      return
+    end
+  end
+  local us, x, big = 0, 0, false
+  if tok < cap then
+    us, x, big = tb_wait(rate, tok, frac, cap)
+  end
+  tbw_store(key, tok, frac, ts, c, tbw_expiry(W, us, x, big, gap, c))
+end
+
 ALGO.token_bucket = {
   decide = function(key, a1, a2, a3, a4, now, cost)
     local cap, rate = tb_args(a1, a2)
     if not cap then
       return nil, rate
+    end
+    local W, werr = tbw_args(rate, a3, a4)
+    if W == false then
+      return nil, werr
+    end
+    if W then
+      local h = lib_read('HGETALL', key)
+      if h == nil then
+        return nil, WRONGTYPE
+      end
+      local have, s_tok, s_frac, s_ts, s_cold = tbw_fields(h)
+      if have == nil then
+        return nil, s_tok
+      end
+      local limited, rem, retry, reset, undo, tok, frac, ts, c, ms =
+        tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold, now, cost)
+      local e = {limited and 1 or 0, cap, rem, retry, reset, undo}
+      if undo ~= '' then
+        return false, e, 1, tok, frac, ts, ms, c
+      end
+      return limited, e
     end
     local have, s_tok, s_frac, s_ts = tb_read(key)
     if have == nil then
@@ -243,8 +528,14 @@ ALGO.token_bucket = {
     return limited, e
   end,
 
-  -- The parameters of `one`: capacity and rate (false: inf), or nil.
-  prep = tb_args,
+  -- The parameters of `one`: capacity and rate (false: inf), or nil
+  -- (a warm-up takes the general path).
+  prep = function(a1, a2, a3)
+    if a3 ~= nil and a3 ~= '' and a3 ~= '0' then
+      return nil
+    end
+    return tb_args(a1, a2)
+  end,
 
   -- decide and commit of a check of one real level, fused, as
   -- fixed_window's.
@@ -259,11 +550,25 @@ ALGO.token_bucket = {
                          ms, 'tokens', tok, 'frac', frac, 'ts', ts)
   end,
 
-  commit = tb_store,
+  -- tokens, frac, ts, ms, and a warm bucket's cold.
+  commit = function(key, tok, frac, ts, ms, c)
+    if c then
+      tbw_store(key, tok, frac, ts, c, ms)
+    else
+      tb_store(key, tok, frac, ts, ms)
+    end
+  end,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
     local cap, rate = tb_args(a1, a2)
-    if not cap or not rate or cost <= 0 or not string.find(undo, '^%d+$') then
+    if not cap or not rate or cost <= 0 then
+      return
+    end
+    local W = tbw_args(rate, a3, a4)
+    if W then
+      return tbw_refund(key, cap, rate, W, now, undo)
+    end
+    if W == false or not string.find(undo, '^%d+$') then
       return
     end
     local have, s_tok, s_frac, s_ts = tb_read(key)

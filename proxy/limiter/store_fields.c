@@ -36,6 +36,10 @@ int store_fields_decide(const struct limits_limit *lim,
         if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
                                      lim->u.token_bucket.refill_per_sec_micro,
                                      err) != TOKEN_BUCKET_OK ||
+            (lim->u.token_bucket.warmup_ms > 0 &&
+             token_bucket_params_warmup(&p, lim->u.token_bucket.warmup_ms,
+                                        lim->u.token_bucket.cold_factor,
+                                        err) != TOKEN_BUCKET_OK) ||
             token_bucket_decide(&p, st ? &st->tb : NULL, now_ns, cost, &r,
                                 err) != TOKEN_BUCKET_OK) {
             return -1;
@@ -136,6 +140,9 @@ int store_fields_from_hash(enum limits_algo a, const int64_t *v,
         st->tb.tokens = v[0];
         st->tb.frac = v[1];
         t = st->tb.ts_ns = store_fields_ns(v[2]);
+        /* A warm-up bucket's cold is not read: whether it admits, and
+         * when it may, depends on its level alone. */
+        st->tb.cold = 0;
         break;
     case LIMITS_LEAKY_BUCKET:
         st->lb.level = v[0];

@@ -258,7 +258,7 @@ static void overrides(redisContext *c, redisContext *peer)
     /* Bad overrides: clear errors, nothing stored. */
     px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:vip bogus 1"),
                    "ERR unknown parameter 'bogus' of token_bucket (expected "
-                   "capacity, refill_per_sec)");
+                   "capacity, refill_per_sec, warmup, cold_factor)");
     px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:vip capacity 0"),
                    "ERR capacity: expected a positive integer, got \"0\"");
     px_check_error(px_cmd_admin(c, "LIMITER OVERRIDE SET tb:vip capacity"),

@@ -1412,7 +1412,7 @@ static int tb_decide(const struct hlimit *lim, const int64_t *st,
                      int64_t now_ns, int64_t cost, struct hresult *out)
 {
     struct token_bucket_params p;
-    struct token_bucket_state s = { 0, 0, 0 };
+    struct token_bucket_state s = { 0 };
     struct token_bucket_result r;
     const char *err;
     int rc = token_bucket_params_init(&p, lim->a, lim->b, &err);

@@ -258,7 +258,8 @@ Test(limits_override, runtime_overrides_apply_to_the_nodes_own_limits)
                                            &rt, err, sizeof(err)),
                  LIMITS_ERR);
     cr_assert_str_eq(err, "unknown parameter 'size' of token_bucket "
-                          "(expected capacity, refill_per_sec)");
+                          "(expected capacity, refill_per_sec, warmup, "
+                          "cold_factor)");
     cr_assert_eq(limits_runtime_parse_text(lv->level[0].base, 1, "capacity 1.5",
                                            12, &rt, err, sizeof(err)),
                  LIMITS_ERR);

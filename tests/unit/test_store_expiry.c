@@ -144,7 +144,9 @@ static struct limits_limit limits(int i)
         break;
     case 1:
         l.algo = LIMITS_TOKEN_BUCKET;
-        l.u.token_bucket = (struct limits_token_bucket){ 4, 3000000 };
+        l.u.token_bucket =
+            (struct limits_token_bucket){ .capacity = 4,
+                                          .refill_per_sec_micro = 3000000 };
         break;
     case 2:
         l.algo = LIMITS_LEAKY_BUCKET;

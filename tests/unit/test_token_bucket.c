@@ -290,7 +290,7 @@ Test(token_bucket, clock_going_back_refills_nothing_and_keeps_the_stored_time)
 Test(token_bucket, clock_far_behind_a_full_bucket_keeps_it_full)
 {
     struct token_bucket_params p = mk(4, 1 * M);
-    struct token_bucket_state st = { 4, 0, T0 };
+    struct token_bucket_state st = { 4, 0, T0, 0 };
     struct token_bucket_result r = at(&p, &st, 0, 1);
 
     cr_assert_eq(r.d.limited, 0);
@@ -301,7 +301,7 @@ Test(token_bucket, clock_far_behind_a_full_bucket_keeps_it_full)
 Test(token_bucket, years_idle_refill_to_exactly_full_without_overflow)
 {
     struct token_bucket_params p = mk(MAX_CAP, TOKEN_BUCKET_MAX_RATE_MICRO);
-    struct token_bucket_state st = { 0, 0, 0 };
+    struct token_bucket_state st = { 0, 0, 0, 0 };
     struct token_bucket_result r;
 
     /* From the epoch to 2262: e * rate is about 2^113. */
@@ -311,7 +311,7 @@ Test(token_bucket, years_idle_refill_to_exactly_full_without_overflow)
     cr_assert_eq(r.d.reset_after_ns, 0);
 
     p = mk(10, 1);
-    st = (struct token_bucket_state){ 0, 0, T0 };
+    st = (struct token_bucket_state){ 0, 0, T0, 0 };
     r = at(&p, &st, T0 + 10 * 365 * 24 * 3600 * S, 0);
     /* 1e-6 tokens/s for 3650 days: 315.36 tokens worth, capped at 10. */
     cr_assert_eq(r.d.remaining, 10);
@@ -369,7 +369,7 @@ Test(token_bucket, max_capacity_at_the_slowest_rate_saturates_durations)
 Test(token_bucket, capacity_lowered_below_the_stored_level_reads_full)
 {
     struct token_bucket_params p = mk(3, 1 * M);
-    struct token_bucket_state st = { 100, 5, T0 - S };
+    struct token_bucket_state st = { 100, 5, T0 - S, 0 };
     struct token_bucket_result r = at(&p, &st, T0, 1);
 
     check_reply(&r, 0, 3, 2, -1, 1);
@@ -388,7 +388,7 @@ Test(token_bucket, many_small_refills_equal_one_big_refill)
 
     for (size_t i = 0; i < sizeof(rates) / sizeof(*rates); i++) {
         struct token_bucket_params p = mk(MAX_CAP, rates[i]);
-        struct token_bucket_state small = { 0, 0, T0 }, big;
+        struct token_bucket_state small = { 0, 0, T0, 0 }, big;
         struct token_bucket_result r;
         int64_t now = T0;
 
@@ -398,7 +398,7 @@ Test(token_bucket, many_small_refills_equal_one_big_refill)
             r = at(&p, &small, now, 0);
             small = r.next;
         }
-        big = (struct token_bucket_state){ 0, 0, T0 };
+        big = (struct token_bucket_state){ 0, 0, T0, 0 };
         r = at(&p, &big, now, 0);
         cr_assert(memcmp(&r.next, &small, sizeof(small)) == 0,
                   "rate %lld: steps %lld+%lld, one %lld+%lld",
@@ -486,11 +486,11 @@ struct state_case {
 };
 
 static const struct state_case STATE_CASES[] = {
-    { { -1, 0, T0 } },
-    { { 1, -1, T0 } },
-    { { 1, ONE, T0 } },
-    { { 1, 0, -1 } },
-    { { INT64_MIN, INT64_MIN, INT64_MIN } },
+    { { -1, 0, T0, 0 } },
+    { { 1, -1, T0, 0 } },
+    { { 1, ONE, T0, 0 } },
+    { { 1, 0, -1, 0 } },
+    { { INT64_MIN, INT64_MIN, INT64_MIN, 0 } },
 };
 #define NSTATE (sizeof(STATE_CASES) / sizeof(*STATE_CASES))
 
