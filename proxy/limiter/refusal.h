@@ -91,9 +91,9 @@ int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
                    uint64_t now_local_ns, int *have_tat, int64_t *tat_ns,
                    struct refusal_span *span);
 
-/* A call sent at local time `sent_ns` found `key` holding `raw` (NULL: no
- * key) and was refused at the node's time `node_now_ns`: remember it
- * (active once the tracker's GET confirms `raw`). */
+/* A call sent at local time `sent_ns` (its reply read now) found `key` holding
+ * `raw` (NULL: no key) and was refused at the node's time `node_now_ns`:
+ * remember it (active once the tracker's GET confirms `raw`). */
 void refusal_learn(struct refusal *rf, const char *key, size_t klen,
                    const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
                    int64_t node_now_ns, uint64_t sent_ns);
@@ -111,8 +111,8 @@ int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
                         int *have, int64_t v[REFUSAL_FIELDS_MAX],
                         struct refusal_span *span);
 
-/* A call sent at local time `sent_ns` was refused at the node's time
- * `node_now_ns` with the hash state `key` unchanged: remember its
+/* A call sent at local time `sent_ns` (its reply read now) was refused at the
+ * node's time `node_now_ns` with the hash state `key` unchanged: remember its
  * `fields` (1 to REFUSAL_FIELDS_MAX names, NULL-terminated, static),
  * active once the tracker's HMGET reads them. */
 void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
@@ -133,9 +133,9 @@ int refusal_lookup_slots(struct refusal *rf, const char *key, size_t klen,
                          const int64_t **slots, size_t *n,
                          struct refusal_span *span);
 
-/* A call sent at local time `sent_ns` was refused at the node's time
- * `node_now_ns` with the sliding window `key` unchanged: remember its
- * slots (active once the tracker's HGETALL reads them). */
+/* A call sent at local time `sent_ns` (its reply read now) was refused at the
+ * node's time `node_now_ns` with the sliding window `key` unchanged: remember
+ * its slots (active once the tracker's HGETALL reads them). */
 void refusal_learn_slots(struct refusal *rf, const char *key, size_t klen,
                          int64_t node_now_ns, uint64_t sent_ns);
 
