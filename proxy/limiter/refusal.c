@@ -60,8 +60,8 @@ struct refusal_entry {
     int64_t *slots;                /* owned, REFUSAL_SLOTS: 2 a slot, its
                                       start (us) and count, as stored */
     size_t nslots;                 /* REFUSAL_SLOTS: slots in it */
-    int64_t offset_ns;             /* node time minus local time, an upper
-                                      bound (see refusal.h) */
+    struct refusal_span_clock clk; /* node time minus local time, its
+                                      bounds (refusal_span.h) */
     int64_t expire_ns;             /* when the key expires (INT64_MAX: never):
                                       from then on it holds nothing */
     size_t bytes;                  /* charged to rf->bytes
@@ -420,12 +420,16 @@ static void refusal_on_expiretime(struct req *part, const char *frame,
     }
 }
 
-/* The clock of a call sent at local time `sent_ns` that read the node's
- * TIME as `node_now_ns`: the node read it at some instant after sent_ns,
- * and TIME drops up to a microsecond, so node time <= local + this. */
-static int64_t refusal_offset(int64_t node_now_ns, uint64_t sent_ns)
+/* Narrows e's bounds on the node's clock with those of a call sent at
+ * `sent_ns` that read `node_now_ns`, whose reply is being read now (the
+ * node decided before: now is a bound on the receive time). */
+static void refusal_tighten(struct refusal_entry *e, int64_t node_now_ns,
+                            uint64_t sent_ns)
 {
-    return node_now_ns + REFUSAL_NS_PER_US - (int64_t)sent_ns;
+    struct refusal_span_clock more;
+
+    refusal_span_clock_of_call(node_now_ns, sent_ns, uv_hrtime(), &more);
+    refusal_span_clock_tighten(&e->clk, &more);
 }
 
 /* A TIME the tracker sent for the entry of `key`. Owned by its request
@@ -454,10 +458,9 @@ static void refusal_on_time(struct req *part, const char *frame, size_t len)
         int64_t usec = sec >= 0 ? refusal_field(&v.elem[1]) : -1;
         e = hmap_get(&ck->rf->entries, ck->key, ck->klen);
         if (usec >= 0 && e != NULL) {
-            int64_t off = refusal_offset(sec * 1000000 * REFUSAL_NS_PER_US +
-                                             usec * REFUSAL_NS_PER_US,
-                                         ck->sent_ns);
-            e->offset_ns = off < e->offset_ns ? off : e->offset_ns;
+            refusal_tighten(
+                e, sec * 1000000 * REFUSAL_NS_PER_US + usec * REFUSAL_NS_PER_US,
+                ck->sent_ns);
         }
         resp_value_free(&v);
     }
@@ -528,15 +531,13 @@ void refusal_free(struct refusal *rf)
 }
 
 /* The active entry of `key` holding `kind`, made the most recently used,
- * and the node's time now (an upper bound, at TIME's resolution); NULL
- * when there is none. */
+ * and the span of the node's time now; NULL when there is none. */
 static struct refusal_entry *refusal_find(struct refusal *rf, const char *key,
                                           size_t klen, enum refusal_kind kind,
                                           uint64_t now_local_ns,
-                                          int64_t *node_now_ns)
+                                          struct refusal_span *span)
 {
     struct refusal_entry *e;
-    int64_t now;
 
     if (rf->entries.count == 0) {
         return NULL;
@@ -545,22 +546,21 @@ static struct refusal_entry *refusal_find(struct refusal *rf, const char *key,
     if (e == NULL || !e->active || e->kind != kind) {
         return NULL;
     }
-    now = (int64_t)now_local_ns + e->offset_ns;
-    if (now >= e->expire_ns) {
+    if (!refusal_span_now(&e->clk, now_local_ns, span) ||
+        span->hi_ns >= e->expire_ns) {
         return NULL; /* the key may be gone: Redis decides */
     }
     queue_remove(&e->lru);
     queue_insert_head(&rf->lru, &e->lru);
-    *node_now_ns = now - now % REFUSAL_NS_PER_US;
     return e;
 }
 
 int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
                    uint64_t now_local_ns, int *have_tat, int64_t *tat_ns,
-                   int64_t *node_now_ns)
+                   struct refusal_span *span)
 {
     struct refusal_entry *e =
-        refusal_find(rf, key, klen, REFUSAL_TAT, now_local_ns, node_now_ns);
+        refusal_find(rf, key, klen, REFUSAL_TAT, now_local_ns, span);
 
     if (e == NULL) {
         return 0;
@@ -572,10 +572,11 @@ int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
 
 int refusal_lookup_slots(struct refusal *rf, const char *key, size_t klen,
                          uint64_t now_local_ns, int *have,
-                         const int64_t **slots, size_t *n, int64_t *node_now_ns)
+                         const int64_t **slots, size_t *n,
+                         struct refusal_span *span)
 {
     struct refusal_entry *e =
-        refusal_find(rf, key, klen, REFUSAL_SLOTS, now_local_ns, node_now_ns);
+        refusal_find(rf, key, klen, REFUSAL_SLOTS, now_local_ns, span);
 
     if (e == NULL) {
         return 0;
@@ -589,10 +590,10 @@ int refusal_lookup_slots(struct refusal *rf, const char *key, size_t klen,
 int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
                         const char *const *fields, uint64_t now_local_ns,
                         int *have, int64_t v[REFUSAL_FIELDS_MAX],
-                        int64_t *node_now_ns)
+                        struct refusal_span *span)
 {
     struct refusal_entry *e =
-        refusal_find(rf, key, klen, REFUSAL_HASH, now_local_ns, node_now_ns);
+        refusal_find(rf, key, klen, REFUSAL_HASH, now_local_ns, span);
 
     if (e == NULL || e->fields != fields) {
         return 0;
@@ -600,16 +601,6 @@ int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
     *have = e->have;
     memcpy(v, e->f, sizeof(e->f));
     return 1;
-}
-
-/* Keeps the tighter of e's bound on the node's clock and the one of a
- * call sent at `sent_ns` that read `node_now_ns`: both hold. */
-static void refusal_tighten(struct refusal_entry *e, int64_t node_now_ns,
-                            uint64_t sent_ns)
-{
-    int64_t off = refusal_offset(node_now_ns, sent_ns);
-
-    e->offset_ns = off < e->offset_ns ? off : e->offset_ns;
 }
 
 /* A new, pending entry for `key` in place of any it had (NULL when the
@@ -648,7 +639,9 @@ refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
     e->key = px_strndup(key, klen);
     e->klen = klen;
     e->kind = kind;
-    e->offset_ns = refusal_offset(node_now_ns, sent_ns);
+    e->clk.lo_ns = INT64_MIN;
+    e->clk.hi_ns = INT64_MAX;
+    refusal_tighten(e, node_now_ns, sent_ns);
     hmap_put(&rf->entries, e->key, klen, e);
     queue_insert_head(&rf->lru, &e->lru);
     return e;

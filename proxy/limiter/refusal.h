@@ -28,20 +28,22 @@
  *       --read on the tracker (state, TIME, PEXPIRETIME)--> active
  *                                         other bytes, an error: forgotten
  *   a call --> refusal_lookup[_hash|_slots]: active entry --> the model at
- *       the node's time (an upper bound: the local clock since the call that
- *       learned it was sent) --> refused: the reply, no Redis
+ *       both ends of the span of the node's time (refusal_span.h) -->
+ *       refused with the same reply at both: the reply, no Redis
  *   invalidation push, tracker lost, LRU past refusal_cache_size --> gone
  *
  * The clock: the node answered at some instant between sending and
- * receiving; counting local time from the send gives a node time no
- * earlier than Redis's own. A GCRA refusal at a later time is one at every
- * earlier time, and so is a refusal of the hash states (above; a clock
- * before a window's start still counts in it). So a refusal computed
- * with the bound is one Redis would also make. Every call and read that
- * gives a bound may tighten it (the least holds): the learning call, a
- * later one that saw the same state, and a TIME the tracker reads with the
- * state, which nothing queues ahead of, so cached fields stay within about
- * a round trip of Redis's even when the calls wait in batches. Memory: at
+ * receiving, so its clock now lies in a span as wide as that round trip
+ * (refusal_span.h). A GCRA refusal at a later time is one at every earlier
+ * time, and so is a refusal of the hash states (above; a clock before a
+ * window's start still counts in it); the reply's other fields move with
+ * time, so the cache answers only when the reply is the same at both ends
+ * of the span, which makes it Redis's at every instant between. Every
+ * call and read that gives bounds narrows the span (the intersection
+ * holds): the learning call, a later one that saw the same state, and a
+ * TIME the tracker reads with the state, which nothing queues ahead of, so
+ * the span stays about one quick round trip wide even when the calls wait
+ * in batches. Memory: at
  * most refusal_cache_size entries and refusal_cache_max_bytes bytes, keys
  * included (the least recently used go first; an entry that alone does
  * not fit is not cached: Redis decides its calls). */
@@ -53,6 +55,7 @@
 
 #include "proxy/core/hmap.h"
 #include "proxy/core/queue.h"
+#include "proxy/limiter/refusal_span.h"
 #include "proxy/limiter/store_trim.h"
 
 struct cluster;
@@ -82,15 +85,15 @@ void refusal_init(struct refusal *rf, struct cluster *cl, size_t max,
 void refusal_free(struct refusal *rf);
 
 /* The state cached for `key`, when its entry is active: have_tat (0: the
- * key did not exist), its TAT, and the node's time now (an upper bound),
- * all in nanoseconds. 1 when found, else 0. */
+ * key did not exist), its TAT (ns), and the span of the node's time at
+ * local time `now_local_ns`. 1 when found, else 0. */
 int refusal_lookup(struct refusal *rf, const char *key, size_t klen,
                    uint64_t now_local_ns, int *have_tat, int64_t *tat_ns,
-                   int64_t *node_now_ns);
+                   struct refusal_span *span);
 
-/* A call sent at local time `sent_ns` found `key` holding `raw` (NULL: no
- * key) and was refused at the node's time `node_now_ns`: remember it
- * (active once the tracker's GET confirms `raw`). */
+/* A call sent at local time `sent_ns` (its reply read now) found `key` holding
+ * `raw` (NULL: no key) and was refused at the node's time `node_now_ns`:
+ * remember it (active once the tracker's GET confirms `raw`). */
 void refusal_learn(struct refusal *rf, const char *key, size_t klen,
                    const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
                    int64_t node_now_ns, uint64_t sent_ns);
@@ -101,15 +104,15 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
 /* The hash state cached for `key` as `fields` (the same static,
  * NULL-terminated array of names it was learnt with), when its entry is
  * active: have (0: the key did not exist), the fields' values in v (as
- * stored: integers >= 0), and the node's time now (an upper bound, ns).
- * 1 when found, else 0. */
+ * stored: integers >= 0), and the span of the node's time now. 1 when
+ * found, else 0. */
 int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
                         const char *const *fields, uint64_t now_local_ns,
                         int *have, int64_t v[REFUSAL_FIELDS_MAX],
-                        int64_t *node_now_ns);
+                        struct refusal_span *span);
 
-/* A call sent at local time `sent_ns` was refused at the node's time
- * `node_now_ns` with the hash state `key` unchanged: remember its
+/* A call sent at local time `sent_ns` (its reply read now) was refused at the
+ * node's time `node_now_ns` with the hash state `key` unchanged: remember its
  * `fields` (1 to REFUSAL_FIELDS_MAX names, NULL-terminated, static),
  * active once the tracker's HMGET reads them. */
 void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
@@ -123,16 +126,16 @@ void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
 /* The sliding window cached for `key`, when its entry is active: have (0:
  * the key did not exist), its n slots in *slots (borrowed until the cache
  * changes: 2 values a slot, its start in microseconds and its count, as
- * stored; "total" left out) and the node's time now (an upper bound, ns).
- * 1 when found, else 0. */
+ * stored; "total" left out) and the span of the node's time now. 1 when
+ * found, else 0. */
 int refusal_lookup_slots(struct refusal *rf, const char *key, size_t klen,
                          uint64_t now_local_ns, int *have,
                          const int64_t **slots, size_t *n,
-                         int64_t *node_now_ns);
+                         struct refusal_span *span);
 
-/* A call sent at local time `sent_ns` was refused at the node's time
- * `node_now_ns` with the sliding window `key` unchanged: remember its
- * slots (active once the tracker's HGETALL reads them). */
+/* A call sent at local time `sent_ns` (its reply read now) was refused at the
+ * node's time `node_now_ns` with the sliding window `key` unchanged: remember
+ * its slots (active once the tracker's HGETALL reads them). */
 void refusal_learn_slots(struct refusal *rf, const char *key, size_t klen,
                          int64_t node_now_ns, uint64_t sent_ns);
 

@@ -4,7 +4,10 @@
  * sliding window writes nothing, and with no write the state only frees
  * capacity as time passes; so a refusal decided from the state a node
  * read, at an upper bound of the node's clock, is one the node would
- * make too. The cache holds that state (refusal.c keeps it true: Redis's
+ * make too, and a reply that is the same at both ends of the span of the
+ * node's clock is the very reply the node would give (refusal_span.h;
+ * otherwise the node decides). The cache holds that state (refusal.c keeps
+ * it true: Redis's
  * invalidations, this proxy's own writes); this file decides a call from
  * it with the algorithms of algorithms/, and tells it what each decided
  * call read or wrote. */
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "proxy/core/util.h"
+#include "proxy/limiter/refusal_span.h"
 #include "proxy/limiter/store_fields.h"
 
 void refusal_store_free(struct refusal_store *rfs)
@@ -63,14 +67,13 @@ int refusal_store_throttle(struct refusal_store *rfs,
                            size_t klen, uint64_t now_local,
                            struct gcra_result *res)
 {
-    int64_t tat, now;
-    const char *err;
+    struct refusal_span span;
+    int64_t tat;
     int have;
 
     return refusal_lookup(&rfs->cache, key, klen, now_local, &have, &tat,
-                          &now) &&
-           gcra_decide(p, have, tat, now, res, &err) == GCRA_OK &&
-           res->d.limited;
+                          &span) &&
+           refusal_span_gcra(p, have, tat, &span, res);
 }
 
 /* The algorithms whose refusals the cache answers: a refusal leaves
@@ -115,52 +118,61 @@ int refusal_store_group_cacheable(const struct store_check *c, unsigned g,
 
 /* Limit x (gcra) decided from the cache for the local time `now_local`:
  * its decision with the cost in *res, without it in *peek; 0, or -1 when
- * the key is not cached. */
+ * the key is not cached or either differs at the two ends of the span of
+ * the node's clock (refusal_span.h). */
 static int refusal_store_cached_gcra(struct refusal_store *rfs,
                                      const struct store_limit *x,
                                      uint64_t now_local,
+                                     enum refusal_span_show show,
                                      struct rl_decision *res,
                                      struct rl_decision *peek)
 {
-    struct gcra_result r, pk;
+    struct gcra_result r[2], pk[2];
+    struct refusal_span span;
     struct gcra_params pp;
     const char *err;
-    int64_t tat, now;
+    int64_t tat;
     int have;
 
     if (!refusal_lookup(&rfs->cache, x->key, x->klen, now_local, &have, &tat,
-                        &now)) {
+                        &span)) {
         return -1;
     }
     gcra_params_peek(&x->p, &pp);
-    if (gcra_decide(&x->p, have, tat, now, &r, &err) != GCRA_OK ||
-        gcra_decide(&pp, have, tat, now, &pk, &err) != GCRA_OK) {
+    if (gcra_decide(&x->p, have, tat, span.lo_ns, &r[0], &err) != GCRA_OK ||
+        gcra_decide(&x->p, have, tat, span.hi_ns, &r[1], &err) != GCRA_OK ||
+        gcra_decide(&pp, have, tat, span.lo_ns, &pk[0], &err) != GCRA_OK ||
+        gcra_decide(&pp, have, tat, span.hi_ns, &pk[1], &err) != GCRA_OK ||
+        !refusal_span_same(&r[0].d, &r[1].d, show) ||
+        !refusal_span_same(&pk[0].d, &pk[1].d, show)) {
         return -1;
     }
-    *res = r.d;
-    *peek = pk.d;
+    *res = r[1].d;
+    *peek = pk[1].d;
     return 0;
 }
 
 /* Limit x (a sliding window) decided from the cache for the local time
  * `now_local`, with `cost`: its decision in *out; 0, or -1 when the key is
- * not cached. */
+ * not cached or the decision differs at the two ends of the span of the
+ * node's clock. */
 static int refusal_store_cached_slots(struct refusal_store *rfs,
                                       const struct store_limit *x,
                                       uint64_t now_local, int64_t cost,
+                                      enum refusal_span_show show,
                                       struct rl_decision *out)
 {
     struct sliding_window_slot slots[REFUSAL_SLOTS_MAX];
     struct sliding_window_params p;
-    struct sliding_window_result r;
+    struct sliding_window_result r[2];
+    struct refusal_span span;
     const int64_t *v;
     const char *err;
-    int64_t now;
     size_t n, i;
-    int have;
+    int have, end;
 
     if (!refusal_lookup_slots(&rfs->cache, x->key, x->klen, now_local, &have,
-                              &v, &n, &now) ||
+                              &v, &n, &span) ||
         sliding_window_params_init(
             &p, x->lim.u.sliding_window.max, x->lim.u.sliding_window.window_ms,
             x->lim.u.sliding_window.resolution_ms, &err) != SLIDING_WINDOW_OK) {
@@ -178,38 +190,50 @@ static int refusal_store_cached_slots(struct refusal_store *rfs,
         rfs->sw_next =
             px_realloc(rfs->sw_next, rfs->sw_cap * sizeof(*rfs->sw_next));
     }
-    if (sliding_window_decide(&p, have ? slots : NULL, have ? n : 0, now, cost,
-                              rfs->sw_next, rfs->sw_cap, &r,
-                              &err) != SLIDING_WINDOW_OK) {
+    for (end = 0; end < 2; end++) {
+        if (sliding_window_decide(&p, have ? slots : NULL, have ? n : 0,
+                                  end ? span.hi_ns : span.lo_ns, cost,
+                                  rfs->sw_next, rfs->sw_cap, &r[end],
+                                  &err) != SLIDING_WINDOW_OK) {
+            return -1;
+        }
+    }
+    if (!refusal_span_same(&r[0].d, &r[1].d, show)) {
         return -1;
     }
-    *out = r.d;
+    *out = r[1].d;
     return 0;
 }
 
 /* Limit x (an algorithm of store_fields_algo) decided from the cache for
  * the local time `now_local`, with `cost`: its decision in *out; 0, or -1
- * when the key is not cached. */
+ * when the key is not cached or the decision differs at the two ends of
+ * the span of the node's clock. */
 static int refusal_store_cached_fields(struct refusal_store *rfs,
                                        const struct store_limit *x,
                                        uint64_t now_local, int64_t cost,
+                                       enum refusal_span_show show,
                                        struct rl_decision *out)
 {
-    int64_t v[REFUSAL_FIELDS_MAX], now;
-    struct store_fields_result r;
+    struct store_fields_result r[2];
+    struct refusal_span span;
+    int64_t v[REFUSAL_FIELDS_MAX];
     union store_fields st;
     const char *err;
     int have;
 
     if (!refusal_lookup_hash(&rfs->cache, x->key, x->klen,
                              store_fields_names(x->algo), now_local, &have, v,
-                             &now) ||
+                             &span) ||
         (have && store_fields_from_hash(x->algo, v, &st) != 0) ||
-        store_fields_decide(&x->lim, have ? &st : NULL, now, cost, &r, &err) !=
-            0) {
+        store_fields_decide(&x->lim, have ? &st : NULL, span.lo_ns, cost, &r[0],
+                            &err) != 0 ||
+        store_fields_decide(&x->lim, have ? &st : NULL, span.hi_ns, cost, &r[1],
+                            &err) != 0 ||
+        !refusal_span_same(&r[0].d, &r[1].d, show)) {
         return -1;
     }
-    *out = r.d;
+    *out = r[1].d;
     return 0;
 }
 
@@ -218,11 +242,23 @@ static int refusal_store_cached_fields(struct refusal_store *rfs,
 static int refusal_store_cached_hash(struct refusal_store *rfs,
                                      const struct store_limit *x,
                                      uint64_t now_local, int64_t cost,
+                                     enum refusal_span_show show,
                                      struct rl_decision *out)
 {
     return x->algo == LIMITS_SLIDING_WINDOW
-               ? refusal_store_cached_slots(rfs, x, now_local, cost, out)
-               : refusal_store_cached_fields(rfs, x, now_local, cost, out);
+               ? refusal_store_cached_slots(rfs, x, now_local, cost, show, out)
+               : refusal_store_cached_fields(rfs, x, now_local, cost, show,
+                                             out);
+}
+
+/* How the reply to `c` shows its durations: the span's two ends must
+ * give the same reply as shown (refusal_span.h). LIMITER replies show
+ * whole seconds, as CL.THROTTLE does; a reply in milliseconds must pass
+ * REFUSAL_SPAN_MS here, or a cached reply could be a millisecond off. */
+static enum refusal_span_show refusal_store_show(const struct store_check *c)
+{
+    PX_UNUSED(c);
+    return REFUSAL_SPAN_SECONDS;
 }
 
 int refusal_store_refused(struct refusal_store *rfs, struct store_check *c,
@@ -231,8 +267,10 @@ int refusal_store_refused(struct refusal_store *rfs, struct store_check *c,
 {
     char ovkey[STORE_KEY_MAX];
     unsigned char glim[LIMITS_MAX_DEPTH];
-    int64_t tat, now;
+    enum refusal_span_show show = refusal_store_show(c);
+    struct refusal_span span;
     int have, limited = 0, ovlen;
+    int64_t tat;
     unsigned g, i;
 
     if (refusal_count(&rfs->cache) == 0 || c->n == 0 ||
@@ -247,7 +285,7 @@ int refusal_store_refused(struct refusal_store *rfs, struct store_check *c,
                                       sizeof(ovkey));
         PX_ASSERT(ovlen > 0 && (size_t)ovlen < sizeof(ovkey));
         if (!refusal_lookup(&rfs->cache, ovkey, (size_t)ovlen, now_local, &have,
-                            &tat, &now) ||
+                            &tat, &span) ||
             have) {
             return 0;
         }
@@ -256,10 +294,10 @@ int refusal_store_refused(struct refusal_store *rfs, struct store_check *c,
     for (i = 0; i < c->n; i++) {
         const struct store_limit *x = &c->lim[i];
         int rc = x->algo == LIMITS_GCRA
-                     ? refusal_store_cached_gcra(rfs, x, now_local, &c->res[i],
-                                                 &c->peek[i])
+                     ? refusal_store_cached_gcra(rfs, x, now_local, show,
+                                                 &c->res[i], &c->peek[i])
                      : refusal_store_cached_hash(rfs, x, now_local, c->cost,
-                                                 &c->res[i]);
+                                                 show, &c->res[i]);
         if (rc != 0) {
             return 0;
         }
@@ -279,7 +317,7 @@ int refusal_store_refused(struct refusal_store *rfs, struct store_check *c,
             continue;
         }
         if (glim[x->group] && !r->limited &&
-            refusal_store_cached_hash(rfs, x, now_local, 0, r) != 0) {
+            refusal_store_cached_hash(rfs, x, now_local, 0, show, r) != 0) {
             return 0;
         }
         c->peek[i] = *r;

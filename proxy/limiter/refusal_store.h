@@ -29,8 +29,8 @@ struct refusal_store {
 void refusal_store_free(struct refusal_store *rfs);
 
 /* A CL.THROTTLE with `p` on `key` (db 0) at local time `now_local`: 1
- * when the cached state refuses it (*res its decision: Redis would refuse
- * it too, at a time it has not reached yet), else 0. */
+ * when the cached state refuses it with the same reply at every instant
+ * the node's clock may be at (*res its decision: Redis's), else 0. */
 int refusal_store_throttle(struct refusal_store *rfs,
                            const struct gcra_params *p, const char *key,
                            size_t klen, uint64_t now_local,
@@ -51,7 +51,8 @@ int refusal_store_group_cacheable(const struct store_check *c, unsigned g,
 
 /* Decides `c` from the cache at local time `now_local` when every key of
  * it and every override hash (named with `prefix`) are cached: 1 when
- * that refuses it (c->res and c->peek filled as the nodes' replies would
+ * that refuses it with the same decisions at every instant the nodes'
+ * clocks may be at (c->res and c->peek filled as the nodes' replies would
  * fill them), else 0 (Redis decides). */
 int refusal_store_refused(struct refusal_store *rfs, struct store_check *c,
                           const char *prefix, uint64_t now_local,

@@ -119,6 +119,53 @@ static void until_cached(redisContext *c, const char *cmd, long long v[5])
     cr_assert_fail("%s: the cache never answered", cmd);
 }
 
+/* After `n` refused calls through `c` that began with `hits` cache hits
+ * and `calls` FCALLs on Redis (`d`): most were answered by the cache, and
+ * every one it did not answer reached Redis. The cache answers only when
+ * its reply is the same at every instant the node's clock may be at, so a
+ * call near a rounding edge of a wait (one a second) goes to Redis, which
+ * refuses it the same way: a few may, never most. */
+static void mostly_cached(redisContext *c, redisContext *d, long long hits,
+                          long long calls, int n, const char *what)
+{
+    long long h = px_info_int(c, "limiter_refusal_cache_hits") - hits;
+    long long f = px_cmdstat_calls(d, "fcall") - calls;
+
+    cr_assert(h <= n && 2 * h >= n,
+              "%s: the cache answered %lld of %d refusals", what, h, n);
+    cr_assert(f >= n - h && (h < n || f == 0),
+              "%s: %lld cached refusals, %lld calls of Redis for %d", what, h,
+              f, n);
+}
+
+/* Sends `n` commands of `cmds` (the last a call Redis refuses) through
+ * `c` in one pipeline until the cache answers that call; fails when it
+ * never does. Its five integers in v. */
+static void cached_after(redisContext *c, const char *const *cmds, int n,
+                         long long v[5], const char *what)
+{
+    int i, k;
+
+    for (i = 0; i < POLLS; i++) {
+        long long hits = px_info_int(c, "limiter_refusal_cache_hits");
+        for (k = 0; k < n; k++) {
+            redisAppendCommand(c, cmds[k]);
+        }
+        px_flush(c);
+        for (k = 0; k < n - 1; k++) {
+            freeReplyObject(px_next(c));
+        }
+        five(px_next(c), v, what);
+        cr_assert_eq(v[0], 1, "%s: admitted", what);
+        if (px_info_int(c, "limiter_refusal_cache_hits") != hits) {
+            return;
+        }
+        /* At a rounding edge (see mostly_cached): Redis answered. */
+        px_sleep_ms(POLL_MS);
+    }
+    cr_assert_fail("%s: the cache forgot the refusal", what);
+}
+
 /* One call through `c`, checked against Redis's state around it (see the
  * top). With `lag_ok` (another proxy writes the key too), a refusal's
  * fields may come from a state older than Redis's (the invalidation of the
@@ -185,7 +232,7 @@ Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
-    long long calls, v[5];
+    long long calls, hits, v[5];
     int i;
 
     five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
@@ -194,6 +241,7 @@ Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
     until_cached(c, "CL.THROTTLE hot 0 1 3600", v);
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 1);
     calls = px_cmdstat_calls(d, "fcall");
+    hits = px_info_int(c, "limiter_refusal_cache_hits");
     for (i = 0; i < 100; i++) {
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "cached");
         cr_assert(v[0] == 1 && v[1] == 1 && v[2] == 0 && v[3] > 3500 &&
@@ -201,10 +249,10 @@ Test(it_refusal, a_hot_key_is_refused_without_calling_redis,
                   "cached refusal %lld %lld %lld %lld %lld", v[0], v[1], v[2],
                   v[3], v[4]);
     }
-    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls,
-                 "cached refusals still called Redis");
+    mostly_cached(c, d, hits, calls, 100, "hot");
     /* Other parameters on the same key: refused from the same state when
      * the model refuses them, sent to Redis when it admits them. */
+    calls = px_cmdstat_calls(d, "fcall");
     five(px_cmd(c, "CL.THROTTLE hot 5 1 3600"), v, "bigger burst");
     cr_assert_eq(v[0], 0, "a burst of 6 admits a second call");
     cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 1);
@@ -258,9 +306,15 @@ Test(it_refusal, a_clients_own_write_reaches_its_next_call_at_once,
         { "MULTI", "DEL hot", "EXEC" },
     };
     static const char del_script[] = "return redis.call('DEL', KEYS[1])";
+    static const char *const reads[] = { "GET hot", "PTTL hot",
+                                         "CL.THROTTLE hot 0 1 3600" };
+    static const char *const bad_evals[] = { "EVAL return notanumber",
+                                             "EVAL return notanumber",
+                                             "EVAL return notanumber",
+                                             "CL.THROTTLE hot 0 1 3600" };
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
-    long long v[5], hits;
+    long long v[5];
     size_t w, k;
 
     for (w = 0; w < sizeof(writes) / sizeof(writes[0]); w++) {
@@ -268,29 +322,17 @@ Test(it_refusal, a_clients_own_write_reaches_its_next_call_at_once,
         five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "first");
         cr_assert_eq(v[0], 0, "%s: the first call is admitted", writes[w][0]);
         until_cached(c, "CL.THROTTLE hot 0 1 3600", v);
-        /* Reads keep it: answered from the cache. */
-        hits = px_info_int(c, "limiter_refusal_cache_hits");
-        redisAppendCommand(c, "GET hot");
-        redisAppendCommand(c, "PTTL hot");
-        redisAppendCommand(c, "CL.THROTTLE hot 0 1 3600");
-        px_flush(c);
-        freeReplyObject(px_next(c));
-        freeReplyObject(px_next(c));
-        five(px_next(c), v, "after reads");
-        cr_assert_eq(v[0], 1, "%s: refused after reads", writes[w][0]);
-        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + 1,
-                     "%s: a read made the cache forget", writes[w][0]);
+        /* Reads keep it: a call right after them is answered from the
+         * cache (one that made it forget would leave every such call to
+         * Redis). */
+        cached_after(c, reads, 3, v, "after reads");
         /* So do commands whose keys cannot be found (Redis refuses this
          * numkeys): one client must not empty the cache with them. */
         for (k = 0; k < 3; k++) {
             px_check_error_prefix(px_cmd(c, "EVAL %s notanumber", del_script),
                                   "ERR ");
         }
-        five(px_cmd(c, "CL.THROTTLE hot 0 1 3600"), v, "after bad EVALs");
-        cr_assert_eq(v[0], 1);
-        cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + 2,
-                     "%s: a command of unknown keys made the cache forget",
-                     writes[w][0]);
+        cached_after(c, bad_evals, 4, v, "after bad EVALs");
         for (k = 0; k < 3 && writes[w][k] != NULL; k++) {
             redisAppendCommand(c, writes[w][k], del_script);
         }
@@ -678,7 +720,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *p2 = px_connect(second.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
-    long long v[5], first[5], calls, inval;
+    long long v[5], first[5], calls, hits, inval;
     int i;
 
     five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "first");
@@ -687,6 +729,7 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     /* The user level (key + state) and the override hash (absent). */
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 3);
     calls = px_cmdstat_calls(d, "fcall");
+    hits = px_info_int(c, "limiter_refusal_cache_hits");
     for (i = 0; i < 100; i++) {
         five(px_cmd(c, i % 2 ? "LIMITER PEEK user:alex:trade"
                              : "LIMITER CHECK user:alex:trade"),
@@ -700,9 +743,9 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
                   v[0], v[1], v[2], v[3], v[4], first[0], first[1], first[2],
                   first[3], first[4]);
     }
-    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls,
-                 "cached refusals still called Redis");
+    mostly_cached(c, d, hits, calls, 100, "user:alex:trade");
     /* A cost the model admits goes to Redis: COST 0 on the trade level. */
+    calls = px_cmdstat_calls(d, "fcall");
     five(px_cmd(c, "LIMITER CHECK user:alex:trade COST 0"), v, "cost 0");
     cr_assert_eq(v[0], 0);
     cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls + 1);
@@ -767,7 +810,8 @@ Test(it_refusal, overridden_identities_and_sliding_logs_go_to_redis,
 
 /* Sends `cmd` through `c` `n` times, alternating CHECK and PEEK of `path`
  * (cmd is "CHECK"), and checks each is refused with the fields of Redis's
- * refusal `first`, its waits only ever shorter, without calling Redis. */
+ * refusal `first`, its waits only ever shorter, mostly without calling
+ * Redis (mostly_cached). */
 static void cached_refusals(redisContext *c, redisContext *d, const char *path,
                             const long long first[5], int n)
 {
@@ -785,9 +829,7 @@ static void cached_refusals(redisContext *c, redisContext *d, const char *path,
                   path, v[0], v[1], v[2], v[3], v[4], first[0], first[1],
                   first[2], first[3], first[4]);
     }
-    cr_assert_eq(px_cmdstat_calls(d, "fcall"), calls,
-                 "%s: cached refusals still called Redis", path);
-    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"), hits + n);
+    mostly_cached(c, d, hits, calls, n, path);
 }
 
 Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
@@ -1043,11 +1085,13 @@ Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
         five(px_cmd(c, cmd[k]), v, cmd[k]);
         cr_assert_eq(v[0], 0);
         until_cached(c, cmd[k], first);
-        /* The key goes in 100 ms, long before its state would let a call
+        /* The key goes in 300 ms, long before its state would let a call
          * through: an expiry changed behind the cache's back is pushed
-         * (PEXPIRE is a write), but the expiry itself is not, in time. */
+         * (PEXPIRE is a write), but the expiry itself is not, in time.
+         * (300 ms leave room, on a loaded host, for learning the key again
+         * and still answering from the cache before it goes.) */
         inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-        px_check_int(px_cmd(d, "PEXPIRE %s 100", key[k]), 1);
+        px_check_int(px_cmd(d, "PEXPIRE %s 300", key[k]), 1);
         px_wait_refusal_invalidation(c, inval, "PEXPIRE");
         until_cached(c, cmd[k], first);
         cr_assert_gt(refused_until_expiry(c, d, cmd[k], key[k]), 0,
