@@ -321,6 +321,13 @@ Test(it_lua_fixed_window, calendar_windows_end_at_month_and_year_ends,
         TWIN_CMD("DEL %s"),
         TWIN_CALL("check", UTC_2027 - 14 * 3600 * TWIN_SEC, 1,
                   "limited 0 reset_us 86400000000 undo 1798711200000000"),
+        /* 2000 is leap, 2100 is not: from Feb 28th, 2 days and 1 left. */
+        TWIN_SET(1, -3, 0),
+        TWIN_CMD("DEL %s"),
+        TWIN_CALL("check", INT64_C(951696000000000), 1,
+                  "reset_us 172800000000"),
+        TWIN_CALL("check", INT64_C(4107456000000000), 1,
+                  "reset_us 86400000000"),
         /* January 1970 in Tokyo began 9 h before the epoch: from 0. */
         TWIN_SET(3, -3, 540),
         TWIN_CMD("DEL %s"),
