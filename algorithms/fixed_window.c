@@ -130,11 +130,15 @@ static void fw_civil(int64_t z, int64_t *mday, int64_t *mdays)
 void fixed_window_calendar(enum fixed_window_unit unit, int64_t offset_ns,
                            int64_t t_ns, struct fixed_window_span *out)
 {
-    int64_t day = fw_floor_div(t_ns, FW_NS_PER_DAY);
-    int64_t tod = t_ns - day * FW_NS_PER_DAY + offset_ns; /* -14 h .. 38 h */
+    /* No product of the day: near INT64_MIN it would overflow. */
+    int64_t day = t_ns / FW_NS_PER_DAY;
+    int64_t tod = t_ns % FW_NS_PER_DAY + offset_ns; /* -38 h .. 38 h */
     int64_t first, len, mday, mdays;
 
-    if (tod < 0) {
+    if (tod < -FW_NS_PER_DAY) {
+        day -= 2;
+        tod += 2 * FW_NS_PER_DAY;
+    } else if (tod < 0) {
         day--;
         tod += FW_NS_PER_DAY;
     } else if (tod >= FW_NS_PER_DAY) {

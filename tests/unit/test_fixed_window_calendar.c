@@ -128,6 +128,9 @@ Test(fixed_window_calendar, instants_before_the_epoch_and_near_int64_max)
             sp = span((enum fixed_window_unit)u, off, INT64_MAX);
             cr_assert(sp.since_ns >= 0 && sp.until_ns >= 1 &&
                       sp.since_ns + sp.until_ns <= 31 * DAY);
+            sp = span((enum fixed_window_unit)u, off, INT64_MIN);
+            cr_assert(sp.since_ns >= 0 && sp.until_ns >= 1 &&
+                      sp.since_ns + sp.until_ns <= 31 * DAY);
         }
     }
 }
