@@ -6,9 +6,20 @@
  * request passes when count + cost <= max, and the count starts again from
  * 0 in the next window.
  *
+ * Calendar windows (fixed_window_params_calendar): the window is the day,
+ * the week (Monday to Sunday) or the calendar month (28 to 31 days) of
+ * now's date at a fixed UTC offset (-14:00 .. +14:00, in minutes). Dates
+ * come from integer civil-from-days arithmetic (proleptic Gregorian),
+ * never from libc's time zones: the Lua twin must do the same arithmetic
+ * in Redis, which has no os.date, and every proxy and node must agree on
+ * where a window starts. A window that would start before the epoch
+ * (the first hours of 1970 at a positive offset) starts at 0.
+ *
  * Parameters (conf/limits.h struct limits_fixed_window):
  *   max        1 .. FIXED_WINDOW_MAX_COUNT (2^53 - 1)
- *   window_ms  1 .. FIXED_WINDOW_MAX_WINDOW_MS (3650 days)
+ *   window_ms  1 .. FIXED_WINDOW_MAX_WINDOW_MS (3650 days); or
+ *   unit       day, week or month, with
+ *   offset     -840 .. 840 minutes east of UTC
  *
  * State:
  *   start_ns  the start of the window the count belongs to (ns since the
@@ -16,7 +27,9 @@
  *   count     what passed in that window, >= 0
  * A stored window that is not the current one (older, or of another
  * window length after the file changed) reads as count 0, with one
- * exception below (the clock).
+ * exception below (the clock). The end of a stored window is start +
+ * window, or for a calendar window the end of the calendar window that
+ * holds its start.
  *
  * Redis (the Lua twin, algorithms/lua/fixed_window.lua): one HASH per key,
  *   HSET <key> start <start_us> count <count>   (decimal integers)
@@ -75,11 +88,34 @@
 #define FIXED_WINDOW_ERR_COST "fixed_window cost must not be negative"
 #define FIXED_WINDOW_ERR_STATE                                                 \
     "fixed_window state is malformed (negative start or count)"
+#define FIXED_WINDOW_ERR_UNIT                                                  \
+    "fixed_window calendar window must be day, week or month"
+#define FIXED_WINDOW_ERR_TZ                                                    \
+    "fixed_window tz must be between -14:00 and +14:00 (-840 to 840 minutes)"
+
+/* Widest UTC offset of a calendar window, in minutes (14:00). */
+#define FIXED_WINDOW_MAX_OFFSET_MIN 840
+
+/* How windows are cut. */
+enum fixed_window_unit {
+    FIXED_WINDOW_EPOCH = 0, /* window_ns long, aligned to the epoch */
+    FIXED_WINDOW_DAY = 1,   /* the date at the offset */
+    FIXED_WINDOW_WEEK = 2,  /* Monday 00:00 to the next Monday */
+    FIXED_WINDOW_MONTH = 3, /* the 1st 00:00 to the next month's 1st */
+};
 
 /* Validated parameters, durations in ns. */
 struct fixed_window_params {
-    int64_t max;       /* >= 1 */
-    int64_t window_ns; /* window_ms * 1e6 */
+    int64_t max;                 /* >= 1 */
+    int64_t window_ns;           /* window_ms * 1e6; 0 for a calendar unit */
+    enum fixed_window_unit unit; /* FIXED_WINDOW_EPOCH: window_ns */
+    int64_t offset_ns;           /* a calendar unit's UTC offset */
+};
+
+/* Where an instant lies in its calendar window. */
+struct fixed_window_span {
+    int64_t since_ns; /* from the window's start to the instant, >= 0 */
+    int64_t until_ns; /* from the instant to the window's end, >= 1 */
 };
 
 /* The stored state (see the file comment). */
@@ -108,6 +144,21 @@ struct fixed_window_result {
  * FIXED_WINDOW_EARGS with *err a static text. */
 int fixed_window_params_init(struct fixed_window_params *p, int64_t max,
                              int64_t window_ms, const char **err);
+
+/* Fills *p for a calendar window of `unit` at `offset_min` minutes east of
+ * UTC. Returns FIXED_WINDOW_OK, or FIXED_WINDOW_EARGS with *err a static
+ * text. */
+int fixed_window_params_calendar(struct fixed_window_params *p, int64_t max,
+                                 enum fixed_window_unit unit,
+                                 int64_t offset_min, const char **err);
+
+/* The calendar window of `unit` (DAY, WEEK or MONTH) holding the instant
+ * t_ns (any int64) at offset_ns east of UTC (|offset| <= 14 h): how long
+ * since it started and until it ends. The window is [t - since, t +
+ * until), its bounds whole local days; nothing overflows (both are at
+ * most 31 days). */
+void fixed_window_calendar(enum fixed_window_unit unit, int64_t offset_ns,
+                           int64_t t_ns, struct fixed_window_span *out);
 
 /* The decision for a request of `cost` (>= 0; 0 peeks) at now_ns (>= 0)
  * against the stored state `st` (NULL when the key does not exist).

@@ -29,7 +29,7 @@
 --          gcra             inc_s inc_ns dvt_s dvt_ns (see lua/gcra.lua)
 --          token_bucket     capacity refill_per_sec_micro|inf
 --          leaky_bucket     size drip_ms drip_size
---          fixed_window     max window_ms
+--          fixed_window     max window_ms|-1 day|-2 week|-3 month [tz_min]
 --          sliding_window   max window_ms resolution_ms
 --          sliding_log      max window_ms min_interval_ms
 --          sliding_counter  max window_ms

@@ -37,7 +37,9 @@
  *   gcra             max_burst, count, period
  *   token_bucket     capacity, refill_per_sec
  *   leaky_bucket     size, drip_ms, drip_size = 1
- *   fixed_window     max, window
+ *   fixed_window     max, window (a duration, or day, week or month: a
+ *                    calendar window), tz = +00:00 (a calendar window's
+ *                    fixed UTC offset, -14:00 to +14:00)
  *   sliding_window   max, window, resolution (divides window; at most 3600
  *                    slots per window)
  *   sliding_log      max (at most 100000 entries), window, min_interval = 0
@@ -165,10 +167,21 @@ struct limits_leaky_bucket {
     int64_t drip_size; /* >= 1, default 1 */
 };
 
-/* At most `max` per aligned window. */
+/* fixed_window's calendar windows, stored in window_ms (negative, so no
+ * duration is one). */
+#define LIMITS_WINDOW_DAY   INT64_C(-1) /* the date at the offset */
+#define LIMITS_WINDOW_WEEK  INT64_C(-2) /* Monday to Sunday */
+#define LIMITS_WINDOW_MONTH INT64_C(-3) /* the calendar month */
+/* The widest UTC offset of a calendar window, in minutes (14:00). */
+#define LIMITS_MAX_TZ_MIN 840
+
+/* At most `max` per aligned window: a duration from the epoch, or a day,
+ * week or month of the calendar at a fixed UTC offset. */
 struct limits_fixed_window {
     int64_t max;       /* >= 1 */
-    int64_t window_ms; /* >= 1 */
+    int64_t window_ms; /* >= 1, or a LIMITS_WINDOW_* calendar window */
+    int64_t tz_min;    /* minutes east of UTC, -840 .. 840; 0 unless the
+                          window is a calendar one */
 };
 
 /* At most `max` per window, counted in slots of resolution_ms. */
@@ -322,8 +335,9 @@ int limits_limit_key(const struct limits_level *lv, size_t i, char *out,
 #define LIMITS_MAX_PARAMS 4
 
 /* The parameters of `l` in their documented order (the table above), in
- * stored units (counts, ms, millionths per second, LIMITS_RATE_INF), into
- * out[0..n). Returns n. */
+ * stored units (counts, ms, millionths per second, LIMITS_RATE_INF,
+ * minutes), into out[0..n). Returns n: fixed_window's tz is left out when
+ * it is +00:00. */
 size_t limits_params(const struct limits_limit *l,
                      int64_t out[LIMITS_MAX_PARAMS]);
 

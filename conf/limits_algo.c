@@ -48,12 +48,12 @@ static const struct limits_param limits_gcra_params[] = {
 };
 
 /* An optional parameter of a feature that is off while it is 0: left
- * out of renderings then. */
+ * out of renderings and of the script's words then (terse). */
 #define LIMITS_QUIET(key, k, field, hi)                                        \
     {                                                                          \
         .name = (key), .kind = (k), .scaling = LIMITS_S_KEEP,                  \
         .offset = LIMITS_OFF(field), .max = (hi), .optional = true, .dflt = 0, \
-        .quiet = true,                                                         \
+        .terse = true,                                                         \
     }
 
 static const struct limits_param limits_token_bucket_params[] = {
@@ -80,8 +80,19 @@ static const struct limits_param limits_leaky_bucket_params[] = {
 static const struct limits_param limits_fixed_window_params[] = {
     LIMITS_PARAM("max", LIMITS_K_COUNT, LIMITS_S_DIVIDE, fixed_window.max,
                  LIMITS_MAX_COUNT),
-    LIMITS_PARAM("window", LIMITS_K_DURATION, LIMITS_S_KEEP,
+    LIMITS_PARAM("window", LIMITS_K_WINDOW, LIMITS_S_KEEP,
                  fixed_window.window_ms, LIMITS_MAX_DURATION_MS),
+    /* Shown only when set: the rules of numeric windows read as before. */
+    {
+        .name = "tz",
+        .kind = LIMITS_K_TZ,
+        .scaling = LIMITS_S_KEEP,
+        .offset = LIMITS_OFF(fixed_window.tz_min),
+        .max = LIMITS_MAX_TZ_MIN,
+        .optional = true,
+        .dflt = 0,
+        .terse = true,
+    },
 };
 
 static const struct limits_param limits_sliding_window_params[] = {
@@ -174,6 +185,19 @@ static const char *limits_sliding_window_check(const struct limits_limit *l)
     return NULL;
 }
 
+/* fixed_window: a UTC offset places calendar windows; a numeric window is
+ * aligned to the epoch, which no offset moves (a shifted day is `window:
+ * day` with `tz`). */
+static const char *limits_fixed_window_check(const struct limits_limit *l)
+{
+    const struct limits_fixed_window *fw = &l->u.fixed_window;
+
+    if (fw->tz_min != 0 && fw->window_ms > 0) {
+        return "tz needs a calendar window (window: day, week or month)";
+    }
+    return NULL;
+}
+
 #define LIMITS_ALGO(id, key, table, chk)                                       \
     [id] = {                                                                   \
         .algo = (id),                                                          \
@@ -191,7 +215,7 @@ static const struct limits_algo_def limits_algos[] = {
     LIMITS_ALGO(LIMITS_LEAKY_BUCKET, "leaky_bucket", limits_leaky_bucket_params,
                 NULL),
     LIMITS_ALGO(LIMITS_FIXED_WINDOW, "fixed_window", limits_fixed_window_params,
-                NULL),
+                limits_fixed_window_check),
     LIMITS_ALGO(LIMITS_SLIDING_WINDOW, "sliding_window",
                 limits_sliding_window_params, limits_sliding_window_check),
     LIMITS_ALGO(LIMITS_SLIDING_LOG, "sliding_log", limits_sliding_log_params,
@@ -315,6 +339,38 @@ static enum conf_yaml_num limits_parse_duration(const char *s, uint64_t *out)
     return CONF_YAML_NUM_OK;
 }
 
+/* The calendar windows of fixed_window, by name. */
+static const struct {
+    const char *name;
+    int64_t code; /* LIMITS_WINDOW_* */
+} limits_calendar[] = {
+    { "day", LIMITS_WINDOW_DAY },
+    { "week", LIMITS_WINDOW_WEEK },
+    { "month", LIMITS_WINDOW_MONTH },
+};
+
+/* Parses a UTC offset, exactly [+-]HH:MM, into minutes: EINVAL when
+ * malformed ("+9", "+09:60"), ERANGE beyond 14:00. */
+static enum conf_yaml_num limits_parse_tz(const char *s, int64_t *out)
+{
+    int64_t hh, mm;
+
+    if (strlen(s) != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':' ||
+        strspn(s + 1, "0123456789") != 2 || strspn(s + 4, "0123456789") != 2) {
+        return CONF_YAML_NUM_EINVAL;
+    }
+    hh = (s[1] - '0') * 10 + (s[2] - '0');
+    mm = (s[4] - '0') * 10 + (s[5] - '0');
+    if (mm > 59) {
+        return CONF_YAML_NUM_EINVAL;
+    }
+    if (hh * 60 + mm > LIMITS_MAX_TZ_MIN) {
+        return CONF_YAML_NUM_ERANGE;
+    }
+    *out = s[0] == '-' ? -(hh * 60 + mm) : hh * 60 + mm;
+    return CONF_YAML_NUM_OK;
+}
+
 bool limits_is_inf(const char *s)
 {
     size_t i;
@@ -342,10 +398,21 @@ enum conf_yaml_num limits_parse_param(const struct limits_param *p,
                  ? CONF_YAML_NUM_EINVAL
                  : conf_yaml_parse_decimal(s, strlen(s), 0, &v);
         break;
+    case LIMITS_K_WINDOW:
+        for (size_t i = 0; i < LIMITS_ARRAY_SIZE(limits_calendar); i++) {
+            if (strcmp(s, limits_calendar[i].name) == 0) {
+                *out = limits_calendar[i].code;
+                return CONF_YAML_NUM_OK;
+            }
+        }
+        st = limits_parse_duration(s, &v);
+        break;
     case LIMITS_K_DURATION:
     case LIMITS_K_DURATION0:
         st = limits_parse_duration(s, &v);
         break;
+    case LIMITS_K_TZ:
+        return limits_parse_tz(s, out);
     case LIMITS_K_RATE:
         if (limits_is_inf(s)) {
             *out = LIMITS_RATE_INF;
@@ -384,6 +451,11 @@ const char *limits_kind_want(enum limits_kind kind)
         return "a positive integer (milliseconds)";
     case LIMITS_K_RATE:
         return "a positive number or inf";
+    case LIMITS_K_WINDOW:
+        return "a positive duration such as 60, 1.5, 500ms or 2m, or day, "
+               "week or month";
+    case LIMITS_K_TZ:
+        return "a UTC offset such as +09:00 or -05:30";
     }
     return "a value";
 }
@@ -468,7 +540,16 @@ void limits_fmt_value(char *out, size_t len, enum limits_kind kind, int64_t v)
 {
     char num[32];
 
+    for (size_t i = 0;
+         kind == LIMITS_K_WINDOW && i < LIMITS_ARRAY_SIZE(limits_calendar);
+         i++) {
+        if (v == limits_calendar[i].code) {
+            snprintf(out, len, "%s", limits_calendar[i].name);
+            return;
+        }
+    }
     switch (kind) {
+    case LIMITS_K_WINDOW: /* a duration */
     case LIMITS_K_DURATION:
     case LIMITS_K_DURATION0:
         /* Milliseconds as seconds: thousandths scaled to millionths. */
@@ -481,6 +562,11 @@ void limits_fmt_value(char *out, size_t len, enum limits_kind kind, int64_t v)
         } else {
             limits_fmt_micro(out, len, (uint64_t)v);
         }
+        return;
+    case LIMITS_K_TZ:
+        snprintf(out, len, "%c%02lld:%02lld", v < 0 ? '-' : '+',
+                 (long long)(v < 0 ? -v : v) / 60,
+                 (long long)(v < 0 ? -v : v) % 60);
         return;
     case LIMITS_K_COUNT:
     case LIMITS_K_COUNT0:
@@ -530,6 +616,12 @@ size_t limits_params(const struct limits_limit *l,
     for (i = 0; i < def->nparams && i < LIMITS_MAX_PARAMS; i++) {
         out[i] = limits_get(l, &def->params[i]);
     }
+    /* A terse parameter at its default is left out at the end: the
+     * script's words for a numeric fixed window stay what they were. */
+    while (i > 0 && def->params[i - 1].terse &&
+           out[i - 1] == def->params[i - 1].dflt) {
+        i--;
+    }
     return i;
 }
 
@@ -547,7 +639,8 @@ int limits_format(const struct limits_limit *l, char *out, size_t outlen)
 
     limits_str_add(&str, "%s(", def->name);
     for (i = 0; i < def->nparams; i++) {
-        if (def->params[i].quiet && limits_get(l, &def->params[i]) == 0) {
+        if (def->params[i].terse &&
+            limits_get(l, &def->params[i]) == def->params[i].dflt) {
             continue;
         }
         limits_fmt_value(value, sizeof(value), def->params[i].kind,

@@ -99,6 +99,9 @@ enum limits_kind {
     LIMITS_K_DURATION0, /* duration >= 0 */
     LIMITS_K_MS,        /* integer milliseconds >= 1 */
     LIMITS_K_RATE,      /* number > 0 or inf, in millionths */
+    LIMITS_K_WINDOW,    /* a duration, or day, week or month (stored as
+                           LIMITS_WINDOW_*) */
+    LIMITS_K_TZ,        /* a UTC offset [+-]HH:MM, in minutes */
 };
 
 /* What a factor does to a parameter. */
@@ -116,8 +119,9 @@ struct limits_param {
     int64_t max;                 /* greatest value */
     bool optional;               /* may be left out, then dflt */
     int64_t dflt;                /* value when left out */
-    bool quiet;                  /* not rendered while 0 (a feature off),
-                                    so older rules read as they did */
+    bool terse;                  /* rendered, and sent as a trailing word,
+                                    only when not dflt (a feature that is
+                                    off), so older rules read as they did */
 };
 
 struct limits_algo_def {

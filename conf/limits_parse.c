@@ -123,7 +123,15 @@ int limits_read_param(struct limits_loader *ld, const char *where,
                         shown);
         break;
     case CONF_YAML_NUM_ERANGE:
-        if (p->kind == LIMITS_K_DURATION || p->kind == LIMITS_K_DURATION0) {
+        if (p->kind == LIMITS_K_TZ) {
+            conf_yaml_error(&ld->diag, &node->start_mark,
+                            "%s: %s: \"%s\" is out of range (-14:00 to "
+                            "+14:00)",
+                            where, p->name, shown);
+            break;
+        }
+        if (p->kind == LIMITS_K_DURATION || p->kind == LIMITS_K_DURATION0 ||
+            p->kind == LIMITS_K_WINDOW) {
             snprintf(max, sizeof(max), "3650d"); /* LIMITS_MAX_DURATION_MS */
         } else {
             limits_fmt_value(max, sizeof(max), p->kind, p->max);

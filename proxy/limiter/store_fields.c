@@ -14,6 +14,26 @@ int store_fields_algo(enum limits_algo a)
            a == LIMITS_FIXED_WINDOW || a == LIMITS_SLIDING_COUNTER;
 }
 
+/* conf's calendar windows are the model's units, negated. */
+_Static_assert(LIMITS_WINDOW_DAY == -FIXED_WINDOW_DAY &&
+                   LIMITS_WINDOW_WEEK == -FIXED_WINDOW_WEEK &&
+                   LIMITS_WINDOW_MONTH == -FIXED_WINDOW_MONTH,
+               "calendar windows differ between conf and the model");
+
+/* The model's parameters of a fixed_window limit: a window of ms, or a
+ * calendar window at its UTC offset. */
+static int store_fields_fw_params(const struct limits_fixed_window *fw,
+                                  struct fixed_window_params *p,
+                                  const char **err)
+{
+    if (fw->window_ms < 0) {
+        return fixed_window_params_calendar(
+            p, fw->max, (enum fixed_window_unit)(-fw->window_ms), fw->tz_min,
+            err);
+    }
+    return fixed_window_params_init(p, fw->max, fw->window_ms, err);
+}
+
 /* Takes a model's decision into *out: its integers, whether it writes. */
 static void store_fields_take(const struct rl_decision *d, int write,
                               int64_t expiry_ms,
@@ -67,9 +87,8 @@ int store_fields_decide(const struct limits_limit *lim,
     case LIMITS_FIXED_WINDOW: {
         struct fixed_window_params p;
         struct fixed_window_result r;
-        if (fixed_window_params_init(&p, lim->u.fixed_window.max,
-                                     lim->u.fixed_window.window_ms,
-                                     err) != FIXED_WINDOW_OK ||
+        if (store_fields_fw_params(&lim->u.fixed_window, &p, err) !=
+                FIXED_WINDOW_OK ||
             fixed_window_decide(&p, st ? &st->fw : NULL, now_ns, cost, &r,
                                 err) != FIXED_WINDOW_OK) {
             return -1;

@@ -1,7 +1,12 @@
 /* algorithms/lua/fixed_window.lua (through limiter.lua) against the C model
  * algorithms/fixed_window.c, on a real redis-server, through the shared
- * driver of twin_walk.h: the descriptor, the walk, and tables of edges.
- * The state is a HASH of start (us) and count. */
+ * driver of twin_walk.h: the descriptor, the walks (numeric windows, and
+ * calendar windows at random offsets, whose edges include month and year
+ * ends), and tables of edges. The state is a HASH of start (us) and
+ * count. The parameters are max, the window (ms, or -1 day, -2 week, -3
+ * month) and a calendar window's offset in minutes. */
+#define _DEFAULT_SOURCE /* timegm: the test's own calendar for year ends */
+
 #include "tests/integration/fixture.h"
 #include "tests/integration/twin_walk.h"
 #include "tests/support/px_test.h"
@@ -9,6 +14,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "algorithms/fixed_window.h"
 
@@ -21,7 +27,7 @@ PX_TEST_SUITE(it_lua_fixed_window);
 _Static_assert(sizeof(struct fixed_window_params) <= TWIN_PARAMS_BYTES,
                "params");
 
-static const struct twin_algo FW;
+static const struct twin_algo FW, FW_CAL;
 
 static void it_init(void)
 {
@@ -56,10 +62,25 @@ static void fw_same(const void *a, const void *b, const char *ctx)
 static const char *fw_conf(struct twin_conf *cf, const int64_t n[3])
 {
     const char *err = NULL;
+    int rc = n[1] >= -3 && n[1] <= -1
+                 ? fixed_window_params_calendar(
+                       P(cf), n[0], (enum fixed_window_unit)(-n[1]), n[2], &err)
+                 : fixed_window_params_init(P(cf), n[0], n[1], &err);
 
-    return fixed_window_params_init(P(cf), n[0], n[1], &err) == FIXED_WINDOW_OK
-               ? NULL
-               : err;
+    return rc == FIXED_WINDOW_OK ? NULL : err;
+}
+
+/* The start (us) of now's window under cf, as the model places it. */
+static int64_t fw_start_us(const struct twin_conf *cf, int64_t now)
+{
+    const struct fixed_window_params *p = P(cf);
+    struct fixed_window_span sp;
+
+    if (p->unit == FIXED_WINDOW_EPOCH) {
+        return now - now % (p->window_ns / 1000);
+    }
+    fixed_window_calendar(p->unit, p->offset_ns, now * 1000, &sp);
+    return now - sp.since_ns / 1000 < 0 ? 0 : now - sp.since_ns / 1000;
 }
 
 static void fw_decide(const struct twin_conf *cf, const void *st, int64_t now,
@@ -97,18 +118,62 @@ static int64_t fw_rnd_cost(uint64_t *s, const struct twin_conf *cf)
     return lua_twin_rnd_cost(s, P(cf)->max);
 }
 
-static int64_t fw_unit(const struct twin_conf *cf)
+/* Calendar windows: a unit and an offset, often the widest ones. */
+static void fw_rnd_cal(uint64_t *s, struct twin_conf *cf,
+                       const struct twin_conf *old)
 {
-    return P(cf)->window_ns / 1000;
+    static const int64_t offs[] = { 0, 540, -300, 330, 840, -840 };
+    int64_t max, win, off = offs[lua_twin_rnd_in(s, 0, 5)];
+
+    (void)old;
+    lua_twin_rnd_limit(s, MAX, WIN, &max, &win);
+    if (lua_twin_rnd_in(s, 0, 2) == 0) {
+        off = lua_twin_rnd_in(s, -840, 840);
+    }
+    twin_conf_set(&FW_CAL, cf, max, -lua_twin_rnd_in(s, 1, 3), off);
 }
 
-/* The next window's start, or the one after (or 1 us off). */
+static int64_t fw_unit(const struct twin_conf *cf)
+{
+    static const int64_t days[] = { 0, 1, 7, 30 };
+
+    return P(cf)->unit == FIXED_WINDOW_EPOCH ? P(cf)->window_ns / 1000
+                                             : days[P(cf)->unit] * TWIN_DAY_US;
+}
+
+/* The next Jan 1st 00:00 at the window's offset after now (us). */
+static int64_t fw_year_end(const struct twin_conf *cf, int64_t now)
+{
+    int64_t off_s = P(cf)->offset_ns / RL_NS_PER_SEC;
+    time_t local = (time_t)(now / TWIN_SEC + off_s);
+    struct tm tm;
+
+    cr_assert_not_null(gmtime_r(&local, &tm));
+    tm = (struct tm){ .tm_year = tm.tm_year + 1, .tm_mday = 1 };
+    return ((int64_t)timegm(&tm) - off_s) * TWIN_SEC;
+}
+
+/* The next window's start, or the one after (or 1 us off); for a
+ * calendar window sometimes the next year's start. */
 static int64_t fw_edge(uint64_t *s, const struct twin_key *k, int64_t now)
 {
-    int64_t w = fw_unit(&k->cf);
+    const struct fixed_window_params *p = P(&k->cf);
+    struct fixed_window_span sp;
+    int64_t w = fw_unit(&k->cf), end;
 
-    return now + w - now % w + lua_twin_rnd_in(s, -1, 1) +
-           (lua_twin_rnd_in(s, 0, 3) == 0 ? w : 0);
+    if (p->unit == FIXED_WINDOW_EPOCH) {
+        return now + w - now % w + lua_twin_rnd_in(s, -1, 1) +
+               (lua_twin_rnd_in(s, 0, 3) == 0 ? w : 0);
+    }
+    fixed_window_calendar(p->unit, p->offset_ns, now * 1000, &sp);
+    end = now + sp.until_ns / 1000;
+    if (lua_twin_rnd_in(s, 0, 3) == 0) {
+        fixed_window_calendar(p->unit, p->offset_ns, end * 1000, &sp);
+        end += sp.until_ns / 1000;
+    } else if (lua_twin_rnd_in(s, 0, 3) == 0) {
+        end = fw_year_end(&k->cf, now);
+    }
+    return end + lua_twin_rnd_in(s, -1, 1);
 }
 
 /* A valid state in an unusual place: above max, a window of another
@@ -120,7 +185,7 @@ static int fw_plant(uint64_t *s, struct twin_key *k, int64_t now)
 
     switch (lua_twin_rnd_in(s, 0, 3)) {
     case 0:
-        start = now - now % w;
+        start = fw_start_us(&k->cf, now);
         break;
     case 1:
         start = now - lua_twin_rnd_in(s, 0, 2 * w);
@@ -153,8 +218,7 @@ static int fw_after_refund(struct twin_key *k, const void *pre, int pre_have,
     (void)cost;
     twin_model(k, pre, now, 0);
     memcpy(&want, k->next, sizeof(want));
-    drop = want.count == 0 &&
-           want.start_ns == now * 1000 - now * 1000 % P(&k->cf)->window_ns;
+    drop = want.count == 0 && want.start_ns == fw_start_us(&k->cf, now) * 1000;
     cr_assert_eq(k->have, !drop, "%s: key after the refund", ctx);
     if (k->have) {
         fw_same(k->st, &want, ctx);
@@ -166,7 +230,7 @@ static int fw_after_refund(struct twin_key *k, const void *pre, int pre_have,
 static const struct twin_algo FW = {
     .name = "fixed_window",
     .read_fmt = "HGETALL %s",
-    .nparams = 2,
+    .nparams = 3,
     .state_size = sizeof(struct fixed_window_state),
     .parse = fw_parse,
     .expect_same = fw_same,
@@ -181,12 +245,97 @@ static const struct twin_algo FW = {
     .after_refund = fw_after_refund,
 };
 
+/* The same, drawing calendar windows. */
+static const struct twin_algo FW_CAL = {
+    .name = "fixed_window",
+    .read_fmt = "HGETALL %s",
+    .nparams = 3,
+    .state_size = sizeof(struct fixed_window_state),
+    .parse = fw_parse,
+    .expect_same = fw_same,
+    .conf = fw_conf,
+    .decide = fw_decide,
+    .state_error = FIXED_WINDOW_ERR_STATE,
+    .rnd_conf = fw_rnd_cal,
+    .rnd_cost = fw_rnd_cost,
+    .unit_us = fw_unit,
+    .rnd_edge = fw_edge,
+    .plant = fw_plant,
+    .after_refund = fw_after_refund,
+};
+
 /* ---------------- The walk and the tables ---------------- */
 
 Test(it_lua_fixed_window, randomized_sequences_match_the_c_model,
      .init = it_init, .fini = px_env_fini, .timeout = 120)
 {
     twin_walk(&FW, "it_lua_fixed_window");
+}
+
+Test(it_lua_fixed_window, calendar_sequences_match_the_c_model, .init = it_init,
+     .fini = px_env_fini, .timeout = 120)
+{
+    twin_walk(&FW_CAL, "it_lua_fixed_window calendar");
+}
+
+/* 2024-03-01 00:00 JST, 2027-01-01 00:00 UTC, in us. */
+#define JST_MAR_2024 INT64_C(1709218800000000)
+#define UTC_2027     INT64_C(1798761600000000)
+#define MONTH31_US   INT64_C(2678400000000)
+
+Test(it_lua_fixed_window, calendar_windows_end_at_month_and_year_ends,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const struct twin_row rows[] = {
+        /* A Tokyo budget of 2 a month: February (JST) ends 1 us later. */
+        TWIN_SET(2, -3, 540),
+        TWIN_CALL("check", JST_MAR_2024 - 1, 1,
+                  "limited 0 reset_us 1 expiry_ms 1 undo 1706713200000000"),
+        TWIN_CALL("check", JST_MAR_2024 - 1, 2, "limited 1 retry_us 1"),
+        /* March (JST): 31 days, a new count. */
+        TWIN_CALL("check", JST_MAR_2024, 2,
+                  "limited 0 remaining 0 reset_us 2678400000000 "
+                  "expiry_ms 2678400000 undo 1709218800000000"),
+        TWIN_CALL("peek", JST_MAR_2024 + MONTH31_US - 1, 1,
+                  "limited 1 retry_us 1"),
+        /* The refund of a window's only count drops the key. */
+        TWIN_CALL("check", JST_MAR_2024 + MONTH31_US, 1, NULL),
+        TWIN_REFUND(JST_MAR_2024 + MONTH31_US, 1, NULL, "exists 0"),
+        /* The year end in UTC: December to January. */
+        TWIN_SET(1, -3, 0),
+        TWIN_CMD("DEL %s"),
+        TWIN_CALL("check", UTC_2027 - 1, 1,
+                  "limited 0 reset_us 1 undo 1796083200000000"),
+        TWIN_CALL("check", UTC_2027 - 1, 1, "limited 1 retry_us 1"),
+        TWIN_CALL("check", UTC_2027, 1,
+                  "limited 0 reset_us 2678400000000 undo 1798761600000000"),
+        /* A week from Monday at -05:00: Monday 2026-11-30 05:00 UTC. */
+        TWIN_SET(1, -2, -300),
+        TWIN_CMD("DEL %s"),
+        TWIN_CALL("check", INT64_C(1796014800000000) - 1, 1,
+                  "limited 0 reset_us 1"),
+        TWIN_CALL("check", INT64_C(1796014800000000), 1,
+                  "limited 0 reset_us 604800000000 undo 1796014800000000"),
+        /* A day at +14:00 starts 14 h before UTC's. */
+        TWIN_SET(1, -1, 840),
+        TWIN_CMD("DEL %s"),
+        TWIN_CALL("check", UTC_2027 - 14 * 3600 * TWIN_SEC, 1,
+                  "limited 0 reset_us 86400000000 undo 1798711200000000"),
+        /* 2000 is leap, 2100 is not: from Feb 28th, 2 days and 1 left. */
+        TWIN_SET(1, -3, 0),
+        TWIN_CMD("DEL %s"),
+        TWIN_CALL("check", INT64_C(951696000000000), 1,
+                  "reset_us 172800000000"),
+        TWIN_CALL("check", INT64_C(4107456000000000), 1,
+                  "reset_us 86400000000"),
+        /* January 1970 in Tokyo began 9 h before the epoch: from 0. */
+        TWIN_SET(3, -3, 540),
+        TWIN_CMD("DEL %s"),
+        TWIN_CALL("check", 0, 1, "limited 0 reset_us 2646000000000 undo 0"),
+        TWIN_CALL("check", 5 * 3600 * TWIN_SEC, 1, "remaining 1 undo 0"),
+    };
+
+    TWIN_ROWS(&FW, rows);
 }
 
 Test(it_lua_fixed_window, peek_and_refusal_write_nothing, .init = it_init,
@@ -290,16 +439,25 @@ Test(it_lua_fixed_window, bad_parameters_give_the_c_model_errors,
         { { "5", "1e3" }, E_WIN },
         { { "5", "" }, E_WIN },
         { { "5", "1s" }, E_WIN },
+        /* Calendar windows: -1 day, -2 week, -3 month, and an offset. */
+        { { "5", "-4", "0" }, E_WIN },
+        { { "0", "-3", "9999" }, E_MAX },
+        { { "5", "-3", "841" }, FIXED_WINDOW_ERR_TZ },
+        { { "5", "-1", "-841" }, FIXED_WINDOW_ERR_TZ },
+        { { "5", "-2", "x" }, FIXED_WINDOW_ERR_TZ },
+        { { "5", "-2", "1.5" }, FIXED_WINDOW_ERR_TZ },
     };
     /* The limits themselves are fine. */
     static const struct twin_row fine[] = {
         TWIN_SET(MAX, WIN, 0),
         TWIN_CALL("peek", TWIN_T0, 1, "exists 0"),
+        TWIN_SET(MAX, -3, 840),
+        TWIN_CALL("peek", TWIN_T0, 1, "exists 0"),
     };
     redisContext *c;
 
     twin_run_bad_params(&FW, bad, sizeof(bad) / sizeof(*bad));
-    c = twin_run_rows(&FW, fine, 2);
+    c = twin_run_rows(&FW, fine, sizeof(fine) / sizeof(*fine));
     px_check_int(px_cmd(c, "DBSIZE"), 0);
     redisFree(c);
 }

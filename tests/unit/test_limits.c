@@ -379,6 +379,8 @@ Test(limits, format_renders_each_algorithm_as_the_file_says_it)
         (struct limits_sliding_counter){ .max = 2, .window_ms = 1000 };
     cr_assert_str_eq(limits_test_fmt(&l), "sliding_counter(max=2,window=1s)");
     l.algo = LIMITS_FIXED_WINDOW;
+    l.u.fixed_window =
+        (struct limits_fixed_window){ .max = 2, .window_ms = 1000 };
     cr_assert_eq(limits_format(&l, small, sizeof(small)),
                  (int)strlen("fixed_window(max=2,window=1s)"));
     cr_assert_str_eq(small, "fixed_w");
@@ -437,8 +439,9 @@ static void check_value(const struct value_case *tc, const char *head,
     limits_free(t);
 }
 
-#define WANT_WINDOW "a positive duration such as 60, 1.5, 500ms or 2m"
-#define LOC_WINDOW  "limits.yaml:5:15: u: window: "
+#define WANT_WINDOW                                                            \
+    "a positive duration such as 60, 1.5, 500ms or 2m, or day, week or month"
+#define LOC_WINDOW "limits.yaml:5:15: u: window: "
 
 ParameterizedTestParameters(limits, durations_are_seconds_or_take_a_unit)
 {

@@ -131,7 +131,7 @@ ParameterizedTestParameters(limits_errors,
         { "user:\n  limits:\n    - {algorithm: fixed_window, max: 1, window: "
           "1, burst: 2}\n",
           "limits.yaml:3:52: user: fixed_window: unknown parameter 'burst' "
-          "(expected max, window)" },
+          "(expected max, window, tz)" },
         { "user:\n  limits:\n    - algorithm: fixed_window\n      max: 1\n",
           "limits.yaml:3:7: user: fixed_window: missing parameter 'window'" },
         { "user:\n  limits:\n    - {max: 1}\n",

@@ -154,7 +154,7 @@ static struct limits_limit limits(int i)
         break;
     case 3:
         l.algo = LIMITS_FIXED_WINDOW;
-        l.u.fixed_window = (struct limits_fixed_window){ 4, 1000 };
+        l.u.fixed_window = (struct limits_fixed_window){ 4, 1000, 0 };
         break;
     case 4:
         l.algo = LIMITS_SLIDING_WINDOW;
