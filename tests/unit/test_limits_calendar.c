@@ -146,7 +146,7 @@ Test(limits_calendar, bad_offsets_and_windows_are_refused_with_their_place)
         { "user:\n  limits:\n    - {algorithm: token_bucket, capacity: 1, "
           "refill_per_sec: 1, tz: \"+09:00\"}\n",
           "limits.yaml:3:65: user: token_bucket: unknown parameter 'tz' "
-          "(expected capacity, refill_per_sec)" },
+          "(expected capacity, refill_per_sec, warmup, cold_factor)" },
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {

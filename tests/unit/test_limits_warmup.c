@@ -81,5 +81,5 @@ Test(limits_warmup, errors)
         "u:\n  limits:\n    - {algorithm: fixed_window, max: 4, window: 1, "
         "warmup: 4}\n",
         "limits.yaml:3:52: u: fixed_window: unknown parameter 'warmup' "
-        "(expected max, window)");
+        "(expected max, window, tz)");
 }
