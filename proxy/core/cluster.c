@@ -380,7 +380,7 @@ const struct keyspec *cluster_keyspec(struct cluster *cl)
 void cluster_hold(struct cluster *cl, struct req *req, req_resume_fn *resume)
 {
     req->sent_ms = core_now_ms(cl->core);
-    req_park(&cl->waiting, req, resume);
+    req_park(&cl->waiting, req, resume, NULL);
 }
 
 /* Lets every held request go on where it stopped (the map arrived), or

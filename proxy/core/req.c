@@ -75,9 +75,11 @@ void req_free(struct req *req)
     px_free(req);
 }
 
-void req_park(struct queue *q, struct req *req, req_resume_fn *resume)
+void req_park(struct queue *q, struct req *req, req_resume_fn *resume,
+              void *ctx)
 {
     req->resume = resume;
+    req->park_ctx = ctx;
     queue_insert_tail(q, &req->unode);
 }
 
@@ -86,7 +88,7 @@ void req_resume(struct req *req)
     req_resume_fn *resume = req->resume;
 
     queue_remove(&req->unode);
-    req->resume = NULL;
+    req->resume = NULL; /* park_ctx stays: the resume point reads it */
     resume(req);
 }
 

@@ -87,6 +87,9 @@ struct req {
     unsigned tries;            /* times `retry` sent it again */
     req_resume_fn *resume;     /* a parked request goes on there
                                   (req_park, req_resume) */
+    void *park_ctx;            /* borrowed: what a parked request waits
+                                  on, for its resume point (the upstream
+                                  a SYNC waits on), or NULL */
     void (*cancel)(struct req *req); /* its client left: ends at once what
                                         it waits for that nothing else
                                         would end soon (a WAIT timer),
@@ -159,10 +162,12 @@ struct req *req_own_argv(int argc, const char *const *argv, req_reply_fn *fn,
 void req_free(struct req *req);
 
 /* Parks `req` at the tail of `q` (through unode) until its owner lets it
- * go on: the cluster's wait for its map and the wait for Redis's client
- * id are these, and each request resumes through its own `resume`, where
- * it stopped. */
-void req_park(struct queue *q, struct req *req, req_resume_fn *resume);
+ * go on: the cluster's wait for its map, the wait for Redis's client id
+ * and a SYNC's wait for the replies owed before it are these, and each
+ * request resumes through its own `resume`, where it stopped, finding
+ * what it waited on in req->park_ctx (`ctx`, may be NULL). */
+void req_park(struct queue *q, struct req *req, req_resume_fn *resume,
+              void *ctx);
 
 /* Unparks `req` (off its queue) and calls its resume point once. */
 void req_resume(struct req *req);

@@ -188,6 +188,33 @@ static void upstream_fail_inflight(struct upstream *up, const char *why)
     }
 }
 
+/* Where a SYNC parked on its private upstream (upstream_send_tunnel) goes
+ * on: sent, now that the replies Redis owed before it are in. */
+static void upstream_tunnel_resume(struct req *sync)
+{
+    upstream_send(sync->park_ctx, sync);
+}
+
+/* Lets the first SYNC parked on `up` go on once nothing is owed before it,
+ * or fails every parked one with "upstream <addr> <why>" (`why` not NULL:
+ * the connection is gone). One whose client left is freed. */
+static void upstream_tunnel_release(struct upstream *up, const char *why)
+{
+    while (!queue_empty(&up->tunnel_wait) &&
+           (why != NULL || queue_empty(&up->inflight))) {
+        struct req *sync =
+            container_of(queue_head(&up->tunnel_wait), struct req, unode);
+        if (sync->on_reply == NULL) {
+            req_free(sync); /* unlinks it */
+        } else if (why != NULL) {
+            queue_remove(&sync->unode);
+            req_reply_error(sync, "upstream %s %s", up->name, why);
+        } else {
+            req_resume(sync); /* owed from here on: inflight */
+        }
+    }
+}
+
 void upstream_destroy(struct upstream *up, const char *why)
 {
     if (up->state == UP_DEAD) {
@@ -202,13 +229,7 @@ void upstream_destroy(struct upstream *up, const char *why)
     up->owner = NULL;
     upstream_fail_inflight(up, why != NULL ? why : "connection closed");
     upstream_setup_resume_rid_waits(up); /* they find no id and say so */
-    while (!queue_empty(&up->tunnel_wait)) {
-        struct req *sync =
-            container_of(queue_head(&up->tunnel_wait), struct req, unode);
-        queue_remove(&sync->unode);
-        req_reply_error(sync, "upstream %s %s", up->name,
-                        why != NULL ? why : "connection closed");
-    }
+    upstream_tunnel_release(up, why != NULL ? why : "connection closed");
     queue_remove(&up->dirty_node);
     upstream_close_tcp(up);
     uv_timer_stop(&up->timer);
@@ -517,12 +538,7 @@ static void upstream_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (up->in.len == 0 && up->in.cap > UPSTREAM_KEEP_IN_BYTES) {
         buf_free(&up->in);
     }
-    if (!queue_empty(&up->tunnel_wait) && queue_empty(&up->inflight)) {
-        struct req *sync =
-            container_of(queue_head(&up->tunnel_wait), struct req, unode);
-        queue_remove(&sync->unode);
-        upstream_send(up, sync);
-    }
+    upstream_tunnel_release(up, NULL);
     if (up->ops->idle != NULL) {
         up->ops->idle(up);
     }
@@ -815,10 +831,11 @@ void upstream_send_tunnel(struct upstream *up, struct req *req)
     req->tunnel = 1;
     if (!queue_empty(&up->inflight) || !queue_empty(&up->tunnel_wait)) {
         /* Redis refuses SYNC while it owes this connection replies (the
-         * setup's): it goes once they are in. Linked by unode, so a
-         * client that leaves meanwhile makes it an orphan. */
+         * setup's, the client's before it): it goes once they are in.
+         * Parked by unode, so a client that leaves meanwhile makes it an
+         * orphan. */
         if (!upstream_refuse(up, req)) {
-            queue_insert_tail(&up->tunnel_wait, &req->unode);
+            req_park(&up->tunnel_wait, req, upstream_tunnel_resume, up);
         }
         return;
     }
@@ -861,7 +878,7 @@ void upstream_wait_rid(struct upstream *up, struct req *req,
         resume(req);
         return;
     }
-    req_park(&up->rid_wait, req, resume);
+    req_park(&up->rid_wait, req, resume, NULL);
 }
 
 void upstream_switch_proto(struct upstream *up, int proto)

@@ -102,9 +102,11 @@ struct upstream {
                                    client holds it, or NULL */
     struct queue held_link;     /* link in held_on->held */
     struct queue aux_link;      /* link in owner->aux (cluster tracking) */
-    struct queue tunnel_wait;   /* struct req (unode): a SYNC waiting for
-                                   the replies owed before it */
-    struct queue rid_wait;      /* struct req (unode) waiting for rid */
+    struct queue tunnel_wait;   /* struct req (unode): a SYNC parked
+                                   (req_park) until the replies owed
+                                   before it are in */
+    struct queue rid_wait;      /* struct req (unode) parked until rid is
+                                   known */
     uint64_t rid;               /* Redis's CLIENT ID of a private upstream,
                                    0 until known */
     unsigned backoff_ms;        /* reconnect delay before jitter: doubles
