@@ -68,6 +68,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "deps: installing ${missing[*]}" >&2
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then
+        # A minimal Debian has no sudo: say what to do rather than
+        # "sudo: command not found".
+        if ! command -v sudo >/dev/null 2>&1; then
+            echo "deps: installing ${missing[*]} needs root, and there is no sudo: run this as root (or, as root, apt-get install sudo)" >&2
+            exit 1
+        fi
         SUDO="sudo"
     fi
     export DEBIAN_FRONTEND=noninteractive
