@@ -134,6 +134,8 @@ typedef void store_check_done_fn(struct store_check *c);
  * store_check_free. */
 struct store_check {
     struct store *st;                /* borrowed: the store it runs in */
+    void *owner;                     /* borrowed: the commands' context
+                                        (struct limiter_tree) */
     struct req *root;                /* borrowed: the client's request */
     enum store_op op;                /* what the call does */
     unsigned tries;                  /* whole calls so far, 1.. */
