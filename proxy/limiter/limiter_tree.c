@@ -1,13 +1,13 @@
 /* The limits tree's subcommands: LIMITER CHECK, PEEK and RESET (see
  * limiter_tree.h).
  *
- * Design: a call is parsed (the path, then COST and WAIT), its
+ * Design: a call is parsed (the path, then COST, WAIT, MS, HEADERS), its
  * path resolved into levels (limiter_tree_resolve), and every limit of
  * every level, with the overrides applied, gathered into one struct
  * store_check that the store decides at once, all consumed or none. The
  * completion (limiter_tree_done) refunds where another group refused,
- * counts the decision per rule (limiter_count.c), and replies
- * (limiter_reply.c): at once, or when a WAIT reservation is due
+ * counts the decision per rule (limiter_count.c), and replies in the form
+ * asked (limiter_reply.c): at once, or when a WAIT reservation is due
  * (limiter_wait.c). The most restrictive limit decides the reply
  * (limiter_aggregate.c, pure). It has its own context, struct
  * limiter_tree, borrowed from struct limiter, so that limiter.c may call
@@ -145,7 +145,10 @@ static void limiter_tree_done(struct store_check *c)
     struct req *root = c->root;
     struct limiter_wait *slot;
     struct limiter_count_tally tally;
-    int64_t v[5], delay;
+    struct rl_decision agg;
+    struct buf frame;
+    unsigned bind;
+    int64_t delay;
 
     if (c->op == STORE_RESET) {
         if (c->err.len > 0) {
@@ -209,21 +212,24 @@ static void limiter_tree_done(struct store_check *c)
     if (m != NULL) {
         limiter_count_tally(m, c, &tally);
     }
-    delay =
-        limiter_aggregate_check(c->res, c->peek, c->lim, c->n, c->wait_ns, v);
+    delay = limiter_aggregate_check_ns(c->res, c->peek, c->lim, c->n,
+                                       c->wait_ns, &agg, &bind);
     if (m != NULL && c->op == STORE_CHECK) {
-        limiter_count_check(&tally, v[0] == 0);
+        limiter_count_check(&tally, !agg.limited);
     }
+    buf_init(&frame);
+    limiter_reply_check(&frame, c, &agg, bind, c->reply_form);
     slot = c->hold; /* a CHECK ... WAIT's slot: the timer takes it */
     c->hold = NULL;
     store_check_free(c);
     if (delay >= 0) {
         PX_ASSERT(slot != NULL);
-        limiter_wait_start(slot, tr->core, root, v, delay, limiter_reply_ints);
+        limiter_wait_start(slot, tr->core, root, frame.data, frame.len, delay);
     } else {
         limiter_wait_cancel(slot);
-        limiter_reply_ints(root, v);
+        req_reply(root, frame.data, frame.len);
     }
+    buf_free(&frame);
 }
 
 static void limiter_tree_hold_free(void *hold)
@@ -263,17 +269,57 @@ static int limiter_tree_hold_wait(struct limiter_tree *tr, struct req *req,
     return -1;
 }
 
-/* Parses [COST n] [WAIT ms] after the path (WAIT only when `wait_ms` is
- * not NULL: a CHECK), WAIT capped to `wait_max_ms`. 0, or -1 after
- * replying an error. */
-static int limiter_tree_parse_opts(struct req *req, unsigned wait_max_ms,
-                                   int64_t *cost, int64_t *wait_ms)
+/* The reply-form flags after the path: MS and HEADERS, in any order
+ * among the other options, each at most once. */
+static const struct {
+    const char *word;
+    unsigned flag;
+} limiter_tree_forms[] = {
+    { "ms", LIMITER_REPLY_MS },
+    { "headers", LIMITER_REPLY_HEADERS },
+};
+
+/* Whether argument i is a reply-form flag: 1 (added to *form), 0 (not
+ * one), or -1 after replying the error of a flag given twice. */
+static int limiter_tree_parse_form(struct req *req, int i, unsigned *form)
 {
-    int i;
+    size_t k;
+
+    for (k = 0; k < sizeof(limiter_tree_forms) / sizeof(limiter_tree_forms[0]);
+         k++) {
+        if (!resp_cmd_arg_is(req->cmd, i, limiter_tree_forms[k].word)) {
+            continue;
+        }
+        if (*form & limiter_tree_forms[k].flag) {
+            req_reply_error(req, "syntax error: %s given more than once",
+                            k == 0 ? "MS" : "HEADERS");
+            return -1;
+        }
+        *form |= limiter_tree_forms[k].flag;
+        return 1;
+    }
+    return 0;
+}
+
+/* Parses [COST n] [WAIT ms] [MS] [HEADERS] after the path, in any order
+ * (WAIT only when `wait_ms` is not NULL: a CHECK), WAIT capped to
+ * `wait_max_ms`. 0, or -1 after replying an error. */
+static int limiter_tree_parse_opts(struct req *req, unsigned wait_max_ms,
+                                   int64_t *cost, int64_t *wait_ms,
+                                   unsigned *form)
+{
+    int i, rc;
     size_t len;
     const char *p;
 
     for (i = 3; i < req->cmd->argc; i++) {
+        rc = limiter_tree_parse_form(req, i, form);
+        if (rc < 0) {
+            return -1;
+        }
+        if (rc > 0) {
+            continue;
+        }
         if (resp_cmd_arg_is(req->cmd, i, "cost") && i + 1 < req->cmd->argc) {
             p = resp_cmd_arg(req->cmd, ++i, &len);
             if (gcra_parse_int64(p, len, cost) != GCRA_OK || *cost < 0 ||
@@ -346,7 +392,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     const char *err, *path;
     size_t plen;
     int64_t cost = 1, wait_ms = 0;
-    unsigned cap = 0;
+    unsigned cap = 0, form = 0;
     size_t l;
 
     if (req->cmd->argc < 3) {
@@ -358,7 +404,8 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
      * not WAIT: it reserves nothing. */
     if (op != STORE_RESET &&
         limiter_tree_parse_opts(req, tr->conf->limiter_wait_max_ms, &cost,
-                                op == STORE_CHECK ? &wait_ms : NULL) != 0) {
+                                op == STORE_CHECK ? &wait_ms : NULL,
+                                &form) != 0) {
         return;
     }
     if (op == STORE_RESET && req->cmd->argc != 3) {
@@ -406,6 +453,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     c->lv = lv;
     c->cost = cost;
     c->wait_ns = wait_ms * RL_NS_PER_MS;
+    c->reply_form = form;
     err = limiter_tree_build(c);
     if (err != NULL) {
         store_check_free(c);
