@@ -10,7 +10,7 @@
  *        v                    by the flush pass, decided on the node
  *   limiter_store_done --> five integers (or the error)
  *
- *   client req "LIMITER CHECK <path> [COST n] [WAIT ms]"
+ *   client req "LIMITER CHECK <path> [COST n] [WAIT ms] [MS] [HEADERS]"
  *        | resolve the path in the limits tree (its levels), apply the
  *        | overrides (the file's, then the run-time ones the store knows)
  *        v

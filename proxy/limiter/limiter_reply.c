@@ -30,7 +30,8 @@ void limiter_reply_ints(struct req *req, const int64_t v[5])
     req_reply(req, out, resp_put_ints(out, ll, 5));
 }
 
-void limiter_reply_check_ints(struct buf *out, const int64_t v[5])
+/* The five integers `v` as an array of five. */
+static void limiter_reply_check_ints(struct buf *out, const int64_t v[5])
 {
     int k;
 

@@ -34,8 +34,4 @@ void limiter_reply_check(struct buf *out, const struct store_check *c,
                          const struct rl_decision *agg, unsigned bind,
                          unsigned form);
 
-/* The five integers `v` in form `form` with no header (a check no limit
- * applies to): the array of five. */
-void limiter_reply_check_ints(struct buf *out, const int64_t v[5]);
-
 #endif /* PX_PROXY_LIMITER_LIMITER_REPLY_H */
