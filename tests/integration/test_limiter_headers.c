@@ -1,6 +1,6 @@
 /* LIMITER CHECK|PEEK ... MS and HEADERS through the real binary, embedded,
- * in front of a single Redis and of a 3-master cluster (the two levels of
- * the path on different slots there):
+ * in front of a single Redis and of a 3-master cluster (there each level
+ * of the path has its own hash tag, so its own slot as the keys fall):
  *
  * - MS: retry_after and reset_after in milliseconds (rounded up, -1 stays
  *   -1), the other three integers as without it; PEEK too.
