@@ -25,6 +25,22 @@ void rl_reply_ints(const struct rl_decision *d, int64_t out[5])
     out[4] = rl_seconds(d->reset_after_ns);
 }
 
+int64_t rl_ms(int64_t ns)
+{
+    if (ns < 0) {
+        return -1;
+    }
+    /* No overflow: INT64_MAX / 1e6 + 1 is far from the top. */
+    return ns / RL_NS_PER_MS + (ns % RL_NS_PER_MS != 0 ? 1 : 0);
+}
+
+void rl_reply_ints_ms(const struct rl_decision *d, int64_t out[5])
+{
+    rl_reply_ints(d, out);
+    out[3] = rl_ms(d->retry_after_ns);
+    out[4] = rl_ms(d->reset_after_ns);
+}
+
 int64_t rl_add_sat(int64_t a, int64_t b)
 {
     int64_t s;

@@ -28,6 +28,16 @@ int64_t rl_seconds(int64_t ns);
 /* The five reply integers of `d`, seconds rounded by rl_seconds(). */
 void rl_reply_ints(const struct rl_decision *d, int64_t out[5]);
 
+/* Milliseconds for a duration of LIMITER CHECK|PEEK ... MS: rounded up to
+ * the next whole millisecond (a client that waits that long is never
+ * early), and any negative duration (-1 s: admitted, or never possible)
+ * is -1, as in the seconds form. */
+int64_t rl_ms(int64_t ns);
+
+/* The five reply integers of `d` with retry_after and reset_after in
+ * milliseconds (rl_ms); the other three as rl_reply_ints. */
+void rl_reply_ints_ms(const struct rl_decision *d, int64_t out[5]);
+
 /* ---------------- Arithmetic shared by the algorithms ---------------- */
 
 /* a + b for b >= 0, saturating at INT64_MAX. */

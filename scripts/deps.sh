@@ -92,7 +92,7 @@ fi
 if [ "$SET" = test ]; then
     clients=tests/clients
     if ! (cd "$clients" && node -e 'for (const m of ["ioredis", "ioredis5",
-            "redis", "redis6", "bullmq"]) require(m)') 2>/dev/null; then
+            "redis", "redis6", "bullmq", "express"]) require(m)') 2>/dev/null; then
         echo "deps: npm ci in $clients" >&2
         # npm 11 refuses `npm ci` when the lock file lacks optional packages
         # of other platforms (msgpackr-extract's, under BullMQ) even though

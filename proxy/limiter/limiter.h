@@ -17,6 +17,7 @@
 
 #include "proxy/core/queue.h"
 #include "proxy/limiter/limiter_reload.h"
+#include "proxy/limiter/limiter_tree.h"
 #include "proxy/limiter/limiter_wait.h"
 #include "proxy/limiter/store.h"
 
@@ -27,23 +28,19 @@ struct limits_tree;
 struct req;
 
 struct limiter {
-    struct core *core;               /* borrowed: the loop (WAIT timers) */
-    const struct conf *conf;         /* borrowed */
-    struct limits_tree *limits;      /* owned: limits.yaml, or NULL */
-    struct limits_levels *resolving; /* owned: LIMITS_LEVELS_BYTES, where
-                                        each path is resolved before a
-                                        request keeps its copy */
-    struct limiter_waits waits;      /* replies held by CHECK ... WAIT, and
-                                        their caps */
-    struct store store;              /* THE store, chosen at limiter_init: in
-                                        the process or on the Redis nodes */
-    struct metrics_rule **rules;     /* owned array, borrowed entries: the
-                                        counters of each rule of `limits`
-                                        (limits_rule_pattern's index) */
-    uint64_t shadow_limited;         /* CHECKs a shadow level would have
-                                        refused */
-    struct limiter_reloads reloads;  /* RELOAD and SIGHUP, off the loop
-                                        (limiter_reload.h) */
+    struct core *core;              /* borrowed: the loop (WAIT timers) */
+    const struct conf *conf;        /* borrowed */
+    struct limits_tree *limits;     /* owned: limits.yaml, or NULL */
+    struct limiter_waits waits;     /* replies held by CHECK ... WAIT, and
+                                       their caps */
+    struct store store;             /* THE store, chosen at limiter_init: in
+                                       the process or on the Redis nodes */
+    struct metrics_rule **rules;    /* owned array, borrowed entries: the
+                                       counters of each rule of `limits`
+                                       (limits_rule_pattern's index) */
+    struct limiter_tree tree;       /* CHECK, PEEK, RESET (limiter_tree.h) */
+    struct limiter_reloads reloads; /* RELOAD and SIGHUP, off the loop
+                                       (limiter_reload.h) */
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when

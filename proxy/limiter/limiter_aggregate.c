@@ -145,9 +145,8 @@ unsigned limiter_aggregate_shadow_limited(const struct store_limit *lim,
 static void limiter_aggregate_shadow_only(struct rl_decision *res,
                                           const struct rl_decision *peek,
                                           const struct store_limit *lim,
-                                          unsigned n, int64_t v[5])
+                                          unsigned n, struct rl_decision *out)
 {
-    struct rl_decision agg;
     unsigned i;
 
     for (i = 0; i < n; i++) {
@@ -155,10 +154,40 @@ static void limiter_aggregate_shadow_only(struct rl_decision *res,
             res[i] = peek[i];
         }
     }
-    limiter_aggregate_sel(res, NULL, n, &agg);
-    agg.limited = 0;
-    agg.retry_after_ns = -RL_NS_PER_SEC;
-    rl_reply_ints(&agg, v);
+    limiter_aggregate_sel(res, NULL, n, out);
+    out->limited = 0;
+    out->retry_after_ns = -RL_NS_PER_SEC;
+}
+
+/* The real limit that binds: among refusing ones the one retry_after
+ * comes from (one the request can never pass first, else the longest
+ * wait); with none refusing, the most restrictive (the least remaining,
+ * on a tie the longest reset_after). n when every limit is shadow. */
+static unsigned limiter_aggregate_bind(const struct rl_decision *res,
+                                       const struct store_limit *lim,
+                                       unsigned n)
+{
+    unsigned i, best = n, refuser = n;
+
+    for (i = 0; i < n; i++) {
+        const struct rl_decision *d = &res[i];
+        if (!limiter_aggregate_real(lim, i)) {
+            continue;
+        }
+        if (best == n || d->remaining < res[best].remaining ||
+            (d->remaining == res[best].remaining &&
+             d->reset_after_ns > res[best].reset_after_ns)) {
+            best = i;
+        }
+        if (d->limited &&
+            (refuser == n ||
+             (res[refuser].retry_after_ns >= 0 &&
+              (d->retry_after_ns < 0 ||
+               d->retry_after_ns > res[refuser].retry_after_ns)))) {
+            refuser = i;
+        }
+    }
+    return refuser != n ? refuser : best;
 }
 
 int64_t limiter_aggregate_check(struct rl_decision *res,
@@ -168,14 +197,31 @@ int64_t limiter_aggregate_check(struct rl_decision *res,
 {
     struct rl_decision agg;
     int64_t delay;
+
+    delay = limiter_aggregate_check_ns(res, peek, lim, n, wait_ns, &agg, NULL);
+    rl_reply_ints(&agg, v);
+    return delay;
+}
+
+int64_t limiter_aggregate_check_ns(struct rl_decision *res,
+                                   const struct rl_decision *peek,
+                                   const struct store_limit *lim, unsigned n,
+                                   int64_t wait_ns, struct rl_decision *out,
+                                   unsigned *bind)
+{
+    struct rl_decision agg;
+    int64_t delay;
     unsigned i, nreal = 0;
     int limited;
 
     for (i = 0; i < n; i++) {
         nreal += !lim[i].shadow;
     }
+    if (bind != NULL) {
+        *bind = n;
+    }
     if (nreal == 0) {
-        limiter_aggregate_shadow_only(res, peek, lim, n, v);
+        limiter_aggregate_shadow_only(res, peek, lim, n, out);
         return -1;
     }
     limited = limiter_aggregate_limited(res, lim, n);
@@ -195,7 +241,10 @@ int64_t limiter_aggregate_check(struct rl_decision *res,
         agg.limited = 0;
         agg.remaining = 0;
         agg.retry_after_ns = -RL_NS_PER_SEC;
-        rl_reply_ints(&agg, v);
+        if (bind != NULL) {
+            *bind = limiter_aggregate_bind(res, lim, n);
+        }
+        *out = agg;
         return delay;
     }
     if (limited) {
@@ -206,6 +255,9 @@ int64_t limiter_aggregate_check(struct rl_decision *res,
         }
     }
     limiter_aggregate_sel(res, lim, n, &agg);
-    rl_reply_ints(&agg, v);
+    if (bind != NULL) {
+        *bind = limiter_aggregate_bind(res, lim, n);
+    }
+    *out = agg;
     return -1;
 }

@@ -60,4 +60,15 @@ int64_t limiter_aggregate_check(struct rl_decision *res,
                                 const struct store_limit *lim, unsigned n,
                                 int64_t wait_ns, int64_t v[5]);
 
+/* limiter_aggregate_check before the rounding: the reply's decision in
+ * `out` (durations in ns), and in *bind (when not NULL) the index of the
+ * real limit that binds the reply: the refusing limit its retry_after
+ * comes from (one the request can never pass first), or with none
+ * refusing the most restrictive one; n when every limit is shadow. */
+int64_t limiter_aggregate_check_ns(struct rl_decision *res,
+                                   const struct rl_decision *peek,
+                                   const struct store_limit *lim, unsigned n,
+                                   int64_t wait_ns, struct rl_decision *out,
+                                   unsigned *bind);
+
 #endif /* PX_PROXY_LIMITER_LIMITER_AGGREGATE_H */

@@ -37,8 +37,9 @@ struct limiter_wait {
     struct limiter_wait_ident *ident; /* borrowed from ws->idents */
     struct req *root;                 /* borrowed: the client's request,
                                          once started */
-    int64_t v[5];                     /* the reply */
-    limiter_wait_fn *fn;              /* writes it */
+    char *frame;                      /* owned: the reply, a RESP frame
+                                         (once started) */
+    size_t frame_len;                 /* bytes of frame */
     struct queue link;                /* link in ws->started */
 };
 
@@ -112,7 +113,10 @@ void limiter_wait_cancel(struct limiter_wait *w)
 
 static void limiter_wait_on_close(uv_handle_t *h)
 {
-    px_free(container_of(h, struct limiter_wait, timer));
+    struct limiter_wait *w = container_of(h, struct limiter_wait, timer);
+
+    px_free(w->frame);
+    px_free(w);
 }
 
 /* Ends a started wait: replies (on_time), fails with `err`, or just lets
@@ -130,7 +134,7 @@ static void limiter_wait_end(struct limiter_wait *w, int on_time,
     uv_close((uv_handle_t *)&w->timer, limiter_wait_on_close);
     if (req_owed_back(root)) {
         if (on_time) {
-            w->fn(root, w->v);
+            req_reply(root, w->frame, w->frame_len);
         } else if (err != NULL) {
             req_reply_error(root, "%s", err);
         }
@@ -149,15 +153,16 @@ static void limiter_wait_on_cancel(struct req *root)
 }
 
 void limiter_wait_start(struct limiter_wait *w, struct core *core,
-                        struct req *root, const int64_t v[5], int64_t delay_ns,
-                        limiter_wait_fn *fn)
+                        struct req *root, const char *frame, size_t len,
+                        int64_t delay_ns)
 {
     uint64_t ms = (uint64_t)((delay_ns + RL_NS_PER_MS - 1) / RL_NS_PER_MS);
 
     PX_ASSERT(root->cancel == NULL);
-    memcpy(w->v, v, sizeof(w->v));
+    w->frame = px_malloc(len);
+    memcpy(w->frame, frame, len);
+    w->frame_len = len;
     w->root = root;
-    w->fn = fn;
     root->owed++;
     root->cancel = limiter_wait_on_cancel;
     root->cancel_ctx = w;

@@ -41,9 +41,6 @@ enum limiter_wait_rc {
     LIMITER_WAIT_FULL_TOTAL,    /* max_total slots held */
 };
 
-/* Writes the held reply `v` to `root` (whose client still waits). */
-typedef void limiter_wait_fn(struct req *root, const int64_t v[5]);
-
 void limiter_waits_init(struct limiter_waits *ws, size_t max_per_identity,
                         size_t max_total);
 
@@ -60,13 +57,14 @@ enum limiter_wait_rc limiter_wait_reserve(struct limiter_waits *ws,
 /* Ends a slot that never started (accepts NULL). */
 void limiter_wait_cancel(struct limiter_wait *w);
 
-/* Starts slot `w`: replies `v` to `root` through `fn` after `delay_ns`
+/* Starts slot `w`: replies `frame` (a RESP reply of `len` bytes, copied)
+ * to `root` after `delay_ns`
  * (rounded up to whole milliseconds), on a timer of `core`'s loop. The
  * wait counts in root->owed; a client that leaves meanwhile ends it at
  * once (req_orphan calls root->cancel), without its reply. */
 void limiter_wait_start(struct limiter_wait *w, struct core *core,
-                        struct req *root, const int64_t v[5], int64_t delay_ns,
-                        limiter_wait_fn *fn);
+                        struct req *root, const char *frame, size_t len,
+                        int64_t delay_ns);
 
 /* Ends every started wait with the error `err` instead of its reply
  * (the reservation it waits for was made where the keys no longer are). */

@@ -134,6 +134,8 @@ typedef void store_check_done_fn(struct store_check *c);
  * store_check_free. */
 struct store_check {
     struct store *st;                /* borrowed: the store it runs in */
+    void *owner;                     /* borrowed: the commands' context
+                                        (struct limiter_tree) */
     struct req *root;                /* borrowed: the client's request */
     enum store_op op;                /* what the call does */
     unsigned tries;                  /* whole calls so far, 1.. */
@@ -151,6 +153,8 @@ struct store_check {
     long long deleted;         /* RESET: keys removed */
     int64_t cost;              /* COST n (default 1; PEEK's too) */
     int64_t wait_ns;           /* CHECK ... WAIT: the longest delay accepted */
+    unsigned reply_form;       /* CHECK|PEEK ... MS / HEADERS: the reply's
+                                  form (LIMITER_REPLY_*), the commands' */
     struct buf err;            /* owned: the first error reply, a frame */
     const char *err_text;      /* the store's error text (req_reply_error),
                                   when err is empty */

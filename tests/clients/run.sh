@@ -67,7 +67,7 @@ for cand in /usr/bin/python3 python3; do
 done
 GOPATH_DEBIAN=/usr/share/gocode
 REDIGO=$GOPATH_DEBIAN/src/github.com/gomodule/redigo/redis
-NODE_MODULES="ioredis ioredis5 redis redis6 bullmq"
+NODE_MODULES="ioredis ioredis5 redis redis6 bullmq express"
 missing=()
 [ -n "$PY" ] || missing+=("redis-py (python3-redis)")
 ruby -e 'require "redis"' 2>/dev/null || missing+=("redis-rb (ruby-redis)")
@@ -176,7 +176,8 @@ start_cellgate() {  # log, upstream args...
     shift
     for _ in 1 2 3; do  # a free port can be taken between asking and binding
         PPORT=$(bash "$ROOT/scripts/freeport.sh")
-        "$CG" --listen "127.0.0.1:$PPORT" "$@" >"$log" 2>&1 &
+        # limits.yaml: the tree node_express.js's app checks.
+        "$CG" --listen "127.0.0.1:$PPORT" --limits "$HERE/limits.yaml" "$@" >"$log" 2>&1 &
         CG_PID=$!
         if wait_ping "$PPORT" && wait_serving "$PPORT"; then
             return 0
@@ -382,6 +383,7 @@ PARTS=(
     "perl|30|perl $HERE/perl_clients.pl"
     "go|30|$GO_BIN"
     "bullmq|60|node $HERE/node_bullmq.js"
+    "express|20|node $HERE/node_express.js"
     "cli|40|bash $HERE/cli_bench.sh"
 )
 # The parts whose libraries speak TLS, run again in the TLS modes (redis-cli

@@ -331,3 +331,65 @@ Test(limiter_aggregate, only_shadow_levels_admit_showing_what_was_left)
     assert_ints(v, 0, 5, 0, -1, 9);
     assert_decision(&res[0], 0, 10, 3, -S, 1 * S);
 }
+
+/* ---------------- The binding limit (HEADERS' RateLimit) ---------------- */
+
+Test(limiter_aggregate, binding_limit_admitted_is_the_most_restrictive)
+{
+    /* Level 0 has 40 left, level 1 3: level 1 binds; the reply in ns. */
+    struct rl_decision res[] = { ok(100, 40, 5 * S), ok(10, 3, 2 * S + 1) };
+    struct rl_decision peek[] = { ok(100, 41, 4 * S), ok(10, 4, 1 * S) };
+    struct store_limit lim[2];
+    struct rl_decision agg;
+    unsigned bind = 99;
+
+    limits_with_inc(lim, 2, 1 * S);
+    cr_assert_eq(limiter_aggregate_check_ns(res, peek, lim, 2, 0, &agg, &bind),
+                 -1);
+    cr_assert_eq(bind, 1);
+    assert_decision(&agg, 0, 10, 3, -S, 5 * S);
+}
+
+Test(limiter_aggregate, binding_limit_refused_is_the_one_retry_comes_from)
+{
+    /* Both refuse; level 0 has less left, but level 1's retry is the
+     * longer one: level 1 binds (Retry-After is its). A level that can
+     * never pass binds over any wait. */
+    struct rl_decision res[] = { no(5, 0, 1 * S, 6 * S),
+                                 no(10, 1, 3 * S, 4 * S), ok(7, 0, 1 * S) };
+    struct rl_decision peek[3];
+    struct store_limit lim[3];
+    struct rl_decision agg;
+    unsigned bind = 99;
+
+    memcpy(peek, res, sizeof(peek));
+    limits_with_inc(lim, 3, 1 * S);
+    limiter_aggregate_check_ns(res, peek, lim, 3, 0, &agg, &bind);
+    cr_assert_eq(bind, 1);
+    cr_assert_eq(agg.retry_after_ns, 3 * S);
+    res[0] = no(5, 0, -S, 6 * S);
+    res[1] = no(10, 1, 3 * S, 4 * S);
+    memcpy(peek, res, sizeof(peek));
+    limiter_aggregate_check_ns(res, peek, lim, 3, 0, &agg, &bind);
+    cr_assert_eq(bind, 0);
+}
+
+Test(limiter_aggregate, binding_limit_is_never_a_shadow_one)
+{
+    /* The shadow level refuses with nothing left: the real one binds. */
+    struct rl_decision res[] = { ok(10, 3, 2 * S), no(5, 0, 7 * S, 9 * S) };
+    struct rl_decision peek[] = { ok(10, 4, 1 * S), no(5, 0, 7 * S, 9 * S) };
+    struct store_limit lim[2];
+    struct rl_decision agg;
+    unsigned bind = 99;
+
+    limits_with_inc(lim, 2, 1 * S);
+    shadow_level(lim, 1, 2, 1);
+    limiter_aggregate_check_ns(res, peek, lim, 2, 0, &agg, &bind);
+    cr_assert_eq(bind, 0);
+    /* Every level shadow: none binds (n). */
+    shadow_level(lim, 0, 2, 1);
+    limiter_aggregate_check_ns(res, peek, lim, 2, 0, &agg, &bind);
+    cr_assert_eq(bind, 2);
+    cr_assert_eq(agg.limited, 0);
+}

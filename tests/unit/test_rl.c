@@ -87,6 +87,59 @@ Test(rl, reply_ints_keep_minus_one_second_and_normalise_limited)
     cr_assert_eq(out[0], 0);
 }
 
+/* One duration and the milliseconds LIMITER ... MS reports for it. */
+static const struct rl_case RL_MS_CASES[] = {
+    { 0, 0 },
+    { 1, 1 },                              /* 1 ns: rounds up to 1 ms */
+    { 999999, 1 },                         /* just under 1 ms */
+    { 1000000, 1 },                        /* exactly 1 ms: no round up */
+    { 1000001, 2 },                        /* 1 ms + 1 ns */
+    { 755000000, 755 },                    /* 0.755 s */
+    { 1500000000, 1500 },                  /* 1.5 s */
+    { -1000000000, -1 },                   /* the -1 s of "allowed": -1 */
+    { -1, -1 },                            /* any negative: -1 */
+    { INT64_MIN, -1 },                     /* ... even the most negative */
+    { INT64_MAX, INT64_C(9223372036855) }, /* huge: rounds up, no wrap */
+};
+
+ParameterizedTestParameters(rl, ms_round_up_and_keep_minus_one)
+{
+    return cr_make_param_array(struct rl_case, RL_MS_CASES,
+                               sizeof(RL_MS_CASES) / sizeof(*RL_MS_CASES));
+}
+
+ParameterizedTest(struct rl_case *tc, rl, ms_round_up_and_keep_minus_one)
+{
+    int64_t got = rl_ms(tc->ns);
+
+    cr_assert_eq(got, tc->s, "rl_ms(%lld) = %lld, expected %lld",
+                 (long long)tc->ns, (long long)got, (long long)tc->s);
+}
+
+Test(rl, reply_ints_ms_converts_only_the_two_durations)
+{
+    struct rl_decision d = {
+        .limited = 1,
+        .limit = 10,
+        .remaining = 0,
+        .retry_after_ns = 754000001, /* 754 ms and 1 ns */
+        .reset_after_ns = 1500000000,
+    };
+    int64_t out[5];
+
+    rl_reply_ints_ms(&d, out);
+    cr_assert(out[0] == 1 && out[1] == 10 && out[2] == 0 && out[3] == 755 &&
+                  out[4] == 1500,
+              "got %lld %lld %lld %lld %lld", (long long)out[0],
+              (long long)out[1], (long long)out[2], (long long)out[3],
+              (long long)out[4]);
+    d.limited = 0;
+    d.remaining = 3;
+    d.retry_after_ns = -RL_NS_PER_SEC;
+    rl_reply_ints_ms(&d, out);
+    cr_assert(out[0] == 0 && out[2] == 3 && out[3] == -1 && out[4] == 1500);
+}
+
 /* rl_muladd_div against 128-bit arithmetic (the test may use the compiler's
  * extension the library avoids), on both of its paths: sums that fit 64
  * bits (divided by the machine) and sums that do not (long division), and
