@@ -58,6 +58,22 @@ void ratelimit_headers_item_of(struct ratelimit_headers_item *it,
         return;
     case LIMITS_FIXED_WINDOW:
         it->quota = l->u.fixed_window.max;
+        /* A calendar window: a day or a week has one length; a month has
+         * none (28 to 31 days), so it gets no `w` (RateLimit's `t` says
+         * when the current one ends). */
+        switch (l->u.fixed_window.window_ms) {
+        case LIMITS_WINDOW_DAY:
+            it->window_s = 86400;
+            return;
+        case LIMITS_WINDOW_WEEK:
+            it->window_s = 7 * 86400;
+            return;
+        case LIMITS_WINDOW_MONTH:
+            it->window_s = -1;
+            return;
+        default:
+            break;
+        }
         it->window_s = ratelimit_headers_ms_to_s(l->u.fixed_window.window_ms);
         return;
     case LIMITS_SLIDING_WINDOW:

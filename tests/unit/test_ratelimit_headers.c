@@ -53,7 +53,7 @@ Test(ratelimit_headers, quota_and_window_of_every_algorithm)
     cr_assert(it.quota == 1 && it.window_s == 1);
     /* token_bucket 5 at 0.5/s: 10 s; an infinite refill has no window. */
     l.algo = LIMITS_TOKEN_BUCKET;
-    l.u.token_bucket = (struct limits_token_bucket){ 5, 500000 };
+    l.u.token_bucket = (struct limits_token_bucket){ 5, 500000, 0, 0 };
     it = item_of(&l);
     cr_assert(it.quota == 5 && it.window_s == 10, "tb %lld %lld",
               (long long)it.quota, (long long)it.window_s);
@@ -67,9 +67,18 @@ Test(ratelimit_headers, quota_and_window_of_every_algorithm)
     cr_assert(it.quota == 10 && it.window_s == 8);
     /* Windows: their window, at least 1 s. */
     l.algo = LIMITS_FIXED_WINDOW;
-    l.u.fixed_window = (struct limits_fixed_window){ 3, 86400000 };
+    l.u.fixed_window = (struct limits_fixed_window){ 3, 86400000, 0 };
     it = item_of(&l);
     cr_assert(it.quota == 3 && it.window_s == 86400);
+    /* Calendar windows: a day and a week have a length, a month none. */
+    l.u.fixed_window.window_ms = LIMITS_WINDOW_DAY;
+    l.u.fixed_window.tz_min = 540;
+    cr_assert_eq(item_of(&l).window_s, 86400);
+    l.u.fixed_window.window_ms = LIMITS_WINDOW_WEEK;
+    cr_assert_eq(item_of(&l).window_s, 604800);
+    l.u.fixed_window.window_ms = LIMITS_WINDOW_MONTH;
+    cr_assert_eq(item_of(&l).window_s, -1);
+    l.u.fixed_window.tz_min = 0;
     l.algo = LIMITS_SLIDING_WINDOW;
     l.u.sliding_window = (struct limits_sliding_window){ 4, 3600000, 60000 };
     it = item_of(&l);
