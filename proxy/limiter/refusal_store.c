@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "proxy/core/util.h"
+#include "proxy/limiter/limiter_reply.h"
 #include "proxy/limiter/refusal_span.h"
 #include "proxy/limiter/store_fields.h"
 
@@ -252,13 +253,12 @@ static int refusal_store_cached_hash(struct refusal_store *rfs,
 }
 
 /* How the reply to `c` shows its durations: the span's two ends must
- * give the same reply as shown (refusal_span.h). LIMITER replies show
- * whole seconds, as CL.THROTTLE does; a reply in milliseconds must pass
- * REFUSAL_SPAN_MS here, or a cached reply could be a millisecond off. */
+ * give the same reply as shown (refusal_span.h): whole seconds, as
+ * CL.THROTTLE does, or milliseconds (LIMITER ... MS). */
 static enum refusal_span_show refusal_store_show(const struct store_check *c)
 {
-    PX_UNUSED(c);
-    return REFUSAL_SPAN_SECONDS;
+    return (c->reply_form & LIMITER_REPLY_MS) != 0 ? REFUSAL_SPAN_MS
+                                                   : REFUSAL_SPAN_SECONDS;
 }
 
 int refusal_store_refused(struct refusal_store *rfs, struct store_check *c,
