@@ -127,6 +127,8 @@ static void upstream_on_reconnect_timer(uv_timer_t *t)
     }
 }
 
+static void upstream_connect_addr(struct upstream *up);
+
 static void upstream_on_tcp_close(uv_handle_t *h)
 {
     struct upstream *up = container_of(h, struct upstream, tcp);
@@ -137,6 +139,17 @@ static void upstream_on_tcp_close(uv_handle_t *h)
         upstream_maybe_free(up);
         return;
     }
+    if (up->next_addr && up->state == UP_CONNECTING) {
+        /* The same attempt, on the lookup's next address: what waits in
+         * the write queue (the setup, the requests) was never written. */
+        up->next_addr = 0;
+        uv_tcp_init(up->core->loop, &up->tcp);
+        up->tcp_open = 1;
+        uv_tcp_nodelay(&up->tcp, 1);
+        upstream_connect_addr(up);
+        return;
+    }
+    up->next_addr = 0;
     /* A shared upstream: try again after the backoff. */
     up->state = UP_IDLE;
     uv_timer_start(&up->timer, upstream_on_reconnect_timer, up->retry_ms, 0);
@@ -571,6 +584,16 @@ static void upstream_on_connect(uv_connect_t *creq, int status)
     uv_timer_stop(&up->timer);
     if (status < 0) {
         up->addr_next++; /* the next attempt tries the name's next address */
+        if (up->addr_left > 0) {
+            /* A name with several addresses (localhost: ::1 and
+             * 127.0.0.1) whose server listens on one of them: try the
+             * next now, within the connect timeout, as a client library
+             * does, rather than failing what waits for this attempt. */
+            up->addr_left--;
+            up->next_addr = 1;
+            upstream_close_tcp(up);
+            return;
+        }
         upstream_fail(up, "unavailable: %s", uv_strerror(status));
         return;
     }
@@ -635,6 +658,7 @@ static void upstream_on_resolved(struct resolve *r, int status)
         upstream_fail(up, "unavailable: cannot resolve %s: %s", up->host,
                       uv_strerror(status));
     } else {
+        up->addr_left = up->res.naddr - 1;
         upstream_connect_addr(up);
     }
 }
@@ -658,6 +682,7 @@ static void upstream_connect(struct upstream *up)
     /* The connect timeout covers the lookup too. */
     uv_timer_start(&up->timer, upstream_on_connect_timeout,
                    up->core->conf->connect_timeout_ms, 0);
+    up->addr_left = 0;
     rc = resolve_start(&up->res, up->core->loop, up->host, up->port,
                        upstream_on_resolved);
     if (rc == 1) {

@@ -65,6 +65,8 @@ struct upstream {
                                    each connection attempt */
     unsigned addr_next;         /* index in res.addr of the next attempt's
                                    address (moves on when one fails) */
+    unsigned addr_left;         /* addresses of this lookup not yet tried
+                                   in this attempt */
     char host[256];             /* the node's host as configured or as the
                                    cluster announces it (a name or an
                                    address): what is resolved, and the
@@ -127,6 +129,8 @@ struct upstream {
     int pending_closes;         /* handles still closing (free at 0) */
     int proto;                  /* RESP_PROTO2 or RESP_PROTO3 */
     unsigned tcp_open : 1;      /* tcp handle initialised, not closed */
+    unsigned next_addr : 1;     /* its socket closes to try the lookup's
+                                   next address in the same attempt */
     unsigned priv : 1;          /* private: never shared, never reconnects */
     unsigned served : 1;        /* this connection got a reply that was not
                                    an error: the node takes clients */

@@ -2,11 +2,15 @@
  * endpoints, names that do not resolve, and the start-up log of a node
  * that is down. One server must be one node (one pool of connections),
  * however the configuration and the cluster name it. */
+#define _GNU_SOURCE /* unshare */
 #include "tests/support/px_test.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 
 #include "parser/slot.h"
 #include "tests/integration/cluster_fixture.h"
@@ -326,6 +330,41 @@ Test(it_names, an_upstream_named_localhost_works, .fini = px_env_fini,
     px_check_str(px_cmd(c, "GET k"), "v");
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
     px_check_str(px_cmd(d, "GET k"), "v");
+    redisFree(d);
+    redisFree(c);
+}
+
+/* Debian's own /etc/hosts names localhost ::1 as well as 127.0.0.1, and
+ * getaddrinfo may rank ::1 first, while a Redis bound to 127.0.0.1 listens
+ * on one of them only. cellgate tries a name's next address within the
+ * same attempt, as client libraries do: nothing waiting for the first
+ * connection fails, and no node error is logged. The test runs in a mount
+ * namespace of its own (criterion forks each test), with a hosts file
+ * that gives a name both addresses, ::1 first; nothing listens on ::1. */
+Test(it_names, a_name_whose_first_address_refuses_uses_the_next,
+     .fini = px_env_fini, .timeout = 60)
+{
+    char hosts[PX_PATH_MAX], yaml[128];
+    redisContext *c, *d;
+
+    px_env_prepare();
+    px_write_file(hosts, sizeof(hosts), "hosts",
+                  "::1 px-two-addrs\n127.0.0.1 px-two-addrs\n");
+    cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+    cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0,
+                 "mount: %s", strerror(errno));
+    cr_assert_eq(mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL), 0,
+                 "mount --bind: %s", strerror(errno));
+    px_redis_start(&px_env()->redis, NULL);
+    snprintf(yaml, sizeof(yaml), "upstream: px-two-addrs:%d\n",
+             px_env()->redis.port);
+    px_proxy_start(&px_env()->proxy, yaml, NULL);
+    c = px_connect(px_env()->proxy.port);
+    px_check_status(px_cmd(c, "SET k v"), "OK");
+    px_check_str(px_cmd(c, "GET k"), "v");
+    d = px_redis_connect(&px_env()->redis, NULL);
+    px_check_str(px_cmd(d, "GET k"), "v");
+    cr_assert_eq(px_log_count("unavailable"), 0, "a node error was logged");
     redisFree(d);
     redisFree(c);
 }
