@@ -351,8 +351,15 @@ Test(it_names, a_name_whose_first_address_refuses_uses_the_next,
     px_write_file(hosts, sizeof(hosts), "hosts",
                   "::1 px-two-addrs\n127.0.0.1 px-two-addrs\n");
     cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
-    cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0,
-                 "mount: %s", strerror(errno));
+    /* Private first, so the bind below stays in this namespace. A root
+     * that is no mount point (a chroot) cannot be made private: then the
+     * bind could show through in the parent's namespace, so the test
+     * says so and does not run. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+        cr_assert_eq(errno, EINVAL, "mount: %s", strerror(errno));
+        cr_skip_test("the root is no mount point (a chroot): a private "
+                     "mount namespace cannot be made here");
+    }
     cr_assert_eq(mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL), 0,
                  "mount --bind: %s", strerror(errno));
     px_redis_start(&px_env()->redis, NULL);
