@@ -129,6 +129,15 @@ static void upstream_on_reconnect_timer(uv_timer_t *t)
 
 static void upstream_connect_addr(struct upstream *up);
 
+/* A new socket handle for the next connect (an attempt, or the lookup's
+ * next address within one). */
+static void upstream_tcp_new(struct upstream *up)
+{
+    uv_tcp_init(up->core->loop, &up->tcp);
+    up->tcp_open = 1;
+    uv_tcp_nodelay(&up->tcp, 1);
+}
+
 static void upstream_on_tcp_close(uv_handle_t *h)
 {
     struct upstream *up = container_of(h, struct upstream, tcp);
@@ -143,9 +152,7 @@ static void upstream_on_tcp_close(uv_handle_t *h)
         /* The same attempt, on the lookup's next address: what waits in
          * the write queue (the setup, the requests) was never written. */
         up->next_addr = 0;
-        uv_tcp_init(up->core->loop, &up->tcp);
-        up->tcp_open = 1;
-        uv_tcp_nodelay(&up->tcp, 1);
+        upstream_tcp_new(up);
         upstream_connect_addr(up);
         return;
     }
@@ -675,9 +682,7 @@ static void upstream_connect(struct upstream *up)
     buf_clear(&up->in);
     wq_discard(&up->wq);
     up->state = UP_CONNECTING;
-    uv_tcp_init(up->core->loop, &up->tcp);
-    up->tcp_open = 1;
-    uv_tcp_nodelay(&up->tcp, 1);
+    upstream_tcp_new(up);
     upstream_setup_queue(up);
     /* The connect timeout covers the lookup too. */
     uv_timer_start(&up->timer, upstream_on_connect_timeout,
