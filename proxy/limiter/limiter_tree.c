@@ -27,6 +27,7 @@
 #include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/limiter_adjust.h"
 #include "proxy/limiter/limiter_aggregate.h"
 #include "proxy/limiter/limiter_count.h"
 #include "proxy/limiter/limiter_reply.h"
@@ -122,7 +123,12 @@ static const char *limiter_tree_build(struct store_check *c)
             }
         }
         for (k = 0; k < nlimits; k++) {
-            const char *err = limiter_tree_add(c, lev, k, &limits[k]);
+            const char *err;
+            if (c->op == STORE_ADJUST &&
+                !limiter_adjust_applies(limits[k].algo)) {
+                continue;
+            }
+            err = limiter_tree_add(c, lev, k, &limits[k]);
             if (err != NULL) {
                 return err;
             }
@@ -161,7 +167,8 @@ static void limiter_tree_done(struct store_check *c)
         return;
     }
     if (c->err.len > 0 || c->err_text != NULL || c->stale) {
-        if (c->op == STORE_CHECK && tr->store->ops->refund != NULL) {
+        if ((c->op == STORE_CHECK || c->op == STORE_ADJUST) &&
+            tr->store->ops->refund != NULL) {
             /* A group that failed may not have decided: give back what
              * the others took, so a failure never consumes. */
             tr->store->ops->refund(tr->store, c);
@@ -279,9 +286,7 @@ static const struct {
     { "headers", LIMITER_REPLY_HEADERS },
 };
 
-/* Whether argument i is a reply-form flag: 1 (added to *form), 0 (not
- * one), or -1 after replying the error of a flag given twice. */
-static int limiter_tree_parse_form(struct req *req, int i, unsigned *form)
+int limiter_tree_parse_form(struct req *req, int i, unsigned *form)
 {
     size_t k;
 
@@ -391,7 +396,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     struct store_check *c;
     const char *err, *path;
     size_t plen;
-    int64_t cost = 1, wait_ms = 0;
+    int64_t cost = 1, wait_ms = 0, delta = 0;
     unsigned cap = 0, form = 0;
     size_t l;
 
@@ -402,10 +407,14 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     }
     /* PEEK takes CHECK's cost (it answers what that CHECK would), but
      * not WAIT: it reserves nothing. */
-    if (op != STORE_RESET &&
-        limiter_tree_parse_opts(req, tr->conf->limiter_wait_max_ms, &cost,
-                                op == STORE_CHECK ? &wait_ms : NULL,
-                                &form) != 0) {
+    if (op == STORE_ADJUST) {
+        if (limiter_adjust_parse(req, &delta, &form) != 0) {
+            return;
+        }
+    } else if (op != STORE_RESET &&
+               limiter_tree_parse_opts(
+                   req, tr->conf->limiter_wait_max_ms, &cost,
+                   op == STORE_CHECK ? &wait_ms : NULL, &form) != 0) {
         return;
     }
     if (op == STORE_RESET && req->cmd->argc != 3) {
@@ -452,6 +461,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     c->resume = resume;
     c->lv = lv;
     c->cost = cost;
+    c->delta = delta;
     c->wait_ns = wait_ms * RL_NS_PER_MS;
     c->reply_form = form;
     err = limiter_tree_build(c);

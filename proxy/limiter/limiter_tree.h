@@ -46,12 +46,17 @@ void limiter_tree_init(struct limiter_tree *tr, struct core *core,
 /* Frees what `tr` owns. */
 void limiter_tree_free(struct limiter_tree *tr);
 
-/* LIMITER CHECK|PEEK|RESET (`op`) on `req`, whose arguments are the
+/* LIMITER CHECK|PEEK|RESET|ADJUST (`op`) on `req`, whose arguments are the
  * whole command (LIMITER <sub> <path> ...); replies through `req`. When
  * the store cannot take calls yet, `req` is held and goes on at
  * `resume` (limiter_command). */
 void limiter_tree(struct limiter_tree *tr, struct req *req, enum store_op op,
                   void (*resume)(struct req *req));
+
+/* Whether argument i of req's command is a reply-form flag (MS,
+ * HEADERS): 1 (added to *form), 0 (not one), or -1 after replying the
+ * error of a flag given twice. */
+int limiter_tree_parse_form(struct req *req, int i, unsigned *form);
 
 /* Resolves `path` into a new limits_levels of the size it needs (the
  * caller frees it with px_free). NULL after replying an error to `req`. */
