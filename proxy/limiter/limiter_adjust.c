@@ -15,13 +15,11 @@
 #include "algorithms/gcra.h"
 #include "parser/resp.h"
 #include "proxy/core/req.h"
-#include "proxy/limiter/limiter_tree.h"
 
-int limiter_adjust_parse(struct req *req, int64_t *delta, unsigned *form)
+int limiter_adjust_parse(struct req *req, int64_t *delta)
 {
     const char *p;
     size_t len;
-    int i, rc;
 
     if (req->cmd->argc < 4) {
         req_reply_error(req, "wrong number of arguments for 'limiter|adjust' "
@@ -33,17 +31,6 @@ int limiter_adjust_parse(struct req *req, int64_t *delta, unsigned *form)
         *delta > LIMITER_ADJUST_MAX || *delta < -LIMITER_ADJUST_MAX) {
         req_reply_error(req, "value is not an integer or out of range");
         return -1;
-    }
-    *form = 0;
-    for (i = 4; i < req->cmd->argc; i++) {
-        rc = limiter_tree_parse_form(req, i, form);
-        if (rc < 0) {
-            return -1;
-        }
-        if (rc == 0) {
-            req_reply_error(req, "syntax error");
-            return -1;
-        }
     }
     return 0;
 }

@@ -21,10 +21,10 @@ struct req;
  * 2^53 - 1 (as COST). */
 #define LIMITER_ADJUST_MAX ((INT64_C(1) << 53) - 1)
 
-/* Parses the arguments after the path (argument 3 on: the delta, then MS
- * and HEADERS, each at most once) into *delta and the reply form *form
- * (LIMITER_REPLY_*). 0, or -1 after replying the error to `req`. */
-int limiter_adjust_parse(struct req *req, int64_t *delta, unsigned *form);
+/* Parses the delta (argument 3, after the path) into *delta; the
+ * options after it (MS, HEADERS) are the tree's. 0, or -1 after replying
+ * the error to `req`. */
+int limiter_adjust_parse(struct req *req, int64_t *delta);
 
 /* Whether a limit of algorithm `a` takes part in an ADJUST: a
  * concurrency slot is not a cost, so such levels are skipped. Pure. */

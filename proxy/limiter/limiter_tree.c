@@ -286,7 +286,9 @@ static const struct {
     { "headers", LIMITER_REPLY_HEADERS },
 };
 
-int limiter_tree_parse_form(struct req *req, int i, unsigned *form)
+/* Whether argument i is a reply-form flag: 1 (added to *form), 0 (not
+ * one), or -1 after replying the error of a flag given twice. */
+static int limiter_tree_parse_form(struct req *req, int i, unsigned *form)
 {
     size_t k;
 
@@ -302,6 +304,24 @@ int limiter_tree_parse_form(struct req *req, int i, unsigned *form)
         }
         *form |= limiter_tree_forms[k].flag;
         return 1;
+    }
+    return 0;
+}
+
+/* Parses [MS] [HEADERS] from argument `from` on (ADJUST's options). 0,
+ * or -1 after replying an error. */
+static int limiter_tree_parse_forms(struct req *req, int from, unsigned *form)
+{
+    int i, rc;
+
+    for (i = from; i < req->cmd->argc; i++) {
+        rc = limiter_tree_parse_form(req, i, form);
+        if (rc == 0) {
+            req_reply_error(req, "syntax error");
+        }
+        if (rc <= 0) {
+            return -1;
+        }
     }
     return 0;
 }
@@ -408,7 +428,8 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     /* PEEK takes CHECK's cost (it answers what that CHECK would), but
      * not WAIT: it reserves nothing. */
     if (op == STORE_ADJUST) {
-        if (limiter_adjust_parse(req, &delta, &form) != 0) {
+        if (limiter_adjust_parse(req, &delta) != 0 ||
+            limiter_tree_parse_forms(req, 4, &form) != 0) {
             return;
         }
     } else if (op != STORE_RESET &&

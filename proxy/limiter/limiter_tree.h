@@ -53,11 +53,6 @@ void limiter_tree_free(struct limiter_tree *tr);
 void limiter_tree(struct limiter_tree *tr, struct req *req, enum store_op op,
                   void (*resume)(struct req *req));
 
-/* Whether argument i of req's command is a reply-form flag (MS,
- * HEADERS): 1 (added to *form), 0 (not one), or -1 after replying the
- * error of a flag given twice. */
-int limiter_tree_parse_form(struct req *req, int i, unsigned *form);
-
 /* Resolves `path` into a new limits_levels of the size it needs (the
  * caller frees it with px_free). NULL after replying an error to `req`. */
 struct limits_levels *limiter_tree_resolve(struct limiter_tree *tr,

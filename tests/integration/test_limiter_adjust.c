@@ -142,6 +142,39 @@ Test(it_adjust, debt_refuses_and_giving_back_stops_at_fresh_cluster,
     }
 }
 
+/* A group that fails after another applied its change: the error is the
+ * reply, and the applied group takes its delta back (best effort, sent
+ * before the reply). team's level is a string (WRONGTYPE); dan's gcra
+ * level, in another slot, applied 3 and gives them back. */
+Test(it_adjust, a_group_that_fails_undoes_the_others_cluster,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    static const char team_key[] = "cellgate:{team}#0:fixed_window";
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_direct_for(team_key, sizeof(team_key) - 1);
+    redisReply *r;
+    int i;
+
+    px_check_status(px_cmd(d, "SET %s x", team_key), "OK");
+    r = px_cmd(c, "LIMITER ADJUST team:dan 3");
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert(strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", r->str);
+    freeReplyObject(r);
+    px_check_int(px_cmd(d, "DEL %s", team_key), 1);
+    for (i = 0; i < 2000; i++) {
+        struct px_five f =
+            px_take_five(px_cmd(c, "LIMITER PEEK team:dan"), "PEEK team:dan");
+        if (f.remaining == 4) {
+            break;
+        }
+        cr_assert_eq(f.remaining, 1, "neither applied nor undone");
+        px_sleep_ms(1);
+    }
+    cr_assert_lt(i, 2000, "dan's level kept the delta");
+    redisFree(d);
+    redisFree(c);
+}
+
 /* The keys of the limiter on every master (none in embedded mode). */
 static long long store_keys(void)
 {
