@@ -111,43 +111,26 @@ static void every_algorithm(void)
     redisFree(c);
 }
 
-Test(it_adjust, debt_refuses_and_giving_back_stops_at_fresh_embedded,
-     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
+/* Every level of a path moves: the shared team level (its own slot in
+ * the cluster) is what another member sees. */
+static void every_level(void)
 {
-    every_algorithm();
-}
+    redisContext *c = px_connect(px_env()->proxy.port);
 
-Test(it_adjust, debt_refuses_and_giving_back_stops_at_fresh_single,
-     .init = init_single, .fini = px_env_fini, .timeout = 60)
-{
-    every_algorithm();
-}
-
-Test(it_adjust, debt_refuses_and_giving_back_stops_at_fresh_cluster,
-     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
-{
-    every_algorithm();
-    /* Every level of a path moves: the shared team level (its own slot)
-     * is what another member sees. */
-    {
-        redisContext *c = px_connect(px_env()->proxy.port);
-
-        expect3(px_cmd(c, "LIMITER ADJUST team:bob 7"), "team:bob", 1, 5, 0);
-        /* team has 3 left: carol's PEEK of 3 fits, of 4 not. */
-        expect3(px_cmd(c, "LIMITER PEEK team:carol COST 3"), "carol", 0, 10, 0);
-        expect3(px_cmd(c, "LIMITER PEEK team:carol COST 4"), "carol", 1, 10, 3);
-        expect3(px_cmd(c, "LIMITER ADJUST team:bob -7"), "team:bob", 0, 5, 4);
-        expect3(px_cmd(c, "LIMITER PEEK team:carol COST 5"), "carol", 0, 5, 0);
-        redisFree(c);
-    }
+    expect3(px_cmd(c, "LIMITER ADJUST team:bob 7"), "team:bob", 1, 5, 0);
+    /* team has 3 left: carol's PEEK of 3 fits, of 4 not. */
+    expect3(px_cmd(c, "LIMITER PEEK team:carol COST 3"), "carol", 0, 10, 0);
+    expect3(px_cmd(c, "LIMITER PEEK team:carol COST 4"), "carol", 1, 10, 3);
+    expect3(px_cmd(c, "LIMITER ADJUST team:bob -7"), "team:bob", 0, 5, 4);
+    expect3(px_cmd(c, "LIMITER PEEK team:carol COST 5"), "carol", 0, 5, 0);
+    redisFree(c);
 }
 
 /* A group that fails after another applied its change: the error is the
  * reply, and the applied group takes its delta back (best effort, sent
  * before the reply). team's level is a string (WRONGTYPE); dan's gcra
  * level, in another slot, applied 3 and gives them back. */
-Test(it_adjust, a_group_that_fails_undoes_the_others_cluster,
-     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+static void failed_group_undoes_the_others(void)
 {
     static const char team_key[] = "cellgate:{team}#0:fixed_window";
     redisContext *c = px_connect(px_env()->proxy.port);
@@ -275,21 +258,8 @@ static void bad_input(void)
     redisFree(c);
 }
 
-Test(it_adjust, bad_input_answers_errors_and_writes_nothing_embedded,
-     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
-{
-    bad_input();
-}
-
-Test(it_adjust, bad_input_answers_errors_and_writes_nothing_single,
-     .init = init_single, .fini = px_env_fini, .timeout = 60)
-{
-    bad_input();
-}
-
 /* MS and HEADERS: PEEK's forms of the same state. */
-Test(it_adjust, ms_and_headers_reply_as_peek, .init = init_single,
-     .fini = px_env_fini, .timeout = 60)
+static void ms_and_headers(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     redisReply *a, *p;
@@ -312,8 +282,7 @@ Test(it_adjust, ms_and_headers_reply_as_peek, .init = init_single,
 /* A refused identity, its refusal cached; an ADJUST giving back, then a
  * CHECK in the same pipeline: admitted (the cache forgot the keys when
  * the ADJUST left). */
-Test(it_adjust, giving_back_is_not_refused_from_the_cache, .init = init_single,
-     .fini = px_env_fini, .timeout = 60)
+static void not_refused_from_the_cache(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     long long hits;
@@ -339,4 +308,33 @@ Test(it_adjust, giving_back_is_not_refused_from_the_cache, .init = init_single,
     expect3(px_cmd(c, "LIMITER ADJUST gc:rf 3"), "ADJUST 3", 1, 5, 0);
     expect3(px_cmd(c, "LIMITER CHECK gc:rf"), "refused", 1, 5, 0);
     redisFree(c);
+}
+
+/* ---------------- The three modes (one proxy each: starting a cluster
+ * costs more than all its calls) ---------------- */
+
+Test(it_adjust, debt_give_back_every_level_bad_input_embedded,
+     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
+{
+    every_algorithm();
+    every_level();
+    bad_input();
+}
+
+Test(it_adjust, debt_give_back_every_level_bad_input_forms_cache_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    every_algorithm();
+    every_level();
+    bad_input();
+    ms_and_headers();
+    not_refused_from_the_cache();
+}
+
+Test(it_adjust, debt_give_back_every_level_and_undo_cluster,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    every_algorithm();
+    every_level();
+    failed_group_undoes_the_others();
 }
