@@ -262,6 +262,7 @@ static void bad_input(void)
 static void ms_and_headers(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
+    long long adjusts = px_info_int(c, "limiter_adjusts");
     redisReply *a, *p;
 
     a = px_cmd(c, "LIMITER ADJUST gc:ms 2 HEADERS MS");
@@ -274,6 +275,8 @@ static void ms_and_headers(void)
                      "element %zu", i);
     }
     cr_assert_eq(a->element[2]->integer, 2, "remaining after 2 and a peek");
+    cr_assert_eq(px_info_int(c, "limiter_adjusts"), adjusts + 1,
+                 "INFO limiter_adjusts");
     freeReplyObject(a);
     freeReplyObject(p);
     redisFree(c);
