@@ -7,6 +7,10 @@
  *   right after; for gcra, fixed_window and sliding_counter;
  * - every level of the path moves, on one slot and across slots (a shared
  *   level in its own hash tag, another identity sees it);
+ * - one script call is all or nothing: a WRONGTYPE level leaves the
+ *   levels decided before it unwritten; across slots, the group that
+ *   applied is undone;
+ * - INFO limiter_adjusts counts the calls;
  * - bad input (no delta, not an integer, beyond 2^53 - 1, extra words, MS
  *   twice, an unknown path): Redis-style errors, nothing written, another
  *   client's pipelined CHECKs keep their exact replies;
@@ -44,7 +48,16 @@ static const char adjust_yaml[] =
                                     "window: 1d}\n"
                                     "  children:\n"
                                     "    \"*\":\n"
-                                    "      limits: [4, 1, 1000]\n";
+                                    "      limits: [4, 1, 1000]\n"
+                                    "acct:\n"
+                                    "  children:\n"
+                                    "    \"*\":\n"
+                                    "      limits:\n"
+                                    "        - {algorithm: fixed_window, "
+                                    "max: 10, window: 1d}\n"
+                                    "      children:\n"
+                                    "        trade:\n"
+                                    "          limits: [4, 1, 1000]\n";
 
 #define E_NOT_INT "ERR value is not an integer or out of range"
 #define E_SYNTAX  "ERR syntax error"
@@ -313,6 +326,43 @@ static void not_refused_from_the_cache(void)
     redisFree(c);
 }
 
+/* All or nothing in one script call: acct:zed and acct:zed:trade share a
+ * hash tag; the trade level's key holds a hash (WRONGTYPE), so the
+ * ADJUST fails and the acct level, decided first, is not written. */
+static void one_call_all_or_nothing(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    redisReply *keys, *r, *before, *after;
+    char fw[128] = "", gc[128] = "";
+
+    expect3(px_cmd(c, "LIMITER CHECK acct:zed:trade COST 2"), "acct:zed", 0, 5,
+            3);
+    keys = px_cmd(d, "KEYS cellgate:{acct:zed}*");
+    cr_assert_eq(keys->elements, 2);
+    for (size_t k = 0; k < 2; k++) {
+        const char *key = keys->element[k]->str;
+        snprintf(strstr(key, ":gcra") != NULL ? gc : fw, sizeof(fw), "%s", key);
+    }
+    freeReplyObject(keys);
+    cr_assert(fw[0] != '\0' && gc[0] != '\0', "keys %s, %s", fw, gc);
+    px_check_int(px_cmd(d, "DEL %s", gc), 1);
+    px_check_int(px_cmd(d, "HSET %s f v", gc), 1);
+    before = px_cmd(d, "DUMP %s", fw);
+    r = px_cmd(c, "LIMITER ADJUST acct:zed:trade 3");
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert(strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", r->str);
+    freeReplyObject(r);
+    after = px_cmd(d, "DUMP %s", fw);
+    cr_assert(before->type == REDIS_REPLY_STRING && before->len == after->len &&
+                  memcmp(before->str, after->str, before->len) == 0,
+              "the acct level was written");
+    freeReplyObject(before);
+    freeReplyObject(after);
+    redisFree(d);
+    redisFree(c);
+}
+
 /* ---------------- The three modes (one proxy each: starting a cluster
  * costs more than all its calls) ---------------- */
 
@@ -332,6 +382,7 @@ Test(it_adjust, debt_give_back_every_level_bad_input_forms_cache_single,
     bad_input();
     ms_and_headers();
     not_refused_from_the_cache();
+    one_call_all_or_nothing();
 }
 
 Test(it_adjust, debt_give_back_every_level_and_undo_cluster,
