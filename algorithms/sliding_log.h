@@ -51,7 +51,9 @@
  * (another slot of the request refused) removes up to cost entries at the
  * timestamp its token names (entries of one timestamp are
  * interchangeable; an admission never caps a live entry away); refused
- * attempts stay logged.
+ * attempts stay logged. An ADJUST (sliding_log_adjust, below) writes as a
+ * check does (the same drop, members and cap), or removes the newest
+ * entries (ZREMRANGEBYRANK) and sets the expiry of the newest left.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when refused (count, min_interval, or cost > max)

@@ -38,7 +38,9 @@
  * use keeps the sum at most max). A refund (another slot of the request
  * refused) takes the cost back from the slot its token names (the slot
  * start) while that slot is in the window, HDELs an emptied slot and
- * deletes a key left with "total" only.
+ * deletes a key left with "total" only. An ADJUST (sliding_window_adjust,
+ * below) writes as an admission does, or deletes the key when it gives
+ * back every live count.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when total + cost > max, or cost > max
