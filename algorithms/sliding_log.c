@@ -231,3 +231,106 @@ int sliding_log_decide(const struct sliding_log_params *p, const int64_t *log,
     }
     return SLIDING_LOG_OK;
 }
+
+/* ---------------- ADJUST ---------------- */
+
+/* What sliding_log_decide() with cost 1 answers on the pruned log e[0 ..
+ * m) (sorted, every entry within the horizon) at now, into *d. That
+ * decision logs its attempt: it is computed on the log with one entry at
+ * now merged in and capped at max, M below, without building it (M is
+ * the newest `size` entries of e[0 .. pos), now, e[pos .. m), pos the
+ * first entry after now). */
+static void sl_peek_one(const struct sliding_log_params *p, const int64_t *e,
+                        size_t m, int64_t now, struct rl_decision *d)
+{
+    size_t live = m - sl_after(e, m, now - p->window_ns);
+    size_t pos = sl_after(e, m, now);
+    size_t size = m + 1 < (size_t)p->max ? m + 1 : (size_t)p->max;
+    size_t drop = m + 1 - size; /* the union's oldest entries capped off */
+    int64_t newest = pos < m ? e[m - 1] : now;
+    int64_t oldest = drop < pos ? e[drop] : drop == pos ? now : e[drop - 1];
+    int spaced = p->min_interval_ns == 0 || m == 0 ||
+                 (e[m - 1] <= now && now - e[m - 1] >= p->min_interval_ns);
+    int refused = !spaced || live > (size_t)(p->max - 1);
+
+    memset(d, 0, sizeof(*d));
+    live = live + 1 < size ? live + 1 : size; /* the live are the newest */
+    d->limited = refused;
+    d->limit = p->max;
+    d->remaining = live < (size_t)p->max ? p->max - (int64_t)live : 0;
+    d->retry_after_ns = -RL_NS_PER_SEC;
+    if (refused) {
+        int64_t t = 0, tb;
+
+        if (p->min_interval_ns > 0) {
+            t = sl_until(newest, now, p->min_interval_ns);
+        }
+        if (live > (size_t)(p->max - 1)) {
+            /* live == size == max: the oldest of M must leave. */
+            tb = sl_until(oldest, now, p->window_ns);
+            t = tb > t ? tb : t;
+        }
+        d->retry_after_ns = t > 0 ? t : 0;
+    }
+    d->reset_after_ns = sl_until(newest, now, p->horizon_ns);
+}
+
+int sliding_log_adjust(const struct sliding_log_params *p, const int64_t *log,
+                       size_t n, int64_t now_ns, int64_t delta, int64_t *next,
+                       size_t next_cap, struct sliding_log_result *out,
+                       const char **err)
+{
+    const char *bad = sl_params_bad(p);
+    const int64_t most = INT64_C(9007199254740991);
+    size_t lo, kept, size, gone = 0;
+    int64_t add = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (bad != NULL) {
+        *err = bad;
+        return SLIDING_LOG_EARGS;
+    }
+    if (now_ns < 0 || delta < -most || delta > most || next == NULL ||
+        next_cap < (size_t)p->max) {
+        *err = now_ns < 0                      ? SLIDING_LOG_ERR_TIME
+               : delta < -most || delta > most ? SLIDING_LOG_ERR_DELTA
+                                               : SLIDING_LOG_ERR_BUFFER;
+        return SLIDING_LOG_EARGS;
+    }
+    if (!sl_log_ok(log, n)) {
+        *err = SLIDING_LOG_ERR_STATE;
+        return SLIDING_LOG_ESTATE;
+    }
+
+    lo = sl_after(log, n, now_ns - p->horizon_ns);
+    kept = n - lo;
+    if (delta > 0) {
+        add = delta < p->max ? delta : p->max;
+        size = kept + (size_t)add;
+    } else {
+        /* Giving back: the newest -delta entries of the kept ones go. */
+        gone = delta < 0 && (uint64_t)-delta < kept ? (size_t)-delta
+               : delta < 0                          ? kept
+                                                    : 0;
+        size = kept - gone;
+    }
+    if (size > (size_t)p->max) {
+        size = (size_t)p->max;
+    }
+    /* The newest `size` of the kept entries left, with `add` at now. */
+    sl_merge(log, lo, n - gone, now_ns, add, next, size);
+    out->next_n = size;
+    out->added = add;
+    sl_peek_one(p, next, size, now_ns, &out->d);
+    if (add == 0 && gone == 0) {
+        return SLIDING_LOG_OK; /* nothing changed: write NONE */
+    }
+    if (size == 0) {
+        out->write = SLIDING_LOG_WRITE_DEL;
+        return SLIDING_LOG_OK;
+    }
+    out->write = SLIDING_LOG_WRITE_SET;
+    out->expiry_ms =
+        rl_ceil_ms(sl_until(next[size - 1], now_ns, p->horizon_ns));
+    return SLIDING_LOG_OK;
+}

@@ -51,7 +51,9 @@
  * (another slot of the request refused) removes up to cost entries at the
  * timestamp its token names (entries of one timestamp are
  * interchangeable; an admission never caps a live entry away); refused
- * attempts stay logged.
+ * attempts stay logged. An ADJUST (sliding_log_adjust, below) writes as a
+ * check does (the same drop, members and cap), or removes the newest
+ * entries (ZREMRANGEBYRANK) and sets the expiry of the newest left.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when refused (count, min_interval, or cost > max)
@@ -101,6 +103,8 @@
     "sliding_log min_interval must be between 0 and 3650 days"
 #define SLIDING_LOG_ERR_TIME "sliding_log time must not be negative"
 #define SLIDING_LOG_ERR_COST "sliding_log cost must not be negative"
+#define SLIDING_LOG_ERR_DELTA                                                  \
+    "sliding_log delta must be between -(2^53 - 1) and 2^53 - 1"
 #define SLIDING_LOG_ERR_BUFFER                                                 \
     "sliding_log output buffer holds fewer than max entries"
 #define SLIDING_LOG_ERR_STATE                                                  \
@@ -119,6 +123,8 @@ enum sliding_log_write {
     SLIDING_LOG_WRITE_NONE, /* leave the key as it is */
     SLIDING_LOG_WRITE_SET,  /* make the ZSET the `next` entries (see the
                                file comment), PEXPIRE expiry_ms */
+    SLIDING_LOG_WRITE_DEL,  /* delete the key (an adjust gave back every
+                               entry) */
 };
 
 /* The outcome of sliding_log_decide(). The entries are in the caller's
@@ -150,6 +156,30 @@ int sliding_log_params_init(struct sliding_log_params *p, int64_t max,
  * may be written on an error. */
 int sliding_log_decide(const struct sliding_log_params *p, const int64_t *log,
                        size_t n, int64_t now_ns, int64_t cost, int64_t *next,
+                       size_t next_cap, struct sliding_log_result *out,
+                       const char **err);
+
+/* LIMITER ADJUST: charges delta more units (delta > 0, never refused) or
+ * gives back -delta (delta < 0) at now_ns, |delta| <= 2^53 - 1. The log
+ * is first pruned to the horizon, as a check's write prunes it.
+ *   delta > 0  logs min(delta, max) entries at now, as an admitted check
+ *              of that cost would (entries from the future stay newer),
+ *              and keeps the max newest: the debt is at most a full
+ *              window. The newest entry moves to now, so min_interval
+ *              counts from the adjust as from a request: the work it
+ *              charges for was done.
+ *   delta < 0  removes the -delta newest entries (whatever their
+ *              timestamps; older ones, kept only for min_interval,
+ *              too), never more than the log holds; then caps at max.
+ *   delta 0    changes nothing.
+ * Arguments, state, next and errors as for sliding_log_decide() (delta
+ * for cost). out->d is what sliding_log_decide() with cost 1 (a PEEK)
+ * answers on the log after the change; out->write is SET (the `next`
+ * entries, PEXPIRE until the newest leaves the horizon), DEL when no entry
+ * is left, NONE when nothing changed (delta 0, or nothing to give back);
+ * out->added is the entries logged at now before the cap. */
+int sliding_log_adjust(const struct sliding_log_params *p, const int64_t *log,
+                       size_t n, int64_t now_ns, int64_t delta, int64_t *next,
                        size_t next_cap, struct sliding_log_result *out,
                        const char **err);
 

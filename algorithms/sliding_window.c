@@ -150,25 +150,27 @@ static int64_t sw_retry(const struct sliding_window_params *p,
     return sw_until_expired(p, base + p->nslots - 1, now); /* not reached */
 }
 
-int sliding_window_decide(const struct sliding_window_params *p,
-                          const struct sliding_window_slot *slots, size_t n,
-                          int64_t now_ns, int64_t cost,
-                          struct sliding_window_slot *next, size_t next_cap,
-                          struct sliding_window_result *out, const char **err)
+/* The checks and the dense fill both calls start with: next[0 .. N)
+ * holds the live counts of slots base .. base + N - 1 (the last is the
+ * effective slot), *total their sum. cost_ok says whether the caller's
+ * cost or delta is in range (else `cost_err`). */
+static int sw_load(const struct sliding_window_params *p,
+                   const struct sliding_window_slot *slots, size_t n,
+                   int64_t now_ns, int cost_ok, const char *cost_err,
+                   struct sliding_window_slot *next, size_t next_cap,
+                   int64_t *base, int64_t *total, const char **err)
 {
     const char *bad = sw_params_bad(p);
-    int64_t k_eff, base, total;
-    size_t j = 0;
+    int64_t k_eff;
 
-    memset(out, 0, sizeof(*out));
     if (bad != NULL) {
         *err = bad;
         return SLIDING_WINDOW_EARGS;
     }
-    if (now_ns < 0 || cost < 0 || next == NULL ||
+    if (now_ns < 0 || !cost_ok || next == NULL ||
         next_cap < (size_t)p->nslots) {
         *err = now_ns < 0 ? SLIDING_WINDOW_ERR_TIME
-               : cost < 0 ? SLIDING_WINDOW_ERR_COST
+               : !cost_ok ? cost_err
                           : SLIDING_WINDOW_ERR_BUFFER;
         return SLIDING_WINDOW_EARGS;
     }
@@ -176,10 +178,46 @@ int sliding_window_decide(const struct sliding_window_params *p,
         *err = SLIDING_WINDOW_ERR_STATE;
         return SLIDING_WINDOW_ESTATE;
     }
-    base = k_eff - (p->nslots - 1);
-    if (sw_fill(p, slots, n, base, next, &total) != SLIDING_WINDOW_OK) {
+    *base = k_eff - (p->nslots - 1);
+    if (sw_fill(p, slots, n, *base, next, total) != SLIDING_WINDOW_OK) {
         *err = SLIDING_WINDOW_ERR_STATE;
         return SLIDING_WINDOW_ESTATE;
+    }
+    return SLIDING_WINDOW_OK;
+}
+
+/* Compacts the dense next[0 .. N) (slot base + i at i) in place to its
+ * non-empty slots, oldest first (j <= i); returns how many. */
+static size_t sw_compact(const struct sliding_window_params *p,
+                         struct sliding_window_slot *next, int64_t base)
+{
+    size_t j = 0;
+
+    for (int64_t i = 0; i < p->nslots; i++) {
+        if (next[i].count > 0) {
+            next[j].start_ns = (base + i) * p->resolution_ns;
+            next[j].count = next[i].count;
+            j++;
+        }
+    }
+    return j;
+}
+
+int sliding_window_decide(const struct sliding_window_params *p,
+                          const struct sliding_window_slot *slots, size_t n,
+                          int64_t now_ns, int64_t cost,
+                          struct sliding_window_slot *next, size_t next_cap,
+                          struct sliding_window_result *out, const char **err)
+{
+    int64_t base, total;
+    size_t j;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = sw_load(p, slots, n, now_ns, cost >= 0, SLIDING_WINDOW_ERR_COST, next,
+                 next_cap, &base, &total, err);
+    if (rc != SLIDING_WINDOW_OK) {
+        return rc;
     }
 
     out->d.limit = p->max;
@@ -194,14 +232,7 @@ int sliding_window_decide(const struct sliding_window_params *p,
         out->d.retry_after_ns = sw_retry(p, next, base, total, now_ns, cost);
     }
 
-    /* Compact to the non-empty slots, oldest first (j <= i: in place). */
-    for (int64_t i = 0; i < p->nslots; i++) {
-        if (next[i].count > 0) {
-            next[j].start_ns = (base + i) * p->resolution_ns;
-            next[j].count = next[i].count;
-            j++;
-        }
-    }
+    j = sw_compact(p, next, base);
     out->next_n = j;
     out->total = total;
     out->d.remaining = total < p->max ? p->max - total : 0;
@@ -213,5 +244,105 @@ int sliding_window_decide(const struct sliding_window_params *p,
         out->write = SLIDING_WINDOW_WRITE_SET;
         out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
     }
+    return SLIDING_WINDOW_OK;
+}
+
+/* ---------------- ADJUST ---------------- */
+
+/* What sliding_window_decide() with cost 1 answers on the compacted slots
+ * s[0 .. j) (oldest first, each count > 0, summing to total) at now, into
+ * *d; it never writes, so no second array is needed. The effective slot
+ * is recomputed: a give-back may have emptied a slot from the future. */
+static void sw_peek_one(const struct sliding_window_params *p,
+                        const struct sliding_window_slot *s, size_t j,
+                        int64_t total, int64_t now, struct rl_decision *d)
+{
+    int64_t k_eff = now / p->resolution_ns;
+
+    memset(d, 0, sizeof(*d));
+    d->limit = p->max;
+    d->retry_after_ns = -RL_NS_PER_SEC;
+    if (j > 0 && s[j - 1].start_ns / p->resolution_ns > k_eff) {
+        k_eff = s[j - 1].start_ns / p->resolution_ns;
+    }
+    if (total <= p->max - 1) {
+        /* Admitted: counted in the effective slot, the newest then. */
+        d->remaining = p->max - total - 1;
+        d->reset_after_ns = sw_until_expired(p, k_eff, now);
+        return;
+    }
+    d->limited = 1;
+    if (j > 0) {
+        int64_t left = total;
+
+        d->reset_after_ns =
+            sw_until_expired(p, s[j - 1].start_ns / p->resolution_ns, now);
+        for (size_t i = 0; i < j; i++) {
+            left -= s[i].count;
+            if (left <= p->max - 1) {
+                d->retry_after_ns =
+                    sw_until_expired(p, s[i].start_ns / p->resolution_ns, now);
+                break;
+            }
+        }
+    }
+}
+
+int sliding_window_adjust(const struct sliding_window_params *p,
+                          const struct sliding_window_slot *slots, size_t n,
+                          int64_t now_ns, int64_t delta,
+                          struct sliding_window_slot *next, size_t next_cap,
+                          struct sliding_window_result *out, const char **err)
+{
+    int64_t base, total, moved = 0;
+    size_t j;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = sw_load(p, slots, n, now_ns,
+                 delta >= -SLIDING_WINDOW_MAX_COUNT &&
+                     delta <= SLIDING_WINDOW_MAX_COUNT,
+                 SLIDING_WINDOW_ERR_DELTA, next, next_cap, &base, &total, err);
+    if (rc != SLIDING_WINDOW_OK) {
+        return rc;
+    }
+
+    if (delta > 0) {
+        /* Debt allowed, up to the largest total the twin can store. */
+        moved = total < SLIDING_WINDOW_MAX_COUNT
+                    ? (delta < SLIDING_WINDOW_MAX_COUNT - total
+                           ? delta
+                           : SLIDING_WINDOW_MAX_COUNT - total)
+                    : 0;
+        next[p->nslots - 1].count += moved; /* the effective slot */
+        total += moved;
+    } else if (delta < 0) {
+        /* Newest first: what was counted last is given back first. */
+        int64_t want = -delta;
+
+        for (int64_t i = p->nslots - 1; i >= 0 && want > 0; i--) {
+            int64_t x = next[i].count < want ? next[i].count : want;
+
+            next[i].count -= x;
+            want -= x;
+            moved += x;
+        }
+        total -= moved;
+    }
+
+    j = sw_compact(p, next, base);
+    out->next_n = j;
+    out->total = total;
+    sw_peek_one(p, next, j, total, now_ns, &out->d);
+    if (moved == 0) {
+        return SLIDING_WINDOW_OK; /* nothing changed: write NONE */
+    }
+    if (j == 0) {
+        out->write = SLIDING_WINDOW_WRITE_DEL;
+        return SLIDING_WINDOW_OK;
+    }
+    out->write = SLIDING_WINDOW_WRITE_SET;
+    out->expiry_ms = rl_ceil_ms(
+        sw_until_expired(p, next[j - 1].start_ns / p->resolution_ns, now_ns));
     return SLIDING_WINDOW_OK;
 }

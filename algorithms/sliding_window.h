@@ -38,7 +38,9 @@
  * use keeps the sum at most max). A refund (another slot of the request
  * refused) takes the cost back from the slot its token names (the slot
  * start) while that slot is in the window, HDELs an emptied slot and
- * deletes a key left with "total" only.
+ * deletes a key left with "total" only. An ADJUST (sliding_window_adjust,
+ * below) writes as an admission does, or deletes the key when it gives
+ * back every live count.
  *
  * Reply fields (struct rl_decision):
  *   limited         1 when total + cost > max, or cost > max
@@ -94,6 +96,8 @@
     "sliding_window window / resolution must be at most 3600 slots"
 #define SLIDING_WINDOW_ERR_TIME "sliding_window time must not be negative"
 #define SLIDING_WINDOW_ERR_COST "sliding_window cost must not be negative"
+#define SLIDING_WINDOW_ERR_DELTA                                               \
+    "sliding_window delta must be between -(2^53 - 1) and 2^53 - 1"
 #define SLIDING_WINDOW_ERR_BUFFER                                              \
     "sliding_window output buffer holds fewer than window / resolution slots"
 #define SLIDING_WINDOW_ERR_STATE                                               \
@@ -119,6 +123,8 @@ enum sliding_window_write {
     SLIDING_WINDOW_WRITE_NONE, /* leave the key as it is */
     SLIDING_WINDOW_WRITE_SET,  /* make the HASH the `next` slots and total,
                                   PEXPIRE expiry_ms */
+    SLIDING_WINDOW_WRITE_DEL,  /* delete the key (an adjust gave back every
+                                  live count) */
 };
 
 /* The outcome of sliding_window_decide(). The slots themselves are in the
@@ -150,6 +156,29 @@ int sliding_window_params_init(struct sliding_window_params *p, int64_t max,
 int sliding_window_decide(const struct sliding_window_params *p,
                           const struct sliding_window_slot *slots, size_t n,
                           int64_t now_ns, int64_t cost,
+                          struct sliding_window_slot *next, size_t next_cap,
+                          struct sliding_window_result *out, const char **err);
+
+/* LIMITER ADJUST: charges delta more units (delta > 0, never refused) or
+ * gives back -delta (delta < 0) at now_ns, |delta| <= 2^53 - 1.
+ *   delta > 0  the effective slot (as a check counts in) += delta: the
+ *              total may pass max (debt: checks are refused until enough
+ *              slots leave the window). The total stays at most 2^53 - 1
+ *              (the twin refuses more as malformed): the excess is
+ *              dropped.
+ *   delta < 0  takes -delta from the live slots, newest first, each
+ *              floored at 0: at most the total, never beyond a fresh
+ *              state.
+ *   delta 0    changes nothing.
+ * Arguments, state, next and errors as for sliding_window_decide(). out->d
+ * is what sliding_window_decide() with cost 1 (a PEEK) answers on the
+ * state after the change; out->write is SET (the `next` slots, their total
+ * and the expiry of the newest, as a check's), DEL when no live count is
+ * left, NONE when nothing changed (delta 0, nothing to give back, or a
+ * total already at 2^53 - 1). */
+int sliding_window_adjust(const struct sliding_window_params *p,
+                          const struct sliding_window_slot *slots, size_t n,
+                          int64_t now_ns, int64_t delta,
                           struct sliding_window_slot *next, size_t next_cap,
                           struct sliding_window_result *out, const char **err);
 

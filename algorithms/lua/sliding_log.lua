@@ -276,5 +276,55 @@ function SL.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
 end
 
-ALGO.sliding_log = {decide = SL.decide, commit = SL.commit,
-                    refund = SL.refund}
+-- LIMITER ADJUST (sliding_log_adjust() in the model): delta > 0 logs
+-- min(delta, max) entries at now as a check of that cost would (the same
+-- drop, members and cap: later refunds and checks read them alike),
+-- delta < 0 removes the -delta newest entries of the horizon (the stale
+-- ones dropped first, the log capped at max after, as a check's write
+-- would leave it), never more than there are: an emptied ZSET is gone.
+-- Nothing to change writes nothing. limiter.lua has peeked the key first,
+-- so its state is valid. Returns the entry of a cost 1 peek after the
+-- change (its retry counts that attempt, as a peek's does), undo ''.
+function SL.adjust(key, a1, a2, a3, a4, now, delta)
+  local p, err = SL.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local st, rerr = SL.read(key, p, now)
+  if st == nil then
+    return nil, rerr
+  end
+  local h = now - p.h_us
+  local drop = st.oldest ~= nil and st.oldest <= h and h
+  if delta > 0 then
+    local add = math.min(delta, p.max)
+    local a = math.max(0, math.min(add, math.min(st.kept + add, p.max) -
+                                          st.fut))
+    local _, ms = SPAN.after(1, p.h_ms, (st.fut > 0 and st.newest or now) -
+                                          now)
+    SL.commit(key, drop, st.kept + a > p.max and p.max, now, a, ms,
+              st.newest ~= nil and st.newest >= now)
+  elseif delta < 0 and st.kept > 0 then
+    local gone = math.min(-delta, st.kept)
+    if drop then
+      R_CALL('ZREMRANGEBYSCORE', key, '-inf', lib_str(drop))
+    end
+    R_CALL('ZREMRANGEBYRANK', key, lib_str(-gone), '-1')
+    if gone < st.kept then
+      if st.kept - gone > p.max then
+        R_CALL('ZREMRANGEBYRANK', key, '0', lib_str(-(p.max + 1)))
+      end
+      local _, ms = SPAN.after(1, p.h_ms, SL.at(key, 0) - now)
+      R_CALL('PEXPIRE', key, lib_str(ms))
+    end
+  end
+  local lim, e = SL.decide(key, a1, a2, a3, a4, now, 1)
+  if lim == nil then
+    return nil, e
+  end
+  e[6] = ''
+  return e
+end
+
+ALGO.sliding_log = {adjust = SL.adjust, decide = SL.decide,
+                    commit = SL.commit, refund = SL.refund}

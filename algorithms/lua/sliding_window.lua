@@ -298,7 +298,68 @@ function SW.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
 end
 
+-- LIMITER ADJUST (sliding_window_adjust() in the model): delta > 0 adds
+-- to the effective slot (debt past max allowed; the total stays below
+-- 2^53, the excess dropped), delta < 0 takes from the live slots newest
+-- first, floored at 0. A change rewrites the HASH as a check's commit does
+-- (or deletes it when no count is left); nothing changed writes nothing.
+-- limiter.lua has peeked the key first, so its state is valid. Returns
+-- the entry of a cost 1 peek after the change, undo ''.
+function SW.adjust(key, a1, a2, a3, a4, now, delta)
+  local p, err = SW.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local have, f = SW.read(key)
+  if have == nil then
+    return nil, f
+  end
+  local live, ks, total, k_eff = SW.slots(p, f, now)
+  if live == nil then
+    return nil, SW.ERR_STATE
+  end
+  local moved = 0
+  if delta > 0 then
+    moved = math.min(delta, P53 - 1 - total)
+    if moved > 0 then
+      if live[k_eff] == nil then
+        live[k_eff] = 0
+        ks[#ks + 1] = k_eff -- the newest slot: ks stays sorted
+      end
+      live[k_eff] = live[k_eff] + moved
+    end
+  elseif delta < 0 then
+    local want, left = -delta, {}
+    for i = #ks, 1, -1 do
+      local x = math.min(live[ks[i]], want)
+      live[ks[i]], want, moved = live[ks[i]] - x, want - x, moved + x
+    end
+    for i = 1, #ks do
+      if live[ks[i]] > 0 then
+        left[#left + 1] = ks[i]
+      end
+    end
+    ks = left
+    moved = -moved
+  end
+  if moved ~= 0 then
+    if #ks == 0 then
+      R_CALL('DEL', key)
+    else
+      local _, ms = SW.until_expired(p, ks[#ks], now)
+      SW.commit(key, p.res_us, f, live, ks, total + moved, ms)
+    end
+  end
+  local lim, e = SW.decide(key, a1, a2, a3, a4, now, 1)
+  if lim == nil then
+    return nil, e
+  end
+  e[6] = ''
+  return e
+end
+
 ALGO.sliding_window = {
+  adjust = SW.adjust,
   decide = SW.decide,
   commit = SW.commit,
   refund = SW.refund,

@@ -308,6 +308,80 @@ static int store_local_decide(const struct limits_limit *lim,
     return -1;
 }
 
+/* LIMITER ADJUST of a sliding_window or sliding_log limit by delta (any
+ * sign) from entry e (NULL: missing) at now, as a pending write into *w
+ * (1 set, 2 delete: every count given back, 0 none: nothing changed);
+ * nothing written yet. The models bound the state as a check's write does
+ * (at most N slots, at most max entries), so an adjust never grows an
+ * entry past what a check could. store_local_adjust's per-limit step
+ * calls it for these two algorithms (until that is merged, nothing does:
+ * hence `unused`). 0, or -1 with *err. */
+__attribute__((unused)) static int
+store_local_adjust_list(const struct limits_limit *lim,
+                        const struct store_entry *e, int64_t now, int64_t delta,
+                        struct store_pending *w, const char **err)
+{
+    memset(w, 0, sizeof(*w));
+    w->next.algo = lim->algo;
+    if (e != NULL && e->algo != lim->algo) {
+        *err = STORE_LOCAL_WRONGTYPE;
+        return -1;
+    }
+    if (lim->algo == LIMITS_SLIDING_WINDOW) {
+        struct sliding_window_params p;
+        struct sliding_window_result r;
+        struct sliding_window_slot *next;
+        if (sliding_window_params_init(&p, lim->u.sliding_window.max,
+                                       lim->u.sliding_window.window_ms,
+                                       lim->u.sliding_window.resolution_ms,
+                                       err) != SLIDING_WINDOW_OK) {
+            return -1;
+        }
+        next = px_malloc((size_t)p.nslots * sizeof(*next));
+        if (sliding_window_adjust(&p, e ? e->list : NULL, e ? e->n : 0, now,
+                                  delta, next, (size_t)p.nslots, &r,
+                                  err) != SLIDING_WINDOW_OK) {
+            px_free(next);
+            return -1;
+        }
+        w->next.n = r.next_n;
+        w->next.list = next;
+        w->next.list_bytes = (size_t)p.nslots * sizeof(*next);
+        w->write = r.write == SLIDING_WINDOW_WRITE_SET   ? 1
+                   : r.write == SLIDING_WINDOW_WRITE_DEL ? 2
+                                                         : 0;
+        w->expiry_ms = r.expiry_ms;
+        return 0;
+    }
+    if (lim->algo == LIMITS_SLIDING_LOG) {
+        struct sliding_log_params p;
+        struct sliding_log_result r;
+        int64_t *next;
+        if (sliding_log_params_init(
+                &p, lim->u.sliding_log.max, lim->u.sliding_log.window_ms,
+                lim->u.sliding_log.min_interval_ms, err) != SLIDING_LOG_OK) {
+            return -1;
+        }
+        next = px_malloc((size_t)p.max * sizeof(*next));
+        if (sliding_log_adjust(&p, e ? e->list : NULL, e ? e->n : 0, now, delta,
+                               next, (size_t)p.max, &r,
+                               err) != SLIDING_LOG_OK) {
+            px_free(next);
+            return -1;
+        }
+        w->next.n = r.next_n;
+        w->next.list = next;
+        w->next.list_bytes = (size_t)p.max * sizeof(*next);
+        w->write = r.write == SLIDING_LOG_WRITE_SET   ? 1
+                   : r.write == SLIDING_LOG_WRITE_DEL ? 2
+                                                      : 0;
+        w->expiry_ms = r.expiry_ms;
+        return 0;
+    }
+    *err = "unknown algorithm";
+    return -1;
+}
+
 /* Counts one limit's refusal: a real limit's refuses the check, a shadow
  * limit's only its own level. */
 static void store_local_refused(const struct store_local_limit *l, int refused,

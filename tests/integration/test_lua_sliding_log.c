@@ -122,6 +122,27 @@ static void sl_decide(const struct twin_conf *cf, const void *st, int64_t now,
     }
 }
 
+/* LIMITER ADJUST: sliding_log_adjust(), its write a check's (SET) or the
+ * key's deletion (DEL, every entry given back). */
+static void sl_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    const struct sl_state *m = st;
+    struct sl_state *nx = next;
+    struct sliding_log_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(sliding_log_adjust(P(cf), m && m->n ? m->e : NULL,
+                                    m ? m->n : 0, now * 1000, delta, nx->e,
+                                    MAX_E, &x, &err),
+                 SLIDING_LOG_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write != SLIDING_LOG_WRITE_NONE;
+    nx->n = x.next_n;
+    r->have_next = x.write != SLIDING_LOG_WRITE_DEL;
+    r->expiry_ms = x.expiry_ms;
+}
+
 /* Random parameters: small, ordinary and the maxima (100000 entries,
  * 3650 days), min_interval off, shorter or longer than the window; with
  * `old`, half the time only min_interval changes. */
@@ -186,6 +207,26 @@ static int64_t sl_rnd_cost(uint64_t *s, const struct twin_conf *cf)
         return lua_twin_rnd_in(s, 1, cap);
     default:
         return lua_twin_rnd_in(s, 1, cap < 3 ? cap : 3);
+    }
+}
+
+/* A delta: past max (it logs max entries, when that is cheap), a give
+ * back of more than any log holds, or a cost of either sign. */
+static int64_t sl_rnd_delta(uint64_t *s, const struct twin_conf *cf)
+{
+    int64_t max = P(cf)->max, d;
+
+    switch (lua_twin_rnd_in(s, 0, 9)) {
+    case 0:
+        return 0;
+    case 1:
+        return max <= BIG_COST ? max + lua_twin_rnd_in(s, 1, TWIN_US_MAX - max)
+                               : 1;
+    case 2:
+        return -TWIN_US_MAX;
+    default:
+        d = sl_rnd_cost(s, cf);
+        return lua_twin_rnd_in(s, 0, 1) ? d : -d;
     }
 }
 
@@ -295,6 +336,8 @@ static const struct twin_algo SL = {
     .rnd_edge = sl_edge,
     .plant = sl_plant,
     .after_refund = sl_after_refund,
+    .adjust = sl_adjust,
+    .rnd_delta = sl_rnd_delta,
 };
 
 /* ---------------- The walk and the tables ---------------- */
@@ -358,6 +401,37 @@ Test(it_lua_sliding_log, a_log_of_100000_entries_is_capped_and_refunded,
               "refund ran");
     twin_key_free(&k);
     redisFree(c);
+}
+
+Test(it_lua_sliding_log, adjust_logs_debt_and_gives_back_the_newest,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+#define AT4 "1700000000400000"
+#define AT6 "1700000000600000"
+    static const struct twin_row rows[] = {
+        TWIN_SET(5, 1000, 100),
+        TWIN_CALL("check", TWIN_T0, 2, NULL),
+        /* 1000 units of work: max entries at now, the older ones capped. */
+        TWIN_CALL("adjust", TWIN_T0 + 400000, 1000,
+                  "limited 1 retry_us 1000000 zcard 5 zcount:" AT4
+                  " 5 expiry_ms 1000 undo -"),
+        /* 2 back: the newest go; spaced and under max again. */
+        TWIN_CALL("adjust", TWIN_T0 + 500000, -2,
+                  "limited 0 remaining 1 zcard 3 pttl_max 900"),
+        /* An adjust numbers its entries after a check's of the same
+         * time, so the check's refund still finds its own. */
+        TWIN_CALL("check", TWIN_T0 + 600000, 1, "limited 0 undo " AT6),
+        TWIN_CALL("adjust", TWIN_T0 + 600000, 1, "zcount:" AT6 " 2"),
+        TWIN_REFUND(TWIN_T0 + 600000, 1, AT6, "zcount:" AT6 " 1 zcard 4"),
+        /* Newest first, across timestamps. */
+        TWIN_CALL("adjust", TWIN_T0 + 700000, -2,
+                  "zcount:" AT6 " 0 zcount:" AT4 " 2"),
+        /* More than the log holds: it is gone; then nothing to give. */
+        TWIN_CALL("adjust", TWIN_T0 + 700000, -100, "limited 0 exists 0"),
+        TWIN_CALL("adjust", TWIN_T0 + 700000, -1, "exists 0"),
+        TWIN_CALL("adjust", TWIN_T0 + 700000, 0, "exists 0"),
+    };
+    TWIN_ROWS(&SL, rows);
 }
 
 Test(it_lua_sliding_log, edges_to_the_microsecond_match_the_c_model,

@@ -142,6 +142,29 @@ static void sw_decide(const struct twin_conf *cf, const void *st, int64_t now,
     }
 }
 
+/* LIMITER ADJUST: sliding_window_adjust(), its write a check's (SET) or
+ * the key's deletion (DEL, every live count given back). */
+static void sw_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    const struct sw_state *m = st;
+    struct sw_state *nx = next;
+    struct sliding_window_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(sliding_window_adjust(P(cf), m ? m->s : NULL, m ? m->n : 0,
+                                       now * 1000, delta, nx->s, MAX_SLOTS, &x,
+                                       &err),
+                 SLIDING_WINDOW_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write != SLIDING_WINDOW_WRITE_NONE;
+    r->have_next = x.write != SLIDING_WINDOW_WRITE_DEL;
+    r->expiry_ms = x.expiry_ms;
+    nx->n = x.next_n;
+    nx->has_total = 1;
+    nx->total = x.total;
+}
+
 /* Random parameters: small, ordinary and the maxima (3600 slots, 3650
  * days, 2^53 - 1); with `old`, now and then only the resolution changes
  * (to the whole window). */
@@ -190,6 +213,25 @@ static int64_t sw_rnd_cost(uint64_t *s, const struct twin_conf *cf)
         return lua_twin_rnd_in(s, 1, max);
     default:
         return lua_twin_rnd_in(s, 1, max < 3 ? max : 3);
+    }
+}
+
+/* A delta: debt far past max (up to where the total stops at 2^53 - 1),
+ * a give back of more than any window holds, or a cost of either sign. */
+static int64_t sw_rnd_delta(uint64_t *s, const struct twin_conf *cf)
+{
+    int64_t d;
+
+    switch (lua_twin_rnd_in(s, 0, 9)) {
+    case 0:
+        return 0;
+    case 1:
+        return lua_twin_rnd_in(s, 0, 1) ? MAX_N : lua_twin_rnd_in(s, 1, MAX_N);
+    case 2:
+        return -MAX_N;
+    default:
+        d = sw_rnd_cost(s, cf);
+        return lua_twin_rnd_in(s, 0, 1) ? d : -d;
     }
 }
 
@@ -295,6 +337,8 @@ static const struct twin_algo SW = {
     .rnd_edge = sw_edge,
     .plant = sw_plant,
     .after_refund = sw_after_refund,
+    .adjust = sw_adjust,
+    .rnd_delta = sw_rnd_delta,
 };
 
 /* ---------------- The walk and the tables ---------------- */
@@ -335,6 +379,40 @@ Test(it_lua_sliding_window, durations_past_2_53_us_are_exact_text_then_saturate,
         /* max 2 admits one more, with the saturated expiry. */
         TWIN_SET(2, MAX_WIN, MAX_WIN / MAX_SLOTS),
         TWIN_CALL("check", 0, 1, "expiry_ms 9223372036855"),
+    };
+    TWIN_ROWS(&SW, rows);
+}
+
+Test(it_lua_sliding_window, adjust_goes_into_debt_and_gives_back_newest_first,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+#define S0  "1700000000000000"
+#define S10 "1700000010000000"
+    static const struct twin_row rows[] = {
+        TWIN_SET(10, 60000, 1000),
+        TWIN_CALL("check", TWIN_T0, 4, "undo " S0),
+        /* 25 units of work: 29 of 10, refused until slot 10 s leaves. */
+        TWIN_CALL("adjust", TWIN_T0 + 10 * TWIN_SEC, 25,
+                  "limited 1 remaining 0 retry_us 60000000 field:" S10
+                  " 25 field:total 29 expiry_ms 60000 undo -"),
+        /* 3 back: from the newest slot. */
+        TWIN_CALL("adjust", TWIN_T0 + 20 * TWIN_SEC, -3,
+                  "field:" S0 " 4 field:" S10 " 22 field:total 26"),
+        /* The check's refund still takes its own slot's cost. */
+        TWIN_REFUND(TWIN_T0 + 30 * TWIN_SEC, 4, S0,
+                    "field:" S0 " nil field:total 22"),
+        TWIN_CALL("check", TWIN_T0 + 61 * TWIN_SEC, 1,
+                  "limited 1 retry_us 9000000"),
+        /* More than is left: the key goes. */
+        TWIN_CALL("adjust", TWIN_T0 + 61 * TWIN_SEC, -30, "limited 0 exists 0"),
+        TWIN_CALL("adjust", TWIN_T0 + 61 * TWIN_SEC, -1, "exists 0"),
+        TWIN_CALL("check", TWIN_T0 + 61 * TWIN_SEC, 10, "limited 0"),
+        /* The total stops at 2^53 - 1, which the twin can still read. */
+        TWIN_SET(MAX_N, 60000, 1000),
+        TWIN_CALL("adjust", TWIN_T0 + 62 * TWIN_SEC, MAX_N,
+                  "field:total 9007199254740991"),
+        TWIN_CALL("adjust", TWIN_T0 + 62 * TWIN_SEC, 5,
+                  "limited 1 field:total 9007199254740991"),
     };
     TWIN_ROWS(&SW, rows);
 }

@@ -549,3 +549,180 @@ Test(sliding_log, rejects_a_malformed_log_negative_time_and_cost, .init = setup)
         SLIDING_LOG_EARGS);
     cr_assert_str_eq(err, SLIDING_LOG_ERR_COST);
 }
+
+/* ---------------- ADJUST ---------------- */
+
+static struct out PK;
+
+/* One adjust against the store into *o; applies the write (DEL empties
+ * the store). Asserts its reply is what a cost-1 decide answers on the log
+ * it leaves (a PEEK), and the write's shape. */
+static void adjust(const struct sliding_log_params *p, struct mem *m,
+                   int64_t now, int64_t delta, struct out *o)
+{
+    const char *err = NULL;
+    int rc = sliding_log_adjust(p, m->v, m->n, now, delta, o->next, NMAX, &o->r,
+                                &err);
+
+    cr_assert_eq(rc, SLIDING_LOG_OK, "adjust: %s", err);
+    cr_assert(o->r.next_n <= (size_t)p->max);
+    for (size_t i = 1; i < o->r.next_n; i++) {
+        cr_assert(o->next[i - 1] <= o->next[i], "next is not sorted");
+    }
+    cr_assert_eq(sliding_log_decide(p, o->next, o->r.next_n, now, 1, PK.next,
+                                    NMAX, &PK.r, &err),
+                 SLIDING_LOG_OK);
+    if (memcmp(&o->r.d, &PK.r.d, sizeof(PK.r.d)) != 0) {
+        cr_assert_fail(
+            "adjust's reply is not a peek's: %lld %lld %lld %lld "
+            "vs %lld %lld %lld %lld",
+            (long long)o->r.d.limited, (long long)o->r.d.remaining,
+            (long long)o->r.d.retry_after_ns, (long long)o->r.d.reset_after_ns,
+            (long long)PK.r.d.limited, (long long)PK.r.d.remaining,
+            (long long)PK.r.d.retry_after_ns, (long long)PK.r.d.reset_after_ns);
+    }
+    if (o->r.write == SLIDING_LOG_WRITE_SET) {
+        cr_assert(delta != 0 && o->r.next_n > 0 && o->r.expiry_ms >= 1);
+        memcpy(m->v, o->next, o->r.next_n * sizeof(*o->next));
+        m->n = o->r.next_n;
+        m->expiry_ms = o->r.expiry_ms;
+    } else if (o->r.write == SLIDING_LOG_WRITE_DEL) {
+        cr_assert(delta < 0 && o->r.next_n == 0);
+        m->n = 0;
+    }
+}
+
+Test(sliding_log, adjust_logs_at_most_max_entries_into_debt, .init = setup)
+{
+    struct sliding_log_params p = mk(5, 1000, 100);
+
+    step(&p, &M, T0, 2, &O);
+    /* 1000 units of work: the log holds at most max, all at now. */
+    adjust(&p, &M, T0 + 400 * MS, 1000, &O);
+    cr_assert_eq(O.r.write, SLIDING_LOG_WRITE_SET);
+    cr_assert_eq(O.r.added, 5);
+    cr_assert_eq(M.n, 5);
+    for (size_t i = 0; i < M.n; i++) {
+        cr_assert_eq(M.v[i], T0 + 400 * MS);
+    }
+    cr_assert_eq(M.expiry_ms, 1000);
+    check_reply(&O.r, 1, 5, 0, 1, 1);
+    cr_assert_eq(O.r.d.retry_after_ns, 1000 * MS);
+    /* Refused (and logged) until a whole window after the debt. */
+    step(&p, &M, T0 + 1300 * MS, 1, &O);
+    cr_assert_eq(O.r.d.limited, 1);
+    step(&p, &M, T0 + 1400 * MS, 1, &O);
+    cr_assert_eq(O.r.d.limited, 0);
+    /* The newest entry moves to the adjust: min_interval counts from it
+     * (100 ms after T0 + 1400 ms was spaced; 50 after the adjust is not,
+     * and the refused attempt is logged). */
+    adjust(&p, &M, T0 + 1450 * MS, 1, &O);
+    step(&p, &M, T0 + 1500 * MS, 1, &O);
+    cr_assert_eq(O.r.d.limited, 1);
+    cr_assert_eq(O.r.d.retry_after_ns, 100 * MS);
+}
+
+Test(sliding_log, adjust_gives_back_the_newest_entries_down_to_empty,
+     .init = setup)
+{
+    struct sliding_log_params p = mk(10, 1000, 0);
+    struct out fresh;
+    const char *err = NULL;
+
+    step(&p, &M, T0, 2, &O);
+    step(&p, &M, T0 + 300 * MS, 3, &O);
+    step(&p, &M, T0 + 600 * MS, 1, &O);
+    /* 2 back: the newest (T0 + 600 ms), then one of T0 + 300 ms. */
+    adjust(&p, &M, T0 + 700 * MS, -2, &O);
+    cr_assert_eq(O.r.write, SLIDING_LOG_WRITE_SET);
+    cr_assert_eq(M.n, 4);
+    cr_assert_eq(M.v[3], T0 + 300 * MS);
+    cr_assert_eq(M.v[1], T0);
+    cr_assert_eq(M.expiry_ms, 600); /* until T0 + 300 ms leaves */
+    check_reply(&O.r, 0, 10, 5, -1, 1);
+    adjust(&p, &M, T0 + 700 * MS, 0, &O);
+    cr_assert_eq(O.r.write, SLIDING_LOG_WRITE_NONE);
+    /* More than the log holds: the key goes, the reply is a fresh key's. */
+    adjust(&p, &M, T0 + 800 * MS, -100, &O);
+    cr_assert_eq(O.r.write, SLIDING_LOG_WRITE_DEL);
+    cr_assert_eq(sliding_log_decide(&p, NULL, 0, T0 + 800 * MS, 1, fresh.next,
+                                    NMAX, &fresh.r, &err),
+                 SLIDING_LOG_OK);
+    cr_assert(memcmp(&O.r.d, &fresh.r.d, sizeof(O.r.d)) == 0);
+    adjust(&p, &M, T0 + 800 * MS, -1, &O);
+    cr_assert_eq(O.r.write, SLIDING_LOG_WRITE_NONE);
+    /* Entries past the horizon give nothing back. */
+    step(&p, &M, T0, 3, &O);
+    adjust(&p, &M, T0 + 2 * S, -1, &O);
+    cr_assert_eq(O.r.write, SLIDING_LOG_WRITE_NONE);
+}
+
+Test(sliding_log, random_adjusts_answer_as_a_peek_and_keep_invariants,
+     .init = setup)
+{
+    struct sliding_log_params p = mk(9, 1000, 90);
+    uint64_t seed = 41;
+    int64_t now = T0;
+
+    for (int k = 0; k < 4000; k++) {
+        int64_t x;
+        size_t before;
+
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        /* Mostly forward, now and then back (a clock jump: future
+         * entries), now and then a lower max (a log above it). */
+        now += (seed >> 60) == 0 ? -(int64_t)((seed >> 33) % (900 * MS))
+                                 : (int64_t)((seed >> 33) % (150 * MS));
+        if ((seed >> 8) % 97 == 0) {
+            p = mk(1 + (int64_t)((seed >> 16) % 12), 1000,
+                   (int64_t)((seed >> 24) % 3) * 700);
+        }
+        x = (int64_t)((seed >> 20) % 31) - 15;
+        if ((seed >> 40) % 3 == 0) {
+            step(&p, &M, now, x < 0 ? -x : x, &O);
+            continue;
+        }
+        peek_at(&p, &M, now, 0, &O);
+        before = O.r.next_n; /* the pruned log, capped at max */
+        adjust(&p, &M, now, x, &O);
+        if (x > 0) {
+            cr_assert_eq(O.r.added, x < p.max ? x : p.max);
+        } else if (x < 0) {
+            cr_assert(O.r.next_n + (size_t)-x >= before || O.r.next_n == 0);
+        }
+        if (O.r.d.limited) {
+            /* The peek's retry counts its own attempt, which a request
+             * logs: exact against the log with it. */
+            static struct mem tried;
+            memcpy(&tried, &M, sizeof(tried));
+            step(&p, &tried, now, 1, &O2);
+            check_retry_exact(&p, &tried, now, 1, O.r.d.retry_after_ns);
+        }
+    }
+}
+
+Test(sliding_log, adjust_rejects_a_bad_delta_and_log_writing_nothing,
+     .init = setup)
+{
+    static const int64_t unsorted[] = { T0 + S, T0 };
+    struct sliding_log_params p = mk(5, 1000, 0);
+    const int64_t most = INT64_C(9007199254740991);
+    const char *err = NULL;
+
+    cr_assert_eq(
+        sliding_log_adjust(&p, NULL, 0, T0, most + 1, O.next, NMAX, &O.r, &err),
+        SLIDING_LOG_EARGS);
+    cr_assert_str_eq(err, SLIDING_LOG_ERR_DELTA);
+    cr_assert_eq(sliding_log_adjust(&p, NULL, 0, T0, -most - 1, O.next, NMAX,
+                                    &O.r, &err),
+                 SLIDING_LOG_EARGS);
+    cr_assert_eq(
+        sliding_log_adjust(&p, unsorted, 2, T0, 1, O.next, NMAX, &O.r, &err),
+        SLIDING_LOG_ESTATE);
+    cr_assert_str_eq(err, SLIDING_LOG_ERR_STATE);
+    cr_assert_eq(O.r.write, SLIDING_LOG_WRITE_NONE);
+    cr_assert_eq(
+        sliding_log_adjust(&p, NULL, 0, T0, most, O.next, NMAX, &O.r, &err),
+        SLIDING_LOG_OK);
+    cr_assert_eq(O.r.next_n, 5);
+}

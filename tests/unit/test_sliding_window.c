@@ -563,3 +563,158 @@ Test(sliding_window, rejects_a_malformed_state_negative_time_and_cost,
         SLIDING_WINDOW_EARGS);
     cr_assert_str_eq(err, SLIDING_WINDOW_ERR_COST);
 }
+
+/* ---------------- ADJUST ---------------- */
+
+/* One adjust against the store into *o; applies the write (DEL empties
+ * the store). Asserts its reply is what a cost-1 decide answers on the
+ * state it leaves (a PEEK), and the write's shape. */
+static void adjust(const struct sliding_window_params *p, struct mem *m,
+                   int64_t now, int64_t delta, struct out *o)
+{
+    static struct out pk;
+    const char *err = NULL;
+    int rc = sliding_window_adjust(p, m->v, m->n, now, delta, o->next, NMAX,
+                                   &o->r, &err);
+
+    cr_assert_eq(rc, SLIDING_WINDOW_OK, "adjust: %s", err);
+    check_next(p, o);
+    cr_assert_eq(sliding_window_decide(p, o->next, o->r.next_n, now, 1, pk.next,
+                                       NMAX, &pk.r, &err),
+                 SLIDING_WINDOW_OK);
+    cr_assert(memcmp(&o->r.d, &pk.r.d, sizeof(pk.r.d)) == 0,
+              "adjust's reply is not a peek's");
+    if (o->r.write == SLIDING_WINDOW_WRITE_SET) {
+        cr_assert(delta != 0 && o->r.next_n > 0 && o->r.expiry_ms >= 1);
+        memcpy(m->v, o->next, o->r.next_n * sizeof(*o->next));
+        m->n = o->r.next_n;
+        m->total = o->r.total;
+        m->expiry_ms = o->r.expiry_ms;
+    } else if (o->r.write == SLIDING_WINDOW_WRITE_DEL) {
+        cr_assert(delta < 0 && o->r.next_n == 0);
+        m->n = 0;
+        m->total = 0;
+    }
+}
+
+Test(sliding_window, adjust_into_debt_refuses_until_the_slots_leave,
+     .init = setup)
+{
+    struct sliding_window_params p = mk(10, 60000, 1000);
+
+    step(&p, &M, M0, 4, &O);
+    /* 25 more units of work done 10 s later: 29 of 10, never refused. */
+    adjust(&p, &M, M0 + 10 * S, 25, &O);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_SET);
+    check_reply(&O.r, 1, 10, 0, 60, 60);
+    cr_assert_eq(M.n, 2);
+    cr_assert_eq(M.v[1].start_ns, M0 + 10 * S);
+    cr_assert_eq(M.v[1].count, 25);
+    cr_assert_eq(M.total, 29);
+    cr_assert_eq(M.expiry_ms, 60000);
+    /* Only the slot of the debt leaving frees room: at M0 + 70 s. */
+    step(&p, &M, M0 + 61 * S, 1, &O);
+    cr_assert_eq(O.r.d.limited, 1);
+    cr_assert_eq(O.r.d.retry_after_ns, 9 * S);
+    check_retry_exact(&p, &M, M0 + 61 * S, 1, O.r.d.retry_after_ns);
+    step(&p, &M, M0 + 70 * S, 10, &O);
+    cr_assert_eq(O.r.d.limited, 0);
+    /* A total at 2^53 - 1 takes no more (the twin stores no more). */
+    setup();
+    p = mk(MAX_N, 60000, 1000);
+    adjust(&p, &M, M0, MAX_N, &O);
+    cr_assert_eq(M.total, MAX_N);
+    adjust(&p, &M, M0 + S, MAX_N, &O);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_NONE);
+    check_reply(&O.r, 1, MAX_N, 0, 59, 59);
+}
+
+Test(sliding_window, adjust_gives_back_newest_slots_first_down_to_fresh,
+     .init = setup)
+{
+    struct sliding_window_params p = mk(10, 1000, 100);
+    struct out fresh;
+    const char *err = NULL;
+
+    step(&p, &M, M0, 3, &O);
+    step(&p, &M, M0 + 100 * MS, 2, &O);
+    step(&p, &M, M0 + 200 * MS, 4, &O);
+    /* 5 back: the newest slot's 4, then 1 of the one before. */
+    adjust(&p, &M, M0 + 250 * MS, -5, &O);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_SET);
+    cr_assert_eq(M.n, 2);
+    cr_assert_eq(M.v[0].count, 3);
+    cr_assert_eq(M.v[1].start_ns, M0 + 100 * MS);
+    cr_assert_eq(M.v[1].count, 1);
+    cr_assert_eq(M.total, 4);
+    cr_assert_eq(M.expiry_ms, 850); /* the newest left: slot M0 + 100 ms */
+    /* A delta of 0 changes nothing. */
+    adjust(&p, &M, M0 + 250 * MS, 0, &O);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_NONE);
+    /* Far more than stored: the key goes, and the reply is a fresh key's
+     * peek. Giving back again has nothing to take. */
+    adjust(&p, &M, M0 + 300 * MS, -MAX_N, &O);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_DEL);
+    cr_assert_eq(M.n, 0);
+    cr_assert_eq(sliding_window_decide(&p, NULL, 0, M0 + 300 * MS, 1,
+                                       fresh.next, NMAX, &fresh.r, &err),
+                 SLIDING_WINDOW_OK);
+    cr_assert(memcmp(&O.r.d, &fresh.r.d, sizeof(O.r.d)) == 0);
+    adjust(&p, &M, M0 + 300 * MS, -1, &O);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_NONE);
+    /* Expired slots give nothing back: only the live ones count. */
+    step(&p, &M, M0, 3, &O);
+    adjust(&p, &M, M0 + 1500 * MS, -2, &O);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_NONE);
+    check_reply(&O.r, 0, 10, 9, -1, 1);
+}
+
+Test(sliding_window, random_adjusts_answer_as_a_peek_and_keep_invariants,
+     .init = setup)
+{
+    struct sliding_window_params p = mk(9, 1000, 125);
+    uint64_t seed = 29;
+    int64_t now = M0;
+
+    for (int k = 0; k < 3000; k++) {
+        int64_t before = M.n > 0 ? M.total : 0, x;
+
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        now += (int64_t)((seed >> 33) % (120 * MS));
+        x = (int64_t)((seed >> 20) % 31) - 15;
+        if ((seed >> 40) % 3 == 0) {
+            step(&p, &M, now, x < 0 ? -x : x, &O);
+            continue;
+        }
+        /* The live total before, as the adjust sees it. */
+        peek_at(&p, &M, now, 0, &O);
+        before = O.r.total;
+        adjust(&p, &M, now, x, &O);
+        cr_assert_eq(O.r.total,
+                     x >= 0 ? before + x : (before + x > 0 ? before + x : 0));
+        if (O.r.d.limited) {
+            check_retry_exact(&p, &M, now, 1, O.r.d.retry_after_ns);
+        }
+    }
+}
+
+Test(sliding_window, adjust_rejects_a_bad_delta_and_state_writing_nothing,
+     .init = setup)
+{
+    static const struct sliding_window_slot neg_count[] = { { M0, -1 } };
+    struct sliding_window_params p = mk(5, 1000, 100);
+    const char *err = NULL;
+
+    cr_assert_eq(sliding_window_adjust(&p, NULL, 0, M0, MAX_N + 1, O.next, NMAX,
+                                       &O.r, &err),
+                 SLIDING_WINDOW_EARGS);
+    cr_assert_str_eq(err, SLIDING_WINDOW_ERR_DELTA);
+    cr_assert_eq(sliding_window_adjust(&p, NULL, 0, M0, -MAX_N - 1, O.next,
+                                       NMAX, &O.r, &err),
+                 SLIDING_WINDOW_EARGS);
+    cr_assert_eq(sliding_window_adjust(&p, neg_count, 1, M0, 1, O.next, NMAX,
+                                       &O.r, &err),
+                 SLIDING_WINDOW_ESTATE);
+    cr_assert_str_eq(err, SLIDING_WINDOW_ERR_STATE);
+    cr_assert_eq(O.r.write, SLIDING_WINDOW_WRITE_NONE);
+}
