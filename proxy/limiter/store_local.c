@@ -314,12 +314,11 @@ static int store_local_decide(const struct limits_limit *lim,
  * nothing written yet. The models bound the state as a check's write does
  * (at most N slots, at most max entries), so an adjust never grows an
  * entry past what a check could. store_local_adjust's per-limit step
- * calls it for these two algorithms (until that is merged, nothing does:
- * hence `unused`). 0, or -1 with *err. */
-__attribute__((unused)) static int
-store_local_adjust_list(const struct limits_limit *lim,
-                        const struct store_entry *e, int64_t now, int64_t delta,
-                        struct store_pending *w, const char **err)
+ * calls it for these two algorithms. 0, or -1 with *err. */
+static int store_local_adjust_list(const struct limits_limit *lim,
+                                   const struct store_entry *e, int64_t now,
+                                   int64_t delta, struct store_pending *w,
+                                   const char **err)
 {
     memset(w, 0, sizeof(*w));
     w->next.algo = lim->algo;
@@ -533,14 +532,9 @@ static int store_local_adjust_one(struct store_local *st,
         return 0;
     }
     switch (l->algo) {
-    /* ADJUST for the list algorithms: h-slide replaces these with their
-     * cases (sliding_window_adjust, sliding_log_adjust). */
     case LIMITS_SLIDING_WINDOW:
-        *err = "ADJUST not supported for sliding_window";
-        return -1;
     case LIMITS_SLIDING_LOG:
-        *err = "ADJUST not supported for sliding_log";
-        return -1;
+        return store_local_adjust_list(l->lim, e, now, delta, w, err);
     default:
         break;
     }

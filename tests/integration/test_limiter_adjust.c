@@ -4,7 +4,8 @@
  * - a positive ADJUST puts an identity in debt (never refused), so the
  *   next CHECK is refused and takes nothing; a negative one gives back,
  *   never beyond a fresh state; the reply is what PEEK (COST 1) answers
- *   right after; for gcra, fixed_window and sliding_counter;
+ *   right after; for gcra, fixed_window, sliding_counter, sliding_window
+ *   and sliding_log;
  * - every level of the path moves, on one slot and across slots (a shared
  *   level in its own hash tag, another identity sees it);
  * - one script call is all or nothing: a WRONGTYPE level leaves the
@@ -32,9 +33,10 @@
 
 PX_TEST_SUITE(it_adjust);
 
-/* Each identity node has a limit of 5: gcra (burst 4), a fixed window and
- * a sliding counter of a day; team:* has a shared level of 10 (its own
- * hash tag, so another slot in the cluster) over each member's 5. */
+/* Each identity node has a limit of 5: gcra (burst 4), a fixed window, a
+ * sliding counter, a sliding window (of hours) and a sliding log of a day;
+ * team:* has a shared level of 10 (its own hash tag, so another slot in the
+ * cluster) over each member's 5. */
 static const char adjust_yaml[] =
     "gc:\n"
     "  children:\n"
@@ -42,22 +44,28 @@ static const char adjust_yaml[] =
     "      limits: [4, 1, 1000]\n" PX_LIMITS_STAR(
         "fw", "{algorithm: fixed_window, max: 5, window: 1d}")
         PX_LIMITS_STAR("sc", "{algorithm: sliding_counter, max: 5, window: "
-                             "1d}") "team:\n"
-                                    "  limits:\n"
-                                    "    - {algorithm: fixed_window, max: 10, "
-                                    "window: 1d}\n"
-                                    "  children:\n"
-                                    "    \"*\":\n"
-                                    "      limits: [4, 1, 1000]\n"
-                                    "acct:\n"
-                                    "  children:\n"
-                                    "    \"*\":\n"
-                                    "      limits:\n"
-                                    "        - {algorithm: fixed_window, "
-                                    "max: 10, window: 1d}\n"
-                                    "      children:\n"
-                                    "        trade:\n"
-                                    "          limits: [4, 1, 1000]\n";
+                             "1d}")
+            PX_LIMITS_STAR("sw", "{algorithm: sliding_window, max: 5, "
+                                 "window: 1d, resolution: 1h}")
+                PX_LIMITS_STAR(
+                    "sl",
+                    "{algorithm: sliding_log, max: 5, "
+                    "window: 1d}") "team:\n"
+                                   "  limits:\n"
+                                   "    - {algorithm: fixed_window, max: 10, "
+                                   "window: 1d}\n"
+                                   "  children:\n"
+                                   "    \"*\":\n"
+                                   "      limits: [4, 1, 1000]\n"
+                                   "acct:\n"
+                                   "  children:\n"
+                                   "    \"*\":\n"
+                                   "      limits:\n"
+                                   "        - {algorithm: fixed_window, "
+                                   "max: 10, window: 1d}\n"
+                                   "      children:\n"
+                                   "        trade:\n"
+                                   "          limits: [4, 1, 1000]\n";
 
 #define E_NOT_INT "ERR value is not an integer or out of range"
 #define E_SYNTAX  "ERR syntax error"
@@ -121,6 +129,16 @@ static void every_algorithm(void)
     debt_and_back(c, "gc", "alex");
     debt_and_back(c, "fw", "alex");
     debt_and_back(c, "sc", "alex");
+    debt_and_back(c, "sw", "alex");
+    /* A sliding log holds at most max entries: 2 + 4 is 5 entries, and
+     * the refused check logs its attempt (still 5); 3 back leave 2, and a
+     * peek of 1 leaves 2. */
+    expect3(px_cmd(c, "LIMITER CHECK sl:alex COST 2"), "sl", 0, 5, 3);
+    expect3(px_cmd(c, "LIMITER ADJUST sl:alex 4"), "sl", 1, 5, 0);
+    expect3(px_cmd(c, "LIMITER CHECK sl:alex"), "sl", 1, 5, 0);
+    expect3(px_cmd(c, "LIMITER ADJUST sl:alex -3"), "sl", 0, 5, 2);
+    expect3(px_cmd(c, "LIMITER ADJUST sl:alex -1000"), "sl", 0, 5, 4);
+    expect3(px_cmd(c, "LIMITER ADJUST sl:alex 0"), "sl", 0, 5, 4);
     redisFree(c);
 }
 
