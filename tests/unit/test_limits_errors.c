@@ -178,6 +178,12 @@ ParameterizedTestParameters(limits_errors,
           "window: 1}\n",
           "limits.yaml:3:37: user: max: \"100001\" is too large (max "
           "100000)" },
+        { "user:\n  limits:\n    - {algorithm: concurrency, max: 100001}\n",
+          "limits.yaml:3:37: user: max: \"100001\" is too large (max "
+          "100000)" },
+        { "user:\n  limits:\n    - {algorithm: concurrency, max: 1, lease: "
+          "2d}\n",
+          "limits.yaml:3:47: user: lease: \"2d\" is too large (max 1d)" },
         /* Overrides: the mapping and its paths. */
         { ONE_LIMIT_USER "overrides: [a]\n",
           "limits.yaml:3:12: overrides: expected a mapping of paths, got a "
