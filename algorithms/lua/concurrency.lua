@@ -189,11 +189,12 @@ function CC.refund(key, a1, a2, a3, a4, now, cost, undo)
   if a3 == '' or a4 == 'release' or undo == '' then
     return
   end
-  -- A key of another type has nothing to give back.
+  -- A key of another type has nothing to give back (redis.pcall: its
+  -- error is dropped).
   if undo == 'n' then
-    lib_read('ZREM', key, a3)
+    R_PCALL('ZREM', key, a3)
   elseif lib_int(undo) then
-    lib_read('ZADD', key, 'XX', undo, a3)
+    R_PCALL('ZADD', key, 'XX', undo, a3)
   end
 end
 
