@@ -137,8 +137,8 @@
 #define LIMITS_MAX_LOG_ENTRIES 100000
 /* concurrency: most holders of one key (a sorted set in Redis), and the
  * longest lease (1 day) and its default (60 s), in ms. */
-#define LIMITS_MAX_HOLDERS 100000
-#define LIMITS_MAX_LEASE_MS INT64_C(86400000)
+#define LIMITS_MAX_HOLDERS      100000
+#define LIMITS_MAX_LEASE_MS     INT64_C(86400000)
 #define LIMITS_DEFAULT_LEASE_MS INT64_C(60000)
 /* factor, in millionths: 0.000001 to 1000000. */
 #define LIMITS_MAX_FACTOR_MICRO UINT64_C(1000000000000)
