@@ -198,5 +198,15 @@ function CC.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
 end
 
+-- LIMITER ADJUST skips concurrency levels (a slot is not a cost); called
+-- anyway, it writes nothing and shows the state as cost 0 does.
+function CC.adjust(key, a1, a2, a3, a4, now)
+  local lim, e = CC.decide(key, a1, a2, a3 or '', '', now, 0)
+  if lim == nil then
+    return nil, e
+  end
+  return e
+end
+
 ALGO.concurrency = {decide = CC.decide, commit = CC.commit,
-                    refund = CC.refund}
+                    refund = CC.refund, adjust = CC.adjust}
