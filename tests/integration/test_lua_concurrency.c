@@ -106,6 +106,11 @@ static int call(redisContext *c, const char *mode, const char *const pa[4],
     if (r != NULL) {
         apply(m, r, next);
     }
+    if (r != NULL && r->took != 0 && strcmp(pa[3], "release") != 0) {
+        /* A take or renewal sets the TTL to the last lease end. */
+        cr_assert(tx.pttl > 0 && tx.pttl <= r->expiry_ms,
+                  "%s: pttl %lld, model %" PRId64, ctx, tx.pttl, r->expiry_ms);
+    }
     expect_set(tx.state, m, now, ctx);
     freeReplyObject(tx.exec);
     return 0;
