@@ -38,6 +38,12 @@
 --          sliding_window   max window_ms resolution_ms
 --          sliding_log      max window_ms min_interval_ms
 --          sliding_counter  max window_ms
+--          concurrency      max lease_ms token op: token the CHECK's ID
+--                           ("" for none: a PEEK without ID), op
+--                           "release" for LIMITER RELEASE (sent in mode
+--                           "check", the path's concurrency limits only;
+--                           each entry's undo is "1" when the token held
+--                           a slot there, else "0"), else ""
 -- Reply    {"override", v_1 .. v_m} when an override field differs from
 --          what the proxy assumed: nothing was decided or written, the
 --          proxy applies the values and calls again.
@@ -290,6 +296,7 @@ end
 --#include sliding_window
 --#include sliding_log
 --#include sliding_counter
+--#include concurrency
 
 local LIM_BAD_ARGS = 'ERR limiter script arguments are malformed'
 

@@ -44,6 +44,9 @@
  *                    slots per window)
  *   sliding_log      max (at most 100000 entries), window, min_interval = 0
  *   sliding_counter  max, window
+ *   concurrency      max (at most 100000 holders), lease = 60s (1 ms to
+ *                    1 day): in-flight slots, LIMITER CHECK ... ID <token>
+ *                    takes one until LIMITER RELEASE or the lease's end
  *
  * A node holds at most LIMITS_MAX_LIMITS limits; a request must pass all of
  * them (the caller's job). gcra also needs period / count >= 1 ns and a
@@ -132,6 +135,11 @@
 #define LIMITS_MAX_SLOTS 3600
 /* sliding_log: most entries of one log (a sorted set in Redis). */
 #define LIMITS_MAX_LOG_ENTRIES 100000
+/* concurrency: most holders of one key (a sorted set in Redis), and the
+ * longest lease (1 day) and its default (60 s), in ms. */
+#define LIMITS_MAX_HOLDERS      100000
+#define LIMITS_MAX_LEASE_MS     INT64_C(86400000)
+#define LIMITS_DEFAULT_LEASE_MS INT64_C(60000)
 /* factor, in millionths: 0.000001 to 1000000. */
 #define LIMITS_MAX_FACTOR_MICRO UINT64_C(1000000000000)
 
@@ -143,6 +151,7 @@ enum limits_algo {
     LIMITS_SLIDING_WINDOW = 4,
     LIMITS_SLIDING_LOG = 5,
     LIMITS_SLIDING_COUNTER = 6,
+    LIMITS_CONCURRENCY = 7,
 };
 
 /* redis-cell's GCRA: max_burst + 1 requests at once, count per period. */
@@ -204,6 +213,12 @@ struct limits_sliding_counter {
     int64_t window_ms; /* >= 1 */
 };
 
+/* At most `max` holders at once, each until released or its lease ends. */
+struct limits_concurrency {
+    int64_t max;      /* 1 .. LIMITS_MAX_HOLDERS */
+    int64_t lease_ms; /* 1 .. LIMITS_MAX_LEASE_MS, default 60 s */
+};
+
 /* One limit of a node: an algorithm and its parameters. */
 struct limits_limit {
     enum limits_algo algo; /* selects the member of u */
@@ -215,6 +230,7 @@ struct limits_limit {
         struct limits_sliding_window sliding_window;
         struct limits_sliding_log sliding_log;
         struct limits_sliding_counter sliding_counter;
+        struct limits_concurrency concurrency;
     } u;
 };
 

@@ -120,6 +120,16 @@ static const struct limits_param limits_sliding_counter_params[] = {
                  sliding_counter.window_ms, LIMITS_MAX_DURATION_MS),
 };
 
+/* concurrency: a count of slots (a factor divides it) and how long a
+ * holder keeps one without renewing it. */
+static const struct limits_param limits_concurrency_params[] = {
+    LIMITS_PARAM("max", LIMITS_K_COUNT, LIMITS_S_DIVIDE, concurrency.max,
+                 LIMITS_MAX_HOLDERS),
+    LIMITS_OPTIONAL("lease", LIMITS_K_DURATION, LIMITS_S_KEEP,
+                    concurrency.lease_ms, LIMITS_MAX_LEASE_MS,
+                    LIMITS_DEFAULT_LEASE_MS),
+};
+
 /* gcra: the emission interval period / count, in ns as algorithms/gcra.c
  * computes it, must be at least 1 ns, and the burst window it spans must
  * fit an int64_t of ns. */
@@ -222,9 +232,11 @@ static const struct limits_algo_def limits_algos[] = {
                 NULL),
     LIMITS_ALGO(LIMITS_SLIDING_COUNTER, "sliding_counter",
                 limits_sliding_counter_params, NULL),
+    LIMITS_ALGO(LIMITS_CONCURRENCY, "concurrency", limits_concurrency_params,
+                NULL),
 };
 /* A new algorithm is a row here: one per value of enum limits_algo. */
-_Static_assert(LIMITS_ARRAY_SIZE(limits_algos) == LIMITS_SLIDING_COUNTER + 1,
+_Static_assert(LIMITS_ARRAY_SIZE(limits_algos) == LIMITS_CONCURRENCY + 1,
                "a value of enum limits_algo has no row in limits_algos");
 
 /* Spellings of an unlimited rate (YAML's own is .inf). */

@@ -137,7 +137,7 @@ struct limits_algo_def {
 /* The algorithm names of the table, in its order, for messages. */
 #define LIMITS_ALGO_NAMES                                                      \
     "gcra, token_bucket, leaky_bucket, fixed_window, sliding_window, "         \
-    "sliding_log or sliding_counter"
+    "sliding_log, sliding_counter or concurrency"
 
 /* The definition of `algo`; never NULL (an out-of-range value gets one
  * named "?" without parameters). */

@@ -132,7 +132,9 @@ int limits_read_param(struct limits_loader *ld, const char *where,
         }
         if (p->kind == LIMITS_K_DURATION || p->kind == LIMITS_K_DURATION0 ||
             p->kind == LIMITS_K_WINDOW) {
-            snprintf(max, sizeof(max), "3650d"); /* LIMITS_MAX_DURATION_MS */
+            /* In days: 3650d (LIMITS_MAX_DURATION_MS), a lease's 1d. */
+            snprintf(max, sizeof(max), "%lldd",
+                     (long long)(p->max / INT64_C(86400000)));
         } else {
             limits_fmt_value(max, sizeof(max), p->kind, p->max);
         }

@@ -379,6 +379,8 @@ void limiter_command(struct limiter *lm, struct req *req, int admin,
         if (limiter_admin_ok(lm, req, admin, "RESET")) {
             limiter_tree(&lm->tree, req, STORE_RESET, resume);
         }
+    } else if (resp_cmd_arg_is(req->cmd, 1, "release")) {
+        limiter_tree(&lm->tree, req, STORE_RELEASE, resume);
     } else if (resp_cmd_arg_is(req->cmd, 1, "rules")) {
         limiter_rules(lm, req, admin);
     } else if (resp_cmd_arg_is(req->cmd, 1, "override")) {

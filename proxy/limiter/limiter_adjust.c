@@ -37,6 +37,6 @@ int limiter_adjust_parse(struct req *req, int64_t *delta)
 
 int limiter_adjust_applies(enum limits_algo a)
 {
-    (void)a; /* every algorithm of this tree is a cost */
-    return 1;
+    /* A concurrency slot is held by a token, not paid for in units. */
+    return a != LIMITS_CONCURRENCY;
 }

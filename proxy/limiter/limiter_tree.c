@@ -30,6 +30,7 @@
 #include "proxy/limiter/limiter_adjust.h"
 #include "proxy/limiter/limiter_aggregate.h"
 #include "proxy/limiter/limiter_count.h"
+#include "proxy/limiter/limiter_release.h"
 #include "proxy/limiter/limiter_reply.h"
 #include "proxy/limiter/limiter_wait.h"
 #include "proxy/limiter/store.h"
@@ -66,6 +67,9 @@ static const char *limiter_tree_add(struct store_check *c,
     const char *err = NULL;
     int kl;
 
+    if (c->op == STORE_RELEASE && l->algo != LIMITS_CONCURRENCY) {
+        return NULL; /* RELEASE frees slots: the rate limits stay */
+    }
     memset(x, 0, sizeof(*x));
     x->algo = l->algo;
     x->lim = *l;
@@ -78,6 +82,10 @@ static const char *limiter_tree_add(struct store_check *c,
     }
     /* A shadow level never makes a client wait, so any algorithm may be
      * one on a path checked with WAIT. */
+    if (l->algo == LIMITS_CONCURRENCY && c->wait_ns > 0 && !x->shadow) {
+        return "concurrency limits cannot WAIT: a slot frees when its "
+               "holder releases it";
+    }
     if (l->algo != LIMITS_GCRA && c->wait_ns > 0 && !x->shadow) {
         return "the WAIT option needs gcra limits: the other algorithms "
                "cannot reserve a later slot";
@@ -198,6 +206,11 @@ static void limiter_tree_done(struct store_check *c)
             limiter_count_error(c);
         }
         req_reply(root, c->err.data, c->err.len);
+        store_check_free(c);
+        return;
+    }
+    if (c->op == STORE_RELEASE) {
+        limiter_release_reply(c);
         store_check_free(c);
         return;
     }
@@ -326,12 +339,13 @@ static int limiter_tree_parse_forms(struct req *req, int from, unsigned *form)
     return 0;
 }
 
-/* Parses [COST n] [WAIT ms] [MS] [HEADERS] after the path, in any order
- * (WAIT only when `wait_ms` is not NULL: a CHECK), WAIT capped to
- * `wait_max_ms`. 0, or -1 after replying an error. */
+/* Parses [COST n] [WAIT ms] [MS] [HEADERS] [ID token] after the path, in
+ * any order (WAIT only when `wait_ms` is not NULL: a CHECK), WAIT capped
+ * to `wait_max_ms`, the token into *id (a copy). 0, or -1 after replying
+ * an error. */
 static int limiter_tree_parse_opts(struct req *req, unsigned wait_max_ms,
                                    int64_t *cost, int64_t *wait_ms,
-                                   unsigned *form)
+                                   unsigned *form, char **id, size_t *id_len)
 {
     int i, rc;
     size_t len;
@@ -351,6 +365,12 @@ static int limiter_tree_parse_opts(struct req *req, unsigned wait_max_ms,
                 *cost > LIMITER_MAX_COST) {
                 req_reply_error(req, "value is not an integer or out of "
                                      "range");
+                return -1;
+            }
+            continue;
+        }
+        if (resp_cmd_arg_is(req->cmd, i, "id") && i + 1 < req->cmd->argc) {
+            if (limiter_release_token(req, ++i, id, id_len) != 0) {
                 return -1;
             }
             continue;
@@ -418,7 +438,8 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     size_t plen;
     int64_t cost = 1, wait_ms = 0, delta = 0;
     unsigned cap = 0, form = 0;
-    size_t l;
+    char *id = NULL, idbuf[512];
+    size_t l, id_len = 0;
 
     if (req->cmd->argc < 3) {
         req_reply_error(req, "wrong number of arguments for 'limiter' "
@@ -432,10 +453,21 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
             limiter_tree_parse_forms(req, 4, &form) != 0) {
             return;
         }
-    } else if (op != STORE_RESET &&
-               limiter_tree_parse_opts(
-                   req, tr->conf->limiter_wait_max_ms, &cost,
-                   op == STORE_CHECK ? &wait_ms : NULL, &form) != 0) {
+    } else if ((op == STORE_CHECK || op == STORE_PEEK) &&
+               limiter_tree_parse_opts(req, tr->conf->limiter_wait_max_ms,
+                                       &cost,
+                                       op == STORE_CHECK ? &wait_ms : NULL,
+                                       &form, &id, &id_len) != 0) {
+        px_free(id);
+        return;
+    }
+    if (op == STORE_RELEASE && req->cmd->argc != 4) {
+        req_reply_error(req, "wrong number of arguments for "
+                             "'limiter|release' command");
+        return;
+    }
+    if (op == STORE_RELEASE &&
+        limiter_release_token(req, 3, &id, &id_len) != 0) {
         return;
     }
     if (op == STORE_RESET && req->cmd->argc != 3) {
@@ -445,17 +477,19 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     path = resp_cmd_arg(req->cmd, 2, &plen);
     lv = limiter_tree_resolve(tr, req, path, plen);
     if (lv == NULL) {
+        px_free(id);
         return;
     }
     if (lv->n == 0) {
         int known = lv->matched > 0;
         px_free(lv);
+        px_free(id);
         if (!known) {
             /* Not even the first segment is in the tree: most likely a
              * typo, which silently admitting would hide. */
             req_reply_error(req, "no limits for path '%.*s'",
                             (int)(plen > 128 ? 128 : plen), path);
-        } else if (op == STORE_RESET) {
+        } else if (op == STORE_RESET || op == STORE_RELEASE) {
             PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
             req_reply_built(req);
         } else {
@@ -485,7 +519,13 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     c->delta = delta;
     c->wait_ns = wait_ms * RL_NS_PER_MS;
     c->reply_form = form;
+    c->id = id;
+    c->id_len = id_len;
     err = limiter_tree_build(c);
+    if (err == NULL) {
+        err = limiter_release_check(c, *tr->limits, path, plen, idbuf,
+                                    sizeof(idbuf));
+    }
     if (err != NULL) {
         store_check_free(c);
         req_reply_error(req, "%s", err);
@@ -495,7 +535,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
         store_check_free(c);
         return;
     }
-    if (op == STORE_RESET && c->n == 0) {
+    if ((op == STORE_RESET || op == STORE_RELEASE) && c->n == 0) {
         store_check_free(c);
         PX_CHECK_OOM(resp_enc_int(&req->reply, 0));
         req_reply_built(req);

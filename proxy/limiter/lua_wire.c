@@ -12,6 +12,8 @@
  *     tag: a refund's undo token; a check's shadow level ("" for a real
  *     level); "keys": no pairs, the levels' paths are read from their
  *     keys (a group that assumes no run-time override)
+ *     concurrency's p3 and p4: the call's ID ("" for none) and "release"
+ *     for LIMITER RELEASE (sent as a check of those limits alone), else ""
  *
  *   keys of several slots on one node ("spread"): 0 keys declared, the
  *   keys after the arguments.
@@ -181,6 +183,20 @@ static int lua_wire_by_keys(const struct store_check *c, unsigned g,
     return 1;
 }
 
+/* concurrency's third and fourth parameters, from the call: the token
+ * (ID, RELEASE's) and whether it is a RELEASE. */
+static void lua_wire_conc_word(struct lua_wire_group *q,
+                               const struct store_check *c, int k)
+{
+    if (k == 2) {
+        lua_wire_word(q, c->id != NULL ? c->id : "", c->id_len);
+    } else if (c->op == STORE_RELEASE) {
+        lua_wire_word(q, "release", 7);
+    } else {
+        lua_wire_word(q, "", 0);
+    }
+}
+
 void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
                            unsigned g, enum lua_wire_mode mode,
                            const char *ovkey, size_t ovlen,
@@ -239,6 +255,10 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
         args = lua_wire_params(memo, c, &c->lim[i]);
         lua_wire_word(q, algo, strlen(algo));
         for (k = 0; k < 4; k++) {
+            if (c->lim[i].algo == LIMITS_CONCURRENCY && k >= 2) {
+                lua_wire_conc_word(q, c, k);
+                continue;
+            }
             lua_wire_word(q, args->out[k], args->len[k]);
         }
         lua_wire_word(q, undo, strlen(undo));
@@ -776,6 +796,12 @@ enum lua_wire_answer lua_wire_group_decode(struct store_check *c, unsigned g,
         struct rl_decision *r = &c->res[i];
         if (x->group != g || x->algo == LIMITS_GCRA || sr.limited != 0 ||
             x->shadow_limited || c->cost == 0) {
+            continue;
+        }
+        if (x->algo == LIMITS_CONCURRENCY) {
+            /* One slot whatever the cost, and none when it renewed. */
+            c->peek[i].remaining +=
+                strcmp(x->undo, "n") == 0 && r->remaining < r->limit;
             continue;
         }
         /* Taken in this group (by a check, refunded if another slot

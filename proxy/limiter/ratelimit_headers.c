@@ -89,6 +89,11 @@ void ratelimit_headers_item_of(struct ratelimit_headers_item *it,
         it->window_s =
             ratelimit_headers_ms_to_s(l->u.sliding_counter.window_ms);
         return;
+    case LIMITS_CONCURRENCY:
+        /* Slots in flight, not a budget per window: no `w`. */
+        it->quota = l->u.concurrency.max;
+        it->window_s = -1;
+        return;
     }
     it->quota = 0;
     it->window_s = -1;

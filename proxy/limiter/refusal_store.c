@@ -83,7 +83,9 @@ int refusal_store_throttle(struct refusal_store *rfs,
  * behind the clock, a bucket refills or drains, a fixed window ends, a
  * sliding counter's previous window weighs less), so a refusal holds for
  * every earlier time; so do a sliding window's slots, which age out of
- * the window. A sliding log is written by a refusal. */
+ * the window. A sliding log is written by a refusal. A concurrency level
+ * is not either: a RELEASE (here or on another proxy) frees a slot at any
+ * time, so a check of a path with one always reaches its store. */
 static int refusal_store_algo_cacheable(enum limits_algo a)
 {
     return a == LIMITS_GCRA || a == LIMITS_SLIDING_WINDOW ||

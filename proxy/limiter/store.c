@@ -148,6 +148,7 @@ void store_check_free(struct store_check *c)
         px_free(c->lim[i].key);
     }
     px_free(c->lv);
+    px_free(c->id);
     buf_free(&c->err);
     px_free(c);
 }
@@ -187,6 +188,8 @@ int64_t store_limit_max(const struct limits_limit *l)
         return l->u.sliding_log.max;
     case LIMITS_SLIDING_COUNTER:
         return l->u.sliding_counter.max;
+    case LIMITS_CONCURRENCY:
+        return l->u.concurrency.max;
     }
     return 0;
 }

@@ -93,12 +93,14 @@ typedef void store_done_fn(struct store *st, struct req *req,
 
 /* What a LIMITER call does with its limits. */
 enum store_op {
-    STORE_CHECK,  /* decide and consume (all or nothing) */
-    STORE_PEEK,   /* decide as CHECK (its cost), write nothing */
-    STORE_RESET,  /* forget the keys */
-    STORE_ADJUST, /* LIMITER ADJUST: charge or give back `delta`, never
-                     refused; decided and replied as a PEEK of cost 1
-                     after it (limiter_adjust.h) */
+    STORE_CHECK,   /* decide and consume (all or nothing) */
+    STORE_PEEK,    /* decide as CHECK (its cost), write nothing */
+    STORE_RESET,   /* forget the keys */
+    STORE_ADJUST,  /* LIMITER ADJUST: charge or give back `delta`, never
+                      refused; decided and replied as a PEEK of cost 1
+                      after it (limiter_adjust.h) */
+    STORE_RELEASE, /* LIMITER RELEASE: free the slot of c->id in every
+                      concurrency limit (the only limits of the call) */
 };
 
 /* One limit of a tree call. */
@@ -122,7 +124,9 @@ struct store_limit {
                                   store_down_policy is fail_open: c->res
                                   admits it undecided, nothing taken. Set
                                   by the store with c->res */
-    char undo[STORE_UNDO_MAX]; /* what a refund takes back, NUL-ended */
+    char undo[STORE_UNDO_MAX]; /* what a refund takes back, NUL-ended;
+                                  a RELEASE's concurrency limit: "1" when
+                                  the token held a slot there */
 };
 
 struct store_check;
@@ -158,6 +162,9 @@ struct store_check {
                                   ADJUST, whose reply is such a peek) */
     int64_t delta;             /* ADJUST: units charged (> 0) or given
                                   back (< 0) at every level */
+    char *id;                  /* owned: ID <token> of CHECK|PEEK, the
+                                  token of RELEASE; NULL: none */
+    size_t id_len;             /* bytes of id */
     int64_t wait_ns;           /* CHECK ... WAIT: the longest delay accepted */
     unsigned reply_form;       /* CHECK|PEEK ... MS / HEADERS: the reply's
                                   form (LIMITER_REPLY_*), the commands' */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "algorithms/concurrency.h"
 #include "algorithms/gcra.h"
 #include "algorithms/sliding_log.h"
 #include "algorithms/sliding_window.h"
@@ -59,7 +60,8 @@ struct store_entry {
     } u;
     size_t n;          /* entries of list */
     void *list;        /* owned: sliding_window slots, sliding_log
-                          timestamps */
+                          timestamps, concurrency holders (their tokens
+                          after them in the same block) */
     size_t list_bytes; /* allocated for list (charged to the map) */
 };
 
@@ -231,13 +233,81 @@ static int store_local_take(const struct rl_decision *rd, int write,
     return 0;
 }
 
+/* concurrency's holders next[0..n) as one block to own: the array, then
+ * every token's bytes, each holder pointing at its own. */
+static void *store_local_holders(const struct concurrency_holder *next,
+                                 size_t n, size_t *bytes)
+{
+    struct concurrency_holder *h;
+    size_t i, at = n * sizeof(*h);
+    char *block;
+
+    for (i = 0, *bytes = at; i < n; i++) {
+        *bytes += next[i].len;
+    }
+    block = px_malloc(*bytes > 0 ? *bytes : 1);
+    h = (struct concurrency_holder *)(void *)block;
+    for (i = 0; i < n; i++) {
+        memcpy(block + at, next[i].token, next[i].len);
+        h[i] = next[i];
+        h[i].token = block + at;
+        at += next[i].len;
+    }
+    return block;
+}
+
+/* concurrency's decision (release: a RELEASE) for token id on entry e,
+ * into *d and *w as store_local_decide's; *took from the model. */
+static int store_local_concurrency(const struct limits_limit *lim,
+                                   const struct store_entry *e, int64_t now,
+                                   int64_t cost, const char *id, size_t idlen,
+                                   int release, struct rl_decision *d,
+                                   struct store_pending *w, int *took,
+                                   const char **err)
+{
+    struct concurrency_params p;
+    struct concurrency_result r;
+    struct concurrency_holder *next;
+    size_t n = e ? e->n : 0;
+    int rc;
+
+    if (concurrency_params_init(&p, lim->u.concurrency.max,
+                                lim->u.concurrency.lease_ms,
+                                err) != CONCURRENCY_OK) {
+        return -1;
+    }
+    next = px_mallocarray(n + 1, sizeof(*next));
+    rc = release ? concurrency_release(&p, e ? e->list : NULL, n, id, idlen,
+                                       now, next, n + 1, &r, err)
+                 : concurrency_decide(&p, e ? e->list : NULL, n, id, idlen, now,
+                                      cost, next, n + 1, &r, err);
+    if (rc == CONCURRENCY_OK && r.write == CONCURRENCY_WRITE_SET) {
+        w->next.list = store_local_holders(next, r.next_n, &w->next.list_bytes);
+        w->next.n = r.next_n;
+    }
+    px_free(next);
+    if (rc != CONCURRENCY_OK) {
+        return -1;
+    }
+    *took = r.took;
+    return store_local_take(&r.d,
+                            r.write == CONCURRENCY_WRITE_SET   ? 1
+                            : r.write == CONCURRENCY_WRITE_DEL ? 2
+                                                               : 0,
+                            r.expiry_ms, d, w);
+}
+
 /* Decides one non-gcra limit from entry e (NULL: missing) at now with
- * cost into *d, and what to write into *w. 0, or -1 with *err. */
+ * cost (and concurrency's token id) into *d, and what to write into *w.
+ * 0, or -1 with *err. */
 static int store_local_decide(const struct limits_limit *lim,
                               const struct store_entry *e, int64_t now,
-                              int64_t cost, struct rl_decision *d,
-                              struct store_pending *w, const char **err)
+                              int64_t cost, const char *id, size_t idlen,
+                              struct rl_decision *d, struct store_pending *w,
+                              const char **err)
 {
+    int took;
+
     memset(w, 0, sizeof(*w));
     w->next.algo = lim->algo;
     if (e != NULL && e->algo != lim->algo) {
@@ -301,6 +371,9 @@ static int store_local_decide(const struct limits_limit *lim,
             &r.d, r.write == SLIDING_LOG_WRITE_SET ? (r.d.limited ? 3 : 1) : 0,
             r.expiry_ms, d, w);
     }
+    case LIMITS_CONCURRENCY:
+        return store_local_concurrency(lim, e, now, cost, id, idlen, 0, d, w,
+                                       &took, err);
     default: /* gcra is the caller's */
         break;
     }
@@ -442,8 +515,8 @@ int store_local_check(struct store_local *st, unsigned n,
             store_local_refused(&l[i], wr.d.limited, &limited, &shadow_refused);
             continue;
         }
-        if (store_local_decide(l[i].lim, e, now, cost, &out[i], &w[i], err) !=
-            0) {
+        if (store_local_decide(l[i].lim, e, now, cost, l[i].id, l[i].id_len,
+                               &out[i], &w[i], err) != 0) {
             rc = -1;
             break;
         }
@@ -460,9 +533,9 @@ int store_local_check(struct store_local *st, unsigned n,
             store_local_takes(&l[i], limited, shadow_refused)) {
             continue;
         }
-        rc = store_local_decide(l[i].lim,
-                                store_local_live(st, l[i].key, l[i].klen, now),
-                                now, 0, &peek[i], &pw, err);
+        rc = store_local_decide(
+            l[i].lim, store_local_live(st, l[i].key, l[i].klen, now), now, 0,
+            l[i].id, l[i].id_len, &peek[i], &pw, err);
         px_free(pw.next.list);
     }
     if (rc == 0 && commit) {
@@ -610,6 +683,31 @@ int store_local_override_set(struct store_local *st, const char *path,
     return old != NULL;
 }
 
+int store_local_release(struct store_local *st,
+                        const struct store_local_limit *l, const char **err)
+{
+    int64_t now = store_local_now_ns();
+    struct store_entry *e = store_local_live(st, l->key, l->klen, now);
+    struct store_pending w;
+    struct rl_decision d;
+    int took = 0;
+
+    memset(&w, 0, sizeof(w));
+    w.next.algo = LIMITS_CONCURRENCY;
+    if (e != NULL && e->algo != LIMITS_CONCURRENCY) {
+        *err = STORE_LOCAL_WRONGTYPE;
+        return -1;
+    }
+    if (store_local_concurrency(l->lim, e, now, 0, l->id, l->id_len, 1, &d, &w,
+                                &took, err) != 0) {
+        return -1;
+    }
+    /* Fewer holders than before: the entry only shrinks, no room needed. */
+    store_local_apply(st, l->key, l->klen, &w, now);
+    px_free(w.next.list);
+    return took;
+}
+
 int store_local_del(struct store_local *st, const char *key, size_t len)
 {
     if (store_local_live(st, key, len, store_local_now_ns()) == NULL) {
@@ -682,6 +780,23 @@ static void store_local_throttle(struct store *st, struct req *req,
     done(st, req, &r);
 }
 
+/* RELEASE of limit i of c: its undo "1" when the token held a slot
+ * there. 0, or -1 with c->err_text set. */
+static int store_local_release_one(struct store *st, struct store_check *c,
+                                   const struct store_local_limit *sl,
+                                   unsigned i, const char **err)
+{
+    int held = store_local_release(st->impl, &sl[i], err);
+
+    if (held < 0) {
+        c->err_text = *err;
+        return -1;
+    }
+    c->lim[i].undo[0] = held ? '1' : '0';
+    c->lim[i].undo[1] = '\0';
+    return 0;
+}
+
 /* Every limit decided at one instant, all written only when all admit
  * (CHECK), none written otherwise. */
 static void store_local_check_op(struct store *st, struct store_check *c,
@@ -720,6 +835,20 @@ static void store_local_check_op(struct store *st, struct store_check *c,
         sl[i].klen = c->lim[i].klen;
         sl[i].level = c->lim[i].level;
         sl[i].shadow = c->lim[i].shadow;
+        sl[i].id = c->id;
+        sl[i].id_len = c->id_len;
+    }
+    if (c->op == STORE_RELEASE) {
+        /* Each concurrency limit frees the token's slot; the count of
+         * those where it held one is the reply. */
+        for (i = 0;
+             i < c->n && store_local_release_one(st, c, sl, i, &err) == 0;
+             i++) {
+        }
+        px_free(sl);
+        px_free(wp);
+        done(c);
+        return;
     }
     if (c->op == STORE_ADJUST) {
         rc = store_local_adjust(st->impl, c->n, sl, c->delta, c->res, c->peek,

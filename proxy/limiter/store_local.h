@@ -58,6 +58,9 @@ struct store_local_limit {
     size_t klen;                       /* bytes of key */
     unsigned level;                    /* its level, < 64 */
     bool shadow;                       /* its level is shadow */
+    const char *id;                    /* concurrency: the token (ID), or
+                                          NULL (a PEEK without one) */
+    size_t id_len;                     /* bytes of id */
 };
 
 /* An empty store of at most max_keys keys and max_bytes bytes
@@ -118,6 +121,12 @@ size_t store_local_override_bytes(size_t plen, size_t tlen);
  * override_max. */
 int store_local_override_set(struct store_local *st, const char *path,
                              size_t len, const char *text, size_t tlen);
+
+/* LIMITER RELEASE of concurrency limit l (its key and parameters) for
+ * token id: 1 when the token held a live slot there (freed now), 0 when
+ * not, -1 with `*err` (WRONGTYPE, a malformed state). */
+int store_local_release(struct store_local *st,
+                        const struct store_local_limit *l, const char **err);
 
 /* Forgets key. Returns 1 when it was there (and not expired), else 0. */
 int store_local_del(struct store_local *st, const char *key, size_t len);

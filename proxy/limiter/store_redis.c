@@ -498,13 +498,18 @@ static void store_redis_check(struct store *st, struct store_check *c,
         done(c);
         return;
     }
-    /* RESET deletes keys, so a group without any has nothing to do;
-     * checks call every group, to verify its overrides. */
+    /* RESET deletes keys and RELEASE frees slots, so a group without any
+     * has nothing to do; checks call every group, to verify its
+     * overrides. */
     for (g = 0; g < c->ngroups; g++) {
-        c->pending += c->op != STORE_RESET || store_redis_group_keys(c, g) > 0;
+        c->pending += (c->op != STORE_RESET && c->op != STORE_RELEASE) ||
+                      store_redis_group_keys(c, g) > 0;
     }
     c->root->owed++;
     for (g = 0; g < c->ngroups; g++) {
+        if (c->op == STORE_RELEASE && store_redis_group_keys(c, g) == 0) {
+            continue;
+        }
         if (c->op == STORE_ADJUST) {
             store_redis_adjust_queue(c, g);
         } else if (c->op != STORE_RESET) {

@@ -150,7 +150,7 @@ Test(limits, example_file_loads_and_resolves)
         limits_load_file(LIMITS_TEST_EXAMPLE_FILE, &t, err, sizeof(err)),
         LIMITS_OK, "%s", err);
     cr_assert_str_empty(err);
-    cr_assert_eq(limits_rule_count(t), 7);
+    cr_assert_eq(limits_rule_count(t), 8);
     cr_assert_eq(limits_override_count(t), 5);
 
     /* The factor 2 of user:alex halves the burst and doubles the period. */
@@ -232,6 +232,8 @@ Test(limits, example_file_is_described_in_a_fixed_order)
         "sliding_counter(max=20000,window=3600s)\n"
         "api:*:search  token_bucket(capacity=20,refill_per_sec=2.5)\n"
         "api:*:upload  leaky_bucket(size=5,drip_ms=2000,drip_size=1)\n"
+        "jobs:*  concurrency(max=10,lease=30s) "
+        "sliding_window(max=100,window=60s,resolution=1s)\n"
         "login:*  sliding_log(max=5,window=900s,min_interval=1s)\n"
         "user:*  gcra(max_burst=15,count=30,period=60s)\n"
         "user:*:trade  gcra(max_burst=5,count=10,period=15s)\n"

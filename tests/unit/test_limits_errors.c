@@ -124,7 +124,7 @@ ParameterizedTestParameters(limits_errors,
         { "user:\n  limits:\n    - algorithm: nope\n",
           "limits.yaml:3:18: user: algorithm: unknown algorithm \"nope\" "
           "(expected gcra, token_bucket, leaky_bucket, fixed_window, "
-          "sliding_window, sliding_log or sliding_counter)" },
+          "sliding_window, sliding_log, sliding_counter or concurrency)" },
         { "user:\n  limits:\n    - algorithm: [gcra]\n",
           "limits.yaml:3:18: user: algorithm: expected an algorithm name, got "
           "a sequence" },
@@ -178,6 +178,12 @@ ParameterizedTestParameters(limits_errors,
           "window: 1}\n",
           "limits.yaml:3:37: user: max: \"100001\" is too large (max "
           "100000)" },
+        { "user:\n  limits:\n    - {algorithm: concurrency, max: 100001}\n",
+          "limits.yaml:3:37: user: max: \"100001\" is too large (max "
+          "100000)" },
+        { "user:\n  limits:\n    - {algorithm: concurrency, max: 1, lease: "
+          "2d}\n",
+          "limits.yaml:3:47: user: lease: \"2d\" is too large (max 1d)" },
         /* Overrides: the mapping and its paths. */
         { ONE_LIMIT_USER "overrides: [a]\n",
           "limits.yaml:3:12: overrides: expected a mapping of paths, got a "
@@ -323,8 +329,8 @@ Test(limits_errors, every_error_of_the_file_is_reported_one_per_line)
               "positive integer, got \"-1\"\n"
               "limits.yaml:12:26: user:*:trade: algorithm: unknown "
               "algorithm \"foo\" (expected gcra, token_bucket, "
-              "leaky_bucket, fixed_window, sliding_window, sliding_log or "
-              "sliding_counter)\n"
+              "leaky_bucket, fixed_window, sliding_window, sliding_log, "
+              "sliding_counter or concurrency)\n"
               "limits.yaml:13:9: user:*: segment \"a:b\" contains ':', "
               "the path separator\n"
               "limits.yaml:17:3: overrides: \"nobody\": matches no node "
