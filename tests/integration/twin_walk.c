@@ -170,24 +170,35 @@ static void twin_expect_undo(const struct twin_key *k, const char *got,
     cr_assert_str_eq(got, k->r.undo, "%s: undo token", ctx);
 }
 
-const struct twin_result *twin_step(struct twin_key *k, const char *mode,
-                                    int64_t now, int64_t cost, const char *ctx)
+/* twin_step() of mode "check", "peek" or "adjust" (cost the delta: the
+ * model's adjust, the parameters of a call of cost 1, the entry as a
+ * peek of cost 1 gives it). */
+static const struct twin_result *twin_step_as(struct twin_key *k,
+                                              const char *mode, int64_t now,
+                                              int64_t cost, const char *ctx)
 {
-    int check = strcmp(mode, "check") == 0;
+    int adjust = strcmp(mode, "adjust") == 0;
+    int check = adjust || strcmp(mode, "check") == 0;
+    int64_t cost_args = adjust ? 1 : cost; /* the parameters' cost */
     long long ttl = k->ttl;
     struct lua_twin_txn tx;
     char buf[4][TWIN_DIGITS];
     const char *v[4];
 
-    twin_model_own(k, now, cost);
+    if (adjust) {
+        memset(&k->r, 0, sizeof(k->r));
+        k->a->adjust(&k->cf, k->have ? k->st : NULL, now, cost, &k->r, k->next);
+    } else {
+        twin_model_own(k, now, cost);
+    }
     lua_twin_call_multi(k->c, mode, k->name, k->a->name,
-                        twin_args(k, cost, buf, v), now, cost, NULL,
+                        twin_args(k, cost_args, buf, v), now, cost, NULL,
                         k->a->read_fmt, &tx, ctx);
     cr_assert(!tx.failed, "%s: %s: %s", ctx, mode, tx.err);
     cr_assert_eq(tx.out.now_us, now, "%s: the script's clock", ctx);
     if (tx.entry->elements == 1) {
         cr_assert_not_null(k->a->from_raw, "%s: an entry of one element", ctx);
-        k->a->from_raw(&k->cf, tx.entry->element[0], cost, &tx.out, ctx);
+        k->a->from_raw(&k->cf, tx.entry->element[0], cost_args, &tx.out, ctx);
     } else {
         k->text[0] = tx.entry->element[3]->type == REDIS_REPLY_STRING;
         k->text[1] = tx.entry->element[4]->type == REDIS_REPLY_STRING;
@@ -221,6 +232,35 @@ const struct twin_result *twin_step(struct twin_key *k, const char *mode,
     twin_keep_ttl(k, tx.pttl);
     freeReplyObject(tx.exec);
     return &k->r;
+}
+
+const struct twin_result *twin_step(struct twin_key *k, const char *mode,
+                                    int64_t now, int64_t cost, const char *ctx)
+{
+    return twin_step_as(k, mode, now, cost, ctx);
+}
+
+const struct twin_result *twin_adjust(struct twin_key *k, int64_t now,
+                                      int64_t delta, const char *ctx)
+{
+    cr_assert_not_null(k->a->adjust, "%s: %s has no adjust", ctx, k->a->name);
+    return twin_step_as(k, "adjust", now, delta, ctx);
+}
+
+/* A delta for the walk: the algorithm's draw, or a cost of either sign
+ * (0 now and then: it must write nothing). */
+static int64_t twin_rnd_delta(struct twin_key *k, uint64_t *s)
+{
+    int64_t d;
+
+    if (k->a->rnd_delta != NULL) {
+        return k->a->rnd_delta(s, &k->cf);
+    }
+    if (lua_twin_rnd_in(s, 0, 9) == 0) {
+        return 0;
+    }
+    d = k->a->rnd_cost(s, &k->cf);
+    return lua_twin_rnd_in(s, 0, 1) ? d : -d;
 }
 
 /* The refund in MULTI; the model takes what it left. */
@@ -276,7 +316,8 @@ int twin_hash(const redisReply *r, const char *const *names, int n, int64_t *v,
 /* What a walk reached. */
 struct twin_tally {
     long checks, limited, writes, peeks, refunds, expiries, changes, plants;
-    long owns; /* the algorithm's own steps */
+    long adjusts, adjust_writes; /* ADJUST steps, and those that wrote */
+    long owns;                   /* the algorithm's own steps */
 };
 
 /* Peek, check, refund, peek at one now: when the check took something,
@@ -447,6 +488,10 @@ static void twin_sequence(struct twin_key *k, uint64_t *s, int seq,
             k->a->own_step(s, k, ctx);
             k->deadline_valid = 0;
             n->owns++;
+        } else if (k->a->adjust != NULL && kind < 12) {
+            twin_adjust(k, now, twin_rnd_delta(k, s), ctx);
+            n->adjusts++;
+            n->adjust_writes += k->r.write;
         } else if (kind < 55) {
             twin_step(k, "check", now, cost, ctx);
             n->checks++;
@@ -504,6 +549,11 @@ void twin_walk(const struct twin_algo *a, const char *suite)
     cr_assert_gt(n.peeks, 0, "%s: no peek", suite);
     cr_assert_gt(n.refunds, 0, "%s: no refund", suite);
     cr_assert(a->plant == NULL || n.plants > 0, "%s: nothing planted", suite);
+    if (a->adjust != NULL) {
+        fprintf(stderr, "%s: %ld adjusts (%ld wrote)\n", suite, n.adjusts,
+                n.adjust_writes);
+        cr_assert_gt(n.adjust_writes, 0, "%s: no adjust wrote", suite);
+    }
     cr_assert(a->own_step == NULL || n.owns > 0, "%s: no own step", suite);
     for (int i = 0; i < TWIN_OWN_TALLIES && a->own_tally[i] != NULL; i++) {
         fprintf(stderr, "%s: own step: %ld %s\n", suite, k.own[i],
@@ -643,6 +693,8 @@ void twin_rows(struct twin_key *k, const struct twin_row *rows, size_t n)
             twin_step(k, w->op, w->now_us, w->cost, ctx);
         } else if (strcmp(w->op, "refund") == 0) {
             twin_refund(k, w->now_us, w->cost, w->undo, ctx);
+        } else if (strcmp(w->op, "adjust") == 0) {
+            twin_adjust(k, w->now_us, w->cost, ctx);
         } else if (strcmp(w->op, "params") == 0) {
             twin_set(k, w->n[0], w->n[1], w->n[2]);
         } else {

@@ -13,6 +13,8 @@
  *   parameters on the same key, planted states the twin would not write,
  *   and simulated expiries (past the model's expiry the state must
  *   decide like no key);
+ * - ADJUST steps where the algorithm has an adjust hook: a random delta
+ *   of either sign, the twin's mode "adjust" against the model's adjust;
  * - tables of rows: scripted steps with exact expected values, bad
  *   parameters and malformed states with the model's error texts;
  * - an algorithm's own step, for a script of its that the walk's clock
@@ -140,6 +142,19 @@ struct twin_algo {
     int own_pct;
     const char *own_tally[TWIN_OWN_TALLIES]; /* each must be reached */
     int sequences; /* the walk's sequences; 0: TWIN_SEQUENCES */
+
+    /* ---- LIMITER ADJUST (NULL: the walk adjusts nothing) ---- */
+    /* The model's <name>_adjust of delta (any sign) at now_us on st (NULL:
+     * no key): r->d is what a peek of cost 1 gives right after it, r->write
+     * whether it writes next with expiry_ms (r->have_next: the key exists
+     * after it; a write that deletes has have_next 0). The undo token is
+     * "" (r->undo zeroed). The walk calls limiter.lua's mode "adjust"
+     * with the parameters of a call of cost 1 (args) and delta as its
+     * cost, and compares entry, TTL and stored state as for a check. */
+    void (*adjust)(const struct twin_conf *cf, const void *st, int64_t now_us,
+                   int64_t delta, struct twin_result *r, void *next);
+    /* A delta; NULL: +/- rnd_cost's draw, sometimes 0. */
+    int64_t (*rnd_delta)(uint64_t *s, const struct twin_conf *cf);
 };
 
 /* One key as the test believes Redis holds it. */
@@ -189,6 +204,12 @@ const struct twin_result *twin_model(struct twin_key *k, const void *st,
 const struct twin_result *twin_step(struct twin_key *k, const char *mode,
                                     int64_t now, int64_t cost, const char *ctx);
 
+/* The checked step of an ADJUST of delta (see the algorithm's adjust
+ * hook): the twin's mode "adjust" against the model's adjust, compared
+ * as a check's step; returns the model's result (k->r). */
+const struct twin_result *twin_adjust(struct twin_key *k, int64_t now,
+                                      int64_t delta, const char *ctx);
+
 /* A refund of cost with the token undo (NULL: the last entry's); then
  * reads the key back into the model. */
 void twin_refund(struct twin_key *k, int64_t now, int64_t cost,
@@ -226,7 +247,8 @@ void twin_walk(const struct twin_algo *a, const char *suite);
 
 /* ---- Tables ---- */
 
-/* One scripted step on one key. `op` is "check", "peek", "refund", or a
+/* One scripted step on one key. `op` is "check", "peek", "refund",
+ * "adjust" (cost is the delta), or a
  * Redis command with one %s for the key (a planted state, a DEL, set by
  * twin_plant). `want` lists what the step must give, as "name value"
  * pairs separated by spaces, from: limited, remaining, retry_ns, reset_ns
