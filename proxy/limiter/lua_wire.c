@@ -12,6 +12,9 @@
  *     tag: a refund's undo token; a check's shadow level ("" for a real
  *     level); "keys": no pairs, the levels' paths are read from their
  *     keys (a group that assumes no run-time override)
+ *     cost: "<cost>", or for a check with WAIT whose group has a bucket
+ *     "<cost>:<wait_us>" (the buckets reserve in the script; gcra has
+ *     its wait folded into DVT, lua_wire_params)
  *
  *   keys of several slots on one node ("spread"): 0 keys declared, the
  *   keys after the arguments.
@@ -181,6 +184,31 @@ static int lua_wire_by_keys(const struct store_check *c, unsigned g,
     return 1;
 }
 
+/* A group's cost word: "<cost>", or "<cost>:<wait_us>" for a check with
+ * WAIT whose group holds a real token_bucket or leaky_bucket limit (the
+ * script reserves for those; a group of gcra alone keeps the plain word,
+ * so it stays on the script's fast path). */
+static void lua_wire_cost(struct lua_wire_group *q, const struct store_check *c,
+                          unsigned g, enum lua_wire_mode mode)
+{
+    char num[2 * RESP_FMT_LL_MAX + 2];
+    size_t len = resp_fmt_ll(num, (long long)c->cost);
+    unsigned i;
+
+    for (i = 0; i < c->n && mode == LUA_WIRE_CHECK && c->wait_ns > 0; i++) {
+        const struct store_limit *x = &c->lim[i];
+        if (x->group == g && !x->shadow &&
+            (x->algo == LIMITS_TOKEN_BUCKET ||
+             x->algo == LIMITS_LEAKY_BUCKET)) {
+            num[len++] = ':';
+            len += resp_fmt_ll(num + len,
+                               (long long)(c->wait_ns / (RL_NS_PER_MS / 1000)));
+            break;
+        }
+    }
+    lua_wire_word(q, num, len);
+}
+
 void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
                            unsigned g, enum lua_wire_mode mode,
                            const char *ovkey, size_t ovlen,
@@ -210,7 +238,7 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     lua_wire_word(q, ovkey, ovlen);
     q->nk = q->nw;
     lua_wire_word(q, modes[mode], strlen(modes[mode]));
-    lua_wire_word(q, num, resp_fmt_ll(num, (long long)c->cost));
+    lua_wire_cost(q, c, g, mode);
     lua_wire_word(q, num, resp_fmt_ll(num, (long long)q->nk - 1));
     for (i = 0; i < c->n; i++) {
         const char *algo = limits_algo_name(c->lim[i].algo);

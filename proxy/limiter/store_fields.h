@@ -41,6 +41,16 @@ int store_fields_decide(const struct limits_limit *lim,
                         int64_t cost, struct store_fields_result *out,
                         const char **err);
 
+/* store_fields_decide with a CHECK ... WAIT of wait_ns (> 0): a
+ * token_bucket or leaky_bucket limit due within it is reserved (its
+ * <name>_decide_wait: limited, with its retry_after, and write 1); the
+ * other algorithms decide as without it (the caller refuses WAIT on
+ * them). */
+int store_fields_decide_wait(const struct limits_limit *lim,
+                             const union store_fields *st, int64_t now_ns,
+                             int64_t cost, int64_t wait_ns,
+                             struct store_fields_result *out, const char **err);
+
 /* The hash fields limiter.lua keeps the state of algorithm `a` in, in a
  * fixed order: a static, NULL-terminated array of at most 3 names. */
 const char *const *store_fields_names(enum limits_algo a);

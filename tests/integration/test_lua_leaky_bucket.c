@@ -84,6 +84,22 @@ static void lb_decide(const struct twin_conf *cf, const void *st, int64_t now,
     memcpy(next, &x.next, sizeof(x.next));
 }
 
+/* LIMITER ADJUST through the model (the hook's contract: twin_walk.h). */
+static void lb_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    struct leaky_bucket_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(leaky_bucket_adjust(P(cf), st, now * 1000, delta, &x, &err),
+                 LEAKY_BUCKET_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write == LEAKY_BUCKET_WRITE_SET;
+    r->have_next = r->write || st != NULL;
+    r->expiry_ms = x.expiry_ms;
+    memcpy(next, &x.next, sizeof(x.next));
+}
+
 /* Random parameters: small, ordinary and the maxima; with `old`, half the
  * time only drip_size changes. */
 static void lb_rnd_conf(uint64_t *s, struct twin_conf *cf,
@@ -212,6 +228,7 @@ static const struct twin_algo LB = {
     .rnd_edge = lb_edge,
     .plant = lb_plant,
     .after_refund = lb_after_refund,
+    .adjust = lb_adjust,
 };
 
 /* ---------------- The walk and the tables ---------------- */

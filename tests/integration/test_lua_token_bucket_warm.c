@@ -132,6 +132,22 @@ static void tbw_decide(const struct twin_conf *cf, const void *st, int64_t now,
     memcpy(next, &x.next, sizeof(x.next));
 }
 
+/* LIMITER ADJUST through the model (the hook's contract: twin_walk.h). */
+static void tbw_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                       int64_t delta, struct twin_result *r, void *next)
+{
+    struct token_bucket_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(token_bucket_adjust(P(cf), st, now * 1000, delta, &x, &err),
+                 TOKEN_BUCKET_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write == TOKEN_BUCKET_WRITE_SET;
+    r->have_next = r->write || st != NULL;
+    r->expiry_ms = x.expiry_ms;
+    memcpy(next, &x.next, sizeof(x.next));
+}
+
 /* Buckets of 1 to 50 tokens (now and then up to 2^30: large, yet never
  * a wait that saturates, whose undo token the model cannot spell), 0.5 to 100
  * tokens/s, a warm-up from the shortest allowed to a minute, factors 2 to 10,
@@ -262,6 +278,7 @@ static const struct twin_algo TBW = {
     .rnd_edge = tbw_edge,
     .plant = tbw_plant,
     .after_refund = tbw_after_refund,
+    .adjust = tbw_adjust,
 };
 
 /* ---------------- The walk and the tables ---------------- */
