@@ -249,3 +249,50 @@ int fixed_window_decide(const struct fixed_window_params *p,
     }
     return FIXED_WINDOW_OK;
 }
+
+int fixed_window_adjust(const struct fixed_window_params *p,
+                        const struct fixed_window_state *st, int64_t now_ns,
+                        int64_t delta, struct fixed_window_result *out,
+                        const char **err)
+{
+    struct fixed_window_state next;
+    struct fixed_window_result peek;
+    int rc = fixed_window_decide(p, st, now_ns, 0, &peek, err);
+    int64_t count, expiry_ms;
+
+    if (rc != FIXED_WINDOW_OK) {
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    /* The peek rolled the state to the effective window. */
+    next = peek.next;
+    count = next.count;
+    if (delta > 0) {
+        count = count > FIXED_WINDOW_MAX_COUNT - delta ? FIXED_WINDOW_MAX_COUNT
+                                                       : count + delta;
+        if (count < next.count) {
+            count = next.count; /* a count already past the cap stays */
+        }
+    } else if (delta < 0) {
+        count = count > -delta ? count + delta : 0;
+    }
+    if (count == next.count) {
+        /* Nothing changes (delta 0, nothing to give back, the cap). */
+        rc = fixed_window_decide(p, st, now_ns, 1, out, err);
+        out->write = FIXED_WINDOW_WRITE_NONE;
+        out->expiry_ms = 0;
+        return rc;
+    }
+    next.count = count;
+    rc = fixed_window_decide(p, &next, now_ns, 1, out, err);
+    if (rc != FIXED_WINDOW_OK) {
+        return rc;
+    }
+    /* The window's end, as a check's write expires. */
+    expiry_ms = rl_ceil_ms(
+        rl_add_sat(next.start_ns - now_ns, fw_length(p, next.start_ns)));
+    out->write = FIXED_WINDOW_WRITE_SET;
+    out->next = next;
+    out->expiry_ms = expiry_ms;
+    return FIXED_WINDOW_OK;
+}

@@ -170,4 +170,19 @@ int fixed_window_decide(const struct fixed_window_params *p,
                         int64_t cost, struct fixed_window_result *out,
                         const char **err);
 
+/* LIMITER ADJUST of `delta` units (|delta| <= 2^53 - 1) at now_ns on
+ * `st` (NULL: no key), never refused. delta > 0 adds to the effective
+ * window's count (a stale or missing window starts now's), saturating at
+ * 2^53 - 1: the count may pass max (a debt the next window pays off);
+ * written as a check's write. delta < 0 takes back from the effective
+ * window's count, floored at 0 (a stale or missing window has nothing
+ * to give back: no write); a count back at 0 is written with its
+ * window's expiry (it decides like no key). delta 0 writes nothing.
+ * out->d is fixed_window_decide()'s for cost 1 right after it. Errors as
+ * fixed_window_decide's (the cost's none), nothing written. */
+int fixed_window_adjust(const struct fixed_window_params *p,
+                        const struct fixed_window_state *st, int64_t now_ns,
+                        int64_t delta, struct fixed_window_result *out,
+                        const char **err);
+
 #endif /* PX_ALGORITHMS_FIXED_WINDOW_H */

@@ -265,6 +265,70 @@ range:
     return GCRA_ERANGE;
 }
 
+/* ---------------- LIMITER ADJUST ---------------- */
+
+int gcra_adjust(const struct gcra_params *p, int have_tat, int64_t tat_ns,
+                int64_t now_ns, int64_t delta, struct gcra_result *out,
+                const char **err)
+{
+    struct gcra_params one = *p;
+    int64_t tat = now_ns, next = 0, prod, cap;
+    enum gcra_write write = GCRA_WRITE_NONE;
+    int keep = have_tat; /* the key exists after the change */
+
+    one.quantity = 1;
+    one.inc_ns = one.ei_ns;
+    if (have_tat && tat_ns != GCRA_TAT_NONE) {
+        tat = tat_ns;
+    }
+    /* The peek validates the TAT before anything is decided. */
+    if (gcra_decide(&one, have_tat, tat_ns, now_ns, out, err) != GCRA_OK) {
+        return GCRA_ERANGE;
+    }
+    if (delta > 0) {
+        int64_t base = tat > now_ns ? tat : now_ns;
+
+        /* The peek of cost 1 passed, so base + EI fits. */
+        cap = INT64_MAX - one.ei_ns;
+        if (__builtin_mul_overflow(delta, one.ei_ns, &prod) ||
+            __builtin_add_overflow(base, prod, &next) || next > cap) {
+            next = cap > base ? cap : base;
+        }
+        write = GCRA_WRITE_SET;
+    } else if (delta < 0 && tat > now_ns) {
+        /* |delta| <= 2^53 - 1: its negation fits. */
+        if (__builtin_mul_overflow(-delta, one.ei_ns, &prod) ||
+            tat - now_ns <= prod) {
+            next = now_ns;
+        } else {
+            next = tat - prod;
+        }
+        write = GCRA_WRITE_SET;
+    }
+    if (write == GCRA_WRITE_SET) {
+        int64_t expiry_ms = (next - now_ns) / RL_NS_PER_MS;
+
+        if (expiry_ms <= 0) {
+            write = have_tat ? GCRA_WRITE_DEL : GCRA_WRITE_NONE;
+            keep = 0;
+        } else {
+            keep = 1;
+        }
+        if (gcra_decide(&one, keep, next, now_ns, out, err) != GCRA_OK) {
+            return GCRA_ERANGE;
+        }
+        out->write = write;
+        out->new_tat_ns = next;
+        out->expiry_ms = write == GCRA_WRITE_SET ? expiry_ms : 0;
+        return GCRA_OK;
+    }
+    /* Nothing changes: the peek of cost 1 as it is. */
+    out->write = GCRA_WRITE_NONE;
+    out->new_tat_ns = 0;
+    out->expiry_ms = 0;
+    return GCRA_OK;
+}
+
 /* ---------------- The Lua script's side ---------------- */
 
 /* Writes d as "s ns" with s = floor(d / 1e9) and 0 <= ns < 1e9. */

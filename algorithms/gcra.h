@@ -153,6 +153,21 @@ int gcra_parse_throttle(struct gcra_params *p, int argc,
 int gcra_decide(const struct gcra_params *p, int have_tat, int64_t tat_ns,
                 int64_t now_ns, struct gcra_result *out, const char **err);
 
+/* LIMITER ADJUST of `delta` units (|delta| <= 2^53 - 1) for the stored
+ * TAT (have_tat == 0: no key) at now_ns: the TAT moves by delta emission
+ * intervals. delta > 0 charges, never refused: the new TAT is max(TAT,
+ * now) + delta * EI, at most INT64_MAX - EI (a debt beyond the end of
+ * 64-bit time saturates there, so a peek of cost 1 still computes);
+ * written as a check writes it (SET with its expiry, DEL when that
+ * truncates to 0 ms). delta < 0 gives back: TAT - |delta| * EI, never
+ * below now (the key then goes: fresh); a TAT not ahead of now has
+ * nothing to give back (no write). delta 0 writes nothing. out->d is
+ * what gcra_decide() gives right after it for quantity 1 (p's quantity
+ * is not looked at). GCRA_ERANGE as gcra_decide's, nothing written. */
+int gcra_adjust(const struct gcra_params *p, int have_tat, int64_t tat_ns,
+                int64_t now_ns, int64_t delta, struct gcra_result *out,
+                const char **err);
+
 /* The four script arguments after the key for *p. */
 void gcra_script_args(const struct gcra_params *p,
                       struct gcra_script_args *out);

@@ -8,7 +8,12 @@
 --                       ("<prefix>{tag}#overrides", LIMITER OVERRIDE)
 -- ARGV     [1] mode: "check" (decide, write when every limit admits),
 --              "peek" (decide, write nothing) or "refund" (undo what a
---              check wrote, because another slot refused)
+--              check wrote, because another slot refused) or "adjust"
+--              (LIMITER ADJUST: [3] is then a delta of either sign, |delta|
+--              <= 2^53 - 1; each limit's state is first validated by a
+--              decision of cost 0, then moved by the delta, never refused:
+--              see docs/limiter.md; the reply is a check's, each entry a
+--              peek of cost 1 after the change, its undo '')
 --          [2] now in microseconds since the epoch, or "" for the node's
 --              TIME (the proxy always sends ""; tests step time with it)
 --          [3] cost, an integer >= 0 (gcra has it folded into INC); a
@@ -127,6 +132,9 @@
 --        (sliding_log logs refused attempts), nil never,
 --   commit = f(key, w1 .. w6),
 --   refund = f(key, a1, a2, a3, a4, now_us, cost, undo, now_s, now_ns),
+--   adjust = f(key, a1, a2, a3, a4, now_us, delta, now_s, now_ns) -> e
+--     (the entry of a peek of cost 1 after the change it wrote; gcra:
+--     true, its entry decide's) or nil, err; nil: no ADJUST,
 --   fixed = true when its entry shows the stored state as it was read
 --     (gcra: the proxy computes the five integers), so a refusal of another
 --     limit needs no second look; its entry is then one value, the others'
@@ -406,6 +414,58 @@ ALGO.gcra = {
       gcra_store(key, raw, a, b, c, d)
     end
   end,
+  -- LIMITER ADJUST (gcra_adjust): the TAT moves by delta INCs (INC is
+  -- one emission interval: the proxy sends the parameters of cost 1).
+  -- Returns true (its entry is decide's, which mode "adjust" asks after).
+  adjust = function(key, a1, a2, a3, a4, now_us, delta, now_s, now_ns)
+    local inc_s, inc_ns = gcra_args_memo(a1, a2, a3, a4)
+    if not inc_s then
+      return nil, inc_ns
+    end
+    local raw, r_s, r_ns = gcra_read(key, now_s, now_ns)
+    if raw == nil then
+      return nil, r_s or WRONGTYPE
+    end
+    if delta == 0 then
+      return true
+    end
+    -- |delta| * INC as (p_s, p_ns); p_s nil when it passes 2^53 s.
+    local inc = xint_add(xint_mul(xint_of(inc_s), xint_of(GCRA_NS)),
+                         xint_of(inc_ns))
+    local q, p_ns = xint_divmod(xint_mul(xint_of(math.abs(delta)), inc),
+                                GCRA_NS)
+    local p_s = xint_num(q)
+    if delta < 0 then
+      if not p_s then
+        if raw and (r_s > 0 or (r_s == 0 and r_ns > 0)) then
+          R_CALL('DEL', key)
+        end
+      else
+        gcra_refund(key, raw, r_s, r_ns, p_s, p_ns, now_s, now_ns)
+      end
+      return true
+    end
+    if r_s < 0 then
+      r_s, r_ns = 0, 0
+    end
+    -- The new TAT, at most INT64_MAX - INC (and never below the base).
+    local cap_s, cap_ns = gcra_norm(GCRA_MAX_S - inc_s, GCRA_MAX_NS - inc_ns)
+    local b_s, b_ns = gcra_norm(now_s + r_s, now_ns + r_ns)
+    local n_s, n_ns = cap_s, cap_ns
+    if p_s and p_s <= GCRA_MAX_S then
+      n_s, n_ns = gcra_norm(b_s + p_s, b_ns + p_ns)
+    end
+    if n_s > cap_s or (n_s == cap_s and n_ns > cap_ns) then
+      n_s, n_ns = cap_s, cap_ns
+    end
+    if n_s < b_s or (n_s == b_s and n_ns < b_ns) then
+      n_s, n_ns = b_s, b_ns
+    end
+    local t_s, t_ns = gcra_norm(n_s - now_s, n_ns - now_ns)
+    gcra_store(key, raw, t_s, t_ns, n_s, n_ns)
+    return true
+  end,
+
   refund = function(key, a1, a2, a3, a4, now_us, cost, undo, now_s, now_ns)
     local inc_s, inc_ns = gcra_args_memo(a1, a2, a3, a4)
     if not inc_s then
@@ -586,6 +646,76 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
     end
   end
 
+  -- Mode "adjust" (cost is the delta, of either sign; inline, as the
+  -- library's top level is near Lua's 200 locals): every limit is first
+  -- decided with cost 0 (a peek, which validates its parameters and
+  -- state: an error ends the group with nothing written), then each
+  -- algorithm's adjust writes its change. The reply is a check's
+  -- ({limited, now_s, now_us, e...}, or flat after out[o]) with each
+  -- entry a peek of cost 1 after the change: adjust's own, or decide's
+  -- for an algorithm whose entry is its stored state (gcra, whose
+  -- parameters carry the INC of cost 1); limited says whether a real
+  -- limit would refuse that peek.
+  if mode == 'adjust' then
+    local E, L = LIM_E, LIM_L
+    LIM_NX = false
+    for i = 1, n do
+      local b = lb + 6 * i - 6
+      if A[i].adjust == nil then
+        return nil, 'ERR ADJUST not supported for ' .. ARGV[b]
+      end
+      local lim, e = A[i].decide(KEYS[k0 + i - 1], ARGV[b + 1],
+                                 ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], now,
+                                 0, now_s, now_ns)
+      if lim == nil then
+        return nil, e
+      end
+    end
+    local limited = false
+    for i = 1, n do
+      local b, key = lb + 6 * i - 6, KEYS[k0 + i - 1]
+      local e, err = A[i].adjust(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
+                                 ARGV[b + 4], now, cost, now_s, now_ns)
+      if e == nil then
+        error(err, 0) -- after a valid peek: a node that failed a write
+      end
+      local lim
+      if A[i].fixed then
+        lim, e = A[i].decide(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3],
+                             ARGV[b + 4], now, 1, now_s, now_ns)
+      else
+        lim = e[1] == 1
+      end
+      E[i], L[i] = e, lim
+      limited = limited or (lim and ARGV[b + 5] == '')
+    end
+    local reply, j = out, o
+    if out then
+      j = o + 1
+      out[j] = limited and 1 or 0
+    else
+      reply, j = {limited and 1 or 0, now_s, now_us}, 3
+    end
+    for i = 1, n do
+      local e = E[i]
+      if A[i].fixed then
+        j = j + 1
+        if out then
+          out[j] = e
+        else
+          reply[j] = {e}
+        end
+      elseif out then
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5],
+          out[j + 6] = e[1], e[2], e[3], e[4], e[5], e[6]
+        j = j + 6
+      else
+        j = j + 1
+        reply[j] = e
+      end
+    end
+    return out and j or reply
+  end
   local E, L, S, T, W = LIM_E, LIM_L, LIM_S, LIM_T, LIM_W
   LIM_NX = mode == 'check' and LIM_nx_ok(KEYS, k0, ARGV, lb, n)
   local limited, refused = false, nil -- refused: shadow level -> true
@@ -671,7 +801,8 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
 end
 
 local function LIM_mode_ok(mode)
-  return mode == 'check' or mode == 'peek' or mode == 'refund'
+  return mode == 'check' or mode == 'peek' or mode == 'refund' or
+    mode == 'adjust'
 end
 
 -- One group (the layout of the header's first part).
@@ -686,7 +817,8 @@ local function LIM_single(KEYS, ARGV)
     cost = wait and cost
   end
   local m = LIM_m(ARGV[4 + 6 * n])
-  if n < 0 or cost == nil or cost < 0 or m == nil or
+  -- cost >= 0, any sign for "adjust" (its delta).
+  if n < 0 or cost == nil or (cost < 0 and mode ~= 'adjust') or m == nil or
       #ARGV ~= 4 + 6 * n + (m > 0 and 2 * m or 0) or not LIM_mode_ok(mode) or
       not LIM_algos(ARGV, 4, n) then
     return redis.error_reply(LIM_BAD_ARGS)
@@ -935,7 +1067,7 @@ local function LIM_general(K, k0, ARGV, a0, n, P, mb, m, now, now_s, now_us,
     cost = wait and cost
   end
   local ok, r, err = true, nil, LIM_BAD_ARGS
-  if cost ~= nil and cost >= 0 and LIM_mode_ok(mode) and
+  if cost ~= nil and (cost >= 0 or mode == 'adjust') and LIM_mode_ok(mode) and
       LIM_algos(ARGV, a0 + 3, n) then
     -- A raised error ends this group only. Its keys share one slot, so a
     -- slot this node does not serve (undeclared keys) fails the group's

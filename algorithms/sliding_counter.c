@@ -164,3 +164,48 @@ int sliding_counter_decide(const struct sliding_counter_params *p,
     }
     return SLIDING_COUNTER_OK;
 }
+
+int sliding_counter_adjust(const struct sliding_counter_params *p,
+                           const struct sliding_counter_state *st,
+                           int64_t now_ns, int64_t delta,
+                           struct sliding_counter_result *out, const char **err)
+{
+    struct sliding_counter_state next;
+    struct sliding_counter_result peek;
+    int rc = sliding_counter_decide(p, st, now_ns, 0, &peek, err);
+    int64_t count, until_end;
+
+    if (rc != SLIDING_COUNTER_OK) {
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    next = peek.next; /* rolled to the effective window */
+    count = next.count;
+    if (delta > 0) {
+        count = count > SLIDING_COUNTER_MAX_COUNT - delta
+                    ? SLIDING_COUNTER_MAX_COUNT
+                    : count + delta;
+        if (count < next.count) {
+            count = next.count; /* a count already past the cap stays */
+        }
+    } else if (delta < 0) {
+        count = count > -delta ? count + delta : 0;
+    }
+    if (count == next.count) {
+        rc = sliding_counter_decide(p, st, now_ns, 1, out, err);
+        out->write = SLIDING_COUNTER_WRITE_NONE;
+        out->expiry_ms = 0;
+        return rc;
+    }
+    next.count = count;
+    rc = sliding_counter_decide(p, &next, now_ns, 1, out, err);
+    if (rc != SLIDING_COUNTER_OK) {
+        return rc;
+    }
+    until_end = rl_add_sat(next.start_ns - now_ns, p->window_ns);
+    out->write = SLIDING_COUNTER_WRITE_SET;
+    out->next = next;
+    out->expiry_ms =
+        rl_ceil_ms(count > 0 ? rl_add_sat(until_end, p->window_ns) : until_end);
+    return SLIDING_COUNTER_OK;
+}

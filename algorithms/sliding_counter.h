@@ -148,4 +148,19 @@ int sliding_counter_decide(const struct sliding_counter_params *p,
                            struct sliding_counter_result *out,
                            const char **err);
 
+/* LIMITER ADJUST of `delta` units (|delta| <= 2^53 - 1) at now_ns on
+ * `st` (NULL: no key), never refused: the current window's count, as
+ * fixed_window_adjust() (the state rolled to now's window first; the
+ * previous window's count is never touched). delta > 0 adds, saturating
+ * at 2^53 - 1; delta < 0 takes back, floored at 0. Written (HSET of the
+ * three fields, PEXPIRE as a check's: the end of the next window, or of
+ * this one when count is 0) whenever the count changes; delta 0 writes
+ * nothing. out->d is sliding_counter_decide()'s for cost 1 right after
+ * it. Errors as sliding_counter_decide's, nothing written. */
+int sliding_counter_adjust(const struct sliding_counter_params *p,
+                           const struct sliding_counter_state *st,
+                           int64_t now_ns, int64_t delta,
+                           struct sliding_counter_result *out,
+                           const char **err);
+
 #endif /* PX_ALGORITHMS_SLIDING_COUNTER_H */

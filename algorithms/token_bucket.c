@@ -315,7 +315,7 @@ int token_bucket_adjust(const struct token_bucket_params *p,
 {
     struct token_bucket_result cur, after;
     struct token_bucket_state s;
-    int64_t floor;
+    int64_t floor, full;
     int rc;
 
     /* A peek validates and gives the level at now (refilled, and a warm
@@ -367,10 +367,13 @@ int token_bucket_adjust(const struct token_bucket_params *p,
      * equals no key once its instant has passed). */
     out->write = TOKEN_BUCKET_WRITE_SET;
     out->next = s;
-    out->expiry_ms =
-        rl_ceil_ms(p->warmup_ns > 0 ? rl_add_sat(after.d.reset_after_ns,
-                                                 p->warmup_ns - s.cold)
-                                    : after.d.reset_after_ns);
+    /* A full bucket credited ahead of the clock differs from no key until
+     * the clock reaches its ts (as a refund keeps it). */
+    full = s.tokens < p->capacity ? after.d.reset_after_ns
+           : s.ts_ns > now_ns     ? s.ts_ns - now_ns
+                                  : 0;
+    out->expiry_ms = rl_ceil_ms(
+        p->warmup_ns > 0 ? rl_add_sat(full, p->warmup_ns - s.cold) : full);
     if (out->expiry_ms < 1) {
         out->expiry_ms = 1;
     }

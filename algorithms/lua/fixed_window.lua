@@ -187,6 +187,38 @@ ALGO.fixed_window = {
                          ms, 'start', start, 'count', count)
   end,
 
+  -- LIMITER ADJUST (fixed_window_adjust): delta (either sign) on the
+  -- effective window's count, saturating at 2^53 - 1, floored at 0,
+  -- written (with the window's expiry) when the count changes. The entry
+  -- is a peek of cost 1 after it.
+  adjust = function(key, a1, a2, a3, a4, now, delta)
+    local max, w = fw_args(a1, a2, a3)
+    if not max then
+      return nil, w
+    end
+    local have, s_start, s_count = tw_read(key, FW_ERR_STATE, 'start',
+                                           'count')
+    if have == nil then
+      return nil, s_start
+    end
+    local _, _, _, _, start, count, ms = fw_core(max, w, have, s_start,
+                                                 s_count, now, 0)
+    local c = count
+    if delta > 0 then
+      c = count > P53 - 1 - delta and P53 - 1 or count + delta
+      if c < count then
+        c = count
+      end
+    elseif delta < 0 then
+      c = count > -delta and count + delta or 0
+    end
+    if c ~= count then
+      fw_commit(key, start, c, ms)
+    end
+    local limited, rem, retry, reset = fw_core(max, w, true, start, c, now, 1)
+    return {limited and 1 or 0, max, rem, retry, reset, ''}
+  end,
+
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
     local max, w = fw_args(a1, a2, a3)
     if not max or cost <= 0 then

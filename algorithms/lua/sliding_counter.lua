@@ -155,6 +155,50 @@ ALGO.sliding_counter = {
                          ms, 'start', start, 'count', c, 'prev', prev)
   end,
 
+  -- LIMITER ADJUST (sliding_counter_adjust): delta (either sign) on the
+  -- current window's count after the roll, as fixed_window's; the entry
+  -- is a peek of cost 1 after it.
+  adjust = function(key, a1, a2, a3, a4, now, delta)
+    local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+    if not max then
+      return nil, w
+    end
+    local have, s_start, s_count, s_prev = tw_read(key, SC_ERR_STATE,
+                                                   'start', 'count', 'prev')
+    if have == nil then
+      return nil, s_start
+    end
+    local _, _, _, _, start, count, prev = sc_core(max, w, have, s_start,
+                                                   s_count, s_prev, now, 0)
+    local c = count
+    if delta > 0 then
+      c = count > P53 - 1 - delta and P53 - 1 or count + delta
+      if c < count then
+        c = count
+      end
+    elseif delta < 0 then
+      c = count > -delta and count + delta or 0
+    end
+    if c ~= count then
+      -- Expires as a check's write: the end of the next window, or of
+      -- this one when nothing is counted in it.
+      local untl = start - now + w
+      if untl >= P53 then
+        untl = xint_sum(start - now, w)
+      end
+      local _, ms
+      if c > 0 then
+        _, ms = xint_dur_plus(untl, w, 0, type(untl) ~= 'number')
+      else
+        _, ms = xint_dur(untl, 0)
+      end
+      sc_commit(key, start, c, prev, ms)
+    end
+    local limited, rem, retry, reset = sc_core(max, w, true, start, c, prev,
+                                               now, 1)
+    return {limited and 1 or 0, max, rem, retry, reset, ''}
+  end,
+
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
     local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
     if not max or cost <= 0 then

@@ -568,17 +568,18 @@ ALGO.token_bucket = {
       else
         tok = tok - delta
       end
-      local us, x, big, g = 0, 0, false, 0
+      -- Until full again; a full bucket credited ahead of the clock
+      -- (gap) until the clock reaches it.
+      local us, x, big = 0, 0, false
       if tok < cap then
         us, x, big = tb_wait(rate, tok, frac, cap)
-        g = gap
       end
       local ms
       if W then
-        ms = tbw_expiry(W, us, x, big, g, c)
+        ms = tbw_expiry(W, us, x, big, gap, c)
       else
         local _
-        _, ms = xint_dur_plus(us, g, x, big)
+        _, ms = xint_dur_plus(us, gap, x, big)
       end
       if ms < 1 then
         ms = 1

@@ -1,6 +1,6 @@
 /* The limiter commands: CL.THROTTLE (exactly as redis-cell) and LIMITER
  * (the raw form, and the subcommands of the limits tree: CHECK, PEEK,
- * RESET, OVERRIDE, RULES, RELOAD).
+ * ADJUST, RESET, OVERRIDE, RULES, RELOAD).
  *
  *   client req "CL.THROTTLE k B C P [Q]"  (holds the client's place)
  *        | parse (gcra_parse_throttle: redis-cell's texts)
@@ -373,6 +373,8 @@ void limiter_command(struct limiter *lm, struct req *req, int admin,
         limiter_tree(&lm->tree, req, STORE_CHECK, resume);
     } else if (resp_cmd_arg_is(req->cmd, 1, "peek")) {
         limiter_tree(&lm->tree, req, STORE_PEEK, resume);
+    } else if (resp_cmd_arg_is(req->cmd, 1, "adjust")) {
+        limiter_tree(&lm->tree, req, STORE_ADJUST, resume);
     } else if (resp_cmd_arg_is(req->cmd, 1, "reset")) {
         if (limiter_admin_ok(lm, req, admin, "RESET")) {
             limiter_tree(&lm->tree, req, STORE_RESET, resume);

@@ -27,6 +27,7 @@
 #include "proxy/core/metrics.h"
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/limiter_adjust.h"
 #include "proxy/limiter/limiter_aggregate.h"
 #include "proxy/limiter/limiter_count.h"
 #include "proxy/limiter/limiter_reply.h"
@@ -124,7 +125,12 @@ static const char *limiter_tree_build(struct store_check *c)
             }
         }
         for (k = 0; k < nlimits; k++) {
-            const char *err = limiter_tree_add(c, lev, k, &limits[k]);
+            const char *err;
+            if (c->op == STORE_ADJUST &&
+                !limiter_adjust_applies(limits[k].algo)) {
+                continue;
+            }
+            err = limiter_tree_add(c, lev, k, &limits[k]);
             if (err != NULL) {
                 return err;
             }
@@ -163,7 +169,8 @@ static void limiter_tree_done(struct store_check *c)
         return;
     }
     if (c->err.len > 0 || c->err_text != NULL || c->stale) {
-        if (c->op == STORE_CHECK && tr->store->ops->refund != NULL) {
+        if ((c->op == STORE_CHECK || c->op == STORE_ADJUST) &&
+            tr->store->ops->refund != NULL) {
             /* A group that failed may not have decided: give back what
              * the others took, so a failure never consumes. */
             tr->store->ops->refund(tr->store, c);
@@ -303,6 +310,24 @@ static int limiter_tree_parse_form(struct req *req, int i, unsigned *form)
     return 0;
 }
 
+/* Parses [MS] [HEADERS] from argument `from` on (ADJUST's options). 0,
+ * or -1 after replying an error. */
+static int limiter_tree_parse_forms(struct req *req, int from, unsigned *form)
+{
+    int i, rc;
+
+    for (i = from; i < req->cmd->argc; i++) {
+        rc = limiter_tree_parse_form(req, i, form);
+        if (rc == 0) {
+            req_reply_error(req, "syntax error");
+        }
+        if (rc <= 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Parses [COST n] [WAIT ms] [MS] [HEADERS] after the path, in any order
  * (WAIT only when `wait_ms` is not NULL: a CHECK), WAIT capped to
  * `wait_max_ms`. 0, or -1 after replying an error. */
@@ -393,7 +418,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     struct store_check *c;
     const char *err, *path;
     size_t plen;
-    int64_t cost = 1, wait_ms = 0;
+    int64_t cost = 1, wait_ms = 0, delta = 0;
     unsigned cap = 0, form = 0;
     size_t l;
 
@@ -404,10 +429,15 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     }
     /* PEEK takes CHECK's cost (it answers what that CHECK would), but
      * not WAIT: it reserves nothing. */
-    if (op != STORE_RESET &&
-        limiter_tree_parse_opts(req, tr->conf->limiter_wait_max_ms, &cost,
-                                op == STORE_CHECK ? &wait_ms : NULL,
-                                &form) != 0) {
+    if (op == STORE_ADJUST) {
+        if (limiter_adjust_parse(req, &delta) != 0 ||
+            limiter_tree_parse_forms(req, 4, &form) != 0) {
+            return;
+        }
+    } else if (op != STORE_RESET &&
+               limiter_tree_parse_opts(
+                   req, tr->conf->limiter_wait_max_ms, &cost,
+                   op == STORE_CHECK ? &wait_ms : NULL, &form) != 0) {
         return;
     }
     if (op == STORE_RESET && req->cmd->argc != 3) {
@@ -454,6 +484,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     c->resume = resume;
     c->lv = lv;
     c->cost = cost;
+    c->delta = delta;
     c->wait_ns = wait_ms * RL_NS_PER_MS;
     c->reply_form = form;
     err = limiter_tree_build(c);

@@ -46,7 +46,7 @@ void limiter_tree_init(struct limiter_tree *tr, struct core *core,
 /* Frees what `tr` owns. */
 void limiter_tree_free(struct limiter_tree *tr);
 
-/* LIMITER CHECK|PEEK|RESET (`op`) on `req`, whose arguments are the
+/* LIMITER CHECK|PEEK|RESET|ADJUST (`op`) on `req`, whose arguments are the
  * whole command (LIMITER <sub> <path> ...); replies through `req`. When
  * the store cannot take calls yet, `req` is held and goes on at
  * `resume` (limiter_command). */

@@ -189,10 +189,10 @@ static int lua_wire_by_keys(const struct store_check *c, unsigned g,
  * script reserves for those; a group of gcra alone keeps the plain word,
  * so it stays on the script's fast path). */
 static void lua_wire_cost(struct lua_wire_group *q, const struct store_check *c,
-                          unsigned g, enum lua_wire_mode mode)
+                          unsigned g, enum lua_wire_mode mode, int64_t cost)
 {
     char num[2 * RESP_FMT_LL_MAX + 2];
-    size_t len = resp_fmt_ll(num, (long long)c->cost);
+    size_t len = resp_fmt_ll(num, (long long)cost);
     unsigned i;
 
     for (i = 0; i < c->n && mode == LUA_WIRE_CHECK && c->wait_ns > 0; i++) {
@@ -215,8 +215,15 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
                            lua_wire_known_fn *known, void *arg,
                            struct lua_wire_params *memo)
 {
-    static const char *const modes[] = { "check", "peek", "refund" };
+    static const char *const modes[] = { "check", "peek", "refund", "adjust",
+                                         "adjust" };
     int refund = mode == LUA_WIRE_REFUND;
+    /* Nobody reads the answer of a refund or an unadjust, nor do they
+     * verify overrides (they undo what was written). */
+    int unread = refund || mode == LUA_WIRE_UNADJUST;
+    int64_t cost = mode == LUA_WIRE_ADJUST     ? c->delta
+                   : mode == LUA_WIRE_UNADJUST ? -c->delta
+                                               : c->cost;
     const struct lua_wire_params *args;
     char num[RESP_FMT_LL_MAX + 1];
     unsigned i, npath = 0;
@@ -224,7 +231,7 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     size_t l;
 
     memset(q, 0, sizeof(*q));
-    q->c = refund ? NULL : c;
+    q->c = unread ? NULL : c;
     q->g = g;
     buf_init(&q->words);
     /* Room for a usual group's words at once, not grown word by word. */
@@ -232,13 +239,17 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     for (i = 0; i < c->n; i++) {
         if (lua_wire_group_sends(c, i, g, refund)) {
             lua_wire_word(q, c->lim[i].key, c->lim[i].klen);
+            if (mode == LUA_WIRE_UNADJUST) {
+                q->flat += c->lim[i].algo == LIMITS_GCRA ? 1 : 6;
+            }
         }
     }
+    q->flat += q->flat > 0; /* its `limited` */
     q->route_at = q->words.len;
     lua_wire_word(q, ovkey, ovlen);
     q->nk = q->nw;
     lua_wire_word(q, modes[mode], strlen(modes[mode]));
-    lua_wire_cost(q, c, g, mode);
+    lua_wire_cost(q, c, g, mode, cost);
     lua_wire_word(q, num, resp_fmt_ll(num, (long long)q->nk - 1));
     for (i = 0; i < c->n; i++) {
         const char *algo = limits_algo_name(c->lim[i].algo);
@@ -260,9 +271,9 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
         }
         lua_wire_word(q, undo, strlen(undo));
     }
-    by_keys = !refund && lua_wire_by_keys(c, g, known, arg);
+    by_keys = !unread && lua_wire_by_keys(c, g, known, arg);
     /* Refunds undo what was written; only checks verify overrides. */
-    for (l = 0; l < c->lv->n && !refund && !by_keys; l++) {
+    for (l = 0; l < c->lv->n && !unread && !by_keys; l++) {
         npath += c->lv->level[l].group == g;
     }
     if (by_keys) {
@@ -270,7 +281,7 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     } else {
         lua_wire_word(q, num, resp_fmt_ll(num, (long long)npath));
     }
-    for (l = 0; l < c->lv->n && !refund && !by_keys; l++) {
+    for (l = 0; l < c->lv->n && !unread && !by_keys; l++) {
         const struct limits_level *lev = &c->lv->level[l];
         const char *text;
         if (lev->group != g) {
@@ -568,7 +579,7 @@ static size_t lua_wire_flat_len(const struct lua_wire_group *q,
     unsigned i;
 
     if (e->type != ':' || q->c == NULL) {
-        return 1;
+        return e->type == ':' && q->flat > 0 ? q->flat : 1;
     }
     for (i = 0; i < q->c->n; i++) {
         if (q->c->lim[i].group == q->g) {
@@ -622,7 +633,7 @@ const struct resp_value *lua_wire_next(struct lua_wire_cursor *cur,
 
     lua_wire_cursor_drop(cur);
     if (q->c == NULL || v->elem[at].type != ':') {
-        cur->at++;
+        cur->at += lua_wire_flat_len(q, &v->elem[at]);
         return &v->elem[at];
     }
     /* Decided (of any number of limits): {limited, now_s, now_us}, then
@@ -770,7 +781,9 @@ enum lua_wire_answer lua_wire_group_decode(struct store_check *c, unsigned g,
     sr.limited = v->elem[0].integer;
     sr.now_s = v->elem[1].integer;
     sr.now_us = v->elem[2].integer;
-    c->admitted[g] = c->op == STORE_CHECK && sr.limited == 0;
+    /* An ADJUST's group applied its change, whatever it shows. */
+    c->admitted[g] =
+        (c->op == STORE_CHECK && sr.limited == 0) || c->op == STORE_ADJUST;
     for (i = 0; i < c->n; i++) {
         if (c->lim[i].group != g) {
             continue;

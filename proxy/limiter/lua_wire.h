@@ -36,9 +36,12 @@ struct lua_wire_params {
 
 /* What a group's call does (limiter.lua's mode). */
 enum lua_wire_mode {
-    LUA_WIRE_CHECK,  /* "check": decide and consume */
-    LUA_WIRE_PEEK,   /* "peek": decide, write nothing */
-    LUA_WIRE_REFUND, /* "refund": give back what a check took */
+    LUA_WIRE_CHECK,    /* "check": decide and consume */
+    LUA_WIRE_PEEK,     /* "peek": decide, write nothing */
+    LUA_WIRE_REFUND,   /* "refund": give back what a check took */
+    LUA_WIRE_ADJUST,   /* "adjust": c->delta at every limit (ADJUST) */
+    LUA_WIRE_UNADJUST, /* "adjust" of -c->delta: undoes an ADJUST that
+                          another group failed; nobody reads its reply */
 };
 
 /* One CL.THROTTLE of a "runs" call: borrowed for the encoding. */
@@ -60,6 +63,9 @@ struct lua_wire_group {
     unsigned nk;           /* keys: its limits', then the override hash */
     unsigned nw;           /* words: the nk keys, then its arguments */
     size_t route_at;       /* where the override hash's word starts */
+    size_t flat;           /* c NULL: the elements of its answer in a
+                              "shapes" reply when decided (an unadjust's:
+                              1 + its entries'); 0: one (a refund's) */
     struct buf words;      /* owned: each word as its length (a size_t)
                               then its bytes */
 };

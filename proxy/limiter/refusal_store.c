@@ -96,7 +96,7 @@ int refusal_store_group_cacheable(const struct store_check *c, unsigned g,
     unsigned i;
     size_t l;
 
-    if (c->op == STORE_RESET || c->wait_ns != 0) {
+    if (c->op == STORE_RESET || c->op == STORE_ADJUST || c->wait_ns != 0) {
         return 0;
     }
     /* A shadow level's refusal is not the check's: a cached refusal of
@@ -358,6 +358,14 @@ void refusal_store_group_learn(struct refusal_store *rfs,
 
     if (v->type != '*' || v->n < 3 || v->elem[0].type != ':' ||
         v->elem[1].type != ':' || v->elem[2].type != ':') {
+        return;
+    }
+    if (c->op == STORE_ADJUST) {
+        /* Its reply shows the state after it, which a giving back made
+         * more admissible. */
+        if (c->delta < 0) {
+            refusal_store_forget_group(rfs, c, q->g);
+        }
         return;
     }
     if (v->elem[0].integer == 0) {

@@ -93,9 +93,12 @@ typedef void store_done_fn(struct store *st, struct req *req,
 
 /* What a LIMITER call does with its limits. */
 enum store_op {
-    STORE_CHECK, /* decide and consume (all or nothing) */
-    STORE_PEEK,  /* decide as CHECK (its cost), write nothing */
-    STORE_RESET, /* forget the keys */
+    STORE_CHECK,  /* decide and consume (all or nothing) */
+    STORE_PEEK,   /* decide as CHECK (its cost), write nothing */
+    STORE_RESET,  /* forget the keys */
+    STORE_ADJUST, /* LIMITER ADJUST: charge or give back `delta`, never
+                     refused; decided and replied as a PEEK of cost 1
+                     after it (limiter_adjust.h) */
 };
 
 /* One limit of a tree call. */
@@ -151,7 +154,10 @@ struct store_check {
     unsigned char *admitted;         /* ngroups "check went through" (same) */
     unsigned char stale;       /* a group saw overrides we did not assume */
     long long deleted;         /* RESET: keys removed */
-    int64_t cost;              /* COST n (default 1; PEEK's too) */
+    int64_t cost;              /* COST n (default 1; PEEK's too; 1 for
+                                  ADJUST, whose reply is such a peek) */
+    int64_t delta;             /* ADJUST: units charged (> 0) or given
+                                  back (< 0) at every level */
     int64_t wait_ns;           /* CHECK ... WAIT: the longest delay accepted */
     unsigned reply_form;       /* CHECK|PEEK ... MS / HEADERS: the reply's
                                   form (LIMITER_REPLY_*), the commands' */
@@ -227,8 +233,10 @@ struct store_ops {
                   store_check_done_fn *done);
 
     /* Gives back what a CHECK took where it was not taken everywhere (a
-     * group admitted while another refused or failed). NULL: a
-     * refused check writes nothing, so there is none. */
+     * group admitted while another refused or failed); for an ADJUST that
+     * failed in a group, the opposite delta to the groups that applied it
+     * (c->admitted). NULL: a refused check writes nothing, so there is
+     * none (and an ADJUST is one call, all or nothing). */
     void (*refund)(struct store *st, struct store_check *c);
 
     /* The run-time override text of `path` this proxy knows of, NUL-ended,

@@ -120,6 +120,82 @@ int store_fields_decide(const struct limits_limit *lim,
     return -1;
 }
 
+int store_fields_adjust(const struct limits_limit *lim,
+                        const union store_fields *st, int64_t now_ns,
+                        int64_t delta, struct store_fields_result *out,
+                        const char **err)
+{
+    switch (lim->algo) {
+    case LIMITS_FIXED_WINDOW: {
+        struct fixed_window_params p;
+        struct fixed_window_result r;
+        if (store_fields_fw_params(&lim->u.fixed_window, &p, err) !=
+                FIXED_WINDOW_OK ||
+            fixed_window_adjust(&p, st ? &st->fw : NULL, now_ns, delta, &r,
+                                err) != FIXED_WINDOW_OK) {
+            return -1;
+        }
+        out->next.fw = r.next;
+        store_fields_take(&r.d, r.write == FIXED_WINDOW_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    case LIMITS_SLIDING_COUNTER: {
+        struct sliding_counter_params p;
+        struct sliding_counter_result r;
+        if (sliding_counter_params_init(&p, lim->u.sliding_counter.max,
+                                        lim->u.sliding_counter.window_ms,
+                                        err) != SLIDING_COUNTER_OK ||
+            sliding_counter_adjust(&p, st ? &st->sc : NULL, now_ns, delta, &r,
+                                   err) != SLIDING_COUNTER_OK) {
+            return -1;
+        }
+        out->next.sc = r.next;
+        store_fields_take(&r.d, r.write == SLIDING_COUNTER_WRITE_SET,
+                          r.expiry_ms, out);
+        return 0;
+    }
+    case LIMITS_TOKEN_BUCKET: {
+        struct token_bucket_params p;
+        struct token_bucket_result r;
+        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
+                                     lim->u.token_bucket.refill_per_sec_micro,
+                                     err) != TOKEN_BUCKET_OK ||
+            (lim->u.token_bucket.warmup_ms > 0 &&
+             token_bucket_params_warmup(&p, lim->u.token_bucket.warmup_ms,
+                                        lim->u.token_bucket.cold_factor,
+                                        err) != TOKEN_BUCKET_OK) ||
+            token_bucket_adjust(&p, st ? &st->tb : NULL, now_ns, delta, &r,
+                                err) != TOKEN_BUCKET_OK) {
+            return -1;
+        }
+        out->next.tb = r.next;
+        store_fields_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    case LIMITS_LEAKY_BUCKET: {
+        struct leaky_bucket_params p;
+        struct leaky_bucket_result r;
+        if (leaky_bucket_params_init(
+                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
+                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+            leaky_bucket_adjust(&p, st ? &st->lb : NULL, now_ns, delta, &r,
+                                err) != LEAKY_BUCKET_OK) {
+            return -1;
+        }
+        out->next.lb = r.next;
+        store_fields_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    default:
+        break;
+    }
+    *err = "unknown algorithm";
+    return -1;
+}
+
 const char *const *store_fields_names(enum limits_algo a)
 {
     static const char *const tb[] = { "tokens", "frac", "ts", NULL };

@@ -51,6 +51,16 @@ int store_fields_decide_wait(const struct limits_limit *lim,
                              int64_t cost, int64_t wait_ns,
                              struct store_fields_result *out, const char **err);
 
+/* LIMITER ADJUST of `lim` (an algorithm of store_fields_algo) by delta
+ * (either sign, |delta| <= 2^53 - 1) on `st` (NULL: no key) at now_ns:
+ * the model's <algorithm>_adjust, never refused; out->d is a peek of
+ * cost 1 after it, out->write whether next is stored. 0, or -1 with
+ * *err (nothing to write). */
+int store_fields_adjust(const struct limits_limit *lim,
+                        const union store_fields *st, int64_t now_ns,
+                        int64_t delta, struct store_fields_result *out,
+                        const char **err);
+
 /* The hash fields limiter.lua keeps the state of algorithm `a` in, in a
  * fixed order: a static, NULL-terminated array of at most 3 names. */
 const char *const *store_fields_names(enum limits_algo a);

@@ -432,6 +432,91 @@ int store_local_check(struct store_local *st, unsigned n,
     return rc;
 }
 
+/* ---------------- LIMITER ADJUST ---------------- */
+
+/* The change of one limit by delta at now as a pending write (nothing
+ * written yet). 0, or -1 with *err. */
+static int store_local_adjust_one(struct store_local *st,
+                                  const struct store_local_limit *l,
+                                  int64_t now, int64_t delta,
+                                  struct store_pending *w, const char **err)
+{
+    struct store_entry *e = store_local_live(st, l->key, l->klen, now);
+
+    memset(w, 0, sizeof(*w));
+    if (e != NULL && e->algo != l->algo) {
+        *err = STORE_LOCAL_WRONGTYPE;
+        return -1;
+    }
+    if (l->algo == LIMITS_GCRA) {
+        struct gcra_result r;
+        if (gcra_adjust(l->p, e != NULL, e != NULL ? e->u.tat_ns : 0, now,
+                        delta, &r, err) != GCRA_OK) {
+            return -1;
+        }
+        store_local_gcra_pending(&r, now, w);
+        return 0;
+    }
+    if (store_fields_algo(l->algo)) {
+        struct store_fields_result r;
+        if (store_fields_adjust(l->lim, e != NULL ? &e->u.f : NULL, now, delta,
+                                &r, err) != 0) {
+            return -1;
+        }
+        w->next.algo = l->algo;
+        w->next.u.f = r.next;
+        w->write = r.write;
+        w->expiry_ms = r.expiry_ms;
+        return 0;
+    }
+    switch (l->algo) {
+    /* ADJUST for the list algorithms: h-slide replaces these with their
+     * cases (sliding_window_adjust, sliding_log_adjust). */
+    case LIMITS_SLIDING_WINDOW:
+        *err = "ADJUST not supported for sliding_window";
+        return -1;
+    case LIMITS_SLIDING_LOG:
+        *err = "ADJUST not supported for sliding_log";
+        return -1;
+    default:
+        break;
+    }
+    *err = "unknown algorithm";
+    return -1;
+}
+
+int store_local_adjust(struct store_local *st, unsigned n,
+                       const struct store_local_limit *l, int64_t delta,
+                       struct rl_decision *out, struct rl_decision *peek,
+                       const char **err)
+{
+    int64_t now = store_local_now_ns();
+    struct store_pending *w = px_calloc(n, sizeof(*w));
+    int rc = 0;
+    unsigned i;
+
+    for (i = 0; i < n && rc == 0; i++) {
+        rc = store_local_adjust_one(st, &l[i], now, delta, &w[i], err);
+    }
+    if (rc == 0 && !store_local_room(st, n, l, w, now)) {
+        st->full_refused++;
+        *err = STORE_LOCAL_FULL_TEXT;
+        rc = STORE_LOCAL_EFULL;
+    }
+    for (i = 0; i < n && rc == 0; i++) {
+        store_local_apply(st, l[i].key, l[i].klen, &w[i], now);
+    }
+    for (i = 0; i < n; i++) {
+        px_free(w[i].next.list);
+    }
+    px_free(w);
+    if (rc != 0) {
+        return rc;
+    }
+    /* The reply: a peek of cost 1 on what is now stored. */
+    return store_local_check(st, n, l, 1, 0, out, peek, err);
+}
+
 /* ---------------- Overrides, keys ---------------- */
 
 const char *store_local_override_get(struct store_local *st, const char *path,
@@ -580,8 +665,13 @@ static void store_local_check_op(struct store *st, struct store_check *c,
         sl[i].level = c->lim[i].level;
         sl[i].shadow = c->lim[i].shadow;
     }
-    rc = store_local_check(st->impl, c->n, sl, c->cost, c->op == STORE_CHECK,
-                           c->res, c->peek, &err);
+    if (c->op == STORE_ADJUST) {
+        rc = store_local_adjust(st->impl, c->n, sl, c->delta, c->res, c->peek,
+                                &err);
+    } else {
+        rc = store_local_check(st->impl, c->n, sl, c->cost,
+                               c->op == STORE_CHECK, c->res, c->peek, &err);
+    }
     if (rc == STORE_LOCAL_EFULL && st->conf->store_down == CONF_FAIL_OPEN) {
         /* As a store that is down: every limit admitted undecided, nothing
          * written, counted once a call. */

@@ -94,6 +94,18 @@ int store_local_check(struct store_local *st, unsigned n,
                       int commit, struct rl_decision *out,
                       struct rl_decision *peek, const char **err);
 
+/* LIMITER ADJUST of every limit l[i] by delta (either sign; l[i].p, a gcra
+ * limit's, of quantity 1) at one instant: each model's <name>_adjust,
+ * never refused, every change computed before any is written (an error,
+ * WRONGTYPE or a state no model accepts, writes nothing; so do writes
+ * that do not fit: STORE_LOCAL_EFULL), then out[i] and peek[i] as
+ * store_local_check gives them for a peek of cost 1 after it. 0, or -1 or
+ * STORE_LOCAL_EFULL with `*err` the reply text. */
+int store_local_adjust(struct store_local *st, unsigned n,
+                       const struct store_local_limit *l, int64_t delta,
+                       struct rl_decision *out, struct rl_decision *peek,
+                       const char **err);
+
 /* The run-time override of `path`, NUL-ended, or NULL. */
 const char *store_local_override_get(struct store_local *st, const char *path,
                                      size_t len);

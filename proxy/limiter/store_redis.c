@@ -377,7 +377,7 @@ static void store_redis_group_queue(struct store_check *c, unsigned g,
     lua_wire_group_encode(&q->w, c, g, mode, ovkey, ovlen, store_redis_known,
                           c->st, &rs->params);
     q->cacheable =
-        mode != LUA_WIRE_REFUND &&
+        mode != LUA_WIRE_REFUND && mode != LUA_WIRE_UNADJUST &&
         refusal_store_group_cacheable(c, g, store_redis_known, c->st);
     store_redis_batch_queue(&rs->batcher, &q->it);
     c->st->queued++;
@@ -464,6 +464,21 @@ static void store_redis_reset_send(struct store_check *c, unsigned g)
     px_free(lens);
 }
 
+/* ADJUST's call to group g. One that gives back makes refused keys
+ * admissible: a check this client pipelines after it must not be refused
+ * from the cache (the reply forgets them again, refusal_store_group_learn:
+ * one learnt meanwhile from an older read). A charge leaves every cached
+ * refusal right. */
+static void store_redis_adjust_queue(struct store_check *c, unsigned g)
+{
+    struct store_redis *rs = c->st->impl;
+
+    if (c->delta < 0) {
+        refusal_store_forget_group(&rs->rf, c, g);
+    }
+    store_redis_group_queue(c, g, LUA_WIRE_ADJUST);
+}
+
 /* The check op: counts the call in c->root->owed, frees the orphan
  * itself. */
 static void store_redis_check(struct store *st, struct store_check *c,
@@ -473,7 +488,10 @@ static void store_redis_check(struct store *st, struct store_check *c,
     unsigned g;
 
     c->done = done;
-    if (c->op != STORE_RESET && refusal_count(&rs->rf.cache) > 0 &&
+    /* An ADJUST writes whatever its state: never answered from the
+     * cache. */
+    if (c->op != STORE_RESET && c->op != STORE_ADJUST &&
+        refusal_count(&rs->rf.cache) > 0 &&
         refusal_store_refused(&rs->rf, c, st->conf->key_prefix, uv_hrtime(),
                               store_redis_known, st)) {
         rs->rf.cache.hits++;
@@ -487,7 +505,9 @@ static void store_redis_check(struct store *st, struct store_check *c,
     }
     c->root->owed++;
     for (g = 0; g < c->ngroups; g++) {
-        if (c->op != STORE_RESET) {
+        if (c->op == STORE_ADJUST) {
+            store_redis_adjust_queue(c, g);
+        } else if (c->op != STORE_RESET) {
             store_redis_group_queue(
                 c, g, c->op == STORE_PEEK ? LUA_WIRE_PEEK : LUA_WIRE_CHECK);
         } else if (store_redis_group_keys(c, g) > 0) {
@@ -506,6 +526,17 @@ static void store_redis_refund(struct store *st, struct store_check *c)
 
     for (g = 0; g < c->ngroups; g++) {
         unsigned i, takers = 0;
+        if (c->op == STORE_ADJUST) {
+            /* Best effort: the groups that applied the delta take it
+             * back (a group that failed wrote nothing). */
+            if (c->admitted[g]) {
+                if (c->delta > 0) {
+                    refusal_store_forget_group(&rs->rf, c, g);
+                }
+                store_redis_group_queue(c, g, LUA_WIRE_UNADJUST);
+            }
+            continue;
+        }
         for (i = 0; i < c->n; i++) {
             takers += lua_wire_group_sends(c, i, g, 1);
         }

@@ -178,6 +178,56 @@ static void gc_decide(const struct twin_conf *cf, const void *st, int64_t now,
     }
 }
 
+/* LIMITER ADJUST: gcra_adjust() on the TAT, the limit's params of
+ * quantity 1 (what the proxy sends for ADJUST). */
+static void gc_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    const struct gc_state *g = st;
+    struct gc_state *n = next;
+    struct gcra_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(gcra_adjust(P(cf), g != NULL, g != NULL ? g->tat : 0,
+                             now * 1000, delta, &x, &err),
+                 GCRA_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write != GCRA_WRITE_NONE;
+    r->have_next = x.write == GCRA_WRITE_SET;
+    r->expiry_ms = x.expiry_ms;
+    if (r->have_next) {
+        n->tat = x.new_tat_ns;
+        snprintf(n->raw, sizeof(n->raw), "%" PRId64, x.new_tat_ns);
+    }
+}
+
+/* A delta: 0, the largest giving back (to fresh), or a few bursts' worth
+ * of either sign. A debt stays far below the TAT's cap (INT64_MAX - EI,
+ * the unit tests' edge): the walk's clock runs up to 2^53 us, 2.2e17 ns
+ * below INT64_MAX, and its later checks of a few EIs must still compute
+ * (past the cap they answer the range error, as any TAT that far). */
+static int64_t gc_rnd_delta(uint64_t *s, const struct twin_conf *cf)
+{
+    int64_t burst = cf->n[0] > 0 ? cf->n[0] : 0;
+    int64_t room =
+        (INT64_MAX - TWIN_US_MAX * 1000) / 16 / P(cf)->ei_ns - 2 * (burst + 3);
+    int64_t d;
+
+    switch (lua_twin_rnd_in(s, 0, 9)) {
+    case 0:
+        return 0;
+    case 1:
+        return -TWIN_US_MAX;
+    default:
+        d = lua_twin_rnd_in(s, 1, 2 * burst + 5);
+        break;
+    }
+    if (lua_twin_rnd_in(s, 0, 1)) {
+        return -d;
+    }
+    return d <= room ? d : room > 0 ? room : 0;
+}
+
 /* floor(ns / 1000), also for the -1 s of "allowed". */
 static int64_t gc_floor_us(int64_t ns)
 {
@@ -452,6 +502,8 @@ static const struct twin_algo GC = {
     .expired_differs = 1,
     .own_step = gc_own,
     .own_pct = 50,
+    .adjust = gc_adjust,
+    .rnd_delta = gc_rnd_delta,
     .own_tally = { "gcra.lua calls in mode runs",
                    "gcra.lua calls in mode check", "twins",
                    "refusals by gcra.lua", "SETs by gcra.lua",

@@ -103,6 +103,22 @@ static void fw_decide(const struct twin_conf *cf, const void *st, int64_t now,
     memcpy(next, &x.next, sizeof(x.next));
 }
 
+/* LIMITER ADJUST: fixed_window_adjust(), its write as a check's. */
+static void fw_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    struct fixed_window_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(fixed_window_adjust(P(cf), st, now * 1000, delta, &x, &err),
+                 FIXED_WINDOW_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write == FIXED_WINDOW_WRITE_SET;
+    r->have_next = 1;
+    r->expiry_ms = x.expiry_ms;
+    memcpy(next, &x.next, sizeof(x.next));
+}
+
 static void fw_rnd_conf(uint64_t *s, struct twin_conf *cf,
                         const struct twin_conf *old)
 {
@@ -243,6 +259,7 @@ static const struct twin_algo FW = {
     .rnd_edge = fw_edge,
     .plant = fw_plant,
     .after_refund = fw_after_refund,
+    .adjust = fw_adjust,
 };
 
 /* The same, drawing calendar windows. */
@@ -262,6 +279,7 @@ static const struct twin_algo FW_CAL = {
     .rnd_edge = fw_edge,
     .plant = fw_plant,
     .after_refund = fw_after_refund,
+    .adjust = fw_adjust,
 };
 
 /* ---------------- The walk and the tables ---------------- */

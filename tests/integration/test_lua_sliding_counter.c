@@ -87,6 +87,22 @@ static void sc_decide(const struct twin_conf *cf, const void *st, int64_t now,
     memcpy(next, &x.next, sizeof(x.next));
 }
 
+/* LIMITER ADJUST: sliding_counter_adjust(), its write as a check's. */
+static void sc_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    struct sliding_counter_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(sliding_counter_adjust(P(cf), st, now * 1000, delta, &x, &err),
+                 SLIDING_COUNTER_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write == SLIDING_COUNTER_WRITE_SET;
+    r->have_next = 1;
+    r->expiry_ms = x.expiry_ms;
+    memcpy(next, &x.next, sizeof(x.next));
+}
+
 static void sc_rnd_conf(uint64_t *s, struct twin_conf *cf,
                         const struct twin_conf *old)
 {
@@ -185,6 +201,7 @@ static const struct twin_algo SC = {
     .rnd_edge = sc_edge,
     .plant = sc_plant,
     .after_refund = sc_after_refund,
+    .adjust = sc_adjust,
 };
 
 /* ---------------- The walk and the tables ---------------- */

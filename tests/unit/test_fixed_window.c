@@ -404,3 +404,91 @@ Test(fixed_window, rejects_a_malformed_state_negative_time_and_cost)
                  FIXED_WINDOW_EARGS);
     cr_assert_str_eq(err, FIXED_WINDOW_ERR_COST);
 }
+
+/* ---------------- LIMITER ADJUST ---------------- */
+
+/* fixed_window_adjust() against the store; applies its write. */
+static struct fixed_window_result adj(const struct fixed_window_params *p,
+                                      struct mem *m, int64_t now, int64_t delta)
+{
+    struct fixed_window_result r;
+    const char *err = NULL;
+
+    cr_assert_eq(
+        fixed_window_adjust(p, m->have ? &m->v : NULL, now, delta, &r, &err),
+        FIXED_WINDOW_OK, "adjust: %s", err);
+    if (r.write == FIXED_WINDOW_WRITE_SET) {
+        cr_assert(r.expiry_ms >= 1);
+        m->have = 1;
+        m->v = r.next;
+        m->expiry_ms = r.expiry_ms;
+    }
+    return r;
+}
+
+Test(fixed_window,
+     adjust_charges_into_debt_never_refused_and_gives_back_to_fresh)
+{
+    struct fixed_window_params p = mk(10, 60000);
+    struct mem m = { 0 };
+    struct fixed_window_result r;
+
+    step(&p, &m, M0 + S, 4);
+    /* 4 + 9 = 13 > 10: charged all the same, the next check refused. */
+    r = adj(&p, &m, M0 + 2 * S, 9);
+    cr_assert_eq(r.write, FIXED_WINDOW_WRITE_SET);
+    cr_assert_eq(m.v.count, 13);
+    cr_assert_eq(m.v.start_ns, M0);
+    cr_assert_eq(m.expiry_ms, 58000); /* the window's end */
+    cr_assert(r.d.limited && r.d.remaining == 0);
+    cr_assert_eq(r.d.retry_after_ns, 58 * S);
+    cr_assert(step(&p, &m, M0 + 3 * S, 1).d.limited);
+    cr_assert_eq(m.v.count, 13, "a refused check took nothing");
+    /* Giving back 5: 8 counted, 2 left after a peek of cost 1. */
+    r = adj(&p, &m, M0 + 3 * S, -5);
+    cr_assert(!r.d.limited && r.d.remaining == 1 && m.v.count == 8);
+    /* Never beyond fresh: count 0, which decides as no key. */
+    r = adj(&p, &m, M0 + 3 * S, -1000);
+    cr_assert_eq(m.v.count, 0);
+    {
+        struct fixed_window_result fresh = at(&p, NULL, M0 + 3 * S, 1);
+
+        cr_assert(memcmp(&r.d, &fresh.d, sizeof(r.d)) == 0, "not as fresh");
+    }
+    /* delta 0, and nothing left to give back: no write. */
+    cr_assert_eq(adj(&p, &m, M0 + 3 * S, 0).write, FIXED_WINDOW_WRITE_NONE);
+    cr_assert_eq(adj(&p, &m, M0 + 3 * S, -1).write, FIXED_WINDOW_WRITE_NONE);
+    /* The next window starts empty: the debt is paid. */
+    cr_assert_eq(adj(&p, &m, M0 + 3 * S, 30).write, FIXED_WINDOW_WRITE_SET);
+    r = at(&p, &m.v, M0 + 60 * S, 10);
+    cr_assert(!r.d.limited);
+}
+
+Test(fixed_window, adjust_on_a_stale_window_and_at_the_cap)
+{
+    struct fixed_window_params p = mk(MAX_N, 1000);
+    struct fixed_window_state old = { .start_ns = M0, .count = 5 };
+    struct mem m = { .have = 1, .v = old };
+    struct fixed_window_result r;
+
+    /* A stale window has nothing to give back... */
+    cr_assert_eq(adj(&p, &m, M0 + 5 * S, -3).write, FIXED_WINDOW_WRITE_NONE);
+    cr_assert_eq(m.v.start_ns, M0);
+    /* ...and a charge starts now's window. */
+    adj(&p, &m, M0 + 5 * S, 2);
+    cr_assert(m.v.start_ns == M0 + 5 * S && m.v.count == 2);
+    /* The count saturates at 2^53 - 1. */
+    r = adj(&p, &m, M0 + 5 * S, MAX_N);
+    cr_assert_eq(m.v.count, MAX_N);
+    cr_assert(r.d.limited && r.d.remaining == 0);
+    cr_assert_eq(adj(&p, &m, M0 + 5 * S, 7).write, FIXED_WINDOW_WRITE_NONE);
+    /* Bad parameters and states as decide's. */
+    m.v.count = -1;
+    {
+        const char *err = NULL;
+
+        cr_assert_eq(fixed_window_adjust(&p, &m.v, M0, 1, &r, &err),
+                     FIXED_WINDOW_ESTATE);
+        cr_assert_str_eq(err, FIXED_WINDOW_ERR_STATE);
+    }
+}

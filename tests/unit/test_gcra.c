@@ -734,3 +734,80 @@ Test(gcra, params_in_nanoseconds_allow_fractional_periods)
     cr_assert_eq(gcra_params_init_ns(&a, 1, 0, 1000, 1, &err), GCRA_EARGS);
     cr_assert_str_eq(err, GCRA_ERR_ZERO_RATE);
 }
+
+/* ---------------- LIMITER ADJUST ---------------- */
+
+/* gcra_adjust() against the store at now; applies the write. */
+static struct gcra_result adj(const struct gcra_params *p, struct mem *m,
+                              int64_t now, int64_t delta)
+{
+    struct gcra_result r;
+    const char *err = NULL;
+
+    cr_assert_eq(gcra_adjust(p, m->have, m->tat, now, delta, &r, &err), GCRA_OK,
+                 "adjust: %s", err);
+    if (r.write == GCRA_WRITE_SET) {
+        m->have = 1;
+        m->tat = r.new_tat_ns;
+        m->expiry_ms = r.expiry_ms;
+    } else if (r.write == GCRA_WRITE_DEL) {
+        m->have = 0;
+    }
+    return r;
+}
+
+Test(gcra, adjust_moves_the_tat_by_delta_emission_intervals_both_ways)
+{
+    /* Burst 4, 1 per second: EI 1 s, DVT 5 s. */
+    struct gcra_params p = mk(4, 1, 1, 1);
+    struct mem m = { 0 };
+    struct gcra_result r;
+
+    step(&p, &m, T0); /* TAT T0 + 1 s */
+    /* Charging 9 more: TAT T0 + 10 s, 5 s past the tolerance; never
+     * refused, and a peek of cost 1 now is. */
+    r = adj(&p, &m, T0, 9);
+    cr_assert_eq(r.write, GCRA_WRITE_SET);
+    cr_assert_eq(m.tat, T0 + 10 * S);
+    cr_assert_eq(m.expiry_ms, 10000);
+    check_reply(&r, 1, 5, 0, 6, 10);
+    cr_assert(step(&p, &m, T0 + 5 * S).d.limited, "in debt");
+    cr_assert_eq(m.tat, T0 + 10 * S, "a refusal took nothing");
+    /* Giving back 3 at T0 + 5 s: TAT T0 + 7 s, 2 s ahead. */
+    r = adj(&p, &m, T0 + 5 * S, -3);
+    cr_assert_eq(m.tat, T0 + 7 * S);
+    check_reply(&r, 0, 5, 2, -1, 3);
+    /* Never below now: the key goes, as a fresh one. */
+    r = adj(&p, &m, T0 + 5 * S, -100);
+    cr_assert_eq(r.write, GCRA_WRITE_DEL);
+    cr_assert(!m.have);
+    check_reply(&r, 0, 5, 4, -1, 1);
+    /* delta 0, and no TAT ahead of now: nothing written. */
+    cr_assert_eq(adj(&p, &m, T0 + 5 * S, 0).write, GCRA_WRITE_NONE);
+    cr_assert_eq(adj(&p, &m, T0 + 5 * S, -1).write, GCRA_WRITE_NONE);
+    /* A charge starts from now when the TAT is past. */
+    m.have = 1;
+    m.tat = T0;
+    adj(&p, &m, T0 + 5 * S, 2);
+    cr_assert_eq(m.tat, T0 + 7 * S);
+}
+
+Test(gcra, adjust_saturates_the_tat_below_int64_max)
+{
+    struct gcra_params p = mk(4, 1, 1, 7); /* the quantity is not looked at */
+    struct mem m = { 0 };
+    struct gcra_result r;
+    const char *err = NULL;
+
+    r = adj(&p, &m, T0, INT64_C(9007199254740991));
+    cr_assert_eq(m.tat, INT64_MAX - S);
+    cr_assert(r.d.limited);
+    cr_assert_eq(r.d.limit, 5);
+    /* Past the cap stays: a TAT at INT64_MAX - EI moves no further. */
+    adj(&p, &m, T0, 1);
+    cr_assert_eq(m.tat, INT64_MAX - S);
+    /* A TAT beyond it: the range error of a check of cost 1. */
+    cr_assert_eq(gcra_adjust(&p, 1, INT64_MAX - 1, T0, 1, &r, &err),
+                 GCRA_ERANGE);
+    cr_assert_str_eq(err, E_TAT_RANGE);
+}

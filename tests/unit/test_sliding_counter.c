@@ -501,3 +501,75 @@ Test(sliding_counter, rejects_negative_time_and_negative_cost)
                  SLIDING_COUNTER_EARGS);
     cr_assert_str_eq(err, SLIDING_COUNTER_ERR_COST);
 }
+
+/* ---------------- LIMITER ADJUST ---------------- */
+
+/* sliding_counter_adjust() against the store; applies its write. */
+static struct sliding_counter_result adj(const struct sliding_counter_params *p,
+                                         struct mem *m, int64_t now,
+                                         int64_t delta)
+{
+    struct sliding_counter_result r;
+    const char *err = NULL;
+
+    cr_assert_eq(
+        sliding_counter_adjust(p, m->have ? &m->v : NULL, now, delta, &r, &err),
+        SLIDING_COUNTER_OK, "adjust: %s", err);
+    if (r.write == SLIDING_COUNTER_WRITE_SET) {
+        cr_assert(r.expiry_ms >= 1);
+        m->have = 1;
+        m->v = r.next;
+        m->expiry_ms = r.expiry_ms;
+    }
+    return r;
+}
+
+Test(sliding_counter, adjust_charges_the_current_window_and_gives_back_from_it)
+{
+    struct sliding_counter_params p = mk(10, 60000);
+    struct mem m = { 0 };
+    struct sliding_counter_result r;
+
+    step(&p, &m, M0 + S, 6);
+    /* A charge past max: the debt weighs on into the next window. */
+    r = adj(&p, &m, M0 + 2 * S, 10);
+    cr_assert(m.v.count == 16 && m.v.prev == 0);
+    cr_assert_eq(m.expiry_ms, 118000); /* the next window's end */
+    cr_assert(r.d.limited && r.d.remaining == 0);
+    cr_assert(step(&p, &m, M0 + 3 * S, 1).d.limited);
+    /* Half into the next window 16 weighs 8: 2 more fit, not 3. */
+    cr_assert(at(&p, &m.v, M0 + 90 * S, 3).d.limited);
+    cr_assert(!at(&p, &m.v, M0 + 90 * S, 2).d.limited);
+    /* There the previous window's count is not given back. */
+    m.v = (struct sliding_counter_state){ .start_ns = M0, .count = 16 };
+    r = adj(&p, &m, M0 + 90 * S, -5);
+    cr_assert_eq(r.write, SLIDING_COUNTER_WRITE_NONE);
+    /* A charge rolls the state over first. */
+    adj(&p, &m, M0 + 90 * S, 1);
+    cr_assert(m.v.start_ns == M0 + 60 * S && m.v.count == 1 && m.v.prev == 16);
+    /* Giving back floors at 0; with prev alone the key lasts this
+     * window. */
+    r = adj(&p, &m, M0 + 90 * S, -9);
+    cr_assert(m.v.count == 0 && m.v.prev == 16);
+    cr_assert_eq(m.expiry_ms, 30000);
+    cr_assert_eq(adj(&p, &m, M0 + 90 * S, 0).write, SLIDING_COUNTER_WRITE_NONE);
+}
+
+Test(sliding_counter, adjust_saturates_at_2_53_and_validates_as_decide)
+{
+    struct sliding_counter_params p = mk(MAX_N, 1000);
+    struct mem m = { 0 };
+    struct sliding_counter_state bad = { .start_ns = M0,
+                                         .count = 1,
+                                         .prev = -1 };
+    struct sliding_counter_result r;
+    const char *err = NULL;
+
+    adj(&p, &m, M0, MAX_N);
+    adj(&p, &m, M0, MAX_N);
+    cr_assert_eq(m.v.count, MAX_N);
+    cr_assert_eq(adj(&p, &m, M0, 1).write, SLIDING_COUNTER_WRITE_NONE);
+    cr_assert_eq(sliding_counter_adjust(&p, &bad, M0, 1, &r, &err),
+                 SLIDING_COUNTER_ESTATE);
+    cr_assert_str_eq(err, SLIDING_COUNTER_ERR_STATE);
+}
