@@ -221,7 +221,11 @@ local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost, wait)
     retry = xint_dur_plus(us, gap, x, big)
     -- A WAIT reservation when due within the wait, to the ns (gap + us
     -- us and x ns against wait us).
-    local t = not big and wait and wait > 0 and gap + us
+    local t = wait and wait > 0 and us
+    if t and big then
+      t = xint_num(us) -- nil: far beyond any wait
+    end
+    t = t and gap + t
     if t and (t < wait or (t == wait and x == 0)) then
       tok, taken = tok - cost, true
     end
@@ -424,7 +428,11 @@ local function tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold,
       limited = true
       local us, x, big = tb_wait(rate, tok, frac, cost)
       retry = xint_dur_plus(us, gap, x, big)
-      local t = not big and wait and wait > 0 and gap + us
+      local t = wait and wait > 0 and us
+      if t and big then
+        t = xint_num(us)
+      end
+      t = t and gap + t
       taken = t and (t < wait or (t == wait and x == 0)) or false
     else
       taken = true

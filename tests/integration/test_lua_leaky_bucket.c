@@ -71,7 +71,8 @@ static void lb_decide(const struct twin_conf *cf, const void *st, int64_t now,
     struct leaky_bucket_result x;
     const char *err = NULL;
 
-    cr_assert_eq(leaky_bucket_decide(P(cf), st, now * 1000, cost, &x, &err),
+    cr_assert_eq(leaky_bucket_decide_wait(P(cf), st, now * 1000, cost,
+                                          lua_twin_wait() * 1000, &x, &err),
                  LEAKY_BUCKET_OK, "model: %s", err);
     r->d = x.d;
     r->write = x.write == LEAKY_BUCKET_WRITE_SET;
@@ -229,6 +230,7 @@ static const struct twin_algo LB = {
     .plant = lb_plant,
     .after_refund = lb_after_refund,
     .adjust = lb_adjust,
+    .waits = 1,
 };
 
 /* ---------------- The walk and the tables ---------------- */

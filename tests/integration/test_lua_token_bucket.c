@@ -80,7 +80,8 @@ static void tb_decide(const struct twin_conf *cf, const void *st, int64_t now,
     struct token_bucket_result x;
     const char *err = NULL;
 
-    cr_assert_eq(token_bucket_decide(P(cf), st, now * 1000, cost, &x, &err),
+    cr_assert_eq(token_bucket_decide_wait(P(cf), st, now * 1000, cost,
+                                          lua_twin_wait() * 1000, &x, &err),
                  TOKEN_BUCKET_OK, "model: %s", err);
     cr_assert_eq(x.next.ts_ns % 1000, 0, "ts off the us grid");
     r->d = x.d;
@@ -255,6 +256,7 @@ static const struct twin_algo TB = {
     .plant = tb_plant,
     .after_refund = tb_after_refund,
     .adjust = tb_adjust,
+    .waits = 1,
 };
 
 /* ---------------- The walk and the tables ---------------- */

@@ -104,7 +104,8 @@ static void tbw_decide(const struct twin_conf *cf, const void *st, int64_t now,
     struct token_bucket_result x, pre;
     const char *err = NULL;
 
-    cr_assert_eq(token_bucket_decide(P(cf), st, now * 1000, cost, &x, &err),
+    cr_assert_eq(token_bucket_decide_wait(P(cf), st, now * 1000, cost,
+                                          lua_twin_wait() * 1000, &x, &err),
                  TOKEN_BUCKET_OK, "model: %s", err);
     r->d = x.d;
     r->write = x.write == TOKEN_BUCKET_WRITE_SET;
@@ -279,6 +280,7 @@ static const struct twin_algo TBW = {
     .plant = tbw_plant,
     .after_refund = tbw_after_refund,
     .adjust = tbw_adjust,
+    .waits = 1,
 };
 
 /* ---------------- The walk and the tables ---------------- */
