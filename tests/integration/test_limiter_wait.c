@@ -21,7 +21,8 @@ PX_TEST_SUITE(it_limiter_wait);
  * The buckets (token_bucket, leaky_bucket) hold one, back 200 ms later;
  * slow's in 50 s. mix: a gcra level of 5 a second shared by every mix:<id>
  * above a bucket per id that refills in 5 s; mixg: a bucket shared by
- * every mixg:<id> (200 ms) above a gcra level of 1 a minute per id. */
+ * every mixg:<id> (200 ms) above a gcra level of 1 a minute per id; duo:
+ * both on one level (one key slot: one script call decides them). */
 static const char wait_tree[] =
     "api:\n"
     "  children:\n"
@@ -53,7 +54,13 @@ static const char wait_tree[] =
     "    - {algorithm: token_bucket, capacity: 1, refill_per_sec: 5}\n"
     "  children:\n"
     "    \"*\":\n"
-    "      limits: [0, 1, 60]\n";
+    "      limits: [0, 1, 60]\n"
+    "duo:\n"
+    "  children:\n"
+    "    \"*\":\n"
+    "      limits:\n"
+    "        - {algorithm: gcra, max_burst: 0, count: 1, period: 60}\n"
+    "        - {algorithm: token_bucket, capacity: 1, refill_per_sec: 5}\n";
 
 static char limits_path[PX_PATH_MAX];
 static const char *limits_args[] = { "--limits", limits_path, NULL };
@@ -224,6 +231,23 @@ static void mixed_levels_all_or_nothing(redisContext *c)
         px_take_five(px_cmd(c, "LIMITER CHECK mixg:b WAIT 300"), "mixg:b")
             .limited,
         0, "the bucket kept a reservation of a refused check");
+    /* One level: the bucket (200 ms) within, gcra (60 s) beyond: refused,
+     * the bucket's key as the first check left it (0 tokens, no debt). */
+    px_check_five(px_cmd(c, "LIMITER CHECK duo:a"), "duo admitted", 0, 1, 0, -1,
+                  60);
+    px_check_five(px_cmd(c, "LIMITER CHECK duo:a WAIT 1000"), "duo refused", 1,
+                  1, 0, 60, 60);
+    {
+        static const char key[] = "cellgate:{duo:a}#1:token_bucket";
+        redisContext *d = px_direct_for(key, sizeof(key) - 1);
+        if (d != NULL) {
+            redisReply *r = px_cmd(d, "HGET %s tokens", key);
+            cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "0") == 0,
+                      "duo's bucket holds %s tokens", r->str ? r->str : "?");
+            freeReplyObject(r);
+            redisFree(d);
+        }
+    }
 }
 
 /* A reservation held for 50 s delays no other client: the test's timeout
