@@ -255,7 +255,9 @@ int token_bucket_decide_wait(const struct token_bucket_params *p,
     }
     if (cost > p->capacity) {
         out->d.limited = 1;
-    } else if (tok >= cost || (wait_ns > 0 && retry <= wait_ns)) {
+    } else if (tok >= cost ||
+               (wait_ns > 0 && retry <= wait_ns &&
+                cost <= tok + (TOKEN_BUCKET_MAX_CAPACITY - p->capacity))) {
         if (tok < cost) {
             /* A WAIT reservation: the cost is taken now, a debt the
              * refill pays by the time the request is due, and the reply

@@ -220,7 +220,9 @@ int token_bucket_decide(const struct token_bucket_params *p,
  * as a warm take's slope is paid too) and written, and out->d says
  * limited with that retry_after (the time the reply is held), remaining
  * 0, reset_after the refill to full after the take. One ns beyond the
- * wait it is refused as without WAIT, nothing written. */
+ * wait it is refused as without WAIT, nothing written; so is one whose
+ * take would leave the level more than 2^53 - 1 tokens below full (the
+ * deepest debt whose waits stay exact). */
 int token_bucket_decide_wait(const struct token_bucket_params *p,
                              const struct token_bucket_state *st,
                              int64_t now_ns, int64_t cost, int64_t wait_ns,

@@ -226,7 +226,8 @@ local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost, wait)
       t = xint_num(us) -- nil: far beyond any wait
     end
     t = t and gap + t
-    if t and (t < wait or (t == wait and x == 0)) then
+    if t and (t < wait or (t == wait and x == 0)) and
+        cost <= tok + (P53 - 1 - cap) then
       tok, taken = tok - cost, true
     end
   end
@@ -433,7 +434,8 @@ local function tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold,
         t = xint_num(us)
       end
       t = t and gap + t
-      taken = t and (t < wait or (t == wait and x == 0)) or false
+      taken = t and (t < wait or (t == wait and x == 0)) and
+        cost <= tok + (P53 - 1 - cap) or false
     else
       taken = true
     end
