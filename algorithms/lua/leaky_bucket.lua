@@ -6,6 +6,9 @@
 -- drain compares drips with ceil(level / drip_size) instead of multiplying
 -- them, and the waits go through SPAN.after, so nothing passes 2^53.
 --
+-- A level above the size is a debt (LIMITER ADJUST's LB.adjust, a WAIT
+-- reservation in LB.core), drained like any level.
+--
 -- Undo token: the stored ts after the check, in us. A refund gives the
 -- cost back only while the bucket keeps that drip phase (ts moved by whole
 -- drips from the token): a bucket that emptied and restarted is another

@@ -11,6 +11,9 @@
 -- may be negative, and the check takes the general path (prep declines
 -- it): see "Warm-up" below and token_bucket.h.
 --
+-- tokens below 0 are a debt (LIMITER ADJUST's `adjust`, a WAIT reservation
+-- in tb_core: token_bucket.h "Debt"), read by the plain bucket too.
+--
 -- Undo token: the instant (us) at which the bucket this check stored is
 -- full again. A refund gives the cost back (capped at full) unless the
 -- stored refill point has reached that instant: by then the bucket was
