@@ -135,6 +135,8 @@ static void info_proxy(struct buf *out, const struct info_snapshot *s)
         (unsigned long long)ls->refusal_hits,
         (unsigned long long)ls->refusal_keys,
         (unsigned long long)ls->refusal_invalidations);
+    info_printf(out, "limiter_adjusts:%llu\r\n",
+                (unsigned long long)s->adjusts);
     info_printf(out,
                 "limiter_embedded_keys:%llu\r\n"
                 "limiter_embedded_evicted_expired:%llu\r\n"

@@ -77,6 +77,7 @@ struct info_snapshot {
     /* The limiter and its store. */
     uint64_t fail_open;              /* limiter_fail_open */
     uint64_t shadow_limited;         /* limiter_shadow_limited */
+    uint64_t adjusts;                /* limiter_adjusts */
     struct store_stats store;        /* limiter_refusal_cache_*, ... */
     struct limiter_wait_counts wait; /* limiter_waits* */
     /* Upstreams. */

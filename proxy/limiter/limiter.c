@@ -482,6 +482,11 @@ uint64_t limiter_shadow_limited(const struct limiter *lm)
     return lm->tree.shadow_limited;
 }
 
+uint64_t limiter_adjusts(const struct limiter *lm)
+{
+    return lm->tree.adjusts;
+}
+
 void limiter_wait_counts(const struct limiter *lm,
                          struct limiter_wait_counts *out)
 {

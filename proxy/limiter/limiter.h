@@ -134,6 +134,9 @@ uint64_t limiter_fail_open(const struct limiter *lm);
  * admitted as its real levels decided). */
 uint64_t limiter_shadow_limited(const struct limiter *lm);
 
+/* LIMITER ADJUSTs handed to the store (INFO limiter_adjusts). */
+uint64_t limiter_adjusts(const struct limiter *lm);
+
 /* The store's counters (zero where the store keeps none). */
 void limiter_stats(struct limiter *lm, struct store_stats *out);
 

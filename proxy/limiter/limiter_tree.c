@@ -514,6 +514,8 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
         store_check_free(c);
         return;
     }
+    /* Counted once a call, not once a try. */
+    tr->adjusts += op == STORE_ADJUST && tries == 1;
     tr->store->ops->check(tr->store, c, limiter_tree_done);
 }
 

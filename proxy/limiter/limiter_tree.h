@@ -35,6 +35,7 @@ struct limiter_tree {
                                            request keeps its copy */
     uint64_t shadow_limited;            /* CHECKs a shadow level would have
                                            refused */
+    uint64_t adjusts;                   /* ADJUSTs handed to the store */
 };
 
 void limiter_tree_init(struct limiter_tree *tr, struct core *core,

@@ -672,7 +672,9 @@ static void store_local_check_op(struct store *st, struct store_check *c,
         rc = store_local_check(st->impl, c->n, sl, c->cost,
                                c->op == STORE_CHECK, c->res, c->peek, &err);
     }
-    if (rc == STORE_LOCAL_EFULL && st->conf->store_down == CONF_FAIL_OPEN) {
+    /* An ADJUST is no decision to admit: a full store is its error. */
+    if (rc == STORE_LOCAL_EFULL && st->conf->store_down == CONF_FAIL_OPEN &&
+        c->op != STORE_ADJUST) {
         /* As a store that is down: every limit admitted undecided, nothing
          * written, counted once a call. */
         for (i = 0; i < c->n; i++) {

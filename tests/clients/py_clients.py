@@ -1044,6 +1044,44 @@ def _():
     same(sc, [True, False, True, True, 0])
 
 
+# ---------------------------------------------------------------- LIMITER ADJUST
+
+@check("py: an LLM gateway reserves an estimate with LIMITER CHECK and corrects it with LIMITER ADJUST")
+def _():
+    # A request reserves its estimated tokens, and once the model has
+    # answered, the gateway charges or gives back actual - estimate. Each
+    # reply is [limited, limit, remaining, retry_after, reset_after]; the
+    # user's 1000 a day binds before the tenant's 10000.
+    r = PROXY.r
+    path = f"llm:t{os.getpid()}:alice"
+
+    def call(*args):
+        v = r.execute_command("LIMITER", *args)
+        expect(isinstance(v, list) and len(v) == 5, f"LIMITER {args}: {short(v)}")
+        return v[:3]
+
+    expect(call("CHECK", path, "COST", 300) == [0, 1000, 700], "reserve 300")
+    # The answer took 250: 50 back. The reply is PEEK COST 1's: 250 used.
+    expect(call("ADJUST", path, -50) == [0, 1000, 749], "give back 50")
+    expect(call("PEEK", path, "COST", 750) == [0, 1000, 0], "750 fit after 250")
+    expect(call("CHECK", path, "COST", 500) == [0, 1000, 250], "reserve 500")
+    # This one took 900: 400 more, past the day's 1000 (1150 used).
+    expect(call("ADJUST", path, 400) == [1, 1000, 0], "charge 400 into debt")
+    expect(call("CHECK", path, "COST", 1)[:1] == [1], "in debt: refused")
+    # A cancelled request gives its whole reservation back, never beyond
+    # fresh; the tenant's level moved with the user's.
+    expect(call("ADJUST", path, -5000) == [0, 1000, 999], "give back all")
+    other = f"llm:t{os.getpid()}:bob"
+    expect(call("PEEK", other, "COST", 1000) == [0, 1000, 0], "bob's day")
+    expect(call("ADJUST", other, 9500) == [1, 1000, 0], "bob past his day")
+    # The tenant has 10000 - 9500 = 500 left: alice's 600 no longer fit.
+    expect(call("PEEK", path, "COST", 600)[:1] == [1], "tenant level charged")
+    expect(call("PEEK", path, "COST", 500) == [0, 10000, 0], "tenant's 500")
+    # Bad input answers Redis's error text and writes nothing.
+    err = error_of(lambda: r.execute_command("LIMITER", "ADJUST", path, "1.5"))
+    expect(err == ("ResponseError", "value is not an integer or out of range"), f"{err}")
+
+
 def main():
     global failed, passed
     only = sys.argv[1:]

@@ -566,6 +566,32 @@ Test(it_gcra_lua, user123_reference_values_through_the_script, .init = it_init,
     lua_gcra_replay(rows, sizeof(rows) / sizeof(*rows));
 }
 
+/* LIMITER ADJUST's edges through limiter.lua against gcra_adjust: a debt
+ * past the end of 64-bit time saturates at INT64_MAX - EI (and a further
+ * charge stays there), the largest giving back ends at fresh (the key
+ * goes), and a charge on no key starts from now. */
+Test(it_gcra_lua, adjust_saturates_and_gives_back_to_fresh_as_the_model,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    static const struct twin_row rows[] = {
+        TWIN_SET(4, 1, 1),
+        TWIN_CALL("adjust", AT(0), INT64_C(9007199254740991),
+                  "limited 1 remaining 0 exists 1"),
+        TWIN_CALL("adjust", AT(0), 5, "limited 1 exists 1"),
+        TWIN_CALL("adjust", AT(0), -INT64_C(9007199254740991),
+                  "limited 0 exists 0 ints 0,5,4,-1,1"),
+        TWIN_CALL("adjust", AT(1000), 3,
+                  "limited 0 remaining 1 exists 1 ints 0,5,1,-1,4"),
+        TWIN_CALL("adjust", AT(1000), 0, "ints 0,5,1,-1,4"),
+        TWIN_CALL("check", AT(1000), 1, "ints 0,5,1,-1,4"),
+        TWIN_CALL("check", AT(1000), 1, "ints 0,5,0,-1,5"),
+        TWIN_CALL("check", AT(1000), 1, "limited 1"),
+        TWIN_CALL("adjust", AT(1000), -2, "ints 0,5,1,-1,4"),
+    };
+
+    TWIN_ROWS(&GC, rows);
+}
+
 /* ---------------- The walk ---------------- */
 
 Test(it_gcra_lua, randomized_sequences_match_the_c_model, .init = it_init,

@@ -7,6 +7,10 @@
  *   right after; for gcra, fixed_window and sliding_counter;
  * - every level of the path moves, on one slot and across slots (a shared
  *   level in its own hash tag, another identity sees it);
+ * - one script call is all or nothing: a WRONGTYPE level leaves the
+ *   levels decided before it unwritten; across slots, the group that
+ *   applied is undone;
+ * - INFO limiter_adjusts counts the calls;
  * - bad input (no delta, not an integer, beyond 2^53 - 1, extra words, MS
  *   twice, an unknown path): Redis-style errors, nothing written, another
  *   client's pipelined CHECKs keep their exact replies;
@@ -44,7 +48,16 @@ static const char adjust_yaml[] =
                                     "window: 1d}\n"
                                     "  children:\n"
                                     "    \"*\":\n"
-                                    "      limits: [4, 1, 1000]\n";
+                                    "      limits: [4, 1, 1000]\n"
+                                    "acct:\n"
+                                    "  children:\n"
+                                    "    \"*\":\n"
+                                    "      limits:\n"
+                                    "        - {algorithm: fixed_window, "
+                                    "max: 10, window: 1d}\n"
+                                    "      children:\n"
+                                    "        trade:\n"
+                                    "          limits: [4, 1, 1000]\n";
 
 #define E_NOT_INT "ERR value is not an integer or out of range"
 #define E_SYNTAX  "ERR syntax error"
@@ -111,43 +124,26 @@ static void every_algorithm(void)
     redisFree(c);
 }
 
-Test(it_adjust, debt_refuses_and_giving_back_stops_at_fresh_embedded,
-     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
+/* Every level of a path moves: the shared team level (its own slot in
+ * the cluster) is what another member sees. */
+static void every_level(void)
 {
-    every_algorithm();
-}
+    redisContext *c = px_connect(px_env()->proxy.port);
 
-Test(it_adjust, debt_refuses_and_giving_back_stops_at_fresh_single,
-     .init = init_single, .fini = px_env_fini, .timeout = 60)
-{
-    every_algorithm();
-}
-
-Test(it_adjust, debt_refuses_and_giving_back_stops_at_fresh_cluster,
-     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
-{
-    every_algorithm();
-    /* Every level of a path moves: the shared team level (its own slot)
-     * is what another member sees. */
-    {
-        redisContext *c = px_connect(px_env()->proxy.port);
-
-        expect3(px_cmd(c, "LIMITER ADJUST team:bob 7"), "team:bob", 1, 5, 0);
-        /* team has 3 left: carol's PEEK of 3 fits, of 4 not. */
-        expect3(px_cmd(c, "LIMITER PEEK team:carol COST 3"), "carol", 0, 10, 0);
-        expect3(px_cmd(c, "LIMITER PEEK team:carol COST 4"), "carol", 1, 10, 3);
-        expect3(px_cmd(c, "LIMITER ADJUST team:bob -7"), "team:bob", 0, 5, 4);
-        expect3(px_cmd(c, "LIMITER PEEK team:carol COST 5"), "carol", 0, 5, 0);
-        redisFree(c);
-    }
+    expect3(px_cmd(c, "LIMITER ADJUST team:bob 7"), "team:bob", 1, 5, 0);
+    /* team has 3 left: carol's PEEK of 3 fits, of 4 not. */
+    expect3(px_cmd(c, "LIMITER PEEK team:carol COST 3"), "carol", 0, 10, 0);
+    expect3(px_cmd(c, "LIMITER PEEK team:carol COST 4"), "carol", 1, 10, 3);
+    expect3(px_cmd(c, "LIMITER ADJUST team:bob -7"), "team:bob", 0, 5, 4);
+    expect3(px_cmd(c, "LIMITER PEEK team:carol COST 5"), "carol", 0, 5, 0);
+    redisFree(c);
 }
 
 /* A group that fails after another applied its change: the error is the
  * reply, and the applied group takes its delta back (best effort, sent
  * before the reply). team's level is a string (WRONGTYPE); dan's gcra
  * level, in another slot, applied 3 and gives them back. */
-Test(it_adjust, a_group_that_fails_undoes_the_others_cluster,
-     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+static void failed_group_undoes_the_others(void)
 {
     static const char team_key[] = "cellgate:{team}#0:fixed_window";
     redisContext *c = px_connect(px_env()->proxy.port);
@@ -275,23 +271,11 @@ static void bad_input(void)
     redisFree(c);
 }
 
-Test(it_adjust, bad_input_answers_errors_and_writes_nothing_embedded,
-     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
-{
-    bad_input();
-}
-
-Test(it_adjust, bad_input_answers_errors_and_writes_nothing_single,
-     .init = init_single, .fini = px_env_fini, .timeout = 60)
-{
-    bad_input();
-}
-
 /* MS and HEADERS: PEEK's forms of the same state. */
-Test(it_adjust, ms_and_headers_reply_as_peek, .init = init_single,
-     .fini = px_env_fini, .timeout = 60)
+static void ms_and_headers(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
+    long long adjusts = px_info_int(c, "limiter_adjusts");
     redisReply *a, *p;
 
     a = px_cmd(c, "LIMITER ADJUST gc:ms 2 HEADERS MS");
@@ -304,6 +288,8 @@ Test(it_adjust, ms_and_headers_reply_as_peek, .init = init_single,
                      "element %zu", i);
     }
     cr_assert_eq(a->element[2]->integer, 2, "remaining after 2 and a peek");
+    cr_assert_eq(px_info_int(c, "limiter_adjusts"), adjusts + 1,
+                 "INFO limiter_adjusts");
     freeReplyObject(a);
     freeReplyObject(p);
     redisFree(c);
@@ -312,8 +298,7 @@ Test(it_adjust, ms_and_headers_reply_as_peek, .init = init_single,
 /* A refused identity, its refusal cached; an ADJUST giving back, then a
  * CHECK in the same pipeline: admitted (the cache forgot the keys when
  * the ADJUST left). */
-Test(it_adjust, giving_back_is_not_refused_from_the_cache, .init = init_single,
-     .fini = px_env_fini, .timeout = 60)
+static void not_refused_from_the_cache(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     long long hits;
@@ -339,4 +324,71 @@ Test(it_adjust, giving_back_is_not_refused_from_the_cache, .init = init_single,
     expect3(px_cmd(c, "LIMITER ADJUST gc:rf 3"), "ADJUST 3", 1, 5, 0);
     expect3(px_cmd(c, "LIMITER CHECK gc:rf"), "refused", 1, 5, 0);
     redisFree(c);
+}
+
+/* All or nothing in one script call: acct:zed and acct:zed:trade share a
+ * hash tag; the trade level's key holds a hash (WRONGTYPE), so the
+ * ADJUST fails and the acct level, decided first, is not written. */
+static void one_call_all_or_nothing(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    redisReply *keys, *r, *before, *after;
+    char fw[128] = "", gc[128] = "";
+
+    expect3(px_cmd(c, "LIMITER CHECK acct:zed:trade COST 2"), "acct:zed", 0, 5,
+            3);
+    keys = px_cmd(d, "KEYS cellgate:{acct:zed}*");
+    cr_assert_eq(keys->elements, 2);
+    for (size_t k = 0; k < 2; k++) {
+        const char *key = keys->element[k]->str;
+        snprintf(strstr(key, ":gcra") != NULL ? gc : fw, sizeof(fw), "%s", key);
+    }
+    freeReplyObject(keys);
+    cr_assert(fw[0] != '\0' && gc[0] != '\0', "keys %s, %s", fw, gc);
+    px_check_int(px_cmd(d, "DEL %s", gc), 1);
+    px_check_int(px_cmd(d, "HSET %s f v", gc), 1);
+    before = px_cmd(d, "DUMP %s", fw);
+    r = px_cmd(c, "LIMITER ADJUST acct:zed:trade 3");
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert(strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", r->str);
+    freeReplyObject(r);
+    after = px_cmd(d, "DUMP %s", fw);
+    cr_assert(before->type == REDIS_REPLY_STRING && before->len == after->len &&
+                  memcmp(before->str, after->str, before->len) == 0,
+              "the acct level was written");
+    freeReplyObject(before);
+    freeReplyObject(after);
+    redisFree(d);
+    redisFree(c);
+}
+
+/* ---------------- The three modes (one proxy each: starting a cluster
+ * costs more than all its calls) ---------------- */
+
+Test(it_adjust, debt_give_back_every_level_bad_input_embedded,
+     .init = init_embedded, .fini = px_env_fini, .timeout = 60)
+{
+    every_algorithm();
+    every_level();
+    bad_input();
+}
+
+Test(it_adjust, debt_give_back_every_level_bad_input_forms_cache_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 60)
+{
+    every_algorithm();
+    every_level();
+    bad_input();
+    ms_and_headers();
+    not_refused_from_the_cache();
+    one_call_all_or_nothing();
+}
+
+Test(it_adjust, debt_give_back_every_level_and_undo_cluster,
+     .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
+{
+    every_algorithm();
+    every_level();
+    failed_group_undoes_the_others();
 }

@@ -129,6 +129,17 @@ static const struct lcall_grp MIXED[] = {
       .path = { 0 },
       .known = { 0 } },
     GROUP1("check", "0", "ovr", "d1", "leaky_bucket", "3", "1000", "1"),
+    /* LIMITER ADJUST: a giving back on two levels, a charge on gcra. */
+    { .mode = "adjust",
+      .cost = "-1",
+      .n = 2,
+      .l = { { "b2", "fixed_window", { "5", "60000" }, NULL },
+             { "c2", "sliding_counter", { "10", "60000" }, NULL } },
+      .ovr = "ovr",
+      .m = 0,
+      .path = { 0 },
+      .known = { 0 } },
+    GROUP1("adjust", "3", "ovr", "a1", "gcra", GCRA_2S),
 };
 #define NMIXED (int)(sizeof(MIXED) / sizeof(*MIXED))
 
@@ -181,6 +192,11 @@ Test(it_lua_each, batch_equals_its_groups_one_by_one, .init = it_init,
     cr_assert_str_eq(single[8]->element[0]->str, "override");
     cr_assert_eq(single[7]->element[0]->integer, 1, "log full");
     cr_assert_eq(single[9]->element[0]->integer, 1, "gcra a1 again");
+    /* The ADJUSTs were decided (a1, in debt, shows its peek refused). */
+    cr_assert_eq(single[NMIXED - 2]->type, REDIS_REPLY_ARRAY, "adjust b2 c2");
+    cr_assert_eq(single[NMIXED - 2]->elements, 5, "adjust b2 c2");
+    cr_assert_eq(single[NMIXED - 1]->type, REDIS_REPLY_ARRAY, "adjust a1");
+    cr_assert_eq(single[NMIXED - 1]->element[0]->integer, 1, "adjust a1");
     for (int k = 0; k < NMIXED_KEYS; k++) {
         replies_state_expect_eq(&s1[k], &s2[k], (t2 - t0) + (t1 - t0) + 5,
                                 MIXED_KEYS[k]);

@@ -586,3 +586,49 @@ Test(lua_wire, a_decided_group_of_many_limits_is_read_whole)
     lua_wire_group_free(&q);
     store_check_free(c);
 }
+
+/* ADJUST: the delta as the group's cost, of its sign for "adjust" and
+ * the opposite for the unadjust that undoes it, whose answer nobody reads
+ * but a "shapes" reply still holds whole (its limited and entries). */
+Test(lua_wire, an_adjust_sends_its_delta_and_an_unadjust_is_skipped_whole)
+{
+    static const unsigned groups[] = { 0, 1 };
+    struct store_check *c = check_new(2, 2, groups, 2);
+    struct lua_wire_params memo = { 0 };
+    struct lua_wire_group q[2];
+    const struct lua_wire_group *g[2] = { &q[0], &q[1] };
+    struct lua_wire_cursor cur;
+    const struct resp_value *e;
+    struct resp_value v;
+
+    c->op = STORE_ADJUST;
+    c->delta = -7;
+    limit_gcra(c, 0, "ka", 0, 4, 1, 1000);
+    limit_fixed(c, 1, "kb", 1, 10, 60000);
+    group_of(&q[0], c, 0, LUA_WIRE_UNADJUST, &memo);
+    group_of(&q[1], c, 1, LUA_WIRE_ADJUST, &memo);
+    cr_expect_null(q[0].c);
+    cr_expect_eq(q[0].flat, 2); /* limited, the gcra entry */
+    shapes_are(q, 2, 0,
+               "FCALL|fn|4|ka|rl:{t0}#overrides|kb|rl:{t1}#overrides|shapes||"
+               "2|adjust|7|1|gcra|1000|0|5000|0||0|adjust|-7|1|fixed_window|"
+               "10|60000||||1|2|1|2|p1|o1");
+    parse("*12\r\n:0\r\n:100\r\n:5\r\n:1\r\n$3\r\n123\r\n"
+          ":0\r\n:0\r\n:10\r\n:3\r\n:-1\r\n$8\r\n60000000\r\n$0\r\n\r\n",
+          &v);
+    cr_assert(lua_wire_shapes_shaped(&v, g, 2));
+    lua_wire_cursor_init(&cur, &v);
+    e = lua_wire_next(&cur, g[0]);
+    cr_expect_eq(e->type, ':');
+    e = lua_wire_next(&cur, g[1]);
+    cr_assert_eq(e->n, 4);
+    cr_assert_eq(lua_wire_group_decode(c, 1, e), LUA_WIRE_DECIDED);
+    cr_expect_eq(c->admitted[1], 1, "applied, whatever it shows");
+    cr_expect_eq(c->res[1].remaining, 3);
+    cr_expect_eq(c->peek[1].remaining, 4); /* the peek's cost 1 back */
+    lua_wire_cursor_end(&cur);
+    resp_value_free(&v);
+    lua_wire_group_free(&q[0]);
+    lua_wire_group_free(&q[1]);
+    store_check_free(c);
+}
