@@ -205,6 +205,22 @@ static void bucket_reserves(redisContext *c, const char *kind)
     px_check_status(px_next(c), "PONG");
 }
 
+/* LIMITER ADJUST of a bucket (`kind`, "tb" or "lb": one unit, back in
+ * 200 ms): a charge of 3 goes into debt (3 units short: the reply is a
+ * PEEK's, refused for 600 ms, seconds rounded up), a giving back of 10
+ * stops at a fresh bucket. */
+static void bucket_adjusts(redisContext *c, const char *kind)
+{
+    px_check_five(px_cmd(c, "LIMITER ADJUST %s:adj 3", kind), "charged", 1, 1,
+                  0, 1, 1);
+    px_check_five(px_cmd(c, "LIMITER PEEK %s:adj", kind), "in debt", 1, 1, 0, 1,
+                  1);
+    px_check_five(px_cmd(c, "LIMITER ADJUST %s:adj -10", kind), "given back", 0,
+                  1, 0, -1, 1);
+    px_check_five(px_cmd(c, "LIMITER CHECK %s:adj", kind), "fresh", 0, 1, 0, -1,
+                  1);
+}
+
 /* All or nothing over the levels: a level due within the wait is not
  * reserved when another is beyond it. */
 static void mixed_levels_all_or_nothing(redisContext *c)
@@ -265,6 +281,8 @@ static void bucket_holds_only_its_client(void)
     px_flush(c);
     bucket_reserves(b, "tb");
     bucket_reserves(b, "lb");
+    bucket_adjusts(b, "tb");
+    bucket_adjusts(b, "lb");
     mixed_levels_all_or_nothing(b);
     /* The held request took its token: the next is due after it (b may
      * reach the store before c's call: look until it is there). */
