@@ -109,8 +109,17 @@ int leaky_bucket_decide(const struct leaky_bucket_params *p,
                         int64_t cost, struct leaky_bucket_result *out,
                         const char **err)
 {
+    return leaky_bucket_decide_wait(p, st, now_ns, cost, 0, out, err);
+}
+
+int leaky_bucket_decide_wait(const struct leaky_bucket_params *p,
+                             const struct leaky_bucket_state *st,
+                             int64_t now_ns, int64_t cost, int64_t wait_ns,
+                             struct leaky_bucket_result *out, const char **err)
+{
     const char *bad = lb_params_bad(p);
     int64_t level = 0, ts = now_ns;
+    int reserved = 0;
 
     memset(out, 0, sizeof(*out));
     if (bad != NULL) {
@@ -151,6 +160,15 @@ int leaky_bucket_decide(const struct leaky_bucket_params *p,
 
         out->d.limited = 1;
         out->d.retry_after_ns = lb_wait(p, ts, now_ns, k);
+        if (wait_ns > 0 && out->d.retry_after_ns <= wait_ns) {
+            /* A WAIT reservation: poured now (above the size, a debt the
+             * drips pay by the time the request is due, at most 2^53 -
+             * 1, what the twin stores), the reply held until then. */
+            reserved = 1;
+            level = cost >= LEAKY_BUCKET_MAX_COUNT - level
+                        ? LEAKY_BUCKET_MAX_COUNT
+                        : level + cost;
+        }
     }
     out->d.remaining = level < p->size ? p->size - level : 0;
     out->d.reset_after_ns =
@@ -158,10 +176,63 @@ int leaky_bucket_decide(const struct leaky_bucket_params *p,
                    : lb_wait(p, ts, now_ns, lb_ceil_div(level, p->drip_size));
     out->next.level = level;
     out->next.ts_ns = ts;
-    if (!out->d.limited && cost > 0) {
+    if ((!out->d.limited || reserved) && cost > 0) {
         /* level >= 1, so the bucket empties on a boundary after now. */
         out->write = LEAKY_BUCKET_WRITE_SET;
         out->expiry_ms = rl_ceil_ms(out->d.reset_after_ns);
+    }
+    return LEAKY_BUCKET_OK;
+}
+
+/* ---------------- Adjust ---------------- */
+
+int leaky_bucket_adjust(const struct leaky_bucket_params *p,
+                        const struct leaky_bucket_state *st, int64_t now_ns,
+                        int64_t delta, struct leaky_bucket_result *out,
+                        const char **err)
+{
+    struct leaky_bucket_result cur, after;
+    struct leaky_bucket_state s;
+    int rc;
+
+    /* A peek validates and drains to now: the adjustment applies to
+     * that level. */
+    rc = leaky_bucket_decide(p, st, now_ns, 0, &cur, err);
+    if (rc != LEAKY_BUCKET_OK) {
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    if (delta < -LEAKY_BUCKET_MAX_COUNT || delta > LEAKY_BUCKET_MAX_COUNT) {
+        memset(out, 0, sizeof(*out));
+        *err = LEAKY_BUCKET_ERR_DELTA;
+        return LEAKY_BUCKET_EARGS;
+    }
+    s = cur.next;
+    if (delta == 0 || (delta < 0 && s.level == 0)) {
+        rc = leaky_bucket_decide(p, st, now_ns, 1, out, err);
+        out->write = LEAKY_BUCKET_WRITE_NONE;
+        return rc;
+    }
+    if (delta > 0) {
+        /* Poured without a refusal: the level may pass the size (a debt
+         * the drips pay back), up to 2^53 - 1, what the twin stores. */
+        s.level = delta >= LEAKY_BUCKET_MAX_COUNT - s.level
+                      ? LEAKY_BUCKET_MAX_COUNT
+                      : s.level + delta;
+    } else {
+        s.level = -delta >= s.level ? 0 : s.level + delta;
+    }
+    if (leaky_bucket_decide(p, &s, now_ns, 1, out, err) != LEAKY_BUCKET_OK ||
+        leaky_bucket_decide(p, &s, now_ns, 0, &after, err) != LEAKY_BUCKET_OK) {
+        return LEAKY_BUCKET_EARGS; /* not reached: s is a valid state */
+    }
+    /* Kept until empty, as a check keeps it (at least 1 ms: an emptied
+     * bucket equals no key). */
+    out->write = LEAKY_BUCKET_WRITE_SET;
+    out->next = s;
+    out->expiry_ms = rl_ceil_ms(after.d.reset_after_ns);
+    if (out->expiry_ms < 1) {
+        out->expiry_ms = 1;
     }
     return LEAKY_BUCKET_OK;
 }

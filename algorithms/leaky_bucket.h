@@ -56,7 +56,8 @@
  * Clock: when now is behind ts_ns (a node's clock jumped back) nothing
  * drains; drips resume at ts_ns + drip_ms of the stored clock, and both
  * durations include that gap. A level above a lowered size stays and
- * drains normally: requests are refused until it fits.
+ * drains normally: requests are refused until it fits. So does a level
+ * LIMITER ADJUST poured beyond the size (leaky_bucket_adjust): a debt.
  *
  * Leaf layer: libc only, no globals. */
 #ifndef PX_ALGORITHMS_LEAKY_BUCKET_H
@@ -85,6 +86,8 @@
 #define LEAKY_BUCKET_ERR_COST "leaky_bucket cost must not be negative"
 #define LEAKY_BUCKET_ERR_STATE                                                 \
     "leaky_bucket state is malformed (negative level or time)"
+#define LEAKY_BUCKET_ERR_DELTA                                                 \
+    "leaky_bucket adjustment must be between -(2^53 - 1) and 2^53 - 1"
 
 /* Validated parameters, durations in ns. */
 struct leaky_bucket_params {
@@ -129,6 +132,32 @@ int leaky_bucket_params_init(struct leaky_bucket_params *p, int64_t size,
 int leaky_bucket_decide(const struct leaky_bucket_params *p,
                         const struct leaky_bucket_state *st, int64_t now_ns,
                         int64_t cost, struct leaky_bucket_result *out,
+                        const char **err);
+
+/* leaky_bucket_decide with WAIT (wait_ns >= 0; 0: none): a request that
+ * would be refused but is due within wait_ns (retry_after <= wait_ns, to
+ * the ns) is reserved: poured now (the level may pass the size) and
+ * written, and out->d says limited with that retry_after (the time the
+ * reply is held), remaining 0 and reset_after the time to empty after
+ * the pour. One ns beyond the wait it is refused as without WAIT,
+ * nothing written. */
+int leaky_bucket_decide_wait(const struct leaky_bucket_params *p,
+                             const struct leaky_bucket_state *st,
+                             int64_t now_ns, int64_t cost, int64_t wait_ns,
+                             struct leaky_bucket_result *out, const char **err);
+
+/* LIMITER ADJUST: `delta` (|delta| <= 2^53 - 1) more poured at now_ns
+ * (delta > 0: never refused, the level may pass the size, a debt the
+ * drips pay back, up to 2^53 - 1), or -delta taken out (delta < 0: down to
+ * empty at most). out->d is what a peek of cost 1 answers after the
+ * change; out->next the state (drained to now, then adjusted), written
+ * (SET, expiring when empty; at least 1 ms: an emptied bucket equals no
+ * key) unless nothing changed (delta 0, an empty bucket given back:
+ * NONE). Errors as leaky_bucket_decide's, and EARGS for a delta out of
+ * range. */
+int leaky_bucket_adjust(const struct leaky_bucket_params *p,
+                        const struct leaky_bucket_state *st, int64_t now_ns,
+                        int64_t delta, struct leaky_bucket_result *out,
                         const char **err);
 
 #endif /* PX_ALGORITHMS_LEAKY_BUCKET_H */

@@ -16,7 +16,13 @@
 --              peek of cost 1 after the change, its undo '')
 --          [2] now in microseconds since the epoch, or "" for the node's
 --              TIME (the proxy always sends ""; tests step time with it)
---          [3] cost, an integer >= 0 (gcra has it folded into INC)
+--          [3] cost, an integer >= 0 (gcra has it folded into INC); a
+--              check with WAIT sends "<cost>:<wait_us>" (wait_us >= 1):
+--              a token_bucket or leaky_bucket limit that would refuse
+--              but is due within wait_us reserves (takes its cost now,
+--              as its decide_wait in C: the entry says limited with its
+--              retry_after, and the limit counts as admitting, so the
+--              group writes); gcra has its wait folded into DVT
 --          then for each key 6 values: algorithm, four parameters ("" when
 --          unused), and a tag: for refund the undo token a check returned;
 --          for check and peek the limit's shadow level: "" for a real
@@ -122,7 +128,9 @@
 --#include lib
 
 -- name -> {
---   decide = f(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns)
+--   decide = f(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns, wait_us)
+--     (wait_us: a check's WAIT, nil or 0 for none; only the buckets
+--     reserve)
 --     -> nil, err
 --     -> limited (boolean), e, when, w1 .. w6: e is the limit's reply
 --        entry; when says when commit(key, w1 .. w6) writes the decision:
@@ -609,7 +617,7 @@ end
 -- flat after out[o] (the header's mode "shapes") and returns the index of
 -- its last element; or nil and the error (nothing written).
 local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
-                       now_s, now_us, out, o)
+                       now_s, now_us, out, o, wait)
   local A, now_ns = LIM_A, now_us * 1000
   if mode == 'refund' then
     for i = 1, n do
@@ -722,7 +730,7 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
     local b, w = lb + 6 * i - 6, 7 * i - 7
     local lim, e, when, w1, w2, w3, w4, w5, w6 = A[i].decide(
       KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
-      now, cost, now_s, now_ns)
+      now, cost, now_s, now_ns, ARGV[b + 5] == '' and wait or 0)
     if lim == nil then
       LIM_undo(KEYS, k0, i - 1, nil)
       return nil, e
@@ -766,10 +774,13 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
       end
     else
       if not T[i] and cost > 0 and not L[i] then
+        -- (A WAIT reservation that is not taken answers as the refusal it
+        -- is without the wait.)
         local b = lb + 6 * i - 6
         local _
         _, e = A[i].decide(KEYS[k0 + i - 1], ARGV[b + 1], ARGV[b + 2],
-                           ARGV[b + 3], ARGV[b + 4], now, 0, now_s, now_ns)
+                           ARGV[b + 3], ARGV[b + 4], now,
+                           e[1] == 1 and cost or 0, now_s, now_ns)
       end
       if out then
         out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5],
@@ -804,7 +815,14 @@ end
 -- One group (the layout of the header's first part).
 local function LIM_single(KEYS, ARGV)
   local n = #KEYS - 1
-  local mode, cost = ARGV[1], LIM_int(ARGV[3])
+  local mode, cost, wait = ARGV[1], LIM_int(ARGV[3]), 0
+  if cost == nil then
+    -- "<cost>:<wait_us>" (the header's ARGV[3]); inline: the library's
+    -- main function has room for few more locals (Lua's 200).
+    local a, b = string.match(ARGV[3] or '', '^(%d+):(%d+)$')
+    cost, wait = lib_int(a), lib_int(b)
+    cost = wait and cost
+  end
   local m = LIM_m(ARGV[4 + 6 * n])
   -- cost >= 0, any sign for "adjust" (its delta).
   if n < 0 or cost == nil or (cost < 0 and mode ~= 'adjust') or m == nil or
@@ -822,7 +840,7 @@ local function LIM_single(KEYS, ARGV)
     return redis.error_reply(LIM_BAD_ARGS)
   end
   local r, err = LIM_run(KEYS, 1, ARGV, mode, cost, n, 4, P, pb, pm, now,
-                         now_s, now_us)
+                         now_s, now_us, nil, nil, wait)
   if r == nil then
     return redis.error_reply(err)
   end
@@ -1048,7 +1066,13 @@ end
 -- element.
 local function LIM_general(K, k0, ARGV, a0, n, P, mb, m, now, now_s, now_us,
                            reply, out, o)
-  local mode, cost = ARGV[a0], LIM_int(ARGV[a0 + 1])
+  local mode, cost, wait = ARGV[a0], LIM_int(ARGV[a0 + 1]), 0
+  if cost == nil then
+    -- "<cost>:<wait_us>", as LIM_single reads it.
+    local a, b = string.match(ARGV[a0 + 1] or '', '^(%d+):(%d+)$')
+    cost, wait = lib_int(a), lib_int(b)
+    cost = wait and cost
+  end
   local ok, r, err = true, nil, LIM_BAD_ARGS
   if cost ~= nil and (cost >= 0 or mode == 'adjust') and LIM_mode_ok(mode) and
       LIM_algos(ARGV, a0 + 3, n) then
@@ -1056,7 +1080,7 @@ local function LIM_general(K, k0, ARGV, a0, n, P, mb, m, now, now_s, now_us,
     -- slot this node does not serve (undeclared keys) fails the group's
     -- first command, before anything is written.
     ok, r, err = pcall(LIM_run, K, k0, ARGV, mode, cost, n, a0 + 3, P, mb,
-                       m, now, now_s, now_us, out, o)
+                       m, now, now_s, now_us, out, o, wait)
     if not ok then
       r, err = nil, LIM_raised(r)
     end

@@ -176,7 +176,15 @@ int token_bucket_decide(const struct token_bucket_params *p,
                         int64_t cost, struct token_bucket_result *out,
                         const char **err)
 {
-    int64_t tok, frac, ts, gap = 0, cold = 0, full_at, k, extra;
+    return token_bucket_decide_wait(p, st, now_ns, cost, 0, out, err);
+}
+
+int token_bucket_decide_wait(const struct token_bucket_params *p,
+                             const struct token_bucket_state *st,
+                             int64_t now_ns, int64_t cost, int64_t wait_ns,
+                             struct token_bucket_result *out, const char **err)
+{
+    int64_t tok, frac, ts, gap = 0, cold = 0, full_at, k, extra, retry = -1;
 
     memset(out, 0, sizeof(*out));
     if (!tb_params_ok(p)) {
@@ -194,9 +202,8 @@ int token_bucket_decide(const struct token_bucket_params *p,
         return TOKEN_BUCKET_EARGS;
     }
     if (st != NULL &&
-        (st->tokens < (p->warmup_ns > 0 ? -TOKEN_BUCKET_MAX_CAPACITY : 0) ||
-         st->frac < 0 || st->frac >= TOKEN_BUCKET_FRAC_ONE || st->ts_ns < 0 ||
-         st->cold < 0)) {
+        (st->tokens < -TOKEN_BUCKET_MAX_CAPACITY || st->frac < 0 ||
+         st->frac >= TOKEN_BUCKET_FRAC_ONE || st->ts_ns < 0 || st->cold < 0)) {
         *err = TOKEN_BUCKET_ERR_STATE;
         return TOKEN_BUCKET_ESTATE;
     }
@@ -243,9 +250,21 @@ int token_bucket_decide(const struct token_bucket_params *p,
         gap = ts - now_ns;
     }
 
+    if (cost <= p->capacity && tok < cost) {
+        retry = rl_add_sat(gap, tb_wait(p, tok, frac, cost));
+    }
     if (cost > p->capacity) {
         out->d.limited = 1;
-    } else if (tok >= cost) {
+    } else if (tok >= cost ||
+               (wait_ns > 0 && retry <= wait_ns &&
+                cost <= tok + (TOKEN_BUCKET_MAX_CAPACITY - p->capacity))) {
+        if (tok < cost) {
+            /* A WAIT reservation: the cost is taken now, a debt the
+             * refill pays by the time the request is due, and the reply
+             * says when that is. */
+            out->d.limited = 1;
+            out->d.retry_after_ns = retry;
+        }
         tok -= cost;
         if (p->warmup_ns > 0 && cost > 0) {
             /* Take min(cost, permits) of the stored permits, pay their
@@ -265,7 +284,8 @@ int token_bucket_decide(const struct token_bucket_params *p,
         }
     } else {
         out->d.limited = 1;
-        out->d.retry_after_ns = rl_add_sat(gap, tb_wait(p, tok, frac, cost));
+        out->d.retry_after_ns = retry;
+        retry = -1; /* refused: nothing taken */
     }
     out->d.remaining = tok < 0 ? 0 : tok;
     out->d.reset_after_ns =
@@ -276,7 +296,7 @@ int token_bucket_decide(const struct token_bucket_params *p,
     out->next.frac = frac;
     out->next.ts_ns = ts;
     out->next.cold = cold;
-    if (!out->d.limited && cost > 0) {
+    if ((!out->d.limited || retry >= 0) && cost > 0) {
         /* tok < capacity now, so reset_after > 0 and the expiry >= 1 ms.
          * A warm-up key lasts until it is cold again too. */
         out->write = TOKEN_BUCKET_WRITE_SET;
@@ -284,6 +304,80 @@ int token_bucket_decide(const struct token_bucket_params *p,
             rl_ceil_ms(p->warmup_ns > 0 ? rl_add_sat(out->d.reset_after_ns,
                                                      p->warmup_ns - cold)
                                         : out->d.reset_after_ns);
+    }
+    return TOKEN_BUCKET_OK;
+}
+
+/* ---------------- Adjust ---------------- */
+
+int token_bucket_adjust(const struct token_bucket_params *p,
+                        const struct token_bucket_state *st, int64_t now_ns,
+                        int64_t delta, struct token_bucket_result *out,
+                        const char **err)
+{
+    struct token_bucket_result cur, after;
+    struct token_bucket_state s;
+    int64_t floor, full;
+    int rc;
+
+    /* A peek validates and gives the level at now (refilled, and a warm
+     * bucket's cold grown): the adjustment applies to that. */
+    rc = token_bucket_decide(p, st, now_ns, 0, &cur, err);
+    if (rc != TOKEN_BUCKET_OK) {
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    if (delta < -TOKEN_BUCKET_MAX_CAPACITY ||
+        delta > TOKEN_BUCKET_MAX_CAPACITY) {
+        memset(out, 0, sizeof(*out));
+        *err = TOKEN_BUCKET_ERR_DELTA;
+        return TOKEN_BUCKET_EARGS;
+    }
+    s = cur.next;
+    if (p->unlimited || delta == 0 || (delta < 0 && s.tokens >= p->capacity)) {
+        /* Nothing changes: an unlimited bucket keeps nothing, and a full
+         * one has nothing to take back. */
+        return token_bucket_decide(p, st, now_ns, 1, out, err) ==
+                       TOKEN_BUCKET_OK
+                   ? (out->write = TOKEN_BUCKET_WRITE_NONE, TOKEN_BUCKET_OK)
+                   : TOKEN_BUCKET_EARGS;
+    }
+    if (delta > 0) {
+        /* The work is done: the debt grows, at most to a full capacity
+         * of 2^53 - 1 tokens below full, so every wait stays exact. */
+        floor = p->capacity - TOKEN_BUCKET_MAX_CAPACITY;
+        if (s.tokens - delta <= floor) {
+            if (s.tokens > floor) {
+                s.tokens = floor;
+                s.frac = 0;
+            }
+        } else {
+            s.tokens -= delta;
+        }
+    } else if (-delta >= p->capacity - s.tokens) {
+        s.tokens = p->capacity; /* never beyond a fresh (full) bucket */
+        s.frac = 0;
+    } else {
+        s.tokens -= delta;
+    }
+    if (token_bucket_decide(p, &s, now_ns, 1, out, err) != TOKEN_BUCKET_OK ||
+        token_bucket_decide(p, &s, now_ns, 0, &after, err) != TOKEN_BUCKET_OK) {
+        return TOKEN_BUCKET_EARGS; /* not reached: s is a valid state */
+    }
+    /* Kept as a check keeps it: until full again, and a warm bucket until
+     * it is cold again too (at least 1 ms: a bucket given back to full
+     * equals no key once its instant has passed). */
+    out->write = TOKEN_BUCKET_WRITE_SET;
+    out->next = s;
+    /* A full bucket credited ahead of the clock differs from no key until
+     * the clock reaches its ts (as a refund keeps it). */
+    full = s.tokens < p->capacity ? after.d.reset_after_ns
+           : s.ts_ns > now_ns     ? s.ts_ns - now_ns
+                                  : 0;
+    out->expiry_ms = rl_ceil_ms(
+        p->warmup_ns > 0 ? rl_add_sat(full, p->warmup_ns - s.cold) : full);
+    if (out->expiry_ms < 1) {
+        out->expiry_ms = 1;
     }
     return TOKEN_BUCKET_OK;
 }

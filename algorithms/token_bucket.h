@@ -16,7 +16,8 @@
  *
  * State. The level is fixed-point with 15 decimals, kept as two integers so
  * that no value exceeds 2^53 (a Lua double holds each exactly):
- *   tokens  whole tokens, 0 .. capacity
+ *   tokens  whole tokens, at most capacity; below 0 for a debt (LIMITER
+ *           ADJUST, or a warm-up's slope), at least -(2^53 - 1)
  *   frac    the part of the next token already refilled, in 1e-15 tokens
  *           (0 .. 1e15 - 1; 0 whenever the bucket is full)
  *   ts_ns   the time up to which refill has been credited (ns since the
@@ -48,7 +49,7 @@
  *   limited         1 when the bucket holds fewer than `cost` whole tokens,
  *                   or cost > capacity
  *   limit           capacity
- *   remaining       whole tokens left after this request
+ *   remaining       whole tokens left after this request (0 in a debt)
  *   retry_after_ns  when refused: the time until the bucket holds `cost`
  *                   tokens (exact: a retry at now + retry_after passes, one
  *                   ns earlier it does not); -1 s when allowed or when
@@ -67,6 +68,13 @@
  * and refill resumes once the clock passes it again; retry_after and
  * reset_after include that gap. A stored level above capacity (the
  * capacity was lowered) reads as a full bucket.
+ *
+ * Debt (LIMITER ADJUST, token_bucket_adjust): work already done is
+ * charged without a refusal, so the level may go below 0; every request,
+ * and a peek of cost 0, is then refused until the refill has paid the
+ * debt back and brought the cost, and retry_after is exactly that time.
+ * A warm-up bucket's debt is the same state, so a bucket RELOADed from
+ * warm-up to plain (or back) reads on.
  *
  * Warm-up (Guava's SmoothWarmingUp; token_bucket_params_warmup). With
  * `warmup` set the bucket also keeps `cold`, in ns, 0 .. warmup: how long
@@ -124,6 +132,8 @@
 #define TOKEN_BUCKET_ERR_COST "token_bucket cost must not be negative"
 #define TOKEN_BUCKET_ERR_STATE                                                 \
     "token_bucket state is malformed (negative or out-of-range field)"
+#define TOKEN_BUCKET_ERR_DELTA                                                 \
+    "token_bucket adjustment must be between -(2^53 - 1) and 2^53 - 1"
 #define TOKEN_BUCKET_ERR_WARMUP                                                \
     "token_bucket warmup must be between 1 ms and 1 day"
 #define TOKEN_BUCKET_ERR_COLD                                                  \
@@ -157,7 +167,8 @@ struct token_bucket_params {
 
 /* The stored state (see the file comment). */
 struct token_bucket_state {
-    int64_t tokens; /* whole tokens, 0 .. capacity */
+    int64_t tokens; /* whole tokens, -(2^53 - 1) .. capacity (a debt
+                       below 0: see the file comment) */
     int64_t frac;   /* 1e-15 tokens, 0 .. TOKEN_BUCKET_FRAC_ONE - 1 */
     int64_t ts_ns;  /* refill credited up to here, ns since the epoch */
     int64_t cold;   /* warm-up only: ns, 0 .. warmup (see the file comment;
@@ -195,11 +206,41 @@ int token_bucket_params_warmup(struct token_bucket_params *p, int64_t warmup_ms,
 /* The decision for a request of `cost` (>= 0; 0 peeks) at now_ns (>= 0)
  * against the stored state `st` (NULL when the key does not exist).
  * Returns TOKEN_BUCKET_OK with *out set; TOKEN_BUCKET_EARGS for bad
- * parameters, time or cost; TOKEN_BUCKET_ESTATE for a stored state with a
- * negative field or frac >= 1e15. Nothing may be written on an error. */
+ * parameters, time or cost; TOKEN_BUCKET_ESTATE for a stored state with
+ * tokens below -(2^53 - 1), another negative field or frac >= 1e15.
+ * Nothing may be written on an error. */
 int token_bucket_decide(const struct token_bucket_params *p,
                         const struct token_bucket_state *st, int64_t now_ns,
                         int64_t cost, struct token_bucket_result *out,
+                        const char **err);
+
+/* token_bucket_decide with WAIT (wait_ns >= 0; 0: none): a request that
+ * would be refused but is due within wait_ns (retry_after <= wait_ns, to
+ * the ns) is reserved: its cost is taken now (the level goes into debt,
+ * as a warm take's slope is paid too) and written, and out->d says
+ * limited with that retry_after (the time the reply is held), remaining
+ * 0, reset_after the refill to full after the take. One ns beyond the
+ * wait it is refused as without WAIT, nothing written; so is one whose
+ * take would leave the level more than 2^53 - 1 tokens below full (the
+ * deepest debt whose waits stay exact). */
+int token_bucket_decide_wait(const struct token_bucket_params *p,
+                             const struct token_bucket_state *st,
+                             int64_t now_ns, int64_t cost, int64_t wait_ns,
+                             struct token_bucket_result *out, const char **err);
+
+/* LIMITER ADJUST: `delta` (|delta| <= 2^53 - 1) more tokens taken at now_ns
+ * (delta > 0: never refused, the level may go below 0, a debt, down to
+ * capacity - (2^53 - 1) at most, so every wait stays exact), or -delta
+ * given back (delta < 0: capped at a full bucket). A warm bucket's cold
+ * is untouched. out->d is what a peek of cost 1 answers after the change;
+ * out->next the state (refilled to now, then adjusted), written (SET,
+ * expiring when it is full again, and a warm one cold again; at least
+ * 1 ms) unless nothing changed (delta 0, a full bucket given back, an
+ * unlimited rate: NONE). Errors as token_bucket_decide's, and EARGS for a
+ * delta out of range. */
+int token_bucket_adjust(const struct token_bucket_params *p,
+                        const struct token_bucket_state *st, int64_t now_ns,
+                        int64_t delta, struct token_bucket_result *out,
                         const char **err);
 
 #endif /* PX_ALGORITHMS_TOKEN_BUCKET_H */

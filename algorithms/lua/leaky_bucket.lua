@@ -6,6 +6,9 @@
 -- drain compares drips with ceil(level / drip_size) instead of multiplying
 -- them, and the waits go through SPAN.after, so nothing passes 2^53.
 --
+-- A level above the size is a debt (LIMITER ADJUST's LB.adjust, a WAIT
+-- reservation in LB.core), drained like any level.
+--
 -- Undo token: the stored ts after the check, in us. A refund gives the
 -- cost back only while the bucket keeps that drip phase (ts moved by whole
 -- drips from the token): a bucket that emptied and restarted is another
@@ -109,11 +112,13 @@ function LB.commit(key, level, ts, ms)
   R_CALL('PEXPIRE', key, lib_str(ms))
 end
 
--- The decision of cost at now on the stored state (have false: no key):
+-- The decision of cost at now on the stored state (have false: no key),
+-- with a WAIT of `wait` us (nil or 0: none; leaky_bucket_decide_wait):
 -- limited (boolean), remaining, retry and reset (reply values; retry
 -- -1000000 when admitted), then the state to store when a check of cost
--- > 0 is admitted: level, ts and the expiry ms.
-function LB.core(p, have, level, ts, now, cost)
+-- > 0 is admitted or reserved: level, ts and the expiry ms; then whether
+-- it took its cost (admitted, or reserved: limited, due within wait).
+function LB.core(p, have, level, ts, now, cost, wait)
   if have then
     level, ts = LB.drain(p, level, ts, now)
   else
@@ -122,25 +127,31 @@ function LB.core(p, have, level, ts, now, cost)
   if level == 0 then
     ts = now -- empty: no phase, the drip clock starts now
   end
-  local limited, retry, remaining = false, -1000000, 0
+  local limited, retry, remaining, taken = false, -1000000, 0, false
   if cost > p.size then
     limited = true
   elseif level <= p.size - cost then
-    level = level + cost
+    level, taken = level + cost, true
   else
     -- Drips needed until level - k * drip_size <= size - cost.
     local k = lib_ceildiv(level - (p.size - cost), p.drip_size)
     limited = true
     retry = SPAN.after(k, p.drip_ms, ts - now)
+    local room = wait and wait - (ts - now) or -1
+    if wait and wait > 0 and room >= 0 and k <= lib_divmod(room, p.drip_us) then
+      -- Due within the wait: poured now, past the size (at most 2^53 - 1).
+      local max = P53 - 1
+      level, taken = cost >= max - level and max or level + cost, true
+    end
   end
   if level < p.size then
     remaining = p.size - level
   end
   local reset, ms = LB.reset(p, level, ts, now)
-  return limited, remaining, retry, reset, level, ts, ms
+  return limited, remaining, retry, reset, level, ts, ms, taken
 end
 
-function LB.decide(key, a1, a2, a3, a4, now, cost)
+function LB.decide(key, a1, a2, a3, a4, now, cost, _, _, wait)
   local p, err = LB.params(a1, a2, a3)
   if p == nil then
     return nil, err
@@ -149,11 +160,11 @@ function LB.decide(key, a1, a2, a3, a4, now, cost)
   if have == nil then
     return nil, s_level
   end
-  local limited, rem, retry, reset, level, ts, ms = LB.core(p, have, s_level,
-                                                           s_ts, now, cost)
+  local limited, rem, retry, reset, level, ts, ms, taken = LB.core(p, have,
+    s_level, s_ts, now, cost, wait)
   -- {limited, limit, remaining, retry, reset, undo}
   local e = {limited and 1 or 0, p.size, rem, retry, reset, ''}
-  if not limited and cost > 0 then
+  if taken and cost > 0 then
     e[6] = lib_str(ts)
     return false, e, 1, level, ts, ms
   end
@@ -196,5 +207,43 @@ function LB.refund(key, a1, a2, a3, a4, now, cost, undo)
   end
 end
 
+-- LIMITER ADJUST (leaky_bucket_adjust): delta > 0 pours delta, never
+-- refused (past the size: a debt, at most 2^53 - 1), delta < 0 takes
+-- -delta out (down to empty), of the level drained to now; written unless
+-- nothing changes, expiring when empty and in 1 ms at least. Returns the
+-- entry of a peek of cost 1 after it, or nil and the error.
+function LB.adjust(key, a1, a2, a3, a4, now, delta)
+  local p, err = LB.params(a1, a2, a3)
+  if p == nil then
+    return nil, err
+  end
+  local have, level, ts = LB.read(key)
+  if have == nil then
+    return nil, level
+  end
+  if have then
+    level, ts = LB.drain(p, level, ts, now)
+  else
+    level, ts = 0, now
+  end
+  if level == 0 then
+    ts = now
+  end
+  if delta > 0 or (delta < 0 and level > 0) then
+    local max = P53 - 1
+    if delta > 0 then
+      level = delta >= max - level and max or level + delta
+    else
+      level = -delta >= level and 0 or level + delta
+    end
+    local _, ms = LB.reset(p, level, ts, now)
+    LB.commit(key, level, ts, ms < 1 and 1 or ms)
+    have = true
+  end
+  local limited, rem, retry, reset = LB.core(p, have, level, ts, now, 1)
+  return {limited and 1 or 0, p.size, rem, retry, reset, ''}
+end
+
 ALGO.leaky_bucket = {decide = LB.decide, commit = LB.commit,
-                     refund = LB.refund, prep = LB.params, one = LB.one}
+                     refund = LB.refund, prep = LB.params, one = LB.one,
+                     adjust = LB.adjust}

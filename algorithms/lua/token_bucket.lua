@@ -11,6 +11,9 @@
 -- may be negative, and the check takes the general path (prep declines
 -- it): see "Warm-up" below and token_bucket.h.
 --
+-- tokens below 0 are a debt (LIMITER ADJUST's `adjust`, a WAIT reservation
+-- in tb_core: token_bucket.h "Debt"), read by the plain bucket too.
+--
 -- Undo token: the instant (us) at which the bucket this check stored is
 -- full again. A refund gives the cost back (capped at full) unless the
 -- stored refill point has reached that instant: by then the bucket was
@@ -48,15 +51,26 @@ local function tb_args(a1, a2)
   return cap, rate
 end
 
--- The state in h, an HGETALL reply (tw_fields): true, tokens, frac, ts;
+-- The state in h, an HGETALL reply: true, tokens (below 0 for a debt:
+-- LIMITER ADJUST, a WAIT reservation, a warm bucket's slope), frac, ts;
 -- false for no key; or nil and the error.
 local function tb_fields(h)
-  local have, tok, frac, ts = tw_fields(h, TB_ERR_STATE, 'tokens', 'frac',
-                                        'ts')
-  if not have then
-    return have, tok
+  local n = #h
+  if n == 0 then
+    return false
   end
-  if frac >= TB_FRAC_ONE then
+  local tok, frac, ts
+  for i = 1, n, 2 do
+    local f = h[i]
+    if f == 'tokens' then
+      tok = lib_int(h[i + 1])
+    elseif f == 'frac' then
+      frac = xint_field(h[i + 1])
+    elseif f == 'ts' then
+      ts = xint_field(h[i + 1])
+    end
+  end
+  if not (tok and frac and ts) or frac >= TB_FRAC_ONE then
     return nil, TB_ERR_STATE
   end
   return true, tok, frac, ts
@@ -178,12 +192,13 @@ local function tb_full(cap, rate, cost)
   return N.wait and N
 end
 
--- The decision of cost at now on the stored state (have false: no key):
+-- The decision of cost at now on the stored state (have false: no key),
+-- with a WAIT of `wait` us (nil or 0: none; token_bucket_decide_wait):
 -- limited (boolean), remaining, retry and reset (reply values; retry
 -- -1000000 when admitted), the undo token ('' when nothing is written),
 -- then when it is not '' the state to store: tokens, frac, ts and the
--- expiry ms.
-local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost)
+-- expiry ms. A reservation is limited with its undo token: it writes.
+local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost, wait)
   if rate and cost >= 1 and cost <= cap and
       (not have or (s_tok >= cap and s_ts <= now)) then
     local N = tb_full(cap, rate, cost)
@@ -198,21 +213,34 @@ local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost)
   end
   local tok, frac, ts, gap = tb_level(cap, rate, have, s_tok, s_frac, s_ts,
                                       now)
-  local limited, retry = false, -1000000
+  local limited, retry, taken = false, -1000000, false
   if cost > cap then
     limited = true
   elseif tok >= cost then
-    tok = tok - cost
+    tok, taken = tok - cost, true
   else
     limited = true
-    retry = tb_dur(rate, tok, frac, cost, gap)
+    local us, x, big = tb_wait(rate, tok, frac, cost)
+    retry = xint_dur_plus(us, gap, x, big)
+    -- A WAIT reservation when due within the wait, to the ns (gap + us
+    -- us and x ns against wait us).
+    local t = wait and wait > 0 and us
+    if t and big then
+      t = xint_num(us) -- nil: far beyond any wait
+    end
+    t = t and gap + t
+    if t and (t < wait or (t == wait and x == 0)) and
+        cost <= tok + (P53 - 1 - cap) then
+      tok, taken = tok - cost, true
+    end
   end
+  local rem = tok < 0 and 0 or tok
   if tok >= cap then
-    return limited, tok, retry, 0, ''
+    return limited, rem, retry, 0, ''
   end
   local us, x, big = tb_wait(rate, tok, frac, cap)
   local reset, ms = xint_dur_plus(us, gap, x, big)
-  if not limited and cost > 0 then
+  if taken and cost > 0 then
     -- The instant the bucket is full again: ts + ceil(wait).
     local up = x > 0 and 1 or 0
     local full = not big and us + up + ts
@@ -223,9 +251,9 @@ local function tb_core(cap, rate, have, s_tok, s_frac, s_ts, now, cost)
       us = xint_sum(xint_sum(us, up), ts)
       undo = type(us) == 'number' and lib_str(us) or xint_str(us)
     end
-    return false, tok, retry, reset, undo, tok, frac, ts, ms
+    return limited, rem, retry, reset, undo, tok, frac, ts, ms
   end
-  return limited, tok, retry, reset, ''
+  return limited, rem, retry, reset, ''
 end
 
 -- ---------------- Warm-up (token_bucket.h, "Warm-up") ----------------
@@ -391,15 +419,31 @@ end
 -- "<full>:<tokens>:<millionths>:<cold>" (what the check paid and took;
 -- full as tb_core's), then tokens, frac, ts, cold and the expiry ms.
 local function tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold,
-                        now, cost)
+                        now, cost, wait)
   local c = tbw_cold(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold, now)
   local tok, frac, ts, gap = tb_level(cap, rate, have, s_tok, s_frac, s_ts,
                                       now)
   local limited, retry = false, -1000000
-  local et, ef, took = 0, 0, 0
+  local et, ef, took, taken = 0, 0, 0, false
   if cost > cap then
     limited = true
-  elseif tok >= cost then
+  else
+    if tok < cost then
+      limited = true
+      local us, x, big = tb_wait(rate, tok, frac, cost)
+      retry = xint_dur_plus(us, gap, x, big)
+      local t = wait and wait > 0 and us
+      if t and big then
+        t = xint_num(us)
+      end
+      t = t and gap + t
+      taken = t and (t < wait or (t == wait and x == 0)) and
+        cost <= tok + (P53 - 1 - cap) or false
+    else
+      taken = true
+    end
+  end
+  if taken then
     tok = tok - cost
     if cost > 0 then
       local s = tbw_mad(c, W.max, 0, W.wns)
@@ -413,9 +457,6 @@ local function tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold,
         frac, tok = frac + TB_FRAC_ONE, tok - 1
       end
     end
-  else
-    limited = true
-    retry = tb_dur(rate, tok, frac, cost, gap)
   end
   local rem = tok < 0 and 0 or tok
   if tok >= cap then
@@ -423,7 +464,7 @@ local function tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold,
   end
   local us, x, big = tb_wait(rate, tok, frac, cap)
   local reset = xint_dur_plus(us, gap, x, big)
-  if not limited and cost > 0 then
+  if taken and cost > 0 then
     local up = x > 0 and 1 or 0
     local full = not big and us + up + ts
     if full and full < P53 then
@@ -434,7 +475,7 @@ local function tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold,
     end
     local undo = full .. ':' .. lib_str(cost + et) .. ':' .. lib_str(ef) ..
       ':' .. lib_str(took)
-    return false, rem, retry, reset, undo, tok, frac, ts, c,
+    return limited, rem, retry, reset, undo, tok, frac, ts, c,
       tbw_expiry(W, us, x, big, gap, c)
   end
   return limited, rem, retry, reset, ''
@@ -488,7 +529,95 @@ local function tbw_refund(key, cap, rate, W, now, undo)
 end
 
 ALGO.token_bucket = {
-  decide = function(key, a1, a2, a3, a4, now, cost)
+  -- LIMITER ADJUST (token_bucket_adjust): delta > 0 takes delta tokens,
+  -- never refused (a debt, at most 2^53 - 1 below full), delta < 0 gives
+  -- -delta back (up to full); a warm bucket's cold is as time made it. The
+  -- level is the one at now; the state is written unless nothing changes,
+  -- expiring when full again (and cold again) and in 1 ms at least. Returns
+  -- the entry of a peek of cost 1 after it, or nil and the error.
+  -- (A field, not a local: the library's main function has room for
+  -- few more locals, Lua's 200.)
+  adjust = function(key, a1, a2, a3, a4, now, delta)
+    local cap, rate = tb_args(a1, a2)
+    if not cap then
+      return nil, rate
+    end
+    local W, werr = tbw_args(rate, a3, a4)
+    if W == false then
+      return nil, werr
+    end
+    local h = lib_read('HGETALL', key)
+    if h == nil then
+      return nil, WRONGTYPE
+    end
+    local have, s_tok, s_frac, s_ts, s_cold
+    if W then
+      have, s_tok, s_frac, s_ts, s_cold = tbw_fields(h)
+    else
+      have, s_tok, s_frac, s_ts = tb_fields(h)
+    end
+    if have == nil then
+      return nil, s_tok
+    end
+    local tok, frac, ts, gap, c = cap, 0, now, 0, nil
+    if rate then
+      tok, frac, ts, gap = tb_level(cap, rate, have, s_tok, s_frac, s_ts, now)
+      if W then
+        c = tbw_cold(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold, now)
+      end
+    end
+    if rate and delta ~= 0 and (delta > 0 or tok < cap) then
+      local floor = cap - (P53 - 1)
+      if delta > 0 then
+        if delta >= tok - floor then
+          if tok > floor then
+            tok, frac = floor, 0
+          end
+        else
+          tok = tok - delta
+        end
+      elseif -delta >= cap - tok then
+        tok, frac = cap, 0
+      else
+        tok = tok - delta
+      end
+      -- Until full again; a full bucket credited ahead of the clock
+      -- (gap) until the clock reaches it.
+      local us, x, big = 0, 0, false
+      if tok < cap then
+        us, x, big = tb_wait(rate, tok, frac, cap)
+      end
+      local ms
+      if W then
+        ms = tbw_expiry(W, us, x, big, gap, c)
+      else
+        local _
+        _, ms = xint_dur_plus(us, gap, x, big)
+      end
+      if ms < 1 then
+        ms = 1
+      end
+      if W then
+        tbw_store(key, tok, frac, ts, c, ms)
+      else
+        tb_store(key, tok, frac, ts, ms)
+      end
+      have, s_tok, s_frac, s_ts, s_cold = true, tok, frac, ts, c
+    end
+    local limited, rem, retry, reset
+    if W then
+      limited, rem, retry, reset = tbw_core(cap, rate, W, have, s_tok, s_frac,
+                                            s_ts, s_cold, now, 1)
+    else
+      limited, rem, retry, reset = tb_core(cap, rate, have, s_tok, s_frac, s_ts,
+                                           now, 1)
+    end
+    return {limited and 1 or 0, cap, rem, retry, reset, ''}
+  end,
+
+
+  -- wait: a CHECK ... WAIT's, in us (limiter.lua's header), or nil.
+  decide = function(key, a1, a2, a3, a4, now, cost, _, _, wait)
     local cap, rate = tb_args(a1, a2)
     if not cap then
       return nil, rate
@@ -507,7 +636,8 @@ ALGO.token_bucket = {
         return nil, s_tok
       end
       local limited, rem, retry, reset, undo, tok, frac, ts, c, ms =
-        tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold, now, cost)
+        tbw_core(cap, rate, W, have, s_tok, s_frac, s_ts, s_cold, now, cost,
+                 wait)
       local e = {limited and 1 or 0, cap, rem, retry, reset, undo}
       if undo ~= '' then
         return false, e, 1, tok, frac, ts, ms, c
@@ -519,7 +649,7 @@ ALGO.token_bucket = {
       return nil, s_tok
     end
     local limited, rem, retry, reset, undo, tok, frac, ts, ms = tb_core(cap,
-      rate, have, s_tok, s_frac, s_ts, now, cost)
+      rate, have, s_tok, s_frac, s_ts, now, cost, wait)
     -- {limited, limit, remaining, retry, reset, undo}
     local e = {limited and 1 or 0, cap, rem, retry, reset, undo}
     if undo ~= '' then

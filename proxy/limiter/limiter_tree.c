@@ -81,14 +81,16 @@ static const char *limiter_tree_add(struct store_check *c,
         return err;
     }
     /* A shadow level never makes a client wait, so any algorithm may be
-     * one on a path checked with WAIT. */
+     * one on a path checked with WAIT. gcra and the buckets reserve
+     * exactly (a later TAT, a debt); a window cannot take a later slot. */
     if (l->algo == LIMITS_CONCURRENCY && c->wait_ns > 0 && !x->shadow) {
         return "concurrency limits cannot WAIT: a slot frees when its "
                "holder releases it";
     }
-    if (l->algo != LIMITS_GCRA && c->wait_ns > 0 && !x->shadow) {
-        return "the WAIT option needs gcra limits: the other algorithms "
-               "cannot reserve a later slot";
+    if (l->algo != LIMITS_GCRA && l->algo != LIMITS_TOKEN_BUCKET &&
+        l->algo != LIMITS_LEAKY_BUCKET && c->wait_ns > 0 && !x->shadow) {
+        return "the WAIT option needs gcra, token_bucket or leaky_bucket "
+               "limits: the other algorithms cannot reserve a later slot";
     }
     kl = limits_limit_key(lev, k, key, sizeof(key));
     PX_ASSERT(kl > 0 && (size_t)kl < sizeof(key));

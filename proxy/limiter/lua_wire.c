@@ -14,6 +14,9 @@
  *     keys (a group that assumes no run-time override)
  *     concurrency's p3 and p4: the call's ID ("" for none) and "release"
  *     for LIMITER RELEASE (sent as a check of those limits alone), else ""
+ *     cost: "<cost>", or for a check with WAIT whose group has a bucket
+ *     "<cost>:<wait_us>" (the buckets reserve in the script; gcra has
+ *     its wait folded into DVT, lua_wire_params)
  *
  *   keys of several slots on one node ("spread"): 0 keys declared, the
  *   keys after the arguments.
@@ -197,6 +200,31 @@ static void lua_wire_conc_word(struct lua_wire_group *q,
     }
 }
 
+/* A group's cost word: "<cost>", or "<cost>:<wait_us>" for a check with
+ * WAIT whose group holds a real token_bucket or leaky_bucket limit (the
+ * script reserves for those; a group of gcra alone keeps the plain word,
+ * so it stays on the script's fast path). */
+static void lua_wire_cost(struct lua_wire_group *q, const struct store_check *c,
+                          unsigned g, enum lua_wire_mode mode, int64_t cost)
+{
+    char num[2 * RESP_FMT_LL_MAX + 2];
+    size_t len = resp_fmt_ll(num, (long long)cost);
+    unsigned i;
+
+    for (i = 0; i < c->n && mode == LUA_WIRE_CHECK && c->wait_ns > 0; i++) {
+        const struct store_limit *x = &c->lim[i];
+        if (x->group == g && !x->shadow &&
+            (x->algo == LIMITS_TOKEN_BUCKET ||
+             x->algo == LIMITS_LEAKY_BUCKET)) {
+            num[len++] = ':';
+            len += resp_fmt_ll(num + len,
+                               (long long)(c->wait_ns / (RL_NS_PER_MS / 1000)));
+            break;
+        }
+    }
+    lua_wire_word(q, num, len);
+}
+
 void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
                            unsigned g, enum lua_wire_mode mode,
                            const char *ovkey, size_t ovlen,
@@ -237,7 +265,7 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     lua_wire_word(q, ovkey, ovlen);
     q->nk = q->nw;
     lua_wire_word(q, modes[mode], strlen(modes[mode]));
-    lua_wire_word(q, num, resp_fmt_ll(num, (long long)cost));
+    lua_wire_cost(q, c, g, mode, cost);
     lua_wire_word(q, num, resp_fmt_ll(num, (long long)q->nk - 1));
     for (i = 0; i < c->n; i++) {
         const char *algo = limits_algo_name(c->lim[i].algo);

@@ -155,14 +155,40 @@ int store_fields_adjust(const struct limits_limit *lim,
                           r.expiry_ms, out);
         return 0;
     }
-    /* ADJUST for the buckets: h-bucket replaces these with their cases
-     * (token_bucket_adjust, leaky_bucket_adjust). */
-    case LIMITS_TOKEN_BUCKET:
-        *err = "ADJUST not supported for token_bucket";
-        return -1;
-    case LIMITS_LEAKY_BUCKET:
-        *err = "ADJUST not supported for leaky_bucket";
-        return -1;
+    case LIMITS_TOKEN_BUCKET: {
+        struct token_bucket_params p;
+        struct token_bucket_result r;
+        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
+                                     lim->u.token_bucket.refill_per_sec_micro,
+                                     err) != TOKEN_BUCKET_OK ||
+            (lim->u.token_bucket.warmup_ms > 0 &&
+             token_bucket_params_warmup(&p, lim->u.token_bucket.warmup_ms,
+                                        lim->u.token_bucket.cold_factor,
+                                        err) != TOKEN_BUCKET_OK) ||
+            token_bucket_adjust(&p, st ? &st->tb : NULL, now_ns, delta, &r,
+                                err) != TOKEN_BUCKET_OK) {
+            return -1;
+        }
+        out->next.tb = r.next;
+        store_fields_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    case LIMITS_LEAKY_BUCKET: {
+        struct leaky_bucket_params p;
+        struct leaky_bucket_result r;
+        if (leaky_bucket_params_init(
+                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
+                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+            leaky_bucket_adjust(&p, st ? &st->lb : NULL, now_ns, delta, &r,
+                                err) != LEAKY_BUCKET_OK) {
+            return -1;
+        }
+        out->next.lb = r.next;
+        store_fields_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
     default:
         break;
     }
@@ -230,4 +256,46 @@ int store_fields_from_hash(enum limits_algo a, const int64_t *v,
         return -1;
     }
     return t < 0 ? -1 : 0;
+}
+
+int store_fields_decide_wait(const struct limits_limit *lim,
+                             const union store_fields *st, int64_t now_ns,
+                             int64_t cost, int64_t wait_ns,
+                             struct store_fields_result *out, const char **err)
+{
+    if (wait_ns > 0 && lim->algo == LIMITS_TOKEN_BUCKET) {
+        struct token_bucket_params p;
+        struct token_bucket_result r;
+        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
+                                     lim->u.token_bucket.refill_per_sec_micro,
+                                     err) != TOKEN_BUCKET_OK ||
+            (lim->u.token_bucket.warmup_ms > 0 &&
+             token_bucket_params_warmup(&p, lim->u.token_bucket.warmup_ms,
+                                        lim->u.token_bucket.cold_factor,
+                                        err) != TOKEN_BUCKET_OK) ||
+            token_bucket_decide_wait(&p, st ? &st->tb : NULL, now_ns, cost,
+                                     wait_ns, &r, err) != TOKEN_BUCKET_OK) {
+            return -1;
+        }
+        out->next.tb = r.next;
+        store_fields_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    if (wait_ns > 0 && lim->algo == LIMITS_LEAKY_BUCKET) {
+        struct leaky_bucket_params p;
+        struct leaky_bucket_result r;
+        if (leaky_bucket_params_init(
+                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
+                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+            leaky_bucket_decide_wait(&p, st ? &st->lb : NULL, now_ns, cost,
+                                     wait_ns, &r, err) != LEAKY_BUCKET_OK) {
+            return -1;
+        }
+        out->next.lb = r.next;
+        store_fields_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET, r.expiry_ms,
+                          out);
+        return 0;
+    }
+    return store_fields_decide(lim, st, now_ns, cost, out, err);
 }

@@ -41,6 +41,16 @@ int store_fields_decide(const struct limits_limit *lim,
                         int64_t cost, struct store_fields_result *out,
                         const char **err);
 
+/* store_fields_decide with a CHECK ... WAIT of wait_ns (> 0): a
+ * token_bucket or leaky_bucket limit due within it is reserved (its
+ * <name>_decide_wait: limited, with its retry_after, and write 1); the
+ * other algorithms decide as without it (the caller refuses WAIT on
+ * them). */
+int store_fields_decide_wait(const struct limits_limit *lim,
+                             const union store_fields *st, int64_t now_ns,
+                             int64_t cost, int64_t wait_ns,
+                             struct store_fields_result *out, const char **err);
+
 /* LIMITER ADJUST of `lim` (an algorithm of store_fields_algo) by delta
  * (either sign, |delta| <= 2^53 - 1) on `st` (NULL: no key) at now_ns:
  * the model's <algorithm>_adjust, never refused; out->d is a peek of

@@ -71,6 +71,8 @@ struct store_pending {
                                 the check is refused (sliding_log) */
     int64_t expiry_ms;       /* of a set */
     struct store_entry next; /* the state to set (list owned until set) */
+    int reserved;            /* a WAIT reservation: limited, yet it takes
+                                its cost (the check does not refuse) */
 };
 
 int64_t store_local_now_ns(void)
@@ -298,13 +300,13 @@ static int store_local_concurrency(const struct limits_limit *lim,
 }
 
 /* Decides one non-gcra limit from entry e (NULL: missing) at now with
- * cost (and concurrency's token id) into *d, and what to write into *w.
- * 0, or -1 with *err. */
+ * cost (and a WAIT of wait_ns: the buckets reserve; concurrency's token
+ * id) into *d, and what to write into *w. 0, or -1 with *err. */
 static int store_local_decide(const struct limits_limit *lim,
                               const struct store_entry *e, int64_t now,
-                              int64_t cost, const char *id, size_t idlen,
-                              struct rl_decision *d, struct store_pending *w,
-                              const char **err)
+                              int64_t cost, int64_t wait_ns, const char *id,
+                              size_t idlen, struct rl_decision *d,
+                              struct store_pending *w, const char **err)
 {
     int took;
 
@@ -316,11 +318,12 @@ static int store_local_decide(const struct limits_limit *lim,
     }
     if (store_fields_algo(lim->algo)) {
         struct store_fields_result r;
-        if (store_fields_decide(lim, e ? &e->u.f : NULL, now, cost, &r, err) !=
-            0) {
+        if (store_fields_decide_wait(lim, e ? &e->u.f : NULL, now, cost,
+                                     wait_ns, &r, err) != 0) {
             return -1;
         }
         w->next.u.f = r.next;
+        w->reserved = r.d.limited && r.write;
         return store_local_take(&r.d, r.write, r.expiry_ms, d, w);
     }
     switch (lim->algo) {
@@ -515,27 +518,33 @@ int store_local_check(struct store_local *st, unsigned n,
             store_local_refused(&l[i], wr.d.limited, &limited, &shadow_refused);
             continue;
         }
-        if (store_local_decide(l[i].lim, e, now, cost, l[i].id, l[i].id_len,
-                               &out[i], &w[i], err) != 0) {
+        if (store_local_decide(l[i].lim, e, now, cost, l[i].wait_ns, l[i].id,
+                               l[i].id_len, &out[i], &w[i], err) != 0) {
             rc = -1;
             break;
         }
         peek[i] = out[i];
-        store_local_refused(&l[i], out[i].limited, &limited, &shadow_refused);
+        store_local_refused(&l[i], out[i].limited && !w[i].reserved, &limited,
+                            &shadow_refused);
     }
     /* A limit that admitted but takes nothing (the check refused, or its
      * shadow level did) reports its state without the cost: decided again
      * with cost 0, only then (a sliding log's decision copies up to `max`
-     * entries). */
+     * entries); a WAIT reservation not taken, as the refusal it is without
+     * the wait. */
     for (i = 0; i < n && rc == 0 && cost > 0; i++) {
         struct store_pending pw;
-        if (l[i].algo == LIMITS_GCRA || out[i].limited ||
+        if (l[i].algo == LIMITS_GCRA || (out[i].limited && !w[i].reserved) ||
             store_local_takes(&l[i], limited, shadow_refused)) {
             continue;
         }
         rc = store_local_decide(
-            l[i].lim, store_local_live(st, l[i].key, l[i].klen, now), now, 0,
-            l[i].id, l[i].id_len, &peek[i], &pw, err);
+            l[i].lim, store_local_live(st, l[i].key, l[i].klen, now), now,
+            w[i].reserved ? cost : 0, 0, l[i].id, l[i].id_len,
+            w[i].reserved ? &out[i] : &peek[i], &pw, err);
+        if (w[i].reserved) {
+            peek[i] = out[i];
+        }
         px_free(pw.next.list);
     }
     if (rc == 0 && commit) {
@@ -831,6 +840,7 @@ static void store_local_check_op(struct store *st, struct store_check *c,
         sl[i].lim = &c->lim[i].lim;
         sl[i].p = &c->lim[i].p;
         sl[i].p_write = &wp[i];
+        sl[i].wait_ns = c->lim[i].shadow ? 0 : c->wait_ns;
         sl[i].key = c->lim[i].key;
         sl[i].klen = c->lim[i].klen;
         sl[i].level = c->lim[i].level;

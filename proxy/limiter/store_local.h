@@ -54,13 +54,15 @@ struct store_local_limit {
     const struct limits_limit *lim;    /* parameters (not gcra) */
     const struct gcra_params *p;       /* gcra: decides the reply */
     const struct gcra_params *p_write; /* gcra: decides the write (WAIT) */
-    const char *key;                   /* the limit's key */
-    size_t klen;                       /* bytes of key */
-    unsigned level;                    /* its level, < 64 */
-    bool shadow;                       /* its level is shadow */
-    const char *id;                    /* concurrency: the token (ID), or
-                                          NULL (a PEEK without one) */
-    size_t id_len;                     /* bytes of id */
+    int64_t wait_ns; /* token_bucket, leaky_bucket: a WAIT's reservation
+                        (0: none; a shadow level reserves nothing) */
+    const char *key; /* the limit's key */
+    size_t klen;     /* bytes of key */
+    unsigned level;  /* its level, < 64 */
+    bool shadow;     /* its level is shadow */
+    const char *id;  /* concurrency: the token (ID), or NULL (a PEEK
+                        without one) */
+    size_t id_len;   /* bytes of id */
 };
 
 /* An empty store of at most max_keys keys and max_bytes bytes

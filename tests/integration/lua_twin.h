@@ -90,6 +90,12 @@ long long lua_twin_pttl(redisContext *c, const char *key);
  * lua_twin_call() reads its reply at once, which a transaction cannot do
  * (the reply comes inside EXEC's). These two are its halves. */
 
+/* The WAIT (us, 0: none) the checks of lua_twin_append() carry from now
+ * on, as the cost word "<cost>:<wait_us>" (limiter.lua's header), and
+ * that the models' decide hooks read (the buckets reserve). */
+void lua_twin_set_wait(int64_t wait_us);
+int64_t lua_twin_wait(void);
+
 /* Appends the EVALSHA of lua_twin_call() (same arguments) to c's output
  * buffer without reading a reply. */
 void lua_twin_append(redisContext *c, const char *mode, const char *key,

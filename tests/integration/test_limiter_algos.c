@@ -293,9 +293,10 @@ static void everything(redisContext *c, redisContext *peer)
     char id[32];
 
     each_algorithm(c, "u1");
-    px_check_error(px_cmd(c, "LIMITER CHECK tb:w WAIT 100"),
-                   "ERR the WAIT option needs gcra limits: the other "
-                   "algorithms cannot reserve a later slot");
+    px_check_error(px_cmd(c, "LIMITER CHECK fw:w WAIT 100"),
+                   "ERR the WAIT option needs gcra, token_bucket or "
+                   "leaky_bucket limits: the other algorithms cannot reserve "
+                   "a later slot");
     several_limits(c, "u1");
     id_off_api(id, sizeof(id));
     across_slots(c, id);

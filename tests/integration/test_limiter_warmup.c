@@ -3,7 +3,8 @@
  * cold, so a burst admits fewer requests than the same bucket without
  * warm-up, and the retry after a cold request is longer; a check another
  * level refuses (in another slot in cluster mode) takes nothing from the
- * warm level; LIMITER RULES shows the keys.
+ * warm level; LIMITER RULES shows the keys; a LIMITER RELOAD to a plain
+ * bucket reads an identity's debt.
  *
  * The refill is slow (a token per 1000 s) and the warm-up long (4000 s),
  * so nothing a test does can drift with the machine's speed. Its
@@ -187,6 +188,24 @@ static void rules_show_the_keys(redisContext *c)
     freeReplyObject(r);
 }
 
+/* LIMITER RELOAD of w1 without its warm-up: the identity cold_retry left
+ * in debt (-1.5 tokens, its hash with a cold) reads as the plain bucket's
+ * debt, not as a malformed state: one token is 2500 s of refill away. */
+static void reload_to_plain(redisContext *c)
+{
+    char path[PX_PATH_MAX];
+    struct px_five f;
+
+    px_write_file(path, sizeof(path), "limits.yaml",
+                  PX_LIMITS_STAR("w1", "{algorithm: token_bucket, capacity: 1, "
+                                       "refill_per_sec: 0.001}"));
+    px_check_status(px_cmd_admin(c, "LIMITER RELOAD"), "OK");
+    f = px_take_five(px_cmd(c, "LIMITER CHECK w1:a"), "w1 plain");
+    cr_assert_eq(f.limited, 1);
+    cr_assert_eq(f.remaining, 0);
+    cr_assert_eq(f.retry, 2500, "retry %lld", f.retry);
+}
+
 static void everything(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
@@ -195,6 +214,7 @@ static void everything(void)
     cold_retry(c);
     refused_takes_nothing(c);
     rules_show_the_keys(c);
+    reload_to_plain(c);
     redisFree(c);
 }
 

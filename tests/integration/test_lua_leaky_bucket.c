@@ -71,7 +71,8 @@ static void lb_decide(const struct twin_conf *cf, const void *st, int64_t now,
     struct leaky_bucket_result x;
     const char *err = NULL;
 
-    cr_assert_eq(leaky_bucket_decide(P(cf), st, now * 1000, cost, &x, &err),
+    cr_assert_eq(leaky_bucket_decide_wait(P(cf), st, now * 1000, cost,
+                                          lua_twin_wait() * 1000, &x, &err),
                  LEAKY_BUCKET_OK, "model: %s", err);
     r->d = x.d;
     r->write = x.write == LEAKY_BUCKET_WRITE_SET;
@@ -81,6 +82,22 @@ static void lb_decide(const struct twin_conf *cf, const void *st, int64_t now,
     if (r->write) {
         snprintf(r->undo, sizeof(r->undo), "%" PRId64, x.next.ts_ns / 1000);
     }
+    memcpy(next, &x.next, sizeof(x.next));
+}
+
+/* LIMITER ADJUST through the model (the hook's contract: twin_walk.h). */
+static void lb_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    struct leaky_bucket_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(leaky_bucket_adjust(P(cf), st, now * 1000, delta, &x, &err),
+                 LEAKY_BUCKET_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write == LEAKY_BUCKET_WRITE_SET;
+    r->have_next = r->write || st != NULL;
+    r->expiry_ms = x.expiry_ms;
     memcpy(next, &x.next, sizeof(x.next));
 }
 
@@ -212,6 +229,8 @@ static const struct twin_algo LB = {
     .rnd_edge = lb_edge,
     .plant = lb_plant,
     .after_refund = lb_after_refund,
+    .adjust = lb_adjust,
+    .waits = 1,
 };
 
 /* ---------------- The walk and the tables ---------------- */

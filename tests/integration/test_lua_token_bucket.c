@@ -80,7 +80,8 @@ static void tb_decide(const struct twin_conf *cf, const void *st, int64_t now,
     struct token_bucket_result x;
     const char *err = NULL;
 
-    cr_assert_eq(token_bucket_decide(P(cf), st, now * 1000, cost, &x, &err),
+    cr_assert_eq(token_bucket_decide_wait(P(cf), st, now * 1000, cost,
+                                          lua_twin_wait() * 1000, &x, &err),
                  TOKEN_BUCKET_OK, "model: %s", err);
     cr_assert_eq(x.next.ts_ns % 1000, 0, "ts off the us grid");
     r->d = x.d;
@@ -99,6 +100,22 @@ static void tb_decide(const struct twin_conf *cf, const void *st, int64_t now,
         snprintf(r->undo, sizeof(r->undo), "%" PRId64,
                  x.next.ts_ns / 1000 + (x.d.reset_after_ns - gap + 999) / 1000);
     }
+    memcpy(next, &x.next, sizeof(x.next));
+}
+
+/* LIMITER ADJUST through the model (the hook's contract: twin_walk.h). */
+static void tb_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                      int64_t delta, struct twin_result *r, void *next)
+{
+    struct token_bucket_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(token_bucket_adjust(P(cf), st, now * 1000, delta, &x, &err),
+                 TOKEN_BUCKET_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write == TOKEN_BUCKET_WRITE_SET;
+    r->have_next = r->write || st != NULL;
+    r->expiry_ms = x.expiry_ms;
     memcpy(next, &x.next, sizeof(x.next));
 }
 
@@ -177,6 +194,13 @@ static int tb_plant(uint64_t *s, struct twin_key *k, int64_t now)
     int64_t cap = P(&k->cf)->capacity, top = cap < CAP ? cap + 1 : CAP;
     int64_t tokens =
         lua_twin_rnd_in(s, 0, lua_twin_rnd_in(s, 0, 3) == 0 ? top : top - 1);
+    int64_t deep = cap - TOKEN_BUCKET_MAX_CAPACITY; /* the deepest debt */
+
+    if (lua_twin_rnd_in(s, 0, 3) == 0 && deep < 0) {
+        /* A debt (LIMITER ADJUST, a WAIT reservation, a warm-up bucket
+         * RELOADed as a plain one). */
+        tokens = -lua_twin_rnd_in(s, 1, -deep < cap ? -deep : cap);
+    }
     int64_t frac =
         lua_twin_rnd_in(s, 0, 3) == 0 ? 0 : lua_twin_rnd_in(s, 0, ONE - 1);
 
@@ -231,6 +255,8 @@ static const struct twin_algo TB = {
     .rnd_edge = tb_edge,
     .plant = tb_plant,
     .after_refund = tb_after_refund,
+    .adjust = tb_adjust,
+    .waits = 1,
 };
 
 /* ---------------- The walk and the tables ---------------- */
@@ -413,7 +439,7 @@ Test(it_lua_token_bucket, wrong_type_and_malformed_state_give_errors,
      .init = it_init, .fini = px_env_fini, .timeout = 60)
 {
     static const char *const bad[] = {
-        "HSET %s tokens -1 frac 0 ts 5",
+        "HSET %s tokens -9007199254740992 frac 0 ts 5", /* below -(2^53-1) */
         "HSET %s tokens 1 frac -1 ts 5",
         "HSET %s tokens 1 frac 1000000000000000 ts 5",
         "HSET %s tokens 1 frac 0 ts -5",

@@ -104,7 +104,8 @@ static void tbw_decide(const struct twin_conf *cf, const void *st, int64_t now,
     struct token_bucket_result x, pre;
     const char *err = NULL;
 
-    cr_assert_eq(token_bucket_decide(P(cf), st, now * 1000, cost, &x, &err),
+    cr_assert_eq(token_bucket_decide_wait(P(cf), st, now * 1000, cost,
+                                          lua_twin_wait() * 1000, &x, &err),
                  TOKEN_BUCKET_OK, "model: %s", err);
     r->d = x.d;
     r->write = x.write == TOKEN_BUCKET_WRITE_SET;
@@ -129,6 +130,22 @@ static void tbw_decide(const struct twin_conf *cf, const void *st, int64_t now,
                  x.next.ts_ns / 1000 + (x.d.reset_after_ns - gap + 999) / 1000,
                  paid, paid_micro, pre.next.cold - x.next.cold);
     }
+    memcpy(next, &x.next, sizeof(x.next));
+}
+
+/* LIMITER ADJUST through the model (the hook's contract: twin_walk.h). */
+static void tbw_adjust(const struct twin_conf *cf, const void *st, int64_t now,
+                       int64_t delta, struct twin_result *r, void *next)
+{
+    struct token_bucket_result x;
+    const char *err = NULL;
+
+    cr_assert_eq(token_bucket_adjust(P(cf), st, now * 1000, delta, &x, &err),
+                 TOKEN_BUCKET_OK, "model: %s", err);
+    r->d = x.d;
+    r->write = x.write == TOKEN_BUCKET_WRITE_SET;
+    r->have_next = r->write || st != NULL;
+    r->expiry_ms = x.expiry_ms;
     memcpy(next, &x.next, sizeof(x.next));
 }
 
@@ -262,6 +279,8 @@ static const struct twin_algo TBW = {
     .rnd_edge = tbw_edge,
     .plant = tbw_plant,
     .after_refund = tbw_after_refund,
+    .adjust = tbw_adjust,
+    .waits = 1,
 };
 
 /* ---------------- The walk and the tables ---------------- */

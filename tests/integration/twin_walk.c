@@ -317,6 +317,7 @@ int twin_hash(const redisReply *r, const char *const *names, int n, int64_t *v,
 struct twin_tally {
     long checks, limited, writes, peeks, refunds, expiries, changes, plants;
     long adjusts, adjust_writes; /* ADJUST steps, and those that wrote */
+    long waits, reserved;        /* checks with WAIT, and reservations */
     long owns;                   /* the algorithm's own steps */
 };
 
@@ -492,6 +493,26 @@ static void twin_sequence(struct twin_key *k, uint64_t *s, int seq,
             twin_adjust(k, now, twin_rnd_delta(k, s), ctx);
             n->adjusts++;
             n->adjust_writes += k->r.write;
+        } else if (k->a->waits && kind < 26) {
+            /* A WAIT at the request's retry, give or take 1 us: due
+             * exactly at the wait reserves, 1 ns beyond refuses. A cost
+             * admitted at once becomes the limit's (mostly refused). */
+            int64_t retry = twin_model_own(k, now, cost)->d.retry_after_ns;
+            int64_t wait;
+
+            if (!k->r.d.limited) {
+                cost = k->r.d.limit;
+                retry = twin_model_own(k, now, cost)->d.retry_after_ns;
+            }
+            wait = retry > 0 && retry < INT64_MAX / 2
+                       ? (retry + 999) / 1000 + lua_twin_rnd_in(s, -1, 1)
+                       : lua_twin_rnd_in(s, 1, 3 * unit);
+
+            lua_twin_set_wait(wait > 0 ? wait : 1);
+            twin_step(k, "check", now, cost, ctx);
+            lua_twin_set_wait(0);
+            n->waits++;
+            n->reserved += k->r.d.limited && k->r.write;
         } else if (kind < 55) {
             twin_step(k, "check", now, cost, ctx);
             n->checks++;
@@ -549,6 +570,11 @@ void twin_walk(const struct twin_algo *a, const char *suite)
     cr_assert_gt(n.peeks, 0, "%s: no peek", suite);
     cr_assert_gt(n.refunds, 0, "%s: no refund", suite);
     cr_assert(a->plant == NULL || n.plants > 0, "%s: nothing planted", suite);
+    if (a->waits) {
+        fprintf(stderr, "%s: %ld checks with WAIT (%ld reserved)\n", suite,
+                n.waits, n.reserved);
+        cr_assert_gt(n.reserved, 0, "%s: no reservation", suite);
+    }
     if (a->adjust != NULL) {
         fprintf(stderr, "%s: %ld adjusts (%ld wrote)\n", suite, n.adjusts,
                 n.adjust_writes);

@@ -155,6 +155,13 @@ struct twin_algo {
                    int64_t delta, struct twin_result *r, void *next);
     /* A delta; NULL: +/- rnd_cost's draw, sometimes 0. */
     int64_t (*rnd_delta)(uint64_t *s, const struct twin_conf *cf);
+
+    /* ---- CHECK ... WAIT (0: the walk sends no wait) ---- */
+    /* The algorithm reserves (token_bucket, leaky_bucket): the walk also
+     * checks with a WAIT (lua_twin_set_wait), drawn at the model's retry
+     * give or take 1 us, and its decide hook decides with
+     * lua_twin_wait(); it asserts a reservation wrote. */
+    int waits;
 };
 
 /* One key as the test believes Redis holds it. */

@@ -458,3 +458,83 @@ Test(leaky_bucket, rejects_a_malformed_state_negative_time_and_cost)
                  LEAKY_BUCKET_EARGS);
     cr_assert_str_eq(err, LEAKY_BUCKET_ERR_COST);
 }
+
+/* ---------------- Debt: LIMITER ADJUST and WAIT ---------------- */
+
+/* One adjustment against the store; applies the write. */
+static struct leaky_bucket_result adj(const struct leaky_bucket_params *p,
+                                      struct mem *m, int64_t now, int64_t delta)
+{
+    struct leaky_bucket_result r;
+    const char *err = NULL;
+
+    cr_assert_eq(
+        leaky_bucket_adjust(p, m->have ? &m->v : NULL, now, delta, &r, &err),
+        LEAKY_BUCKET_OK, "adjust: %s", err);
+    if (r.write == LEAKY_BUCKET_WRITE_SET) {
+        cr_assert(r.expiry_ms >= 1);
+        m->have = 1;
+        m->v = r.next;
+        m->expiry_ms = r.expiry_ms;
+    }
+    return r;
+}
+
+Test(leaky_bucket, adjust_pours_past_the_size_and_takes_back_to_empty)
+{
+    struct leaky_bucket_params p = mk(10, 1000, 2); /* 2 per second */
+    struct leaky_bucket_result r;
+    struct mem m = { 0 };
+
+    /* 14 poured into an empty bucket of 10: never refused, a debt of 4
+     * (plus 1 for a cost of 1) the drips pay in 3 s. */
+    r = adj(&p, &m, T0, 14);
+    cr_assert_eq(m.v.level, 14);
+    cr_assert_eq(m.v.ts_ns, T0);
+    check_reply(&r, 1, 10, 0, 3, 7);
+    cr_assert_eq(m.expiry_ms, 7000);
+    cr_assert_eq(at(&p, &m.v, T0 + 3 * S - 1, 1).d.limited, 1);
+    cr_assert_eq(at(&p, &m.v, T0 + 3 * S, 1).d.limited, 0);
+    /* Taken back after one drip (12 left): 5, then everything. */
+    r = adj(&p, &m, T0 + 1500 * MS, -5);
+    cr_assert_eq(m.v.level, 7);
+    cr_assert_eq(m.v.ts_ns, T0 + 1 * S);
+    check_reply(&r, 0, 10, 2, -1, 4);
+    r = adj(&p, &m, T0 + 1500 * MS, -100);
+    cr_assert_eq(m.v.level, 0);
+    cr_assert_eq(m.expiry_ms, 1);
+    check_reply(&r, 0, 10, 9, -1, 1);
+    cr_assert_eq(adj(&p, &m, T0 + 2 * S, -1).write, LEAKY_BUCKET_WRITE_NONE);
+    cr_assert_eq(adj(&p, &m, T0 + 2 * S, 0).write, LEAKY_BUCKET_WRITE_NONE);
+    /* Pours stop at 2^53 - 1, what the twin can store. */
+    adj(&p, &m, T0, MAX_N);
+    adj(&p, &m, T0, MAX_N);
+    cr_assert_eq(m.v.level, MAX_N);
+}
+
+Test(leaky_bucket, wait_reserves_a_request_due_exactly_at_the_edge)
+{
+    struct leaky_bucket_params p = mk(2, 1000, 1);
+    struct leaky_bucket_result r;
+    struct mem m = { 0 };
+    const char *err = NULL;
+
+    step(&p, &m, T0 + 250 * MS, 2); /* full; the first drip at +1.25 s */
+    cr_assert_eq(leaky_bucket_decide_wait(&p, &m.v, T0 + 500 * MS, 1,
+                                          750 * MS - 1, &r, &err),
+                 LEAKY_BUCKET_OK);
+    cr_assert_eq(r.d.limited, 1);
+    cr_assert_eq(r.d.retry_after_ns, 750 * MS);
+    cr_assert_eq(r.write, LEAKY_BUCKET_WRITE_NONE);
+    cr_assert_eq(leaky_bucket_decide_wait(&p, &m.v, T0 + 500 * MS, 1, 750 * MS,
+                                          &r, &err),
+                 LEAKY_BUCKET_OK);
+    cr_assert_eq(r.d.limited, 1);
+    cr_assert_eq(r.d.retry_after_ns, 750 * MS);
+    cr_assert_eq(r.d.remaining, 0);
+    cr_assert_eq(r.d.reset_after_ns, 2750 * MS);
+    cr_assert_eq(r.write, LEAKY_BUCKET_WRITE_SET);
+    cr_assert_eq(r.next.level, 3);
+    cr_assert_eq(r.next.ts_ns, T0 + 250 * MS);
+    cr_assert_eq(r.expiry_ms, 2750);
+}

@@ -486,7 +486,7 @@ struct state_case {
 };
 
 static const struct state_case STATE_CASES[] = {
-    { { -1, 0, T0, 0 } },
+    { { -MAX_CAP - 1, 0, T0, 0 } }, /* a debt deeper than any adjust makes */
     { { 1, -1, T0, 0 } },
     { { 1, ONE, T0, 0 } },
     { { 1, 0, -1, 0 } },
@@ -525,4 +525,130 @@ Test(token_bucket, rejects_negative_time_and_negative_cost)
     cr_assert_eq(token_bucket_decide(&p, NULL, T0, -1, &r, &err),
                  TOKEN_BUCKET_EARGS);
     cr_assert_str_eq(err, TOKEN_BUCKET_ERR_COST);
+}
+
+/* ---------------- Debt: LIMITER ADJUST and WAIT ---------------- */
+
+/* One adjustment against the store; applies the write. */
+static struct token_bucket_result adj(const struct token_bucket_params *p,
+                                      struct mem *m, int64_t now, int64_t delta)
+{
+    struct token_bucket_result r;
+    const char *err = NULL;
+
+    cr_assert_eq(
+        token_bucket_adjust(p, m->have ? &m->v : NULL, now, delta, &r, &err),
+        TOKEN_BUCKET_OK, "adjust: %s", err);
+    if (r.write == TOKEN_BUCKET_WRITE_SET) {
+        cr_assert(r.expiry_ms >= 1);
+        m->have = 1;
+        m->v = r.next;
+        m->expiry_ms = r.expiry_ms;
+    }
+    return r;
+}
+
+Test(token_bucket, adjust_charges_into_a_debt_that_the_refill_pays_back)
+{
+    struct token_bucket_params p = mk(10, 1 * M);
+    struct mem m = { 0 };
+    struct token_bucket_result r;
+
+    /* 15 tokens of work done against a full bucket of 10: never refused,
+     * 5 tokens of debt, and the reply is a peek of cost 1 after it. */
+    r = adj(&p, &m, T0, 15);
+    cr_assert_eq(r.write, TOKEN_BUCKET_WRITE_SET);
+    cr_assert_eq(m.v.tokens, -5);
+    cr_assert_eq(r.d.limited, 1);
+    cr_assert_eq(r.d.remaining, 0);
+    cr_assert_eq(r.d.retry_after_ns, 6 * S);
+    cr_assert_eq(r.d.reset_after_ns, 15 * S);
+    cr_assert_eq(m.expiry_ms, 15000);
+    /* Refused until the debt and one token are refilled, exactly. */
+    cr_assert_eq(at(&p, &m.v, T0 + 6 * S - 1, 1).d.limited, 1);
+    cr_assert_eq(at(&p, &m.v, T0 + 6 * S, 1).d.limited, 0);
+    /* Charges add up, and stop at 2^53 - 1 below full. */
+    adj(&p, &m, T0, MAX_CAP);
+    cr_assert_eq(m.v.tokens, 10 - MAX_CAP);
+    cr_assert_eq(m.v.frac, 0);
+    r = adj(&p, &m, T0, 1);
+    cr_assert_eq(m.v.tokens, 10 - MAX_CAP);
+}
+
+Test(token_bucket, adjust_gives_back_at_most_a_full_bucket_and_zero_writes_no)
+{
+    struct token_bucket_params p = mk(10, 1 * M);
+    struct mem m = { 0 };
+    struct token_bucket_result r;
+
+    step(&p, &m, T0, 7); /* 3 left */
+    r = adj(&p, &m, T0 + 500 * MS, -4);
+    cr_assert_eq(m.v.tokens, 7);
+    cr_assert_eq(m.v.frac, ONE / 2);
+    check_reply(&r, 0, 10, 6, -1, 4); /* a peek of cost 1: 6.5 left */
+    cr_assert_eq(r.d.reset_after_ns, 3500 * MS);
+    r = adj(&p, &m, T0 + 500 * MS, -100);
+    cr_assert_eq(m.v.tokens, 10);
+    cr_assert_eq(m.v.frac, 0);
+    cr_assert_eq(m.expiry_ms, 1);
+    check_reply(&r, 0, 10, 9, -1, 1);
+    /* Nothing to change: no write. */
+    cr_assert_eq(adj(&p, &m, T0 + 1 * S, -1).write, TOKEN_BUCKET_WRITE_NONE);
+    cr_assert_eq(adj(&p, &m, T0 + 1 * S, 0).write, TOKEN_BUCKET_WRITE_NONE);
+    m.have = 0;
+    cr_assert_eq(adj(&p, &m, T0, -3).write, TOKEN_BUCKET_WRITE_NONE);
+    cr_assert_eq(m.have, 0);
+}
+
+Test(token_bucket, plain_bucket_reads_a_warm_up_bucket_in_debt)
+{
+    /* RELOAD from warm-up to plain: the warm state (tokens below 0, a
+     * cold) is read as the debt it is. */
+    struct token_bucket_params p = mk(10, 1 * M);
+    struct token_bucket_state st = { -3, ONE / 4, T0, 5 * S };
+    struct token_bucket_result r = at(&p, &st, T0, 1);
+
+    cr_assert_eq(r.d.limited, 1);
+    cr_assert_eq(r.d.retry_after_ns, 3750 * MS);
+    cr_assert_eq(at(&p, &st, T0 + 3750 * MS, 1).d.limited, 0);
+}
+
+Test(token_bucket, wait_reserves_a_request_due_exactly_at_the_edge)
+{
+    struct token_bucket_params p = mk(2, 1 * M);
+    struct token_bucket_result r;
+    struct mem m = { 0 };
+    struct token_bucket_state before;
+    const char *err = NULL;
+
+    step(&p, &m, T0, 2);
+    before = m.v;
+    /* Due in 1 s: a wait 1 ns shorter refuses it and writes nothing. */
+    cr_assert_eq(token_bucket_decide_wait(&p, &m.v, T0, 1, S - 1, &r, &err),
+                 TOKEN_BUCKET_OK);
+    cr_assert_eq(r.d.limited, 1);
+    cr_assert_eq(r.d.retry_after_ns, S);
+    cr_assert_eq(r.write, TOKEN_BUCKET_WRITE_NONE);
+    /* A wait of exactly 1 s reserves it: taken now, a debt of 1. */
+    cr_assert_eq(token_bucket_decide_wait(&p, &m.v, T0, 1, S, &r, &err),
+                 TOKEN_BUCKET_OK);
+    cr_assert_eq(r.d.limited, 1);
+    cr_assert_eq(r.d.retry_after_ns, S);
+    cr_assert_eq(r.d.remaining, 0);
+    cr_assert_eq(r.d.reset_after_ns, 3 * S);
+    cr_assert_eq(r.write, TOKEN_BUCKET_WRITE_SET);
+    cr_assert_eq(r.next.tokens, -1);
+    cr_assert_eq(r.expiry_ms, 3000);
+    cr_assert(memcmp(&m.v, &before, sizeof(before)) == 0);
+    /* The next one queues behind it: due in 2 s. */
+    m.v = r.next;
+    cr_assert_eq(token_bucket_decide_wait(&p, &m.v, T0, 1, 2 * S, &r, &err),
+                 TOKEN_BUCKET_OK);
+    cr_assert_eq(r.d.retry_after_ns, 2 * S);
+    cr_assert_eq(r.next.tokens, -2);
+    /* A cost above the capacity is never reserved. */
+    cr_assert_eq(token_bucket_decide_wait(&p, NULL, T0, 3, 100 * S, &r, &err),
+                 TOKEN_BUCKET_OK);
+    cr_assert_eq(r.write, TOKEN_BUCKET_WRITE_NONE);
+    cr_assert_eq(r.d.retry_after_ns, -S);
 }
