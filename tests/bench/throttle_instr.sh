@@ -105,9 +105,9 @@ count() {
     if [[ $name == cellgate ]]; then
         redis-cli -p "$port" -x FUNCTION LOAD <"$lib" >/dev/null
     fi
-    callgrind_control -i on "$vp" >/dev/null
+    callgrind_control -i on "$vp" >/dev/null 2>&1
     redis-cli -p "$port" --pipe <"$file" >"$workdir/$name.pipe" 2>&1
-    callgrind_control -i off "$vp" >/dev/null
+    callgrind_control -i off "$vp" >/dev/null 2>&1
     grep -q 'errors: 0,' "$workdir/$name.pipe" ||
         die "$name: error replies ($(tail -n 1 "$workdir/$name.pipe"))"
     cmds_of[$name]=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' |
