@@ -541,14 +541,22 @@ void lua_wire_shapes(struct lua_wire_argv *a, const char *const head[2],
 
 int lua_wire_runs_shaped(const struct resp_value *v, unsigned n)
 {
+    size_t words = ((size_t)n + LUA_WIRE_RUNS_BITS - 1) / LUA_WIRE_RUNS_BITS;
     size_t i;
 
     if (v->type != '*' || v->n < 3 || v->elem[1].type != ':' ||
-        v->elem[2].type != ':' || v->n != 3 + 2 * (size_t)n) {
+        v->elem[2].type != ':' || v->n != 3 + (size_t)n + words) {
         return 0;
     }
-    for (i = 3 + n; i < v->n; i++) {
-        if (v->elem[i].type != ':') {
+    for (i = 3; i < 3 + (size_t)n; i++) {
+        const struct resp_value *e = &v->elem[i];
+        if (e->type == ':' && (e->integer < -3 || e->integer > -1)) {
+            return 0;
+        }
+    }
+    for (i = 3 + (size_t)n; i < v->n; i++) {
+        if (v->elem[i].type != ':' || v->elem[i].integer < 0 ||
+            v->elem[i].integer >= (int64_t)1 << LUA_WIRE_RUNS_BITS) {
             return 0;
         }
     }
@@ -561,21 +569,19 @@ int lua_wire_runs_item(const struct resp_value *v, unsigned n, unsigned i,
     static const char wrongtype[] =
         "WRONGTYPE Operation against a key holding the wrong kind of value";
     const struct resp_value *raw = &v->elem[3 + i];
-    const struct resp_value *flag = &v->elem[3 + n + i];
+    const struct resp_value *bits = &v->elem[3 + n + i / LUA_WIRE_RUNS_BITS];
 
-    if (flag->integer == -1) {
-        *err = wrongtype;
+    if (raw->type == ':') {
+        if (raw->integer == -1) {
+            *err = wrongtype;
+        } else if (raw->integer == -2) {
+            *err = GCRA_ERR_TAT_RANGE;
+        } else {
+            *err = GCRA_ERR_SCRIPT; /* -3 with its key declared */
+        }
         return -1;
     }
-    if (flag->integer == -2) {
-        *err = GCRA_ERR_TAT_RANGE;
-        return -1;
-    }
-    if (flag->integer != 0 && flag->integer != 1) {
-        *err = GCRA_ERR_SCRIPT; /* -3 with its key declared: no flag */
-        return -1;
-    }
-    sr->limited = flag->integer;
+    sr->limited = (bits->integer >> (i % LUA_WIRE_RUNS_BITS)) & 1;
     sr->now_s = v->elem[1].integer;
     sr->now_us = v->elem[2].integer;
     sr->tat = raw->null ? NULL : raw->str;
@@ -585,7 +591,10 @@ int lua_wire_runs_item(const struct resp_value *v, unsigned n, unsigned i,
 
 int lua_wire_runs_elsewhere(const struct resp_value *v, unsigned n, unsigned i)
 {
-    return v->elem[3 + n + i].integer == -3;
+    const struct resp_value *raw = &v->elem[3 + i];
+
+    (void)n;
+    return raw->type == ':' && raw->integer == -3;
 }
 
 /* ---------------- Decoding: a "shapes" reply ---------------- */

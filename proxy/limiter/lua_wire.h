@@ -143,17 +143,25 @@ void lua_wire_shapes(struct lua_wire_argv *a, const char *const head[2],
 
 void lua_wire_argv_free(struct lua_wire_argv *a);
 
+/* Calls per word of a "runs" reply's refusal bits (a Lua number holds 48
+ * bits exactly). */
+#define LUA_WIRE_RUNS_BITS 48
+
 /* True when `v` has the shape of the reply to a "runs" call of n calls:
- * {x, now_s, now_us}, n TATs, n integer flags. */
+ * {x, now_s, now_us}, n TATs (or, for a call not decided, an error code
+ * -1, -2 or -3), then ceil(n / LUA_WIRE_RUNS_BITS) integers of refusal
+ * bits (call i's is bit i % LUA_WIRE_RUNS_BITS of word i /
+ * LUA_WIRE_RUNS_BITS). */
 int lua_wire_runs_shaped(const struct resp_value *v, unsigned n);
 
 /* Call i of a shaped "runs" reply of n calls: 0 with *sr filled (its TAT
- * borrowed from v), or -1 with *err the error text its flag says. */
+ * borrowed from v, limited its refusal bit), or -1 with *err the error
+ * text its code says. */
 int lua_wire_runs_item(const struct resp_value *v, unsigned n, unsigned i,
                        struct gcra_script_reply *sr, const char **err);
 
 /* True when call i of a shaped "runs" reply says its slot is not served
- * by the node (flag -3: sent across slots, undeclared). */
+ * by the node (code -3: sent across slots, undeclared). */
 int lua_wire_runs_elsewhere(const struct resp_value *v, unsigned n, unsigned i);
 
 /* True when `v` has the shape of the reply to a "shapes" call of

@@ -83,9 +83,13 @@ long long lua_gcra_runs_flag(const redisReply *r, const redisReply **raw,
                  r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
     cr_assert_eq(r->elements, 5, "%s: elements", ctx);
     cr_assert_eq(r->element[0]->integer, 0, "%s: element 1", ctx);
-    cr_assert_eq(r->element[4]->type, REDIS_REPLY_INTEGER, "%s: flag", ctx);
+    cr_assert_eq(r->element[4]->type, REDIS_REPLY_INTEGER, "%s: bits", ctx);
     *raw = r->element[3];
-    return r->element[4]->integer;
+    /* A key not decided has its code in place of its TAT. */
+    if (r->element[3]->type == REDIS_REPLY_INTEGER) {
+        return r->element[3]->integer;
+    }
+    return r->element[4]->integer & 1;
 }
 
 /* Extracts the script's raw reply; asserts its shape. Borrows r. */

@@ -567,9 +567,15 @@ void lua_twin_runs_text(const redisReply *r, size_t n, char *buf, size_t size)
 
     buf[0] = '\0';
     for (size_t i = 0; i < n && used < size; i++) {
-        used += (size_t)snprintf(
-            buf + used, size - used, "%c%lld ",
-            r->element[3 + i]->type == REDIS_REPLY_NIL ? '-' : '+',
-            r->element[3 + n + i]->integer);
+        /* A key not decided has its code in place of its TAT; the others'
+         * refusal bits are 48 a word. */
+        const redisReply *raw = r->element[3 + i];
+        long long flag =
+            raw->type == REDIS_REPLY_INTEGER
+                ? raw->integer
+                : (r->element[3 + n + i / 48]->integer >> (i % 48)) & 1;
+        used +=
+            (size_t)snprintf(buf + used, size - used, "%c%lld ",
+                             raw->type == REDIS_REPLY_STRING ? '+' : '-', flag);
     }
 }

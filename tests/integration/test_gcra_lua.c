@@ -615,7 +615,7 @@ Test(it_gcra_lua, hash_key_gives_exact_wrongtype_and_is_not_written,
     const redisReply *raw;
     redisReply *r = lua_gcra_send(c, "h", 1, &p, LUA_GCRA_RUNS);
     cr_assert_eq(lua_gcra_runs_flag(r, &raw, "runs"), -1);
-    cr_assert_eq(raw->type, REDIS_REPLY_NIL);
+    cr_assert_eq(raw->type, REDIS_REPLY_INTEGER); /* the code, no TAT */
     freeReplyObject(r);
     px_check_status(px_cmd(c, "TYPE h"), "hash");
     px_check_int(px_cmd(c, "HLEN h"), 1);
@@ -664,7 +664,7 @@ Test(it_gcra_lua, strings_that_are_no_tat_give_wrongtype_and_stay,
         r = lua_gcra_send(c, "s", 1, &p, LUA_GCRA_RUNS);
         cr_assert_eq(lua_gcra_runs_flag(r, &raw, bad[i]), -1,
                      "\"%s\" in a batch", bad[i]);
-        cr_assert_eq(raw->type, REDIS_REPLY_NIL);
+        cr_assert_eq(raw->type, REDIS_REPLY_INTEGER);
         freeReplyObject(r);
         px_check_str(px_cmd(c, "GET s"), bad[i]);
         px_check_int(px_cmd(c, "PTTL s"), -1);
@@ -786,7 +786,7 @@ static void expect_runs(const redisReply *r, size_t n, const char *want,
 
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: reply type %d \"%s\"", ctx,
                  r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
-    cr_assert_eq(r->elements, 3 + 2 * n, "%s: elements", ctx);
+    cr_assert_eq(r->elements, 3 + n + (n + 47) / 48, "%s: elements", ctx);
     lua_twin_runs_text(r, n, got, sizeof(got));
     cr_assert_str_eq(got, want, "%s", ctx);
 }

@@ -301,8 +301,10 @@ Test(lua_wire, a_runs_reply_gives_each_call_its_state_or_its_error)
     struct gcra_script_reply sr;
     const char *err = NULL;
 
-    parse("*13\r\n:1\r\n:100\r\n:5\r\n$2\r\n42\r\n$-1\r\n$1\r\n7\r\n$1\r\n8"
-          "\r\n$1\r\n9\r\n:1\r\n:0\r\n:-1\r\n:-2\r\n:-3\r\n",
+    /* Calls 0 (refused: bit 0) and 1 decided, 2 to 4 not (their codes
+     * in place of a TAT). */
+    parse("*9\r\n:1\r\n:100\r\n:5\r\n$2\r\n42\r\n$-1\r\n:-1\r\n:-2\r\n:-3"
+          "\r\n:1\r\n",
           &v);
     cr_assert(lua_wire_runs_shaped(&v, 5));
     cr_expect(!lua_wire_runs_shaped(&v, 4));
@@ -333,7 +335,9 @@ Test(lua_wire, a_runs_reply_of_another_shape_is_refused_whole)
     static const char *const bad[] = {
         "*4\r\n:0\r\n:1\r\n:2\r\n$1\r\n1\r\n",             /* short */
         "*6\r\n:0\r\n:1\r\n:2\r\n$1\r\n1\r\n:0\r\n:0\r\n", /* long */
-        "*5\r\n:0\r\n:1\r\n:2\r\n$1\r\n1\r\n$1\r\n0\r\n",  /* text flag */
+        "*5\r\n:0\r\n:1\r\n:2\r\n$1\r\n1\r\n$1\r\n0\r\n",  /* text bits */
+        "*5\r\n:0\r\n:1\r\n:2\r\n:-4\r\n:0\r\n",           /* no code */
+        "*5\r\n:0\r\n:1\r\n:2\r\n$1\r\n1\r\n:-1\r\n",      /* bits < 0 */
         "*5\r\n:0\r\n$1\r\n1\r\n:2\r\n$1\r\n1\r\n:0\r\n",  /* text time */
         "*2\r\n:0\r\n:1\r\n",                              /* no time */
         ":0\r\n",                                          /* no array */
