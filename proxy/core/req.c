@@ -22,6 +22,23 @@
 #include "parser/resp_enc.h"
 #include "proxy/core/util.h"
 
+#ifdef PX_ASAN
+#include <sanitizer/asan_interface.h>
+/* A spare request is poisoned but for its link in the pool, so that a use
+ * after its release still fails under AddressSanitizer as a use after free
+ * would. */
+#define REQ_SPARE_POISON(r)                                                    \
+    ASAN_POISON_MEMORY_REGION((char *)(r) + sizeof((r)->cnode),                \
+                              sizeof(*(r)) - sizeof((r)->cnode))
+#define REQ_SPARE_UNPOISON(r) ASAN_UNPOISON_MEMORY_REGION((r), sizeof(*(r)))
+#else
+#define REQ_SPARE_POISON(r)   ((void)(r))
+#define REQ_SPARE_UNPOISON(r) ((void)(r))
+#endif
+
+_Static_assert(offsetof(struct req, cnode) == 0,
+               "a spare request's pool link comes first (REQ_SPARE_POISON)");
+
 /* Makes `req`'s memory a new request owning `cmd`. */
 static struct req *req_init(struct req *req, struct resp_cmd *cmd)
 {
@@ -49,9 +66,11 @@ void req_pool_free(struct req_pool *pool)
 {
     while (!queue_empty(&pool->spare)) {
         struct queue *n = queue_head(&pool->spare);
+        struct req *req = container_of(n, struct req, cnode);
 
         queue_remove(n);
-        px_free(container_of(n, struct req, cnode));
+        REQ_SPARE_UNPOISON(req);
+        px_free(req);
     }
     pool->n = 0;
 }
@@ -59,6 +78,7 @@ void req_pool_free(struct req_pool *pool)
 struct req *req_new_from(struct req_pool *pool, struct resp_cmd *cmd)
 {
     struct queue *n;
+    struct req *req;
 
     if (queue_empty(&pool->spare)) {
         return req_new(cmd);
@@ -66,7 +86,9 @@ struct req *req_new_from(struct req_pool *pool, struct resp_cmd *cmd)
     n = queue_head(&pool->spare);
     queue_remove(n);
     pool->n--;
-    return req_init(container_of(n, struct req, cnode), cmd);
+    req = container_of(n, struct req, cnode);
+    REQ_SPARE_UNPOISON(req);
+    return req_init(req, cmd);
 }
 
 struct req *req_own(struct resp_cmd *cmd, req_reply_fn *fn, void *ctx)
@@ -125,6 +147,7 @@ void req_free_to(struct req_pool *pool, struct req *req)
     }
     queue_insert_head(&pool->spare, &req->cnode);
     pool->n++;
+    REQ_SPARE_POISON(req);
 }
 
 void req_park(struct queue *q, struct req *req, req_resume_fn *resume,
