@@ -139,7 +139,7 @@ static void client_req_free(struct client *c, struct req *req)
 {
     queue_remove(&req->cnode);
     c->nreqs--;
-    req_free(req);
+    req_free_to(&server.req_pool, req);
 }
 
 /* Moves done replies from the head of c->reqs to the output. */
@@ -247,7 +247,7 @@ static void client_on_reply(struct req *req, const char *p, size_t n)
 
 struct req *client_req_new(struct client *c, struct resp_cmd *cmd)
 {
-    struct req *req = req_new(cmd);
+    struct req *req = req_new_from(&server.req_pool, cmd);
 
     req->client = c;
     req->lane = c->lane;

@@ -66,7 +66,13 @@ static void locate_cross_slot(struct req *req, const int *keys, int nkeys)
 
 void locate_classify(struct req *req)
 {
-    route_classify(cluster_keyspec(&server.cluster), req->cmd, &req->facts);
+    if (cluster_mode(&server.cluster) == CLUSTER_MODE_CLUSTER) {
+        route_classify(cluster_keyspec(&server.cluster), req->cmd, &req->facts);
+    } else {
+        /* One node holds every key (the mode never changes). */
+        route_classify_unslotted(cluster_keyspec(&server.cluster), req->cmd,
+                                 &req->facts);
+    }
 }
 
 /* Reads the request's facts (req->facts, classified by the router once

@@ -203,6 +203,7 @@ static int server_init_failed(void)
     pubsub_free();
     metrics_free(&server.metrics);
     secrets_free();
+    req_pool_free(&server.req_pool);
     return PX_ERR;
 }
 
@@ -213,6 +214,7 @@ int server_init(const struct conf *conf)
     queue_init(&server.clients);
     queue_init(&server.tls_handshakes);
     queue_init(&server.dirty_clients);
+    req_pool_init(&server.req_pool);
     core_init(&server.core, server.loop, conf);
     secrets_init();
     metrics_init(&server.metrics, conf->metrics_near_limit_ratio);
@@ -301,6 +303,7 @@ int server_run(void)
     pubsub_free();
     metrics_free(&server.metrics);
     secrets_free();
+    req_pool_free(&server.req_pool);
     rc = uv_loop_close(server.loop);
     if (rc != 0) {
         uv_walk(server.loop, server_on_walk, NULL);

@@ -11,6 +11,7 @@
 #include "proxy/core/hmap.h"
 #include "proxy/core/metrics.h"
 #include "proxy/core/queue.h"
+#include "proxy/core/req.h"
 #include "proxy/core/sentinel.h"
 #include "proxy/limiter/limiter.h"
 #include "proxy/metrics_http.h"
@@ -69,6 +70,8 @@ struct server {
     struct queue clients;         /* every struct client */
     unsigned nclients;            /* length of clients */
     struct queue dirty_clients;   /* clients with output to flush */
+    struct req_pool req_pool;     /* owned: spare requests, reused by the
+                                     clients' commands (client_req_new) */
     struct core core;             /* the core layer's loop, configuration,
                                      upstreams and dirty upstreams */
     struct cluster cluster;       /* the upstream topology */

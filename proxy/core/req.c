@@ -22,16 +22,73 @@
 #include "parser/resp_enc.h"
 #include "proxy/core/util.h"
 
-struct req *req_new(struct resp_cmd *cmd)
-{
-    struct req *req = px_calloc(1, sizeof(*req));
+#ifdef PX_ASAN
+#include <sanitizer/asan_interface.h>
+/* A spare request is poisoned but for its link in the pool, so that a use
+ * after its release still fails under AddressSanitizer as a use after free
+ * would. */
+#define REQ_SPARE_POISON(r)                                                    \
+    ASAN_POISON_MEMORY_REGION((char *)(r) + sizeof((r)->cnode),                \
+                              sizeof(*(r)) - sizeof((r)->cnode))
+#define REQ_SPARE_UNPOISON(r) ASAN_UNPOISON_MEMORY_REGION((r), sizeof(*(r)))
+#else
+#define REQ_SPARE_POISON(r)   ((void)(r))
+#define REQ_SPARE_UNPOISON(r) ((void)(r))
+#endif
 
+_Static_assert(offsetof(struct req, cnode) == 0,
+               "a spare request's pool link comes first (REQ_SPARE_POISON)");
+
+/* Makes `req`'s memory a new request owning `cmd`. */
+static struct req *req_init(struct req *req, struct resp_cmd *cmd)
+{
+    memset(req, 0, sizeof(*req));
     queue_init(&req->cnode);
     queue_init(&req->unode);
     req->proto = RESP_PROTO2;
     req->cmd = cmd;
     buf_init(&req->reply);
     return req;
+}
+
+struct req *req_new(struct resp_cmd *cmd)
+{
+    return req_init(px_malloc(sizeof(struct req)), cmd);
+}
+
+void req_pool_init(struct req_pool *pool)
+{
+    queue_init(&pool->spare);
+    pool->n = 0;
+}
+
+void req_pool_free(struct req_pool *pool)
+{
+    while (!queue_empty(&pool->spare)) {
+        struct queue *n = queue_head(&pool->spare);
+        struct req *req = container_of(n, struct req, cnode);
+
+        queue_remove(n);
+        REQ_SPARE_UNPOISON(req);
+        px_free(req);
+    }
+    pool->n = 0;
+}
+
+struct req *req_new_from(struct req_pool *pool, struct resp_cmd *cmd)
+{
+    struct queue *n;
+    struct req *req;
+
+    if (queue_empty(&pool->spare)) {
+        return req_new(cmd);
+    }
+    n = queue_head(&pool->spare);
+    queue_remove(n);
+    pool->n--;
+    req = container_of(n, struct req, cnode);
+    REQ_SPARE_UNPOISON(req);
+    return req_init(req, cmd);
 }
 
 struct req *req_own(struct resp_cmd *cmd, req_reply_fn *fn, void *ctx)
@@ -62,7 +119,8 @@ struct req *req_own_argv(int argc, const char *const *argv, req_reply_fn *fn,
     return req_own(resp_cmd_new(argc, argv, lens), fn, ctx);
 }
 
-void req_free(struct req *req)
+/* Frees what `req` owns, not `req` itself. */
+static void req_release(struct req *req)
 {
     PX_ASSERT(!queue_linked(&req->cnode));
     queue_remove(&req->unode);
@@ -72,7 +130,24 @@ void req_free(struct req *req)
     resp_cmd_free(req->cmd);
     route_facts_free(&req->facts);
     buf_free(&req->reply);
+}
+
+void req_free(struct req *req)
+{
+    req_release(req);
     px_free(req);
+}
+
+void req_free_to(struct req_pool *pool, struct req *req)
+{
+    req_release(req);
+    if (pool->n >= REQ_POOL_MAX) {
+        px_free(req);
+        return;
+    }
+    queue_insert_head(&pool->spare, &req->cnode);
+    pool->n++;
+    REQ_SPARE_POISON(req);
 }
 
 void req_park(struct queue *q, struct req *req, req_resume_fn *resume,

@@ -148,6 +148,28 @@ enum req_lat {
  * sets on_reply (and client, lane, proto for a client's request). */
 struct req *req_new(struct resp_cmd *cmd);
 
+/* Spare requests, kept for reuse: a forwarded command costs a request,
+ * and glibc's calloc (which never takes from its per-thread cache) and
+ * free of one cost about as much as the rest of its parsing. */
+struct req_pool {
+    struct queue spare; /* owned: freed requests, linked by cnode */
+    unsigned n;         /* length of spare */
+};
+
+/* At most this many spare requests are kept (about 400 bytes each). */
+#define REQ_POOL_MAX 1024
+
+void req_pool_init(struct req_pool *pool);
+
+/* Frees every spare request. */
+void req_pool_free(struct req_pool *pool);
+
+/* req_new, reusing a spare request of `pool` when it holds one. */
+struct req *req_new_from(struct req_pool *pool, struct resp_cmd *cmd);
+
+/* req_free, keeping the request itself in `pool` while it has room. */
+void req_free_to(struct req_pool *pool, struct req *req);
+
 /* The proxy's own request: `cmd` (taken; NULL aborts as out of memory),
  * whose reply goes to `fn` with `ctx` (NULL: dropped), freed afterwards.
  * Send it with the cluster's send API or upstream_send. */

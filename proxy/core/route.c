@@ -65,13 +65,11 @@ void route_facts_free(struct route_facts *f)
     f->heap = NULL;
 }
 
-void route_classify(const struct keyspec *ks, const struct resp_cmd *cmd,
-                    struct route_facts *f)
+void route_classify_unslotted(const struct keyspec *ks,
+                              const struct resp_cmd *cmd, struct route_facts *f)
 {
-    const char *p;
-    size_t len;
-    unsigned fl, s;
-    int *keys, k;
+    unsigned fl;
+    int *keys;
 
     route_facts_free(f);
     memset(f, 0, sizeof(*f));
@@ -95,6 +93,19 @@ void route_classify(const struct keyspec *ks, const struct resp_cmd *cmd,
     if (f->status != KEYSPEC_OK) {
         f->nkeys = 0;
     }
+}
+
+void route_classify(const struct keyspec *ks, const struct resp_cmd *cmd,
+                    struct route_facts *f)
+{
+    const int *keys;
+    const char *p;
+    size_t len;
+    unsigned s;
+    int k;
+
+    route_classify_unslotted(ks, cmd, f);
+    keys = route_facts_keys(f);
     for (k = 0; k < f->nkeys; k++) {
         p = resp_cmd_arg(cmd, keys[k], &len);
         s = slot_for_key(p, len);

@@ -54,6 +54,13 @@ static inline const int *route_facts_keys(const struct route_facts *f)
 void route_classify(const struct keyspec *ks, const struct resp_cmd *cmd,
                     struct route_facts *f);
 
+/* route_classify without the keys' slots (slot and cross stay 0), for a
+ * proxy in front of one node, where route_decide never reads them: a
+ * forwarded command spares a CRC16 per key. */
+void route_classify_unslotted(const struct keyspec *ks,
+                              const struct resp_cmd *cmd,
+                              struct route_facts *f);
+
 /* Frees what `f` owns (a request's req_free does it). */
 void route_facts_free(struct route_facts *f);
 

@@ -278,6 +278,33 @@ Test(route, classify_one_key_readonly_and_write)
     keyspec_free(ks);
 }
 
+/* In front of one node: the same keys and flags, no slots computed, and
+ * the decision still finds a limiter key among them. */
+Test(route, classify_unslotted_finds_the_keys_without_their_slots)
+{
+    struct keyspec *ks = facts_table();
+    struct route_facts f = { 0 };
+    struct route_in in = { .cluster = 0,
+                           .has_upstream = 1,
+                           .key_prefix = "cellgate:" };
+    struct route r;
+    struct resp_cmd *cmd = command_words("MGET a b c d e f g h i j cellgate:x");
+    int k;
+
+    route_classify_unslotted(ks, cmd, &f);
+    cr_assert(f.known && f.listed && f.readonly);
+    cr_assert_eq(f.nkeys, 11);
+    for (k = 0; k < 11; k++) {
+        cr_assert_eq(route_facts_keys(&f)[k], k + 1);
+    }
+    cr_assert(f.slot == 0 && !f.cross, "no slots in front of one node");
+    cr_assert_eq(route_decide(&in, cmd, &f, &r), ROUTE_NOPERM);
+    cr_assert_eq(r.key, 11);
+    route_facts_free(&f);
+    resp_cmd_free(cmd);
+    keyspec_free(ks);
+}
+
 Test(route, classify_many_keys_go_to_the_heap_beyond_the_inline_ones)
 {
     struct keyspec *ks = facts_table();
