@@ -92,16 +92,6 @@ end
 -- decisions (kept for the next call up to 64 runs, as the proxy sends).
 local GCRA_RUN = {}
 
--- 2^0 .. 2^47, the refusal bits of a "runs" reply (a Lua number holds 48
--- bits exactly; arithmetic only, so it runs at load).
-local GCRA_BIT = {}
-do
-  local p = 1
-  for j = 1, 48 do
-    GCRA_BIT[j] = p
-    p = p * 2
-  end
-end
 local function GCRA_E_runs(KEYS, ARGV)
   local R, nargv = lib_int(ARGV[2]), #ARGV
   if not R or R < 1 or 2 + 5 * R > nargv then
@@ -218,7 +208,8 @@ local function GCRA_E_runs(KEYS, ARGV)
         if flag == 1 then
           local b = (i - 1) % 48
           local w = 4 + n + (i - 1 - b) / 48
-          reply[w] = reply[w] + GCRA_BIT[b + 1]
+          -- 2^b is exact: a double holds the 48 bits of a word.
+          reply[w] = reply[w] + 2 ^ b
         end
       end
     end

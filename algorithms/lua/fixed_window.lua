@@ -18,10 +18,14 @@
 
 --#include xint
 
-local FW_ERR_MAX = 'ERR fixed_window max must be between 1 and 2^53 - 1'
-local FW_ERR_WINDOW = 'ERR fixed_window window must be between 1 ms and 3650 days'
-local FW_ERR_STATE = 'ERR fixed_window state is malformed (negative start or count)'
-local FW_ERR_TZ = 'ERR fixed_window tz must be between -14:00 and +14:00 (-840 to 840 minutes)'
+-- Error texts, one table: the function library has room for 200
+-- top-level locals only.
+local FW_ERR = {
+  MAX = 'ERR fixed_window max must be between 1 and 2^53 - 1',
+  WINDOW = 'ERR fixed_window window must be between 1 ms and 3650 days',
+  STATE = 'ERR fixed_window state is malformed (negative start or count)',
+  TZ = 'ERR fixed_window tz must be between -14:00 and +14:00 (-840 to 840 minutes)',
+}
 local FW_DAY = 86400000000 -- us
 -- Days of the months from March (February's 28 is decided apart).
 local FW_MDAYS = {31, 30, 31, 30, 31, 31, 30, 31, 30, 31, 31, 28}
@@ -36,7 +40,7 @@ local function fw_args(a1, a2, a3)
   end
   local unit = lib_int(a2)
   if unit == nil or unit >= 0 or unit < -3 then
-    local max, w = tw_window_args(a1, a2, FW_ERR_MAX, FW_ERR_WINDOW)
+    local max, w = tw_window_args(a1, a2, FW_ERR.MAX, FW_ERR.WINDOW)
     if max then
       M.a1, M.a2, M.a3, M.max, M.w = a1, a2, a3, max, w
     end
@@ -44,14 +48,14 @@ local function fw_args(a1, a2, a3)
   end
   local max = lib_int(a1)
   if max == nil or max < 1 then
-    return nil, FW_ERR_MAX
+    return nil, FW_ERR.MAX
   end
   local tz = 0
   if a3 and a3 ~= '' then
     tz = lib_int(a3)
   end
   if tz == nil or tz < -840 or tz > 840 then
-    return nil, FW_ERR_TZ
+    return nil, FW_ERR.TZ
   end
   M.a1, M.a2, M.a3, M.max, M.w = a1, a2, a3, max, unit - 4 * (tz + 840)
   return max, M.w
@@ -148,7 +152,7 @@ ALGO.fixed_window = {
     if not max then
       return nil, w
     end
-    local have, s_start, s_count = tw_read(key, FW_ERR_STATE, 'start',
+    local have, s_start, s_count = tw_read(key, FW_ERR.STATE, 'start',
                                            'count')
     if have == nil then
       return nil, s_start
@@ -175,7 +179,7 @@ ALGO.fixed_window = {
   -- which reads h, the key's HGETALL); the reply and the write through
   -- LIM_fused_end.
   one = function(key, h, max, w, now, cost, out, o)
-    local have, s_start, s_count = tw_fields(h, FW_ERR_STATE, 'start',
+    local have, s_start, s_count = tw_fields(h, FW_ERR.STATE, 'start',
                                              'count')
     if have == nil then
       return false
@@ -196,7 +200,7 @@ ALGO.fixed_window = {
     if not max then
       return nil, w
     end
-    local have, s_start, s_count = tw_read(key, FW_ERR_STATE, 'start',
+    local have, s_start, s_count = tw_read(key, FW_ERR.STATE, 'start',
                                            'count')
     if have == nil then
       return nil, s_start
@@ -224,7 +228,7 @@ ALGO.fixed_window = {
     if not max or cost <= 0 then
       return
     end
-    local have, start, count = tw_read(key, FW_ERR_STATE, 'start', 'count')
+    local have, start, count = tw_read(key, FW_ERR.STATE, 'start', 'count')
     if not have or lib_int(undo) ~= start then
       return
     end

@@ -10,9 +10,13 @@
 
 --#include xint
 
-local SC_ERR_MAX = 'ERR sliding_counter max must be between 1 and 2^53 - 1'
-local SC_ERR_WINDOW = 'ERR sliding_counter window must be between 1 ms and 3650 days'
-local SC_ERR_STATE = 'ERR sliding_counter state is malformed (negative or too large field)'
+-- Error texts, one table: the function library has room for 200
+-- top-level locals only.
+local SC_ERR = {
+  MAX = 'ERR sliding_counter max must be between 1 and 2^53 - 1',
+  WINDOW = 'ERR sliding_counter window must be between 1 ms and 3650 days',
+  STATE = 'ERR sliding_counter state is malformed (negative or too large field)',
+}
 
 -- ceil(prev * rem / w), at most prev (rem <= w).
 local function sc_weighted(prev, rem, w)
@@ -113,11 +117,11 @@ end
 
 ALGO.sliding_counter = {
   decide = function(key, a1, a2, a3, a4, now, cost)
-    local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+    local max, w = tw_window_args(a1, a2, SC_ERR.MAX, SC_ERR.WINDOW)
     if not max then
       return nil, w
     end
-    local have, s_start, s_count, s_prev = tw_read(key, SC_ERR_STATE,
+    local have, s_start, s_count, s_prev = tw_read(key, SC_ERR.STATE,
                                                    'start', 'count', 'prev')
     if have == nil then
       return nil, s_start
@@ -137,13 +141,13 @@ ALGO.sliding_counter = {
 
   -- The parameters of `one`: max and the window in us, or nil.
   prep = function(a1, a2)
-    return tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+    return tw_window_args(a1, a2, SC_ERR.MAX, SC_ERR.WINDOW)
   end,
 
   -- decide and commit of a check of one real level, fused, as
   -- fixed_window's.
   one = function(key, h, max, w, now, cost, out, o)
-    local have, s_start, s_count, s_prev = tw_fields(h, SC_ERR_STATE, 'start',
+    local have, s_start, s_count, s_prev = tw_fields(h, SC_ERR.STATE, 'start',
                                                      'count', 'prev')
     if have == nil then
       return false
@@ -159,11 +163,11 @@ ALGO.sliding_counter = {
   -- current window's count after the roll, as fixed_window's; the entry
   -- is a peek of cost 1 after it.
   adjust = function(key, a1, a2, a3, a4, now, delta)
-    local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+    local max, w = tw_window_args(a1, a2, SC_ERR.MAX, SC_ERR.WINDOW)
     if not max then
       return nil, w
     end
-    local have, s_start, s_count, s_prev = tw_read(key, SC_ERR_STATE,
+    local have, s_start, s_count, s_prev = tw_read(key, SC_ERR.STATE,
                                                    'start', 'count', 'prev')
     if have == nil then
       return nil, s_start
@@ -200,11 +204,11 @@ ALGO.sliding_counter = {
   end,
 
   refund = function(key, a1, a2, a3, a4, now, cost, undo)
-    local max, w = tw_window_args(a1, a2, SC_ERR_MAX, SC_ERR_WINDOW)
+    local max, w = tw_window_args(a1, a2, SC_ERR.MAX, SC_ERR.WINDOW)
     if not max or cost <= 0 then
       return
     end
-    local have, start, count, prev = tw_read(key, SC_ERR_STATE, 'start',
+    local have, start, count, prev = tw_read(key, SC_ERR.STATE, 'start',
                                              'count', 'prev')
     if not have or lib_int(undo) ~= start then
       return

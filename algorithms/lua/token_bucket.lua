@@ -23,9 +23,17 @@
 
 local TB_FRAC_ONE = 1000000000000000 -- one token in frac units, 1e15
 local TB_MAX_RATE = 1000000000000000 -- 1e9 tokens/s in millionths
-local TB_ERR_CAPACITY = 'ERR token_bucket capacity must be between 1 and 2^53 - 1'
-local TB_ERR_RATE = 'ERR token_bucket refill_per_sec must be positive and at most 1e9, or inf'
-local TB_ERR_STATE = 'ERR token_bucket state is malformed (negative or out-of-range field)'
+-- Error texts, one table: the function library has room for 200
+-- top-level locals only.
+local TB_ERR = {
+  CAPACITY = 'ERR token_bucket capacity must be between 1 and 2^53 - 1',
+  RATE = 'ERR token_bucket refill_per_sec must be positive and at most 1e9, or inf',
+  STATE = 'ERR token_bucket state is malformed (negative or out-of-range field)',
+  WARMUP = 'ERR token_bucket warmup must be between 1 ms and 1 day',
+  COLD = 'ERR token_bucket cold_factor must be an integer from 2 to 1000',
+  WARM_INF = 'ERR token_bucket warmup needs a finite refill_per_sec',
+  WARM_SPAN = 'ERR token_bucket warmup * refill_per_sec must be between 1 and 1e9 tokens',
+}
 
 -- capacity and rate (millionths of a token per second, false for inf), or
 -- nil and the error. The last success is kept (TB_M), as lib.lua's header
@@ -38,13 +46,13 @@ local function tb_args(a1, a2)
   end
   local cap = lib_int(a1)
   if cap == nil or cap < 1 then
-    return nil, TB_ERR_CAPACITY
+    return nil, TB_ERR.CAPACITY
   end
   local rate = false
   if a2 ~= 'inf' and a2 ~= '9223372036854775807' then
     rate = lib_int(a2)
     if rate == nil or rate < 1 or rate > TB_MAX_RATE then
-      return nil, TB_ERR_RATE
+      return nil, TB_ERR.RATE
     end
   end
   M.a1, M.a2, M.cap, M.rate = a1, a2, cap, rate
@@ -71,7 +79,7 @@ local function tb_fields(h)
     end
   end
   if not (tok and frac and ts) or frac >= TB_FRAC_ONE then
-    return nil, TB_ERR_STATE
+    return nil, TB_ERR.STATE
   end
   return true, tok, frac, ts
 end
@@ -262,10 +270,6 @@ end
 -- extra and the cold a take costs are the model's floors and ceilings,
 -- formed exactly (tbw_mad) where a product passes 2^53.
 
-local TB_ERR_WARMUP = 'ERR token_bucket warmup must be between 1 ms and 1 day'
-local TB_ERR_COLD = 'ERR token_bucket cold_factor must be an integer from 2 to 1000'
-local TB_ERR_WARM_INF = 'ERR token_bucket warmup needs a finite refill_per_sec'
-local TB_ERR_WARM_SPAN = 'ERR token_bucket warmup * refill_per_sec must be between 1 and 1e9 tokens'
 local TB_MICRO = 1000000
 
 -- floor((a * b + c) / d) for integers a, b, c >= 0 below 2^53 and d > 0,
@@ -295,21 +299,21 @@ local function tbw_args(rate, a3, a4)
   local w = lib_int(a3)
   local f = (a4 == nil or a4 == '' or a4 == '0') and 3 or lib_int(a4)
   if w == nil or w < 1 or w > 86400000 then
-    return false, TB_ERR_WARMUP
+    return false, TB_ERR.WARMUP
   end
   if f == nil or f < 2 or f > 1000 then
-    return false, TB_ERR_COLD
+    return false, TB_ERR.COLD
   end
   if not rate then
-    return false, TB_ERR_WARM_INF
+    return false, TB_ERR.WARM_INF
   end
   local prod = xint_mul(xint_of(w), xint_of(rate))
   if xint_cmp(prod, xint_of(1e18)) > 0 then
-    return false, TB_ERR_WARM_SPAN
+    return false, TB_ERR.WARM_SPAN
   end
   local W = xint_num((xint_divmod(prod, 1000)))
   if W < TB_MICRO then
-    return false, TB_ERR_WARM_SPAN
+    return false, TB_ERR.WARM_SPAN
   end
   local thr = lib_divmod(W, 2)
   local span = lib_divmod(2 * W, 1 + f)
@@ -342,7 +346,7 @@ local function tbw_fields(h)
   end
   cold = cold or 0
   if not (tok and frac and ts) or cold < 0 or frac >= TB_FRAC_ONE then
-    return nil, TB_ERR_STATE
+    return nil, TB_ERR.STATE
   end
   return true, tok, frac, ts, cold
 end
