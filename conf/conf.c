@@ -31,6 +31,7 @@
 
 #include "conf/conf_addr.h"
 #include "conf/conf_keys.h"
+#include "conf/conf_lease.h"    /* its section, after conf_keys.h */
 #include "conf/conf_sentinel.h" /* its section, after conf_keys.h */
 #include "conf/conf_yaml.h"
 
@@ -676,6 +677,7 @@ static const struct conf_section conf_sections[] = {
     CONF_SECRET_SECTION,
     CONF_SENTINEL_SECTION,
     CONF_TLS_SECTION,
+    CONF_LEASE_SECTION,
 };
 
 /* The key `name` (`len` bytes) and its index over all sections, or NULL. */
