@@ -31,7 +31,6 @@
 
 #include "conf/conf_addr.h"
 #include "conf/conf_keys.h"
-#include "conf/conf_lease.h"    /* its section, after conf_keys.h */
 #include "conf/conf_sentinel.h" /* its section, after conf_keys.h */
 #include "conf/conf_yaml.h"
 

@@ -1,5 +1,6 @@
 /* The lease section of proxy.yaml (conf_lease.h). */
-#include "conf/conf_lease.h" /* again: its section, after conf_keys.h */
+#include "conf/conf_lease.h"
+
 #include "conf/conf.h"
 #include "conf/conf_keys.h"
 

@@ -12,17 +12,3 @@ struct conf_lease {
 };
 
 #endif /* PX_CONF_CONF_LEASE_H */
-
-/* The section, for the files of conf/ that include conf_keys.h first. */
-#if defined(PX_CONF_CONF_KEYS_H) && !defined(PX_CONF_CONF_LEASE_KEYS)
-#define PX_CONF_CONF_LEASE_KEYS
-#define CONF_LEASE_NCMDS 1
-extern const struct conf_command conf_lease_cmds[];
-int conf_lease_defaults(struct conf *c);
-#define CONF_LEASE_SECTION                                                     \
-    {                                                                          \
-        .cmds = conf_lease_cmds, .ncmds = CONF_LEASE_NCMDS,                    \
-        .defaults = conf_lease_defaults,                                       \
-    }
-
-#endif
