@@ -49,6 +49,13 @@ enum limiter_lease_use limiter_lease_use(const struct limiter_lease *l,
 bool limiter_lease_expired(const struct limiter_lease *l, uint64_t now_ms,
                            unsigned ms)
 {
+    /* A take still on its way is waited for far longer: dropping it
+     * would leave its N charged and never given back. Only a take whose
+     * client left before the store answered (nobody records it) stays
+     * in flight that long. */
+    if (l->state == LIMITER_LEASE_IN_FLIGHT && ms < LIMITER_LEASE_FLIGHT_MS) {
+        ms = LIMITER_LEASE_FLIGHT_MS;
+    }
     return now_ms >= l->since_ms + ms;
 }
 

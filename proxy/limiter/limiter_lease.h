@@ -36,6 +36,10 @@ typedef void limiter_lease_adjust_fn(void *ctx, struct req *req,
 /* Leases held at once, at most: a new one past it is a plain check. */
 #define LIMITER_LEASE_MAX_HELD 10000
 
+/* How long a take in flight is waited for, at least, before its entry
+ * is dropped (its client left and the store freed the call). */
+#define LIMITER_LEASE_FLIGHT_MS 30000
+
 /* The state of one path's lease. */
 enum limiter_lease_state {
     LIMITER_LEASE_IN_FLIGHT, /* its CHECK of COST N is on its way */
@@ -97,8 +101,8 @@ enum limiter_lease_use limiter_lease_use(const struct limiter_lease *l,
                                          int64_t n, int64_t cost,
                                          bool eligible);
 
-/* Pure: whether `l` is over at `now_ms` (its time passed, or an in-flight
- * or refused one older than `ms`). */
+/* Pure: whether `l` is over at `now_ms`: `ms` after it was taken or
+ * refused; a take in flight after LIMITER_LEASE_FLIGHT_MS at least. */
 bool limiter_lease_expired(const struct limiter_lease *l, uint64_t now_ms,
                            unsigned ms);
 
