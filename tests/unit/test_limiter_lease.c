@@ -111,7 +111,7 @@ Test(limiter_lease, node_key_parsed_and_shown)
                              "      limits: [1, 1, 1]\n",
                              "limits.yaml:2:3: user: lease: on a node "
                              "without limits (a lease is taken of the "
-                             "node's own limits and its parents')"));
+                             "node's own limits and its parents')");
 }
 
 Test(limiter_lease, node_key_resolved_and_in_rules)
