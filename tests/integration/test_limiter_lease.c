@@ -11,7 +11,7 @@
  * - two proxies hammering one identity, both pipelined, never admit more
  *   than its 50 a day; once their leases went back, Redis holds exactly
  *   what they admitted;
- * - a RELOAD gives every lease back.
+ * - a RELOAD gives every lease back; a RESET of the path drops its lease.
  *
  * Windows are a day long, so counts never move while a test runs. */
 #include "tests/support/px_test.h"
@@ -142,11 +142,16 @@ static void calls_and_replies(void)
     /* Redis holds the three leases: 30, of which 25 admitted. */
     cr_assert_eq(held(c, "hot:a"), 30);
 
+    /* RESET drops the lease with the keys: the next check starts over. */
+    freeReplyObject(px_cmd_admin(c, "LIMITER RESET hot:a"));
+    expect3(px_cmd(c, "LIMITER CHECK hot:a"), "hot:a", 0, 50, 49);
+    cr_assert_eq(held(c, "hot:a"), 10);
+
     /* COST 11 > lease 10: one plain call, no lease. */
     before = script_calls();
     expect3(px_cmd(c, "LIMITER CHECK hot:b COST 11"), "hot:b", 0, 50, 39);
     cr_assert_eq(script_calls() - before, 1);
-    cr_assert_eq(px_info_int(c, "limiter_lease_takes"), 3);
+    cr_assert_eq(px_info_int(c, "limiter_lease_takes"), 4);
     cr_assert_eq(held(c, "hot:b"), 11);
     redisFree(c);
 }
