@@ -288,6 +288,7 @@ int limiter_lease_after(struct limiter_leases *ls, struct store_check *c,
 {
     const struct limits_level *deep;
     struct limiter_lease *l;
+    unsigned i;
 
     if (ls == NULL || !ls->on || c->op != STORE_CHECK || c->lv->n == 0) {
         return 0;
@@ -303,6 +304,14 @@ int limiter_lease_after(struct limiter_leases *ls, struct store_check *c,
     if (agg->limited) {
         l->state = LIMITER_LEASE_OFF;
         return 1;
+    }
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].fail_open) {
+            /* Admitted undecided (the store down, fail_open): nothing
+             * was taken, so there is nothing to lease or give back. */
+            l->state = LIMITER_LEASE_OFF;
+            return 0;
+        }
     }
     ls->takes++;
     l->state = LIMITER_LEASE_LIVE;
