@@ -676,6 +676,7 @@ static const struct conf_section conf_sections[] = {
     CONF_SECRET_SECTION,
     CONF_SENTINEL_SECTION,
     CONF_TLS_SECTION,
+    CONF_LEASE_SECTION,
 };
 
 /* The key `name` (`len` bytes) and its index over all sections, or NULL. */

@@ -11,6 +11,7 @@
 
 #include "conf/cmdpolicy.h"
 #include "conf/conf_addr.h"
+#include "conf/conf_lease.h"
 #include "conf/conf_secret.h"
 #include "conf/conf_sentinel.h"
 #include "conf/conf_tls.h"
@@ -99,6 +100,7 @@ struct conf {
                                         near_limit; 0 < r <= 1, default
                                         0.8 */
     struct conf_sentinel sentinel;   /* sentinel mode (conf_sentinel.h) */
+    struct conf_lease lease;         /* leases (conf_lease.h) */
     struct conf_tls tls;             /* TLS on both sides (conf_tls.h) */
 };
 

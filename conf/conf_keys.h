@@ -93,6 +93,16 @@ void conf_tls_free(struct conf *c);
         .defaults = conf_tls_defaults, .free = conf_tls_free,                  \
     }
 
+/* The lease section (conf_lease.c). */
+#define CONF_LEASE_NCMDS 1
+extern const struct conf_command conf_lease_cmds[CONF_LEASE_NCMDS];
+int conf_lease_defaults(struct conf *c);
+#define CONF_LEASE_SECTION                                                     \
+    {                                                                          \
+        .cmds = conf_lease_cmds, .ncmds = CONF_LEASE_NCMDS,                    \
+        .defaults = conf_lease_defaults,                                       \
+    }
+
 /* The sections of the feature files, for conf_sections[] (conf.c). */
 extern const struct conf_command conf_secret_cmds[CONF_SECRET_COUNT];
 void conf_secret_free(struct conf *c);

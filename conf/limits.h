@@ -112,6 +112,7 @@
 #define LIMITS_DEFAULT_PREFIX "cellgate:" /* proxy.yaml key_prefix default */
 
 /* Caps: a hostile file or path cannot make us allocate without bound. */
+#define LIMITS_LEASE_MAX        (INT64_C(1) << 31) /* lease: N, at most */
 #define LIMITS_MAX_DEPTH        32      /* segments of a path, tree levels */
 #define LIMITS_MAX_PATH_BYTES   1024    /* bytes of a path */
 #define LIMITS_MAX_PREFIX_BYTES 128     /* bytes of the key prefix */
@@ -251,6 +252,8 @@ struct limits_level {
     bool wildcard;    /* this level's own segment matched a "*" node */
     bool shadow;      /* shadow: true on the node: the level decides and
                          keeps state, but never refuses (the caller's job) */
+    int64_t lease;    /* lease: N of the node, 0: none (used when this
+                         level is the path's deepest) */
     unsigned depth;   /* segments of this level's path, 1.. */
     size_t rule;      /* the node's rule: limits_rule_pattern's index */
     const char *path; /* borrowed from levels->text: the concrete prefix */

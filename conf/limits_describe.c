@@ -95,6 +95,9 @@ static int limits_describe_node(const struct limits_node *n, char *pat,
         if (n->shadow || all_shadow) {
             limits_str_add(&str, "  shadow");
         }
+        if (n->lease > 0) {
+            limits_str_add(&str, "  lease %lld", (long long)n->lease);
+        }
         rc = limits_out_line(o, &str);
     }
     for (i = 0; i < n->nchild && rc == LIMITS_OK && !o->truncated; i++) {

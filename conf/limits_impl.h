@@ -54,6 +54,9 @@ struct limits_node {
     struct limits_limit *limits; /* owned; NULL when none */
     size_t nlimits;              /* entries of limits */
     bool shadow;                 /* shadow: true: its limits never refuse */
+    int64_t lease;               /* lease: N (units a proxy may take at once
+                                    when this node is a path's deepest
+                                    level), 0: none */
     char *pattern;               /* owned, with limits: "user:*:trade" */
     size_t rule;                 /* with limits: its index in tree->rules */
 };

@@ -183,6 +183,7 @@ static void limits_level_limits(const struct limits_tree *t,
     lv->nbase = n->nlimits;
     lv->overridden = ov != NULL;
     lv->shadow = n->shadow;
+    lv->lease = n->lease;
     lv->unlimited = ov != NULL && ov->kind == LIMITS_OV_UNLIMITED;
     if (ov != NULL) {
         lv->limits = ov->limits;

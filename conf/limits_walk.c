@@ -9,6 +9,7 @@
  * walked, for limits_resolve.c's binary search. The top level's key
  * overrides is walked last (limits_override.c), against the finished
  * tree. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -113,12 +114,43 @@ static void limits_read_shadow(struct limits_loader *ld, struct limits_node *n,
                     ld->pattern, shown);
 }
 
-/* The body of one node: limits:, children: and shadow:. */
+/* lease: N, a node's own key (units a proxy may take at once for the
+ * identity this node ends: proxy/limiter/limiter_lease.h), an integer in
+ * 1 .. 2^31. Not the lease: of a concurrency limit, a duration inside
+ * that limit's mapping: this one sits beside limits:. */
+static void limits_read_lease(struct limits_loader *ld, struct limits_node *n,
+                              const yaml_node_t *v)
+{
+    const char *s = conf_yaml_scalar(&ld->diag, v, ld->pattern, "lease",
+                                     "an integer from 1 to 2147483648");
+    char shown[CONF_YAML_SHOW_SIZE];
+    char *end;
+    unsigned long long x;
+
+    if (s == NULL) {
+        return;
+    }
+    errno = 0;
+    x = strtoull(s, &end, 10);
+    if (s[0] >= '0' && s[0] <= '9' && *end == '\0' && errno == 0 && x >= 1 &&
+        x <= LIMITS_LEASE_MAX) {
+        n->lease = (int64_t)x;
+        return;
+    }
+    conf_yaml_show(shown, s, strlen(s));
+    conf_yaml_error(&ld->diag, &v->start_mark,
+                    "%s: lease: expected an integer from 1 to 2147483648, got "
+                    "\"%s\"",
+                    ld->pattern, shown);
+}
+
+/* The body of one node: limits:, children:, shadow: and lease:. */
 static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
                             const yaml_node_t *value)
 {
-    static const char *const names[3] = { "limits", "children", "shadow" };
-    const yaml_node_t *seen[3] = { NULL, NULL, NULL };
+    static const char *const names[4] = { "limits", "children", "shadow",
+                                          "lease" };
+    const yaml_node_t *seen[4] = { NULL, NULL, NULL, NULL };
     const yaml_node_pair_t *pair;
     char shown[CONF_YAML_SHOW_SIZE];
     int rc;
@@ -143,14 +175,15 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
         if (key == NULL) {
             continue;
         }
-        for (i = 0; i < 3 && !limits_key_is(key, names[i]); i++) {
+        for (i = 0; i < 4 && !limits_key_is(key, names[i]); i++) {
         }
-        if (i == 3) {
+        if (i == 4) {
             conf_yaml_show(shown, (const char *)key->data.scalar.value,
                            key->data.scalar.length);
             conf_yaml_error(
                 &ld->diag, &key->start_mark,
-                "%s: unknown key '%s' (expected limits, children or shadow)",
+                "%s: unknown key '%s' (expected limits, children, shadow or "
+                "lease)",
                 ld->pattern, shown);
             continue;
         }
@@ -164,6 +197,10 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
         seen[i] = key;
         if (i == 2) {
             limits_read_shadow(ld, n, v);
+            continue;
+        }
+        if (i == 3) {
+            limits_read_lease(ld, n, v);
             continue;
         }
         if (i == 0) {
@@ -185,6 +222,12 @@ static int limits_walk_node(struct limits_loader *ld, struct limits_node *n,
                         "%s: shadow: true on a node without limits (it "
                         "applies to the node's own limits, not to its "
                         "children)",
+                        ld->pattern);
+    }
+    if (n->lease > 0 && seen[0] == NULL) {
+        conf_yaml_error(&ld->diag, &seen[3]->start_mark,
+                        "%s: lease: on a node without limits (a lease is "
+                        "taken of the node's own limits and its parents')",
                         ld->pattern);
     }
     return LIMITS_OK;

@@ -123,6 +123,7 @@ void info_snapshot_take(struct info_snapshot *snap)
     snap->fail_open = limiter_fail_open(&server.limiter);
     snap->shadow_limited = limiter_shadow_limited(&server.limiter);
     snap->adjusts = limiter_adjusts(&server.limiter);
+    limiter_lease_stats(&server.limiter, snap->leases);
     limiter_stats(&server.limiter, &snap->store);
     limiter_wait_counts(&server.limiter, &snap->wait);
 

@@ -332,6 +332,13 @@ static int limiter_admin_ok(struct limiter *lm, struct req *req, int admin,
     return 0;
 }
 
+/* A lease's give-back: the proxy's own LIMITER ADJUST through the tree. */
+static void limiter_lease_adjust(void *tree, struct req *req,
+                                 void (*resume)(struct req *req))
+{
+    limiter_tree(tree, req, STORE_ADJUST, resume);
+}
+
 /* ---------------- The public interface (limiter.h) ---------------- */
 
 void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
@@ -348,6 +355,17 @@ void limiter_init(struct limiter *lm, struct core *core, struct cluster *cl,
     limiter_reloads_init(&lm->reloads, core, conf, &lm->limits, &lm->rules);
     limiter_tree_init(&lm->tree, core, conf, &lm->store, &lm->waits,
                       &lm->limits, &lm->rules);
+    /* The embedded store is in the process: nothing for a lease to save. */
+    limiter_leases_init(&lm->leases, conf->lease.ms);
+    if (!embedded) {
+        lm->leases.on = true;
+        lm->leases.core = core;
+        lm->leases.conf = conf;
+        lm->leases.limits = &lm->limits;
+        lm->leases.adjust = limiter_lease_adjust;
+        lm->leases.adjust_ctx = &lm->tree;
+        lm->tree.leases = &lm->leases;
+    }
 }
 
 int limiter_load(struct limiter *lm, const char *path, char *err, size_t errlen)
@@ -377,6 +395,7 @@ void limiter_command(struct limiter *lm, struct req *req, int admin,
         limiter_tree(&lm->tree, req, STORE_ADJUST, resume);
     } else if (resp_cmd_arg_is(req->cmd, 1, "reset")) {
         if (limiter_admin_ok(lm, req, admin, "RESET")) {
+            limiter_lease_drop_arg(&lm->leases, req, 2, false);
             limiter_tree(&lm->tree, req, STORE_RESET, resume);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "release")) {
@@ -385,6 +404,7 @@ void limiter_command(struct limiter *lm, struct req *req, int admin,
         limiter_rules(lm, req, admin);
     } else if (resp_cmd_arg_is(req->cmd, 1, "override")) {
         if (limiter_admin_ok(lm, req, admin, "OVERRIDE")) {
+            limiter_lease_drop_arg(&lm->leases, req, 3, true);
             limiter_override(lm, req, resume);
         }
     } else if (resp_cmd_arg_is(req->cmd, 1, "reload")) {
@@ -435,6 +455,7 @@ int limiter_flush_due(const struct limiter *lm)
 
 void limiter_cron(struct limiter *lm)
 {
+    limiter_leases_cron(&lm->leases, 0);
     if (lm->store.ops->cron != NULL) {
         lm->store.ops->cron(&lm->store);
     }
@@ -442,6 +463,12 @@ void limiter_cron(struct limiter *lm)
 
 void limiter_stop(struct limiter *lm)
 {
+    /* Shutdown: what the leases hold goes back before the store fails
+     * what it has not sent (best effort: the replies are not awaited). */
+    limiter_leases_give_back_all(&lm->leases);
+    if (lm->store.ops->flush != NULL) {
+        lm->store.ops->flush(&lm->store, true);
+    }
     if (lm->store.ops->stop != NULL) {
         lm->store.ops->stop(&lm->store);
     }
@@ -454,6 +481,7 @@ void limiter_free(struct limiter *lm)
     limits_free(lm->limits);
     lm->limits = NULL;
     limiter_tree_free(&lm->tree);
+    limiter_leases_free(&lm->leases);
     px_free(lm->rules);
     lm->rules = NULL;
     /* The store first: a call it still holds gives its WAIT slot back. */
@@ -482,6 +510,13 @@ uint64_t limiter_fail_open(const struct limiter *lm)
 uint64_t limiter_shadow_limited(const struct limiter *lm)
 {
     return lm->tree.shadow_limited;
+}
+
+void limiter_lease_stats(const struct limiter *lm, uint64_t out[3])
+{
+    out[0] = lm->leases.hits;
+    out[1] = lm->leases.takes;
+    out[2] = lm->leases.returned_units;
 }
 
 uint64_t limiter_adjusts(const struct limiter *lm)

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "proxy/core/queue.h"
+#include "proxy/limiter/limiter_lease.h"
 #include "proxy/limiter/limiter_reload.h"
 #include "proxy/limiter/limiter_tree.h"
 #include "proxy/limiter/limiter_wait.h"
@@ -41,6 +42,8 @@ struct limiter {
     struct limiter_tree tree;       /* CHECK, PEEK, RESET (limiter_tree.h) */
     struct limiter_reloads reloads; /* RELOAD and SIGHUP, off the loop
                                        (limiter_reload.h) */
+    struct limiter_leases leases;   /* leases of hot identities
+                                       (limiter_lease.h) */
 };
 
 /* Sets up `lm` on `core`, storing in `cl`'s nodes, or in the process when
@@ -133,6 +136,10 @@ uint64_t limiter_fail_open(const struct limiter *lm);
 /* LIMITER CHECKs where some shadow level would have refused (each
  * admitted as its real levels decided). */
 uint64_t limiter_shadow_limited(const struct limiter *lm);
+
+/* INFO limiter_lease_hits, limiter_lease_takes and
+ * limiter_lease_returned_units, in that order. */
+void limiter_lease_stats(const struct limiter *lm, uint64_t out[3]);
 
 /* LIMITER ADJUSTs handed to the store (INFO limiter_adjusts). */
 uint64_t limiter_adjusts(const struct limiter *lm);

@@ -30,6 +30,7 @@
 #include "proxy/limiter/limiter_adjust.h"
 #include "proxy/limiter/limiter_aggregate.h"
 #include "proxy/limiter/limiter_count.h"
+#include "proxy/limiter/limiter_lease.h"
 #include "proxy/limiter/limiter_release.h"
 #include "proxy/limiter/limiter_reply.h"
 #include "proxy/limiter/limiter_wait.h"
@@ -236,6 +237,13 @@ static void limiter_tree_done(struct store_check *c)
     }
     delay = limiter_aggregate_check_ns(c->res, c->peek, c->lim, c->n,
                                        c->wait_ns, &agg, &bind);
+    if (limiter_lease_after(tr->leases, c, &agg) != 0) {
+        /* A lease Redis refused: the plain check of the client's cost. */
+        void (*resume)(struct req * req) = c->resume;
+        store_check_free(c);
+        limiter_tree_start(tr, root, STORE_CHECK, 1, resume);
+        return;
+    }
     if (m != NULL && c->op == STORE_CHECK) {
         limiter_count_check(&tally, !agg.limited);
     }
@@ -500,6 +508,13 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
              * redis-cell never reports. */
             limiter_reply_ints(req, limiter_unlimited);
         }
+        return;
+    }
+    if (op == STORE_CHECK &&
+        limiter_lease_before(tr->leases, req, lv, &cost, wait_ms * RL_NS_PER_MS,
+                             form) != 0) {
+        px_free(lv);
+        px_free(id);
         return;
     }
     /* Room for every limit any override could give the levels: a

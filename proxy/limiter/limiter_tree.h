@@ -13,6 +13,7 @@
 
 struct conf;
 struct core;
+struct limiter_leases;
 struct limiter_waits;
 struct limits_levels;
 struct limits_tree;
@@ -36,6 +37,8 @@ struct limiter_tree {
     uint64_t shadow_limited;            /* CHECKs a shadow level would have
                                            refused */
     uint64_t adjusts;                   /* ADJUSTs handed to the store */
+    struct limiter_leases *leases;      /* borrowed: leases of hot
+                                           identities, or NULL (none) */
 };
 
 void limiter_tree_init(struct limiter_tree *tr, struct core *core,

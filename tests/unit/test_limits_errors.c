@@ -55,7 +55,7 @@ ParameterizedTestParameters(limits_errors,
         /* Nodes. */
         { "user:\n  limts: [1, 1, 1]\n",
           "limits.yaml:2:3: user: unknown key 'limts' (expected limits, "
-          "children or shadow)" },
+          "children, shadow or lease)" },
         { "user: [15, 30, 60]\n",
           "limits.yaml:1:7: user: expected a mapping with limits and/or "
           "children, got a sequence" },
@@ -322,7 +322,7 @@ Test(limits_errors, every_error_of_the_file_is_reported_one_per_line)
 
     limits_test_expect_error(
         yaml, "limits.yaml:2:3: user: unknown key 'limts' (expected "
-              "limits, children or shadow)\n"
+              "limits, children, shadow or lease)\n"
               "limits.yaml:5:20: user:*: count: expected a positive "
               "integer, got \"0\"\n"
               "limits.yaml:10:25: user:*:trade: capacity: expected a "

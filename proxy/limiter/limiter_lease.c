@@ -1,0 +1,342 @@
+/* Leases for hot admitted identities (see limiter_lease.h).
+ *
+ * Design: a lease is keyed by the path of a check's deepest level (the
+ * node with `lease: N`), so every path that charges the same keys shares
+ * it. The CHECK that takes one is the client's own call with its cost
+ * replaced by N (limiter_tree.c builds and runs it as any other), so every
+ * level is charged N at Redis before anything is admitted: the proxy
+ * never admits what Redis did not grant it. A take that Redis refuses is
+ * followed by the plain check of the client's cost, so near the limit a
+ * lease never refuses what a plain check would admit. What is left of a
+ * lease goes back as the client call LIMITER ADJUST <path> -units would,
+ * through the same tree code, from a request of the proxy's own whose
+ * reply is dropped (best effort: a give-back lost on the way leaves the
+ * units charged, the safe side). While a take is in flight, other checks
+ * of its path are plain checks (not queued behind it). */
+#include "proxy/limiter/limiter_lease.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "conf/limits.h"
+#include "parser/resp.h"
+#include "proxy/core/core.h"
+#include "proxy/core/req.h"
+#include "proxy/core/util.h"
+#include "proxy/limiter/limiter_reply.h"
+#include "proxy/limiter/store.h"
+
+enum limiter_lease_use limiter_lease_use(const struct limiter_lease *l,
+                                         int64_t n, int64_t cost, bool eligible)
+{
+    if (!eligible || n <= 0 || cost > n) {
+        return LIMITER_LEASE_PLAIN;
+    }
+    if (l == NULL) {
+        return LIMITER_LEASE_TAKE;
+    }
+    if (l->state == LIMITER_LEASE_LIVE && l->n == n && l->units >= cost) {
+        return LIMITER_LEASE_LOCAL;
+    }
+    /* In flight (someone else's take), refused lately, or a lease of
+     * another N (a reload) that the caller has not given back yet. */
+    return LIMITER_LEASE_PLAIN;
+}
+
+bool limiter_lease_expired(const struct limiter_lease *l, uint64_t now_ms,
+                           unsigned ms)
+{
+    /* A take still on its way is waited for far longer: dropping it
+     * would leave its N charged and never given back. Only a take whose
+     * client left before the store answered (nobody records it) stays
+     * in flight that long. */
+    if (l->state == LIMITER_LEASE_IN_FLIGHT && ms < LIMITER_LEASE_FLIGHT_MS) {
+        ms = LIMITER_LEASE_FLIGHT_MS;
+    }
+    return now_ms >= l->since_ms + ms;
+}
+
+void limiter_lease_reply(const struct limiter_lease *l, int64_t elapsed_ns,
+                         struct rl_decision *out)
+{
+    *out = l->taken;
+    out->limited = 0;
+    out->remaining = l->taken.remaining + l->units;
+    out->retry_after_ns = -RL_NS_PER_SEC;
+    out->reset_after_ns = l->taken.reset_after_ns > elapsed_ns
+                              ? l->taken.reset_after_ns - elapsed_ns
+                              : 0;
+}
+
+void limiter_leases_init(struct limiter_leases *ls, unsigned ms)
+{
+    memset(ls, 0, sizeof(*ls));
+    hmap_init(&ls->map);
+    ls->ms = ms;
+    ls->max = LIMITER_LEASE_MAX_HELD;
+}
+
+/* Loop time now, in ms. */
+static uint64_t limiter_lease_now(const struct limiter_leases *ls)
+{
+    return uv_now(ls->core->loop);
+}
+
+/* The reply of a give-back: nobody waits for it. */
+static void limiter_lease_gave(struct req *req, const char *frame, size_t len)
+{
+    (void)req;
+    (void)frame;
+    (void)len;
+}
+
+/* Where a give-back goes on when the store held it (a cluster before its
+ * slot map). */
+static void limiter_lease_resume(struct req *req)
+{
+    struct limiter_leases *ls = req->ctx;
+
+    ls->adjust(ls->adjust_ctx, req, limiter_lease_resume);
+}
+
+/* Sends LIMITER ADJUST <path> -<units> as the proxy's own request. */
+static void limiter_lease_send_back(struct limiter_leases *ls,
+                                    const struct limiter_lease *l)
+{
+    char num[32];
+    const char *argv[4] = { "LIMITER", "ADJUST", l->path, num };
+    struct req *req;
+
+    if (l->state != LIMITER_LEASE_LIVE || l->units <= 0) {
+        return;
+    }
+    snprintf(num, sizeof(num), "%lld", -(long long)l->units);
+    ls->returned_units += (uint64_t)l->units;
+    req = req_own_argv(4, argv, limiter_lease_gave, ls);
+    ls->adjust(ls->adjust_ctx, req, limiter_lease_resume);
+}
+
+/* hmap_sweep's visitor: gives back and frees what expired. */
+static int limiter_lease_sweep(void *val, void *arg)
+{
+    struct limiter_lease *l = val;
+    struct limiter_leases *ls = arg;
+
+    if (!limiter_lease_expired(l, limiter_lease_now(ls), ls->ms)) {
+        return 0;
+    }
+    limiter_lease_send_back(ls, l);
+    px_free(l);
+    return 1;
+}
+
+/* hmap_sweep's visitor for all: gives back and frees every lease. */
+static int limiter_lease_sweep_all(void *val, void *arg)
+{
+    limiter_lease_send_back(arg, val);
+    px_free(val);
+    return 1;
+}
+
+/* A RELOAD replaced the tree: every lease goes back (its N, its levels
+ * may have changed). */
+static void limiter_lease_tree_check(struct limiter_leases *ls)
+{
+    if (*ls->limits != ls->tree) {
+        limiter_leases_give_back_all(ls);
+        ls->tree = *ls->limits;
+    }
+}
+
+void limiter_leases_cron(struct limiter_leases *ls, uint64_t now_ms)
+{
+    (void)now_ms; /* the sweep reads the loop's clock itself */
+    if (!ls->on || ls->map.count == 0) {
+        return;
+    }
+    limiter_lease_tree_check(ls);
+    ls->cursor = 0;
+    hmap_sweep(&ls->map, &ls->cursor, ls->map.nbuckets, limiter_lease_sweep,
+               ls);
+}
+
+void limiter_leases_give_back_all(struct limiter_leases *ls)
+{
+    if (!ls->on || ls->map.count == 0) {
+        return;
+    }
+    ls->cursor = 0;
+    hmap_sweep(&ls->map, &ls->cursor, ls->map.nbuckets, limiter_lease_sweep_all,
+               ls);
+}
+
+void limiter_leases_free(struct limiter_leases *ls)
+{
+    hmap_free(&ls->map, px_free);
+}
+
+void limiter_lease_drop(struct limiter_leases *ls, const char *path,
+                        size_t plen, bool give_back)
+{
+    struct limiter_lease *l;
+
+    if (ls == NULL || !ls->on) {
+        return;
+    }
+    l = hmap_del(&ls->map, path, plen);
+    if (l != NULL) {
+        if (give_back) {
+            limiter_lease_send_back(ls, l);
+        }
+        px_free(l);
+    }
+}
+
+/* Whether no level of `lv` is shadow (a shadow level never refuses, so
+ * what a lease took there could not be told from what it admitted) and
+ * none holds a concurrency limit (a slot is a token's, taken by each
+ * check: a lease would admit without taking it). */
+static bool limiter_lease_no_shadow(const struct limiter_leases *ls,
+                                    const struct limits_levels *lv)
+{
+    size_t i, k;
+
+    if (ls->conf->limiter_shadow) {
+        return false;
+    }
+    for (i = 0; i < lv->n; i++) {
+        if (lv->level[i].shadow) {
+            return false;
+        }
+        for (k = 0; k < lv->level[i].nlimits; k++) {
+            if (lv->level[i].limits[k].algo == LIMITS_CONCURRENCY) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+int limiter_lease_before(struct limiter_leases *ls, struct req *req,
+                         const struct limits_levels *lv, int64_t *cost,
+                         int64_t wait_ns, unsigned form)
+{
+    const struct limits_level *deep;
+    struct limiter_lease *l;
+    struct rl_decision d;
+    uint64_t now;
+    int64_t v[5];
+    bool eligible;
+
+    if (ls == NULL || !ls->on || lv->n == 0) {
+        return 0;
+    }
+    deep = &lv->level[lv->n - 1];
+    if (deep->lease <= 0) {
+        return 0;
+    }
+    limiter_lease_tree_check(ls);
+    now = limiter_lease_now(ls);
+    l = hmap_get(&ls->map, deep->path, deep->path_len);
+    if (l != NULL && l->state == LIMITER_LEASE_IN_FLIGHT && l->taker == req) {
+        /* The same take tried again (overrides changed under it). */
+        *cost = l->n;
+        return 0;
+    }
+    if (l != NULL && (limiter_lease_expired(l, now, ls->ms) ||
+                      (l->state == LIMITER_LEASE_LIVE &&
+                       (l->units < *cost || l->n != deep->lease)))) {
+        /* Over, or too little left for this check: given back first. */
+        hmap_del(&ls->map, deep->path, deep->path_len);
+        limiter_lease_send_back(ls, l);
+        px_free(l);
+        l = NULL;
+    }
+    eligible = wait_ns == 0 && !(form & LIMITER_REPLY_HEADERS) &&
+               limiter_lease_no_shadow(ls, lv);
+    switch (limiter_lease_use(l, deep->lease, *cost, eligible)) {
+    case LIMITER_LEASE_PLAIN:
+        return 0;
+    case LIMITER_LEASE_LOCAL:
+        l->units -= *cost;
+        ls->hits++;
+        limiter_lease_reply(l, (int64_t)(now - l->since_ms) * RL_NS_PER_MS, &d);
+        if (form & LIMITER_REPLY_MS) {
+            rl_reply_ints_ms(&d, v);
+        } else {
+            rl_reply_ints(&d, v);
+        }
+        limiter_reply_ints(req, v);
+        return 1;
+    case LIMITER_LEASE_TAKE:
+        break;
+    }
+    if (ls->map.count >= ls->max) {
+        return 0;
+    }
+    l = px_calloc(1, sizeof(*l) + deep->path_len + 1);
+    l->state = LIMITER_LEASE_IN_FLIGHT;
+    l->n = deep->lease;
+    l->since_ms = now;
+    l->taker = req;
+    l->taker_cost = *cost;
+    l->plen = deep->path_len;
+    memcpy(l->path, deep->path, deep->path_len);
+    hmap_put(&ls->map, l->path, l->plen, l);
+    *cost = l->n;
+    return 0;
+}
+
+int limiter_lease_after(struct limiter_leases *ls, struct store_check *c,
+                        struct rl_decision *agg)
+{
+    const struct limits_level *deep;
+    struct limiter_lease *l;
+    unsigned i;
+
+    if (ls == NULL || !ls->on || c->op != STORE_CHECK || c->lv->n == 0) {
+        return 0;
+    }
+    deep = &c->lv->level[c->lv->n - 1];
+    l = hmap_get(&ls->map, deep->path, deep->path_len);
+    if (l == NULL || l->state != LIMITER_LEASE_IN_FLIGHT ||
+        l->taker != c->root) {
+        return 0;
+    }
+    l->taker = NULL;
+    l->since_ms = limiter_lease_now(ls);
+    if (agg->limited) {
+        l->state = LIMITER_LEASE_OFF;
+        return 1;
+    }
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].fail_open) {
+            /* Admitted undecided (the store down, fail_open): nothing
+             * was taken, so there is nothing to lease or give back. */
+            l->state = LIMITER_LEASE_OFF;
+            return 0;
+        }
+    }
+    ls->takes++;
+    l->state = LIMITER_LEASE_LIVE;
+    l->units = l->n - l->taker_cost;
+    l->taken = *agg;
+    agg->remaining += l->units;
+    return 0;
+}
+
+void limiter_lease_drop_arg(struct limiter_leases *ls, struct req *req, int arg,
+                            bool give_back)
+{
+    const char *p;
+    size_t len;
+
+    if (!ls->on || ls->map.count == 0 || req->cmd->argc <= arg) {
+        return;
+    }
+    p = resp_cmd_arg(req->cmd, arg, &len);
+    limiter_lease_drop(ls, p, len, give_back);
+}

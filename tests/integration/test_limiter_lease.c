@@ -1,0 +1,262 @@
+/* Leases (limits.yaml `lease: N` on a node, limiter_lease_ms) through the
+ * real binary, on one Redis and on a cluster of 3 masters:
+ *
+ * - 25 checks of a leased identity (lease: 10) cost Redis 3 script calls,
+ *   each reply the exact one a plain check gives (a fixed window: the
+ *   lease's remaining is what Redis holds plus what the lease keeps), and
+ *   INFO counts 22 hits and 3 takes; a check of COST 11 > 10 goes straight
+ *   to Redis;
+ * - after limiter_lease_ms without traffic, what is left goes back: Redis
+ *   holds exactly what was admitted;
+ * - two proxies hammering one identity, both pipelined, never admit more
+ *   than its 50 a day; once their leases went back, Redis holds exactly
+ *   what they admitted;
+ * - a RELOAD gives every lease back; a RESET of the path drops its lease.
+ *
+ * Windows are a day long, so counts never move while a test runs. */
+#include "tests/support/px_test.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/integration/cluster_fixture.h"
+#include "tests/integration/fixture.h"
+#include "tests/integration/limiter_support.h"
+
+PX_TEST_SUITE(it_lease);
+
+static const char lease_yaml[] =
+    "hot:\n"
+    "  children:\n"
+    "    \"*\":\n"
+    "      limits:\n"
+    "        - {algorithm: fixed_window, max: 50, window: 1d}\n"
+    "      lease: 10\n"
+    "slot:\n"
+    "  children:\n"
+    "    \"*\":\n"
+    "      limits:\n"
+    "        - {algorithm: concurrency, max: 1}\n"
+    "        - {algorithm: fixed_window, max: 50, window: 1d}\n"
+    "      lease: 10\n";
+
+/* Long leases (kept while a test runs) and short ones (gone in 50 ms). */
+#define LONG  "limiter_lease_ms: 60000\n"
+#define SHORT "limiter_lease_ms: 50\n"
+
+static void init_single_long(void)
+{
+    px_limits_start(PX_MODE_SINGLE, lease_yaml, LONG);
+}
+
+static void init_cluster_long(void)
+{
+    px_limits_start(PX_MODE_CLUSTER, lease_yaml, LONG);
+}
+
+static void init_single_short(void)
+{
+    px_limits_start(PX_MODE_SINGLE, lease_yaml, SHORT);
+}
+
+static struct px_child second; /* a peer proxy in front of the same Redis */
+
+static void fini_second(void)
+{
+    if (second.pid > 0) {
+        px_proxy_stop(&second, SIGKILL);
+    }
+    px_env_fini();
+}
+
+/* Asserts limited, limit and remaining of a five-integer reply. */
+static void expect3(redisReply *r, const char *what, long long limited,
+                    long long limit, long long remaining)
+{
+    struct px_five f = px_take_five(r, what);
+
+    cr_assert(f.limited == limited && f.limit == limit &&
+                  f.remaining == remaining,
+              "%s: [%lld, %lld, %lld, ..], want [%lld, %lld, %lld, ..]", what,
+              f.limited, f.limit, f.remaining, limited, limit, remaining);
+}
+
+/* Script calls every node of the store has run. */
+static long long script_calls(void)
+{
+    long long n = 0;
+    int i;
+
+    if (px_mode_now() == PX_MODE_SINGLE) {
+        redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+        n = px_cmdstat_calls(d, "fcall") + px_cmdstat_calls(d, "evalsha");
+        redisFree(d);
+        return n;
+    }
+    for (i = 0; i < px_cluster()->nmasters; i++) {
+        redisContext *d = px_cluster_connect(px_cluster(), i);
+        n += px_cmdstat_calls(d, "fcall") + px_cmdstat_calls(d, "evalsha");
+        redisFree(d);
+    }
+    return n;
+}
+
+/* What Redis holds of `path`'s day (a PEEK of COST 0 reads it there: a
+ * PEEK never takes from a lease). */
+static long long held(redisContext *c, const char *path)
+{
+    struct px_five f =
+        px_take_five(px_cmd(c, "LIMITER PEEK %s COST 0", path), path);
+
+    return 50 - f.remaining;
+}
+
+/* Polls until Redis holds `want` of `path` (a give-back on its way). */
+static void held_poll(redisContext *c, const char *path, long long want)
+{
+    long long h = -1;
+    int i;
+
+    for (i = 0; i < 500; i++) {
+        h = held(c, path);
+        if (h == want) {
+            return;
+        }
+        px_sleep_ms(10);
+    }
+    cr_assert_fail("%s: Redis holds %lld, want %lld", path, h, want);
+}
+
+static void calls_and_replies(void)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    long long before = script_calls();
+    int i;
+
+    for (i = 1; i <= 25; i++) {
+        struct px_five f =
+            px_take_five(px_cmd(c, "LIMITER CHECK hot:a"), "hot:a");
+        if (f.limited != 0 || f.limit != 50 || f.remaining != 50 - i) {
+            cr_assert_fail("check %d: [%lld, %lld, %lld], want [0, 50, %d]", i,
+                           f.limited, f.limit, f.remaining, 50 - i);
+        }
+    }
+    cr_assert_eq(script_calls() - before, 3, "25 checks: %lld script calls",
+                 script_calls() - before);
+    cr_assert_eq(px_info_int(c, "limiter_lease_hits"), 22);
+    cr_assert_eq(px_info_int(c, "limiter_lease_takes"), 3);
+    /* Redis holds the three leases: 30, of which 25 admitted. */
+    cr_assert_eq(held(c, "hot:a"), 30);
+
+    /* RESET drops the lease with the keys: the next check starts over. */
+    freeReplyObject(px_cmd_admin(c, "LIMITER RESET hot:a"));
+    expect3(px_cmd(c, "LIMITER CHECK hot:a"), "hot:a", 0, 50, 49);
+    cr_assert_eq(held(c, "hot:a"), 10);
+
+    /* COST 11 > lease 10: one plain call, no lease. */
+    before = script_calls();
+    expect3(px_cmd(c, "LIMITER CHECK hot:b COST 11"), "hot:b", 0, 50, 39);
+    cr_assert_eq(script_calls() - before, 1);
+    cr_assert_eq(px_info_int(c, "limiter_lease_takes"), 4);
+    cr_assert_eq(held(c, "hot:b"), 11);
+
+    /* A path with a concurrency level never leases: each check must take
+     * its token's slot, so the second holder is refused. */
+    before = px_info_int(c, "limiter_lease_takes");
+    expect3(px_cmd(c, "LIMITER CHECK slot:a ID t1"), "slot:a t1", 0, 1, 0);
+    expect3(px_cmd(c, "LIMITER CHECK slot:a ID t2"), "slot:a t2", 1, 1, 0);
+    cr_assert_eq(px_info_int(c, "limiter_lease_takes"), before);
+    redisFree(c);
+}
+
+Test(it_lease, single_calls_and_replies, .init = init_single_long,
+     .fini = px_env_fini, .timeout = 60)
+{
+    calls_and_replies();
+}
+
+Test(it_lease, cluster_calls_and_replies, .init = init_cluster_long,
+     .fini = px_cluster_fini, .timeout = 120)
+{
+    calls_and_replies();
+}
+
+Test(it_lease, single_expiry_gives_back, .init = init_single_short,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c;
+
+    c = px_connect(px_env()->proxy.port);
+    expect3(px_cmd(c, "LIMITER CHECK hot:c COST 3"), "hot:c", 0, 50, 47);
+    /* The 7 units the lease kept go back: Redis holds the 3 admitted. */
+    held_poll(c, "hot:c", 3);
+    cr_assert_eq(px_info_int(c, "limiter_lease_returned_units"), 7);
+    redisFree(c);
+}
+
+Test(it_lease, single_two_proxies_never_over_admit, .init = init_single_short,
+     .fini = fini_second, .timeout = 60)
+{
+    redisContext *c[2];
+    long long admitted = 0;
+    int i, k, round;
+
+    px_path(second.log, sizeof(second.log), "cellgate-second.stderr");
+    px_proxy_start_for(&second, &px_env()->redis, px_limits_conf());
+    c[0] = px_connect(px_env()->proxy.port);
+    c[1] = px_connect(second.port);
+    /* Rounds of 5 pipelined checks on each proxy, 160 in all: a round
+     * finds the lease its proxy took in an earlier one. */
+    for (round = 0; round < 16; round++) {
+        for (k = 0; k < 2; k++) {
+            for (i = 0; i < 5; i++) {
+                redisAppendCommand(c[k], "LIMITER CHECK hot:d");
+            }
+        }
+        for (k = 0; k < 2; k++) {
+            for (i = 0; i < 5; i++) {
+                redisReply *r = NULL;
+                struct px_five f;
+                cr_assert_eq(redisGetReply(c[k], (void **)&r), REDIS_OK);
+                f = px_take_five(r, "hot:d");
+                admitted += f.limited == 0;
+            }
+        }
+    }
+    cr_assert(admitted > 0 && admitted <= 50, "admitted %lld", admitted);
+    cr_assert_gt(px_info_int(c[0], "limiter_lease_hits") +
+                     px_info_int(c[1], "limiter_lease_hits"),
+                 0);
+    /* Once both proxies gave back, Redis holds what they admitted. */
+    held_poll(c[0], "hot:d", admitted);
+    redisFree(c[0]);
+    redisFree(c[1]);
+    px_proxy_stop_clean(&second, SIGTERM);
+}
+
+Test(it_lease, single_reload_gives_back, .init = init_single_long,
+     .fini = px_env_fini, .timeout = 60)
+{
+    char path[PX_PATH_MAX];
+    redisContext *c;
+    redisReply *r;
+
+    c = px_connect(px_env()->proxy.port);
+    expect3(px_cmd(c, "LIMITER CHECK hot:e"), "hot:e", 0, 50, 49);
+    cr_assert_eq(held(c, "hot:e"), 10);
+    /* The rules change (another node): the lease goes back. */
+    px_write_file(path, sizeof(path), "limits.yaml",
+                  "other:\n  limits: [1, 1, 1]\n" /* a new node */
+                  "hot:\n"
+                  "  children:\n"
+                  "    \"*\":\n"
+                  "      limits:\n"
+                  "        - {algorithm: fixed_window, max: 50, window: 1d}\n"
+                  "      lease: 10\n");
+    r = px_cmd_admin(c, "LIMITER RELOAD");
+    cr_assert_eq(r->type, REDIS_REPLY_STATUS, "RELOAD: %s", r->str);
+    freeReplyObject(r);
+    held_poll(c, "hot:e", 1);
+    redisFree(c);
+}
