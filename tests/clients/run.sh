@@ -271,7 +271,10 @@ upstream_tls_ca_cert_file: $TLS_DIR/ca.crt
 upstream_tls_cert_file: $TLS_DIR/client.crt
 upstream_tls_key_file: $TLS_DIR/client.key
 EOF
-        "$CG" --config "$MODEDIR/proxy.yaml" >"$MODEDIR/cellgate.log" 2>&1 &
+        # The same limits.yaml as the plain modes: the limiter's checks run
+        # over TLS too.
+        "$CG" --config "$MODEDIR/proxy.yaml" --limits "$HERE/limits.yaml" \
+            >"$MODEDIR/cellgate.log" 2>&1 &
         CG_PID=$!
         if wait_ping "$PLAIN_PPORT" && wait_serving "$PLAIN_PPORT"; then
             PPORT=$tport
