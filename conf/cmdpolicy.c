@@ -28,9 +28,43 @@ struct cmdpolicy_cmd {
 
 #define CMDPOLICY_NCMDS (sizeof(cmdpolicy_cmds) / sizeof(cmdpolicy_cmds[0]))
 
-_Static_assert(sizeof(cmdpolicy_cmds) / sizeof(cmdpolicy_cmds[0]) <=
+/* cellgate's own commands, after the generated table's entries (their
+ * bits follow), so that an operator can write "-limiter|adjust" (a client
+ * that may give any identity's units back or charge it into debt) or
+ * "-cl.throttle". Sorted as the table is, the command before its
+ * subcommands. No Redis category: only command rules, "allcommands" and
+ * "nocommands" (and "+@all"/"-@all") reach them, so no category rule of a
+ * Redis user changes what they did before they were named here; and they
+ * are never part of the rules given to Redis (cmdpolicy_acl_rules), which
+ * does not know them. */
+static const char *const cmdpolicy_own[] = {
+    "cl.throttle",      "limiter",       "limiter|adjust",  "limiter|check",
+    "limiter|override", "limiter|peek",  "limiter|release", "limiter|reload",
+    "limiter|reset",    "limiter|rules",
+};
+
+#define CMDPOLICY_NOWN (sizeof(cmdpolicy_own) / sizeof(cmdpolicy_own[0]))
+/* Entries of both tables: bits 0 .. CMDPOLICY_NCMDS - 1 the generated
+ * table's, then cmdpolicy_own's. */
+#define CMDPOLICY_NALL (CMDPOLICY_NCMDS + CMDPOLICY_NOWN)
+
+_Static_assert(sizeof(cmdpolicy_cmds) / sizeof(cmdpolicy_cmds[0]) +
+                       sizeof(cmdpolicy_own) / sizeof(cmdpolicy_own[0]) <=
                    CMDPOLICY_MAX_CMDS,
                "CMDPOLICY_MAX_CMDS is too small for the table");
+
+/* The name of entry i of either table. */
+static const char *cmdpolicy_name(size_t i)
+{
+    return i < CMDPOLICY_NCMDS ? cmdpolicy_cmds[i].name
+                               : cmdpolicy_own[i - CMDPOLICY_NCMDS];
+}
+
+/* The categories of entry i (none for cellgate's own). */
+static unsigned cmdpolicy_cats(size_t i)
+{
+    return i < CMDPOLICY_NCMDS ? cmdpolicy_cmds[i].cats : 0;
+}
 
 /* Longest "name|sub" looked up; longer names are in no table entry. */
 #define CMDPOLICY_NAME_MAX 64
@@ -83,6 +117,8 @@ static long cmdpolicy_find(const char *name)
 
     _Static_assert(CMDPOLICY_HASH_SLOTS > CMDPOLICY_NCMDS,
                    "the index needs an empty slot");
+    size_t k;
+
     while (cmdpolicy_index[h] >= 0) {
         const char *entry = cmdpolicy_cmds[cmdpolicy_index[h]].name;
         if (strcmp(entry, name) == 0) {
@@ -90,17 +126,23 @@ static long cmdpolicy_find(const char *name)
         }
         h = (h + 1) % CMDPOLICY_HASH_SLOTS;
     }
+    /* Ten names, only for what Redis does not know. */
+    for (k = 0; k < CMDPOLICY_NOWN; k++) {
+        if (strcmp(cmdpolicy_own[k], name) == 0) {
+            return (long)(CMDPOLICY_NCMDS + k);
+        }
+    }
     return -1;
 }
 
 /* True when entry j is a subcommand of entry i (a command). */
 static int cmdpolicy_is_sub_of(size_t j, size_t i)
 {
-    size_t n = strlen(cmdpolicy_cmds[i].name);
+    size_t n = strlen(cmdpolicy_name(i));
 
-    return j < CMDPOLICY_NCMDS &&
-           strncmp(cmdpolicy_cmds[j].name, cmdpolicy_cmds[i].name, n) == 0 &&
-           cmdpolicy_cmds[j].name[n] == '|';
+    return j < CMDPOLICY_NALL &&
+           strncmp(cmdpolicy_name(j), cmdpolicy_name(i), n) == 0 &&
+           cmdpolicy_name(j)[n] == '|';
 }
 
 /* ---------------- Rules ---------------- */
@@ -110,8 +152,8 @@ static void cmdpolicy_set_category(struct cmdpolicy *p, unsigned cat, int deny)
 {
     size_t i;
 
-    for (i = 0; i < CMDPOLICY_NCMDS; i++) {
-        if (cat == 0 || (cmdpolicy_cmds[i].cats & cat)) {
+    for (i = 0; i < CMDPOLICY_NALL; i++) {
+        if (cat == 0 || (cmdpolicy_cats(i) & cat)) {
             cmdpolicy_set(p, i, deny);
         }
     }

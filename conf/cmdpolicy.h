@@ -1,9 +1,10 @@
 /* cmdpolicy: which commands an ordinary (not admin) client may run.
  *
  * The policy is one bit per command and subcommand of a static table
- * (every command of Redis 7.0 with its ACL categories, conf/cmdpolicy_table.h)
- * plus one bit for the commands the table does not know (newer Redis,
- * modules). It starts from the default (cmdpolicy_init) and is adjusted by
+ * (every command of Redis 7.0 with its ACL categories, conf/cmdpolicy_table.h),
+ * one bit per command and subcommand of cellgate's own (CL.THROTTLE,
+ * LIMITER and its subcommands: "-limiter|adjust"), and one bit for the
+ * commands neither knows (newer Redis, modules). It starts from the default (cmdpolicy_init) and is adjusted by
  * rules in Redis's ACL syntax, applied in order: "+get", "-keys",
  * "+client|kill", "-config|get", "+@dangerous", "-@admin", "allcommands"
  * (= "+@all"), "nocommands" (= "-@all"). Names are case-insensitive.

@@ -55,12 +55,14 @@ static void init_cluster(void)
 
 static void init_single_rules(void)
 {
-    init_single_with(ADMIN_YAML "commands: \"+flushall -get\"\n");
+    init_single_with(ADMIN_YAML
+                     "commands: \"+flushall -get -limiter|adjust\"\n");
 }
 
 static void init_cluster_rules(void)
 {
-    init_cluster_with(ADMIN_YAML "commands:\n  - +flushall\n  - -GET\n");
+    init_cluster_with(ADMIN_YAML "commands:\n  - +flushall\n  - -GET\n"
+                                 "  - -LIMITER|ADJUST\n");
 }
 
 static void fini(void)
@@ -507,11 +509,13 @@ Test(it_policy, admin_runs_them_cluster, .init = init_cluster, .fini = fini,
 
 /* ---------------- commands: ---------------- */
 
-/* "+flushall -get": FLUSHALL is allowed, GET refused, the rest of the
- * default stays. */
+/* "+flushall -get -limiter|adjust": FLUSHALL is allowed, GET and LIMITER
+ * ADJUST refused (a client that could give any identity's units back),
+ * the rest of the default stays (LIMITER's other forms among it). */
 static void run_rules(void)
 {
     redisContext *d[MAX_MASTERS], *a, *b;
+    redisReply *r;
     int nd, i;
 
     b = px_connect(px_env()->proxy.port);
@@ -529,10 +533,20 @@ static void run_rules(void)
         px_check_int(px_cmd(d[i], "DBSIZE"), 0);
     }
     px_check_int(px_cmd(b, "EXISTS pol:seed:0 pol:k"), 0);
+    px_check_error(px_cmd(a, "LIMITER ADJUST user:1 -5"), NOPERM);
+    px_check_error(px_cmd(a, "limiter Adjust user:1 5"), NOPERM);
+    r = px_cmd(a, "LIMITER pol:cl 1 10 60"); /* CL.THROTTLE's form */
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 5);
+    freeReplyObject(r);
     /* An admin is not bound by the rules. */
     px_check_status(px_cmd(b, "AUTH admin %s", ADMIN_PASS), "OK");
     px_check_status(px_cmd(b, "SET pol:k v"), "OK");
     px_check_str(px_cmd(b, "GET pol:k"), "v");
+    r = px_cmd(b, "LIMITER ADJUST user:1 -5"); /* no tree: not NOPERM */
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ERROR &&
+                  strstr(r->str, "NOPERM") == NULL,
+              "%s", r != NULL && r->str != NULL ? r->str : "(null)");
+    freeReplyObject(r);
     pol_close(d, nd);
     redisFree(a);
     redisFree(b);

@@ -273,3 +273,46 @@ Test(cmdpolicy, every_table_entry_is_found_by_its_name)
         cr_assert(!allows(&but, cmd, bar != NULL ? bar + 1 : NULL), "%s", name);
     }
 }
+
+/* cellgate's own commands take rules like Redis's: one LIMITER subcommand
+ * can be denied (a client that could give any identity's units back), the
+ * command as a whole covers the CL.THROTTLE form ("LIMITER <key> ..."),
+ * Redis's categories leave them alone, and the rules given to the Redis
+ * users never name them (Redis would refuse the unknown command). */
+Test(cmdpolicy, own_commands_take_command_rules)
+{
+    struct cmdpolicy p;
+    char acl[8192];
+
+    cmdpolicy_init(&p);
+    apply(&p, "-limiter|adjust -LIMITER|Release");
+    cr_assert_not(allows(&p, "LIMITER", "ADJUST"));
+    cr_assert_not(allows(&p, "limiter", "release"));
+    cr_assert(allows(&p, "limiter", "check"));
+    cr_assert(allows(&p, "limiter", "peek"));
+    cr_assert(allows(&p, "limiter", "user:1"));
+    cr_assert(allows(&p, "cl.throttle", "k"));
+    cr_assert_lt(cmdpolicy_acl_rules(&p, acl, sizeof(acl)), sizeof(acl));
+    cr_assert_null(strstr(acl, "limiter"), "%s", acl);
+
+    cmdpolicy_init(&p);
+    apply(&p, "-limiter +limiter|check -cl.throttle");
+    cr_assert(allows(&p, "limiter", "check"));
+    cr_assert_not(allows(&p, "limiter", "adjust"));
+    cr_assert_not(allows(&p, "limiter", "key"));
+    cr_assert_not(allows(&p, "cl.throttle", "k"));
+    cr_assert_lt(cmdpolicy_acl_rules(&p, acl, sizeof(acl)), sizeof(acl));
+    cr_assert_null(strstr(acl, "throttle"), "%s", acl);
+
+    /* Categories: none of Redis's covers them; @all and nocommands do. */
+    cmdpolicy_init(&p);
+    apply(&p, "-@write -@fast -@slow -@keyspace");
+    cr_assert(allows(&p, "limiter", "adjust"));
+    cr_assert(allows(&p, "cl.throttle", "k"));
+    apply(&p, "nocommands +limiter|peek");
+    cr_assert(allows(&p, "limiter", "peek"));
+    cr_assert_not(allows(&p, "limiter", "check"));
+    cr_assert_not(allows(&p, "cl.throttle", "k"));
+    cr_assert_eq(cmdpolicy_apply_all(&p, "-limiter|nosuch", NULL, NULL),
+                 CMDPOLICY_ECOMMAND);
+}
