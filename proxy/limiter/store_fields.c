@@ -34,6 +34,31 @@ static int store_fields_fw_params(const struct limits_fixed_window *fw,
     return fixed_window_params_init(p, fw->max, fw->window_ms, err);
 }
 
+/* The model's parameters of a token_bucket limit, its warm-up included. */
+static int store_fields_tb_params(const struct limits_token_bucket *tb,
+                                  struct token_bucket_params *p,
+                                  const char **err)
+{
+    if (token_bucket_params_init(p, tb->capacity, tb->refill_per_sec_micro,
+                                 err) != TOKEN_BUCKET_OK) {
+        return TOKEN_BUCKET_EARGS;
+    }
+    if (tb->warmup_ms > 0) {
+        return token_bucket_params_warmup(p, tb->warmup_ms, tb->cold_factor,
+                                          err);
+    }
+    return TOKEN_BUCKET_OK;
+}
+
+/* The model's parameters of a leaky_bucket limit. */
+static int store_fields_lb_params(const struct limits_leaky_bucket *lb,
+                                  struct leaky_bucket_params *p,
+                                  const char **err)
+{
+    return leaky_bucket_params_init(p, lb->size, lb->drip_ms, lb->drip_size,
+                                    err);
+}
+
 /* Takes a model's decision into *out: its integers, whether it writes. */
 static void store_fields_take(const struct rl_decision *d, int write,
                               int64_t expiry_ms,
@@ -53,13 +78,8 @@ int store_fields_decide(const struct limits_limit *lim,
     case LIMITS_TOKEN_BUCKET: {
         struct token_bucket_params p;
         struct token_bucket_result r;
-        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
-                                     lim->u.token_bucket.refill_per_sec_micro,
-                                     err) != TOKEN_BUCKET_OK ||
-            (lim->u.token_bucket.warmup_ms > 0 &&
-             token_bucket_params_warmup(&p, lim->u.token_bucket.warmup_ms,
-                                        lim->u.token_bucket.cold_factor,
-                                        err) != TOKEN_BUCKET_OK) ||
+        if (store_fields_tb_params(&lim->u.token_bucket, &p, err) !=
+                TOKEN_BUCKET_OK ||
             token_bucket_decide(&p, st ? &st->tb : NULL, now_ns, cost, &r,
                                 err) != TOKEN_BUCKET_OK) {
             return -1;
@@ -72,9 +92,8 @@ int store_fields_decide(const struct limits_limit *lim,
     case LIMITS_LEAKY_BUCKET: {
         struct leaky_bucket_params p;
         struct leaky_bucket_result r;
-        if (leaky_bucket_params_init(
-                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
-                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+        if (store_fields_lb_params(&lim->u.leaky_bucket, &p, err) !=
+                LEAKY_BUCKET_OK ||
             leaky_bucket_decide(&p, st ? &st->lb : NULL, now_ns, cost, &r,
                                 err) != LEAKY_BUCKET_OK) {
             return -1;
@@ -158,13 +177,8 @@ int store_fields_adjust(const struct limits_limit *lim,
     case LIMITS_TOKEN_BUCKET: {
         struct token_bucket_params p;
         struct token_bucket_result r;
-        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
-                                     lim->u.token_bucket.refill_per_sec_micro,
-                                     err) != TOKEN_BUCKET_OK ||
-            (lim->u.token_bucket.warmup_ms > 0 &&
-             token_bucket_params_warmup(&p, lim->u.token_bucket.warmup_ms,
-                                        lim->u.token_bucket.cold_factor,
-                                        err) != TOKEN_BUCKET_OK) ||
+        if (store_fields_tb_params(&lim->u.token_bucket, &p, err) !=
+                TOKEN_BUCKET_OK ||
             token_bucket_adjust(&p, st ? &st->tb : NULL, now_ns, delta, &r,
                                 err) != TOKEN_BUCKET_OK) {
             return -1;
@@ -177,9 +191,8 @@ int store_fields_adjust(const struct limits_limit *lim,
     case LIMITS_LEAKY_BUCKET: {
         struct leaky_bucket_params p;
         struct leaky_bucket_result r;
-        if (leaky_bucket_params_init(
-                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
-                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+        if (store_fields_lb_params(&lim->u.leaky_bucket, &p, err) !=
+                LEAKY_BUCKET_OK ||
             leaky_bucket_adjust(&p, st ? &st->lb : NULL, now_ns, delta, &r,
                                 err) != LEAKY_BUCKET_OK) {
             return -1;
@@ -266,13 +279,8 @@ int store_fields_decide_wait(const struct limits_limit *lim,
     if (wait_ns > 0 && lim->algo == LIMITS_TOKEN_BUCKET) {
         struct token_bucket_params p;
         struct token_bucket_result r;
-        if (token_bucket_params_init(&p, lim->u.token_bucket.capacity,
-                                     lim->u.token_bucket.refill_per_sec_micro,
-                                     err) != TOKEN_BUCKET_OK ||
-            (lim->u.token_bucket.warmup_ms > 0 &&
-             token_bucket_params_warmup(&p, lim->u.token_bucket.warmup_ms,
-                                        lim->u.token_bucket.cold_factor,
-                                        err) != TOKEN_BUCKET_OK) ||
+        if (store_fields_tb_params(&lim->u.token_bucket, &p, err) !=
+                TOKEN_BUCKET_OK ||
             token_bucket_decide_wait(&p, st ? &st->tb : NULL, now_ns, cost,
                                      wait_ns, &r, err) != TOKEN_BUCKET_OK) {
             return -1;
@@ -285,9 +293,8 @@ int store_fields_decide_wait(const struct limits_limit *lim,
     if (wait_ns > 0 && lim->algo == LIMITS_LEAKY_BUCKET) {
         struct leaky_bucket_params p;
         struct leaky_bucket_result r;
-        if (leaky_bucket_params_init(
-                &p, lim->u.leaky_bucket.size, lim->u.leaky_bucket.drip_ms,
-                lim->u.leaky_bucket.drip_size, err) != LEAKY_BUCKET_OK ||
+        if (store_fields_lb_params(&lim->u.leaky_bucket, &p, err) !=
+                LEAKY_BUCKET_OK ||
             leaky_bucket_decide_wait(&p, st ? &st->lb : NULL, now_ns, cost,
                                      wait_ns, &r, err) != LEAKY_BUCKET_OK) {
             return -1;
