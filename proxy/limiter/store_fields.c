@@ -69,19 +69,39 @@ static void store_fields_take(const struct rl_decision *d, int write,
     out->expiry_ms = expiry_ms;
 }
 
-int store_fields_decide(const struct limits_limit *lim,
-                        const union store_fields *st, int64_t now_ns,
-                        int64_t cost, struct store_fields_result *out,
-                        const char **err)
+/* What store_fields_run asks of a limit's model. */
+enum store_fields_op {
+    STORE_FIELDS_DECIDE, /* a check or peek of `amount` */
+    STORE_FIELDS_WAIT,   /* a check with WAIT (the buckets reserve) */
+    STORE_FIELDS_ADJUST, /* LIMITER ADJUST of `amount` */
+};
+
+/* The one switch over the algorithms: the model's parameters of `lim`,
+ * then its decide, decide_wait (buckets; the others decide) or adjust,
+ * which share their arguments but the wait. 0 with *out set, or -1 and
+ * *err. */
+static int store_fields_run(const struct limits_limit *lim,
+                            const union store_fields *st, int64_t now_ns,
+                            int64_t amount, int64_t wait_ns,
+                            enum store_fields_op op,
+                            struct store_fields_result *out, const char **err)
 {
     switch (lim->algo) {
     case LIMITS_TOKEN_BUCKET: {
+        const struct token_bucket_state *s = st ? &st->tb : NULL;
         struct token_bucket_params p;
         struct token_bucket_result r;
-        if (store_fields_tb_params(&lim->u.token_bucket, &p, err) !=
-                TOKEN_BUCKET_OK ||
-            token_bucket_decide(&p, st ? &st->tb : NULL, now_ns, cost, &r,
-                                err) != TOKEN_BUCKET_OK) {
+        int rc = store_fields_tb_params(&lim->u.token_bucket, &p, err);
+
+        if (rc == TOKEN_BUCKET_OK) {
+            rc = op == STORE_FIELDS_ADJUST
+                     ? token_bucket_adjust(&p, s, now_ns, amount, &r, err)
+                 : op == STORE_FIELDS_WAIT
+                     ? token_bucket_decide_wait(&p, s, now_ns, amount, wait_ns,
+                                                &r, err)
+                     : token_bucket_decide(&p, s, now_ns, amount, &r, err);
+        }
+        if (rc != TOKEN_BUCKET_OK) {
             return -1;
         }
         out->next.tb = r.next;
@@ -90,12 +110,20 @@ int store_fields_decide(const struct limits_limit *lim,
         return 0;
     }
     case LIMITS_LEAKY_BUCKET: {
+        const struct leaky_bucket_state *s = st ? &st->lb : NULL;
         struct leaky_bucket_params p;
         struct leaky_bucket_result r;
-        if (store_fields_lb_params(&lim->u.leaky_bucket, &p, err) !=
-                LEAKY_BUCKET_OK ||
-            leaky_bucket_decide(&p, st ? &st->lb : NULL, now_ns, cost, &r,
-                                err) != LEAKY_BUCKET_OK) {
+        int rc = store_fields_lb_params(&lim->u.leaky_bucket, &p, err);
+
+        if (rc == LEAKY_BUCKET_OK) {
+            rc = op == STORE_FIELDS_ADJUST
+                     ? leaky_bucket_adjust(&p, s, now_ns, amount, &r, err)
+                 : op == STORE_FIELDS_WAIT
+                     ? leaky_bucket_decide_wait(&p, s, now_ns, amount, wait_ns,
+                                                &r, err)
+                     : leaky_bucket_decide(&p, s, now_ns, amount, &r, err);
+        }
+        if (rc != LEAKY_BUCKET_OK) {
             return -1;
         }
         out->next.lb = r.next;
@@ -104,12 +132,17 @@ int store_fields_decide(const struct limits_limit *lim,
         return 0;
     }
     case LIMITS_FIXED_WINDOW: {
+        const struct fixed_window_state *s = st ? &st->fw : NULL;
         struct fixed_window_params p;
         struct fixed_window_result r;
-        if (store_fields_fw_params(&lim->u.fixed_window, &p, err) !=
-                FIXED_WINDOW_OK ||
-            fixed_window_decide(&p, st ? &st->fw : NULL, now_ns, cost, &r,
-                                err) != FIXED_WINDOW_OK) {
+        int rc = store_fields_fw_params(&lim->u.fixed_window, &p, err);
+
+        if (rc == FIXED_WINDOW_OK) {
+            rc = op == STORE_FIELDS_ADJUST
+                     ? fixed_window_adjust(&p, s, now_ns, amount, &r, err)
+                     : fixed_window_decide(&p, s, now_ns, amount, &r, err);
+        }
+        if (rc != FIXED_WINDOW_OK) {
             return -1;
         }
         out->next.fw = r.next;
@@ -118,13 +151,19 @@ int store_fields_decide(const struct limits_limit *lim,
         return 0;
     }
     case LIMITS_SLIDING_COUNTER: {
+        const struct sliding_counter_state *s = st ? &st->sc : NULL;
         struct sliding_counter_params p;
         struct sliding_counter_result r;
-        if (sliding_counter_params_init(&p, lim->u.sliding_counter.max,
-                                        lim->u.sliding_counter.window_ms,
-                                        err) != SLIDING_COUNTER_OK ||
-            sliding_counter_decide(&p, st ? &st->sc : NULL, now_ns, cost, &r,
-                                   err) != SLIDING_COUNTER_OK) {
+        int rc =
+            sliding_counter_params_init(&p, lim->u.sliding_counter.max,
+                                        lim->u.sliding_counter.window_ms, err);
+
+        if (rc == SLIDING_COUNTER_OK) {
+            rc = op == STORE_FIELDS_ADJUST
+                     ? sliding_counter_adjust(&p, s, now_ns, amount, &r, err)
+                     : sliding_counter_decide(&p, s, now_ns, amount, &r, err);
+        }
+        if (rc != SLIDING_COUNTER_OK) {
             return -1;
         }
         out->next.sc = r.next;
@@ -139,74 +178,22 @@ int store_fields_decide(const struct limits_limit *lim,
     return -1;
 }
 
+int store_fields_decide(const struct limits_limit *lim,
+                        const union store_fields *st, int64_t now_ns,
+                        int64_t cost, struct store_fields_result *out,
+                        const char **err)
+{
+    return store_fields_run(lim, st, now_ns, cost, 0, STORE_FIELDS_DECIDE, out,
+                            err);
+}
+
 int store_fields_adjust(const struct limits_limit *lim,
                         const union store_fields *st, int64_t now_ns,
                         int64_t delta, struct store_fields_result *out,
                         const char **err)
 {
-    switch (lim->algo) {
-    case LIMITS_FIXED_WINDOW: {
-        struct fixed_window_params p;
-        struct fixed_window_result r;
-        if (store_fields_fw_params(&lim->u.fixed_window, &p, err) !=
-                FIXED_WINDOW_OK ||
-            fixed_window_adjust(&p, st ? &st->fw : NULL, now_ns, delta, &r,
-                                err) != FIXED_WINDOW_OK) {
-            return -1;
-        }
-        out->next.fw = r.next;
-        store_fields_take(&r.d, r.write == FIXED_WINDOW_WRITE_SET, r.expiry_ms,
-                          out);
-        return 0;
-    }
-    case LIMITS_SLIDING_COUNTER: {
-        struct sliding_counter_params p;
-        struct sliding_counter_result r;
-        if (sliding_counter_params_init(&p, lim->u.sliding_counter.max,
-                                        lim->u.sliding_counter.window_ms,
-                                        err) != SLIDING_COUNTER_OK ||
-            sliding_counter_adjust(&p, st ? &st->sc : NULL, now_ns, delta, &r,
-                                   err) != SLIDING_COUNTER_OK) {
-            return -1;
-        }
-        out->next.sc = r.next;
-        store_fields_take(&r.d, r.write == SLIDING_COUNTER_WRITE_SET,
-                          r.expiry_ms, out);
-        return 0;
-    }
-    case LIMITS_TOKEN_BUCKET: {
-        struct token_bucket_params p;
-        struct token_bucket_result r;
-        if (store_fields_tb_params(&lim->u.token_bucket, &p, err) !=
-                TOKEN_BUCKET_OK ||
-            token_bucket_adjust(&p, st ? &st->tb : NULL, now_ns, delta, &r,
-                                err) != TOKEN_BUCKET_OK) {
-            return -1;
-        }
-        out->next.tb = r.next;
-        store_fields_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET, r.expiry_ms,
-                          out);
-        return 0;
-    }
-    case LIMITS_LEAKY_BUCKET: {
-        struct leaky_bucket_params p;
-        struct leaky_bucket_result r;
-        if (store_fields_lb_params(&lim->u.leaky_bucket, &p, err) !=
-                LEAKY_BUCKET_OK ||
-            leaky_bucket_adjust(&p, st ? &st->lb : NULL, now_ns, delta, &r,
-                                err) != LEAKY_BUCKET_OK) {
-            return -1;
-        }
-        out->next.lb = r.next;
-        store_fields_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET, r.expiry_ms,
-                          out);
-        return 0;
-    }
-    default:
-        break;
-    }
-    *err = "unknown algorithm";
-    return -1;
+    return store_fields_run(lim, st, now_ns, delta, 0, STORE_FIELDS_ADJUST, out,
+                            err);
 }
 
 const char *const *store_fields_names(enum limits_algo a)
@@ -276,33 +263,7 @@ int store_fields_decide_wait(const struct limits_limit *lim,
                              int64_t cost, int64_t wait_ns,
                              struct store_fields_result *out, const char **err)
 {
-    if (wait_ns > 0 && lim->algo == LIMITS_TOKEN_BUCKET) {
-        struct token_bucket_params p;
-        struct token_bucket_result r;
-        if (store_fields_tb_params(&lim->u.token_bucket, &p, err) !=
-                TOKEN_BUCKET_OK ||
-            token_bucket_decide_wait(&p, st ? &st->tb : NULL, now_ns, cost,
-                                     wait_ns, &r, err) != TOKEN_BUCKET_OK) {
-            return -1;
-        }
-        out->next.tb = r.next;
-        store_fields_take(&r.d, r.write == TOKEN_BUCKET_WRITE_SET, r.expiry_ms,
-                          out);
-        return 0;
-    }
-    if (wait_ns > 0 && lim->algo == LIMITS_LEAKY_BUCKET) {
-        struct leaky_bucket_params p;
-        struct leaky_bucket_result r;
-        if (store_fields_lb_params(&lim->u.leaky_bucket, &p, err) !=
-                LEAKY_BUCKET_OK ||
-            leaky_bucket_decide_wait(&p, st ? &st->lb : NULL, now_ns, cost,
-                                     wait_ns, &r, err) != LEAKY_BUCKET_OK) {
-            return -1;
-        }
-        out->next.lb = r.next;
-        store_fields_take(&r.d, r.write == LEAKY_BUCKET_WRITE_SET, r.expiry_ms,
-                          out);
-        return 0;
-    }
-    return store_fields_decide(lim, st, now_ns, cost, out, err);
+    return store_fields_run(
+        lim, st, now_ns, cost, wait_ns,
+        wait_ns > 0 ? STORE_FIELDS_WAIT : STORE_FIELDS_DECIDE, out, err);
 }
