@@ -418,6 +418,7 @@ void limiter_command(struct limiter *lm, struct req *req, int admin,
 
 void limiter_flush(struct limiter *lm)
 {
+    limiter_leases_drain(&lm->leases); /* checks a settled take held */
     if (lm->store.ops->flush != NULL) {
         lm->store.ops->flush(&lm->store, false);
     }
@@ -432,7 +433,7 @@ void limiter_send_all(struct limiter *lm)
 
 bool limiter_queued(const struct limiter *lm)
 {
-    return lm->store.queued > 0;
+    return lm->store.queued > 0 || !queue_empty(&lm->leases.ready);
 }
 
 bool limiter_caches(struct limiter *lm)
@@ -456,6 +457,7 @@ int limiter_flush_due(const struct limiter *lm)
 void limiter_cron(struct limiter *lm)
 {
     limiter_leases_cron(&lm->leases, 0);
+    limiter_leases_drain(&lm->leases);
     if (lm->store.ops->cron != NULL) {
         lm->store.ops->cron(&lm->store);
     }
