@@ -463,6 +463,18 @@ void limiter_cron(struct limiter *lm)
     }
 }
 
+bool limiter_stop_begin(struct limiter *lm, uint64_t now_ms)
+{
+    limiter_leases_give_back_all(&lm->leases);
+    limiter_send_all(lm);
+    return limiter_leases_stop_from(&lm->leases, now_ms);
+}
+
+bool limiter_stop_waits(const struct limiter *lm, uint64_t now_ms)
+{
+    return limiter_leases_stop_waits(&lm->leases, now_ms);
+}
+
 void limiter_stop(struct limiter *lm)
 {
     /* Shutdown: what the leases hold goes back before the store fails

@@ -175,12 +175,28 @@ void limiter_leases_drain(struct limiter_leases *ls)
     }
 }
 
-/* The reply of a give-back: nobody waits for it. */
+/* The reply of a give-back: only a shutdown waits for it (whatever it
+ * says: a failed one leaves the units charged, the safe side). */
 static void limiter_lease_gave(struct req *req, const char *frame, size_t len)
 {
-    (void)req;
+    struct limiter_leases *ls = req->ctx;
+
     (void)frame;
     (void)len;
+    if (ls->giving > 0) {
+        ls->giving--;
+    }
+}
+
+bool limiter_leases_stop_from(struct limiter_leases *ls, uint64_t now_ms)
+{
+    ls->stop_by = now_ms + LIMITER_LEASE_STOP_MS;
+    return ls->giving > 0;
+}
+
+bool limiter_leases_stop_waits(const struct limiter_leases *ls, uint64_t now_ms)
+{
+    return ls->giving > 0 && now_ms < ls->stop_by;
 }
 
 /* Where a give-back goes on when the store held it (a cluster before its
@@ -206,6 +222,7 @@ static void limiter_lease_send_back(struct limiter_leases *ls,
     snprintf(num, sizeof(num), "%lld", -(long long)l->units);
     ls->returned_units += (uint64_t)l->units;
     req = req_own_argv(4, argv, limiter_lease_gave, ls);
+    ls->giving++;
     ls->adjust(ls->adjust_ctx, req, limiter_lease_resume);
 }
 

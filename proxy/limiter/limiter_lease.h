@@ -107,6 +107,9 @@ struct limiter_leases {
     uint64_t hits;                     /* checks admitted from a lease */
     uint64_t takes;                    /* leases taken (admitted at Redis) */
     uint64_t returned_units;           /* units given back */
+    unsigned giving;                   /* give-backs sent, not answered */
+    uint64_t stop_by;                  /* a shutdown waits for them until
+                                          then (loop ms), or 0 */
 };
 
 /* What a check does about leases (limiter_lease_use). */
@@ -147,6 +150,19 @@ void limiter_leases_init(struct limiter_leases *ls, unsigned ms);
 /* Gives back every lease held (best effort: the ADJUSTs are sent, not
  * awaited) and forgets them: RELOAD, shutdown. */
 void limiter_leases_give_back_all(struct limiter_leases *ls);
+
+/* How long a shutdown waits, at most, for the answers of the give-backs
+ * it sent (limiter_leases_stop_waits). */
+#define LIMITER_LEASE_STOP_MS 1000
+
+/* Shutdown sent the give-backs at `now_ms`: true when some are still
+ * unanswered (the proxy waits before it closes its connections). */
+bool limiter_leases_stop_from(struct limiter_leases *ls, uint64_t now_ms);
+
+/* Whether give-backs are unanswered and LIMITER_LEASE_STOP_MS has not
+ * passed since limiter_leases_stop_from. */
+bool limiter_leases_stop_waits(const struct limiter_leases *ls,
+                               uint64_t now_ms);
 
 /* Forgets every lease (nothing sent) and frees the map. */
 void limiter_leases_free(struct limiter_leases *ls);
