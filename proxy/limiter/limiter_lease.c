@@ -342,14 +342,17 @@ int limiter_lease_before(struct limiter_leases *ls, struct req *req,
     int64_t v[5];
     bool eligible;
 
-    if (ls == NULL || !ls->on || lv->n == 0) {
+    if (ls == NULL || !ls->on) {
+        return 0;
+    }
+    ls->taking = NULL; /* whatever was decided before was not sent */
+    if (lv->n == 0) {
         return 0;
     }
     deep = &lv->level[lv->n - 1];
     if (deep->lease <= 0) {
         return 0;
     }
-    ls->taking = NULL;
     limiter_lease_tree_check(ls);
     now = limiter_lease_now(ls);
     l = hmap_get(&ls->map, deep->path, deep->path_len);
@@ -418,7 +421,8 @@ void limiter_lease_sending(struct limiter_leases *ls, struct store_check *c)
     }
     ls->taking = NULL;
     deep = &c->lv->level[c->lv->n - 1];
-    if (hmap_get(&ls->map, deep->path, deep->path_len) != NULL) {
+    if (deep->lease <= 0 || c->cost != deep->lease ||
+        hmap_get(&ls->map, deep->path, deep->path_len) != NULL) {
         return;
     }
     l = px_calloc(1, sizeof(*l) + deep->path_len + 1);
