@@ -478,7 +478,8 @@ bool limiter_stop_waits(const struct limiter *lm, uint64_t now_ms)
 void limiter_stop(struct limiter *lm)
 {
     /* Shutdown: what the leases hold goes back before the store fails
-     * what it has not sent (best effort: the replies are not awaited). */
+     * what it has not sent (limiter_stop_begin gave them back already
+     * when its caller waited for the answers: then none is left). */
     limiter_leases_give_back_all(&lm->leases);
     if (lm->store.ops->flush != NULL) {
         lm->store.ops->flush(&lm->store, true);

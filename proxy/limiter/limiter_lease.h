@@ -147,8 +147,9 @@ void limiter_lease_reply(const struct limiter_lease *l, int64_t elapsed_ns,
 
 void limiter_leases_init(struct limiter_leases *ls, unsigned ms);
 
-/* Gives back every lease held (best effort: the ADJUSTs are sent, not
- * awaited) and forgets them: RELOAD, shutdown. */
+/* Gives back every lease held (best effort: the ADJUSTs are sent; only a
+ * shutdown waits for their answers, limiter_leases_stop_waits) and
+ * forgets them: RELOAD, shutdown. */
 void limiter_leases_give_back_all(struct limiter_leases *ls);
 
 /* How long a shutdown waits, at most, for the answers of the give-backs
