@@ -333,7 +333,9 @@ static long long pending_bytes(redisContext *o)
 /* While Redis is held, a check takes a lease and another client's 5
  * checks queue behind it, then that client leaves: its checks are
  * dropped. The take is granted; the next check is served from the lease
- * with 8 units left, so nothing was admitted for the client that left. */
+ * with 8 units left, so nothing was admitted for the client that left.
+ * Then the other way round: the taker leaves, and the checks waiting
+ * behind it go on as plain checks. */
 Test(it_lease, single_waiter_that_leaves_is_dropped, .init = init_single_long,
      .fini = px_env_fini, .timeout = 60)
 {
@@ -342,6 +344,8 @@ Test(it_lease, single_waiter_that_leaves_is_dropped, .init = init_single_long,
     redisContext *o = px_connect(px_env()->proxy.port);
     static const char five[] = "*3\r\n$7\r\nLIMITER\r\n$5\r\nCHECK\r\n"
                                "$5\r\nhot:w\r\n";
+    static const char x[] = "*3\r\n$7\r\nLIMITER\r\n$5\r\nCHECK\r\n"
+                            "$5\r\nhot:x\r\n";
     long long hits;
     int b, i;
 
@@ -366,6 +370,25 @@ Test(it_lease, single_waiter_that_leaves_is_dropped, .init = init_single_long,
     expect3(px_cmd(o, "LIMITER CHECK hot:w"), "after", 0, 50, 48);
     cr_assert_eq(px_info_int(o, "limiter_lease_hits") - hits, 1);
     cr_assert_eq(held(o, "hot:w"), 10);
+
+    /* Now the taker leaves while `a` waits behind it: the store drops the
+     * take's answer (what it charged stays charged), and a's 2 checks go
+     * on as plain ones at once, not when the take's entry expires. */
+    px_hold_redis(d, 300);
+    b = px_raw_connect(px_env()->proxy.port, 0);
+    cr_assert_eq(px_raw_send(b, x, sizeof(x) - 1), 0);
+    for (i = 0; i < 500 && pending_bytes(o) == 0; i++) {
+        px_sleep_ms(2);
+    }
+    redisAppendCommand(a, "LIMITER CHECK hot:x");
+    redisAppendCommand(a, "LIMITER CHECK hot:x");
+    px_flush(a);
+    px_sleep_ms(50); /* nothing to poll: a's checks wait, unseen */
+    close(b);
+    freeReplyObject(px_next(d));
+    expect3(px_next(a), "after the taker left", 0, 50, 39);
+    expect3(px_next(a), "after the taker left", 0, 50, 38);
+    cr_assert_eq(px_info_int(o, "limiter_lease_hits") - hits, 1);
     redisFree(d);
     redisFree(a);
     redisFree(o);
