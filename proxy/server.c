@@ -64,6 +64,8 @@ void server_mark_client(struct client *c)
     }
 }
 
+static void server_stop_rest(void);
+
 static void server_on_flush(uv_prepare_t *h)
 {
     int round;
@@ -81,6 +83,10 @@ static void server_on_flush(uv_prepare_t *h)
             !limiter_queued(&server.limiter)) {
             break;
         }
+    }
+    if (server.shutting_down && !uv_is_closing((uv_handle_t *)&server.cron) &&
+        !limiter_stop_waits(&server.limiter, server_now_ms())) {
+        server_stop_rest(); /* the give-backs of server_stop are answered */
     }
 }
 
@@ -133,6 +139,18 @@ static void server_stop(void)
         client_close(
             container_of(queue_head(&server.clients), struct client, node));
     }
+    if (limiter_stop_begin(&server.limiter, server_now_ms())) {
+        /* Leases went back: the flush pass goes on once Redis answered
+         * (or a second passed), so the give-backs are not lost with the
+         * connections. */
+        return;
+    }
+    server_stop_rest();
+}
+
+/* Shutdown, once the leases' give-backs are answered. */
+static void server_stop_rest(void)
+{
     limiter_stop(&server.limiter);
     sentinel_stop(&server.sentinel);
     cluster_shutdown(&server.cluster);

@@ -418,6 +418,7 @@ void limiter_command(struct limiter *lm, struct req *req, int admin,
 
 void limiter_flush(struct limiter *lm)
 {
+    limiter_leases_drain(&lm->leases); /* checks a settled take held */
     if (lm->store.ops->flush != NULL) {
         lm->store.ops->flush(&lm->store, false);
     }
@@ -432,7 +433,7 @@ void limiter_send_all(struct limiter *lm)
 
 bool limiter_queued(const struct limiter *lm)
 {
-    return lm->store.queued > 0;
+    return lm->store.queued > 0 || !queue_empty(&lm->leases.ready);
 }
 
 bool limiter_caches(struct limiter *lm)
@@ -456,15 +457,29 @@ int limiter_flush_due(const struct limiter *lm)
 void limiter_cron(struct limiter *lm)
 {
     limiter_leases_cron(&lm->leases, 0);
+    limiter_leases_drain(&lm->leases);
     if (lm->store.ops->cron != NULL) {
         lm->store.ops->cron(&lm->store);
     }
 }
 
+bool limiter_stop_begin(struct limiter *lm, uint64_t now_ms)
+{
+    limiter_leases_give_back_all(&lm->leases);
+    limiter_send_all(lm);
+    return limiter_leases_stop_from(&lm->leases, now_ms);
+}
+
+bool limiter_stop_waits(const struct limiter *lm, uint64_t now_ms)
+{
+    return limiter_leases_stop_waits(&lm->leases, now_ms);
+}
+
 void limiter_stop(struct limiter *lm)
 {
     /* Shutdown: what the leases hold goes back before the store fails
-     * what it has not sent (best effort: the replies are not awaited). */
+     * what it has not sent (limiter_stop_begin gave them back already
+     * when its caller waited for the answers: then none is left). */
     limiter_leases_give_back_all(&lm->leases);
     if (lm->store.ops->flush != NULL) {
         lm->store.ops->flush(&lm->store, true);

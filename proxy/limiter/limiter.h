@@ -122,6 +122,15 @@ void limiter_cron(struct limiter *lm);
  * library is loaded on the new master by its connections' setup. */
 void limiter_master_changed(struct limiter *lm, const char *old);
 
+/* Shutdown, first step: gives every lease back and sends the give-backs.
+ * True when some are on their way: the caller waits (the loop running)
+ * while limiter_stop_waits, then calls limiter_stop. */
+bool limiter_stop_begin(struct limiter *lm, uint64_t now_ms);
+
+/* Whether the give-backs of limiter_stop_begin are still unanswered, for
+ * at most LIMITER_LEASE_STOP_MS after it. */
+bool limiter_stop_waits(const struct limiter *lm, uint64_t now_ms);
+
 /* Shutdown: fails the calls not yet sent, ends every reply held by
  * LIMITER CHECK ... WAIT, and ends or cancels a reload
  * (limiter_reload_stop). */

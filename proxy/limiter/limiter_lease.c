@@ -11,8 +11,19 @@
  * lease goes back as the client call LIMITER ADJUST <path> -units would,
  * through the same tree code, from a request of the proxy's own whose
  * reply is dropped (best effort: a give-back lost on the way leaves the
- * units charged, the safe side). While a take is in flight, other checks
- * of its path are plain checks (not queued behind it). */
+ * units charged, the safe side).
+ *
+ * While a take is in flight, the other checks of its path wait for it
+ * (parked through their request's unode, at most LIMITER_LEASE_QUEUE_MAX,
+ * past that plain): each still holds its place in its client's replies,
+ * so nothing is reordered. Once the take settles (granted, refused,
+ * failed, or its client left) they move to the leases' ready list, and
+ * the loop's flush pass runs them again in arrival order from the
+ * limiter's entry (limiter_leases_drain): from the new lease, or as the
+ * plain checks they would have been. Never run again from inside the
+ * decision that settled them, so nothing here is re-entered while the
+ * map is swept or a lease is held. A waiter whose client leaves is
+ * unlinked and freed at once (req->cancel). */
 #include "proxy/limiter/limiter_lease.h"
 
 #include <stdio.h>
@@ -41,8 +52,14 @@ enum limiter_lease_use limiter_lease_use(const struct limiter_lease *l,
     if (l->state == LIMITER_LEASE_LIVE && l->n == n && l->units >= cost) {
         return LIMITER_LEASE_LOCAL;
     }
-    /* In flight (someone else's take), refused lately, or a lease of
-     * another N (a reload) that the caller has not given back yet. */
+    if (l->state == LIMITER_LEASE_IN_FLIGHT && l->taker != NULL && l->n == n &&
+        l->nwait < LIMITER_LEASE_QUEUE_MAX &&
+        l->wait_units + cost <= LIMITER_LEASE_QUEUE_TAKES * n) {
+        return LIMITER_LEASE_QUEUE;
+    }
+    /* A take in flight with its queue full, one that failed, refused
+     * lately, or a lease of another N (a reload) that the caller has not
+     * given back yet. */
     return LIMITER_LEASE_PLAIN;
 }
 
@@ -75,6 +92,7 @@ void limiter_leases_init(struct limiter_leases *ls, unsigned ms)
 {
     memset(ls, 0, sizeof(*ls));
     hmap_init(&ls->map);
+    queue_init(&ls->ready);
     ls->ms = ms;
     ls->max = LIMITER_LEASE_MAX_HELD;
 }
@@ -85,12 +103,100 @@ static uint64_t limiter_lease_now(const struct limiter_leases *ls)
     return uv_now(ls->core->loop);
 }
 
-/* The reply of a give-back: nobody waits for it. */
+static void limiter_lease_taker_left(struct req *req);
+
+/* The take of `l` settled (or `l` is about to go): its taker's `cancel`
+ * is no longer the lease's, and the checks queued behind it are ready
+ * to run again, in order. */
+static void limiter_lease_settle(struct limiter_leases *ls,
+                                 struct limiter_lease *l)
+{
+    struct req *t = l->taker;
+
+    if (t != NULL && t->cancel == limiter_lease_taker_left) {
+        t->cancel = NULL;
+        t->cancel_ctx = NULL;
+    }
+    l->taker = NULL;
+    while (!queue_empty(&l->waiting)) {
+        struct queue *n = queue_head(&l->waiting);
+
+        queue_remove(n);
+        container_of(n, struct req, unode)->cancel_ctx = NULL;
+        queue_insert_tail(&ls->ready, n);
+    }
+    l->nwait = 0;
+    l->wait_units = 0;
+}
+
+/* A queued check's client left (req_orphan): it leaves the queue (or
+ * the ready list) and, owing nothing, is freed. Its units stay counted
+ * in the queue's until the take settles (the bound only gets tighter). */
+static void limiter_lease_waiter_left(struct req *req)
+{
+    struct limiter_lease *l = req->cancel_ctx;
+
+    queue_remove(&req->unode);
+    if (l != NULL) {
+        l->nwait--;
+    }
+    req->cancel = NULL;
+    req->cancel_ctx = NULL;
+    if (req->owed == 0) {
+        req_free(req);
+    }
+}
+
+/* The taker's client left while its take was on its way: the store
+ * drops the answer, so nobody would record the lease. The path stays
+ * without one (plain checks) until LIMITER_LEASE_FLIGHT_MS after the
+ * take was sent, and what waited on it goes on now. */
+static void limiter_lease_taker_left(struct req *req)
+{
+    struct limiter_lease *l = req->cancel_ctx;
+
+    req->cancel = NULL;
+    req->cancel_ctx = NULL;
+    limiter_lease_settle(l->ls, l);
+    if (!queue_linked(&req->unode) && req->owed == 0) {
+        req_free(req);
+    }
+}
+
+void limiter_leases_drain(struct limiter_leases *ls)
+{
+    while (!queue_empty(&ls->ready)) {
+        struct req *req =
+            container_of(queue_head(&ls->ready), struct req, unode);
+
+        req->cancel = NULL;
+        req->cancel_ctx = NULL;
+        req_resume(req); /* unlinks it, then the limiter's entry again */
+    }
+}
+
+/* The reply of a give-back: only a shutdown waits for it (whatever it
+ * says: a failed one leaves the units charged, the safe side). */
 static void limiter_lease_gave(struct req *req, const char *frame, size_t len)
 {
-    (void)req;
+    struct limiter_leases *ls = req->ctx;
+
     (void)frame;
     (void)len;
+    if (ls->giving > 0) {
+        ls->giving--;
+    }
+}
+
+bool limiter_leases_stop_from(struct limiter_leases *ls, uint64_t now_ms)
+{
+    ls->stop_by = now_ms + LIMITER_LEASE_STOP_MS;
+    return ls->giving > 0;
+}
+
+bool limiter_leases_stop_waits(const struct limiter_leases *ls, uint64_t now_ms)
+{
+    return ls->giving > 0 && now_ms < ls->stop_by;
 }
 
 /* Where a give-back goes on when the store held it (a cluster before its
@@ -116,6 +222,7 @@ static void limiter_lease_send_back(struct limiter_leases *ls,
     snprintf(num, sizeof(num), "%lld", -(long long)l->units);
     ls->returned_units += (uint64_t)l->units;
     req = req_own_argv(4, argv, limiter_lease_gave, ls);
+    ls->giving++;
     ls->adjust(ls->adjust_ctx, req, limiter_lease_resume);
 }
 
@@ -128,6 +235,7 @@ static int limiter_lease_sweep(void *val, void *arg)
     if (!limiter_lease_expired(l, limiter_lease_now(ls), ls->ms)) {
         return 0;
     }
+    limiter_lease_settle(ls, l);
     limiter_lease_send_back(ls, l);
     px_free(l);
     return 1;
@@ -136,6 +244,7 @@ static int limiter_lease_sweep(void *val, void *arg)
 /* hmap_sweep's visitor for all: gives back and frees every lease. */
 static int limiter_lease_sweep_all(void *val, void *arg)
 {
+    limiter_lease_settle(arg, val);
     limiter_lease_send_back(arg, val);
     px_free(val);
     return 1;
@@ -188,6 +297,7 @@ void limiter_lease_drop(struct limiter_leases *ls, const char *path,
     }
     l = hmap_del(&ls->map, path, plen);
     if (l != NULL) {
+        limiter_lease_settle(ls, l);
         if (give_back) {
             limiter_lease_send_back(ls, l);
         }
@@ -222,7 +332,8 @@ static bool limiter_lease_no_shadow(const struct limiter_leases *ls,
 
 int limiter_lease_before(struct limiter_leases *ls, struct req *req,
                          const struct limits_levels *lv, int64_t *cost,
-                         int64_t wait_ns, unsigned form)
+                         int64_t wait_ns, unsigned form,
+                         void (*resume)(struct req *req))
 {
     const struct limits_level *deep;
     struct limiter_lease *l;
@@ -231,7 +342,11 @@ int limiter_lease_before(struct limiter_leases *ls, struct req *req,
     int64_t v[5];
     bool eligible;
 
-    if (ls == NULL || !ls->on || lv->n == 0) {
+    if (ls == NULL || !ls->on) {
+        return 0;
+    }
+    ls->taking = NULL; /* whatever was decided before was not sent */
+    if (lv->n == 0) {
         return 0;
     }
     deep = &lv->level[lv->n - 1];
@@ -251,6 +366,7 @@ int limiter_lease_before(struct limiter_leases *ls, struct req *req,
                        (l->units < *cost || l->n != deep->lease)))) {
         /* Over, or too little left for this check: given back first. */
         hmap_del(&ls->map, deep->path, deep->path_len);
+        limiter_lease_settle(ls, l);
         limiter_lease_send_back(ls, l);
         px_free(l);
         l = NULL;
@@ -271,23 +387,76 @@ int limiter_lease_before(struct limiter_leases *ls, struct req *req,
         }
         limiter_reply_ints(req, v);
         return 1;
+    case LIMITER_LEASE_QUEUE:
+        /* It keeps its place among its client's replies; it runs again
+         * from the limiter's entry once the take settles. */
+        req_park(&l->waiting, req, resume, NULL);
+        req->cancel = limiter_lease_waiter_left;
+        req->cancel_ctx = l;
+        l->nwait++;
+        l->wait_units += *cost;
+        return 1;
     case LIMITER_LEASE_TAKE:
         break;
     }
     if (ls->map.count >= ls->max) {
         return 0;
     }
+    /* The lease is in flight once the call is sent (limiter_lease_sending):
+     * a check that fails before it leaves none behind. */
+    ls->taking = req;
+    ls->taking_cost = *cost;
+    *cost = deep->lease;
+    return 0;
+}
+
+void limiter_lease_sending(struct limiter_leases *ls, struct store_check *c)
+{
+    const struct limits_level *deep;
+    struct limiter_lease *l;
+
+    if (ls == NULL || ls->taking == NULL || ls->taking != c->root ||
+        c->op != STORE_CHECK || c->lv->n == 0) {
+        return;
+    }
+    ls->taking = NULL;
+    deep = &c->lv->level[c->lv->n - 1];
+    if (deep->lease <= 0 || c->cost != deep->lease ||
+        hmap_get(&ls->map, deep->path, deep->path_len) != NULL) {
+        return;
+    }
     l = px_calloc(1, sizeof(*l) + deep->path_len + 1);
     l->state = LIMITER_LEASE_IN_FLIGHT;
     l->n = deep->lease;
-    l->since_ms = now;
-    l->taker = req;
-    l->taker_cost = *cost;
+    l->since_ms = limiter_lease_now(ls);
+    l->taker = c->root;
+    l->taker_cost = ls->taking_cost;
+    queue_init(&l->waiting);
+    l->ls = ls;
     l->plen = deep->path_len;
     memcpy(l->path, deep->path, deep->path_len);
     hmap_put(&ls->map, l->path, l->plen, l);
-    *cost = l->n;
-    return 0;
+    if (c->root->cancel == NULL) {
+        c->root->cancel = limiter_lease_taker_left;
+        c->root->cancel_ctx = l;
+    }
+}
+
+void limiter_lease_failed(struct limiter_leases *ls, struct store_check *c)
+{
+    const struct limits_level *deep;
+    struct limiter_lease *l;
+
+    if (ls == NULL || !ls->on || c->op != STORE_CHECK || c->lv->n == 0) {
+        return;
+    }
+    deep = &c->lv->level[c->lv->n - 1];
+    l = hmap_get(&ls->map, deep->path, deep->path_len);
+    if (l != NULL && l->state == LIMITER_LEASE_IN_FLIGHT &&
+        l->taker == c->root) {
+        limiter_lease_settle(ls, l);
+        l->since_ms = limiter_lease_now(ls);
+    }
 }
 
 int limiter_lease_after(struct limiter_leases *ls, struct store_check *c,
@@ -306,7 +475,7 @@ int limiter_lease_after(struct limiter_leases *ls, struct store_check *c,
         l->taker != c->root) {
         return 0;
     }
-    l->taker = NULL;
+    limiter_lease_settle(ls, l);
     l->since_ms = limiter_lease_now(ls);
     if (agg->limited) {
         l->state = LIMITER_LEASE_OFF;

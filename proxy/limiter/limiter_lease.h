@@ -19,6 +19,7 @@
 
 #include "algorithms/rl.h"
 #include "proxy/core/hmap.h"
+#include "proxy/core/queue.h"
 
 struct conf;
 struct core;
@@ -36,6 +37,13 @@ typedef void limiter_lease_adjust_fn(void *ctx, struct req *req,
 /* Leases held at once, at most: a new one past it is a plain check. */
 #define LIMITER_LEASE_MAX_HELD 10000
 
+/* Checks queued behind one take in flight, at most, and the units they
+ * may ask for together, in leases of N: a queued check waits for at most
+ * that many takes in a row (those after the first are taken by checks of
+ * the queue as the units run out). Past either, a check is plain. */
+#define LIMITER_LEASE_QUEUE_MAX   1024
+#define LIMITER_LEASE_QUEUE_TAKES 4
+
 /* How long a take in flight is waited for, at least, before its entry
  * is dropped (its client left and the store freed the call). */
 #define LIMITER_LEASE_FLIGHT_MS 30000
@@ -52,16 +60,24 @@ enum limiter_lease_state {
 /* One path's lease, owned by struct limiter_leases' map. */
 struct limiter_lease {
     enum limiter_lease_state state;
-    int64_t n;                /* lease: N of the node when taken */
-    int64_t units;            /* LIVE: units left to admit from */
-    struct rl_decision taken; /* LIVE: the take's reply (after its N) */
-    uint64_t since_ms;        /* loop time it was sent (IN_FLIGHT) or
-                                 taken or refused */
-    const struct req *taker;  /* IN_FLIGHT: the request taking it (only
-                                 compared, never looked into) */
-    int64_t taker_cost;       /* IN_FLIGHT: that request's own COST */
-    size_t plen;              /* bytes of path */
-    char path[];              /* the deepest level's path, the map key */
+    int64_t n;                 /* lease: N of the node when taken */
+    int64_t units;             /* LIVE: units left to admit from */
+    struct rl_decision taken;  /* LIVE: the take's reply (after its N) */
+    uint64_t since_ms;         /* loop time it was sent (IN_FLIGHT) or
+                                  taken or refused */
+    struct req *taker;         /* IN_FLIGHT: the request taking it,
+                                  borrowed (its `cancel` is the lease's
+                                  while it is sent), or NULL once the take
+                                  failed or its client left */
+    int64_t taker_cost;        /* IN_FLIGHT: that request's own COST */
+    struct queue waiting;      /* IN_FLIGHT: checks of the path queued
+                                  behind the take (client requests, borrowed,
+                                  linked by unode), in arrival order */
+    unsigned nwait;            /* length of waiting */
+    int64_t wait_units;        /* the COSTs of waiting, summed */
+    struct limiter_leases *ls; /* borrowed: its owner */
+    size_t plen;               /* bytes of path */
+    char path[];               /* the deepest level's path, the map key */
 };
 
 /* Every lease of a proxy, in struct limiter. */
@@ -80,9 +96,20 @@ struct limiter_leases {
     unsigned ms;                       /* limiter_lease_ms */
     size_t max;                        /* leases held at once, at most */
     size_t cursor;                     /* the expiry sweep's place */
+    struct queue ready;                /* checks that waited on a take now
+                                          settled, to run again in order
+                                          (limiter_leases_drain; borrowed,
+                                          linked by unode) */
+    const struct req *taking;          /* the check limiter_lease_before
+                                          made a take of, until it is sent
+                                          (compared only) */
+    int64_t taking_cost;               /* that check's own COST */
     uint64_t hits;                     /* checks admitted from a lease */
     uint64_t takes;                    /* leases taken (admitted at Redis) */
     uint64_t returned_units;           /* units given back */
+    unsigned giving;                   /* give-backs sent, not answered */
+    uint64_t stop_by;                  /* a shutdown waits for them until
+                                          then (loop ms), or 0 */
 };
 
 /* What a check does about leases (limiter_lease_use). */
@@ -90,13 +117,18 @@ enum limiter_lease_use {
     LIMITER_LEASE_PLAIN, /* a normal check of its own cost */
     LIMITER_LEASE_LOCAL, /* admitted from the live lease */
     LIMITER_LEASE_TAKE,  /* a check of COST N that takes a lease */
+    LIMITER_LEASE_QUEUE, /* waits for the take in flight, then again */
 };
 
 /* Pure: what a check of `cost` does with lease `l` (NULL: none) of a
  * node with `lease: n` (0: none), at `now_ms` with leases living `ms`.
  * `eligible`: a plain CHECK (no WAIT, HEADERS, shadow level) on a store
  * that leases. A lease that is spent or expired is given back first by
- * the caller (limiter_lease_expired) and counts as none. */
+ * the caller (limiter_lease_expired) and counts as none. A take in flight
+ * (someone else's) queues the check while fewer than
+ * LIMITER_LEASE_QUEUE_MAX wait on it and their costs with this one's stay
+ * within LIMITER_LEASE_QUEUE_TAKES leases of n; a take that failed (no
+ * taker any more) queues nothing. */
 enum limiter_lease_use limiter_lease_use(const struct limiter_lease *l,
                                          int64_t n, int64_t cost,
                                          bool eligible);
@@ -115,9 +147,23 @@ void limiter_lease_reply(const struct limiter_lease *l, int64_t elapsed_ns,
 
 void limiter_leases_init(struct limiter_leases *ls, unsigned ms);
 
-/* Gives back every lease held (best effort: the ADJUSTs are sent, not
- * awaited) and forgets them: RELOAD, shutdown. */
+/* Gives back every lease held (best effort: the ADJUSTs are sent; only a
+ * shutdown waits for their answers, limiter_leases_stop_waits) and
+ * forgets them: RELOAD, shutdown. */
 void limiter_leases_give_back_all(struct limiter_leases *ls);
+
+/* How long a shutdown waits, at most, for the answers of the give-backs
+ * it sent (limiter_leases_stop_waits). */
+#define LIMITER_LEASE_STOP_MS 1000
+
+/* Shutdown sent the give-backs at `now_ms`: true when some are still
+ * unanswered (the proxy waits before it closes its connections). */
+bool limiter_leases_stop_from(struct limiter_leases *ls, uint64_t now_ms);
+
+/* Whether give-backs are unanswered and LIMITER_LEASE_STOP_MS has not
+ * passed since limiter_leases_stop_from. */
+bool limiter_leases_stop_waits(const struct limiter_leases *ls,
+                               uint64_t now_ms);
 
 /* Forgets every lease (nothing sent) and frees the map. */
 void limiter_leases_free(struct limiter_leases *ls);
@@ -126,11 +172,29 @@ void limiter_leases_free(struct limiter_leases *ls);
 void limiter_leases_cron(struct limiter_leases *ls, uint64_t now_ms);
 
 /* The limiter_tree.c hook before a CHECK of `req` on levels `lv` is built:
- * 1 after replying from a lease (the caller frees lv and is done), else 0
- * with *cost set to what the call charges (N when it takes a lease). */
+ * 1 after replying from a lease or queueing `req` behind the take in
+ * flight (it runs again through `resume` once the take settled: the
+ * caller frees lv and is done), else 0 with *cost set to what the call
+ * charges (N when it takes a lease). */
 int limiter_lease_before(struct limiter_leases *ls, struct req *req,
                          const struct limits_levels *lv, int64_t *cost,
-                         int64_t wait_ns, unsigned form);
+                         int64_t wait_ns, unsigned form,
+                         void (*resume)(struct req *req));
+
+/* The hook just before `c` goes to the store: when it is the take
+ * limiter_lease_before decided, the lease is in flight from now on (a
+ * check that failed before it was sent never leaves one behind). */
+void limiter_lease_sending(struct limiter_leases *ls, struct store_check *c);
+
+/* The hook when the store failed `c` for good (an error replied): when
+ * c was a take, the path stays without a lease (plain checks) for
+ * LIMITER_LEASE_FLIGHT_MS and the checks queued behind it go on as
+ * plain ones. */
+void limiter_lease_failed(struct limiter_leases *ls, struct store_check *c);
+
+/* Runs again, in order, the checks whose take settled (the loop's flush
+ * pass: never from inside a decision, so nothing here is re-entered). */
+void limiter_leases_drain(struct limiter_leases *ls);
 
 /* The hook when the store decided `c` into `agg`: when c took a lease,
  * records it and raises agg's remaining by the units it keeps (0); 1 when

@@ -185,6 +185,7 @@ static void limiter_tree_done(struct store_check *c)
             tr->store->ops->refund(tr->store, c);
         }
         if (c->err_text != NULL && c->err.len == 0) {
+            limiter_lease_failed(tr->leases, c);
             if (c->op == STORE_CHECK) {
                 limiter_count_error(c);
             }
@@ -205,6 +206,7 @@ static void limiter_tree_done(struct store_check *c)
                                         "-ERR limiter overrides kept changing "
                                         "during the check, try again\r\n"));
         }
+        limiter_lease_failed(tr->leases, c);
         if (c->op == STORE_CHECK) {
             limiter_count_error(c);
         }
@@ -512,7 +514,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     }
     if (op == STORE_CHECK &&
         limiter_lease_before(tr->leases, req, lv, &cost, wait_ms * RL_NS_PER_MS,
-                             form) != 0) {
+                             form, resume) != 0) {
         px_free(lv);
         px_free(id);
         return;
@@ -571,6 +573,7 @@ static void limiter_tree_start(struct limiter_tree *tr, struct req *req,
     }
     /* Counted once a call, not once a try. */
     tr->adjusts += op == STORE_ADJUST && tries == 1;
+    limiter_lease_sending(tr->leases, c);
     tr->store->ops->check(tr->store, c, limiter_tree_done);
 }
 

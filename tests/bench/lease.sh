@@ -70,7 +70,7 @@ hits() {
 # run PATH: one run of both proxies; appends "PATH calls cmd_us cpu_us
 # hits" per decision to $results.
 run() {
-    local path=$1 cpu0 cpu1 stats calls usec p h0 h1
+    local path=$1 cpu0 cpu1 stats calls usec p h0 h1 rate
     local -a bench=()
     h0=$(hits)
     redis-cli -p "$rport" FLUSHALL >/dev/null
@@ -78,7 +78,7 @@ run() {
     cpu0=$(redis_cpu_usec "$rport")
     for p in "${ports[@]}"; do
         redis-benchmark -p "$p" -c "$C" -n "$N" -P "$P" -q \
-            LIMITER CHECK "$path" >/dev/null 2>&1 &
+            LIMITER CHECK "$path" >"$workdir/rate.$p" 2>&1 &
         bench+=("$!")
     done
     for p in "${bench[@]}"; do
@@ -89,9 +89,13 @@ run() {
     stats=$(redis_commandstats "$rport")
     calls=$(awk '$1 ~ /^(fcall|evalsha)$/ { s += $2 } END { print s + 0 }' <<<"$stats")
     usec=$(cmd_usec <<<"$stats")
+    # Decisions a second, both proxies summed (a rate: the machine's
+    # load moves it, unlike the counts).
+    rate=$(for p in "${ports[@]}"; do tr '\r' '\n' <"$workdir/rate.$p"; done |
+        awk '/requests per second/ { for (i = 1; i < NF; i++) if ($(i + 1) == "requests") s += $i } END { printf "%.0f", s }')
     awk -v p="$path" -v c="$calls" -v u="$usec" -v a="$cpu0" -v b="$cpu1" \
-        -v h="$((h1 - h0))" -v n="$((2 * N))" \
-        'BEGIN { printf "%s %.4f %.3f %.3f %.3f\n", p, c / n, u / n, (b - a) / n, h / n }' \
+        -v h="$((h1 - h0))" -v n="$((2 * N))" -v r="$rate" \
+        'BEGIN { printf "%s %.4f %.3f %.3f %.3f %s\n", p, c / n, u / n, (b - a) / n, h / n, r }' \
         >>"$results"
 }
 
@@ -101,21 +105,22 @@ for rep in $(seq 1 "$R"); do
     done
 done
 
-# med PATH COLUMN: the median of COLUMN (2: calls, 3: cmd_us, 4: cpu_us).
+# med PATH COLUMN: the median of COLUMN (2: calls, 3: cmd_us, 4: cpu_us,
+# 5: share from a lease, 6: decisions a second).
 med() {
     median "$2" "$1"
 }
 
-echo "runs (path; per decision: Redis script calls, Redis µs of the calls, Redis CPU µs, share admitted from a lease):"
+echo "runs (path; per decision: Redis script calls, Redis µs of the calls, Redis CPU µs, share admitted from a lease; decisions a second, both proxies):"
 cat "$results"
 echo
-echo "| two proxies, one hot admitted identity, -c $C each, -P $P | script calls per decision | Redis µs of the calls per decision | Redis CPU µs per decision | admitted from a lease |"
-echo "|---|---|---|---|---|"
+echo "| two proxies, one hot admitted identity, -c $C each, -P $P | script calls per decision | Redis µs of the calls per decision | Redis CPU µs per decision | admitted from a lease | decisions a second (both proxies; load-dependent) |"
+echo "|---|---|---|---|---|---|"
 for path in plain:hot leased:hot; do
     label="without a lease"
     [[ $path == leased:hot ]] && label="with \`lease: $LEASE\` (limiter_lease_ms $LEASE_MS)"
-    printf '| %s | %s | %s | %s | %s |\n' "$label" "$(med "$path" 2)" \
-        "$(med "$path" 3)" "$(med "$path" 4)" "$(med "$path" 5)"
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$label" "$(med "$path" 2)" \
+        "$(med "$path" 3)" "$(med "$path" 4)" "$(med "$path" 5)" "$(med "$path" 6)"
 done
 echo
 machine_line

@@ -8,17 +8,28 @@
  *   to Redis;
  * - after limiter_lease_ms without traffic, what is left goes back: Redis
  *   holds exactly what was admitted;
- * - two proxies hammering one identity, both pipelined, never admit more
- *   than its 50 a day; once their leases went back, Redis holds exactly
- *   what they admitted;
- * - a RELOAD gives every lease back; a RESET of the path drops its lease.
+ * - checks that come while a take is on its way wait for it and are
+ *   served from the lease it brings, in order, each reply in its place
+ *   among the client's GETs and SETs; a waiter whose client leaves is
+ *   dropped (it admits nothing);
+ * - a take refused near the limit: the checks queued behind it are
+ *   answered as plain checks, exactly as on a path without a lease;
+ * - two proxies hammering one identity, both pipelined past a lease (so
+ *   checks queue and takes follow each other), never admit more than its
+ *   50 a day; once their leases went back, Redis holds exactly what they
+ *   admitted;
+ * - a RELOAD gives every lease back, so do a LIMITER OVERRIDE SET of the
+ *   path and a SIGTERM (before the proxy exits); a RESET of the path
+ *   drops its lease.
  *
  * Windows are a day long, so counts never move while a test runs. */
 #include "tests/support/px_test.h"
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
@@ -33,6 +44,11 @@ static const char lease_yaml[] =
     "      limits:\n"
     "        - {algorithm: fixed_window, max: 50, window: 1d}\n"
     "      lease: 10\n"
+    "cold:\n" /* hot without a lease: what plain checks answer */
+    "  children:\n"
+    "    \"*\":\n"
+    "      limits:\n"
+    "        - {algorithm: fixed_window, max: 50, window: 1d}\n"
     "slot:\n"
     "  children:\n"
     "    \"*\":\n"
@@ -109,7 +125,7 @@ static long long held(redisContext *c, const char *path)
     struct px_five f =
         px_take_five(px_cmd(c, "LIMITER PEEK %s COST 0", path), path);
 
-    return 50 - f.remaining;
+    return f.limit - f.remaining;
 }
 
 /* Polls until Redis holds `want` of `path` (a give-back on its way). */
@@ -206,16 +222,17 @@ Test(it_lease, single_two_proxies_never_over_admit, .init = init_single_short,
     px_proxy_start_for(&second, &px_env()->redis, px_limits_conf());
     c[0] = px_connect(px_env()->proxy.port);
     c[1] = px_connect(second.port);
-    /* Rounds of 5 pipelined checks on each proxy, 160 in all: a round
-     * finds the lease its proxy took in an earlier one. */
-    for (round = 0; round < 16; round++) {
+    /* Rounds of 15 pipelined checks on each proxy, 240 in all: a round
+     * finds the lease its proxy took in an earlier one, or queues behind
+     * a take, and more than a lease's 10 take again from the queue. */
+    for (round = 0; round < 8; round++) {
         for (k = 0; k < 2; k++) {
-            for (i = 0; i < 5; i++) {
+            for (i = 0; i < 15; i++) {
                 redisAppendCommand(c[k], "LIMITER CHECK hot:d");
             }
         }
         for (k = 0; k < 2; k++) {
-            for (i = 0; i < 5; i++) {
+            for (i = 0; i < 15; i++) {
                 redisReply *r = NULL;
                 struct px_five f;
                 cr_assert_eq(redisGetReply(c[k], (void **)&r), REDIS_OK);
@@ -258,5 +275,201 @@ Test(it_lease, single_reload_gives_back, .init = init_single_long,
     cr_assert_eq(r->type, REDIS_REPLY_STATUS, "RELOAD: %s", r->str);
     freeReplyObject(r);
     held_poll(c, "hot:e", 1);
+    redisFree(c);
+}
+
+/* A client pipelines SET, CHECK, GET 15 times: the first CHECK takes a
+ * lease, the next 14 wait for it; 9 are served from it and the 11th takes
+ * the next one, the last 4 waiting for that. Every reply comes in its
+ * place, each CHECK's the one a plain check gives (a fixed window), from
+ * 2 takes and 13 hits. */
+Test(it_lease, single_queued_behind_take_in_order, .init = init_single_long,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    long long hits = px_info_int(c, "limiter_lease_hits");
+    long long takes = px_info_int(c, "limiter_lease_takes");
+    char want[16];
+    int i;
+
+    for (i = 1; i <= 15; i++) {
+        redisAppendCommand(c, "SET q:k %d", i);
+        redisAppendCommand(c, "LIMITER CHECK hot:q");
+        redisAppendCommand(c, "GET q:k");
+    }
+    for (i = 1; i <= 15; i++) {
+        struct px_five f;
+        px_check_status(px_next(c), "OK");
+        f = px_take_five(px_next(c), "hot:q");
+        if (f.limited != 0 || f.limit != 50 || f.remaining != 50 - i) {
+            cr_assert_fail("check %d: [%lld, %lld, %lld], want [0, 50, %d]", i,
+                           f.limited, f.limit, f.remaining, 50 - i);
+        }
+        snprintf(want, sizeof(want), "%d", i);
+        px_check_str(px_next(c), want);
+    }
+    cr_assert_eq(px_info_int(c, "limiter_lease_takes") - takes, 2);
+    cr_assert_eq(px_info_int(c, "limiter_lease_hits") - hits, 13);
+    cr_assert_eq(held(c, "hot:q"), 20);
+    redisFree(c);
+}
+
+/* limiter_pending_bytes of the proxy of `o`, from INFO proxy (answered
+ * by the proxy alone: it does not wait for a held Redis). */
+static long long pending_bytes(redisContext *o)
+{
+    redisReply *r = px_cmd(o, "INFO proxy");
+    const char *p;
+    long long v;
+
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    p = strstr(r->str, "limiter_pending_bytes:");
+    cr_assert_not_null(p);
+    v = atoll(p + strlen("limiter_pending_bytes:"));
+    freeReplyObject(r);
+    return v;
+}
+
+/* While Redis is held, a check takes a lease and another client's 5
+ * checks queue behind it, then that client leaves: its checks are
+ * dropped. The take is granted; the next check is served from the lease
+ * with 8 units left, so nothing was admitted for the client that left.
+ * Then the other way round: the taker leaves, and the checks waiting
+ * behind it go on as plain checks. */
+Test(it_lease, single_waiter_that_leaves_is_dropped, .init = init_single_long,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    redisContext *a = px_connect(px_env()->proxy.port);
+    redisContext *o = px_connect(px_env()->proxy.port);
+    static const char five[] = "*3\r\n$7\r\nLIMITER\r\n$5\r\nCHECK\r\n"
+                               "$5\r\nhot:w\r\n";
+    static const char x[] = "*3\r\n$7\r\nLIMITER\r\n$5\r\nCHECK\r\n"
+                            "$5\r\nhot:x\r\n";
+    long long hits;
+    int b, i;
+
+    /* A first check readies the store (its library, its connection). */
+    expect3(px_cmd(o, "LIMITER CHECK cold:w"), "cold:w", 0, 50, 49);
+    hits = px_info_int(o, "limiter_lease_hits");
+    px_hold_redis(d, 500);
+    redisAppendCommand(a, "LIMITER CHECK hot:w");
+    px_flush(a);
+    /* The take is on its way once the proxy charged its bytes. */
+    for (i = 0; i < 500 && pending_bytes(o) == 0; i++) {
+        px_sleep_ms(2);
+    }
+    cr_assert_gt(pending_bytes(o), 0);
+    b = px_raw_connect(px_env()->proxy.port, 0);
+    for (i = 0; i < 5; i++) {
+        cr_assert_eq(px_raw_send(b, five, sizeof(five) - 1), 0);
+    }
+    close(b);
+    freeReplyObject(px_next(d));
+    expect3(px_next(a), "taker", 0, 50, 49);
+    expect3(px_cmd(o, "LIMITER CHECK hot:w"), "after", 0, 50, 48);
+    cr_assert_eq(px_info_int(o, "limiter_lease_hits") - hits, 1);
+    cr_assert_eq(held(o, "hot:w"), 10);
+
+    /* Now the taker leaves while `a` waits behind it: the store drops the
+     * take's answer (what it charged stays charged), and a's 2 checks go
+     * on as plain ones at once, not when the take's entry expires. */
+    px_hold_redis(d, 300);
+    b = px_raw_connect(px_env()->proxy.port, 0);
+    cr_assert_eq(px_raw_send(b, x, sizeof(x) - 1), 0);
+    for (i = 0; i < 500 && pending_bytes(o) == 0; i++) {
+        px_sleep_ms(2);
+    }
+    redisAppendCommand(a, "LIMITER CHECK hot:x");
+    redisAppendCommand(a, "LIMITER CHECK hot:x");
+    px_flush(a);
+    px_sleep_ms(50); /* nothing to poll: a's checks wait, unseen */
+    close(b);
+    freeReplyObject(px_next(d));
+    expect3(px_next(a), "after the taker left", 0, 50, 39);
+    expect3(px_next(a), "after the taker left", 0, 50, 38);
+    cr_assert_eq(px_info_int(o, "limiter_lease_hits") - hits, 1);
+    redisFree(d);
+    redisFree(a);
+    redisFree(o);
+}
+
+/* Near the limit (44 of 50 held), 8 pipelined checks of a leased path:
+ * the first one's take of 10 is refused, so it and the 7 queued behind it
+ * go as plain checks, answered exactly as the same 8 on a path without a
+ * lease: 6 admitted, 2 refused, Redis holding 50 of each. */
+Test(it_lease, single_refused_take_queue_goes_plain, .init = init_single_long,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    const char *paths[2] = { "hot:r", "cold:r" };
+    struct px_five got[2][8];
+    long long hits = px_info_int(c, "limiter_lease_hits");
+    int i, k;
+
+    for (k = 0; k < 2; k++) {
+        for (i = 0; i < 4; i++) {
+            /* COST 11 > lease 10: plain on both paths. */
+            freeReplyObject(px_cmd(c, "LIMITER CHECK %s COST 11", paths[k]));
+        }
+        for (i = 0; i < 8; i++) {
+            redisAppendCommand(c, "LIMITER CHECK %s", paths[k]);
+        }
+        for (i = 0; i < 8; i++) {
+            got[k][i] = px_take_five(px_next(c), paths[k]);
+        }
+    }
+    for (i = 0; i < 8; i++) {
+        long long rem = i < 6 ? 5 - i : 0;
+        if (got[0][i].limited != got[1][i].limited ||
+            got[0][i].limit != got[1][i].limit ||
+            got[0][i].remaining != got[1][i].remaining ||
+            got[0][i].limited != (i >= 6) || got[0][i].remaining != rem) {
+            cr_assert_fail("check %d: leased [%lld, %lld, %lld], plain "
+                           "[%lld, %lld, %lld], want [%d, 50, %lld]",
+                           i, got[0][i].limited, got[0][i].limit,
+                           got[0][i].remaining, got[1][i].limited,
+                           got[1][i].limit, got[1][i].remaining, i >= 6, rem);
+        }
+    }
+    cr_assert_eq(px_info_int(c, "limiter_lease_hits"), hits);
+    cr_assert_eq(held(c, "hot:r"), 50);
+    cr_assert_eq(held(c, "cold:r"), 50);
+    redisFree(c);
+}
+
+/* LIMITER OVERRIDE SET of a leased path gives its lease back: Redis then
+ * holds the 1 admitted (of a limit doubled to 100). */
+Test(it_lease, single_override_gives_back, .init = init_single_long,
+     .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisReply *r;
+
+    expect3(px_cmd(c, "LIMITER CHECK hot:o"), "hot:o", 0, 50, 49);
+    cr_assert_eq(held(c, "hot:o"), 10);
+    r = px_cmd_admin(c, "LIMITER OVERRIDE SET hot:o FACTOR 2");
+    cr_assert_eq(r->type, REDIS_REPLY_STATUS, "OVERRIDE: %s", r->str);
+    freeReplyObject(r);
+    held_poll(c, "hot:o", 1);
+    redisFree(c);
+}
+
+/* A proxy stopped by SIGTERM gives its leases back before it exits (its
+ * leases live a minute): Redis then holds the 3 it admitted. */
+Test(it_lease, single_sigterm_gives_back, .init = init_single_long,
+     .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *s;
+
+    px_path(second.log, sizeof(second.log), "cellgate-second.stderr");
+    px_proxy_start_for(&second, &px_env()->redis, px_limits_conf());
+    s = px_connect(second.port);
+    expect3(px_cmd(s, "LIMITER CHECK hot:t COST 3"), "hot:t", 0, 50, 47);
+    cr_assert_eq(held(c, "hot:t"), 10);
+    redisFree(s);
+    px_proxy_stop_clean(&second, SIGTERM);
+    held_poll(c, "hot:t", 3);
     redisFree(c);
 }

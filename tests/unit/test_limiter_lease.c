@@ -61,6 +61,51 @@ Test(limiter_lease, who_takes_uses_or_goes_plain)
     cr_assert_eq(limiter_lease_use(&f, 10, 1, true), LIMITER_LEASE_PLAIN);
 }
 
+Test(limiter_lease, queue_behind_a_take_in_flight)
+{
+    struct limiter_lease l = live(10, 0, 40, 60);
+
+    /* Someone's take of 10 on its way: a check waits for it. */
+    l.state = LIMITER_LEASE_IN_FLIGHT;
+    l.taker = (struct req *)&l; /* only compared */
+    cr_assert_eq(limiter_lease_use(&l, 10, 1, true), LIMITER_LEASE_QUEUE);
+    cr_assert_eq(limiter_lease_use(&l, 10, 1, false), LIMITER_LEASE_PLAIN);
+    cr_assert_eq(limiter_lease_use(&l, 10, 11, true), LIMITER_LEASE_PLAIN);
+    cr_assert_eq(limiter_lease_use(&l, 20, 1, true), LIMITER_LEASE_PLAIN);
+    /* At most LIMITER_LEASE_QUEUE_TAKES leases' worth of units wait. */
+    l.wait_units = LIMITER_LEASE_QUEUE_TAKES * 10 - 3;
+    cr_assert_eq(limiter_lease_use(&l, 10, 3, true), LIMITER_LEASE_QUEUE);
+    cr_assert_eq(limiter_lease_use(&l, 10, 4, true), LIMITER_LEASE_PLAIN);
+    /* And at most LIMITER_LEASE_QUEUE_MAX checks. */
+    l.wait_units = 0;
+    l.n = 1000;
+    l.nwait = LIMITER_LEASE_QUEUE_MAX - 1;
+    cr_assert_eq(limiter_lease_use(&l, 1000, 1, true), LIMITER_LEASE_QUEUE);
+    l.nwait = LIMITER_LEASE_QUEUE_MAX;
+    cr_assert_eq(limiter_lease_use(&l, 1000, 1, true), LIMITER_LEASE_PLAIN);
+    /* A take that failed, or whose client left: nothing to wait for. */
+    l.n = 10;
+    l.nwait = 0;
+    l.taker = NULL;
+    cr_assert_eq(limiter_lease_use(&l, 10, 1, true), LIMITER_LEASE_PLAIN);
+}
+
+Test(limiter_lease, shutdown_waits_for_give_backs_a_second_at_most)
+{
+    struct limiter_leases ls;
+
+    limiter_leases_init(&ls, 100);
+    cr_assert(!limiter_leases_stop_from(&ls, 5000)); /* none sent */
+    cr_assert(!limiter_leases_stop_waits(&ls, 5000));
+    ls.giving = 2;
+    cr_assert(limiter_leases_stop_from(&ls, 5000));
+    cr_assert(limiter_leases_stop_waits(&ls, 5000 + LIMITER_LEASE_STOP_MS - 1));
+    cr_assert(!limiter_leases_stop_waits(&ls, 5000 + LIMITER_LEASE_STOP_MS));
+    ls.giving = 0; /* answered */
+    cr_assert(!limiter_leases_stop_waits(&ls, 5001));
+    limiter_leases_free(&ls);
+}
+
 Test(limiter_lease, expiry)
 {
     struct limiter_lease l = live(10, 4, 40, 60);
