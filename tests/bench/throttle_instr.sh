@@ -28,6 +28,12 @@
 #   B            keys per FCALL (default 64, the proxy's largest batch)
 #   KEYSPACE     distinct keys drawn from (default 20000)
 #   LIMIT        "max_burst count period" (default "15 30 3600")
+#   CLUSTER      1: each redis-server runs in cluster mode (one node that
+#                serves all 16,384 slots), the FCALLs carry their keys as
+#                a cluster node's batch does, spread over its slots, after
+#                the runs, undeclared (the library's allow-cross-slot-keys;
+#                B is then a node's share of the proxy's batches); 0, the
+#                default: a plain Redis, the keys declared
 # Prints; never asserts. Needs valgrind (callgrind_control,
 # callgrind_annotate).
 set -euo pipefail
@@ -42,6 +48,7 @@ D=${D:-20032}
 B=${B:-64}
 LIMIT=${LIMIT:-"15 30 3600"}
 CELL_MODULE=${CELL_MODULE:-}
+CLUSTER=${CLUSTER:-0}
 READY_TRIES=600 # valgrind starts Redis slowly
 
 require_redis_tools
@@ -54,6 +61,7 @@ lib=$BUILD/algorithms/library.lua
 check_limit LIMIT
 set_gcra_argv "$LIMIT"
 [[ $B =~ ^[1-9][0-9]*$ && $D -ge $B ]] || die "B must be 1..D"
+[[ $CLUSTER == 0 || $CLUSTER == 1 ]] || die "CLUSTER must be 0 or 1"
 fn="$(sed -n '1s/^#!lua name=//p' "$lib")_gcra"
 
 bench_init
@@ -63,7 +71,7 @@ bench_init
 # CL.THROTTLE calls ("module").
 workload() {
     awk -v mode="$1" -v fn="$fn" -v B="$B" -v D="$D" -v ks="$KEYSPACE" \
-        -v lim="$LIMIT" -v argv="$ARGV4" '
+        -v lim="$LIMIT" -v argv="$ARGV4" -v spread="$CLUSTER" '
         function bulk(s) { s = s ""; printf "$%d\r\n%s\r\n", length(s), s }
         BEGIN {
             srand(42)
@@ -81,10 +89,13 @@ workload() {
                     continue
                 }
                 printf "*%d\r\n", B + 10
-                bulk("FCALL"); bulk(fn); bulk(B)
-                for (j = 1; j <= B; j++) bulk(k[j])
+                bulk("FCALL"); bulk(fn); bulk(spread ? 0 : B)
+                if (!spread)
+                    for (j = 1; j <= B; j++) bulk(k[j])
                 bulk("runs"); bulk(1); bulk(B)
                 for (x = 1; x <= 4; x++) bulk(A[x])
+                if (spread)
+                    for (j = 1; j <= B; j++) bulk(k[j])
             }
         }' >"$2"
 }
@@ -93,15 +104,29 @@ workload() {
 # piped in (left in instr_of[NAME]), and its commands (cmds_of[NAME]).
 declare -A instr_of cmds_of
 count() {
-    local name=$1 file=$2 port out vp
+    local name=$1 file=$2 port out vp _
     shift 2
     port=$(free_port)
     out=$workdir/$name.callgrind
+    if [[ $CLUSTER == 1 ]]; then
+        set -- "$@" --cluster-enabled yes --cluster-port "$(free_port)" \
+            --cluster-config-file "$workdir/nodes-$name.conf"
+    fi
     start_bg "redis-server under callgrind ($name)" "$port" \
         "$workdir/$name.log" valgrind --tool=callgrind --instr-atstart=no \
         --callgrind-out-file="$out" redis-server --port "$port" \
         --bind 127.0.0.1 --save "" --appendonly no "$@"
     vp=$last_pid
+    if [[ $CLUSTER == 1 ]]; then
+        redis-cli -p "$port" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+        for _ in $(seq 1 "$READY_TRIES"); do
+            redis-cli -p "$port" CLUSTER INFO | grep -q '^cluster_state:ok' &&
+                break
+            sleep 0.1
+        done
+        redis-cli -p "$port" CLUSTER INFO | grep -q '^cluster_state:ok' ||
+            die "$name: the one-node cluster is not ready"
+    fi
     if [[ $name == cellgate ]]; then
         redis-cli -p "$port" -x FUNCTION LOAD <"$lib" >/dev/null
     fi
@@ -131,6 +156,9 @@ fi
 decisions=$((D / B * B))
 echo "machine: $(machine_line)"
 echo "$decisions decisions over $KEYSPACE keys, limit $LIMIT (ARGV $ARGV4), FCALLs of $B keys; library $lib"
+if [[ $CLUSTER == 1 ]]; then
+    echo "cluster mode: one node serving every slot; the FCALLs' keys spread, undeclared"
+fi
 printf '%-10s %14s %12s  %s\n' target instructions per_decision "commands per decision"
 for n in "${names[@]}"; do
     printf '%-10s %14s %12s  %s\n' "$n" "${instr_of[$n]}" \
