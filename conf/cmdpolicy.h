@@ -1,13 +1,15 @@
 /* cmdpolicy: which commands an ordinary (not admin) client may run.
  *
  * The policy is one bit per command and subcommand of a static table
- * (every command of Redis 7.0 with its ACL categories, conf/cmdpolicy_table.h),
- * one bit per command and subcommand of cellgate's own (CL.THROTTLE,
- * LIMITER and its subcommands: "-limiter|adjust"), and one bit for the
- * commands neither knows (newer Redis, modules). It starts from the default (cmdpolicy_init) and is adjusted by
- * rules in Redis's ACL syntax, applied in order: "+get", "-keys",
- * "+client|kill", "-config|get", "+@dangerous", "-@admin", "allcommands"
- * (= "+@all"), "nocommands" (= "-@all"). Names are case-insensitive.
+ * (every command of Redis 7.0 with its ACL categories,
+ * conf/cmdpolicy_table.h), one bit per command and subcommand of
+ * cellgate's own (CL.THROTTLE, LIMITER and its subcommands:
+ * "-limiter|adjust"), and one bit for the commands neither knows (newer
+ * Redis, modules). It starts from the default (cmdpolicy_init) and is
+ * adjusted by rules in Redis's ACL syntax, applied in order: "+get",
+ * "-keys", "+client|kill", "-config|get", "+@dangerous", "-@admin",
+ * "allcommands" (= "+@all"), "nocommands" (= "-@all"). Names are
+ * case-insensitive.
  *
  * Leaf layer: libc only, no allocation, no logging, no globals. */
 #ifndef PX_CONF_CMDPOLICY_H
