@@ -110,12 +110,12 @@ echo
 echo "| Redis CPU µs per decision, cellgate / redis-cell module | \`-P 1\` | \`-P 16\` | target |"
 echo "| --- | --- | --- | --- |"
 for pl in 1 16; do
-    cl[$pl]=$(cost limiter cl "$pl")
-    mod[$pl]=$(cost limiter cl_module "$pl")
-    one[$pl]=$(cost limiter chk_gcra "$pl")
-    two[$pl]=$(cost limiter chk_two_level "$pl")
-    ccl[$pl]=$(cost cluster cl "$pl")
-    cmod[$pl]=$(cost cluster cl_module "$pl")
+    cl[pl]=$(cost limiter cl "$pl")
+    mod[pl]=$(cost limiter cl_module "$pl")
+    one[pl]=$(cost limiter chk_gcra "$pl")
+    two[pl]=$(cost limiter chk_two_level "$pl")
+    ccl[pl]=$(cost cluster cl "$pl")
+    cmod[pl]=$(cost cluster cl_module "$pl")
 done
 echo "| \`CL.THROTTLE\`, single | $(pair "${cl[1]}" "${mod[1]}") | $(pair "${cl[16]}" "${mod[16]}") | ≤ 1 |"
 echo "| \`CL.THROTTLE\`, cluster (3 masters) | $(pair "${ccl[1]}" "${cmod[1]}") | $(pair "${ccl[16]}" "${cmod[16]}") | ≤ 1 |"
