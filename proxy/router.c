@@ -273,6 +273,14 @@ static void router_forward_resume(struct req *req)
 {
     unsigned flags;
 
+    if (req->client->lim_owed > 0) {
+        /* Its client's limiter calls held with it went on just before it
+         * (the held requests go on in order) into the limiter's batch;
+         * router_before_redis sent that batch before the request was
+         * held, not now: send it first, so a GET after CL.THROTTLE sent
+         * while the map was unknown still sees the TAT. */
+        limiter_send_all(&server.limiter);
+    }
     locate_classify(req);
     if (req->def == NULL && (flags = router_node_flags(req)) != 0) {
         req->blocking = (flags & CMD_F_BLOCKING) != 0;

@@ -27,6 +27,7 @@ PX_TEST_SUITE(it_limiter_order);
 #define WAITERS   10   /* clients whose calls wait behind a call in flight */
 #define BUSY_MS   1000 /* how long the script that holds Redis runs */
 #define SETTLE_MS 100  /* lets a command reach Redis before the next goes */
+#define PAUSE_MS  500  /* how long the masters keep the first map back */
 
 /* Two shared connections per node, so that clients differ in lanes. */
 static const char more_yaml[] = "upstream_pool: 2\n";
@@ -36,6 +37,8 @@ static const char tree_yaml[] = "user:\n"
                                 "  children:\n"
                                 "    \"*\":\n"
                                 "      limits: [2, 1, 60]\n";
+
+static char late_limits[512]; /* init_cluster_map_late's limits file */
 
 static void init_single(void)
 {
@@ -248,4 +251,37 @@ Test(it_limiter_order, limiter_calls_have_a_connection_of_their_own_cluster,
      .init = init_cluster, .fini = px_cluster_fini, .timeout = 120)
 {
     limiter_has_its_own_connection();
+}
+
+/* A proxy whose first slot map is late: every master paused (CLIENT
+ * PAUSE ... ALL: the proxy's CLUSTER SLOTS waits too) while it starts, so
+ * the clients' first commands are held until the map arrives. */
+static void init_cluster_map_late(void)
+{
+    struct px_cluster *cl;
+
+    px_write_file(late_limits, sizeof(late_limits), "limits.yaml", tree_yaml);
+    px_cluster_init();
+    cl = px_cluster();
+    for (int m = 0; m < cl->nmasters; m++) {
+        redisContext *d = px_cluster_connect(cl, m);
+        px_check_status(px_cmd(d, "CLIENT PAUSE %d ALL", PAUSE_MS), "OK");
+        redisFree(d);
+    }
+    px_cluster_proxy_start(&px_env()->proxy, cl, more_yaml);
+}
+
+/* Held requests go on in the order they came, a client's limiter calls
+ * sent before its command behind them (before, a GET held behind its
+ * CL.THROTTLE reached Redis first and found no TAT: the limiter's batch
+ * waited for the next loop turn). */
+Test(it_limiter_order, held_until_the_map_keeps_the_order_cluster,
+     .init = init_cluster_map_late, .fini = px_cluster_fini, .timeout = 120)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *o = px_connect(px_env()->proxy.port);
+
+    px_check_client_order(c, o, "late", 2);
+    redisFree(o);
+    redisFree(c);
 }
