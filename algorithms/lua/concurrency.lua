@@ -50,16 +50,6 @@ function CC.params(a1, a2)
   return M.p
 end
 
--- A stored score as a lease end, or nil when it is not an integer in
--- 0 .. 2^53 - 1 (the ends the twin writes always are).
-function CC.score(s)
-  local v = tonumber(s)
-  if v == nil or v < 0 or v >= P53 or v ~= math.floor(v) then
-    return nil
-  end
-  return v
-end
-
 -- What the decision needs of the set at now for token t: live holders,
 -- the token's live lease end (nil: it holds no slot) and the last live
 -- lease end of the others (0: none). nil and the error for a wrong type
@@ -82,7 +72,7 @@ function CC.read(key, t, now)
   if t ~= '' then
     local s = R_CALL('ZSCORE', key, t)
     if s then
-      mine = CC.score(s)
+      mine = lib_score(s)
       if mine == nil then
         return nil, CC.ERR_STATE
       end
@@ -94,7 +84,7 @@ function CC.read(key, t, now)
   -- The last lease end: the highest unless it is the token's own.
   local last = 0
   for j = 1, #top, 2 do
-    local v = CC.score(top[j + 1])
+    local v = lib_score(top[j + 1])
     if v == nil then
       return nil, CC.ERR_STATE
     end
@@ -156,7 +146,7 @@ function CC.decide(key, a1, a2, a3, a4, now, cost)
   if not mine and others >= p.max then
     -- Full: refused, nothing written; retry when the earliest lease ends.
     local e = CC.state(p, others, last, now)
-    local first = CC.score(R_CALL('ZRANGEBYSCORE', key, '(' .. lib_str(now),
+    local first = lib_score(R_CALL('ZRANGEBYSCORE', key, '(' .. lib_str(now),
                                   '+inf', 'WITHSCORES', 'LIMIT', '0', '1')[2])
     if first == nil then
       return nil, CC.ERR_STATE

@@ -55,6 +55,18 @@ local function lib_int(s)
   return v
 end
 
+-- A sorted set's stored score as an integer, or nil when it is not one in
+-- 0 .. 2^53 - 1 (the scores the C twins write always are: timestamps,
+-- lease ends). Redis gives scores back as it formats doubles, so
+-- tonumber, not lib_int's digits.
+local function lib_score(s)
+  local v = tonumber(s)
+  if v == nil or v < 0 or v >= P53 or v ~= math.floor(v) then
+    return nil
+  end
+  return v
+end
+
 -- floor(a / b) and a mod b, exact, for integers 0 <= a < 2^53, 0 < b < 2^53.
 -- (a / b rounded may land on the next integer; fmod is exact.)
 local function lib_divmod(a, b)

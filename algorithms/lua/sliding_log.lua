@@ -57,16 +57,6 @@ function SL.params(a1, a2, a3)
   return M.p
 end
 
--- A stored score as a timestamp, or nil when it is not an integer in
--- 0 .. 2^53 - 1 (the timestamps the twin writes always are).
-function SL.score(s)
-  local v = tonumber(s)
-  if v == nil or v < 0 or v >= P53 or v ~= math.floor(v) then
-    return nil
-  end
-  return v
-end
-
 -- The score of the stored entry at rank r counted from the newest (0), or
 -- nil when it is malformed. Every number a command takes goes as a
 -- string: Redis formats a Lua number argument with snprintf's %.17g,
@@ -74,7 +64,7 @@ end
 -- on its read's two ranks).
 function SL.at(key, r)
   local s = lib_str(r)
-  return SL.score(R_CALL('ZREVRANGE', key, s, s, 'WITHSCORES')[2])
+  return lib_score(R_CALL('ZREVRANGE', key, s, s, 'WITHSCORES')[2])
 end
 
 -- What SL.read gives for no log (a new identity), made once: it is only
@@ -96,8 +86,8 @@ function SL.read(key, p, now)
     return SL.EMPTY
   end
   local st = {kept = 0, live = 0, fut = 0}
-  local oldest = SL.score(first[2])
-  local newest = SL.score(R_CALL('ZREVRANGE', key, '0', '0', 'WITHSCORES')[2])
+  local oldest = lib_score(first[2])
+  local newest = lib_score(R_CALL('ZREVRANGE', key, '0', '0', 'WITHSCORES')[2])
   if oldest == nil or newest == nil then
     return nil, SL.ERR_STATE
   end

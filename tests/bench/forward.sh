@@ -156,21 +156,7 @@ strace_one() {
 
 # ---------------- Report ----------------
 
-fmt="%-6s %8s %-10s %12s %9s %9s %9s\n"
-# shellcheck disable=SC2059 # the format is built above on purpose
-printf "$fmt" test pipeline target rps p50_ms p99_ms cpu_us
-for x in $(bench_tests); do
-    for pl in $PIPELINES; do
-        for target in "${targets[@]}"; do
-            # shellcheck disable=SC2059
-            printf "$fmt" "$x" "$pl" "$target" \
-                "$(median 4 "$target" "$pl" "$x")" \
-                "$(median 5 "$target" "$pl" "$x")" \
-                "$(median 6 "$target" "$pl" "$x")" \
-                "$(median 7 "$target" "$pl" "$x")"
-        done
-    done
-done
+print_medians 10 cpu_us
 
 # ratios OTHER: cellgate against OTHER and against direct.
 ratios() {

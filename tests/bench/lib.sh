@@ -660,21 +660,31 @@ bench_tests() {
     awk '{ print $3 }' "$results" | awk '!seen[$0]++'
 }
 
-# print_medians WIDTH: the median rps, p50 and p99 of every test, pipeline
-# and target of such rows, the target column WIDTH characters wide.
+# print_medians WIDTH [COLUMN...]: the median rps, p50 and p99 of every
+# test, pipeline and target of such rows, the target column WIDTH
+# characters wide; each COLUMN named adds the median of the next field of
+# the rows (the 7th, then the 8th...).
 # shellcheck disable=SC2154 # targets is set by the sourcing script
 print_medians() {
-    local fmt="%-6s %8s %-${1}s %12s %9s %9s\n" x pl target
+    local fmt="%-6s %8s %-${1}s %12s %9s %9s" x pl target f last
+    local -a vals
+    shift
+    for _ in "$@"; do
+        fmt+=" %9s"
+    done
+    fmt+="\n"
+    last=$((6 + $#))
     # shellcheck disable=SC2059 # the format is built above on purpose
-    printf "$fmt" test pipeline target rps p50_ms p99_ms
+    printf "$fmt" test pipeline target rps p50_ms p99_ms "$@"
     for x in $(bench_tests); do
         for pl in $PIPELINES; do
             for target in "${targets[@]}"; do
+                vals=()
+                for ((f = 4; f <= last; f++)); do
+                    vals+=("$(median "$f" "$target" "$pl" "$x")")
+                done
                 # shellcheck disable=SC2059
-                printf "$fmt" "$x" "$pl" "$target" \
-                    "$(median 4 "$target" "$pl" "$x")" \
-                    "$(median 5 "$target" "$pl" "$x")" \
-                    "$(median 6 "$target" "$pl" "$x")"
+                printf "$fmt" "$x" "$pl" "$target" "${vals[@]}"
             done
         done
     done
