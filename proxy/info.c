@@ -137,13 +137,14 @@ static void info_proxy(struct buf *out, const struct info_snapshot *s)
         (unsigned long long)ls->refusal_invalidations);
     info_printf(out, "limiter_adjusts:%llu\r\n",
                 (unsigned long long)s->adjusts);
-    info_printf(out,
-                "limiter_lease_hits:%llu\r\n"
-                "limiter_lease_takes:%llu\r\n"
-                "limiter_lease_returned_units:%llu\r\n",
-                (unsigned long long)s->leases[0],
-                (unsigned long long)s->leases[1],
-                (unsigned long long)s->leases[2]);
+    info_printf(
+        out,
+        "limiter_lease_hits:%llu\r\n"
+        "limiter_lease_takes:%llu\r\n"
+        "limiter_lease_returned_units:%llu\r\n"
+        "limiter_lease_waits:%llu\r\n",
+        (unsigned long long)s->leases[0], (unsigned long long)s->leases[1],
+        (unsigned long long)s->leases[2], (unsigned long long)s->leases[3]);
     info_printf(out,
                 "limiter_embedded_keys:%llu\r\n"
                 "limiter_embedded_evicted_expired:%llu\r\n"

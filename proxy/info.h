@@ -78,7 +78,7 @@ struct info_snapshot {
     uint64_t fail_open;              /* limiter_fail_open */
     uint64_t shadow_limited;         /* limiter_shadow_limited */
     uint64_t adjusts;                /* limiter_adjusts */
-    uint64_t leases[3];              /* limiter_lease_hits, ... (3) */
+    uint64_t leases[4];              /* limiter_lease_hits, ... (4) */
     struct store_stats store;        /* limiter_refusal_cache_*, ... */
     struct limiter_wait_counts wait; /* limiter_waits* */
     /* Upstreams. */

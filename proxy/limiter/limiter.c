@@ -527,11 +527,12 @@ uint64_t limiter_shadow_limited(const struct limiter *lm)
     return lm->tree.shadow_limited;
 }
 
-void limiter_lease_stats(const struct limiter *lm, uint64_t out[3])
+void limiter_lease_stats(const struct limiter *lm, uint64_t out[4])
 {
     out[0] = lm->leases.hits;
     out[1] = lm->leases.takes;
     out[2] = lm->leases.returned_units;
+    out[3] = lm->leases.waits;
 }
 
 uint64_t limiter_adjusts(const struct limiter *lm)

@@ -146,9 +146,9 @@ uint64_t limiter_fail_open(const struct limiter *lm);
  * admitted as its real levels decided). */
 uint64_t limiter_shadow_limited(const struct limiter *lm);
 
-/* INFO limiter_lease_hits, limiter_lease_takes and
- * limiter_lease_returned_units, in that order. */
-void limiter_lease_stats(const struct limiter *lm, uint64_t out[3]);
+/* INFO limiter_lease_hits, limiter_lease_takes,
+ * limiter_lease_returned_units and limiter_lease_waits, in that order. */
+void limiter_lease_stats(const struct limiter *lm, uint64_t out[4]);
 
 /* LIMITER ADJUSTs handed to the store (INFO limiter_adjusts). */
 uint64_t limiter_adjusts(const struct limiter *lm);

@@ -395,6 +395,7 @@ int limiter_lease_before(struct limiter_leases *ls, struct req *req,
         req->cancel_ctx = l;
         l->nwait++;
         l->wait_units += *cost;
+        ls->waits++;
         return 1;
     case LIMITER_LEASE_TAKE:
         break;

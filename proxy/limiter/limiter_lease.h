@@ -107,6 +107,9 @@ struct limiter_leases {
     uint64_t hits;                     /* checks admitted from a lease */
     uint64_t takes;                    /* leases taken (admitted at Redis) */
     uint64_t returned_units;           /* units given back */
+    uint64_t waits;                    /* checks parked behind a take in
+                                          flight (a check parked twice
+                                          counts twice) */
     unsigned giving;                   /* give-backs sent, not answered */
     uint64_t stop_by;                  /* a shutdown waits for them until
                                           then (loop ms), or 0 */

@@ -282,13 +282,14 @@ Test(it_lease, single_reload_gives_back, .init = init_single_long,
  * lease, the next 14 wait for it; 9 are served from it and the 11th takes
  * the next one, the last 4 waiting for that. Every reply comes in its
  * place, each CHECK's the one a plain check gives (a fixed window), from
- * 2 takes and 13 hits. */
+ * 2 takes and 13 hits, after 18 waits (14, then 4 again). */
 Test(it_lease, single_queued_behind_take_in_order, .init = init_single_long,
      .fini = px_env_fini, .timeout = 60)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     long long hits = px_info_int(c, "limiter_lease_hits");
     long long takes = px_info_int(c, "limiter_lease_takes");
+    long long waits = px_info_int(c, "limiter_lease_waits");
     char want[16];
     int i;
 
@@ -310,6 +311,7 @@ Test(it_lease, single_queued_behind_take_in_order, .init = init_single_long,
     }
     cr_assert_eq(px_info_int(c, "limiter_lease_takes") - takes, 2);
     cr_assert_eq(px_info_int(c, "limiter_lease_hits") - hits, 13);
+    cr_assert_eq(px_info_int(c, "limiter_lease_waits") - waits, 18);
     cr_assert_eq(held(c, "hot:q"), 20);
     redisFree(c);
 }
@@ -405,6 +407,7 @@ Test(it_lease, single_refused_take_queue_goes_plain, .init = init_single_long,
     const char *paths[2] = { "hot:r", "cold:r" };
     struct px_five got[2][8];
     long long hits = px_info_int(c, "limiter_lease_hits");
+    long long waits = px_info_int(c, "limiter_lease_waits");
     int i, k;
 
     for (k = 0; k < 2; k++) {
@@ -433,6 +436,7 @@ Test(it_lease, single_refused_take_queue_goes_plain, .init = init_single_long,
         }
     }
     cr_assert_eq(px_info_int(c, "limiter_lease_hits"), hits);
+    cr_assert_eq(px_info_int(c, "limiter_lease_waits") - waits, 7);
     cr_assert_eq(held(c, "hot:r"), 50);
     cr_assert_eq(held(c, "cold:r"), 50);
     redisFree(c);
