@@ -156,6 +156,7 @@ Test(info, proxy_section_has_every_line_with_its_number)
     f.snap.leases[0] = 51;
     f.snap.leases[1] = 52;
     f.snap.leases[2] = 53;
+    f.snap.leases[3] = 54;
     t = rendered(INFO_PROXY, &f.snap);
     text_is(t, "# Proxy\r\n"
                "cellgate_version:9.8.7\r\n"
@@ -178,6 +179,7 @@ Test(info, proxy_section_has_every_line_with_its_number)
                "limiter_lease_hits:51\r\n"
                "limiter_lease_takes:52\r\n"
                "limiter_lease_returned_units:53\r\n"
+               "limiter_lease_waits:54\r\n"
                "limiter_embedded_keys:24\r\n"
                "limiter_embedded_evicted_expired:25\r\n"
                "limiter_waits:41\r\n"
@@ -414,7 +416,7 @@ Test(info, nothing_is_rendered_twice)
     f.snap.sentinel_watching = "";
     t = rendered(INFO_ALL, &f.snap);
     n = keys_of(t, "\r\n", 1, &copy, keys, 256);
-    cr_assert_eq(n, 60, "%zu lines:\n%s", n, t);
+    cr_assert_eq(n, 61, "%zu lines:\n%s", n, t);
     keys_unique(keys, n);
     px_free(copy);
     px_free(t);
