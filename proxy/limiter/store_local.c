@@ -299,6 +299,73 @@ static int store_local_concurrency(const struct limits_limit *lim,
                             r.expiry_ms, d, w);
 }
 
+/* The two list algorithms' steps, a check's (decide, of `amount` = its
+ * cost) or LIMITER ADJUST's (of `amount` = a delta of either sign): both
+ * make the next list into a buffer of the model's bound (N slots, max
+ * entries) that *w then owns, so an adjust never grows an entry past what
+ * a check could. They fill their model's result; 0, or -1 with *err. */
+static int store_local_window_run(const struct limits_limit *lim,
+                                  const struct store_entry *e, int64_t now,
+                                  int64_t amount, int adjust,
+                                  struct store_pending *w,
+                                  struct sliding_window_result *r,
+                                  const char **err)
+{
+    struct sliding_window_params p;
+    struct sliding_window_slot *next;
+    int rc;
+
+    if (sliding_window_params_init(
+            &p, lim->u.sliding_window.max, lim->u.sliding_window.window_ms,
+            lim->u.sliding_window.resolution_ms, err) != SLIDING_WINDOW_OK) {
+        return -1;
+    }
+    next = px_malloc((size_t)p.nslots * sizeof(*next));
+    rc = adjust
+             ? sliding_window_adjust(&p, e ? e->list : NULL, e ? e->n : 0, now,
+                                     amount, next, (size_t)p.nslots, r, err)
+             : sliding_window_decide(&p, e ? e->list : NULL, e ? e->n : 0, now,
+                                     amount, next, (size_t)p.nslots, r, err);
+    if (rc != SLIDING_WINDOW_OK) {
+        px_free(next);
+        return -1;
+    }
+    w->next.n = r->next_n;
+    w->next.list = next;
+    w->next.list_bytes = (size_t)p.nslots * sizeof(*next);
+    return 0;
+}
+
+static int store_local_log_run(const struct limits_limit *lim,
+                               const struct store_entry *e, int64_t now,
+                               int64_t amount, int adjust,
+                               struct store_pending *w,
+                               struct sliding_log_result *r, const char **err)
+{
+    struct sliding_log_params p;
+    int64_t *next;
+    int rc;
+
+    if (sliding_log_params_init(
+            &p, lim->u.sliding_log.max, lim->u.sliding_log.window_ms,
+            lim->u.sliding_log.min_interval_ms, err) != SLIDING_LOG_OK) {
+        return -1;
+    }
+    next = px_malloc((size_t)p.max * sizeof(*next));
+    rc = adjust ? sliding_log_adjust(&p, e ? e->list : NULL, e ? e->n : 0, now,
+                                     amount, next, (size_t)p.max, r, err)
+                : sliding_log_decide(&p, e ? e->list : NULL, e ? e->n : 0, now,
+                                     amount, next, (size_t)p.max, r, err);
+    if (rc != SLIDING_LOG_OK) {
+        px_free(next);
+        return -1;
+    }
+    w->next.n = r->next_n;
+    w->next.list = next;
+    w->next.list_bytes = (size_t)p.max * sizeof(*next);
+    return 0;
+}
+
 /* Decides one non-gcra limit from entry e (NULL: missing) at now with
  * cost (and a WAIT of wait_ns: the buckets reserve; concurrency's token
  * id) into *d, and what to write into *w. 0, or -1 with *err. */
@@ -328,47 +395,18 @@ static int store_local_decide(const struct limits_limit *lim,
     }
     switch (lim->algo) {
     case LIMITS_SLIDING_WINDOW: {
-        struct sliding_window_params p;
         struct sliding_window_result r;
-        struct sliding_window_slot *next;
-        if (sliding_window_params_init(&p, lim->u.sliding_window.max,
-                                       lim->u.sliding_window.window_ms,
-                                       lim->u.sliding_window.resolution_ms,
-                                       err) != SLIDING_WINDOW_OK) {
+        if (store_local_window_run(lim, e, now, cost, 0, w, &r, err) != 0) {
             return -1;
         }
-        next = px_malloc((size_t)p.nslots * sizeof(*next));
-        if (sliding_window_decide(&p, e ? e->list : NULL, e ? e->n : 0, now,
-                                  cost, next, (size_t)p.nslots, &r,
-                                  err) != SLIDING_WINDOW_OK) {
-            px_free(next);
-            return -1;
-        }
-        w->next.n = r.next_n;
-        w->next.list = next;
-        w->next.list_bytes = (size_t)p.nslots * sizeof(*next);
         return store_local_take(&r.d, r.write == SLIDING_WINDOW_WRITE_SET,
                                 r.expiry_ms, d, w);
     }
     case LIMITS_SLIDING_LOG: {
-        struct sliding_log_params p;
         struct sliding_log_result r;
-        int64_t *next;
-        if (sliding_log_params_init(
-                &p, lim->u.sliding_log.max, lim->u.sliding_log.window_ms,
-                lim->u.sliding_log.min_interval_ms, err) != SLIDING_LOG_OK) {
+        if (store_local_log_run(lim, e, now, cost, 0, w, &r, err) != 0) {
             return -1;
         }
-        next = px_malloc((size_t)p.max * sizeof(*next));
-        if (sliding_log_decide(&p, e ? e->list : NULL, e ? e->n : 0, now, cost,
-                               next, (size_t)p.max, &r,
-                               err) != SLIDING_LOG_OK) {
-            px_free(next);
-            return -1;
-        }
-        w->next.n = r.next_n;
-        w->next.list = next;
-        w->next.list_bytes = (size_t)p.max * sizeof(*next);
         /* The log keeps refused attempts: write 3 = "also when refused". */
         return store_local_take(
             &r.d, r.write == SLIDING_LOG_WRITE_SET ? (r.d.limited ? 3 : 1) : 0,
@@ -387,10 +425,8 @@ static int store_local_decide(const struct limits_limit *lim,
 /* LIMITER ADJUST of a sliding_window or sliding_log limit by delta (any
  * sign) from entry e (NULL: missing) at now, as a pending write into *w
  * (1 set, 2 delete: every count given back, 0 none: nothing changed);
- * nothing written yet. The models bound the state as a check's write does
- * (at most N slots, at most max entries), so an adjust never grows an
- * entry past what a check could. store_local_adjust's per-limit step
- * calls it for these two algorithms. 0, or -1 with *err. */
+ * nothing written yet. store_local_adjust's per-limit step calls it for
+ * these two algorithms. 0, or -1 with *err. */
 static int store_local_adjust_list(const struct limits_limit *lim,
                                    const struct store_entry *e, int64_t now,
                                    int64_t delta, struct store_pending *w,
@@ -403,25 +439,10 @@ static int store_local_adjust_list(const struct limits_limit *lim,
         return -1;
     }
     if (lim->algo == LIMITS_SLIDING_WINDOW) {
-        struct sliding_window_params p;
         struct sliding_window_result r;
-        struct sliding_window_slot *next;
-        if (sliding_window_params_init(&p, lim->u.sliding_window.max,
-                                       lim->u.sliding_window.window_ms,
-                                       lim->u.sliding_window.resolution_ms,
-                                       err) != SLIDING_WINDOW_OK) {
+        if (store_local_window_run(lim, e, now, delta, 1, w, &r, err) != 0) {
             return -1;
         }
-        next = px_malloc((size_t)p.nslots * sizeof(*next));
-        if (sliding_window_adjust(&p, e ? e->list : NULL, e ? e->n : 0, now,
-                                  delta, next, (size_t)p.nslots, &r,
-                                  err) != SLIDING_WINDOW_OK) {
-            px_free(next);
-            return -1;
-        }
-        w->next.n = r.next_n;
-        w->next.list = next;
-        w->next.list_bytes = (size_t)p.nslots * sizeof(*next);
         w->write = r.write == SLIDING_WINDOW_WRITE_SET   ? 1
                    : r.write == SLIDING_WINDOW_WRITE_DEL ? 2
                                                          : 0;
@@ -429,24 +450,10 @@ static int store_local_adjust_list(const struct limits_limit *lim,
         return 0;
     }
     if (lim->algo == LIMITS_SLIDING_LOG) {
-        struct sliding_log_params p;
         struct sliding_log_result r;
-        int64_t *next;
-        if (sliding_log_params_init(
-                &p, lim->u.sliding_log.max, lim->u.sliding_log.window_ms,
-                lim->u.sliding_log.min_interval_ms, err) != SLIDING_LOG_OK) {
+        if (store_local_log_run(lim, e, now, delta, 1, w, &r, err) != 0) {
             return -1;
         }
-        next = px_malloc((size_t)p.max * sizeof(*next));
-        if (sliding_log_adjust(&p, e ? e->list : NULL, e ? e->n : 0, now, delta,
-                               next, (size_t)p.max, &r,
-                               err) != SLIDING_LOG_OK) {
-            px_free(next);
-            return -1;
-        }
-        w->next.n = r.next_n;
-        w->next.list = next;
-        w->next.list_bytes = (size_t)p.max * sizeof(*next);
         w->write = r.write == SLIDING_LOG_WRITE_SET   ? 1
                    : r.write == SLIDING_LOG_WRITE_DEL ? 2
                                                       : 0;
