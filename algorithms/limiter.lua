@@ -918,6 +918,8 @@ end
 -- Ends a fast group of n > 1 levels whose reads are done: a refusal
 -- deletes the keys written at their read, an admission writes the others
 -- (LIM_T says which were written, LIM_W holds each write's value and ms).
+-- A write is PSETEX, SET ... PX without SET's option parsing (and, on a
+-- cluster node, without its key procedure), as gcra.lua's writes.
 local function LIM_fast_finish(K, k0, n, refused)
   if refused then
     LIM_fast_undo(K, k0, n)
@@ -925,7 +927,7 @@ local function LIM_fast_finish(K, k0, n, refused)
   end
   for i = 1, n do
     if not LIM_T[i] then
-      R_CALL('SET', K[k0 + i - 1], LIM_W[2 * i - 1], 'PX', LIM_W[2 * i])
+      R_CALL('PSETEX', K[k0 + i - 1], LIM_W[2 * i], LIM_W[2 * i - 1])
     end
   end
 end
@@ -1000,7 +1002,7 @@ local function LIM_fast(K, k0, f, n, P, mb, m, now_s, now_ns, out, o)
     out[o + 1 + i] = v
     if n == 1 then
       if val then
-        R_CALL('SET', key, val, 'PX', ms)
+        R_CALL('PSETEX', key, ms, val)
       end
     else
       T[i], W[2 * i - 1], W[2 * i] = written, val, ms
@@ -1318,12 +1320,12 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       elseif class == 2 then
         local val, ms = gcra_fast_ahead(v, f[6], f[7], now_s, now_ns, f[8],
                                         f[9])
-        call_('SET', key, val, 'PX', ms)
+        call_('PSETEX', key, ms, val)
         reply[o + 1], reply[o + 2] = 0, v
         r = o + 2
       elseif class then
         if class == 0 then
-          call_('SET', key, f[4], 'PX', f[5])
+          call_('PSETEX', key, f[5], f[4])
         end
         reply[o + 1], reply[o + 2] = class, v
         r = o + 2
@@ -1396,7 +1398,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
               call_('DEL', K[k + i - 1])
             end
           elseif not T[i] then
-            call_('SET', K[k + i - 1], W[2 * i - 1], 'PX', W[2 * i])
+            call_('PSETEX', K[k + i - 1], W[2 * i], W[2 * i - 1])
           end
         end
         r = o + 1 + n
