@@ -126,6 +126,7 @@
 -- the library's function). A script runs the whole file each time.
 
 --#include lib
+--#include hstate
 
 -- name -> {
 --   decide = f(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns, wait_us)
@@ -500,6 +501,7 @@ local LIM_A, LIM_E, LIM_L, LIM_S, LIM_T, LIM_W = {}, {}, {}, {}, {}, {}
 local function LIM_now(arg)
   if arg == '' then
     local s, us = lib_time(R_CALL('TIME'))
+    HS.ms = s * 1000 + (us - us % 1000) / 1000
     return s * 1000000 + us, s, us
   end
   local now = lib_int(arg)
@@ -839,9 +841,15 @@ local function LIM_single(KEYS, ARGV)
   if P == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end
+  HS.begin(KEYS, 1, n)
   local r, err = LIM_run(KEYS, 1, ARGV, mode, cost, n, 4, P, pb, pm, now,
                          now_s, now_us, nil, nil, wait)
   if r == nil then
+    HS.drop()
+    return redis.error_reply(err)
+  end
+  err = HS.finish()
+  if err then
     return redis.error_reply(err)
   end
   return r
@@ -1096,6 +1104,24 @@ local function LIM_general(K, k0, ARGV, a0, n, P, mb, m, now, now_s, now_us,
   return o + 1
 end
 
+-- Ends a group whose reply is after reply[o0], its last element at o:
+-- writes its states (HS.finish), or forgets them when the group failed
+-- (its element an error: nothing of it written). Returns o, or the index
+-- of the group's error element when the write failed.
+local function HS_end(reply, out, o0, o, n)
+  local e = reply[o0 + 1]
+  if type(e) == 'table' and e.err then
+    HS.drop()
+    return o
+  end
+  local err = HS.finish()
+  if err then
+    HS.drop()
+    return LIM_failed(reply, out, o0, n, err)
+  end
+  return o
+end
+
 -- Decides the G groups that LIM_G describes, their keys from K[kb + 1]:
 -- the reply of mode "each", or flat that of mode "shapes".
 local function LIM_groups(K, kb, ARGV, G, flat)
@@ -1127,6 +1153,8 @@ local function LIM_groups(K, kb, ARGV, G, flat)
     local x = 6 * g - 6
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
     local s, mb, r = LIM_G[x + 5], LIM_G[x + 6], false
+    local o0 = o
+    HS.begin(K, kb + k0, n)
     local P, pb, pm = LIM_pairs(K, kb + k0, n, ARGV, mb, m)
     if P == nil then
       r = LIM_failed(reply, out, o, n, LIM_BAD_ARGS)
@@ -1155,6 +1183,7 @@ local function LIM_groups(K, kb, ARGV, G, flat)
       o = LIM_general(K, kb + k0, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
                       reply, out, o)
     end
+    o = HS_end(reply, out, o0, o, n)
   end
   if flat then
     return lib_reply(o)
@@ -1300,6 +1329,8 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     -- r: nil until a way of deciding the group was tried, then false
     -- when it must go to LIM_general.
     local k, mb, r = kb + (n + 1) * g - n, a + 2 * mp * (g - 1) - 1, nil
+    local o0 = o
+    HS.begin(K, k, n)
     if fresh and (none or ARGV[mb + 2] == '') then
       -- LIM_fast's decision of one level, inline: a new key admitted by
       -- its read, a TAT ahead of now that admits, at or before now
@@ -1417,7 +1448,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
                            reply, reply, o)
     end
-    o = r
+    o = HS_end(reply, reply, o0, r, n)
   end
   return lib_reply(o)
 end
@@ -1476,13 +1507,30 @@ local function LIM_shapes(KEYS, ARGV)
   return LIM_groups(K, kb, ARGV, G, true)
 end
 
+-- The call: the states of the groups' limit keys live in their
+-- identities' hashes (hstate.lua), so R_CALL and R_PCALL are HS's while it
+-- runs, and Redis's again when it returns or raises (CL.THROTTLE, in the
+-- same library, calls Redis directly).
+local function LIM_main(KEYS, ARGV)
+  if ARGV[1] == 'shapes' then
+    return LIM_shapes(KEYS, ARGV)
+  elseif ARGV[1] == 'each' then
+    return LIM_each(KEYS, ARGV)
+  end
+  return LIM_single(KEYS, ARGV)
+end
+
 --#call
-if not R_CALL then
-  R_CALL, R_PCALL = redis.call, redis.pcall
+HS.rc, HS.rp, HS.ms, HS.old = redis.call, redis.pcall, false, true
+-- ARGV[2] "!<now>": the old per-level keys are not read (see the header).
+if string.byte(ARGV[2] or '', 1) == 33 then
+  ARGV[2], HS.old = string.sub(ARGV[2], 2), false
 end
-if ARGV[1] == 'shapes' then
-  return LIM_shapes(KEYS, ARGV)
-elseif ARGV[1] == 'each' then
-  return LIM_each(KEYS, ARGV)
+R_CALL, R_PCALL = HS.call, HS.pcall
+local ok, r = pcall(LIM_main, KEYS, ARGV)
+R_CALL, R_PCALL = HS.rc, HS.rp
+HS.drop()
+if not ok then
+  error(r, 0)
 end
-return LIM_single(KEYS, ARGV)
+return r
