@@ -4,6 +4,7 @@
 #include "tests/integration/lua_twin.h"
 
 #include "tests/integration/fixture.h"
+#include "tests/integration/lstate.h"
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -498,7 +499,11 @@ void lua_twin_expect(const struct lua_twin_out *o, const struct rl_decision *d,
 
 long long lua_twin_pttl(redisContext *c, const char *key)
 {
-    redisReply *r = px_cmd(c, "PTTL %s", key);
+    char hash[256];
+    const char *field;
+    redisReply *r = lstate_split(key, hash, sizeof(hash), &field)
+                        ? lstate_cmd(c, "PTTL %s", key)
+                        : px_cmd(c, "PTTL %s", key);
     long long v;
 
     cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "PTTL type");

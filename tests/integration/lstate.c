@@ -1,0 +1,259 @@
+/* The tests' view of LIMITER's states (lstate.h): one script emulates the
+ * previous release's per-level key on the identity's hash field, so a
+ * test reads and plants states with the commands it always used. */
+#include "tests/integration/lstate.h"
+
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LSTATE_WORDS 64
+
+static const char lstate_lua[] =
+    "local A = {gcra = 's', token_bucket = 'h', leaky_bucket = 'h',\n"
+    "  fixed_window = 'h', sliding_window = 'h', sliding_counter = 'h'}\n"
+    "local function run(ARGV)\n"
+    "local cmd, key = string.upper(ARGV[1]), ARGV[2]\n"
+    "local h, f = string.match(key or '', '^([^{]*{[^}]+})(.*#%d+:[%a_]+)$')\n"
+    "local t = h and A[string.match(f, ':([%a_]+)$')]\n"
+    "if not t then return redis.call(unpack(ARGV)) end\n"
+    "local tm = redis.call('TIME')\n"
+    "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / "
+    "1000)\n"
+    "local s = redis.call('HGET', h, f)\n"
+    "local v, x = false, 0\n"
+    "if s then\n"
+    "  local e, pl = string.match(s, '^(%d+)|(.*)$')\n"
+    "  if not e then v = s\n"
+    "  elseif tonumber(e) == 0 or tonumber(e) >= now then\n"
+    "    v, x = pl, tonumber(e)\n"
+    "  end\n"
+    "end\n"
+    "local m, order = {}, {}\n"
+    "if v and t == 'h' then\n"
+    "  for part in string.gmatch(v, '[^,]+') do\n"
+    "    local k, val = string.match(part, '^([^=]+)=(.*)$')\n"
+    "    if k then m[k] = val; order[#order + 1] = k end\n"
+    "  end\n"
+    "end\n"
+    "local function put(nv, nx)\n"
+    "  if not nv or nv == '' then redis.call('HDEL', h, f) return end\n"
+    "  redis.call('HSET', h, f, string.format('%d', nx) .. '|' .. nv)\n"
+    "  local p = redis.call('PTTL', h)\n"
+    "  if nx == 0 then redis.call('PERSIST', h)\n"
+    "  elseif p >= 0 and now + p < nx then redis.call('PEXPIREAT', h, nx)\n"
+    "  elseif p == -1 and redis.call('HLEN', h) == 1 then\n"
+    "    redis.call('PEXPIREAT', h, nx)\n"
+    "  end\n"
+    "end\n"
+    "local function enc()\n"
+    "  local p = {}\n"
+    "  for _, k in ipairs(order) do\n"
+    "    if m[k] then p[#p + 1] = k .. '=' .. m[k] end\n"
+    "  end\n"
+    "  return table.concat(p, ',')\n"
+    "end\n"
+    "if cmd == 'EXISTS' then return v and 1 or 0\n"
+    "elseif cmd == 'PTTL' then\n"
+    "  if not v then return -2 elseif x == 0 then return -1 end\n"
+    "  return x - now\n"
+    "elseif cmd == 'TYPE' then\n"
+    "  return {ok = v and (t == 's' and 'string' or 'hash') or 'none'}\n"
+    "elseif cmd == 'GET' then return v\n"
+    "elseif cmd == 'HGET' then return v and m[ARGV[3]] or false\n"
+    "elseif cmd == 'HMGET' then\n"
+    "  local r = {}\n"
+    "  for i = 3, #ARGV do r[i - 2] = v and m[ARGV[i]] or false end\n"
+    "  return r\n"
+    "elseif cmd == 'HGETALL' then\n"
+    "  local r = {}\n"
+    "  for _, k in ipairs(order) do r[#r + 1] = k; r[#r + 1] = m[k] end\n"
+    "  return r\n"
+    "elseif cmd == 'HLEN' then return #order\n"
+    "elseif cmd == 'DEL' then\n"
+    "  if v then redis.call('HDEL', h, f) return 1 end\n"
+    "  return 0\n"
+    "elseif cmd == 'PERSIST' then\n"
+    "  if v and x > 0 then put(v, 0) return 1 end\n"
+    "  return 0\n"
+    "elseif cmd == 'PEXPIRE' then\n"
+    "  if not v then return 0 end\n"
+    "  put(v, now + tonumber(ARGV[3]))\n"
+    "  return 1\n"
+    "elseif cmd == 'SET' then\n"
+    "  local nx = 0\n"
+    "  for i = 4, #ARGV do\n"
+    "    local w = string.upper(ARGV[i])\n"
+    "    if w == 'PX' then nx = now + tonumber(ARGV[i + 1])\n"
+    "    elseif w == 'KEEPTTL' then nx = x end\n"
+    "  end\n"
+    "  put(ARGV[3], nx)\n"
+    "  return {ok = 'OK'}\n"
+    "elseif cmd == 'HSET' then\n"
+    "  local added = 0\n"
+    "  for i = 3, #ARGV, 2 do\n"
+    "    if m[ARGV[i]] == nil then\n"
+    "      added = added + 1; order[#order + 1] = ARGV[i]\n"
+    "    end\n"
+    "    m[ARGV[i]] = ARGV[i + 1]\n"
+    "  end\n"
+    "  put(enc(), v and x or 0)\n"
+    "  return added\n"
+    "elseif cmd == 'HDEL' then\n"
+    "  local gone = 0\n"
+    "  for i = 3, #ARGV do\n"
+    "    if m[ARGV[i]] then gone = gone + 1; m[ARGV[i]] = nil end\n"
+    "  end\n"
+    "  if gone > 0 then put(enc(), x) end\n"
+    "  return gone\n"
+    "end\n"
+    "return redis.error_reply('ERR lstate: ' .. cmd .. ' not emulated')\n"
+    "end\n"
+    "if string.upper(ARGV[1]) == 'EXISTS' and #ARGV > 2 then\n"
+    "  local n = 0\n"
+    "  for i = 2, #ARGV do n = n + run({'EXISTS', ARGV[i]}) end\n"
+    "  return n\n"
+    "end\n"
+    "return run(ARGV)\n";
+
+int lstate_split(const char *key, char *hash, size_t hashlen,
+                 const char **field)
+{
+    static const char *const algos[] = {
+        ":gcra",         ":token_bucket",   ":leaky_bucket",
+        ":fixed_window", ":sliding_window", ":sliding_counter"
+    };
+    const char *open = strchr(key, '{'), *close, *hashmark, *colon;
+    size_t n;
+    int ok = 0;
+
+    if (open == NULL || (close = strchr(open + 1, '}')) == NULL ||
+        close == open + 1) {
+        return 0;
+    }
+    hashmark = strrchr(close + 1, '#');
+    colon = strrchr(close + 1, ':');
+    if (hashmark == NULL || colon == NULL || colon < hashmark ||
+        colon == hashmark + 1 ||
+        strspn(hashmark + 1, "0123456789") != (size_t)(colon - hashmark - 1)) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+        ok |= strcmp(colon, algos[i]) == 0;
+    }
+    n = (size_t)(close + 1 - key);
+    if (!ok || n >= hashlen) {
+        return 0;
+    }
+    memcpy(hash, key, n);
+    hash[n] = '\0';
+    *field = close + 1;
+    return 1;
+}
+
+/* Splits the command text into the arguments of EVAL: the script, 1 key
+ * (the second word: the hash a limit key lives in, else itself) and the
+ * words. Returns the count; text is cut in place. */
+static int lstate_argv(char *text, const char **argv, char *hash,
+                       size_t hashlen)
+{
+    const char *field;
+    int argc = 4;
+    char *save = NULL;
+
+    argv[0] = "EVAL";
+    argv[1] = lstate_lua;
+    argv[2] = "1";
+    for (char *w = strtok_r(text, " ", &save); w != NULL;
+         w = strtok_r(NULL, " ", &save)) {
+        cr_assert_lt(argc, LSTATE_WORDS, "lstate: too many words");
+        argv[argc++] = w;
+    }
+    cr_assert_geq(argc, 5, "lstate: no command");
+    if (argc == 5) {
+        argv[2] = "0";
+        memmove(argv + 3, argv + 4, sizeof(*argv));
+        return 4;
+    }
+    argv[3] = lstate_split(argv[5], hash, hashlen, &field) ? hash : argv[5];
+    return argc;
+}
+
+redisReply *lstate_cmd(redisContext *c, const char *fmt, ...)
+{
+    char text[8192], hash[1024];
+    const char *argv[LSTATE_WORDS];
+    va_list ap;
+    int argc;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    argc = lstate_argv(text, argv, hash, sizeof(hash));
+    r = redisCommandArgv(c, argc, argv, NULL);
+    cr_assert_not_null(r, "lstate: %s", c->errstr);
+    return r;
+}
+
+void lstate_append(redisContext *c, const char *fmt, ...)
+{
+    char text[8192], hash[1024];
+    const char *argv[LSTATE_WORDS];
+    va_list ap;
+    int argc;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    argc = lstate_argv(text, argv, hash, sizeof(hash));
+    cr_assert_eq(redisAppendCommandArgv(c, argc, argv, NULL), REDIS_OK);
+}
+
+int lstate_keys(redisContext *c, char (*names)[128], int max)
+{
+    redisReply *k = lstate_cmd(c, "KEYS *");
+    int n = 0;
+
+    cr_assert_eq(k->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < k->elements; i++) {
+        const char *key = k->element[i]->str;
+        size_t len = strlen(key);
+        redisReply *f = NULL;
+
+        if (len > 2 && key[len - 1] == '}' && strchr(key, '{') != NULL) {
+            redisReply *t = lstate_cmd(c, "TYPE %s", key);
+
+            if (strcmp(t->str, "hash") == 0) {
+                f = lstate_cmd(c, "HKEYS %s", key);
+            }
+            freeReplyObject(t);
+        }
+        if (f == NULL) {
+            cr_assert_lt(n, max, "lstate: more than %d keys", max);
+            cr_assert_lt(len, sizeof(names[0]));
+            memcpy(names[n++], key, len + 1);
+            continue;
+        }
+        for (size_t j = 0; j < f->elements; j++) {
+            char name[128];
+            redisReply *e;
+
+            size_t flen = strlen(f->element[j]->str);
+
+            cr_assert_lt(len + flen, sizeof(name), "lstate: long key");
+            memcpy(name, key, len);
+            memcpy(name + len, f->element[j]->str, flen + 1);
+            e = lstate_cmd(c, "EXISTS %s", name);
+            if (e->integer == 1) {
+                cr_assert_lt(n, max, "lstate: more than %d keys", max);
+                memcpy(names[n++], name, len + flen + 1);
+            }
+            freeReplyObject(e);
+        }
+        freeReplyObject(f);
+    }
+    freeReplyObject(k);
+    return n;
+}

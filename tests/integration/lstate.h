@@ -1,0 +1,33 @@
+/* LIMITER's states as the tests see them: a limit key
+ * "<prefix>{<tag>}<rest>#<i>:<algorithm>" of an algorithm kept in the
+ * identity's hash (docs/limiter.md: gcra and the hash states) names the
+ * field "<rest>#<i>:<algorithm>" of the hash "<prefix>{<tag>}", whose value
+ * is "<expire_at_ms>|<payload>". lstate_cmd runs a command on such a key as
+ * it ran on the per-level key of the previous release (GET, SET [PX ms]
+ * [KEEPTTL], DEL, EXISTS, TYPE, PTTL, PERSIST, PEXPIRE, HGET, HMGET,
+ * HGETALL, HLEN, HSET, HDEL), through a script on the node, so the tests
+ * that read or plant states stay as they were; any other key, and any key
+ * when the command names none, goes to Redis as it is. */
+#ifndef PX_TESTS_INTEGRATION_LSTATE_H
+#define PX_TESTS_INTEGRATION_LSTATE_H
+
+#include <hiredis/hiredis.h>
+
+/* px_cmd's form ("%s" and "%d" etc., words separated by single spaces,
+ * no word holding a space): the reply, asserted non-NULL. */
+redisReply *lstate_cmd(redisContext *c, const char *fmt, ...);
+
+/* lstate_cmd's command appended to c's pipeline (redisAppendCommand). */
+void lstate_append(redisContext *c, const char *fmt, ...);
+
+/* Whether key names a field of an identity's hash; then its hash's name in
+ * hash (hashlen bytes at most, NUL-terminated) and its field at *field. */
+int lstate_split(const char *key, char *hash, size_t hashlen,
+                 const char **field);
+
+/* Every key of c's database as the previous release kept them: an
+ * identity's hash stands for its live fields' limit keys. Fills names (at
+ * most max) and returns the count. */
+int lstate_keys(redisContext *c, char (*names)[128], int max);
+
+#endif
