@@ -55,6 +55,7 @@
 #include "proxy/limiter/aclcheck.h"
 #include "proxy/limiter/lua_wire.h"
 #include "proxy/limiter/refusal.h"
+#include "proxy/limiter/refusal_field.h"
 #include "proxy/limiter/refusal_store.h"
 #include "proxy/limiter/store.h"
 #include "proxy/limiter/store_redis_batch.h"
@@ -436,12 +437,36 @@ static void store_redis_reset_on_reply(struct req *part, const char *frame,
     store_redis_check_part_done(c);
 }
 
-/* RESET of group g: DEL of its keys, on the node of its tag. */
+/* The parts of group g's RESET: 1 (its keys' DEL), 2 when some of its
+ * states are fields of the identity's hash (their HDEL too), or 0 when
+ * it has no keys. */
+static unsigned store_redis_reset_parts(const struct store_check *c, unsigned g)
+{
+    unsigned i;
+
+    if (store_redis_group_keys(c, g) == 0) {
+        return 0;
+    }
+    for (i = 0; i < c->n; i++) {
+        if (c->lim[i].group == g &&
+            refusal_field_hash_len(c->lim[i].key, c->lim[i].klen) > 0) {
+            return 2;
+        }
+    }
+    return 1;
+}
+
+/* RESET of group g, on the node of its tag: HDEL of the fields that hold
+ * its states in the identity's hash, and DEL of its keys (the sorted sets'
+ * and, for the release that moves states into the hash, the keys of the
+ * previous one). */
 static void store_redis_reset_send(struct store_check *c, unsigned g)
 {
-    unsigned i, a = 0;
+    unsigned i, a = 0, f = 2;
     const char **argv = px_calloc(c->n + 1, sizeof(*argv));
+    const char **fargv = px_calloc(c->n + 2, sizeof(*fargv));
     size_t *lens = px_calloc(c->n + 1, sizeof(*lens));
+    size_t *flens = px_calloc(c->n + 2, sizeof(*flens));
     struct store_redis *rs = c->st->impl;
     char ovkey[STORE_KEY_MAX];
     size_t ovlen = store_redis_group_ovkey(c, g, ovkey);
@@ -451,17 +476,36 @@ static void store_redis_reset_send(struct store_check *c, unsigned g)
     refusal_store_forget_group(&rs->rf, c, g);
     argv[a] = "DEL";
     lens[a++] = 3;
+    fargv[0] = "HDEL";
+    flens[0] = 4;
     for (i = 0; i < c->n; i++) {
-        if (c->lim[i].group == g) {
-            argv[a] = c->lim[i].key;
-            lens[a++] = c->lim[i].klen;
+        size_t h;
+        if (c->lim[i].group != g) {
+            continue;
         }
+        argv[a] = c->lim[i].key;
+        lens[a++] = c->lim[i].klen;
+        h = refusal_field_hash_len(c->lim[i].key, c->lim[i].klen);
+        if (h > 0 && (f == 2 || (flens[1] == h &&
+                                 memcmp(fargv[1], c->lim[i].key, h) == 0))) {
+            fargv[1] = c->lim[i].key;
+            flens[1] = h;
+            fargv[f] = c->lim[i].key + h;
+            flens[f++] = c->lim[i].klen - h;
+        }
+    }
+    if (f > 2) {
+        store_redis_part_send(c->st, resp_cmd_new((int)f, fargv, flens),
+                              store_redis_reset_on_reply, c, g, c->root->lane,
+                              ovkey, ovlen);
     }
     store_redis_part_send(c->st, resp_cmd_new((int)a, argv, lens),
                           store_redis_reset_on_reply, c, g, c->root->lane,
                           ovkey, ovlen);
     px_free(argv);
     px_free(lens);
+    px_free(fargv);
+    px_free(flens);
 }
 
 /* ADJUST's call to group g. One that gives back makes refused keys
@@ -502,8 +546,10 @@ static void store_redis_check(struct store *st, struct store_check *c,
      * has nothing to do; checks call every group, to verify its
      * overrides. */
     for (g = 0; g < c->ngroups; g++) {
-        c->pending += (c->op != STORE_RESET && c->op != STORE_RELEASE) ||
-                      store_redis_group_keys(c, g) > 0;
+        c->pending +=
+            c->op == STORE_RESET
+                ? store_redis_reset_parts(c, g)
+                : c->op != STORE_RELEASE || store_redis_group_keys(c, g) > 0;
     }
     c->root->owed++;
     for (g = 0; g < c->ngroups; g++) {
