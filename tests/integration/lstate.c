@@ -3,6 +3,8 @@
  * test reads and plants states with the commands it always used. */
 #include "tests/integration/lstate.h"
 
+#include "tests/integration/fixture.h"
+
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,6 +79,21 @@ static const char lstate_lua[] =
     "elseif cmd == 'PERSIST' then\n"
     "  if v and x > 0 then put(v, 0) return 1 end\n"
     "  return 0\n"
+    "elseif cmd == 'PEXPIRETIME' then\n"
+    "  if not v then return -2 elseif x == 0 then return -1 end\n"
+    "  return x\n"
+    "elseif cmd == 'PEXPIREAT' then\n"
+    "  if not v then return 0 end\n"
+    "  put(v, tonumber(ARGV[3]))\n"
+    "  return 1\n"
+    "elseif cmd == 'HKEYS' then\n"
+    "  return order\n"
+    "elseif cmd == 'HINCRBY' then\n"
+    "  if m[ARGV[3]] == nil then order[#order + 1] = ARGV[3] end\n"
+    "  m[ARGV[3]] = tostring((tonumber(m[ARGV[3]]) or 0) + "
+    "tonumber(ARGV[4]))\n"
+    "  put(enc(), v and x or 0)\n"
+    "  return tonumber(m[ARGV[3]])\n"
     "elseif cmd == 'PEXPIRE' then\n"
     "  if not v then return 0 end\n"
     "  put(v, now + tonumber(ARGV[3]))\n"
@@ -213,7 +230,7 @@ void lstate_append(redisContext *c, const char *fmt, ...)
 
 int lstate_keys(redisContext *c, char (*names)[128], int max)
 {
-    redisReply *k = lstate_cmd(c, "KEYS *");
+    redisReply *k = px_cmd(c, "KEYS *");
     int n = 0;
 
     cr_assert_eq(k->type, REDIS_REPLY_ARRAY);
@@ -223,10 +240,10 @@ int lstate_keys(redisContext *c, char (*names)[128], int max)
         redisReply *f = NULL;
 
         if (len > 2 && key[len - 1] == '}' && strchr(key, '{') != NULL) {
-            redisReply *t = lstate_cmd(c, "TYPE %s", key);
+            redisReply *t = px_cmd(c, "TYPE %s", key);
 
             if (strcmp(t->str, "hash") == 0) {
-                f = lstate_cmd(c, "HKEYS %s", key);
+                f = px_cmd(c, "HKEYS %s", key);
             }
             freeReplyObject(t);
         }

@@ -4,8 +4,9 @@
  * field "<rest>#<i>:<algorithm>" of the hash "<prefix>{<tag>}", whose value
  * is "<expire_at_ms>|<payload>". lstate_cmd runs a command on such a key as
  * it ran on the per-level key of the previous release (GET, SET [PX ms]
- * [KEEPTTL], DEL, EXISTS, TYPE, PTTL, PERSIST, PEXPIRE, HGET, HMGET,
- * HGETALL, HLEN, HSET, HDEL), through a script on the node, so the tests
+ * [KEEPTTL], DEL, EXISTS, TYPE, PTTL, PEXPIRETIME, PERSIST, PEXPIRE,
+ * PEXPIREAT, HGET, HMGET, HGETALL, HKEYS, HLEN, HSET, HDEL, HINCRBY),
+ * through a script on the node, so the tests
  * that read or plant states stay as they were; any other key, and any key
  * when the command names none, goes to Redis as it is. */
 #ifndef PX_TESTS_INTEGRATION_LSTATE_H

@@ -30,6 +30,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 PX_TEST_SUITE(it_adjust);
 
@@ -169,12 +170,12 @@ static void failed_group_undoes_the_others(void)
     redisReply *r;
     int i;
 
-    px_check_status(px_cmd(d, "SET %s x", team_key), "OK");
+    px_check_status(lstate_cmd(d, "SET %s x", team_key), "OK");
     r = px_cmd(c, "LIMITER ADJUST team:dan 3");
     cr_assert_eq(r->type, REDIS_REPLY_ERROR);
     cr_assert(strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", r->str);
     freeReplyObject(r);
-    px_check_int(px_cmd(d, "DEL %s", team_key), 1);
+    px_check_int(lstate_cmd(d, "DEL %s", team_key), 1);
     for (i = 0; i < 2000; i++) {
         struct px_five f =
             px_take_five(px_cmd(c, "LIMITER PEEK team:dan"), "PEEK team:dan");
@@ -364,8 +365,8 @@ static void one_call_all_or_nothing(void)
     }
     freeReplyObject(keys);
     cr_assert(fw[0] != '\0' && gc[0] != '\0', "keys %s, %s", fw, gc);
-    px_check_int(px_cmd(d, "DEL %s", gc), 1);
-    px_check_int(px_cmd(d, "HSET %s f v", gc), 1);
+    px_check_int(lstate_cmd(d, "DEL %s", gc), 1);
+    px_check_int(lstate_cmd(d, "HSET %s f v", gc), 1);
     before = px_cmd(d, "DUMP %s", fw);
     r = px_cmd(c, "LIMITER ADJUST acct:zed:trade 3");
     cr_assert_eq(r->type, REDIS_REPLY_ERROR);
