@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define LSTATE_WORDS 64
 
@@ -170,37 +171,48 @@ int lstate_split(const char *key, char *hash, size_t hashlen,
 }
 
 /* Splits the command text into the arguments of EVAL: the script, 1 key
- * (the second word: the hash a limit key lives in, else itself) and the
- * words. Returns the count; text is cut in place. */
-static int lstate_argv(char *text, const char **argv, char *hash,
-                       size_t hashlen)
+ * (the second word: the hash a limit key lives in) and the words; or,
+ * when no word after the command is a limit key, into the command itself
+ * (Redis runs it as it is). Sets *argc and returns where the arguments
+ * start; text is cut in place. */
+static const char **lstate_argv(char *text, const char **argv, char *hash,
+                                size_t hashlen, int *argc)
 {
     const char *field;
-    int argc = 4;
     char *save = NULL;
+    int n = 4, limit = 0;
 
     argv[0] = "EVAL";
     argv[1] = lstate_lua;
     argv[2] = "1";
     for (char *w = strtok_r(text, " ", &save); w != NULL;
          w = strtok_r(NULL, " ", &save)) {
-        cr_assert_lt(argc, LSTATE_WORDS, "lstate: too many words");
-        argv[argc++] = w;
+        cr_assert_lt(n, LSTATE_WORDS, "lstate: too many words");
+        argv[n++] = strcmp(w, "''") == 0 ? "" : w; /* an empty argument */
     }
-    cr_assert_geq(argc, 5, "lstate: no command");
-    if (argc == 5) {
-        argv[2] = "0";
-        memmove(argv + 3, argv + 4, sizeof(*argv));
-        return 4;
+    cr_assert_geq(n, 5, "lstate: no command");
+    for (int i = 5; i < n && !limit; i++) {
+        limit = lstate_split(argv[i], hash, hashlen, &field);
+        /* (Only EXISTS names several keys.) */
+        if (i == 5 && strcasecmp(argv[4], "EXISTS") != 0) {
+            break;
+        }
     }
-    argv[3] = lstate_split(argv[5], hash, hashlen, &field) ? hash : argv[5];
-    return argc;
+    if (!limit) {
+        *argc = n - 4;
+        return argv + 4;
+    }
+    cr_assert(lstate_split(argv[5], hash, hashlen, &field),
+              "lstate: EXISTS of a limit key after another key");
+    argv[3] = hash;
+    *argc = n;
+    return argv;
 }
 
 redisReply *lstate_cmd(redisContext *c, const char *fmt, ...)
 {
     char text[8192], hash[1024];
-    const char *argv[LSTATE_WORDS];
+    const char *argv[LSTATE_WORDS], **a;
     va_list ap;
     int argc;
     redisReply *r;
@@ -208,8 +220,8 @@ redisReply *lstate_cmd(redisContext *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    argc = lstate_argv(text, argv, hash, sizeof(hash));
-    r = redisCommandArgv(c, argc, argv, NULL);
+    a = lstate_argv(text, argv, hash, sizeof(hash), &argc);
+    r = redisCommandArgv(c, argc, a, NULL);
     cr_assert_not_null(r, "lstate: %s", c->errstr);
     return r;
 }
@@ -217,15 +229,15 @@ redisReply *lstate_cmd(redisContext *c, const char *fmt, ...)
 void lstate_append(redisContext *c, const char *fmt, ...)
 {
     char text[8192], hash[1024];
-    const char *argv[LSTATE_WORDS];
+    const char *argv[LSTATE_WORDS], **a;
     va_list ap;
     int argc;
 
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    argc = lstate_argv(text, argv, hash, sizeof(hash));
-    cr_assert_eq(redisAppendCommandArgv(c, argc, argv, NULL), REDIS_OK);
+    a = lstate_argv(text, argv, hash, sizeof(hash), &argc);
+    cr_assert_eq(redisAppendCommandArgv(c, argc, a, NULL), REDIS_OK);
 }
 
 int lstate_keys(redisContext *c, char (*names)[128], int max)

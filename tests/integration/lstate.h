@@ -15,7 +15,8 @@
 #include <hiredis/hiredis.h>
 
 /* px_cmd's form ("%s" and "%d" etc., words separated by single spaces,
- * no word holding a space): the reply, asserted non-NULL. */
+ * no word holding a space; the word '' an empty argument): the reply,
+ * asserted non-NULL. */
 redisReply *lstate_cmd(redisContext *c, const char *fmt, ...);
 
 /* lstate_cmd's command appended to c's pipeline (redisAppendCommand). */

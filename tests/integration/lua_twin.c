@@ -355,9 +355,9 @@ void lua_twin_call_multi(redisContext *c, const char *mode, const char *key,
     memset(k, 0, sizeof(*k));
     redisAppendCommand(c, "MULTI");
     lua_twin_append(c, mode, key, algo, p, now_us, cost, undo);
-    redisAppendCommand(c, "PTTL %s", key);
-    redisAppendCommand(c, read_fmt, key);
-    redisAppendCommand(c, "PERSIST %s", key);
+    lstate_append(c, "PTTL %s", key);
+    lstate_append(c, read_fmt, key);
+    lstate_append(c, "PERSIST %s", key);
     redisAppendCommand(c, "EXEC");
     px_check_status(px_next(c), "OK");
     for (int i = 0; i < TWIN_TXN_ELEMS; i++) {

@@ -168,7 +168,7 @@ struct twin_algo {
 struct twin_key {
     const struct twin_algo *a;
     redisContext *c;
-    char name[32];
+    char name[64];
     struct twin_conf cf;
     int have;                 /* the key exists */
     void *st;                 /* its state (state_size bytes, owned) */
