@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "conf/conf.h"
 #include "proxy/core/util.h"
 
 /* Bytes of words reserved for a group when it is queued: its keys,
@@ -249,6 +250,8 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     memset(q, 0, sizeof(*q));
     q->c = unread ? NULL : c;
     q->g = g;
+    q->new_only = c->st != NULL && c->st->conf != NULL &&
+                  !c->st->conf->state.read_old_keys;
     buf_init(&q->words);
     /* Room for a usual group's words at once, not grown word by word. */
     PX_CHECK_OOM(buf_reserve(&q->words, LUA_WIRE_GROUP_WORDS_BYTES));
@@ -508,7 +511,9 @@ void lua_wire_shapes(struct lua_wire_argv *a, const char *const head[2],
         lua_wire_add_keys(a, groups, n);
     }
     lua_wire_add(a, "shapes", 6);
-    lua_wire_add(a, "", 0);
+    /* now: the node's TIME; "!" when absent states are not looked up at
+     * their old keys (limiter_read_old_keys no). */
+    lua_wire_add(a, "!", groups[0]->new_only);
     lua_wire_add_num(a, ns);
     for (i = 0; i < n; i++) {
         if (shape[i] == i) {

@@ -68,6 +68,8 @@ struct lua_wire_group {
                               1 + its entries'); 0: one (a refund's) */
     struct buf words;      /* owned: each word as its length (a size_t)
                               then its bytes */
+    unsigned new_only : 1; /* limiter_read_old_keys no: its call says "!"
+                              before now (limiter.lua's header) */
 };
 
 /* The words of one script call, for resp_cmd_new. */
