@@ -3,7 +3,12 @@
 -- algorithm, decided in one call, all or nothing. The C twins are
 -- algorithms/<name>.c; differential tests keep each pair equal.
 --
--- KEYS     k_1 .. k_n   one key per limit ("<base>#<i>:<algorithm>")
+-- KEYS     k_1 .. k_n   one key per limit ("<base>#<i>:<algorithm>"); a
+--                       key "<prefix>{<tag>}<rest>#<i>:<algorithm>" of an
+--                       algorithm but sliding_log and concurrency names the
+--                       field "<rest>#<i>:<algorithm>" of the hash
+--                       "<prefix>{<tag>}" (hstate.lua: the state format,
+--                       and the previous release's keys read once)
 --          KEYS[n + 1]  the override hash of the slot's identity
 --                       ("<prefix>{tag}#overrides", LIMITER OVERRIDE)
 -- ARGV     [1] mode: "check" (decide, write when every limit admits),
@@ -15,7 +20,10 @@
 --              see docs/limiter.md; the reply is a check's, each entry a
 --              peek of cost 1 after the change, its undo '')
 --          [2] now in microseconds since the epoch, or "" for the node's
---              TIME (the proxy always sends ""; tests step time with it)
+--              TIME (the proxy always sends ""; tests step time with it);
+--              either after a "!" when a state missing from its hash is
+--              not looked up at its old key (limiter_read_old_keys no);
+--              every mode reads it so. Expiries are the node's clock.
 --          [3] cost, an integer >= 0 (gcra has it folded into INC); a
 --              check with WAIT sends "<cost>:<wait_us>" (wait_us >= 1):
 --              a token_bucket or leaky_bucket limit that would refuse
