@@ -51,7 +51,7 @@ local HS = {
   OK = {ok = 'OK'},
   nogt = false, -- the node refused PEXPIREAT ... GT (before Redis 7.0)
   -- scratch of HS.begin and HS.finish, kept between groups
-  f = {}, a = {}, hs = {},
+  f = {}, a = {}, hs = {}, S = {}, D = {}, O = {}, pool = {},
 }
 
 -- The hash, field and type of a limit key of the hash form, or false.
@@ -65,8 +65,8 @@ function HS.parse(key)
   end
   p = false
   if type(key) == 'string' then
-    local h, f = string.match(key, '^([^{]*{[^}]+})(.*#%d+:[%a_]+)$')
-    local t = h and HS.ALG[string.match(f, ':([%a_]+)$')]
+    local h, f, a = string.match(key, '^([^{]*{[^}]+})(.*#%d+:([%a_]+))$')
+    local t = h and HS.ALG[a]
     if t then
       p = {h, f, t}
     end
@@ -159,10 +159,18 @@ function HS.begin(K, k0, n)
     local key = K[k0 + i - 1]
     local p = HS.parse(key)
     if p and st[key] == nil then
-      local r = {key = key, h = p[1], f = p[2], t = p[3], v = false, x = 0,
-                 raw = false, w = false, old = false, err = false}
-      st[key] = r
+      -- A record of the pool (HS.pool[c]), set afresh: a table a key and
+      -- group would cost Redis its allocation and its collection.
       c = c + 1
+      local r = HS.pool[c]
+      if r == nil then
+        r = {}
+        HS.pool[c] = r
+      end
+      r.key, r.h, r.f, r.t, r.v, r.x, r.raw, r.w, r.old, r.err, r.seen,
+        r.enc = key, p[1], p[2], p[3], false, 0, false, false, false, false,
+        false, false
+      st[key] = r
       recs[c] = r
     end
   end
@@ -240,13 +248,14 @@ end
 function HS.encode(r)
   local pl = r.v
   if r.t == 'h' then
-    local a, parts = r.v, {}
-    for i = 1, #a, 2 do
-      parts[#parts + 1] = a[i] .. '=' .. a[i + 1]
+    local a = r.v
+    pl = a[1] .. '=' .. a[2]
+    for i = 3, #a, 2 do
+      pl = pl .. ',' .. a[i] .. '=' .. a[i + 1]
     end
-    pl = table.concat(parts, ',')
   end
-  return string.format('%d', r.x) .. '|' .. pl
+  -- (A number concatenates as "%.14g": exact for a time in ms.)
+  return r.x .. '|' .. pl
 end
 
 -- Ends the group: writes what changed, per hash one HSET of the changed
@@ -291,8 +300,8 @@ function HS.finish()
     end
     for j = 1, nh do
       local h = hashes[j]
-      local S, D, ns, nd, top, found = {}, {}, 0, 0, 0, false
-      local olds, no = nil, 0
+      local S, D, ns, nd, top, found = HS.S, HS.D, 0, 0, 0, false
+      local olds, no = HS.O, 0
       for i = 1, c do
         local r = recs[i]
         if r.h == h then
@@ -314,7 +323,6 @@ function HS.finish()
           end
           if r.old and r.t ~= 'x' then
             no = no + 1
-            olds = olds or {}
             olds[no] = r.key
           end
         end
@@ -351,7 +359,7 @@ end
 -- group read none of its fields, so it may be new) takes it with NX.
 -- Before Redis 7.0 (no NX/GT), PTTL and a plain PEXPIREAT.
 function HS.expire(h, top, found)
-  local rp, ts = HS.rp, string.format('%d', top)
+  local rp, ts = HS.rp, top -- redis.call formats a number as "%.17g"
   if not HS.nogt then
     local x
     if not found then
@@ -393,8 +401,30 @@ HS.ops = {
     end
     return r.v
   end,
-  SET = function(r, val, ...)
-    local o, px, nx, get, keep = {...}, nil, false, false, false
+  SET = function(r, val, a1, a2, a3, a4, ...)
+    -- The forms the algorithms send, first: gcra_fast_read's SET val NX
+    -- PX ms GET, and SET val PX ms.
+    if a1 == 'NX' and a2 == 'PX' and a4 == 'GET' and ... == nil then
+      if r.v ~= false then
+        if r.t ~= 's' then
+          return nil, HS_WRONG
+        end
+        return r.v
+      end
+      local px = tonumber(a3)
+      if px and px > 0 then
+        r.t, r.v, r.x, r.w = 's', val, HS.now() + px, true
+        return false
+      end
+    elseif a1 == 'PX' and a3 == nil then
+      local px = tonumber(a2)
+      if px and px > 0 then
+        r.t, r.v, r.x, r.w = 's', val, HS.now() + px, true
+        return HS.OK
+      end
+    end
+    local o, px, nx, get, keep = {a1, a2, a3, a4, ...}, nil, false, false,
+      false
     local i = 1
     while o[i] do
       local w = string.upper(o[i])
@@ -585,7 +615,13 @@ function HS.call(cmd, key, ...)
     end
     return HS.rc(cmd, key, ...)
   end
-  local v, err = HS.op(r, cmd, ...)
+  -- A key of a wrong or unreadable type takes HS.op's checks.
+  local f, v, err = r.t ~= 'e' and r.t ~= 'x' and HS.ops[cmd], nil, nil
+  if f then
+    v, err = f(r, ...)
+  else
+    v, err = HS.op(r, cmd, ...)
+  end
   if v == nil then
     error({err = err})
   end
@@ -600,7 +636,13 @@ function HS.pcall(cmd, key, ...)
     end
     return HS.rp(cmd, key, ...)
   end
-  local v, err = HS.op(r, cmd, ...)
+  -- A key of a wrong or unreadable type takes HS.op's checks.
+  local f, v, err = r.t ~= 'e' and r.t ~= 'x' and HS.ops[cmd], nil, nil
+  if f then
+    v, err = f(r, ...)
+  else
+    v, err = HS.op(r, cmd, ...)
+  end
   if v == nil then
     return {err = err}
   end
