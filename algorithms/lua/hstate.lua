@@ -12,7 +12,8 @@
 -- fields "<name>=<value>" joined by ","). A field past its expire_at reads
 -- as absent, as the expired key did. The hash expires at its longest-lived
 -- field's expire_at at the earliest (PEXPIREAT ... GT: a short-lived field
--- never shortens a long-lived one).
+-- never shortens a long-lived one); its field "~" holds the expiry last
+-- set (ms), read with the states, so most writes need no PEXPIREAT.
 --
 -- The algorithms are left as they were: while limiter.lua decides a group
 -- (the limits of one request), R_CALL and R_PCALL are this module's
@@ -195,13 +196,18 @@ function HS.begin(K, k0, n)
     if m == 0 then
       break
     end
-    local got = HS.rp('HMGET', h, unpack(F, 1, m))
+    -- With the fields, the hash's "~": the expiry (ms) HS.finish last gave
+    -- the hash, so a write that needs no later one sends no PEXPIREAT.
+    F[m + 1] = '~'
+    local got = HS.rp('HMGET', h, unpack(F, 1, m + 1))
+    local hx = not got.err and tonumber(got[m + 1]) or 0
     local j = 0
     for i = 1, c do
       local r = recs[i]
       if r.h == h then
         j = j + 1
         done = done + 1
+        r.hx = hx
         if got.err then
           r.t, r.err = 'e', got.err
         elseif got[j] then
@@ -301,11 +307,12 @@ function HS.finish()
     for j = 1, nh do
       local h = hashes[j]
       local S, D, ns, nd, top, found = HS.S, HS.D, 0, 0, 0, false
-      local olds, no = HS.O, 0
+      local olds, no, hx = HS.O, 0, 0
       for i = 1, c do
         local r = recs[i]
         if r.h == h then
-          if r.raw then
+          hx = r.hx
+          if r.raw or hx > 0 then
             found = true
           end
           local enc = r.w and r.enc
@@ -327,6 +334,17 @@ function HS.finish()
           end
         end
       end
+      -- The hash must live until top at least: when its "~" says it does
+      -- not, it gets a quarter of the time to top more (at least a
+      -- second), so the writes of a while send no PEXPIREAT.
+      local until_ = ns > 0 and top > hx and top
+      if until_ then
+        local now = HS.now()
+        local slack = (top - now) / 4
+        slack = slack - slack % 1
+        until_ = top + (slack > 1000 and slack or 1000)
+        S[ns + 1], S[ns + 2], ns = '~', until_, ns + 2
+      end
       if ns > 0 then
         local x = rp('HSET', h, unpack(S, 1, ns))
         if type(x) == 'table' and x.err then
@@ -339,8 +357,8 @@ function HS.finish()
           return x.err
         end
       end
-      if ns > 0 and top > 0 then
-        err = HS.expire(h, top, found)
+      if until_ then
+        err = HS.expire(h, until_, found)
         if err then
           return err
         end
