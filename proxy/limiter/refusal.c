@@ -776,6 +776,7 @@ refusal_entry_new(struct refusal *rf, const char *key, size_t klen, size_t hlen,
 {
     struct refusal_tracker *t;
     struct refusal_entry *e;
+    size_t bytes;
 
     if (rf->max == 0) {
         return NULL;
@@ -792,12 +793,19 @@ refusal_entry_new(struct refusal *rf, const char *key, size_t klen, size_t hlen,
         refusal_drop(
             rf, container_of(queue_tail(&rf->lru), struct refusal_entry, lru));
     }
-    if (!refusal_room(rf, refusal_entry_bytes(klen), NULL)) {
+    /* A LIMITER field's entry is charged its hash's index too (once per
+     * entry: an upper bound). */
+    bytes =
+        refusal_entry_bytes(klen) +
+        (hlen > 0 ? sizeof(struct refusal_hash) + refusal_entry_bytes(hlen) -
+                        sizeof(struct refusal_entry)
+                  : 0);
+    if (!refusal_room(rf, bytes, NULL)) {
         rf->skipped++;
         return NULL;
     }
     e = px_calloc(1, sizeof(*e));
-    e->bytes = refusal_entry_bytes(klen);
+    e->bytes = bytes;
     rf->bytes += e->bytes;
     e->t = t;
     e->key = px_strndup(key, klen);
