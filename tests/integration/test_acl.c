@@ -11,6 +11,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 #include "tests/support/px_test.h"
 
 #include <stdio.h>
@@ -31,6 +32,7 @@ PX_TEST_SUITE(it_acl);
 
 #define MALLORY_OVR "cellgate:{user:mallory}#overrides"
 #define VICTIM_KEY  "cellgate:{user:victim}#0:gcra"
+#define VICTIM_HASH "cellgate:{user:victim}"
 #define MAX_MASTERS 3
 
 static int acl_cluster;              /* the running test is in cluster mode */
@@ -205,7 +207,7 @@ static void acl_attacks(void)
     r = px_cmd(d, "FUNCTION LOAD REPLACE %s", lib);
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "FUNCTION LOAD: %s", r->str);
     freeReplyObject(r);
-    r = px_cmd(dv, "GET %s", VICTIM_KEY);
+    r = lstate_cmd(dv, "GET %s", VICTIM_KEY);
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "the victim has no state");
     snprintf(tat, sizeof(tat), "%s", r->str);
     freeReplyObject(r);
@@ -249,6 +251,11 @@ static void acl_attacks(void)
     px_check_status(px_cmd(a, "AUTH admin " ADMIN_PASS), "OK");
     acl_check_refused_by_redis(px_cmd(a, "SET %s 1", VICTIM_KEY), "admin SET");
     acl_check_refused_by_redis(px_cmd(a, "DEL %s", VICTIM_KEY), "admin DEL");
+    /* (The victim's state is a field of its identity's hash.) */
+    acl_check_refused_by_redis(px_cmd(a, "DEL %s", VICTIM_HASH),
+                               "admin DEL of the hash");
+    acl_check_refused_by_redis(px_cmd(a, "HSET %s #0:gcra 0|1", VICTIM_HASH),
+                               "admin HSET of the hash");
     acl_check_refused_by_redis(
         px_cmd(a, "HSET %s user:mallory unlimited", MALLORY_OVR), "admin HSET");
     acl_check_refused_by_redis(px_cmd(a, "FLUSHALL"), "admin FLUSHALL");
@@ -266,7 +273,7 @@ static void acl_attacks(void)
     /* Nothing was written: no override, the victim's TAT as it was, no
      * key more than the list. */
     px_check_int(px_cmd(d, "EXISTS %s", MALLORY_OVR), 0);
-    px_check_str(px_cmd(dv, "GET %s", VICTIM_KEY), tat);
+    px_check_str(lstate_cmd(dv, "GET %s", VICTIM_KEY), tat);
     cr_assert_eq(acl_dbsize(), keys + 1, "keys written by the attacks");
     /* And mallory is limited as everyone: 3 of 20 admitted. */
     for (i = 0; i < 20; i++) {
