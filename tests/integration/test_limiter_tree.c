@@ -341,13 +341,28 @@ static long long count_limiter_keys(void)
         d = px_mode_now() == PX_MODE_CLUSTER
                 ? px_cluster_connect(cl, m)
                 : px_redis_connect(&px_env()->redis, NULL);
-        /* (The states kept in an identity's hash count as their keys.) */
-        static char names[4096][128];
-        int k = lstate_keys(d, names, 4096);
+        /* (The states kept in an identity's hash count as their keys:
+         * its fields but "~".) */
+        redisReply *r = px_cmd(d, "KEYS cellgate:*");
 
-        for (int i = 0; i < k; i++) {
-            n += strncmp(names[i], "cellgate:", 9) == 0;
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        for (size_t i = 0; i < r->elements; i++) {
+            const char *key = r->element[i]->str;
+            redisReply *t = px_cmd(d, "TYPE %s", key);
+
+            if (strcmp(t->str, "hash") == 0 && key[strlen(key) - 1] == '}') {
+                redisReply *l = px_cmd(d, "HLEN %s", key);
+                redisReply *x = px_cmd(d, "HEXISTS %s ~", key);
+
+                n += l->integer - x->integer;
+                freeReplyObject(l);
+                freeReplyObject(x);
+            } else {
+                n++;
+            }
+            freeReplyObject(t);
         }
+        freeReplyObject(r);
         redisFree(d);
     }
     return n;
