@@ -917,6 +917,8 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     f[x + 1], f[x + 2], f[x + 3], f[x + 4], f[x + 5] =
       G.f_now or false, G.f_thr, G.f_top, G.f_val, G.f_ms
     f[x + 6], f[x + 7], f[x + 8], f[x + 9] = G.inc_s, G.inc_ns, G.f_lo, G.f_fmt
+    -- (f.dok: every level is on its fast path, so HS.direct may decide.)
+    f.dok = (i == 1 or f.dok) and G.f_now ~= nil
   end
   return true
 end
@@ -1130,6 +1132,147 @@ local function HS_end(reply, out, o0, o, n)
   return o
 end
 
+-- The direct path of a group of n gcra levels on their fast path (f
+-- from LIM_fast_shape, f.dok; keys from K[k], distinct, all fields of one
+-- identity's hash; its overrides verified by the caller): the decision of
+-- LIM_fast, its reply flat after out[o], on the hash itself, with none of
+-- the emulation's records (which cost Redis more than the commands): one
+-- HMGET of the fields and "~", each value "<expire_at>|<TAT>" parsed in
+-- place (a field past its expire_at reads as absent, as HS.load has it),
+-- and when every level admits one HSET of the levels' new values (and of
+-- "~" with a PEXPIREAT when the longest expiry passes the "~" read, as
+-- HS.finish does); a refusal writes nothing. The writes are those of the
+-- emulation but for a refusal's HDEL of a field found expired, which the
+-- emulation sends and which reads as the same state. Returns the index of
+-- the reply's last element (or of the group's error element, when the
+-- PEXPIREAT failed), or false, having written nothing, when the
+-- emulation must decide: a key not of the hash form, a value not of the
+-- form or off the fast path, a read that failed, a state that may still
+-- live at its old key (HS.old and an EXISTS of the absent levels' old keys
+-- counts some).
+function HS.direct(K, k, n, f, now_s, now_ns, out, o)
+  local F, V, C = HS.dF, HS.dV, HS.dC
+  local h = nil
+  for i = 1, n do
+    local p = HS.parse(K[k + i - 1])
+    if not p or p[3] ~= 's' or (h and p[1] ~= h) then
+      return false
+    end
+    h, F[i] = p[1], p[2]
+  end
+  F[n + 1] = '~'
+  local got = HS.rp('HMGET', h, unpack(F, 1, n + 1))
+  if got.err then
+    return false
+  end
+  local ms = HS.ms or HS.now()
+  local hx, found = tonumber(got[n + 1]) or 0, false
+  local limited, absent, match_ = 0, 0, string.match
+  for i = 1, n do
+    -- C[i]: 0 admitted as from rel 0 (absent too), 1 refused, 2 admitted
+    -- from its TAT ahead of now (gcra_fast_class's classes).
+    local s, v, x = got[i], false, 9 * i - 9
+    if s then
+      found = true
+      local e, pl = match_(s, '^(%d+)|(%d*)$')
+      e = e and tonumber(e)
+      if not e then
+        return false
+      elseif e == 0 or e >= ms then
+        v = pl
+      end
+    end
+    if v == false then
+      absent = absent + 1
+      C[i] = 0
+    elseif #v ~= 19 then
+      return false
+    elseif v > f[x + 1] then
+      local c = v <= f[x + 2] and 2 or v <= f[x + 3] and 1 or nil
+      if c == nil then
+        return false
+      end
+      C[i] = c
+      if c == 1 then
+        limited = 1
+      end
+    else
+      C[i] = 0
+    end
+    V[i] = v
+  end
+  if absent > 0 and HS.old then
+    -- The upgrade's lookup, as HS.begin's: a state absent from the hash
+    -- may live at its old key.
+    local A, a = HS.a, 0
+    for i = 1, n do
+      if V[i] == false then
+        a = a + 1
+        A[a] = K[k + i - 1]
+      end
+    end
+    if HS.rp('EXISTS', unpack(A, 1, a)) ~= 0 then
+      return false
+    end
+  end
+  out[o + 1] = limited
+  for i = 1, n do
+    out[o + 1 + i] = V[i]
+  end
+  if limited == 1 then
+    return o + 1 + n
+  end
+  -- The new values: a level admitted from rel 0 writes what every such
+  -- level of this call writes (made once a call: HS.dE, HS.dX, its value
+  -- and expiry by the admitted TAT, which names now and INC).
+  if HS.dms ~= ms then
+    HS.dE, HS.dX, HS.dms = {}, {}, ms
+  end
+  local E, X, S, top = HS.dE, HS.dX, HS.dS, 0
+  for i = 1, n do
+    local x, enc, xi = 9 * i - 9, nil, nil
+    if C[i] == 0 then
+      local val = f[x + 4]
+      enc = E[val]
+      if enc then
+        xi = X[val]
+      else
+        xi = ms + tonumber(f[x + 5])
+        enc = xi .. '|' .. val
+        E[val], X[val] = enc, xi
+      end
+    else
+      local val, px = gcra_fast_ahead(V[i], f[x + 6], f[x + 7], now_s, now_ns,
+                                      f[x + 8], f[x + 9])
+      xi = ms + tonumber(px)
+      enc = xi .. '|' .. val
+    end
+    if xi > top then
+      top = xi
+    end
+    S[2 * i - 1], S[2 * i] = F[i], enc
+  end
+  local ns, until_ = 2 * n, false
+  if top > hx then
+    -- HS.finish's "~": a quarter of the time to top more (a second at
+    -- least).
+    local slack = (top - ms) / 4
+    slack = slack - slack % 1
+    until_ = top + (slack > 1000 and slack or 1000)
+    S[ns + 1], S[ns + 2], ns = '~', until_, ns + 2
+  end
+  if not HS.CNT[HS.rp('HSET', h, unpack(S, 1, ns))] then
+    return false -- an error: nothing written
+  end
+  if until_ then
+    local err = HS.expire(h, until_, found or hx > 0)
+    if err then
+      return LIM_failed(out, out, o, n, err)
+    end
+  end
+  return o + 1 + n
+end
+
 -- Decides the G groups that LIM_G describes, their keys from K[kb + 1]:
 -- the reply of mode "each", or flat that of mode "shapes".
 local function LIM_groups(K, kb, ARGV, G, flat)
@@ -1162,21 +1305,33 @@ local function LIM_groups(K, kb, ARGV, G, flat)
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
     local s, mb, r = LIM_G[x + 5], LIM_G[x + 6], false
     local o0 = o
-    HS.begin(K, kb + k0, n)
     local P, pb, pm = LIM_pairs(K, kb + k0, n, ARGV, mb, m)
-    if P == nil then
+    local ok = s > 0 and LIM_FOK[s]
+    if ok == nil then
+      local f = LIM_F[s]
+      if f == nil then
+        f = {}
+        LIM_F[s] = f
+      end
+      ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
+      LIM_FOK[s] = ok
+    end
+    -- A group of gcra levels on their fast path, decided on the hash
+    -- itself (HS.direct), as in LIM_one_shape; d its reply, or false.
+    local d = P ~= nil and ok == true and LIM_F[s].dok and
+      (n == 1 or LIM_distinct(K, kb + k0, n)) and
+      LIM_override_ok(K[kb + k0 + n], P, pb, pm) and
+      HS.direct(K, kb + k0, n, LIM_F[s], now_s, now_ns, reply, o)
+    if d then
+      r = d
+    else
+      HS.begin(K, kb + k0, n)
+    end
+    if d then
+      -- decided
+    elseif P == nil then
       r = LIM_failed(reply, out, o, n, LIM_BAD_ARGS)
     elseif s > 0 then
-      local ok = LIM_FOK[s]
-      if ok == nil then
-        local f = LIM_F[s]
-        if f == nil then
-          f = {}
-          LIM_F[s] = f
-        end
-        ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
-        LIM_FOK[s] = ok
-      end
       if ok == 'one' then
         r = LIM_one(K, kb + k0, LIM_F[s], ARGV, a0, P, pb, pm, now, now_s,
                     now_ns, out, o)
@@ -1191,7 +1346,7 @@ local function LIM_groups(K, kb, ARGV, G, flat)
       o = LIM_general(K, kb + k0, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
                       reply, out, o)
     end
-    o = HS_end(reply, out, o0, o, n)
+    o = d or HS_end(reply, out, o0, o, n)
   end
   if flat then
     return lib_reply(o)
@@ -1328,6 +1483,10 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       end
     end
   end
+  -- Every level gcra on its fast path: a group that assumes no override,
+  -- or whose overrides are as it assumes, is decided on the hash itself
+  -- (HS.direct), without the emulation.
+  local direct = kind == true and f.dok
   local reply, o = LIB_REPLY, 3
   reply[1], reply[2], reply[3] = 0, now_s, now_us
   -- R_CALL and R_PCALL as locals, in a loop run once per group.
@@ -1338,8 +1497,26 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     -- when it must go to LIM_general.
     local k, mb, r = kb + (n + 1) * g - n, a + 2 * mp * (g - 1) - 1, nil
     local o0 = o
-    HS.begin(K, k, n)
-    if fresh and (none or ARGV[mb + 2] == '') then
+    -- d: the direct path's reply (HS.direct), or false when the group
+    -- takes the emulation (HS.begin) and the paths below.
+    local d = direct and (n == 1 or n == 2 and K[k] ~= K[k + 1] or
+                          n > 2 and LIM_distinct(K, k, n))
+    if d and LIM_NOHASH then
+      d = none or ARGV[mb + 2] == '' and (m < 2 or ARGV[mb + 4] == '') and
+        (m < 3 or LIM_assumes_none(ARGV, mb, m))
+    elseif d then
+      local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
+      d = P ~= nil and LIM_override_ok(K[k + n], P, pb, pm)
+    end
+    d = d and HS.direct(K, k, n, f, now_s, now_ns, reply, o)
+    if d then
+      r = d
+    else
+      HS.begin(K, k, n)
+    end
+    if d then
+      -- decided
+    elseif fresh and (none or ARGV[mb + 2] == '') then
       -- LIM_fast's decision of one level, inline: a new key admitted by
       -- its read, a TAT ahead of now that admits, at or before now
       -- (class 0) or refused (1); LIM_general takes anything else, nothing
@@ -1456,7 +1633,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
                            reply, reply, o)
     end
-    o = HS_end(reply, reply, o0, r, n)
+    o = d or HS_end(reply, reply, o0, r, n)
   end
   return lib_reply(o)
 end
@@ -1529,7 +1706,8 @@ local function LIM_main(KEYS, ARGV)
 end
 
 --#call
-HS.rc, HS.rp, HS.ms, HS.old = redis.call, redis.pcall, false, true
+HS.rc, HS.rp, HS.ms, HS.old, HS.dms = redis.call, redis.pcall, false, true,
+  false
 -- ARGV[2] "!<now>": the old per-level keys are not read (see the header).
 if string.byte(ARGV[2] or '', 1) == 33 then
   ARGV[2], HS.old = string.sub(ARGV[2], 2), false

@@ -53,6 +53,12 @@ local HS = {
   nogt = false, -- the node refused PEXPIREAT ... GT (before Redis 7.0)
   -- scratch of HS.begin and HS.finish, kept between groups
   f = {}, a = {}, hs = {}, S = {}, D = {}, O = {}, pool = {},
+  -- scratch of HS.direct (limiter.lua: a group of gcra levels decided on
+  -- the hash itself), and its values of a level admitted from rel 0, made
+  -- once a call (dms: the clock they were made at)
+  dF = {}, dV = {}, dC = {}, dS = {}, dE = false, dX = false, dms = false,
+  -- what HSET's reply of a direct write may count (an error table is none)
+  CNT = {[0] = true, true, true, true, true, true},
 }
 
 -- The hash, field and type of a limit key of the hash form, or false.
