@@ -1151,35 +1151,49 @@ end
 -- live at its old key (HS.old and an EXISTS of the absent levels' old keys
 -- counts some).
 function HS.direct(K, k, n, f, now_s, now_ns, out, o)
-  local F, V, C = HS.dF, HS.dV, HS.dC
+  local F, V, C, memo = HS.dF, HS.dV, HS.dC, HS.memo
   local h = nil
   for i = 1, n do
-    local p = HS.parse(K[k + i - 1])
+    local key = K[k + i - 1]
+    local p = memo[key] or HS.parse(key)
     if not p or p[3] ~= 's' or (h and p[1] ~= h) then
       return false
     end
     h, F[i] = p[1], p[2]
   end
   F[n + 1] = '~'
-  local got = HS.rp('HMGET', h, unpack(F, 1, n + 1))
+  local rp = HS.rp
+  local got = rp('HMGET', h, unpack(F, 1, n + 1))
   if got.err then
     return false
   end
+  -- The call's clock in ms, and its digits (made once a call), against
+  -- which a field's expire_at of as many digits compares as a string.
   local ms = HS.ms or HS.now()
-  local hx, found = tonumber(got[n + 1]) or 0, false
-  local limited, absent, match_ = 0, 0, string.match
+  if HS.dms ~= ms then
+    HS.dE, HS.dX, HS.dU, HS.dms = {}, {}, {}, ms
+    HS.dmss = string.format('%d', ms)
+  end
+  local mss = HS.dmss
+  local found, limited, absent, match_ = false, 0, 0, string.match
   for i = 1, n do
     -- C[i]: 0 admitted as from rel 0 (absent too), 1 refused, 2 admitted
-    -- from its TAT ahead of now (gcra_fast_class's classes).
+    -- from its TAT ahead of now (gcra_fast_class's classes), v its TAT
+    -- as read (false: absent). One anchored match checks the value's form
+    -- and splits it.
     local s, v, x = got[i], false, 9 * i - 9
     if s then
       found = true
       local e, pl = match_(s, '^(%d+)|(%d*)$')
-      e = e and tonumber(e)
       if not e then
         return false
-      elseif e == 0 or e >= ms then
+      elseif #e == #mss and e >= mss then
         v = pl
+      else
+        local t = tonumber(e)
+        if t == 0 or t >= ms then
+          v = pl -- (0: it never expires)
+        end
       end
     end
     if v == false then
@@ -1201,7 +1215,7 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
     end
     V[i] = v
   end
-  if absent > 0 and HS.old then
+  if absent > 0 and not HS.noold then
     -- The upgrade's lookup, as HS.begin's: a state absent from the hash
     -- may live at its old key.
     local A, a = HS.a, 0
@@ -1211,7 +1225,7 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
         A[a] = K[k + i - 1]
       end
     end
-    if HS.rp('EXISTS', unpack(A, 1, a)) ~= 0 then
+    if rp('EXISTS', unpack(A, 1, a)) ~= 0 then
       return false
     end
   end
@@ -1222,12 +1236,11 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
   if limited == 1 then
     return o + 1 + n
   end
-  -- The new values: a level admitted from rel 0 writes what every such
-  -- level of this call writes (made once a call: HS.dE, HS.dX, its value
-  -- and expiry by the admitted TAT, which names now and INC).
-  if HS.dms ~= ms then
-    HS.dE, HS.dX, HS.dms = {}, {}, ms
-  end
+  -- The new values "<expire_at>|<TAT>", formatted as integers (a Lua
+  -- number concatenates as "%.14g", which costs Redis twice as much). A
+  -- level admitted from rel 0 writes what every such level of this call
+  -- writes: made once a call (HS.dE and HS.dX by the admitted TAT, which
+  -- names now and INC).
   local E, X, S, top = HS.dE, HS.dX, HS.dS, 0
   for i = 1, n do
     local x, enc, xi = 9 * i - 9, nil, nil
@@ -1238,34 +1251,55 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
         xi = X[val]
       else
         xi = ms + tonumber(f[x + 5])
-        enc = xi .. '|' .. val
+        enc = string.format('%d|%s', xi, val)
         E[val], X[val] = enc, xi
       end
     else
-      local val, px = gcra_fast_ahead(V[i], f[x + 6], f[x + 7], now_s, now_ns,
-                                      f[x + 8], f[x + 9])
-      xi = ms + tonumber(px)
-      enc = xi .. '|' .. val
+      -- gcra_fast_ahead, with its two formats made one: the TAT's last 15
+      -- digits plus INC, when they exceed now's (lo) and need no carry.
+      local lo, fmt = f[x + 8], f[x + 9]
+      local low = lo and tonumber(string.sub(V[i], 5))
+      local new = low and low + (f[x + 6] * 1000000000 + f[x + 7])
+      if low and low > lo and new < 1e15 then
+        local px = (new - lo) / 1000000
+        xi = ms + (px - px % 1)
+        local FE = E[fmt]
+        if FE == nil then
+          FE = '%d|' .. fmt
+          E[fmt] = FE
+        end
+        enc = string.format(FE, xi, new)
+      else
+        local val, p = gcra_fast_ahead(V[i], f[x + 6], f[x + 7], now_s,
+                                       now_ns, lo, fmt)
+        xi = ms + tonumber(p)
+        enc = string.format('%d|%s', xi, val)
+      end
     end
     if xi > top then
       top = xi
     end
     S[2 * i - 1], S[2 * i] = F[i], enc
   end
-  local ns, until_ = 2 * n, false
+  local ns, until_, hx = 2 * n, false, tonumber(got[n + 1]) or 0
   if top > hx then
     -- HS.finish's "~": a quarter of the time to top more (a second at
-    -- least).
+    -- least); its digits made once per top in a call.
     local slack = (top - ms) / 4
     slack = slack - slack % 1
     until_ = top + (slack > 1000 and slack or 1000)
-    S[ns + 1], S[ns + 2], ns = '~', until_, ns + 2
+    local us = HS.dU[until_]
+    if us == nil then
+      us = string.format('%d', until_)
+      HS.dU[until_] = us
+    end
+    S[ns + 1], S[ns + 2], ns = '~', us, ns + 2
   end
-  if not HS.CNT[HS.rp('HSET', h, unpack(S, 1, ns))] then
+  if not HS.CNT[rp('HSET', h, unpack(S, 1, ns))] then
     return false -- an error: nothing written
   end
   if until_ then
-    local err = HS.expire(h, until_, found or hx > 0)
+    local err = HS.expire(h, until_, found or hx > 0, S[ns])
     if err then
       return LIM_failed(out, out, o, n, err)
     end
@@ -1444,9 +1478,21 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     LIM_F[1] = f
   end
   local kind = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
-  -- LIM_groups's EXISTS of every override hash, for the fast paths.
+  -- Every level gcra on its fast path: a group that assumes no override,
+  -- or whose overrides are as it assumes, is decided on the hash itself
+  -- (HS.direct), without the emulation.
+  local direct = kind == true and f.dok
   LIM_NOHASH = false
-  if kind and kb == 0 and G > 1 and m ~= 0 then
+  if direct and not HS.noold and kb == 0 and G > 1 then
+    -- One EXISTS of every key of the batch: when it counts none, no
+    -- level's state lives at its old key (HS.direct then looks up none)
+    -- and no override hash exists. It costs Redis a twentieth of a
+    -- group's EXISTS a key.
+    HS.noold = HS.rp('EXISTS', unpack(K, 1, (n + 1) * G)) == 0
+    LIM_NOHASH = HS.noold
+  end
+  -- LIM_groups's EXISTS of every override hash, for the fast paths.
+  if not LIM_NOHASH and kind and kb == 0 and G > 1 and m ~= 0 then
     for g = 1, G do
       LIM_OVK[g] = K[(n + 1) * g]
     end
@@ -1483,32 +1529,216 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       end
     end
   end
-  -- Every level gcra on its fast path: a group that assumes no override,
-  -- or whose overrides are as it assumes, is decided on the hash itself
-  -- (HS.direct), without the emulation.
-  local direct = kind == true and f.dok
   local reply, o = LIB_REPLY, 3
   reply[1], reply[2], reply[3] = 0, now_s, now_us
   -- R_CALL and R_PCALL as locals, in a loop run once per group.
   local call_, pcall_, find_ = R_CALL, R_PCALL, string.find
+  -- One or two levels, no override hash in the batch: HS.direct's
+  -- decision inline (a function call and its loops cost Redis about as
+  -- much as a group's HSET), for the values it wrote itself:
+  -- "<13 digits>|<19 digits>". Made once a call: each level's strings
+  -- (gcra_fast's), what a level admitted from rel 0 writes (e0, at x0),
+  -- its INC in ns and gcra_fast_ahead's lo and format; and for a group
+  -- whose levels all write their e0, the hash's "~" (u0, for top0).
+  local dn = direct and n <= 2 and LIM_NOHASH
+  local two, ms, mss, memo, rp = n == 2, 0, '', HS.memo, HS.rp
+  -- The shape's fields (its first group's: F1, F2), every group's keys
+  -- checked against them.
+  local F1, F2 = nil, nil
+  if dn then
+    local p1, p2 = HS.parse(K[kb + 1]), two and HS.parse(K[kb + 2])
+    dn = p1 and p1[3] == 's' and (not two or p2 and p2[3] == 's' and
+                                  p2[1] == p1[1] and p2[2] ~= p1[2])
+    F1, F2 = p1 and p1[2], p2 and p2[2]
+  end
+  local byte_, sub_, format_ = string.byte, string.sub, string.format
+  local now1, thr1, top1, e01, x01, inc1, lo1, fe1
+  local now2, thr2, top2, e02, x02, inc2, lo2, fe2
+  local top0, u0 = 0, ''
+  if dn then
+    ms = HS.ms or HS.now()
+    mss = format_('%d', ms)
+    dn = #mss == 13 -- (until 2286)
+    now1, thr1, top1, x01 = f[1], f[2], f[3], ms + tonumber(f[5])
+    e01, inc1, lo1 = format_('%d|%s', x01, f[4]), f[6] * 1000000000 + f[7],
+      f[8]
+    fe1, top0 = f[9] and '%d|' .. f[9], x01
+    if two then
+      now2, thr2, top2, x02 = f[10], f[11], f[12], ms + tonumber(f[14])
+      e02, inc2, lo2 = format_('%d|%s', x02, f[13]),
+        f[15] * 1000000000 + f[16], f[17]
+      fe2 = f[18] and '%d|' .. f[18]
+      if x02 > top0 then
+        top0 = x02
+      end
+    end
+    local slack = (top0 - ms) / 4
+    slack = slack - slack % 1
+    u0 = format_('%d', top0 + (slack > 1000 and slack or 1000))
+  end
   for g = 1, G do
     -- The group's keys from K[k], its pairs after ARGV[mb].
     -- r: nil until a way of deciding the group was tried, then false
     -- when it must go to LIM_general.
     local k, mb, r = kb + (n + 1) * g - n, a + 2 * mp * (g - 1) - 1, nil
     local o0 = o
-    -- d: the direct path's reply (HS.direct), or false when the group
-    -- takes the emulation (HS.begin) and the paths below.
-    local d = direct and (n == 1 or n == 2 and K[k] ~= K[k + 1] or
-                          n > 2 and LIM_distinct(K, k, n))
-    if d and LIM_NOHASH then
-      d = none or ARGV[mb + 2] == '' and (m < 2 or ARGV[mb + 4] == '') and
-        (m < 3 or LIM_assumes_none(ARGV, mb, m))
-    elseif d then
+    -- d: the direct path's reply (inline, or HS.direct), or false when
+    -- the group takes the emulation (HS.begin) and the paths below.
+    local d, k1, k2, h = false, K[k], two and K[k + 1], nil
+    if dn then
+      -- The hash of the group's keys when they are its shape's fields
+      -- (HS.parse's split, without its pattern: the key up to the first
+      -- "}" after the first "{", at least a character apart).
+      local q = memo[k1]
+      if q then
+        h = q[2] == F1 and q[1]
+      else
+        local b = find_(k1, '{', 1, true)
+        local c = b and find_(k1, '}', b + 1, true)
+        if c and c > b + 1 and sub_(k1, c + 1) == F1 then
+          h = sub_(k1, 1, c)
+        end
+      end
+      if two and h and k2 ~= h .. F2 then
+        h = nil
+      end
+    end
+    if h and (none or m == 0 or
+        ARGV[mb + 2] == '' and (m < 2 or ARGV[mb + 4] == '' and m < 3)) then
+      local got
+      if two then
+        got = rp('HMGET', h, F1, F2, '~')
+      else
+        got = rp('HMGET', h, F1, '~')
+      end
+      -- c: each level's class (gcra_fast_class's; nil: the general path),
+      -- v its TAT as read (false: absent, or past its expire_at).
+      local s1, s2, sx = got[1], two and got[2], got[n + 1]
+      local c1, c2, v1, v2 = 0, 0, false, false
+      if got.err then
+        c1 = nil
+      elseif s1 then
+        if #s1 == 33 and byte_(s1, 14) == 124 and
+            find_(s1, '^%d+|%d+$') then
+          if s1 >= mss then -- its 13 digits against now's
+            v1 = sub_(s1, 15)
+            if v1 > now1 then
+              c1 = v1 <= thr1 and 2 or v1 <= top1 and 1 or nil
+            end
+          end
+        else
+          c1 = nil
+        end
+      end
+      if s2 then
+        if #s2 == 33 and byte_(s2, 14) == 124 and
+            find_(s2, '^%d+|%d+$') then
+          if s2 >= mss then
+            v2 = sub_(s2, 15)
+            if v2 > now2 then
+              c2 = v2 <= thr2 and 2 or v2 <= top2 and 1 or nil
+            end
+          end
+        else
+          c2 = nil
+        end
+      end
+      -- Anything else (a state that may live at its old key, a value of
+      -- another form, a failed command): HS.direct, which reads again.
+      d = true
+      if c1 and c2 and (HS.noold or v1 and (v2 or not two)) then
+        local l = (c1 == 1 or c2 == 1) and 1 or 0
+        reply[o + 1], reply[o + 2] = l, v1
+        if two then
+          reply[o + 3] = v2
+        end
+        d = o + 1 + n
+        if l == 0 then
+          -- The new values, and the hash's "~" when they outlive it.
+          local w1, x1, w2, x2 = e01, x01, e02, x02
+          if c1 == 2 then
+            local low = lo1 and tonumber(sub_(v1, 5))
+            if low and low > lo1 and low + inc1 < 1e15 then
+              local px = (low + inc1 - lo1) / 1000000
+              x1 = ms + (px - px % 1)
+              w1 = format_(fe1, x1, low + inc1)
+            else
+              local val, pm = gcra_fast_ahead(v1, f[6], f[7], now_s, now_ns,
+                                              lo1, f[9])
+              x1 = ms + tonumber(pm)
+              w1 = format_('%d|%s', x1, val)
+            end
+          end
+          if c2 == 2 then
+            local low = lo2 and tonumber(sub_(v2, 5))
+            if low and low > lo2 and low + inc2 < 1e15 then
+              local px = (low + inc2 - lo2) / 1000000
+              x2 = ms + (px - px % 1)
+              w2 = format_(fe2, x2, low + inc2)
+            else
+              local val, pm = gcra_fast_ahead(v2, f[15], f[16], now_s,
+                                              now_ns, lo2, f[18])
+              x2 = ms + tonumber(pm)
+              w2 = format_('%d|%s', x2, val)
+            end
+          end
+          local top, us = x1, nil
+          if two and x2 > top then
+            top = x2
+          end
+          local hx = sx and tonumber(sx) or 0
+          if top > hx then
+            if top == top0 then
+              us = u0
+            else
+              local slack = (top - ms) / 4
+              slack = slack - slack % 1
+              us = format_('%d', top + (slack > 1000 and slack or 1000))
+            end
+          end
+          local w
+          if two and us then
+            w = rp('HSET', h, F1, w1, F2, w2, '~', us)
+          elseif two then
+            w = rp('HSET', h, F1, w1, F2, w2)
+          elseif us then
+            w = rp('HSET', h, F1, w1, '~', us)
+          else
+            w = rp('HSET', h, F1, w1)
+          end
+          if not HS.CNT[w] then
+            d = true -- nothing written
+          elseif us then
+            -- HS.expire's common case inline: NX for a hash none of whose
+            -- fields the read found, else GT.
+            local found = s1 or s2 or hx > 0
+            local x = not HS.nogt and
+              rp('PEXPIREAT', h, us, found and 'GT' or 'NX')
+            if x ~= 1 and (x ~= 0 or not found) then
+              local err = HS.expire(h, tonumber(us), found, us)
+              if err then
+                d = LIM_failed(reply, reply, o, n, err)
+              end
+            end
+          end
+        end
+      end
+    elseif direct and (n == 1 or n == 2 and k1 ~= k2 or
+                       n > 2 and LIM_distinct(K, k, n)) then
+      d = true
+    end
+    if d ~= true then
+      -- decided inline, or not direct
+    elseif LIM_NOHASH then
+      d = none or m == 0 or ARGV[mb + 2] == '' and
+        (m < 2 or ARGV[mb + 4] == '') and (m < 3 or LIM_assumes_none(ARGV, mb, m))
+    else
       local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
       d = P ~= nil and LIM_override_ok(K[k + n], P, pb, pm)
     end
-    d = d and HS.direct(K, k, n, f, now_s, now_ns, reply, o)
+    if d == true then
+      d = HS.direct(K, k, n, f, now_s, now_ns, reply, o)
+    end
     if d then
       r = d
     else
@@ -1712,6 +1942,7 @@ HS.rc, HS.rp, HS.ms, HS.old, HS.dms = redis.call, redis.pcall, false, true,
 if string.byte(ARGV[2] or '', 1) == 33 then
   ARGV[2], HS.old = string.sub(ARGV[2], 2), false
 end
+HS.noold = not HS.old
 R_CALL, R_PCALL = HS.call, HS.pcall
 local ok, r = pcall(LIM_main, KEYS, ARGV)
 R_CALL, R_PCALL = HS.rc, HS.rp

@@ -56,7 +56,11 @@ local HS = {
   -- scratch of HS.direct (limiter.lua: a group of gcra levels decided on
   -- the hash itself), and its values of a level admitted from rel 0, made
   -- once a call (dms: the clock they were made at)
-  dF = {}, dV = {}, dC = {}, dS = {}, dE = false, dX = false, dms = false,
+  dF = {}, dV = {}, dC = {}, dS = {}, dE = false, dX = false, dU = false,
+  dms = false, dmss = false,
+  -- true when no absent state may live at its old key: HS.old is off, or
+  -- one EXISTS of every key of the batch counted none (limiter.lua)
+  noold = false,
   -- what HSET's reply of a direct write may count (an error table is none)
   CNT = {[0] = true, true, true, true, true, true},
 }
@@ -381,9 +385,11 @@ end
 -- The hash h expires at top (ms) at the earliest: PEXPIREAT GT, which
 -- keeps a later expiry; a hash without one (just made: found says the
 -- group read none of its fields, so it may be new) takes it with NX.
--- Before Redis 7.0 (no NX/GT), PTTL and a plain PEXPIREAT.
-function HS.expire(h, top, found)
-  local rp, ts = HS.rp, top -- redis.call formats a number as "%.17g"
+-- Before Redis 7.0 (no NX/GT), PTTL and a plain PEXPIREAT. ts: top's
+-- digits, when the caller has them.
+function HS.expire(h, top, found, ts)
+  local rp = HS.rp
+  ts = ts or top -- redis.call formats a number as "%.17g"
   if not HS.nogt then
     local x
     if not found then
