@@ -936,8 +936,6 @@ end
 -- Ends a fast group of n > 1 levels whose reads are done: a refusal
 -- deletes the keys written at their read, an admission writes the others
 -- (LIM_T says which were written, LIM_W holds each write's value and ms).
--- A write is PSETEX, SET ... PX without SET's option parsing (and, on a
--- cluster node, without its key procedure), as gcra.lua's writes.
 local function LIM_fast_finish(K, k0, n, refused)
   if refused then
     LIM_fast_undo(K, k0, n)
@@ -945,7 +943,7 @@ local function LIM_fast_finish(K, k0, n, refused)
   end
   for i = 1, n do
     if not LIM_T[i] then
-      R_CALL('PSETEX', K[k0 + i - 1], LIM_W[2 * i], LIM_W[2 * i - 1])
+      R_CALL('SET', K[k0 + i - 1], LIM_W[2 * i - 1], 'PX', LIM_W[2 * i])
     end
   end
 end
@@ -1020,7 +1018,7 @@ local function LIM_fast(K, k0, f, n, P, mb, m, now_s, now_ns, out, o)
     out[o + 1 + i] = v
     if n == 1 then
       if val then
-        R_CALL('PSETEX', key, ms, val)
+        R_CALL('SET', key, val, 'PX', ms)
       end
     else
       T[i], W[2 * i - 1], W[2 * i] = written, val, ms
@@ -1542,6 +1540,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- whose levels all write their e0, the hash's "~" (u0, for top0).
   local dn = direct and n <= 2 and LIM_NOHASH
   local two, ms, mss, memo, rp = n == 2, 0, '', HS.memo, HS.rp
+  local noold, CNT = HS.noold, HS.CNT
   -- The shape's fields (its first group's: F1, F2), every group's keys
   -- checked against them.
   local F1, F2 = nil, nil
@@ -1646,7 +1645,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       -- Anything else (a state that may live at its old key, a value of
       -- another form, a failed command): HS.direct, which reads again.
       d = true
-      if c1 and c2 and (HS.noold or v1 and (v2 or not two)) then
+      if c1 and c2 and (noold or v1 and (v2 or not two)) then
         local l = (c1 == 1 or c2 == 1) and 1 or 0
         reply[o + 1], reply[o + 2] = l, v1
         if two then
@@ -1706,7 +1705,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
           else
             w = rp('HSET', h, F1, w1)
           end
-          if not HS.CNT[w] then
+          if not CNT[w] then
             d = true -- nothing written
           elseif us then
             -- HS.expire's common case inline: NX for a hash none of whose
@@ -1731,7 +1730,8 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       -- decided inline, or not direct
     elseif LIM_NOHASH then
       d = none or m == 0 or ARGV[mb + 2] == '' and
-        (m < 2 or ARGV[mb + 4] == '') and (m < 3 or LIM_assumes_none(ARGV, mb, m))
+        (m < 2 or ARGV[mb + 4] == '') and
+        (m < 3 or LIM_assumes_none(ARGV, mb, m))
     else
       local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
       d = P ~= nil and LIM_override_ok(K[k + n], P, pb, pm)
@@ -1740,130 +1740,128 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       d = HS.direct(K, k, n, f, now_s, now_ns, reply, o)
     end
     if d then
-      r = d
+      o = d
     else
       HS.begin(K, k, n)
-    end
-    if d then
-      -- decided
-    elseif fresh and (none or ARGV[mb + 2] == '') then
-      -- LIM_fast's decision of one level, inline: a new key admitted by
-      -- its read, a TAT ahead of now that admits, at or before now
-      -- (class 0) or refused (1); LIM_general takes anything else, nothing
-      -- written.
-      local key, v, written = K[k], nil, false
-      r = false
-      if GCRA_NX_GET then -- gcra_fast_read, inline
-        v = pcall_('SET', key, f[4], 'NX', 'PX', f[5], 'GET')
-        written = v == false
-      else
-        v = pcall_('GET', key)
-      end
-      local class = not written and gcra_fast_class(v, f[1], f[2], f[3])
-      if written then
-        reply[o + 1], reply[o + 2] = 0, false
-        r = o + 2
-      elseif class == 2 then
-        local val, ms = gcra_fast_ahead(v, f[6], f[7], now_s, now_ns, f[8],
-                                        f[9])
-        call_('PSETEX', key, ms, val)
-        reply[o + 1], reply[o + 2] = 0, v
-        r = o + 2
-      elseif class then
-        if class == 0 then
-          call_('PSETEX', key, f[5], f[4])
+      if fresh and (none or ARGV[mb + 2] == '') then
+        -- LIM_fast's decision of one level, inline: a new key admitted by
+        -- its read, a TAT ahead of now that admits, at or before now
+        -- (class 0) or refused (1); LIM_general takes anything else, nothing
+        -- written.
+        local key, v, written = K[k], nil, false
+        r = false
+        if GCRA_NX_GET then -- gcra_fast_read, inline
+          v = pcall_('SET', key, f[4], 'NX', 'PX', f[5], 'GET')
+          written = v == false
+        else
+          v = pcall_('GET', key)
         end
-        reply[o + 1], reply[o + 2] = class, v
-        r = o + 2
-      end
-    elseif fused and (none or ARGV[mb + 2] == '') then
-      -- The algorithms with a fused check keep a hash: its read is here.
-      local h = pcall_('HGETALL', K[k])
-      r = false
-      if h.err then
-        -- LIM_general reports it
-      elseif h[1] ~= nil then
-        local ok
-        ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
-        r = ok and r
-      elseif new then
-        r = LIM_new_replay(K[k], reply, o)
-      elseif new == nil then
-        r, new = LIM_new_learn(fused, f, K[k], h, now, reply, o)
-      else
-        local ok
-        ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
-        r = ok and r
-      end
-    elseif multi and (none or ARGV[mb + 2] == '' and
-                      (m < 2 or ARGV[mb + 4] == '') and
-                      (m < 3 or LIM_assumes_none(ARGV, mb, m))) and
-        (n == 2 and K[k] ~= K[k + 1] or n > 2 and LIM_distinct(K, k, n)) then
-      r = false
-      -- LIM_fast's decision of n levels, inline: each level's read (a new
-      -- key written by it: T[i]) and class, then the writes of an
-      -- admission or the deletes of a refusal, in LIM_fast's order;
-      -- LIM_general takes a value off the fast path, nothing left written.
-      local T, W, limited, x, on = LIM_T, LIM_W, 0, 0, true
-      for i = 1, n do
-        local key = K[k + i - 1]
-        local v = pcall_('SET', key, f[x + 4], 'NX', 'PX', f[x + 5], 'GET')
-        -- gcra_fast_class, inline (v a string or an error table, whose #
-        -- is 0), or false for a key written at its read.
-        local class = false
-        if v then
-          class = 0
-          if #v ~= 19 or not find_(v, '^%d*$') then
-            class = nil
-          elseif v > f[x + 1] then
-            class = v <= f[x + 2] and 2 or v <= f[x + 3] and 1 or nil
-          end
-        end
-        T[i] = v == false
-        if class == 0 then
-          W[2 * i - 1], W[2 * i] = f[x + 4], f[x + 5]
+        local class = not written and gcra_fast_class(v, f[1], f[2], f[3])
+        if written then
+          reply[o + 1], reply[o + 2] = 0, false
+          r = o + 2
         elseif class == 2 then
-          W[2 * i - 1], W[2 * i] = gcra_fast_ahead(v, f[x + 6], f[x + 7],
-                                                   now_s, now_ns, f[x + 8],
-                                                   f[x + 9])
-        elseif class == 1 then
-          limited = 1
-        elseif class == nil then
-          LIM_fast_undo(K, k, i - 1)
-          on = false
-          break
-        end
-        reply[o + 1 + i] = v
-        x = x + 9
-      end
-      if on then
-        reply[o + 1] = limited
-        for i = 1, n do
-          if limited == 1 then
-            if T[i] then
-              call_('DEL', K[k + i - 1])
-            end
-          elseif not T[i] then
-            call_('PSETEX', K[k + i - 1], W[2 * i], W[2 * i - 1])
+          local val, ms = gcra_fast_ahead(v, f[6], f[7], now_s, now_ns, f[8],
+                                          f[9])
+          call_('SET', key, val, 'PX', ms)
+          reply[o + 1], reply[o + 2] = 0, v
+          r = o + 2
+        elseif class then
+          if class == 0 then
+            call_('SET', key, f[4], 'PX', f[5])
           end
+          reply[o + 1], reply[o + 2] = class, v
+          r = o + 2
         end
-        r = o + 1 + n
+      elseif fused and (none or ARGV[mb + 2] == '') then
+        -- The algorithms with a fused check keep a hash: its read is here.
+        local h = pcall_('HGETALL', K[k])
+        r = false
+        if h.err then
+          -- LIM_general reports it
+        elseif h[1] ~= nil then
+          local ok
+          ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
+          r = ok and r
+        elseif new then
+          r = LIM_new_replay(K[k], reply, o)
+        elseif new == nil then
+          r, new = LIM_new_learn(fused, f, K[k], h, now, reply, o)
+        else
+          local ok
+          ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
+          r = ok and r
+        end
+      elseif multi and (none or ARGV[mb + 2] == '' and
+                        (m < 2 or ARGV[mb + 4] == '') and
+                        (m < 3 or LIM_assumes_none(ARGV, mb, m))) and
+          (n == 2 and K[k] ~= K[k + 1] or n > 2 and LIM_distinct(K, k, n)) then
+        r = false
+        -- LIM_fast's decision of n levels, inline: each level's read (a new
+        -- key written by it: T[i]) and class, then the writes of an
+        -- admission or the deletes of a refusal, in LIM_fast's order;
+        -- LIM_general takes a value off the fast path, nothing left written.
+        local T, W, limited, x, on = LIM_T, LIM_W, 0, 0, true
+        for i = 1, n do
+          local key = K[k + i - 1]
+          local v = pcall_('SET', key, f[x + 4], 'NX', 'PX', f[x + 5], 'GET')
+          -- gcra_fast_class, inline (v a string or an error table, whose #
+          -- is 0), or false for a key written at its read.
+          local class = false
+          if v then
+            class = 0
+            if #v ~= 19 or not find_(v, '^%d*$') then
+              class = nil
+            elseif v > f[x + 1] then
+              class = v <= f[x + 2] and 2 or v <= f[x + 3] and 1 or nil
+            end
+          end
+          T[i] = v == false
+          if class == 0 then
+            W[2 * i - 1], W[2 * i] = f[x + 4], f[x + 5]
+          elseif class == 2 then
+            W[2 * i - 1], W[2 * i] = gcra_fast_ahead(v, f[x + 6], f[x + 7],
+                                                     now_s, now_ns, f[x + 8],
+                                                     f[x + 9])
+          elseif class == 1 then
+            limited = 1
+          elseif class == nil then
+            LIM_fast_undo(K, k, i - 1)
+            on = false
+            break
+          end
+          reply[o + 1 + i] = v
+          x = x + 9
+        end
+        if on then
+          reply[o + 1] = limited
+          for i = 1, n do
+            if limited == 1 then
+              if T[i] then
+                call_('DEL', K[k + i - 1])
+              end
+            elseif not T[i] then
+              call_('SET', K[k + i - 1], W[2 * i - 1], 'PX', W[2 * i])
+            end
+          end
+          r = o + 1 + n
+        end
       end
-    end
-    if not r then
-      local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
-      if P == nil then
-        r = LIM_failed(reply, reply, o, n, LIM_BAD_ARGS)
-      elseif r == nil and kind == 'one' then
-        r = LIM_one(K, k, f, ARGV, a0, P, pb, pm, now, now_s, now_ns, reply,
-                    o)
-      elseif r == nil and kind then
-        r = LIM_fast(K, k, f, n, P, pb, pm, now_s, now_ns, reply, o)
+      if not r then
+        local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
+        if P == nil then
+          r = LIM_failed(reply, reply, o, n, LIM_BAD_ARGS)
+        elseif r == nil and kind == 'one' then
+          r = LIM_one(K, k, f, ARGV, a0, P, pb, pm, now, now_s, now_ns, reply,
+                      o)
+        elseif r == nil and kind then
+          r = LIM_fast(K, k, f, n, P, pb, pm, now_s, now_ns, reply, o)
+        end
+        r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
+                             reply, reply, o)
       end
-      r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
-                           reply, reply, o)
+      o = HS_end(reply, reply, o0, r, n)
     end
-    o = d or HS_end(reply, reply, o0, r, n)
   end
   return lib_reply(o)
 end
