@@ -24,7 +24,9 @@
 -- (sorted-set algorithms, the override hash, a key of another form) and
 -- every other command goes to Redis as before. The emulation is exact, so
 -- a group's undo (a key written at its read, then deleted because another
--- level refused) costs nothing at all.
+-- level refused) costs nothing at all. limiter.lua's most common group,
+-- gcra levels on their fast path, skips the emulation (HS.direct, and its
+-- inline form): the same commands on the hash, its values parsed in place.
 --
 -- Upgrade (one release): a field the HMGET finds absent may still live at
 -- its old key; one EXISTS of those keys, and only when it counts some,
