@@ -1481,7 +1481,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- (HS.direct), without the emulation.
   local direct = kind == true and f.dok
   LIM_NOHASH = false
-  if direct and not HS.noold and kb == 0 and G > 1 then
+  if direct and not HS.noold and kb == 0 then
     -- One EXISTS of every key of the batch: when it counts none, no
     -- level's state lives at its old key (HS.direct then looks up none)
     -- and no override hash exists. It costs Redis a twentieth of a
@@ -1489,8 +1489,10 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     HS.noold = HS.rp('EXISTS', unpack(K, 1, (n + 1) * G)) == 0
     LIM_NOHASH = HS.noold
   end
-  -- LIM_groups's EXISTS of every override hash, for the fast paths.
-  if not LIM_NOHASH and kind and kb == 0 and G > 1 and m ~= 0 then
+  -- LIM_groups's EXISTS of every override hash, for the fast paths (for
+  -- one group too on the direct path, which it spares a read of the
+  -- override hash).
+  if not LIM_NOHASH and kind and kb == 0 and (G > 1 or direct) and m ~= 0 then
     for g = 1, G do
       LIM_OVK[g] = K[(n + 1) * g]
     end
@@ -1543,12 +1545,20 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   local noold, CNT = HS.noold, HS.CNT
   -- The shape's fields (its first group's: F1, F2), every group's keys
   -- checked against them.
-  local F1, F2 = nil, nil
+  -- (The last call's, f.F1 and f.F2, when its first group's keys end with
+  -- them: a pattern costs Redis more than a few comparisons.)
+  local F1, F2 = f.F1, f.F2
   if dn then
-    local p1, p2 = HS.parse(K[kb + 1]), two and HS.parse(K[kb + 2])
-    dn = p1 and p1[3] == 's' and (not two or p2 and p2[3] == 's' and
-                                  p2[1] == p1[1] and p2[2] ~= p1[2])
-    F1, F2 = p1 and p1[2], p2 and p2[2]
+    local k1 = K[kb + 1]
+    local c = F1 and #k1 - #F1
+    if not (c and string.sub(k1, c + 1) == F1 and (not two or F2 and
+            K[kb + 2] == string.sub(k1, 1, c) .. F2)) then
+      local p1, p2 = HS.parse(k1), two and HS.parse(K[kb + 2])
+      dn = p1 and p1[3] == 's' and (not two or p2 and p2[3] == 's' and
+                                    p2[1] == p1[1] and p2[2] ~= p1[2])
+      F1, F2 = p1 and p1[2], p2 and p2[2]
+      f.F1, f.F2 = dn and F1, dn and F2
+    end
   end
   local byte_, sub_, format_ = string.byte, string.sub, string.format
   local now1, thr1, top1, e01, x01, inc1, lo1, fe1
