@@ -1281,10 +1281,9 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
   end
   local ns, until_, hx = 2 * n, false, tonumber(got[n + 1]) or 0
   if top > hx then
-    -- HS.finish's "~": a quarter of the time to top more (a second at
-    -- least); its digits made once per top in a call.
-    local slack = (top - ms) / 4
-    slack = slack - slack % 1
+    -- HS.finish's "~": as much time again past top (a second at least);
+    -- its digits made once per top in a call.
+    local slack = top - ms
     until_ = top + (slack > 1000 and slack or 1000)
     local us = HS.dU[until_]
     if us == nil then
@@ -1581,8 +1580,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
         top0 = x02
       end
     end
-    local slack = (top0 - ms) / 4
-    slack = slack - slack % 1
+    local slack = top0 - ms
     u0 = format_('%d', top0 + (slack > 1000 and slack or 1000))
   end
   for g = 1, G do
@@ -1700,8 +1698,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
             if top == top0 then
               us = u0
             else
-              local slack = (top - ms) / 4
-              slack = slack - slack % 1
+              local slack = top - ms
               us = format_('%d', top + (slack > 1000 and slack or 1000))
             end
           end

@@ -347,13 +347,14 @@ function HS.finish()
         end
       end
       -- The hash must live until top at least: when its "~" says it does
-      -- not, it gets a quarter of the time to top more (at least a
-      -- second), so the writes of a while send no PEXPIREAT.
+      -- not, it gets as much time again past top (at least a second), so
+      -- the writes of a while send no PEXPIREAT (a quarter more sent one
+      -- at nearly every check of a young identity, whose TAT moves by
+      -- more than that; the hash outlives its fields twice at most).
       local until_ = ns > 0 and top > hx and top
       if until_ then
         local now = HS.now()
-        local slack = (top - now) / 4
-        slack = slack - slack % 1
+        local slack = top - now
         until_ = top + (slack > 1000 and slack or 1000)
         S[ns + 1], S[ns + 2], ns = '~', until_, ns + 2
       end
