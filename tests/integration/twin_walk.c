@@ -485,9 +485,14 @@ static void twin_sequence(struct twin_key *k, uint64_t *s, int seq,
 
     /* A limit key of the hash form, when its algorithm keeps its state in
      * the identity's hash (lstate.h): the walk covers the emulation of
-     * the commands the algorithms send, on that hash's field. */
-    snprintf(k->name, sizeof(k->name), "{tw}%.8s:%d#0:%s", k->a->name, seq,
-             k->a->name);
+     * the commands the algorithms send, on that hash's field. CL.THROTTLE's
+     * keys are the client's own. */
+    if (k->a->plain_key) {
+        snprintf(k->name, sizeof(k->name), "%.8s:%d", k->a->name, seq);
+    } else {
+        snprintf(k->name, sizeof(k->name), "{tw}%.8s:%d#0:%s", k->a->name, seq,
+                 k->a->name);
+    }
     k->have = 0;
     k->ttl = -2;
     k->a->rnd_conf(s, &k->cf, NULL);
