@@ -226,6 +226,19 @@ static void limiter_lease_send_back(struct limiter_leases *ls,
     ls->adjust(ls->adjust_ctx, req, limiter_lease_resume);
 }
 
+/* A lease that has left the map (or is leaving it with the sweep): what
+ * waited on its take goes on, what it holds goes back when asked, and it
+ * is freed. */
+static void limiter_lease_end(struct limiter_leases *ls,
+                              struct limiter_lease *l, bool give_back)
+{
+    limiter_lease_settle(ls, l);
+    if (give_back) {
+        limiter_lease_send_back(ls, l);
+    }
+    px_free(l);
+}
+
 /* hmap_sweep's visitor: gives back and frees what expired. */
 static int limiter_lease_sweep(void *val, void *arg)
 {
@@ -235,18 +248,14 @@ static int limiter_lease_sweep(void *val, void *arg)
     if (!limiter_lease_expired(l, limiter_lease_now(ls), ls->ms)) {
         return 0;
     }
-    limiter_lease_settle(ls, l);
-    limiter_lease_send_back(ls, l);
-    px_free(l);
+    limiter_lease_end(ls, l, true);
     return 1;
 }
 
 /* hmap_sweep's visitor for all: gives back and frees every lease. */
 static int limiter_lease_sweep_all(void *val, void *arg)
 {
-    limiter_lease_settle(arg, val);
-    limiter_lease_send_back(arg, val);
-    px_free(val);
+    limiter_lease_end(arg, val, true);
     return 1;
 }
 
@@ -297,11 +306,7 @@ void limiter_lease_drop(struct limiter_leases *ls, const char *path,
     }
     l = hmap_del(&ls->map, path, plen);
     if (l != NULL) {
-        limiter_lease_settle(ls, l);
-        if (give_back) {
-            limiter_lease_send_back(ls, l);
-        }
-        px_free(l);
+        limiter_lease_end(ls, l, give_back);
     }
 }
 
@@ -366,9 +371,7 @@ int limiter_lease_before(struct limiter_leases *ls, struct req *req,
                        (l->units < *cost || l->n != deep->lease)))) {
         /* Over, or too little left for this check: given back first. */
         hmap_del(&ls->map, deep->path, deep->path_len);
-        limiter_lease_settle(ls, l);
-        limiter_lease_send_back(ls, l);
-        px_free(l);
+        limiter_lease_end(ls, l, true);
         l = NULL;
     }
     eligible = wait_ns == 0 && !(form & LIMITER_REPLY_HEADERS) &&
@@ -443,41 +446,42 @@ void limiter_lease_sending(struct limiter_leases *ls, struct store_check *c)
     }
 }
 
-void limiter_lease_failed(struct limiter_leases *ls, struct store_check *c)
+/* The lease in flight whose take check `c` is, now settled (what waited
+ * on it goes on, its age counts from now), or NULL when `c` took none. */
+static struct limiter_lease *limiter_lease_took(struct limiter_leases *ls,
+                                                const struct store_check *c)
 {
     const struct limits_level *deep;
     struct limiter_lease *l;
 
     if (ls == NULL || !ls->on || c->op != STORE_CHECK || c->lv->n == 0) {
-        return;
-    }
-    deep = &c->lv->level[c->lv->n - 1];
-    l = hmap_get(&ls->map, deep->path, deep->path_len);
-    if (l != NULL && l->state == LIMITER_LEASE_IN_FLIGHT &&
-        l->taker == c->root) {
-        limiter_lease_settle(ls, l);
-        l->since_ms = limiter_lease_now(ls);
-    }
-}
-
-int limiter_lease_after(struct limiter_leases *ls, struct store_check *c,
-                        struct rl_decision *agg)
-{
-    const struct limits_level *deep;
-    struct limiter_lease *l;
-    unsigned i;
-
-    if (ls == NULL || !ls->on || c->op != STORE_CHECK || c->lv->n == 0) {
-        return 0;
+        return NULL;
     }
     deep = &c->lv->level[c->lv->n - 1];
     l = hmap_get(&ls->map, deep->path, deep->path_len);
     if (l == NULL || l->state != LIMITER_LEASE_IN_FLIGHT ||
         l->taker != c->root) {
-        return 0;
+        return NULL;
     }
     limiter_lease_settle(ls, l);
     l->since_ms = limiter_lease_now(ls);
+    return l;
+}
+
+void limiter_lease_failed(struct limiter_leases *ls, struct store_check *c)
+{
+    (void)limiter_lease_took(ls, c);
+}
+
+int limiter_lease_after(struct limiter_leases *ls, struct store_check *c,
+                        struct rl_decision *agg)
+{
+    struct limiter_lease *l = limiter_lease_took(ls, c);
+    unsigned i;
+
+    if (l == NULL) {
+        return 0;
+    }
     if (agg->limited) {
         l->state = LIMITER_LEASE_OFF;
         return 1;
