@@ -39,9 +39,9 @@ enum refusal_kind {
                       reads it */
 };
 
-/* The LIMITER entries whose states are fields of one identity's hash
- * (refusal_field.h): Redis tracks the hash, so its invalidation names the
- * hash and forgets them all. Owned by rf->hashes; freed with its last
+/* The LIMITER entries whose states are records of one identity's string
+ * (refusal_field.h): Redis tracks the string, so its invalidation names
+ * it and forgets them all. Owned by rf->hashes; freed with its last
  * entry. */
 struct refusal_hash {
     struct queue entries; /* struct refusal_entry, by hlink */
@@ -74,15 +74,15 @@ struct refusal_entry {
     size_t bytes;                  /* charged to rf->bytes
                                       (refusal_entry_bytes and its raw and
                                       slots) */
-    size_t hlen;                   /* > 0: a LIMITER state kept in a hash:
-                                      key's first hlen bytes name the hash,
-                                      the rest its field */
-    struct refusal_hash *hash;     /* hlen > 0: borrowed, its hash's entries */
-    struct queue hlink;            /* hlen > 0: link in hash->entries */
-    int64_t field_ns;              /* hlen > 0: the field's own expiry (its
-                                      value's; INT64_MAX: none or no field) */
-    unsigned seen : 1;             /* the tracker's read confirmed the state */
-    unsigned active : 1;           /* and its PEXPIRETIME gave the expiry */
+    size_t hlen;                   /* > 0: a LIMITER state kept in a string:
+                                      key's first hlen bytes name it, the
+                                      rest its record's field */
+    struct refusal_hash *hash; /* hlen > 0: borrowed, its string's entries */
+    struct queue hlink;        /* hlen > 0: link in hash->entries */
+    int64_t field_ns;          /* hlen > 0: the record's own expiry (its
+                                  value's; INT64_MAX: none or no record) */
+    unsigned seen : 1;         /* the tracker's read confirmed the state */
+    unsigned active : 1;       /* and its PEXPIRETIME gave the expiry */
 };
 
 /* What an entry of a `klen`-byte key is charged before its raw or slots:
@@ -195,7 +195,7 @@ static void refusal_tracker_push(struct upstream *up, const char *p, size_t n)
                     rf->invalidations++;
                     refusal_drop(rf, e);
                 }
-                /* An identity's hash: every state of it (the last one
+                /* An identity's string: every state of it (the last one
                  * dropped frees h). */
                 while ((h = hmap_get(&rf->hashes, keys->elem[i].str,
                                      keys->elem[i].len)) != NULL) {
@@ -521,25 +521,31 @@ static void refusal_read(struct refusal *rf, struct refusal_entry *e, int argc,
                                     refusal_on_expiretime, rf));
 }
 
-/* ---------------- LIMITER states in a hash ---------------- */
+/* ---------------- LIMITER states in a string ---------------- */
 
-/* The field the tracker's HGET showed (v) as entry e's state, held as the
- * reads of a key of its own hold it (refusal_on_get, _hmget, _hgetall),
- * with the field's own expiry; 0 when it is no state the cache holds. */
+/* The state string the tracker's GET showed (v) as entry e's state (the
+ * record of its field), held as the reads of a key of its own hold it
+ * (refusal_on_get, _hmget, _hgetall), with the record's own expiry; 0
+ * when it is no state the cache holds. */
 static int refusal_field_state(struct refusal *rf, struct refusal_entry *e,
                                const struct resp_value *v)
 {
-    const char *pl;
-    size_t plen, n;
+    const char *rec = NULL, *pl;
+    size_t reclen = 0, plen, n;
     int64_t ms;
+    int found;
 
     e->field_ns = INT64_MAX;
-    if (v->null) {
+    found = v->null ? 0
+            : v->type != '$'
+                ? -1
+                : refusal_field_record(v->str, v->len, e->key + e->hlen,
+                                       e->klen - e->hlen, &rec, &reclen);
+    if (found == 0) {
         e->have = 0;
         return e->kind != REFUSAL_TAT || e->raw == NULL;
     }
-    if (v->type != '$' ||
-        !refusal_field_value(v->str, v->len, &ms, &pl, &plen)) {
+    if (found < 0 || !refusal_field_value(rec, reclen, &ms, &pl, &plen)) {
         return 0;
     }
     if (ms > 0) {
@@ -564,8 +570,8 @@ static int refusal_field_state(struct refusal *rf, struct refusal_entry *e,
     return 1;
 }
 
-/* The tracker's HGET of a LIMITER field: from now on every write of its
- * hash is pushed, so what it shows is the state until then. */
+/* The tracker's GET of a LIMITER state's string: from now on every write
+ * of it is pushed, so what it shows is the state until then. */
 static void refusal_on_field(struct req *part, const char *frame, size_t len)
 {
     struct refusal_clock *ck = part->ctx;
@@ -589,9 +595,9 @@ static void refusal_on_field(struct req *part, const char *frame, size_t len)
     px_free(ck);
 }
 
-/* The tracker's PEXPIRETIME of a LIMITER field's hash: the state goes at
- * the field's own expiry or the hash's, whichever comes first (the
- * scripts keep the hash at least as long as its fields; anyone else may
+/* The tracker's PEXPIRETIME of a LIMITER state's string: the state goes
+ * at its record's own expiry or the string's, whichever comes first (the
+ * scripts keep the string as long as its records; anyone else may
  * not). */
 static void refusal_on_hash_expiretime(struct req *part, const char *frame,
                                        size_t len)
@@ -630,18 +636,19 @@ static void refusal_on_hash_expiretime(struct req *part, const char *frame,
     px_free(ck);
 }
 
-/* The tracker's reads of a LIMITER field's entry e: HGET of the field,
- * TIME, PEXPIRETIME of the hash. */
+/* The tracker's reads of a LIMITER state's entry e: GET of its string
+ * (whose record of e's field is the state), TIME, PEXPIRETIME of the
+ * string. */
 static void refusal_read_field(struct refusal *rf, struct refusal_entry *e)
 {
     static const char *const time[1] = { "TIME" };
-    const char *argv[3] = { "HGET", e->key, e->key + e->hlen };
-    size_t lens[3] = { 4, e->hlen, e->klen - e->hlen };
+    const char *argv[2] = { "GET", e->key };
+    size_t lens[2] = { 3, e->hlen };
     const char *xargv[2] = { "PEXPIRETIME", e->key };
     size_t xlens[2] = { 11, e->hlen };
 
     upstream_send(e->t->up,
-                  req_own(resp_cmd_new(3, argv, lens), refusal_on_field,
+                  req_own(resp_cmd_new(2, argv, lens), refusal_on_field,
                           refusal_clock_new(rf, e)));
     upstream_send(e->t->up, req_own_argv(1, time, refusal_on_time,
                                          refusal_clock_new(rf, e)));
@@ -793,7 +800,7 @@ refusal_entry_new(struct refusal *rf, const char *key, size_t klen, size_t hlen,
         refusal_drop(
             rf, container_of(queue_tail(&rf->lru), struct refusal_entry, lru));
     }
-    /* A LIMITER field's entry is charged its hash's index too (once per
+    /* A LIMITER record's entry is charged its string's index too (once per
      * entry: an upper bound). */
     bytes =
         refusal_entry_bytes(klen) +

@@ -1,4 +1,4 @@
-/* The parsing of LIMITER's hash fields for the refusal cache (see
+/* The parsing of LIMITER's state strings for the refusal cache (see
  * refusal_field.h). The scripts' encoding (algorithms/lua/hstate.lua) is
  * the reference: these functions accept exactly what it writes and refuse
  * the rest, which the cache then leaves to Redis. */
@@ -9,7 +9,7 @@
 /* The largest integer a script writes: 2^53 - 1. */
 #define REFUSAL_FIELD_MAX INT64_C(9007199254740991)
 
-/* The algorithms kept in the hash, as their keys end. */
+/* The algorithms kept in the state string, as their keys end. */
 static const char *const refusal_field_algos[] = {
     "gcra",         "token_bucket",   "leaky_bucket",
     "fixed_window", "sliding_window", "sliding_counter",
@@ -52,6 +52,48 @@ size_t refusal_field_hash_len(const char *key, size_t klen)
         }
     }
     return 0;
+}
+
+int refusal_field_record(const char *s, size_t len, const char *field,
+                         size_t flen, const char **val, size_t *vlen)
+{
+    const char *p = s, *end = s + len, *digits, *f, *semi;
+    size_t l;
+    int found = 0;
+
+    /* Every record is checked, not only those up to the one sought: a
+     * string that is not all records was not written by the scripts, and
+     * what it seems to hold is no state. */
+    while (p < end) {
+        /* L: 1 to 9 digits, no leading zero, then ':'. */
+        for (digits = p, l = 0; p < end && *p >= '0' && *p <= '9'; p++) {
+            l = l * 10 + (size_t)(*p - '0');
+        }
+        if (p == digits || p - digits > 9 ||
+            (*digits == '0' && p > digits + 1) || p == end || *p != ':' ||
+            l > (size_t)(end - p - 1)) {
+            return -1;
+        }
+        f = p + 1;
+        p = f + l;
+        if (p == end || *p != '=') {
+            return -1;
+        }
+        semi = memchr(p + 1, ';', (size_t)(end - p - 1));
+        if (semi == NULL) {
+            return -1;
+        }
+        if (l == flen && memcmp(f, field, flen) == 0) {
+            if (found) {
+                return -1;
+            }
+            found = 1;
+            *val = p + 1;
+            *vlen = (size_t)(semi - p - 1);
+        }
+        p = semi + 1;
+    }
+    return found;
 }
 
 int64_t refusal_field_int(const char *s, size_t len)

@@ -1,7 +1,9 @@
-/* LIMITER's states in their identity's hash, as the refusal cache reads
- * them (docs/limiter.md, "State"): a limit key
+/* LIMITER's states in their identity's state string, as the refusal cache
+ * reads them (docs/limiter.md, "State"): a limit key
  * "<prefix>{<tag>}<rest>#<i>:<algorithm>" of gcra or a hash state names
- * the field "<rest>#<i>:<algorithm>" of the hash "<prefix>{<tag>}", whose
+ * the record "<rest>#<i>:<algorithm>" (its field) of the string
+ * "<prefix>{<tag>}", whose value is the records one after another, each
+ * "<L>:<field>=<value>;" (L the field's bytes in decimal). A record's
  * value is "<expire_at_ms>|<payload>": the payload a TAT (gcra) or
  * "<name>=<value>" pairs joined by ",". Pure functions: the cache's I/O
  * (refusal.c) calls them. */
@@ -11,14 +13,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The length of the hash a limit key of `klen` bytes lives in (the key's
- * name up to its hash tag's closing brace; the rest is the field), or 0
+/* The length of the state string a limit key of `klen` bytes lives in (the
+ * key's name up to its hash tag's closing brace; the rest is the field), or 0
  * when the key is of no such form (no non-empty tag, no "#<i>:<algorithm>"
- * of an algorithm kept in the hash: sliding_log and concurrency keep keys
+ * of an algorithm kept in the string: sliding_log and concurrency keep keys
  * of their own). */
 size_t refusal_field_hash_len(const char *key, size_t klen);
 
-/* Splits a field's value: 1 and its expiry (*expire_ms, Unix ms; 0:
+/* Finds the record of `field` (flen bytes) in a state string's value
+ * (len bytes): 1 and the record's value at *val (*vlen bytes, inside s);
+ * 0 when the string holds no record of it; -1 when the string is not a
+ * sequence of well-formed records (or names the field twice). */
+int refusal_field_record(const char *s, size_t len, const char *field,
+                         size_t flen, const char **val, size_t *vlen);
+
+/* Splits a record's value: 1 and its expiry (*expire_ms, Unix ms; 0:
  * never) and payload; 0 when it is of no such form. */
 int refusal_field_value(const char *v, size_t len, int64_t *expire_ms,
                         const char **payload, size_t *plen);

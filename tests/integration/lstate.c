@@ -1,6 +1,7 @@
 /* The tests' view of LIMITER's states (lstate.h): one script emulates the
- * previous release's per-level key on the identity's hash field, so a
- * test reads and plants states with the commands it always used. */
+ * previous release's per-level key on its record in the identity's state
+ * string, so a test reads and plants states with the commands it always
+ * used. */
 #include "tests/integration/lstate.h"
 
 #include "tests/integration/fixture.h"
@@ -13,7 +14,7 @@
 
 #define LSTATE_WORDS 64
 
-static const char lstate_lua[] =
+static const char lstate_lua_a[] =
     "local A = {gcra = 's', token_bucket = 'h', leaky_bucket = 'h',\n"
     "  fixed_window = 'h', sliding_window = 'h', sliding_counter = 'h'}\n"
     "local function run(ARGV)\n"
@@ -24,7 +25,24 @@ static const char lstate_lua[] =
     "local tm = redis.call('TIME')\n"
     "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / "
     "1000)\n"
-    "local s = redis.call('HGET', h, f)\n"
+    "local S = redis.call('GET', h)\n"
+    "local R, names = {}, {}\n"
+    "local at = 1\n"
+    "while S and at <= #S do\n"
+    "  local l, q = string.match(S, '^([1-9]%d*):()', at)\n"
+    "  if not l and string.sub(S, at, at + 1) == '0:' then\n"
+    "    l, q = '0', at + 2\n"
+    "  end\n"
+    "  local e = l and string.find(S, ';', q + l, true)\n"
+    "  if not e or string.sub(S, q + l, q + l) ~= '=' then\n"
+    "    return redis.error_reply('ERR lstate: a malformed state string')\n"
+    "  end\n"
+    "  local name = string.sub(S, q, q + l - 1)\n"
+    "  if R[name] == nil then names[#names + 1] = name end\n"
+    "  R[name] = string.sub(S, q + l + 1, e - 1)\n"
+    "  at = e + 1\n"
+    "end\n"
+    "local s = R[f]\n"
     "local v, x = false, 0\n"
     "if s then\n"
     "  local e, pl = string.match(s, '^(%d+)|(.*)$')\n"
@@ -39,16 +57,31 @@ static const char lstate_lua[] =
     "    local k, val = string.match(part, '^([^=]+)=(.*)$')\n"
     "    if k then m[k] = val; order[#order + 1] = k end\n"
     "  end\n"
-    "end\n"
+    "end\n";
+
+/* (Two pieces: C99 compilers need not hold a longer string literal.) */
+static const char lstate_lua_b[] =
+    "-- Writes f's record (none for nv nil or ''): the string rebuilt, SET\n"
+    "-- with PXAT its records' latest expiry (none when one never expires),\n"
+    "-- DEL when no record is left.\n"
     "local function put(nv, nx)\n"
-    "  if not nv or nv == '' then redis.call('HDEL', h, f) return end\n"
-    "  redis.call('HSET', h, f, string.format('%d', nx) .. '|' .. nv)\n"
-    "  local p = redis.call('PTTL', h)\n"
-    "  if nx == 0 then redis.call('PERSIST', h)\n"
-    "  elseif p >= 0 and now + p < nx then redis.call('PEXPIREAT', h, nx)\n"
-    "  elseif p == -1 and redis.call('HLEN', h) == 1 then\n"
-    "    redis.call('PEXPIREAT', h, nx)\n"
+    "  if not nv or nv == '' then R[f] = nil\n"
+    "  else\n"
+    "    if R[f] == nil then names[#names + 1] = f end\n"
+    "    R[f] = string.format('%d', nx) .. '|' .. nv\n"
     "  end\n"
+    "  local out, hi, forever = {}, 0, false\n"
+    "  for _, k in ipairs(names) do\n"
+    "    local r = R[k]\n"
+    "    if r then\n"
+    "      out[#out + 1] = #k .. ':' .. k .. '=' .. r .. ';'\n"
+    "      local e = tonumber(string.match(r, '^(%d+)|') or '0')\n"
+    "      if e == 0 then forever = true elseif e > hi then hi = e end\n"
+    "    end\n"
+    "  end\n"
+    "  if #out == 0 then redis.call('DEL', h)\n"
+    "  elseif forever then redis.call('SET', h, table.concat(out))\n"
+    "  else redis.call('SET', h, table.concat(out), 'PXAT', hi) end\n"
     "end\n"
     "local function enc()\n"
     "  local p = {}\n"
@@ -75,7 +108,7 @@ static const char lstate_lua[] =
     "  return r\n"
     "elseif cmd == 'HLEN' then return #order\n"
     "elseif cmd == 'DEL' then\n"
-    "  if v then redis.call('HDEL', h, f) return 1 end\n"
+    "  if v then put(nil) return 1 end\n"
     "  return 0\n"
     "elseif cmd == 'PERSIST' then\n"
     "  if v and x > 0 then put(v, 0) return 1 end\n"
@@ -135,6 +168,19 @@ static const char lstate_lua[] =
     "end\n"
     "return run(ARGV)\n";
 
+/* The script: its two pieces joined, once. */
+static const char *lstate_lua(void)
+{
+    static char lua[sizeof(lstate_lua_a) + sizeof(lstate_lua_b)];
+
+    if (lua[0] == '\0') {
+        memcpy(lua, lstate_lua_a, sizeof(lstate_lua_a) - 1);
+        memcpy(lua + sizeof(lstate_lua_a) - 1, lstate_lua_b,
+               sizeof(lstate_lua_b));
+    }
+    return lua;
+}
+
 int lstate_split(const char *key, char *hash, size_t hashlen,
                  const char **field)
 {
@@ -171,7 +217,8 @@ int lstate_split(const char *key, char *hash, size_t hashlen,
 }
 
 /* Splits the command text into the arguments of EVAL: the script, 1 key
- * (the second word: the hash a limit key lives in) and the words; or,
+ * (the second word: the state string a limit key lives in) and the
+ * words; or,
  * when no word after the command is a limit key, into the command itself
  * (Redis runs it as it is). Sets *argc and returns where the arguments
  * start; text is cut in place. */
@@ -183,7 +230,7 @@ static const char **lstate_argv(char *text, const char **argv, char *hash,
     int n = 4, limit = 0;
 
     argv[0] = "EVAL";
-    argv[1] = lstate_lua;
+    argv[1] = lstate_lua();
     argv[2] = "1";
     for (char *w = strtok_r(text, " ", &save); w != NULL;
          w = strtok_r(NULL, " ", &save)) {
@@ -240,8 +287,37 @@ void lstate_append(redisContext *c, const char *fmt, ...)
     cr_assert_eq(redisAppendCommandArgv(c, argc, a, NULL), REDIS_OK);
 }
 
+/* The fields of the records of a state string's value v (vlen bytes)
+ * into fields (at most max, each NUL-ended): their count, or -1 when v is
+ * not a sequence of records (then the key is some other string). */
+static int lstate_fields(const char *v, size_t vlen, char (*fields)[128],
+                         int max)
+{
+    const char *p = v, *end = v + vlen, *semi;
+    int n = 0;
+
+    while (p < end) {
+        char *colon;
+        unsigned long l = strtoul(p, &colon, 10);
+
+        if (*p < '0' || *p > '9' || colon >= end || *colon != ':' ||
+            l >= (unsigned long)(end - colon - 1) || colon[1 + l] != '=' ||
+            (semi = memchr(colon + 2 + l, ';',
+                           (size_t)(end - colon - 2 - l))) == NULL) {
+            return -1;
+        }
+        cr_assert_lt(n, max, "lstate: more than %d records", max);
+        cr_assert_lt(l, sizeof(fields[0]), "lstate: long field");
+        memcpy(fields[n], colon + 1, l);
+        fields[n++][l] = '\0';
+        p = semi + 1;
+    }
+    return n;
+}
+
 int lstate_keys(redisContext *c, char (*names)[128], int max)
 {
+    static char fields[256][128];
     redisReply *k = px_cmd(c, "KEYS *");
     int n = 0;
 
@@ -249,31 +325,35 @@ int lstate_keys(redisContext *c, char (*names)[128], int max)
     for (size_t i = 0; i < k->elements; i++) {
         const char *key = k->element[i]->str;
         size_t len = strlen(key);
-        redisReply *f = NULL;
+        int nf = -1;
 
         if (len > 2 && key[len - 1] == '}' && strchr(key, '{') != NULL) {
             redisReply *t = px_cmd(c, "TYPE %s", key);
 
-            if (strcmp(t->str, "hash") == 0) {
-                f = px_cmd(c, "HKEYS %s", key);
+            if (strcmp(t->str, "string") == 0) {
+                redisReply *g = px_cmd(c, "GET %s", key);
+
+                if (g->type == REDIS_REPLY_STRING) {
+                    nf = lstate_fields(g->str, g->len, fields, 256);
+                }
+                freeReplyObject(g);
             }
             freeReplyObject(t);
         }
-        if (f == NULL) {
+        if (nf < 0) {
             cr_assert_lt(n, max, "lstate: more than %d keys", max);
             cr_assert_lt(len, sizeof(names[0]));
             memcpy(names[n++], key, len + 1);
             continue;
         }
-        for (size_t j = 0; j < f->elements; j++) {
+        for (int j = 0; j < nf; j++) {
             char name[128];
             redisReply *e;
-
-            size_t flen = strlen(f->element[j]->str);
+            size_t flen = strlen(fields[j]);
 
             cr_assert_lt(len + flen, sizeof(name), "lstate: long key");
             memcpy(name, key, len);
-            memcpy(name + len, f->element[j]->str, flen + 1);
+            memcpy(name + len, fields[j], flen + 1);
             e = lstate_cmd(c, "EXISTS %s", name);
             if (e->integer == 1) {
                 cr_assert_lt(n, max, "lstate: more than %d keys", max);
@@ -281,7 +361,6 @@ int lstate_keys(redisContext *c, char (*names)[128], int max)
             }
             freeReplyObject(e);
         }
-        freeReplyObject(f);
     }
     freeReplyObject(k);
     return n;

@@ -1,14 +1,17 @@
 /* LIMITER's states as the tests see them: a limit key
  * "<prefix>{<tag>}<rest>#<i>:<algorithm>" of an algorithm kept in the
- * identity's hash (docs/limiter.md: gcra and the hash states) names the
- * field "<rest>#<i>:<algorithm>" of the hash "<prefix>{<tag>}", whose value
- * is "<expire_at_ms>|<payload>". lstate_cmd runs a command on such a key as
- * it ran on the per-level key of the previous release (GET, SET [PX ms]
- * [KEEPTTL], DEL, EXISTS, TYPE, PTTL, PEXPIRETIME, PERSIST, PEXPIRE,
- * PEXPIREAT, HGET, HMGET, HGETALL, HKEYS, HLEN, HSET, HDEL, HINCRBY),
- * through a script on the node, so the tests
- * that read or plant states stay as they were; any other key, and any key
- * when the command names none, goes to Redis as it is. */
+ * identity's state string (docs/limiter.md: gcra and the hash states)
+ * names the record of field "<rest>#<i>:<algorithm>" in the string
+ * "<prefix>{<tag>}", whose value is its records one after another, each
+ * "<L>:<field>=<expire_at_ms>|<payload>;" (L the field's bytes).
+ * lstate_cmd runs a command on such a key as it ran on the per-level key
+ * of the previous release (GET, SET [PX ms] [KEEPTTL], DEL, EXISTS, TYPE,
+ * PTTL, PEXPIRETIME, PERSIST, PEXPIRE, PEXPIREAT, HGET, HMGET, HGETALL,
+ * HKEYS, HLEN, HSET, HDEL, HINCRBY), through a script on the node that
+ * rewrites the string (SET ... PXAT its records' latest expiry, DEL when
+ * none is left), so the tests that read or plant states stay as they
+ * were; any other key, and any key when the command names none, goes to
+ * Redis as it is. */
 #ifndef PX_TESTS_INTEGRATION_LSTATE_H
 #define PX_TESTS_INTEGRATION_LSTATE_H
 
@@ -22,14 +25,14 @@ redisReply *lstate_cmd(redisContext *c, const char *fmt, ...);
 /* lstate_cmd's command appended to c's pipeline (redisAppendCommand). */
 void lstate_append(redisContext *c, const char *fmt, ...);
 
-/* Whether key names a field of an identity's hash; then its hash's name in
- * hash (hashlen bytes at most, NUL-terminated) and its field at *field. */
-int lstate_split(const char *key, char *hash, size_t hashlen,
-                 const char **field);
+/* Whether key names a record of an identity's state string; then the
+ * string's name in str (len bytes at most, NUL-terminated) and the
+ * record's field at *field. */
+int lstate_split(const char *key, char *str, size_t len, const char **field);
 
 /* Every key of c's database as the previous release kept them: an
- * identity's hash stands for its live fields' limit keys. Fills names (at
- * most max) and returns the count. */
+ * identity's state string stands for its live records' limit keys. Fills
+ * names (at most max) and returns the count. */
 int lstate_keys(redisContext *c, char (*names)[128], int max);
 
 #endif

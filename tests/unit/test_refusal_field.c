@@ -1,5 +1,5 @@
-/* The refusal cache's reading of LIMITER's hash fields
- * (proxy/limiter/refusal_field.h): which keys live in a hash, a field's
+/* The refusal cache's reading of LIMITER's state strings
+ * (proxy/limiter/refusal_field.h): which keys live in a string, a record, its
  * expiry and payload, a hash state's pairs. */
 #include "tests/support/px_test.h"
 
@@ -98,4 +98,82 @@ Test(refusal_field, a_hash_state_reads_its_named_fields)
     cr_assert_eq(refusal_field_slots("1000=2,2000=3", 13, NULL, 1), 0);
     cr_assert_eq(refusal_field_slots("total=5", 7, NULL, 4), 0);
     cr_assert_eq(refusal_field_slots("x=5", 3, NULL, 4), 0);
+}
+
+/* refusal_field_record on a NUL-ended string: 1, 0 or -1, and the value
+ * found into out (as a NUL-ended copy, "" when none). */
+static int rec(const char *s, const char *field, char *out, size_t outlen)
+{
+    const char *v = NULL;
+    size_t vl = 0;
+    int r = refusal_field_record(s, strlen(s), field, strlen(field), &v, &vl);
+
+    out[0] = '\0';
+    if (r == 1) {
+        cr_assert(v >= s && v + vl <= s + strlen(s));
+        cr_assert_lt(vl, outlen);
+        memcpy(out, v, vl);
+        out[vl] = '\0';
+    }
+    return r;
+}
+
+Test(refusal_field, a_state_string_is_records_found_by_field)
+{
+    static const char s[] = "7:#0:gcra=1796010925449|1796010925449961000;"
+                            "13::trade#0:gcra=1796010745449|17960107454;"
+                            "17::x#1:fixed_window=0|start=1,count=2;";
+    char v[128];
+
+    cr_assert_eq(rec(s, "#0:gcra", v, sizeof(v)), 1);
+    cr_assert_str_eq(v, "1796010925449|1796010925449961000");
+    cr_assert_eq(rec(s, ":trade#0:gcra", v, sizeof(v)), 1);
+    cr_assert_str_eq(v, "1796010745449|17960107454");
+    cr_assert_eq(rec(s, ":x#1:fixed_window", v, sizeof(v)), 1);
+    cr_assert_str_eq(v, "0|start=1,count=2");
+    /* Absent: another field, one that ends or starts another's, a
+     * record's value taken for a field. */
+    cr_assert_eq(rec(s, "#1:gcra", v, sizeof(v)), 0);
+    cr_assert_eq(rec(s, "0:gcra", v, sizeof(v)), 0);
+    cr_assert_eq(rec(s, "#0:gc", v, sizeof(v)), 0);
+    cr_assert_eq(rec(s, ":trade#0:gcra=", v, sizeof(v)), 0);
+    cr_assert_eq(rec(s, "1796010925449", v, sizeof(v)), 0);
+    cr_assert_eq(rec("", "#0:gcra", v, sizeof(v)), 0);
+    /* A field may hold any byte: its length delimits it. */
+    cr_assert_eq(rec("3:a;b=1|x;5:=;:=x=0|y;", "=;:=", v, sizeof(v)), 0);
+    cr_assert_eq(rec("3:a;b=1|x;4:=;:==0|y;", "=;:=", v, sizeof(v)), 1);
+    cr_assert_str_eq(v, "0|y");
+    cr_assert_eq(rec("3:a;b=1|x;4:=;:==0|y;", "a;b", v, sizeof(v)), 1);
+    cr_assert_str_eq(v, "1|x");
+    cr_assert_eq(rec("0:=;", "", v, sizeof(v)), 1);
+    cr_assert_str_eq(v, "");
+}
+
+Test(refusal_field, a_malformed_state_string_holds_nothing)
+{
+    static const char *const bad[] = {
+        "07:#0:gcra=1|2;",              /* L with a leading zero */
+        "8:#0:gcra=1|2;",               /* L past its field */
+        "99:#0:gcra=1|2;",              /* L past the end */
+        "1234567890:x=1|2;",            /* L of 10 digits */
+        "7:#0:gcra=1|2",                /* a value with no ";" */
+        "7:#0:gcra=1|2;2:ab=1|2",       /* the last one's */
+        "7:#0:gcra1|2;",                /* no "=" */
+        ":#0:gcra=1|2;",                /* no L */
+        "7#0:gcra=1|2;",                /* no ":" */
+        "7:#0:gcra=1|2;;",              /* a stray byte after a record */
+        "7:#0:gcra=1|2;7:#0:gcra=3|4;", /* a field twice */
+        "7:",
+    };
+    char v[64];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        int r = rec(bad[i], "#0:gcra", v, sizeof(v));
+        if (r != -1) {
+            cr_assert_fail("\"%s\" gives %d", bad[i], r);
+        }
+    }
+    /* Malformed after the record sought, or before it. */
+    cr_assert_eq(rec("7:#0:gcra=1|2;2:ab", "#0:gcra", v, sizeof(v)), -1);
+    cr_assert_eq(rec("2:ab=1;7:#0:gcra=1|2;x", "#0:gcra", v, sizeof(v)), -1);
 }
