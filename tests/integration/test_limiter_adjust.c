@@ -346,16 +346,17 @@ static void not_refused_from_the_cache(void)
 }
 
 /* All or nothing in one script call: acct:zed and acct:zed:trade share a
- * hash tag, so their levels are two fields of one hash; the trade level's
- * field holds a hash state (WRONGTYPE for gcra), so the ADJUST fails and
- * the acct level, decided first, is not written: its field's raw value
- * (expiry and state) is the same before and after. */
+ * hash tag, so their levels are two records of one state string; the
+ * trade level's record holds a hash state (WRONGTYPE for gcra), so the
+ * ADJUST fails and the acct level, decided first, is not written: the
+ * string's bytes (every record's expiry and state) are the same before
+ * and after. */
 static void one_call_all_or_nothing(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
     redisReply *r, *before, *after;
-    char fw[128] = "", gc[128] = "", names[16][128], hash[128];
+    char fw[128] = "", gc[128] = "", names[16][128], str[128];
     const char *field;
     int n, found = 0;
 
@@ -374,13 +375,13 @@ static void one_call_all_or_nothing(void)
     cr_assert(fw[0] != '\0' && gc[0] != '\0', "keys %s, %s", fw, gc);
     px_check_int(lstate_cmd(d, "DEL %s", gc), 1);
     px_check_int(lstate_cmd(d, "HSET %s f v", gc), 1);
-    cr_assert(lstate_split(fw, hash, sizeof(hash), &field), "%s", fw);
-    before = px_cmd(d, "HGET %s %s", hash, field);
+    cr_assert(lstate_split(fw, str, sizeof(str), &field), "%s", fw);
+    before = px_cmd(d, "GET %s", str);
     r = px_cmd(c, "LIMITER ADJUST acct:zed:trade 3");
     cr_assert_eq(r->type, REDIS_REPLY_ERROR);
     cr_assert(strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", r->str);
     freeReplyObject(r);
-    after = px_cmd(d, "HGET %s %s", hash, field);
+    after = px_cmd(d, "GET %s", str);
     cr_assert(before->type == REDIS_REPLY_STRING &&
                   after->type == REDIS_REPLY_STRING &&
                   before->len == after->len &&

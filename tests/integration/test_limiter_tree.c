@@ -341,8 +341,8 @@ static long long count_limiter_keys(void)
         d = px_mode_now() == PX_MODE_CLUSTER
                 ? px_cluster_connect(cl, m)
                 : px_redis_connect(&px_env()->redis, NULL);
-        /* (The states kept in an identity's hash count as their keys:
-         * its fields but "~".) */
+        /* (The states kept in an identity's state string count as their
+         * keys: its records "<L>:<field>=<value>;".) */
         redisReply *r = px_cmd(d, "KEYS cellgate:*");
 
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
@@ -350,13 +350,25 @@ static long long count_limiter_keys(void)
             const char *key = r->element[i]->str;
             redisReply *t = px_cmd(d, "TYPE %s", key);
 
-            if (strcmp(t->str, "hash") == 0 && key[strlen(key) - 1] == '}') {
-                redisReply *l = px_cmd(d, "HLEN %s", key);
-                redisReply *x = px_cmd(d, "HEXISTS %s ~", key);
+            if (strcmp(t->str, "string") == 0 && key[strlen(key) - 1] == '}') {
+                redisReply *g = px_cmd(d, "GET %s", key);
+                const char *p = g->str, *end = g->str + g->len;
 
-                n += l->integer - x->integer;
-                freeReplyObject(l);
-                freeReplyObject(x);
+                cr_assert_eq(g->type, REDIS_REPLY_STRING);
+                while (p < end) {
+                    char *colon;
+                    unsigned long l = strtoul(p, &colon, 10);
+
+                    cr_assert(colon < end && *colon == ':' &&
+                                  l < (size_t)(end - colon - 1),
+                              "%s: %s", key, g->str);
+                    p = memchr(colon + 1 + l, ';',
+                               (size_t)(end - colon - 1 - l));
+                    cr_assert_not_null(p, "%s: %s", key, g->str);
+                    p++;
+                    n++;
+                }
+                freeReplyObject(g);
             } else {
                 n++;
             }

@@ -1,12 +1,12 @@
-/* LIMITER's direct path on the identity's hash (algorithms/limiter.lua:
- * HS.direct and its inline form for one or two levels): a "shapes" batch
- * of gcra levels on keys of the hash form is decided on the hash itself,
- * without the emulation of the per-level keys (hstate.lua), which mode
- * "each" still takes. So the same groups, from the same planted states,
- * must answer and leave every level's state alike in both modes: fresh
- * identities, TATs ahead of now and past, a field past its expire_at, a
- * refusal by the second level, a field that never expires ("0|", not the
- * inline form), and a malformed value (the general path's error). */
+/* LIMITER's direct path on the identity's state string
+ * (algorithms/limiter.lua): a "shapes" batch of gcra levels on keys of the
+ * string form is decided on the string itself, without the emulation of
+ * the per-level keys (hstate.lua), which mode "each" still takes. So the
+ * same groups, from the same planted states, must answer and leave every
+ * level's state alike in both modes: fresh identities, TATs ahead of now
+ * and past, a record past its expire_at, a refusal by the second level, a
+ * record that never expires ("0|"), and a malformed value (the general
+ * path's error). */
 #include "tests/integration/fixture.h"
 #include "tests/integration/lcall.h"
 #include "tests/integration/lstate.h"
@@ -24,9 +24,9 @@ PX_TEST_SUITE(it_lua_hash);
 #define GCRA_B2 "1", "0", "3", "0"
 #define GCRA_2S "2", "0", "2", "0"
 
-#define HASH(id) "cellgate:{u:" id "}"
-#define K1(id)   HASH(id) "#0:gcra"
-#define K2(id)   HASH(id) ":x#0:gcra"
+#define STR(id) "cellgate:{u:" id "}"
+#define K1(id)  STR(id) "#0:gcra"
+#define K2(id)  STR(id) ":x#0:gcra"
 
 /* A check of identity id's two levels, or its first alone, assuming no
  * override. */
@@ -35,7 +35,7 @@ PX_TEST_SUITE(it_lua_hash);
         .mode = "check", .cost = "1", .n = 2,                                  \
         .l = { { K1(id), "gcra", { GCRA_B2 }, NULL },                          \
                { K2(id), "gcra", { GCRA_2S }, NULL } },                        \
-        .ovr = HASH(id) "#overrides", .m = 2,                                  \
+        .ovr = STR(id) "#overrides", .m = 2,                                   \
         .path = { "u:" id, "u:" id ":x" }, .known = {                          \
             "",                                                                \
             ""                                                                 \
@@ -45,14 +45,14 @@ PX_TEST_SUITE(it_lua_hash);
     {                                                                          \
         .mode = "check", .cost = "1", .n = 1,                                  \
         .l = { { K1(id), "gcra", { GCRA_B2 }, NULL } },                        \
-        .ovr = HASH(id) "#overrides", .m = 1, .path = { "u:" id }, .known = {  \
+        .ovr = STR(id) "#overrides", .m = 1, .path = { "u:" id }, .known = {   \
             ""                                                                 \
         }                                                                      \
     }
 
-/* a fresh (three times), b a TAT ahead, c both past, d its first field
- * expired, e refused by its second, f a first field that never expires,
- * g a malformed first field (plant). */
+/* a fresh (three times), b a TAT ahead, c both past, d its first record
+ * expired, e refused by its second, f a first record that never expires,
+ * g a malformed first record (plant). */
 static const struct lcall_grp TWOS[] = { TWO("a"), TWO("a"), TWO("b"),
                                          TWO("c"), TWO("d"), TWO("e"),
                                          TWO("f"), TWO("g"), TWO("a") };
@@ -79,11 +79,16 @@ static void plant(redisContext *c)
     freeReplyObject(lstate_cmd(c, "SET %s %s PX 60000", K1("b"), TAT_AHEAD));
     freeReplyObject(lstate_cmd(c, "SET %s %s PX 60000", K1("c"), TAT_PAST));
     freeReplyObject(lstate_cmd(c, "SET %s %s PX 60000", K2("c"), TAT_PAST));
-    px_check_int(
-        px_cmd(c, "HSET " HASH("d") " #0:gcra 1000000000000|%s", TAT_AHEAD), 1);
+    /* (Records "<L>:<field>=<value>;" of the state string.) */
+    px_check_status(px_cmd(c,
+                           "SET " STR("d") " 7:#0:gcra=1000000000000|%s; PX "
+                                           "60000",
+                           TAT_AHEAD),
+                    "OK");
     freeReplyObject(lstate_cmd(c, "SET %s %s PX 60000", K2("e"), TAT_AHEAD_1S));
-    px_check_int(px_cmd(c, "HSET " HASH("f") " #0:gcra 0|%s", TAT_AHEAD), 1);
-    px_check_int(px_cmd(c, "HSET " HASH("g") " #0:gcra abc"), 1);
+    px_check_status(px_cmd(c, "SET " STR("f") " 7:#0:gcra=0|%s;", TAT_AHEAD),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " STR("g") " 7:#0:gcra=abc;"), "OK");
 }
 
 /* The elements a group's reply r in mode "each" takes in a flat "shapes"
@@ -179,20 +184,17 @@ Test(it_lua_hash, direct_batches_decide_as_the_emulation, .init = it_init,
     cr_assert_eq(r->element[18]->integer, 1);
     cr_assert_eq(r->element[24]->type, REDIS_REPLY_ERROR);
     freeReplyObject(r);
-    /* The hash lives as long as its longest field: b's "~" and expiry. */
+    /* The string expires with its latest record: b's. */
     for (int i = 0; i < 2; i++) {
         x = lstate_cmd(c, "PEXPIRETIME %s", i ? K2("b") : K1("b"));
         cr_assert_eq(x->type, REDIS_REPLY_INTEGER);
         top = x->integer > top ? x->integer : top;
         freeReplyObject(x);
     }
-    x = px_cmd(c, "HGET " HASH("b") " ~");
-    cr_assert(x->type == REDIS_REPLY_STRING && atoll(x->str) >= top,
-              "~ below %lld", top);
-    freeReplyObject(x);
-    x = px_cmd(c, "PEXPIRETIME " HASH("b"));
-    cr_assert(x->type == REDIS_REPLY_INTEGER && x->integer >= top,
-              "the hash expires before %lld", top);
+    x = px_cmd(c, "PEXPIRETIME " STR("b"));
+    cr_assert(x->type == REDIS_REPLY_INTEGER && x->integer == top,
+              "the string expires at %lld, its latest record at %lld",
+              x->type == REDIS_REPLY_INTEGER ? x->integer : 0, top);
     freeReplyObject(x);
 
     r = expect_direct_as_each(c, ONES, NONES);

@@ -773,9 +773,10 @@ static void run_victim(void)
         px_check_five(px_cmd(a, "CL.THROTTLE %s 5 1 3600 0", VICTIM_KEY),
                       "admin", 0, 6, 4, -1, 7200);
     } else {
-        /* On Redis the victim's state is a field of its identity's hash
-         * (docs/limiter.md, State): the key CL.THROTTLE reads is another,
-         * absent one; what matters is that the admin is let through. */
+        /* On Redis the victim's state is a record of its identity's
+         * state string (docs/limiter.md, State): the key CL.THROTTLE reads is
+         * another, absent one; what matters is that the admin is let through.
+         */
         px_check_five(px_cmd(a, "CL.THROTTLE %s 5 1 3600 0", VICTIM_KEY),
                       "admin", 0, 6, 6, -1, 0);
     }

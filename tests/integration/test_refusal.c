@@ -525,7 +525,7 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
  * it; swgcra:<id>: a sliding window of 5 an hour (slots of a minute) with
  * swgcra:<id>:t: 1 an hour (GCRA) under it; gcrasw:<id>: 6 an hour (GCRA)
  * with gcrasw:<id>:t: a sliding window (as sw) under it. swmany:<id>: a
- * sliding window of 65 an hour in slots of a second, whose hash can hold
+ * sliding window of 65 an hour in slots of a second, whose state can hold
  * more slots than the cache keeps (REFUSAL_SLOTS_MAX, 64).
  * Left to Redis: sl:<id>: a sliding log of 1 an hour (its refusals
  * write). */
@@ -1255,31 +1255,26 @@ Test(it_refusal,
  * the newest slot leaves the window. */
 static void plant_slots(redisContext *d, const char *key, int n)
 {
-    /* The state is the field of the identity's hash (lstate.h): its value
-     * "<expire_at_ms>|<slot>=<count>,...,total=65". */
+    /* The state is a record of the identity's state string (lstate.h):
+     * its payload "<slot>=<count>,...,total=65". */
     static char value[2 * 70 * 24 + 64];
-    char hash[256];
-    const char *field;
     int64_t now_s = redis_now(d) / NS;
-    size_t used;
+    size_t used = 0;
 
     cr_assert(n >= 1 && n <= 65);
-    cr_assert(lstate_split(key, hash, sizeof(hash), &field));
-    used = (size_t)snprintf(value, sizeof(value), "%lld|",
-                            (long long)(now_s + 3600) * 1000);
     for (int i = 0; i < n; i++) {
         used += (size_t)snprintf(value + used, sizeof(value) - used, "%lld=%d,",
                                  (long long)(now_s - i) * 1000000,
                                  i == 0 ? 65 - (n - 1) : 1);
     }
     snprintf(value + used, sizeof(value) - used, "total=65");
-    px_check_int(px_cmd(d, "HSET %s %s %s", hash, field, value), 1);
-    px_check_int(
-        px_cmd(d, "PEXPIREAT %s %lld", hash, (long long)(now_s + 3600) * 1000),
-        1);
+    px_check_status(lstate_cmd(d, "SET %s %s", key, value), "OK");
+    px_check_int(lstate_cmd(d, "PEXPIREAT %s %lld", key,
+                            (long long)(now_s + 3600) * 1000),
+                 1);
 }
 
-/* A sliding window of 65 an hour in slots of a second, full, its hash
+/* A sliding window of 65 an hour in slots of a second, full, its state
  * planted with the slots of 64 seconds (and the total): the cache answers
  * its refusals (CHECK and PEEK) as Redis made them. With the slots of 65
  * seconds, more than REFUSAL_SLOTS_MAX: the tracker reads it each time
@@ -1621,13 +1616,22 @@ struct hstate {
     int64_t now_us;     /* Redis's TIME */
 };
 
-/* (The state is the field of the identity's hash, lstate.h: its expiry
- * the value's, its fields the payload's.) */
+/* (The state is the record of field f in the identity's state string
+ * "<L>:<f>=<value>;...", lstate.h: its expiry the value's, its fields the
+ * payload's.) */
 static const char snapshot_lua[] =
     "local t = redis.call('TIME') "
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
     "local h, f = string.match(KEYS[1], '^([^{]*{[^}]+})(.*)$') "
-    "local v, exp, all = redis.call('HGET', h, f), -2, {} "
+    "local S, v, exp, all, at = redis.call('GET', h), false, -2, {}, 1 "
+    "while S and at <= #S do "
+    "  local l, q = string.match(S, '^(%d+):()', at) "
+    "  local e = string.find(S, ';', q + l + 1, true) "
+    "  if string.sub(S, q, q + l - 1) == f then "
+    "    v = string.sub(S, q + l + 1, e - 1) "
+    "  end "
+    "  at = e + 1 "
+    "end "
     "if v then "
     "  local e, pl = string.match(v, '^(%d+)|(.*)$') "
     "  e = tonumber(e) "
