@@ -142,7 +142,7 @@ void aclcheck_node(struct cluster *cl, const struct conf *conf,
 {
     struct aclcheck_run *run = px_calloc(1, sizeof(*run));
     char key[512], lkey[512];
-    size_t i, k;
+    size_t i, k, n;
 
     snprintf(run->node, sizeof(run->node), "%s", node->name);
     snprintf(run->client, sizeof(run->client), "%s",
@@ -158,6 +158,7 @@ void aclcheck_node(struct cluster *cl, const struct conf *conf,
     for (i = 0; i < ARRAY_SIZE(aclcheck_probes); i++) {
         const struct aclcheck_probe *p = &aclcheck_probes[i];
         const char *argv[3 + ACLCHECK_WORDS] = { "ACL", "DRYRUN" };
+        size_t lens[3 + ACLCHECK_WORDS];
         struct req *req;
 
         if (p->limiter && conf->limiter_password == NULL) {
@@ -169,7 +170,11 @@ void aclcheck_node(struct cluster *cl, const struct conf *conf,
                           : strcmp(p->argv[k], "$L") == 0 ? lkey
                                                           : p->argv[k];
         }
-        req = req_own_argv((int)(3 + k), argv, aclcheck_on_reply, run);
+        for (k += 3, n = 0; n < k; n++) {
+            lens[n] = strlen(argv[n]);
+        }
+        /* (More words than req_own_argv takes.) */
+        req = req_own(resp_cmd_new((int)k, argv, lens), aclcheck_on_reply, run);
         req->part = (unsigned)i;
         req->limiter = 1;
         run->owed++;
