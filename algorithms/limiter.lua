@@ -638,6 +638,31 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
     return LIM_whole(out, o, {0, now_s, now_us})
   end
 
+  -- Mode "reset" (LIMITER RESET): every level's state goes, its record in
+  -- the state string, its own key (a sorted set's) and the previous
+  -- release's key (which an absent record would otherwise bring back);
+  -- the answer counts them. A state string that is not one goes whole.
+  if mode == 'reset' then
+    local c = 0
+    for i = 1, n do
+      local key = KEYS[k0 + i - 1]
+      local r = HS.st[key]
+      if r and r.t == 'e' then
+        c = c + HS.rp('DEL', r.h)
+      elseif r and r.v ~= false and not r.old then
+        r.v, r.x, r.w, c = false, 0, true, c + 1
+      elseif r and r.old then
+        r.v, r.x, r.w = false, 0, true
+      end
+      c = c + HS.rc('DEL', key)
+    end
+    if out then
+      out[o + 1] = c
+      return o + 1
+    end
+    return c
+  end
+
   if m == 1 then
     -- One field (a path of one level): HGET, no tables.
     local have = R_CALL('HGET', KEYS[k0 + n], P[mb + 1]) or ''
@@ -819,7 +844,7 @@ end
 
 local function LIM_mode_ok(mode)
   return mode == 'check' or mode == 'peek' or mode == 'refund' or
-    mode == 'adjust'
+    mode == 'adjust' or mode == 'reset'
 end
 
 -- One group (the layout of the header's first part).
@@ -903,6 +928,7 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     end
     return 'one'
   end
+  f.layc = false
   for i = 1, n do
     local b = a0 + 6 * i - 3
     if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
@@ -1131,90 +1157,112 @@ local function HS_end(reply, out, o0, o, n)
 end
 
 -- The direct path of a group of n gcra levels on their fast path (f
--- from LIM_fast_shape, f.dok; keys from K[k], distinct, all fields of one
--- identity's hash; its overrides verified by the caller): the decision of
--- LIM_fast, its reply flat after out[o], on the hash itself, with none of
--- the emulation's records (which cost Redis more than the commands): one
--- HMGET of the fields and "~", each value "<expire_at>|<TAT>" parsed in
--- place (a field past its expire_at reads as absent, as HS.load has it),
--- and when every level admits one HSET of the levels' new values (and of
--- "~" with a PEXPIREAT when the longest expiry passes the "~" read, as
--- HS.finish does); a refusal writes nothing. The writes are those of the
--- emulation but for a refusal's HDEL of a field found expired, which the
--- emulation sends and which reads as the same state. Returns the index of
--- the reply's last element (or of the group's error element, when the
--- PEXPIREAT failed), or false, having written nothing, when the
--- emulation must decide: a key not of the hash form, a value not of the
--- form or off the fast path, a read that failed, a state that may still
--- live at its old key (HS.old and an EXISTS of the absent levels' old keys
--- counts some).
+-- from LIM_fast_shape, f.dok; keys from K[k], distinct, all records of
+-- one identity's state string; its overrides verified by the caller): the
+-- decision of LIM_fast, its reply flat after out[o], on the string itself,
+-- with none of the emulation's records (which cost Redis more than the
+-- commands). It takes a string that holds exactly the path's records, in
+-- its order, each a TAT of 19 digits (what it and the emulation write on
+-- the node's clock): every other string goes to the emulation.
+-- With no old key left to read (HS.noold), one SET ... NX PXAT ... GET
+-- reads the string and, for a new identity, writes it admitted; else a GET
+-- (and an EXISTS of the old keys of the levels it lacks). A record past
+-- its expire_at reads as absent, as HS.load has it. When every level
+-- admits, one SET of the whole string expiring at its latest record
+-- (PXAT); a refusal writes nothing. Returns the index of the reply's last
+-- element, or false, having written nothing, when the emulation must
+-- decide.
 function HS.direct(K, k, n, f, now_s, now_ns, out, o)
-  local F, V, C, memo = HS.dF, HS.dV, HS.dC, HS.memo
-  local h = nil
-  for i = 1, n do
-    local key = K[k + i - 1]
-    local p = memo[key] or HS.parse(key)
-    if not p or p[3] ~= 's' or (h and p[1] ~= h) then
-      return false
-    end
-    h, F[i] = p[1], p[2]
-  end
-  F[n + 1] = '~'
-  local rp = HS.rp
-  local got = rp('HMGET', h, unpack(F, 1, n + 1))
-  if got.err then
+  if not HS.real then
     return false
   end
-  -- The call's clock in ms, and its digits (made once a call), against
-  -- which a field's expire_at of as many digits compares as a string.
-  local ms = HS.ms or HS.now()
-  if HS.dms ~= ms then
-    HS.dE, HS.dX, HS.dU, HS.dms = {}, {}, {}, ms
-    HS.dmss = string.format('%d', ms)
-  end
-  local mss = HS.dmss
-  local found, limited, absent, match_ = false, 0, 0, string.match
-  for i = 1, n do
-    -- C[i]: 0 admitted as from rel 0 (absent too), 1 refused, 2 admitted
-    -- from its TAT ahead of now (gcra_fast_class's classes), v its TAT
-    -- as read (false: absent). One anchored match checks the value's form
-    -- and splits it.
-    local s, v, x = got[i], false, 9 * i - 9
-    if s then
-      found = true
-      local e, pl = match_(s, '^(%d+)|(%d*)$')
-      if not e then
-        return false
-      elseif #e == #mss and e >= mss then
-        v = pl
-      else
-        local t = tonumber(e)
-        if t == 0 or t >= ms then
-          v = pl -- (0: it never expires)
+  local V, C, F, h = HS.dV, HS.dC, f.DF, nil
+  local find, sub = string.find, string.sub
+  if F and f.DFn == n then
+    -- The string of the group's keys when they are the fields of the
+    -- shape's last group (HS.parse's split without its pattern, which
+    -- costs Redis ten thousand instructions a new key: the key up to the
+    -- first "}" after the first "{", at least a character apart).
+    local k1 = K[k]
+    local b = find(k1, '{', 1, true)
+    local c = b and find(k1, '}', b + 1, true)
+    if c and c > b + 1 and sub(k1, c + 1) == F[1] then
+      h = sub(k1, 1, c)
+      for i = 2, n do
+        if K[k + i - 1] ~= h .. F[i] then
+          h = nil
+          break
         end
       end
     end
-    if v == false then
-      absent = absent + 1
-      C[i] = 0
-    elseif #v ~= 19 then
-      return false
-    elseif v > f[x + 1] then
-      local c = v <= f[x + 2] and 2 or v <= f[x + 3] and 1 or nil
-      if c == nil then
+  end
+  if h == nil then
+    F = F or {}
+    for i = 1, n do
+      local p = HS.parse(K[k + i - 1])
+      if not p or p[3] ~= 's' or (h and p[1] ~= h) then
+        f.DF = nil
         return false
       end
-      C[i] = c
-      if c == 1 then
-        limited = 1
-      end
-    else
-      C[i] = 0
+      h, F[i] = p[1], p[2]
     end
-    V[i] = v
+    f.DF, f.DFn = F, n
+  end
+  local L = HS.layout(f, F, n)
+  if not L then
+    return false
+  end
+  local rp, v = HS.rp, nil
+  if HS.noold then
+    v = rp('SET', h, L.new, 'NX', 'PXAT', L.top, 'GET')
+    if v == false then
+      out[o + 1] = 0
+      for i = 1, n do
+        out[o + 1 + i] = false
+      end
+      return o + 1 + n
+    end
+  else
+    v = rp('GET', h)
+  end
+  local absent, limited = 0, 0
+  if v == false then
+    absent = n
+    for i = 1, n do
+      V[i], C[i] = false, 0
+    end
+  elseif type(v) ~= 'string' or #v ~= L.E then
+    return false
+  else
+    local now6 = L.now6
+    for i = 1, n do
+      local x, p = 9 * i - 9, L.pos[i]
+      if find(v, L.nm[i], p, true) ~= p then
+        return false
+      end
+      local q = p + #L.nm[i]
+      local t = sub(v, q, q + 18)
+      if not find(t, '^%d*$') then
+        return false
+      end
+      C[i] = 0
+      if t < now6 then -- its ms (its first 13 digits) before now's
+        t, absent = false, absent + 1
+      elseif t > f[x + 1] then
+        local c = t <= f[x + 2] and 2 or t <= f[x + 3] and 1 or nil
+        if c == nil then
+          return false
+        end
+        C[i] = c
+        if c == 1 then
+          limited = 1
+        end
+      end
+      V[i] = t
+    end
   end
   if absent > 0 and not HS.noold then
-    -- The upgrade's lookup, as HS.begin's: a state absent from the hash
+    -- The upgrade's lookup, as HS.begin's: a state absent from the string
     -- may live at its old key.
     local A, a = HS.a, 0
     for i = 1, n do
@@ -1234,74 +1282,86 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
   if limited == 1 then
     return o + 1 + n
   end
-  -- The new values "<expire_at>|<TAT>", formatted as integers (a Lua
-  -- number concatenates as "%.14g", which costs Redis twice as much). A
-  -- level admitted from rel 0 writes what every such level of this call
-  -- writes: made once a call (HS.dE and HS.dX by the admitted TAT, which
-  -- names now and INC).
-  local E, X, S, top = HS.dE, HS.dX, HS.dS, 0
+  local S, top, format = HS.dS, '', string.format
   for i = 1, n do
-    local x, enc, xi = 9 * i - 9, nil, nil
+    local x, w = 9 * i - 9, nil
     if C[i] == 0 then
-      local val = f[x + 4]
-      enc = E[val]
-      if enc then
-        xi = X[val]
-      else
-        xi = ms + tonumber(f[x + 5])
-        enc = string.format('%d|%s', xi, val)
-        E[val], X[val] = enc, xi
-      end
+      w = f[x + 4]
     else
       -- gcra_fast_ahead, with its two formats made one: the TAT's last 15
       -- digits plus INC, when they exceed now's (lo) and need no carry.
-      local lo, fmt = f[x + 8], f[x + 9]
-      local low = lo and tonumber(string.sub(V[i], 5))
+      local lo, t = f[x + 8], V[i]
+      local low = lo and tonumber(sub(t, 5))
       local new = low and low + (f[x + 6] * 1000000000 + f[x + 7])
       if low and low > lo and new < 1e15 then
-        local px = (new - lo) / 1000000
-        xi = ms + (px - px % 1)
-        local FE = E[fmt]
-        if FE == nil then
-          FE = '%d|' .. fmt
-          E[fmt] = FE
-        end
-        enc = string.format(FE, xi, new)
+        w = format(f[x + 9], new)
       else
-        local val, p = gcra_fast_ahead(V[i], f[x + 6], f[x + 7], now_s,
-                                       now_ns, lo, fmt)
-        xi = ms + tonumber(p)
-        enc = string.format('%d|%s', xi, val)
+        w = gcra_fast_ahead(t, f[x + 6], f[x + 7], now_s, now_ns, lo,
+                            f[x + 9])
       end
     end
-    if xi > top then
-      top = xi
+    local e = sub(w, 1, 13)
+    if e > top then
+      top = e
     end
-    S[2 * i - 1], S[2 * i] = F[i], enc
+    S[i] = L.nm[i] .. w .. ';'
   end
-  local ns, until_, hx = 2 * n, false, tonumber(got[n + 1]) or 0
-  if top > hx then
-    -- HS.finish's "~": as much time again past top (a second at least);
-    -- its digits made once per top in a call.
-    local slack = top - ms
-    until_ = top + (slack > 1000 and slack or 1000)
-    local us = HS.dU[until_]
-    if us == nil then
-      us = string.format('%d', until_)
-      HS.dU[until_] = us
-    end
-    S[ns + 1], S[ns + 2], ns = '~', us, ns + 2
-  end
-  if not HS.CNT[rp('HSET', h, unpack(S, 1, ns))] then
+  local r = rp('SET', h, table.concat(S, '', 1, n), 'PXAT', top)
+  if r.err then
     return false -- an error: nothing written
   end
-  if until_ then
-    local err = HS.expire(h, until_, found or hx > 0, S[ns])
-    if err then
-      return LIM_failed(out, out, o, n, err)
+  return o + 1 + n
+end
+
+
+-- The layout of the state string of a group of gcra levels of shape f
+-- whose records are F[1 .. n], on this call's clock: each record's
+-- "<L>:<field>=" (nm) and its position (pos) when the string holds exactly
+-- these records, each a TAT of 19 digits, their total length (E), the
+-- string of a new identity admitted (new, expiring at top), and the
+-- clock's ms as the first 13 digits of a TAT (now6: a TAT below it has
+-- expired). Kept in f for the fields of its last group
+-- (f.layc: made for this call's f, LIM_fast_shape's); nil when the clock or a level's new TAT is not of
+-- 13 and 19 digits.
+function HS.layout(f, F, n)
+  local L = f.lay
+  if L and f.layc then
+    local same = true
+    for i = 1, n do
+      if L.f[i] ~= F[i] then
+        same = false
+        break
+      end
+    end
+    if same then
+      return L
     end
   end
-  return o + 1 + n
+  local ms = HS.ms or HS.now()
+  local mss = string.format('%d', ms)
+  if #mss ~= 13 then
+    return nil
+  end
+  L = L or {f = {}, nm = {}, pos = {}}
+  local pos, new, top = 1, {}, ''
+  for i = 1, n do
+    local val = f[9 * i - 5]
+    if #val ~= 19 then
+      return nil
+    end
+    local nm = #F[i] .. ':' .. F[i] .. '='
+    local e = string.sub(val, 1, 13)
+    L.f[i], L.nm[i], L.pos[i] = F[i], nm, pos
+    new[i] = nm .. val .. ';'
+    if e > top then
+      top = e
+    end
+    pos = pos + #nm + 20
+  end
+  L.E, L.new, L.top, L.now6 = pos - 1, table.concat(new), top,
+    mss .. '000000'
+  f.lay, f.layc = L, true
+  return L
 end
 
 -- Decides the G groups that LIM_G describes, their keys from K[kb + 1]:
@@ -1532,56 +1592,44 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   reply[1], reply[2], reply[3] = 0, now_s, now_us
   -- R_CALL and R_PCALL as locals, in a loop run once per group.
   local call_, pcall_, find_ = R_CALL, R_PCALL, string.find
-  -- One or two levels, no override hash in the batch: HS.direct's
-  -- decision inline (a function call and its loops cost Redis about as
-  -- much as a group's HSET), for the values it wrote itself:
-  -- "<13 digits>|<19 digits>". Made once a call: each level's strings
-  -- (gcra_fast's), what a level admitted from rel 0 writes (e0, at x0),
-  -- its INC in ns and gcra_fast_ahead's lo and format; and for a group
-  -- whose levels all write their e0, the hash's "~" (u0, for top0).
-  local dn = direct and n <= 2 and LIM_NOHASH
-  local two, ms, mss, memo, rp = n == 2, 0, '', HS.memo, HS.rp
-  local noold, CNT = HS.noold, HS.CNT
-  -- The shape's fields (its first group's: F1, F2), every group's keys
-  -- checked against them.
-  -- (The last call's, f.F1 and f.F2, when its first group's keys end with
-  -- them: a pattern costs Redis more than a few comparisons.)
-  local F1, F2 = f.F1, f.F2
+  -- One or two levels, no old key and no override hash in the batch:
+  -- HS.direct's decision inline (a function call and its loops cost Redis
+  -- about as much as a group's command): one SET ... NX PXAT ... GET a
+  -- group, which admits a new identity, and one SET to admit one seen
+  -- before. Made once a call: the shape's fields (F1, F2: those of its
+  -- last group's keys, f.DF), its layout (HS.layout), each level's
+  -- strings (gcra_fast's), its INC in ns and gcra_fast_ahead's lo and
+  -- format.
+  local dn = direct and n <= 2 and LIM_NOHASH and HS.noold and HS.real
+  local two, rp, HM, HMF = n == 2, HS.rp, HS.hm, HS.hmf
+  local sub_, format_, byte_ = string.sub, string.format, string.byte
+  local F1, F2, NEW, TOP, E, now6, nm1, nm2, q1, q2, p2
+  local now1, thr1, top1, w01, inc1, lo1, fm1
+  local now2, thr2, top2, w02, inc2, lo2, fm2
   if dn then
-    local k1 = K[kb + 1]
-    local c = F1 and #k1 - #F1
-    if not (c and string.sub(k1, c + 1) == F1 and (not two or F2 and
-            K[kb + 2] == string.sub(k1, 1, c) .. F2)) then
-      local p1, p2 = HS.parse(k1), two and HS.parse(K[kb + 2])
-      dn = p1 and p1[3] == 's' and (not two or p2 and p2[3] == 's' and
-                                    p2[1] == p1[1] and p2[2] ~= p1[2])
-      F1, F2 = p1 and p1[2], p2 and p2[2]
-      f.F1, f.F2 = dn and F1, dn and F2
+    local F = f.DF
+    if not (F and f.DFn == n) then
+      local p1, p2_ = HS.parse(K[kb + 1]), two and HS.parse(K[kb + 2])
+      dn = p1 and p1[3] == 's' and (not two or p2_ and p2_[3] == 's' and
+                                    p2_[1] == p1[1] and p2_[2] ~= p1[2])
+      F = dn and {p1[2], two and p2_[2] or nil}
+      f.DF, f.DFn = F, dn and n
     end
-  end
-  local byte_, sub_, format_ = string.byte, string.sub, string.format
-  local now1, thr1, top1, e01, x01, inc1, lo1, fe1
-  local now2, thr2, top2, e02, x02, inc2, lo2, fe2
-  local top0, u0 = 0, ''
-  if dn then
-    ms = HS.ms or HS.now()
-    mss = format_('%d', ms)
-    dn = #mss == 13 -- (until 2286)
-    now1, thr1, top1, x01 = f[1], f[2], f[3], ms + tonumber(f[5])
-    e01, inc1, lo1 = format_('%d|%s', x01, f[4]), f[6] * 1000000000 + f[7],
-      f[8]
-    fe1, top0 = f[9] and '%d|' .. f[9], x01
-    if two then
-      now2, thr2, top2, x02 = f[10], f[11], f[12], ms + tonumber(f[14])
-      e02, inc2, lo2 = format_('%d|%s', x02, f[13]),
-        f[15] * 1000000000 + f[16], f[17]
-      fe2 = f[18] and '%d|' .. f[18]
-      if x02 > top0 then
-        top0 = x02
+    local L = dn and HS.layout(f, F, n)
+    dn = L and true
+    if dn then
+      F1, F2, NEW, TOP, E, now6 = F[1], F[2], L.new, L.top, L.E, L.now6
+      nm1, nm2 = L.nm[1], L.nm[2]
+      q1 = L.pos[1] + #nm1 -- where the first record's value starts
+      now1, thr1, top1, w01 = f[1], f[2], f[3], f[4]
+      inc1, lo1, fm1 = f[6] * 1000000000 + f[7], f[8], f[9]
+      if two then
+        p2 = L.pos[2]
+        q2 = p2 + #nm2
+        now2, thr2, top2, w02 = f[10], f[11], f[12], f[13]
+        inc2, lo2, fm2 = f[15] * 1000000000 + f[16], f[17], f[18]
       end
     end
-    local slack = top0 - ms
-    u0 = format_('%d', top0 + (slack > 1000 and slack or 1000))
   end
   for g = 1, G do
     -- The group's keys from K[k], its pairs after ARGV[mb].
@@ -1591,140 +1639,117 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     local o0 = o
     -- d: the direct path's reply (inline, or HS.direct), or false when
     -- the group takes the emulation (HS.begin) and the paths below.
-    local d, k1, k2, h = false, K[k], two and K[k + 1], nil
+    local d, k1, k2, h, hm = false, K[k], two and K[k + 1], nil, nil
     if dn then
-      -- The hash of the group's keys when they are its shape's fields
-      -- (HS.parse's split, without its pattern: the key up to the first
-      -- "}" after the first "{", at least a character apart).
-      local q = memo[k1]
-      if q then
-        h = q[2] == F1 and q[1]
-      else
-        local b = find_(k1, '{', 1, true)
-        local c = b and find_(k1, '}', b + 1, true)
-        if c and c > b + 1 and sub_(k1, c + 1) == F1 then
-          h = sub_(k1, 1, c)
+      -- The string of the group's keys when they are its shape's fields
+      -- (which hold no brace: paths hold none): remembered for each key
+      -- (HM, at most 4096, then it starts again: an identity seen before
+      -- costs Redis two lookups), else its override hash's name but the
+      -- suffix, when it is the keys' (HS.parse's pattern would cost Redis
+      -- ten thousand instructions a new key).
+      h = HM[k1]
+      if h == nil or (two and HM[k2] ~= h) or HMF[k1] ~= F1 then
+        -- The group's override hash is "<string>#overrides".
+        local ov = K[k + n]
+        h = sub_(ov, 1, #ov - 10)
+        if k1 ~= h .. F1 or (two and k2 ~= h .. F2) or
+            byte_(h, -1) ~= 125 then -- "}"
+          h = nil
         end
-      end
-      if two and h and k2 ~= h .. F2 then
-        h = nil
+        hm = h
       end
     end
     if h and (none or m == 0 or
         ARGV[mb + 2] == '' and (m < 2 or ARGV[mb + 4] == '' and m < 3)) then
-      local got
-      if two then
-        got = rp('HMGET', h, F1, F2, '~')
-      else
-        got = rp('HMGET', h, F1, '~')
-      end
-      -- c: each level's class (gcra_fast_class's; nil: the general path),
-      -- v its TAT as read (false: absent, or past its expire_at).
-      local s1, s2, sx = got[1], two and got[2], got[n + 1]
-      local c1, c2, v1, v2 = 0, 0, false, false
-      if got.err then
-        c1 = nil
-      elseif s1 then
-        if #s1 == 33 and byte_(s1, 14) == 124 and
-            find_(s1, '^%d+|%d+$') then
-          if s1 >= mss then -- its 13 digits against now's
-            v1 = sub_(s1, 15)
-            if v1 > now1 then
-              c1 = v1 <= thr1 and 2 or v1 <= top1 and 1 or nil
-            end
-          end
-        else
-          c1 = nil
-        end
-      end
-      if s2 then
-        if #s2 == 33 and byte_(s2, 14) == 124 and
-            find_(s2, '^%d+|%d+$') then
-          if s2 >= mss then
-            v2 = sub_(s2, 15)
-            if v2 > now2 then
-              c2 = v2 <= thr2 and 2 or v2 <= top2 and 1 or nil
-            end
-          end
-        else
-          c2 = nil
-        end
-      end
-      -- Anything else (a state that may live at its old key, a value of
-      -- another form, a failed command): HS.direct, which reads again.
+      -- Anything unusual (a string of another layout or value, an
+      -- error): HS.direct, which reads again.
       d = true
-      if c1 and c2 and (noold or v1 and (v2 or not two)) then
-        local l = (c1 == 1 or c2 == 1) and 1 or 0
-        reply[o + 1], reply[o + 2] = l, v1
+      local v = rp('SET', h, NEW, 'NX', 'PXAT', TOP, 'GET')
+      if hm and v then
+        -- Seen before: remembered (a new identity is not, as most of
+        -- them do not come back while HM holds them).
+        if HS.hm_n >= 4096 then
+          HS.hm, HS.hmf, HS.hm_n = {}, {}, 0
+          HM, HMF = HS.hm, HS.hmf
+        end
+        HM[k1], HMF[k1], HS.hm_n = h, F1, HS.hm_n + 1
         if two then
-          reply[o + 3] = v2
+          HM[k2] = h
+        end
+      end
+      if v == false then
+        reply[o + 1], reply[o + 2] = 0, false
+        if two then
+          reply[o + 3] = false
         end
         d = o + 1 + n
-        if l == 0 then
-          -- The new values, and the hash's "~" when they outlive it.
-          local w1, x1, w2, x2 = e01, x01, e02, x02
-          if c1 == 2 then
-            local low = lo1 and tonumber(sub_(v1, 5))
-            if low and low > lo1 and low + inc1 < 1e15 then
-              local px = (low + inc1 - lo1) / 1000000
-              x1 = ms + (px - px % 1)
-              w1 = format_(fe1, x1, low + inc1)
-            else
-              local val, pm = gcra_fast_ahead(v1, f[6], f[7], now_s, now_ns,
-                                              lo1, f[9])
-              x1 = ms + tonumber(pm)
-              w1 = format_('%d|%s', x1, val)
+      elseif #v == E and find_(v, nm1, 1, true) == 1 and
+          (not two or find_(v, nm2, p2, true) == p2) then
+        -- (v a string: an error table's # is 0.) c: each level's class
+        -- (gcra_fast_class's; nil: off the fast path), t its TAT as read
+        -- (false: past its expire_at, absent).
+        local t1, t2, c1, c2 = sub_(v, q1, q1 + 18), false, nil, 0
+        if find_(t1, '^%d*$') then
+          c1 = 0
+          if t1 < now6 then
+            t1 = false
+          elseif t1 > now1 then
+            c1 = t1 <= thr1 and 2 or t1 <= top1 and 1 or nil
+          end
+        end
+        if two then
+          t2, c2 = sub_(v, q2, q2 + 18), nil
+          if find_(t2, '^%d*$') then
+            c2 = 0
+            if t2 < now6 then
+              t2 = false
+            elseif t2 > now2 then
+              c2 = t2 <= thr2 and 2 or t2 <= top2 and 1 or nil
             end
           end
-          if c2 == 2 then
-            local low = lo2 and tonumber(sub_(v2, 5))
-            if low and low > lo2 and low + inc2 < 1e15 then
-              local px = (low + inc2 - lo2) / 1000000
-              x2 = ms + (px - px % 1)
-              w2 = format_(fe2, x2, low + inc2)
-            else
-              local val, pm = gcra_fast_ahead(v2, f[15], f[16], now_s,
-                                              now_ns, lo2, f[18])
-              x2 = ms + tonumber(pm)
-              w2 = format_('%d|%s', x2, val)
-            end
+        end
+        if c1 and c2 then
+          local l = (c1 == 1 or c2 == 1) and 1 or 0
+          reply[o + 1], reply[o + 2] = l, t1
+          if two then
+            reply[o + 3] = t2
           end
-          local top, us = x1, nil
-          if two and x2 > top then
-            top = x2
-          end
-          local hx = sx and tonumber(sx) or 0
-          if top > hx then
-            if top == top0 then
-              us = u0
-            else
-              local slack = top - ms
-              us = format_('%d', top + (slack > 1000 and slack or 1000))
-            end
-          end
-          local w
-          if two and us then
-            w = rp('HSET', h, F1, w1, F2, w2, '~', us)
-          elseif two then
-            w = rp('HSET', h, F1, w1, F2, w2)
-          elseif us then
-            w = rp('HSET', h, F1, w1, '~', us)
-          else
-            w = rp('HSET', h, F1, w1)
-          end
-          if not CNT[w] then
-            d = true -- nothing written
-          elseif us then
-            -- HS.expire's common case inline: NX for a hash none of whose
-            -- fields the read found, else GT.
-            local found = s1 or s2 or hx > 0
-            local x = not HS.nogt and
-              rp('PEXPIREAT', h, us, found and 'GT' or 'NX')
-            if x ~= 1 and (x ~= 0 or not found) then
-              local err = HS.expire(h, tonumber(us), found, us)
-              if err then
-                d = LIM_failed(reply, reply, o, n, err)
+          d = o + 1 + n
+          if l == 0 then
+            -- The new TATs (gcra_fast_ahead's, its two formats made one
+            -- when the TAT's last 15 digits plus INC exceed now's and
+            -- need no carry), each record expiring at its TAT's ms.
+            local w1, w2, s = w01, w02, nil
+            if c1 == 2 then
+              local low = lo1 and tonumber(sub_(t1, 5))
+              if low and low > lo1 and low + inc1 < 1e15 then
+                w1 = format_(fm1, low + inc1)
+              else
+                w1 = gcra_fast_ahead(t1, f[6], f[7], now_s, now_ns, lo1, fm1)
               end
+            end
+            local x1 = sub_(w1, 1, 13)
+            local top = x1
+            if two then
+              if c2 == 2 then
+                local low = lo2 and tonumber(sub_(t2, 5))
+                if low and low > lo2 and low + inc2 < 1e15 then
+                  w2 = format_(fm2, low + inc2)
+                else
+                  w2 = gcra_fast_ahead(t2, f[15], f[16], now_s, now_ns, lo2,
+                                       fm2)
+                end
+              end
+              local x2 = sub_(w2, 1, 13)
+              if x2 > top then
+                top = x2
+              end
+              s = nm1 .. w1 .. ';' .. nm2 .. w2 .. ';'
+            else
+              s = nm1 .. w1 .. ';'
+            end
+            if rp('SET', h, s, 'PXAT', top).err then
+              d = true -- nothing written: HS.direct reads again
             end
           end
         end
@@ -1947,6 +1972,7 @@ HS.rc, HS.rp, HS.ms, HS.old, HS.dms = redis.call, redis.pcall, false, true,
 if string.byte(ARGV[2] or '', 1) == 33 then
   ARGV[2], HS.old = string.sub(ARGV[2], 2), false
 end
+HS.real = ARGV[2] == ''
 HS.noold = not HS.old
 R_CALL, R_PCALL = HS.call, HS.pcall
 local ok, r = pcall(LIM_main, KEYS, ARGV)

@@ -42,19 +42,26 @@
 -- HGETALL-like array, or false when absent), expire_at ms (0 none), raw
 -- (the field as HMGET read it, or false), written, old (found at the old
 -- key), err (type 'e': the read's error)}.
+local HS_WRONG = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local HS = {
   st = {}, recs = {}, n = 0,
   ms = false, -- the node's clock (ms) of this call, read once
   old = true, -- whether absent fields are looked up at their old keys
   rc = false, rp = false, -- redis.call and redis.pcall
   memo = {}, memo_n = 0, -- key -> {hash, field, type} or false
+  -- key -> its state string, and its first key -> the field it was
+  -- checked against (limiter.lua's inline direct path)
+  hm = {}, hmf = {}, hm_n = 0,
   -- the algorithms whose states live in the hash, and their type
   ALG = {gcra = 's', token_bucket = 'h', leaky_bucket = 'h',
          fixed_window = 'h', sliding_window = 'h', sliding_counter = 'h'},
   OK = {ok = 'OK'},
-  nogt = false, -- the node refused PEXPIREAT ... GT (before Redis 7.0)
+  real = true, -- the call runs on the node's clock (not a test's now)
   -- scratch of HS.begin and HS.finish, kept between groups
-  f = {}, a = {}, hs = {}, S = {}, D = {}, O = {}, pool = {},
+  f = {}, a = {}, S = {}, O = {}, pool = {}, seen = {},
+  -- the group's state strings: their records (string -> doc {h, n, f, v,
+  -- found}), from HS.dpool (HS.nd of them in use)
+  docs = {}, dpool = {}, nd = 0,
   -- scratch of HS.direct (limiter.lua: a group of gcra levels decided on
   -- the hash itself), and its values of a level admitted from rel 0, made
   -- once a call (dms: the clock they were made at)
@@ -104,11 +111,26 @@ function HS.now()
   return ms
 end
 
--- Record r from its field's value s (HMGET's, a string).
+-- The expiry (ms, 0: none) of a record's value v: a gcra TAT alone (all
+-- digits) expires at its own ms (its digits but the last six); any other
+-- value says it first, "<expire_at_ms>|"; nil when it does not.
+function HS.expiry(v)
+  if not string.find(v, '%D') then
+    return tonumber(string.sub(v, 1, #v - 6)) or 1
+  end
+  return tonumber(string.match(v, '^(%d+)|'))
+end
+
+-- Record r from its value s (a string).
 function HS.load(r, s, ms)
   r.raw = s
-  local e, pl = string.match(s, '^(%d+)|(.*)$')
-  e = e and tonumber(e)
+  local e, pl = nil, s
+  if r.t == 's' and not string.find(s, '%D') then
+    e = HS.expiry(s)
+  else
+    e, pl = string.match(s, '^(%d+)|(.*)$')
+    e = e and tonumber(e)
+  end
   if not e then
     -- Not of this format: a gcra level sees the bytes (and refuses them
     -- as no TAT), any other a wrong type.
@@ -163,9 +185,37 @@ function HS.load_old(r, ms)
   r.x = (type(t) == 'number' and t > 0) and ms + t or 0
 end
 
+-- The records of a state string s into RF (fields) and RV (values), in
+-- order: their count, or nil when s is not a sequence of records
+-- "<L>:<field>=<value>;" (L the field's length in decimal, no leading
+-- zero; a value holds no ";").
+function HS.records(s, RF, RV)
+  local find, sub, byte = string.find, string.sub, string.byte
+  local p, c, len = 1, 0, #s
+  while p <= len do
+    local q = find(s, ':', p, true)
+    if not q or q == p or q - p > 9 or not find(s, '^[1-9]%d*:', p) then
+      return nil
+    end
+    local e = q + tonumber(sub(s, p, q - 1)) -- the field's last byte
+    if byte(s, e + 1) ~= 61 then -- "="
+      return nil
+    end
+    local z = find(s, ';', e + 2, true)
+    if not z then
+      return nil
+    end
+    c = c + 1
+    RF[c], RV[c] = sub(s, q + 1, e), sub(s, e + 2, z - 1)
+    p = z + 1
+  end
+  return c
+end
+
 -- Starts a group whose keys are K[k0 .. k0 + n - 1]: loads the states of
--- those of the hash form, one HMGET per hash (one: a group's keys share
--- their identity's tag), and the upgrade's reads.
+-- those of the state-string form, one GET per string (one: a group's keys
+-- share their identity's tag), and the upgrade's reads. The string's
+-- records wait in HS.docs (by string) for HS.finish, which writes it whole.
 function HS.begin(K, k0, n)
   local st, recs, c = HS.st, HS.recs, 0
   for i = 1, n do
@@ -192,38 +242,52 @@ function HS.begin(K, k0, n)
     return
   end
   local ms = HS.now()
-  local done, F, absent = 0, HS.f, 0
+  local done, absent, nd = 0, 0, 0
   while done < c do
-    -- The next hash's fields.
-    local h, m = nil, 0
+    -- The next string's records.
+    local h = nil
     for i = 1, c do
-      local r = recs[i]
-      if not r.seen and (h == nil or r.h == h) then
-        h = r.h
-        m = m + 1
-        F[m] = r.f
-        r.seen = true
+      if not recs[i].seen then
+        h = recs[i].h
+        break
       end
     end
-    if m == 0 then
+    if h == nil then
       break
     end
-    -- With the fields, the hash's "~": the expiry (ms) HS.finish last gave
-    -- the hash, so a write that needs no later one sends no PEXPIREAT.
-    F[m + 1] = '~'
-    local got = HS.rp('HMGET', h, unpack(F, 1, m + 1))
-    local hx = not got.err and tonumber(got[m + 1]) or 0
-    local j = 0
+    nd = nd + 1
+    local doc = HS.dpool[nd]
+    if doc == nil then
+      doc = {f = {}, v = {}}
+      HS.dpool[nd] = doc
+    end
+    doc.h, doc.n = h, 0
+    HS.docs[h] = doc
+    local got, err = HS.rp('GET', h), nil
+    if type(got) == 'table' then
+      err = got.err or HS_WRONG
+    elseif got then
+      doc.n = HS.records(got, doc.f, doc.v)
+      if doc.n == nil then
+        doc.n, err = 0, HS_WRONG
+      end
+    end
+    doc.found = got and not err
     for i = 1, c do
       local r = recs[i]
       if r.h == h then
-        j = j + 1
+        r.seen = true
         done = done + 1
-        r.hx = hx
-        if got.err then
-          r.t, r.err = 'e', got.err
-        elseif got[j] then
-          HS.load(r, got[j], ms)
+        if err then
+          r.t, r.err = 'e', err
+        else
+          local F = doc.f
+          for j = 1, doc.n do
+            if F[j] == r.f then
+              HS.load(r, doc.v[j], ms)
+              break
+            end
+          end
         end
         if r.v == false and not r.err then
           absent = absent + 1
@@ -231,6 +295,7 @@ function HS.begin(K, k0, n)
       end
     end
   end
+  HS.nd = nd
   if absent > 0 and HS.old then
     local A, a = HS.a, 0
     for i = 1, c do
@@ -260,9 +325,17 @@ function HS.drop()
     recs[i] = nil
   end
   HS.n = 0
+  for j = 1, HS.nd do
+    HS.docs[HS.dpool[j].h] = nil
+  end
+  HS.nd = 0
 end
 
--- A state's field value.
+-- A state's record value. A gcra TAT (decimal ns) is written alone and
+-- expires with itself (HS.expiry), which the direct path reads and
+-- writes without any arithmetic; but only on the node's clock (a test
+-- that steps time keeps the expiry its SET gave, in the node's time, as
+-- "<expire_at_ms>|<TAT>").
 function HS.encode(r)
   local pl = r.v
   if r.t == 'h' then
@@ -271,160 +344,129 @@ function HS.encode(r)
     for i = 3, #a, 2 do
       pl = pl .. ',' .. a[i] .. '=' .. a[i + 1]
     end
+  elseif HS.real and #pl > 6 and not string.find(pl, '%D') then
+    r.x = HS.expiry(pl)
+    return pl
   end
   -- (A number concatenates as "%.14g": exact for a time in ms.)
   return r.x .. '|' .. pl
 end
 
--- Ends the group: writes what changed, per hash one HSET of the changed
--- fields (a state that moved from its old key included), one HDEL of the
--- fields that went (deleted, or found expired) and one PEXPIREAT, then
--- deletes the old keys moved. Returns nil, or the error of a write.
+-- Ends the group: writes what changed, per state string one SET of all
+-- its records (those of other paths as they were, those that expired left
+-- out) expiring at the latest expire_at (PXAT; none when a record never
+-- expires), or its DEL when no record is left; then deletes the old keys
+-- moved. Returns nil, or the error of a write.
 function HS.finish()
   local recs, c = HS.recs, HS.n
   if c == 0 then
     return nil
   end
-  local rp, err = HS.rp, nil
-  -- Which records changed (w: a write left a state other than the field
-  -- read); a group that changed nothing writes nothing.
+  local rp = HS.rp
+  -- Which records changed (w: a write left a state other than the value
+  -- read, or moved it from its old key); a group that changed nothing
+  -- writes nothing.
   local any = false
   for i = 1, c do
     local r = recs[i]
-    if r.w then
-      local cur = r.v ~= false and r.t ~= 'x' and HS.encode(r)
-      if cur ~= r.raw and not (cur == false and r.raw == false and
+    local enc = false
+    if r.v ~= false and r.t ~= 'x' and (r.w or r.old) then
+      enc = HS.encode(r)
+    end
+    if r.old then
+      any = true -- its old key goes, whatever the group did
+    end
+    if r.w or r.old then
+      if enc ~= r.raw and not (enc == false and r.raw == false and
                                not r.old) then
-        r.w, r.enc, any = true, cur, true
+        r.w, r.enc, any = true, enc, true
       else
         r.w = false
       end
     end
   end
-  if any then
-    local hashes, nh = HS.hs, 0
+  if not any then
+    HS.drop()
+    return nil
+  end
+  local ms, S = HS.now(), HS.S
+  for j = 1, HS.nd do
+    local doc = HS.dpool[j]
+    local h, ns, top, never, olds, no = doc.h, 0, 0, false, HS.O, 0
+    local changed = false
     for i = 1, c do
       local r = recs[i]
-      local seen = false
-      for j = 1, nh do
-        if hashes[j] == r.h then
-          seen = true
+      if r.h == h then
+        changed = changed or r.w
+        if r.old and r.t ~= 'x' then
+          no = no + 1
+          olds[no] = r.key
         end
-      end
-      if not seen then
-        nh = nh + 1
-        hashes[nh] = r.h
       end
     end
-    for j = 1, nh do
-      local h = hashes[j]
-      local S, D, ns, nd, top, found = HS.S, HS.D, 0, 0, 0, false
-      local olds, no, hx = HS.O, 0, 0
+    if changed then
+      -- The string's records in their order, then the group's new ones.
+      local F, V, seen = doc.f, doc.v, HS.seen
+      for i = 1, doc.n do
+        local f, v = F[i], V[i]
+        local r = HS.st[h .. f]
+        if r and r.h == h then
+          seen[f] = true
+          if r.w then
+            v = r.enc
+          end
+        end
+        if v then
+          local e = HS.expiry(v)
+          if e == nil or e == 0 then
+            never = true
+          elseif e < ms then
+            v = false -- expired: left out
+          elseif e > top then
+            top = e
+          end
+        end
+        if v then
+          S[ns + 1], ns = #f .. ':' .. f .. '=' .. v .. ';', ns + 1
+        end
+      end
       for i = 1, c do
         local r = recs[i]
-        if r.h == h then
-          hx = r.hx
-          if r.raw or hx > 0 then
-            found = true
+        if r.h == h and not seen[r.f] and r.enc then
+          local x = r.x
+          if x == 0 then
+            never = true
+          elseif x > top then
+            top = x
           end
-          local enc = r.w and r.enc
-          if not r.w and r.old and r.v ~= false and r.t ~= 'x' then
-            enc = HS.encode(r)
-          end
-          if enc then
-            S[ns + 1], S[ns + 2], ns = r.f, enc, ns + 2
-          elseif r.raw and r.v == false then
-            nd = nd + 1
-            D[nd] = r.f
-          end
-          if r.v ~= false and r.x > top and r.t ~= 'x' then
-            top = r.x
-          end
-          if r.old and r.t ~= 'x' then
-            no = no + 1
-            olds[no] = r.key
-          end
+          S[ns + 1], ns = #r.f .. ':' .. r.f .. '=' .. r.enc .. ';', ns + 1
         end
       end
-      -- The hash must live until top at least: when its "~" says it does
-      -- not, it gets as much time again past top (at least a second), so
-      -- the writes of a while send no PEXPIREAT (a quarter more sent one
-      -- at nearly every check of a young identity, whose TAT moves by
-      -- more than that; the hash outlives its fields twice at most).
-      local until_ = ns > 0 and top > hx and top
-      if until_ then
-        local now = HS.now()
-        local slack = top - now
-        until_ = top + (slack > 1000 and slack or 1000)
-        S[ns + 1], S[ns + 2], ns = '~', until_, ns + 2
+      for i = 1, doc.n do
+        seen[F[i]] = nil
       end
-      if ns > 0 then
-        local x = rp('HSET', h, unpack(S, 1, ns))
-        if type(x) == 'table' and x.err then
-          return x.err
-        end
+      local x
+      if ns == 0 then
+        x = doc.found and rp('DEL', h) or 0
+      elseif never then
+        x = rp('SET', h, table.concat(S, '', 1, ns))
+      else
+        x = rp('SET', h, table.concat(S, '', 1, ns), 'PXAT', top)
       end
-      if nd > 0 then
-        local x = rp('HDEL', h, unpack(D, 1, nd))
-        if type(x) == 'table' and x.err then
-          return x.err
-        end
+      if type(x) == 'table' and x.err then
+        return x.err
       end
-      if until_ then
-        err = HS.expire(h, until_, found)
-        if err then
-          return err
-        end
-      end
-      if no > 0 then
-        rp('DEL', unpack(olds, 1, no))
-      end
+    end
+    if no > 0 then
+      rp('DEL', unpack(olds, 1, no))
     end
   end
   HS.drop()
   return nil
 end
 
--- The hash h expires at top (ms) at the earliest: PEXPIREAT GT, which
--- keeps a later expiry; a hash without one (just made: found says the
--- group read none of its fields, so it may be new) takes it with NX.
--- Before Redis 7.0 (no NX/GT), PTTL and a plain PEXPIREAT. ts: top's
--- digits, when the caller has them.
-function HS.expire(h, top, found, ts)
-  local rp = HS.rp
-  ts = ts or top -- redis.call formats a number as "%.17g"
-  if not HS.nogt then
-    local x
-    if not found then
-      x = rp('PEXPIREAT', h, ts, 'NX')
-      if x == 1 then
-        return nil
-      end
-    end
-    if x == nil or x == 0 then
-      x = rp('PEXPIREAT', h, ts, 'GT')
-    end
-    if type(x) ~= 'table' then
-      return nil
-    end
-    HS.nogt = true
-  end
-  local t = rp('PTTL', h)
-  if type(t) == 'table' then
-    return t.err
-  end
-  if t < 0 or HS.now() + t < top then
-    local x = rp('PEXPIREAT', h, ts)
-    if type(x) == 'table' then
-      return x.err
-    end
-  end
-  return nil
-end
-
 -- The emulated commands on a record r: return the reply, or nil and an
 -- error text.
-local HS_WRONG = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 HS.ops = {
   GET = function(r)
     if r.v == false then
