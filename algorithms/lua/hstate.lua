@@ -369,14 +369,8 @@ function HS.finish()
   local any = false
   for i = 1, c do
     local r = recs[i]
-    local enc = false
-    if r.v ~= false and r.t ~= 'x' and (r.w or r.old) then
-      enc = HS.encode(r)
-    end
-    if r.old then
-      any = true -- its old key goes, whatever the group did
-    end
-    if r.w or r.old then
+    if r.w then
+      local enc = r.v ~= false and r.t ~= 'x' and HS.encode(r)
       if enc ~= r.raw and not (enc == false and r.raw == false and
                                not r.old) then
         r.w, r.enc, any = true, enc, true
@@ -388,6 +382,14 @@ function HS.finish()
   if not any then
     HS.drop()
     return nil
+  end
+  -- A state found at its old key moves into the string with the group's
+  -- writes (and the old key goes).
+  for i = 1, c do
+    local r = recs[i]
+    if r.old and not r.w and r.v ~= false and r.t ~= 'x' then
+      r.w, r.enc = true, HS.encode(r)
+    end
   end
   local ms, S = HS.now(), HS.S
   for j = 1, HS.nd do
