@@ -6,9 +6,9 @@
 -- KEYS     k_1 .. k_n   one key per limit ("<base>#<i>:<algorithm>"); a
 --                       key "<prefix>{<tag>}<rest>#<i>:<algorithm>" of an
 --                       algorithm but sliding_log and concurrency names the
---                       field "<rest>#<i>:<algorithm>" of the hash
---                       "<prefix>{<tag>}" (hstate.lua: the state format,
---                       and the previous release's keys read once)
+--                       record "<rest>#<i>:<algorithm>" of the state
+--                       string "<prefix>{<tag>}" (hstate.lua: the state
+--                       format, and the previous release's keys read once)
 --          KEYS[n + 1]  the override hash of the slot's identity
 --                       ("<prefix>{tag}#overrides", LIMITER OVERRIDE)
 -- ARGV     [1] mode: "check" (decide, write when every limit admits),
@@ -18,10 +18,14 @@
 --              <= 2^53 - 1; each limit's state is first validated by a
 --              decision of cost 0, then moved by the delta, never refused:
 --              see docs/limiter.md; the reply is a check's, each entry a
---              peek of cost 1 after the change, its undo '')
+--              peek of cost 1 after the change, its undo '') or
+--              "reset" (LIMITER RESET: every limit's state goes, its
+--              record, its own key and its previous release's key; no
+--              override pairs are verified; the reply is the number of
+--              records and keys deleted)
 --          [2] now in microseconds since the epoch, or "" for the node's
 --              TIME (the proxy always sends ""; tests step time with it);
---              either after a "!" when a state missing from its hash is
+--              either after a "!" when a state missing from its string is
 --              not looked up at its old key (limiter_read_old_keys no);
 --              every mode reads it so. Expiries are the node's clock.
 --          [3] cost, an integer >= 0 (gcra has it folded into INC); a
@@ -93,7 +97,7 @@
 -- ARGV     [1] "each"
 --          [2] now, as above ("": the node's TIME, read once per call)
 --          [3] G, the number of groups (>= 1)
---          then for each group: mode ("check", "peek" or "refund"), cost,
+--          then for each group: mode (any of the first part's), cost,
 --          n_g, 6 values per limit (as above), m_g and m_g override pairs
 --          (as above: or "keys" and none)
 -- Reply    {0, now_s, now_us, r_1 .. r_G}: r_g is exactly what the call of
@@ -1407,8 +1411,9 @@ local function LIM_groups(K, kb, ARGV, G, flat)
       ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
       LIM_FOK[s] = ok
     end
-    -- A group of gcra levels on their fast path, decided on the hash
-    -- itself (HS.direct), as in LIM_one_shape; d its reply, or false.
+    -- A group of gcra levels on their fast path, decided on the state
+    -- string itself (HS.direct), as in LIM_one_shape; d its reply, or
+    -- false.
     local d = P ~= nil and ok == true and LIM_F[s].dok and
       (n == 1 or LIM_distinct(K, kb + k0, n)) and
       LIM_override_ok(K[kb + k0 + n], P, pb, pm) and
@@ -1953,9 +1958,9 @@ local function LIM_shapes(KEYS, ARGV)
 end
 
 -- The call: the states of the groups' limit keys live in their
--- identities' hashes (hstate.lua), so R_CALL and R_PCALL are HS's while it
--- runs, and Redis's again when it returns or raises (CL.THROTTLE, in the
--- same library, calls Redis directly).
+-- identities' state strings (hstate.lua), so R_CALL and R_PCALL are HS's
+-- while it runs, and Redis's again when it returns or raises (CL.THROTTLE,
+-- in the same library, calls Redis directly).
 local function LIM_main(KEYS, ARGV)
   if ARGV[1] == 'shapes' then
     return LIM_shapes(KEYS, ARGV)
@@ -1966,8 +1971,7 @@ local function LIM_main(KEYS, ARGV)
 end
 
 --#call
-HS.rc, HS.rp, HS.ms, HS.old, HS.dms = redis.call, redis.pcall, false, true,
-  false
+HS.rc, HS.rp, HS.ms, HS.old = redis.call, redis.pcall, false, true
 -- ARGV[2] "!<now>": the old per-level keys are not read (see the header).
 if string.byte(ARGV[2] or '', 1) == 33 then
   ARGV[2], HS.old = string.sub(ARGV[2], 2), false

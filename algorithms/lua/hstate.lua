@@ -1,58 +1,66 @@
--- One hash per identity: where LIMITER's states live (limiter.lua).
+-- One string per identity: where LIMITER's states live (limiter.lua).
 --
 -- A limit key "<prefix>{<tag>}<rest>#<i>:<algorithm>" names no Redis key
--- of its own any more: its state is the field "<rest>#<i>:<algorithm>" of
--- the hash "<prefix>{<tag>}" (the key's name up to its hash tag's closing
--- brace), so every level of every path of one identity is read with one
--- HMGET and written with one HSET (and one PEXPIREAT), however many levels
--- a check has. Redis 7.0 has no TTL per field, so a field's value carries
--- its own: "<expire_at_ms>|<payload>", expire_at_ms the node's Unix time
--- in ms at which the old key would have expired (0: never), the payload
--- the old key's content (gcra's TAT string as it was; a hash state its
--- fields "<name>=<value>" joined by ","). A field past its expire_at reads
--- as absent, as the expired key did. The hash expires at its longest-lived
--- field's expire_at at the earliest (PEXPIREAT ... GT: a short-lived field
--- never shortens a long-lived one); its field "~" holds the expiry last
--- set (ms), read with the states, so most writes need no PEXPIREAT.
+-- of its own any more: its state is the record "<rest>#<i>:<algorithm>"
+-- (its field) of the identity's state string, the string key
+-- "<prefix>{<tag>}" (the key's name up to its hash tag's closing brace).
+-- So every level of every path of one identity is read with one GET (or
+-- one SET ... NX GET, which also admits a new identity) and written with
+-- one SET, however many levels a check has: a hash would need HMGET,
+-- HSET and a PEXPIREAT of its own (Redis 7.0 has no TTL per field), which
+-- cost Redis more than a whole check of one level on a string.
+--
+-- The string is its records one after another, "<L>:<field>=<value>;",
+-- L the field's length in bytes in decimal (the field may hold any byte),
+-- the value never a ";". A gcra level's value is its TAT alone (decimal
+-- ns, as redis-cell stores it), which expires with itself: at the TAT's
+-- ms, its digits but the last six. Any other value carries its expiry:
+-- "<expire_at_ms>|<payload>" (0: never), the payload a hash state's
+-- fields "<name>=<value>" joined by "," (or a TAT written by a test that
+-- steps time, whose expiry stays in the node's time). A record past its
+-- expiry reads as absent, as the expired key did, and goes at the next
+-- write of the string; the string expires (PXAT) at its latest record's
+-- expiry, or never when a record never does.
 --
 -- The algorithms are left as they were: while limiter.lua decides a group
 -- (the limits of one request), R_CALL and R_PCALL are this module's
 -- HS.call and HS.pcall, which emulate the commands the algorithms send on
 -- the group's limit keys (GET, SET [NX] [PX] [GET], DEL, HGETALL, HGET,
 -- HSET, HDEL, HLEN, HEXISTS, PEXPIRE, EXISTS, PTTL) on states held in Lua,
--- loaded by HS.begin, and HS.finish writes what changed. Every other key
--- (sorted-set algorithms, the override hash, a key of another form) and
--- every other command goes to Redis as before. The emulation is exact, so
--- a group's undo (a key written at its read, then deleted because another
--- level refused) costs nothing at all. limiter.lua's most common group,
--- gcra levels on their fast path, skips the emulation (HS.direct, and its
--- inline form): the same commands on the hash, its values parsed in place.
+-- loaded by HS.begin, and HS.finish writes the string whole when one
+-- changed. Every other key (sorted-set algorithms, the override hash, a
+-- key of another form) and every other command goes to Redis as before.
+-- The emulation is exact, so a group's undo (a key written at its read,
+-- then deleted because another level refused) costs nothing at all.
+-- limiter.lua's most common group, gcra levels on their fast path, skips
+-- the emulation (HS.direct, and its inline form): a string that holds
+-- exactly the path's records is decided and rewritten in place.
 --
--- Upgrade (one release): a field the HMGET finds absent may still live at
--- its old key; one EXISTS of those keys, and only when it counts some,
--- their reads (GET or HGETALL, and PTTL). A state found there is the
--- field's, and when the group writes anything it moves into the hash and
--- the old key goes. HS.old (the call's flag, limiter_read_old_keys) turns
--- the lookup off.
+-- Upgrade (one release): a record the string lacks may still live at its
+-- old per-level key; one EXISTS of those keys, and only when it counts
+-- some, their reads (GET or HGETALL, and PTTL). A state found there is
+-- the record's, and when the group writes anything it moves into the
+-- string and the old key goes. HS.old (the call's flag,
+-- limiter_read_old_keys) turns the lookup off.
 --
 -- Module state in one table (the library's top level is near Lua's 200
 -- locals). The group's records: HS.st (key -> record) and HS.recs (in
--- order, HS.n of them); a record is {key, hash, field, type ('s' string,
--- 'h' hash, 'x' a wrong type, 'e' unreadable), value (a string, a flat
--- HGETALL-like array, or false when absent), expire_at ms (0 none), raw
--- (the field as HMGET read it, or false), written, old (found at the old
--- key), err (type 'e': the read's error)}.
+-- order, HS.n of them); a record is {key, string (h), field, type ('s'
+-- string, 'h' hash, 'x' a wrong type, 'e' unreadable), value (a string, a
+-- flat HGETALL-like array, or false when absent), expire_at ms (0 none),
+-- raw (the value as the string held it, or false), written, old (found at
+-- the old key), err (type 'e': the read's error)}.
 local HS_WRONG = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local HS = {
   st = {}, recs = {}, n = 0,
   ms = false, -- the node's clock (ms) of this call, read once
   old = true, -- whether absent fields are looked up at their old keys
   rc = false, rp = false, -- redis.call and redis.pcall
-  memo = {}, memo_n = 0, -- key -> {hash, field, type} or false
+  memo = {}, memo_n = 0, -- key -> {string, field, type} or false
   -- key -> its state string, and its first key -> the field it was
   -- checked against (limiter.lua's inline direct path)
   hm = {}, hmf = {}, hm_n = 0,
-  -- the algorithms whose states live in the hash, and their type
+  -- the algorithms whose states live in the string, and their type
   ALG = {gcra = 's', token_bucket = 'h', leaky_bucket = 'h',
          fixed_window = 'h', sliding_window = 'h', sliding_counter = 'h'},
   OK = {ok = 'OK'},
@@ -63,18 +71,15 @@ local HS = {
   -- found}), from HS.dpool (HS.nd of them in use)
   docs = {}, dpool = {}, nd = 0,
   -- scratch of HS.direct (limiter.lua: a group of gcra levels decided on
-  -- the hash itself), and its values of a level admitted from rel 0, made
-  -- once a call (dms: the clock they were made at)
-  dF = {}, dV = {}, dC = {}, dS = {}, dE = false, dX = false, dU = false,
-  dms = false, dmss = false,
+  -- its state string itself)
+  dV = {}, dC = {}, dS = {},
   -- true when no absent state may live at its old key: HS.old is off, or
   -- one EXISTS of every key of the batch counted none (limiter.lua)
   noold = false,
-  -- what HSET's reply of a direct write may count (an error table is none)
-  CNT = {[0] = true, true, true, true, true, true},
 }
 
--- The hash, field and type of a limit key of the hash form, or false.
+-- The string, field and type of a limit key of the state-string form, or
+-- false.
 -- Remembered (at most 4096 keys, then it starts again): a check names the
 -- same keys again and again, and a pattern costs Redis thousands of
 -- instructions.
@@ -165,7 +170,7 @@ function HS.load(r, s, ms)
   r.v = a
 end
 
--- A field absent from the hash, at its old key r.key (upgrade): its state
+-- A record absent from the string, at its old key r.key (upgrade): its state
 -- and expiry, as the old key holds them.
 function HS.load_old(r, ms)
   local rp = HS.rp
@@ -514,7 +519,7 @@ HS.ops = {
       elseif w == 'KEEPTTL' then
         keep, i = true, i + 1
       else
-        return nil, 'ERR limiter hash state: SET option not emulated'
+        return nil, 'ERR limiter state string: SET option not emulated'
       end
     end
     local old = r.v
@@ -676,7 +681,7 @@ function HS.op(r, cmd, ...)
   end
   local f = HS.ops[cmd]
   if f == nil then
-    return nil, 'ERR limiter hash state: ' .. tostring(cmd) ..
+    return nil, 'ERR limiter state string: ' .. tostring(cmd) ..
       ' not emulated'
   end
   return f(r, ...)
