@@ -1606,7 +1606,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- strings (gcra_fast's), its INC in ns and gcra_fast_ahead's lo and
   -- format.
   local dn = direct and n <= 2 and LIM_NOHASH and HS.noold and HS.real
-  local two, rp, HM, HMF = n == 2, HS.rp, HS.hm, HS.hmf
+  local two, rp, HM = n == 2, HS.rp, HS.hm
   local sub_, format_, byte_ = string.sub, string.format, string.byte
   local F1, F2, NEW, TOP, E, now6, nm1, nm2, q1, q2, p2
   local now1, thr1, top1, w01, inc1, lo1, fm1
@@ -1646,14 +1646,15 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     -- the group takes the emulation (HS.begin) and the paths below.
     local d, k1, k2, h, hm = false, K[k], two and K[k + 1], nil, nil
     if dn then
-      -- The string of the group's keys when they are its shape's fields
-      -- (which hold no brace: paths hold none): remembered for each key
-      -- (HM, at most 4096, then it starts again: an identity seen before
-      -- costs Redis two lookups), else its override hash's name but the
-      -- suffix, when it is the keys' (HS.parse's pattern would cost Redis
-      -- ten thousand instructions a new key).
+      -- The string of the group's keys when they are its shape's fields:
+      -- remembered for each key (HM, at most 4096, then it starts again:
+      -- an identity seen before costs Redis a lookup or two), else its
+      -- override hash's name but the suffix, when the keys are it and the
+      -- fields (HS.parse's pattern would cost Redis ten thousand
+      -- instructions a new key). Fields hold no brace (paths hold none),
+      -- so a key names one string ending in "}" and one field.
       h = HM[k1]
-      if h == nil or (two and HM[k2] ~= h) or HMF[k1] ~= F1 then
+      if h == nil or (two and HM[k2] ~= h) then
         -- The group's override hash is "<string>#overrides".
         local ov = K[k + n]
         h = sub_(ov, 1, #ov - 10)
@@ -1674,10 +1675,10 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
         -- Seen before: remembered (a new identity is not, as most of
         -- them do not come back while HM holds them).
         if HS.hm_n >= 4096 then
-          HS.hm, HS.hmf, HS.hm_n = {}, {}, 0
-          HM, HMF = HS.hm, HS.hmf
+          HS.hm, HS.hm_n = {}, 0
+          HM = HS.hm
         end
-        HM[k1], HMF[k1], HS.hm_n = h, F1, HS.hm_n + 1
+        HM[k1], HS.hm_n = h, HS.hm_n + 1
         if two then
           HM[k2] = h
         end

@@ -57,9 +57,8 @@ local HS = {
   old = true, -- whether absent fields are looked up at their old keys
   rc = false, rp = false, -- redis.call and redis.pcall
   memo = {}, memo_n = 0, -- key -> {string, field, type} or false
-  -- key -> its state string, and its first key -> the field it was
-  -- checked against (limiter.lua's inline direct path)
-  hm = {}, hmf = {}, hm_n = 0,
+  -- key -> its state string (limiter.lua's inline direct path)
+  hm = {}, hm_n = 0,
   -- the algorithms whose states live in the string, and their type
   ALG = {gcra = 's', token_bucket = 'h', leaky_bucket = 'h',
          fixed_window = 'h', sliding_window = 'h', sliding_counter = 'h'},
