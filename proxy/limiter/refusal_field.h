@@ -27,8 +27,10 @@ size_t refusal_field_hash_len(const char *key, size_t klen);
 int refusal_field_record(const char *s, size_t len, const char *field,
                          size_t flen, const char **val, size_t *vlen);
 
-/* Splits a record's value: 1 and its expiry (*expire_ms, Unix ms; 0:
- * never) and payload; 0 when it is of no such form. */
+/* Splits a record's value, "<expire_at_ms>|<payload>" or a gcra TAT alone
+ * (which expires at its ms: its digits but the last six): 1 and its expiry
+ * (*expire_ms, Unix ms; 0: never) and payload; 0 when it is of no such
+ * form. */
 int refusal_field_value(const char *v, size_t len, int64_t *expire_ms,
                         const char **payload, size_t *plen);
 

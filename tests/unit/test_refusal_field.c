@@ -37,6 +37,7 @@ Test(refusal_field, the_hash_is_the_key_up_to_its_tag)
 Test(refusal_field, a_value_is_its_expiry_and_payload)
 {
     static const char v[] = "1700000000123|1700000001000000000";
+    static const char t[] = "1700000001000123456";
     const char *pl;
     size_t n;
     int64_t ms;
@@ -49,7 +50,16 @@ Test(refusal_field, a_value_is_its_expiry_and_payload)
     cr_assert_eq(ms, 0);
     cr_assert_eq(refusal_field_value("1|", 2, &ms, &pl, &n), 1);
     cr_assert_eq(n, 0);
-    /* No bar, a signed, padded or empty expiry, too large. */
+    /* A TAT alone expires at its ms. */
+    cr_assert_eq(refusal_field_value(t, strlen(t), &ms, &pl, &n), 1);
+    cr_assert_eq(ms, INT64_C(1700000001000));
+    cr_assert(pl == t && n == 19);
+    cr_assert_eq(refusal_field_value("1700000001000x23456", 19, &ms, &pl, &n),
+                 0);
+    cr_assert_eq(refusal_field_value("0700000001000123456", 19, &ms, &pl, &n),
+                 0);
+    /* No bar and too short a TAT, a signed, padded or empty expiry, too
+     * large. */
     cr_assert_eq(refusal_field_value("123", 3, &ms, &pl, &n), 0);
     cr_assert_eq(refusal_field_value("-1|x", 4, &ms, &pl, &n), 0);
     cr_assert_eq(refusal_field_value("01|x", 4, &ms, &pl, &n), 0);
