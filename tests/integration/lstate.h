@@ -3,7 +3,10 @@
  * identity's state string (docs/limiter.md: gcra and the hash states)
  * names the record of field "<rest>#<i>:<algorithm>" in the string
  * "<prefix>{<tag>}", whose value is its records one after another, each
- * "<L>:<field>=<expire_at_ms>|<payload>;" (L the field's bytes).
+ * "<L>:<field>=<value>;" (L the field's bytes), the value
+ * "<expire_at_ms>|<payload>" or a gcra TAT alone (expiring at its ms: the
+ * scripts write it so on the node's clock; lstate writes the first form,
+ * keeping the expiry a test gives).
  * lstate_cmd runs a command on such a key as it ran on the per-level key
  * of the previous release (GET, SET [PX ms] [KEEPTTL], DEL, EXISTS, TYPE,
  * PTTL, PEXPIRETIME, PERSIST, PEXPIRE, PEXPIREAT, HGET, HMGET, HGETALL,
