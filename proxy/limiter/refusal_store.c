@@ -40,7 +40,7 @@ static void refusal_store_learn_tat(struct refusal_store *rfs, const char *key,
     if (raw != NULL && gcra_parse_int64(raw, rawlen, &tat) != GCRA_OK) {
         return;
     }
-    /* A LIMITER level's TAT is a field of the identity's hash; a
+    /* A LIMITER level's TAT is a record of the identity's state string; a
      * CL.THROTTLE key is the client's own. */
     (limiter ? refusal_learn_limiter
              : refusal_learn)(&rfs->cache, key, klen, raw, rawlen,

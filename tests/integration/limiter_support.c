@@ -81,7 +81,7 @@ int64_t px_get_tat(redisContext *d, const char *key, size_t klen)
     redisReply *r;
     int64_t tat;
 
-    /* A LIMITER level's TAT is a field of its identity's hash. */
+    /* A LIMITER level's TAT is a record of its identity's state string. */
     snprintf(name, sizeof(name), "%.*s", (int)klen, key);
     r = strlen(name) == klen && lstate_split(name, hash, sizeof(hash), &field)
             ? lstate_cmd(d, "GET %s", name)

@@ -241,8 +241,9 @@ static void expect_keys(redisContext *c, const struct model *m, const char *ctx)
 {
     for (int k = 0; k < NKEY; k++) {
         redisReply *r = lstate_cmd(c, "TYPE %s", m->name[k]);
-        /* (A gcra level's state is a field of its identity's hash: the
-         * key planted as a hash is a field holding "f=v", no TAT.) */
+        /* (A gcra level's state is a record of its identity's state
+         * string: the key planted as a hash is a record holding "f=v", no
+         * TAT.) */
         const char *want = m->broken[k] || m->have[k] ? "string" : "none";
 
         cr_assert_str_eq(r->str, want, "%s: %s is a %s", ctx, m->name[k],

@@ -128,7 +128,8 @@ static void twin_cmd_words(struct twin_key *k, const char *cmd)
     int argc = 0;
 
     if (lstate_split(k->name, hash, sizeof(hash), &field)) {
-        /* Planted in the identity's hash (lstate.h), "%s" its name. */
+        /* Planted in the identity's state string (lstate.h), "%s" its
+         * name. */
         char text[512];
         size_t used = 0;
 
@@ -483,10 +484,10 @@ static void twin_sequence(struct twin_key *k, uint64_t *s, int seq,
 {
     int64_t now = twin_rnd_start(s);
 
-    /* A limit key of the hash form, when its algorithm keeps its state in
-     * the identity's hash (lstate.h): the walk covers the emulation of
-     * the commands the algorithms send, on that hash's field. CL.THROTTLE's
-     * keys are the client's own. */
+    /* A limit key of the state-string form, when its algorithm keeps its
+     * state in the identity's string (lstate.h): the walk covers the
+     * emulation of the commands the algorithms send, on that string's
+     * record. CL.THROTTLE's keys are the client's own. */
     if (k->a->plain_key) {
         snprintf(k->name, sizeof(k->name), "%.8s:%d", k->a->name, seq);
     } else {

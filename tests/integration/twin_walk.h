@@ -79,8 +79,8 @@ struct twin_key;
 struct twin_algo {
     const char *name;     /* limiter.lua's algorithm */
     int plain_key;        /* 1: the state is a key of its own (CL.THROTTLE's
-                             gcra.lua, redis-cell's format), never a field
-                             of an identity's hash */
+                             gcra.lua, redis-cell's format), never a
+                             record of an identity's state string */
     const char *read_fmt; /* the state's read, one %s for the key */
     int nparams;          /* parameters the script takes (2 or 3) */
     size_t state_size;
