@@ -368,8 +368,8 @@ static void one_call_all_or_nothing(void)
             continue;
         }
         found++;
-        snprintf(strstr(names[k], ":gcra") != NULL ? gc : fw, sizeof(fw), "%s",
-                 names[k]);
+        snprintf(strstr(names[k], ":gcra") != NULL ? gc : fw, sizeof(fw),
+                 "%.127s", names[k]);
     }
     cr_assert_eq(found, 2, "%d states of acct:zed", found);
     cr_assert(fw[0] != '\0' && gc[0] != '\0', "keys %s, %s", fw, gc);
