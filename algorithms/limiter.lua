@@ -4,11 +4,11 @@
 -- algorithms/<name>.c; differential tests keep each pair equal.
 --
 -- KEYS     k_1 .. k_n   one key per limit ("<base>#<i>:<algorithm>"); a
---                       key "<prefix>{<tag>}<rest>#<i>:<algorithm>" of an
---                       algorithm but sliding_log and concurrency names the
---                       record "<rest>#<i>:<algorithm>" of the state
---                       string "<prefix>{<tag>}" (hstate.lua: the state
---                       format, and the previous release's keys read once)
+--                       gcra key "<prefix>{<tag>}<rest>#<i>:gcra" names
+--                       the record "<rest>#<i>:gcra" of the state string
+--                       "<prefix>{<tag>}" (hstate.lua: the state format,
+--                       and the previous release's keys read once); any
+--                       other algorithm's is a key of its own
 --          KEYS[n + 1]  the override hash of the slot's identity
 --                       ("<prefix>{tag}#overrides", LIMITER OVERRIDE)
 -- ARGV     [1] mode: "check" (decide, write when every limit admits),
@@ -1422,6 +1422,12 @@ local function LIM_groups(K, kb, ARGV, G, flat)
       r = d
     else
       HS.begin(K, kb + k0, n)
+      if HS.n == 0 then
+        -- No state string in the group (hash states, sorted sets): Redis
+        -- directly (the emulation's wrappers cost Redis about a thousand
+        -- instructions a command).
+        R_CALL, R_PCALL = HS.rc, HS.rp
+      end
     end
     if d then
       -- decided
@@ -1443,6 +1449,7 @@ local function LIM_groups(K, kb, ARGV, G, flat)
                       reply, out, o)
     end
     o = d or HS_end(reply, out, o0, o, n)
+    R_CALL, R_PCALL = HS.call, HS.pcall
   end
   if flat then
     return lib_reply(o)
@@ -1596,7 +1603,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   local reply, o = LIB_REPLY, 3
   reply[1], reply[2], reply[3] = 0, now_s, now_us
   -- R_CALL and R_PCALL as locals, in a loop run once per group.
-  local call_, pcall_, find_ = R_CALL, R_PCALL, string.find
+  local find_ = string.find
   -- One or two levels, no old key and no override hash in the batch:
   -- HS.direct's decision inline (a function call and its loops cost Redis
   -- about as much as a group's command): one SET ... NX PXAT ... GET a
@@ -1780,7 +1787,17 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     if d then
       o = d
     else
-      HS.begin(K, k, n)
+      -- A shape of one level of a hash state (kind 'one') has no state
+      -- string: Redis directly, without the emulation (whose wrappers cost
+      -- Redis about a thousand instructions a command); else the group's
+      -- states, or none (then Redis directly too).
+      if kind ~= 'one' then
+        HS.begin(K, k, n)
+      end
+      if HS.n == 0 then
+        R_CALL, R_PCALL = HS.rc, HS.rp
+      end
+      local call_, pcall_ = R_CALL, R_PCALL
       if fresh and (none or ARGV[mb + 2] == '') then
         -- LIM_fast's decision of one level, inline: a new key admitted by
         -- its read, a TAT ahead of now that admits, at or before now
@@ -1898,7 +1915,12 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
         r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
                              reply, reply, o)
       end
-      o = HS_end(reply, reply, o0, r, n)
+      if HS.n > 0 then
+        o = HS_end(reply, reply, o0, r, n)
+      else
+        o = r
+      end
+      R_CALL, R_PCALL = HS.call, HS.pcall
     end
   end
   return lib_reply(o)

@@ -1,8 +1,8 @@
 -- One string per identity: where LIMITER's states live (limiter.lua).
 --
--- A limit key "<prefix>{<tag>}<rest>#<i>:<algorithm>" names no Redis key
--- of its own any more: its state is the record "<rest>#<i>:<algorithm>"
--- (its field) of the identity's state string, the string key
+-- A gcra limit key "<prefix>{<tag>}<rest>#<i>:gcra" names no Redis key of
+-- its own any more: its state is the record "<rest>#<i>:gcra" (its field)
+-- of the identity's state string, the string key
 -- "<prefix>{<tag>}" (the key's name up to its hash tag's closing brace).
 -- So every level of every path of one identity is read with one GET (or
 -- one SET ... NX GET, which also admits a new identity) and written with
@@ -12,21 +12,21 @@
 --
 -- The string is its records one after another, "<L>:<field>=<value>;",
 -- L the field's length in bytes in decimal (the field may hold any byte),
--- the value never a ";". A gcra level's value is its TAT alone (decimal
--- ns, as redis-cell stores it), which expires with itself: at the TAT's
--- ms, its digits but the last six. Any other value carries its expiry:
--- "<expire_at_ms>|<payload>" (0: never), the payload a hash state's
--- fields "<name>=<value>" joined by "," (or a TAT written by a test that
--- steps time, whose expiry stays in the node's time). A record past its
--- expiry reads as absent, as the expired key did, and goes at the next
--- write of the string; the string expires (PXAT) at its latest record's
--- expiry, or never when a record never does.
+-- the value never a ";". A level's value is its TAT alone (decimal ns,
+-- as redis-cell stores it), which expires with itself: at the TAT's ms,
+-- its digits but the last six; or, written by a test that steps time,
+-- "<expire_at_ms>|<TAT>" (0: never), its expiry in the node's time. A
+-- record past its expiry reads as absent, as the expired key did, and goes
+-- at the next write of the string; the string expires (PXAT) at its latest
+-- record's expiry, or never when a record never does. The algorithms with
+-- a hash state keep their own keys: their commands emulated here cost
+-- Redis two to three times the commands themselves.
 --
--- The algorithms are left as they were: while limiter.lua decides a group
--- (the limits of one request), R_CALL and R_PCALL are this module's
--- HS.call and HS.pcall, which emulate the commands the algorithms send on
--- the group's limit keys (GET, SET [NX] [PX] [GET], DEL, HGETALL, HGET,
--- HSET, HDEL, HLEN, HEXISTS, PEXPIRE, EXISTS, PTTL) on states held in Lua,
+-- gcra's code is left as it was: while limiter.lua decides a group (the
+-- limits of one request), R_CALL and R_PCALL are this module's HS.call
+-- and HS.pcall, which emulate the commands gcra sends on the group's limit
+-- keys (GET, SET [NX] [PX] [GET], DEL, PEXPIRE, EXISTS, PTTL) on states
+-- held in Lua,
 -- loaded by HS.begin, and HS.finish writes the string whole when one
 -- changed. Every other key (sorted-set algorithms, the override hash, a
 -- key of another form) and every other command goes to Redis as before.
@@ -38,16 +38,16 @@
 --
 -- Upgrade (one release): a record the string lacks may still live at its
 -- old per-level key; one EXISTS of those keys, and only when it counts
--- some, their reads (GET or HGETALL, and PTTL). A state found there is
+-- some, their reads (GET and PTTL). A state found there is
 -- the record's, and when the group writes anything it moves into the
 -- string and the old key goes. HS.old (the call's flag,
 -- limiter_read_old_keys) turns the lookup off.
 --
 -- Module state in one table (the library's top level is near Lua's 200
 -- locals). The group's records: HS.st (key -> record) and HS.recs (in
--- order, HS.n of them); a record is {key, string (h), field, type ('s'
--- string, 'h' hash, 'x' a wrong type, 'e' unreadable), value (a string, a
--- flat HGETALL-like array, or false when absent), expire_at ms (0 none),
+-- order, HS.n of them); a record is {key, string (h), field, type ('s' a
+-- TAT, 'x' a wrong type at its old key, 'e' unreadable), value (a string,
+-- or false when absent), expire_at ms (0 none),
 -- raw (the value as the string held it, or false), written, old (found at
 -- the old key), err (type 'e': the read's error)}.
 local HS_WRONG = 'WRONGTYPE Operation against a key holding the wrong kind of value'
@@ -59,9 +59,10 @@ local HS = {
   memo = {}, memo_n = 0, -- key -> {string, field, type} or false
   -- key -> its state string (limiter.lua's inline direct path)
   hm = {}, hm_n = 0,
-  -- the algorithms whose states live in the string, and their type
-  ALG = {gcra = 's', token_bucket = 'h', leaky_bucket = 'h',
-         fixed_window = 'h', sliding_window = 'h', sliding_counter = 'h'},
+  -- the algorithms whose states live in the string, and their type: gcra's
+  -- TAT (a hash state keeps its key: emulating its commands on a string
+  -- cost Redis two to three times the commands themselves)
+  ALG = {gcra = 's'},
   OK = {ok = 'OK'},
   real = true, -- the call runs on the node's clock (not a test's now)
   -- scratch of HS.begin and HS.finish, kept between groups
@@ -136,52 +137,27 @@ function HS.load(r, s, ms)
     e = e and tonumber(e)
   end
   if not e then
-    -- Not of this format: a gcra level sees the bytes (and refuses them
-    -- as no TAT), any other a wrong type.
-    if r.t == 's' then
-      r.v = s
-    else
-      r.t, r.v = 'x', s
-    end
+    -- Not of this format: gcra sees the bytes (and refuses them as no
+    -- TAT).
+    r.v = s
     return
   end
   if e ~= 0 and e < ms then
     return -- expired: absent, as the key was
   end
-  r.x = e
-  if r.t == 's' then
-    r.v = pl
-    return
-  end
-  local a, n = {}, 0
-  for part in string.gmatch(pl, '[^,]+') do
-    local k, v = string.match(part, '^([^=]+)=(.*)$')
-    if not k then
-      r.t, r.v, r.x = 'x', s, 0
-      return
-    end
-    a[n + 1], a[n + 2], n = k, v, n + 2
-  end
-  if n == 0 then
-    r.t, r.v, r.x = 'x', s, 0
-    return
-  end
-  r.v = a
+  r.x, r.v = e, pl
 end
 
 -- A record absent from the string, at its old key r.key (upgrade): its state
 -- and expiry, as the old key holds them.
 function HS.load_old(r, ms)
   local rp = HS.rp
-  local v = rp(r.t == 's' and 'GET' or 'HGETALL', r.key)
-  if type(v) == 'table' and v.err then
+  local v = rp('GET', r.key)
+  if type(v) == 'table' then -- an error: a key of another type
     r.t, r.v, r.old = 'x', true, true
     return
   end
-  if not v or (type(v) == 'table' and v[1] == nil) then
-    return
-  end
-  if type(v) == 'table' and r.t == 's' then
+  if not v then
     return
   end
   local t = rp('PTTL', r.key)
@@ -342,13 +318,7 @@ end
 -- "<expire_at_ms>|<TAT>").
 function HS.encode(r)
   local pl = r.v
-  if r.t == 'h' then
-    local a = r.v
-    pl = a[1] .. '=' .. a[2]
-    for i = 3, #a, 2 do
-      pl = pl .. ',' .. a[i] .. '=' .. a[i + 1]
-    end
-  elseif HS.real and #pl > 6 and not string.find(pl, '%D') then
+  if HS.real and #pl > 6 and not string.find(pl, '%D') then
     r.x = HS.expiry(pl)
     return pl
   end
@@ -573,101 +543,6 @@ HS.ops = {
     end
     r.w = true
     return 1
-  end,
-  HGETALL = function(r)
-    if r.v == false then
-      return {}
-    elseif r.t ~= 'h' then
-      return nil, HS_WRONG
-    end
-    return r.v -- never changed in place: HSET and HDEL make a new array
-  end,
-  HGET = function(r, f)
-    if r.v == false then
-      return false
-    elseif r.t ~= 'h' then
-      return nil, HS_WRONG
-    end
-    local a = r.v
-    for i = 1, #a, 2 do
-      if a[i] == f then
-        return a[i + 1]
-      end
-    end
-    return false
-  end,
-  HEXISTS = function(r, f)
-    local v, err = HS.ops.HGET(r, f)
-    if v == nil then
-      return nil, err
-    end
-    return v and 1 or 0
-  end,
-  HLEN = function(r)
-    if r.v == false then
-      return 0
-    elseif r.t ~= 'h' then
-      return nil, HS_WRONG
-    end
-    return #r.v / 2
-  end,
-  HSET = function(r, ...)
-    if r.v ~= false and r.t ~= 'h' then
-      return nil, HS_WRONG
-    end
-    local kv, a, added = {...}, {}, 0
-    if r.v ~= false then
-      for i = 1, #r.v do
-        a[i] = r.v[i]
-      end
-    else
-      r.x = 0 -- a new key has no TTL
-    end
-    for j = 1, #kv, 2 do
-      local f, v, hit = kv[j], kv[j + 1], false
-      for i = 1, #a, 2 do
-        if a[i] == f then
-          a[i + 1], hit = v, true
-          break
-        end
-      end
-      if not hit then
-        a[#a + 1], a[#a + 2], added = f, v, added + 1
-      end
-    end
-    r.t, r.v, r.w = 'h', a, true
-    return added
-  end,
-  HDEL = function(r, ...)
-    if r.v == false then
-      return 0
-    elseif r.t ~= 'h' then
-      return nil, HS_WRONG
-    end
-    local gone, a, n, del = {...}, {}, 0, 0
-    local old = r.v
-    for i = 1, #old, 2 do
-      local drop = false
-      for j = 1, #gone do
-        if gone[j] == old[i] then
-          drop = true
-        end
-      end
-      if drop then
-        del = del + 1
-      else
-        a[n + 1], a[n + 2], n = old[i], old[i + 1], n + 2
-      end
-    end
-    if del > 0 then
-      r.w = true
-      if n == 0 then
-        r.v, r.x = false, 0
-      else
-        r.v = a
-      end
-    end
-    return del
   end,
 }
 

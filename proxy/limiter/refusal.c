@@ -527,11 +527,11 @@ static void refusal_read(struct refusal *rf, struct refusal_entry *e, int argc,
  * record of its field), held as the reads of a key of its own hold it
  * (refusal_on_get, _hmget, _hgetall), with the record's own expiry; 0
  * when it is no state the cache holds. */
-static int refusal_field_state(struct refusal *rf, struct refusal_entry *e,
+static int refusal_field_state(struct refusal_entry *e,
                                const struct resp_value *v)
 {
     const char *rec = NULL, *pl;
-    size_t reclen = 0, plen, n;
+    size_t reclen = 0, plen;
     int64_t ms;
     int found;
 
@@ -554,20 +554,10 @@ static int refusal_field_state(struct refusal *rf, struct refusal_entry *e,
                           : INT64_MAX;
     }
     e->have = 1;
-    if (e->kind == REFUSAL_TAT) {
-        return e->raw != NULL && plen == e->rawlen &&
-               memcmp(pl, e->raw, plen) == 0;
-    }
-    if (e->kind == REFUSAL_HASH) {
-        return refusal_field_hash(pl, plen, e->fields, e->nf, e->f);
-    }
-    n = refusal_field_slots(pl, plen, NULL, REFUSAL_SLOTS_MAX);
-    if (n == 0 || !refusal_charge(rf, e, 2 * n * sizeof(*e->slots))) {
-        return 0;
-    }
-    e->slots = px_malloc(2 * n * sizeof(*e->slots));
-    e->nslots = refusal_field_slots(pl, plen, e->slots, REFUSAL_SLOTS_MAX);
-    return 1;
+    /* (Only gcra levels live in the string: the hash states keep their
+     * keys.) */
+    return e->kind == REFUSAL_TAT && e->raw != NULL && plen == e->rawlen &&
+           memcmp(pl, e->raw, plen) == 0;
 }
 
 /* The tracker's GET of a LIMITER state's string: from now on every write
@@ -583,7 +573,7 @@ static void refusal_on_field(struct req *part, const char *frame, size_t len)
 
     if (e != NULL) {
         if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
-            ok = refusal_field_state(rf, e, &v);
+            ok = refusal_field_state(e, &v);
             resp_value_free(&v);
         }
         if (ok) {

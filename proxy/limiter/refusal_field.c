@@ -9,10 +9,11 @@
 /* The largest integer a script writes: 2^53 - 1. */
 #define REFUSAL_FIELD_MAX INT64_C(9007199254740991)
 
-/* The algorithms kept in the state string, as their keys end. */
+/* The algorithms kept in the state string, as their keys end: gcra's
+ * levels (the hash states keep their own keys: emulating their commands on
+ * a string cost Redis two to three times the commands themselves). */
 static const char *const refusal_field_algos[] = {
-    "gcra",         "token_bucket",   "leaky_bucket",
-    "fixed_window", "sliding_window", "sliding_counter",
+    "gcra",
 };
 
 size_t refusal_field_hash_len(const char *key, size_t klen)
@@ -149,77 +150,4 @@ int refusal_field_value(const char *v, size_t len, int64_t *expire_ms,
     *payload = bar + 1;
     *plen = len - (size_t)(bar + 1 - v);
     return 1;
-}
-
-int refusal_field_pair(const char **p, const char *end, const char **name,
-                       size_t *nlen, const char **val, size_t *vlen)
-{
-    const char *s = *p, *comma, *eq;
-
-    if (s >= end) {
-        return 0;
-    }
-    comma = memchr(s, ',', (size_t)(end - s));
-    if (comma == NULL) {
-        comma = end;
-    }
-    eq = memchr(s, '=', (size_t)(comma - s));
-    if (eq == NULL || eq == s) {
-        return -1;
-    }
-    *name = s;
-    *nlen = (size_t)(eq - s);
-    *val = eq + 1;
-    *vlen = (size_t)(comma - eq - 1);
-    *p = comma < end ? comma + 1 : end;
-    return 1;
-}
-
-int refusal_field_hash(const char *pl, size_t plen, const char *const *fields,
-                       unsigned nf, int64_t *f)
-{
-    const char *p = pl, *end = pl + plen, *name, *val;
-    size_t nl, vl;
-    unsigned i, nok = 0;
-    int r;
-
-    for (i = 0; i < nf; i++) {
-        f[i] = -1;
-    }
-    while ((r = refusal_field_pair(&p, end, &name, &nl, &val, &vl)) == 1) {
-        for (i = 0; i < nf; i++) {
-            if (f[i] < 0 && strlen(fields[i]) == nl &&
-                memcmp(fields[i], name, nl) == 0) {
-                f[i] = refusal_field_int(val, vl);
-                nok += f[i] >= 0;
-            }
-        }
-    }
-    return r == 0 && nf > 0 && nok == nf;
-}
-
-size_t refusal_field_slots(const char *pl, size_t plen, int64_t *slots,
-                           size_t max)
-{
-    const char *p = pl, *end = pl + plen, *name, *val;
-    size_t nl, vl, n = 0;
-    int64_t start, count;
-    int r;
-
-    while ((r = refusal_field_pair(&p, end, &name, &nl, &val, &vl)) == 1) {
-        if (nl == 5 && memcmp(name, "total", 5) == 0) {
-            continue;
-        }
-        start = refusal_field_int(name, nl);
-        count = refusal_field_int(val, vl);
-        if (start < 0 || count < 0 || n >= max) {
-            return 0;
-        }
-        if (slots != NULL) {
-            slots[2 * n] = start;
-            slots[2 * n + 1] = count;
-        }
-        n++;
-    }
-    return r == 0 ? n : 0;
 }

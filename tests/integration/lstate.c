@@ -15,8 +15,7 @@
 #define LSTATE_WORDS 64
 
 static const char lstate_lua_a[] =
-    "local A = {gcra = 's', token_bucket = 'h', leaky_bucket = 'h',\n"
-    "  fixed_window = 'h', sliding_window = 'h', sliding_counter = 'h'}\n"
+    "local A = {gcra = 's'}\n"
     "local function run(ARGV)\n"
     "local cmd, key = string.upper(ARGV[1]), ARGV[2]\n"
     "local h, f = string.match(key or '', '^([^{]*{[^}]+})(.*#%d+:[%a_]+)$')\n"
@@ -193,10 +192,7 @@ static const char *lstate_lua(void)
 int lstate_split(const char *key, char *hash, size_t hashlen,
                  const char **field)
 {
-    static const char *const algos[] = {
-        ":gcra",         ":token_bucket",   ":leaky_bucket",
-        ":fixed_window", ":sliding_window", ":sliding_counter"
-    };
+    static const char *const algos[] = { ":gcra" };
     const char *open = strchr(key, '{'), *close, *hashmark, *colon;
     size_t n;
     int ok = 0;

@@ -1,7 +1,7 @@
-/* LIMITER's states as the tests see them: a limit key
- * "<prefix>{<tag>}<rest>#<i>:<algorithm>" of an algorithm kept in the
- * identity's state string (docs/limiter.md: gcra and the hash states)
- * names the record of field "<rest>#<i>:<algorithm>" in the string
+/* LIMITER's states as the tests see them: a gcra limit key
+ * "<prefix>{<tag>}<rest>#<i>:gcra", kept in the identity's state string
+ * (docs/limiter.md; the other algorithms keep keys of their own), names
+ * the record of field "<rest>#<i>:gcra" in the string
  * "<prefix>{<tag>}", whose value is its records one after another, each
  * "<L>:<field>=<value>;" (L the field's bytes), the value
  * "<expire_at_ms>|<payload>" or a gcra TAT alone (expiring at its ms: the

@@ -346,18 +346,17 @@ static void not_refused_from_the_cache(void)
 }
 
 /* All or nothing in one script call: acct:zed and acct:zed:trade share a
- * hash tag, so their levels are two records of one state string; the
- * trade level's record holds a hash state (WRONGTYPE for gcra), so the
- * ADJUST fails and the acct level, decided first, is not written: the
- * string's bytes (every record's expiry and state) are the same before
- * and after. */
+ * hash tag, one slot; the acct level (a fixed window) keeps its own key,
+ * the trade level (gcra) is a record of the identity's state string. The
+ * trade record made to hold a hash state (WRONGTYPE for gcra) fails the
+ * ADJUST, and the acct level, decided first, is not written: its key's
+ * bytes (DUMP) are the same before and after. */
 static void one_call_all_or_nothing(void)
 {
     redisContext *c = px_connect(px_env()->proxy.port);
     redisContext *d = px_redis_connect(&px_env()->redis, NULL);
     redisReply *r, *before, *after;
-    char fw[128] = "", gc[128] = "", names[16][128], str[128];
-    const char *field;
+    char fw[128] = "", gc[128] = "", names[16][128];
     int n, found = 0;
 
     expect3(px_cmd(c, "LIMITER CHECK acct:zed:trade COST 2"), "acct:zed", 0, 5,
@@ -375,13 +374,12 @@ static void one_call_all_or_nothing(void)
     cr_assert(fw[0] != '\0' && gc[0] != '\0', "keys %s, %s", fw, gc);
     px_check_int(lstate_cmd(d, "DEL %s", gc), 1);
     px_check_int(lstate_cmd(d, "HSET %s f v", gc), 1);
-    cr_assert(lstate_split(fw, str, sizeof(str), &field), "%s", fw);
-    before = px_cmd(d, "GET %s", str);
+    before = px_cmd(d, "DUMP %s", fw);
     r = px_cmd(c, "LIMITER ADJUST acct:zed:trade 3");
     cr_assert_eq(r->type, REDIS_REPLY_ERROR);
     cr_assert(strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", r->str);
     freeReplyObject(r);
-    after = px_cmd(d, "GET %s", str);
+    after = px_cmd(d, "DUMP %s", fw);
     cr_assert(before->type == REDIS_REPLY_STRING &&
                   after->type == REDIS_REPLY_STRING &&
                   before->len == after->len &&

@@ -1,11 +1,11 @@
 /* LIMITER's state format through the proxy (docs/limiter.md, "State"):
- * the levels of every path under one hash tag live in one string, a
- * record "<L>:<field>=<value>;" per level whose value carries its own
- * expiry, the string expiring with its longest-lived record; and the
- * upgrade from the previous release's
- * per-level keys never forgets a limit (limiter_read_old_keys). The tests
- * read Redis directly: this is the one place that knows the format's
- * bytes (the others go through lstate.h). */
+ * the gcra levels of every path under one hash tag live in one string, a
+ * record "<L>:<field>=<value>;" per level whose value, a TAT, expires with
+ * itself, the string expiring with its longest-lived record; a level of
+ * another algorithm keeps its own key; and the upgrade from the previous
+ * release's per-level keys never forgets a limit (limiter_read_old_keys).
+ * The tests read Redis directly: this is the one place that knows the
+ * format's bytes (the others go through lstate.h). */
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
@@ -23,8 +23,9 @@ PX_TEST_SUITE(it_limiter_state);
 #define DAY_MS  INT64_C(86400000)
 
 /* user:<id> shares a gcra level (2 at once, then 1 a minute) with its
- * trade path's fixed window (3 an hour); its day and sec paths, under the
- * same tag, a daily window and 10 a second. */
+ * trade path's (3 at once, then 3 an hour: INC 20 minutes); its day and
+ * sec paths, under the same tag, 1 a day and 10 a second; its win path a
+ * fixed window (3 an hour), which keeps a key of its own. */
 static const char state_yaml[] =
     "user:\n"
     "  children:\n"
@@ -32,14 +33,14 @@ static const char state_yaml[] =
     "      limits: [1, 1, 60]\n"
     "      children:\n"
     "        trade:\n"
-    "          limits:\n"
-    "            - {algorithm: fixed_window, max: 3, window: 1h}\n"
+    "          limits: [2, 3, 3600]\n"
     "        day:\n"
-    "          limits:\n"
-    "            - {algorithm: fixed_window, max: 100000, window: 1d}\n"
+    "          limits: [0, 1, 86400]\n"
     "        sec:\n"
+    "          limits: [9, 10, 1]\n"
+    "        win:\n"
     "          limits:\n"
-    "            - {algorithm: fixed_window, max: 10, window: 1s}\n";
+    "            - {algorithm: fixed_window, max: 3, window: 1h}\n";
 
 static void init_single(void)
 {
@@ -159,28 +160,21 @@ static void state_record(char *out, size_t outlen, const char *field,
 }
 
 /* Plants the previous release's per-level keys of user:<id>:trade, as it
- * wrote them: the gcra level's TAT a minute ahead (one call left), its key
- * expiring at the TAT; the hour's window holding 2 of 3, expiring at the
- * window's end. */
+ * wrote them, each its TAT expiring at the TAT, one call left at each:
+ * the user level's a minute ahead, the trade level's 40 minutes. */
 static void plant_old_keys(redisContext *d, const char *id)
 {
     int64_t now = node_ms(d);
-    int64_t start = now - now % HOUR_MS;
 
     px_check_status(
         px_cmd(d, "SET cellgate:{user:%s}#0:gcra %" PRId64 "000000 PX 60000",
                id, now + 60000),
         "OK");
-    px_check_int(px_cmd(d,
-                        "HSET cellgate:{user:%s}:trade#0:fixed_window start "
-                        "%" PRId64 "000 count 2",
-                        id, start),
-                 2);
-    px_check_int(px_cmd(d,
-                        "PEXPIRE cellgate:{user:%s}:trade#0:fixed_window "
-                        "%" PRId64,
-                        id, start + HOUR_MS - now),
-                 1);
+    px_check_status(px_cmd(d,
+                           "SET cellgate:{user:%s}:trade#0:gcra %" PRId64
+                           "000000 PX 2400000",
+                           id, now + 2400000),
+                    "OK");
 }
 
 /* Asserts the state string of user:<id> holds exactly `n` records and,
@@ -192,9 +186,9 @@ static void expect_state(redisContext *d, const char *id, int n)
     cr_assert_eq(state_records(d, id, NULL, NULL), n, "user:%s: records", id);
     if (n > 0) {
         state_records(d, id, "#0:gcra", v);
-        cr_assert_neq(v[0], '\0', "user:%s: no gcra record", id);
-        state_records(d, id, ":trade#0:fixed_window", v);
-        cr_assert_neq(v[0], '\0', "user:%s: no window record", id);
+        cr_assert_neq(v[0], '\0', "user:%s: no user record", id);
+        state_records(d, id, ":trade#0:gcra", v);
+        cr_assert_neq(v[0], '\0', "user:%s: no trade record", id);
     }
 }
 
@@ -210,7 +204,7 @@ Test(it_limiter_state, an_upgrade_never_forgets_a_limit, .init = init_single,
     expect_check(c, "user:old:trade", 0, 0);
     expect_state(d, "old", 2);
     px_check_int(px_cmd(d, "EXISTS cellgate:{user:old}#0:gcra "
-                           "cellgate:{user:old}:trade#0:fixed_window"),
+                           "cellgate:{user:old}:trade#0:gcra"),
                  0);
     expect_check(c, "user:old:trade", 1, 0);
     /* A refused check of an identity whose old keys are still there (the
@@ -236,24 +230,46 @@ Test(it_limiter_state, without_the_lookup_old_keys_are_ignored,
     expect_check(c, "user:new:trade", 0, 1);
     expect_state(d, "new", 2);
     px_check_int(px_cmd(d, "EXISTS cellgate:{user:new}#0:gcra "
-                           "cellgate:{user:new}:trade#0:fixed_window"),
+                           "cellgate:{user:new}:trade#0:gcra"),
                  2);
     redisFree(d);
     redisFree(c);
 }
 
+/* The record of `field` in user:<id>'s string: a TAT of 19 digits, and
+ * its ms (its expiry). */
+static int64_t tat_ms(redisContext *d, const char *id, const char *field)
+{
+    char v[STATE_VALUE_MAX];
+
+    state_records(d, id, field, v);
+    cr_assert(strlen(v) == 19 && strspn(v, "0123456789") == 19,
+              "user:%s %s: %s", id, field, v);
+    return atoll(v) / 1000000;
+}
+
+/* The string's expiry (PEXPIRETIME) of user:<id>. */
+static long long string_expiry(redisContext *d, const char *id)
+{
+    redisReply *r = px_cmd(d, "PEXPIRETIME cellgate:{user:%s}", id);
+    long long at;
+
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    at = r->integer;
+    freeReplyObject(r);
+    return at;
+}
+
 /* A check of two levels leaves one key, the identity's state string,
- * with a record each: the gcra level's its TAT alone (19 digits, expiring
- * at its ms), the window's "<expire_at_ms>|<payload>"; the string expires
- * with its latest record. */
+ * with a record each, its TAT alone (19 digits, expiring at its ms); the
+ * string expires with its latest record. A level of another algorithm (a
+ * fixed window) keeps its key beside it. */
 static void two_levels_one_string(const char *id)
 {
     redisContext *c = px_connect(px_env()->proxy.port), *d = node_of(id);
-    int64_t before = node_ms(d), at, window_at;
-    char pattern[64], v[STATE_VALUE_MAX];
+    int64_t before = node_ms(d), user, trade;
+    char pattern[64], path[64], v[STATE_VALUE_MAX];
     redisReply *r;
-
-    char path[64];
 
     snprintf(path, sizeof(path), "user:%s:trade", id);
     expect_check(c, path, 0, 1);
@@ -261,27 +277,30 @@ static void two_levels_one_string(const char *id)
     r = px_cmd(d, "KEYS %s", pattern);
     cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 1,
               "%zu keys of the identity", r->elements);
-    cr_assert_eq(strncmp(r->element[0]->str, "cellgate:{user:", 15), 0);
+    snprintf(path, sizeof(path), "cellgate:{user:%s}", id);
+    cr_assert_str_eq(r->element[0]->str, path);
     freeReplyObject(r);
     expect_state(d, id, 2);
-    /* The gcra level: its TAT alone (2 at once, 1 a minute: a minute
-     * ahead, its expiry). */
-    state_records(d, id, "#0:gcra", v);
-    cr_assert(strlen(v) == 19 && strspn(v, "0123456789") == 19, "%s", v);
-    at = atoll(v) / 1000000;
-    cr_assert(at >= before + 59000 && at <= node_ms(d) + 60000,
-              "gcra expires at %" PRId64 ", checked at %" PRId64, at, before);
-    state_records(d, id, ":trade#0:fixed_window", v);
-    cr_assert_not_null(strstr(v, "|start="), "%s", v);
-    cr_assert_not_null(strstr(v, ",count=1"), "%s", v);
-    window_at = atoll(v);
-    cr_assert_geq(window_at, before - before % HOUR_MS + HOUR_MS - 1, "%s", v);
-    /* The string expires with its latest record (the window's end). */
-    r = px_cmd(d, "PEXPIRETIME cellgate:{user:%s}", id);
-    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer == window_at,
-              "the string expires at %lld, its window at %" PRId64, r->integer,
-              window_at);
+    /* 2 at once, 1 a minute: a minute ahead; 3 at once, 3 an hour: 20
+     * minutes ahead. */
+    user = tat_ms(d, id, "#0:gcra");
+    trade = tat_ms(d, id, ":trade#0:gcra");
+    cr_assert(user >= before + 59000 && user <= node_ms(d) + 60000,
+              "user's TAT at %" PRId64 ", checked at %" PRId64, user, before);
+    cr_assert(trade >= before + 1199000 && trade <= node_ms(d) + 1200000,
+              "trade's TAT at %" PRId64 ", checked at %" PRId64, trade, before);
+    cr_assert_eq(string_expiry(d, id), trade,
+                 "the string expires with its latest record");
+    /* The fixed window (under the user level's last call): a hash of its
+     * own; the string's records as they were. */
+    snprintf(path, sizeof(path), "user:%s:win", id);
+    expect_check(c, path, 0, 0);
+    r = px_cmd(d, "TYPE cellgate:{user:%s}:win#0:fixed_window", id);
+    cr_assert(r->type == REDIS_REPLY_STATUS && strcmp(r->str, "hash") == 0,
+              "the window's key is a %s", r->str);
     freeReplyObject(r);
+    cr_assert_eq(state_records(d, id, ":win#0:fixed_window", v), 2);
+    cr_assert_eq(v[0], '\0', "a window record in the string");
     redisFree(d);
     redisFree(c);
 }
@@ -299,24 +318,27 @@ Test(it_limiter_state, two_levels_are_one_string_cluster, .init = init_cluster,
 }
 
 /* A record past its expire_at reads as absent even while its string
- * lives: a window planted full, but expired, admits as a fresh one. */
+ * lives: a trade level planted with no call left, but expired, admits as a
+ * fresh one (2 left); alive, it refuses. (The "<expire_at>|<TAT>" form:
+ * a record whose expiry is not its TAT's.) */
 Test(it_limiter_state, an_expired_record_reads_as_fresh, .init = init_single,
      .fini = px_env_fini, .timeout = 30)
 {
     redisContext *c = px_connect(px_env()->proxy.port), *d = node_of("exp");
-    int64_t now = node_ms(d), start = now - now % HOUR_MS;
+    int64_t now = node_ms(d);
     char v[STATE_VALUE_MAX], rec[STATE_VALUE_MAX];
 
-    snprintf(v, sizeof(v), "%" PRId64 "|start=%" PRId64 "000,count=3",
-             now - 1000, start);
-    state_record(rec, sizeof(rec), ":trade#0:fixed_window", v);
+    snprintf(v, sizeof(v), "%" PRId64 "|%" PRId64 "000000", now - 1000,
+             now + 3600000);
+    state_record(rec, sizeof(rec), ":trade#0:gcra", v);
     px_check_status(px_cmd(d, "SET cellgate:{user:exp} %s PX 3600000", rec),
                     "OK");
     expect_check(c, "user:exp:trade", 0, 1);
     /* The same state alive refuses. */
-    snprintf(v, sizeof(v), "%" PRId64 "|start=%" PRId64 "000,count=3",
-             start + HOUR_MS, start);
-    state_record(rec, sizeof(rec), ":trade#0:fixed_window", v);
+    px_check_int(px_cmd(d, "DEL cellgate:{user:exp}"), 1);
+    snprintf(v, sizeof(v), "%" PRId64 "|%" PRId64 "000000", now + 3600000,
+             now + 3600000);
+    state_record(rec, sizeof(rec), ":trade#0:gcra", v);
     px_check_status(px_cmd(d, "SET cellgate:{user:exp} %s PX 3600000", rec),
                     "OK");
     expect_check(c, "user:exp:trade", 1, 0);
@@ -324,36 +346,28 @@ Test(it_limiter_state, an_expired_record_reads_as_fresh, .init = init_single,
     redisFree(c);
 }
 
-/* A short-lived record never shortens the string: a daily window's
- * record, then many checks of a per-second window under the same tag
- * (another path, so their groups never read the daily record): the
- * string still expires at the day's end. */
+/* A short-lived record never shortens the string: a day's record (1 a
+ * day), then many checks of 10 a second under the same tag (another path,
+ * so their groups never read the day's record): the string still expires
+ * at the day's TAT. */
 Test(it_limiter_state, the_string_lives_as_long_as_its_longest_record,
      .init = init_single, .fini = px_env_fini, .timeout = 30)
 {
     redisContext *c = px_connect(px_env()->proxy.port), *d = node_of("ttl");
-    char v[STATE_VALUE_MAX];
-    long long day;
-    redisReply *r;
+    int64_t day;
 
-    expect_check(c, "user:ttl:day", 0, 1);
+    expect_check(c, "user:ttl:day", 0, 0);
     for (int i = 0; i < 30; i++) {
         redisAppendCommand(c, "LIMITER CHECK user:ttl:sec");
     }
     for (int i = 0; i < 30; i++) {
         freeReplyObject(px_next(c));
     }
-    state_records(d, "ttl", ":sec#0:fixed_window", v);
-    cr_assert_neq(v[0], '\0', "no per-second record");
-    /* The daily record's own expiry (the day's end), the string's. */
-    state_records(d, "ttl", ":day#0:fixed_window", v);
-    day = atoll(v);
-    cr_assert_gt(day, node_ms(d) + 1000, "the day ends in a second: %s", v);
-    r = px_cmd(d, "PEXPIRETIME cellgate:{user:ttl}");
-    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer == day,
-              "the string expires at %lld, its daily record at %lld",
-              r->integer, day);
-    freeReplyObject(r);
+    tat_ms(d, "ttl", ":sec#0:gcra");
+    day = tat_ms(d, "ttl", ":day#0:gcra");
+    cr_assert_gt(day, node_ms(d) + 3600000, "the day ends within an hour");
+    cr_assert_eq(string_expiry(d, "ttl"), day,
+                 "the string expires with its daily record");
     redisFree(d);
     redisFree(c);
 }

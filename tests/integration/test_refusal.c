@@ -525,7 +525,7 @@ Test(it_refusal, size_zero_turns_it_off, .init = init_off, .fini = px_env_fini,
  * it; swgcra:<id>: a sliding window of 5 an hour (slots of a minute) with
  * swgcra:<id>:t: 1 an hour (GCRA) under it; gcrasw:<id>: 6 an hour (GCRA)
  * with gcrasw:<id>:t: a sliding window (as sw) under it. swmany:<id>: a
- * sliding window of 65 an hour in slots of a second, whose state can hold
+ * sliding window of 65 an hour in slots of a second, whose hash can hold
  * more slots than the cache keeps (REFUSAL_SLOTS_MAX, 64).
  * Left to Redis: sl:<id>: a sliding log of 1 an hour (its refusals
  * write). */
@@ -869,15 +869,13 @@ Test(it_refusal, a_refused_fixed_window_is_answered_without_redis,
     five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after reset");
     cr_assert_eq(v[0], 0, "reset, yet refused");
     /* What this proxy admitted, Redis counted once. */
-    px_check_str(lstate_cmd(d, "HGET cellgate:{fw:ann}#0:fixed_window count"),
-                 "1");
+    px_check_str(px_cmd(d, "HGET cellgate:{fw:ann}#0:fixed_window count"), "1");
 
     /* A direct HSET of the count (a refund would do the same) reaches
      * the cache too: 0 counted, so the next check passes. */
     until_cached(c, "LIMITER CHECK fw:ann", first);
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-    px_check_int(lstate_cmd(d, "HSET cellgate:{fw:ann}#0:fixed_window count 0"),
-                 0);
+    px_check_int(px_cmd(d, "HSET cellgate:{fw:ann}#0:fixed_window count 0"), 0);
     px_wait_refusal_invalidation(c, inval, "HSET");
     for (i = 0; i < 2; i++) {
         five(px_cmd(c, "LIMITER CHECK fw:ann"), v, "after hset");
@@ -913,7 +911,7 @@ Test(it_refusal, a_window_under_a_gcra_level_is_cached_as_redis_answers,
     /* Two keys and the override hash. */
     cr_assert_eq(px_info_int(c, "limiter_refusal_cache_keys"), 3);
     cached_refusals(c, d, "mix:ann:t", first, 100);
-    px_check_str(lstate_cmd(d, "HGET cellgate:{mix:ann}#0:fixed_window count"),
+    px_check_str(px_cmd(d, "HGET cellgate:{mix:ann}#0:fixed_window count"),
                  "1");
 
     /* The window level alone admits (4 left): Redis decides. */
@@ -928,7 +926,7 @@ Test(it_refusal, a_window_under_a_gcra_level_is_cached_as_redis_answers,
 static int stored_window(redisContext *d, const char *key, int64_t *start_us,
                          long long *count)
 {
-    redisReply *r = lstate_cmd(d, "HMGET %s start count", key);
+    redisReply *r = px_cmd(d, "HMGET %s start count", key);
     int have;
 
     cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
@@ -1137,7 +1135,7 @@ static const struct slow_limit slow_window = { "sw", "sliding_window",
  * into `out`. */
 static void the_slot(redisContext *d, const char *key, char *out, size_t cap)
 {
-    redisReply *r = lstate_cmd(d, "HKEYS %s", key);
+    redisReply *r = px_cmd(d, "HKEYS %s", key);
     size_t i, n = 0;
 
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
@@ -1192,7 +1190,7 @@ static void writes_reach_the_cache(redisContext *c, redisContext *p2,
         field = slot;
     }
     inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-    px_check_int(lstate_cmd(d, "HSET %s %s %s", key, field, s->value), 0);
+    px_check_int(px_cmd(d, "HSET %s %s %s", key, field, s->value), 0);
     px_wait_refusal_invalidation(c, inval, "HSET");
     for (int i = 0; i < 2; i++) {
         five(px_cmd(c, check), v, "after hset");
@@ -1255,26 +1253,39 @@ Test(it_refusal,
  * the newest slot leaves the window. */
 static void plant_slots(redisContext *d, const char *key, int n)
 {
-    /* The state is a record of the identity's state string (lstate.h):
-     * its payload "<slot>=<count>,...,total=65". */
-    static char value[2 * 70 * 24 + 64];
+    const char *argv[2 * 70 + 4];
+    size_t lens[2 * 70 + 4];
+    char words[2 * 70 + 2][24];
     int64_t now_s = redis_now(d) / NS;
-    size_t used = 0;
+    int w = 0, k = 0;
+    redisReply *r;
 
     cr_assert(n >= 1 && n <= 65);
+    argv[w++] = "HSET";
+    argv[w++] = key;
     for (int i = 0; i < n; i++) {
-        used += (size_t)snprintf(value + used, sizeof(value) - used, "%lld=%d,",
-                                 (long long)(now_s - i) * 1000000,
-                                 i == 0 ? 65 - (n - 1) : 1);
+        snprintf(words[k], sizeof(words[k]), "%lld",
+                 (long long)(now_s - i) * 1000000);
+        argv[w++] = words[k++];
+        snprintf(words[k], sizeof(words[k]), "%d", i == 0 ? 65 - (n - 1) : 1);
+        argv[w++] = words[k++];
     }
-    snprintf(value + used, sizeof(value) - used, "total=65");
-    px_check_status(lstate_cmd(d, "SET %s %s", key, value), "OK");
-    px_check_int(lstate_cmd(d, "PEXPIREAT %s %lld", key,
-                            (long long)(now_s + 3600) * 1000),
-                 1);
+    argv[w++] = "total";
+    argv[w++] = "65";
+    for (int i = 0; i < w; i++) {
+        lens[i] = strlen(argv[i]);
+    }
+    r = redisCommandArgv(d, w, argv, lens);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER &&
+                  r->integer == n + 1,
+              "HSET of %d slots", n);
+    freeReplyObject(r);
+    px_check_int(
+        px_cmd(d, "PEXPIREAT %s %lld", key, (long long)(now_s + 3600) * 1000),
+        1);
 }
 
-/* A sliding window of 65 an hour in slots of a second, full, its state
+/* A sliding window of 65 an hour in slots of a second, full, its hash
  * planted with the slots of 64 seconds (and the total): the cache answers
  * its refusals (CHECK and PEEK) as Redis made them. With the slots of 65
  * seconds, more than REFUSAL_SLOTS_MAX: the tracker reads it each time
@@ -1301,7 +1312,7 @@ Test(it_refusal, a_sliding_window_of_more_than_64_slots_goes_to_redis,
     plant_slots(d, "cellgate:{swmany:s65}#0:sliding_window", 65);
     hits = px_info_int(c, "limiter_refusal_cache_hits");
     calls = px_cmdstat_calls(d, "fcall");
-    reads = px_cmdstat_calls(d, "get");
+    reads = px_cmdstat_calls(d, "hgetall");
     for (i = 0; i < 200; i++) {
         five(px_cmd(c, "LIMITER %s swmany:s65", i % 2 ? "PEEK" : "CHECK"), v,
              "65 slots");
@@ -1315,10 +1326,9 @@ Test(it_refusal, a_sliding_window_of_more_than_64_slots_goes_to_redis,
                      "65 slots, call %d: not Redis's", i);
         px_sleep_ms(POLL_MS);
     }
-    /* The tracker did read the window (its state string), again and
-     * again: GETs beyond the one each script call makes of the string
-     * (Redis counts those too). */
-    reads = px_cmdstat_calls(d, "get") - reads -
+    /* The tracker did read the window, again and again: HGETALLs beyond
+     * the one each script call makes (Redis counts those too). */
+    reads = px_cmdstat_calls(d, "hgetall") - reads -
             (px_cmdstat_calls(d, "fcall") - calls);
     cr_assert_geq(reads, 10, "the tracker read the window %lld times", reads);
     redisFree(d);
@@ -1363,9 +1373,8 @@ static void mixes_cached(const struct mix *mixes, size_t n)
             "%s: Redis's refusal: %lld %lld %lld %lld %lld", mixes[k].path,
             first[0], first[1], first[2], first[3], first[4]);
         cached_refusals(c, d, mixes[k].path, first, 100);
-        px_check_str(
-            lstate_cmd(d, "HGET %s %s", mixes[k].state, mixes[k].field),
-            mixes[k].stored);
+        px_check_str(px_cmd(d, "HGET %s %s", mixes[k].state, mixes[k].field),
+                     mixes[k].stored);
         five(px_cmd(c, "LIMITER CHECK %s", mixes[k].top), v, "top alone");
         cr_assert(v[0] == mixes[k].top_limited && v[2] == mixes[k].left,
                   "%s: %lld %lld", mixes[k].top, v[0], v[2]);
@@ -1616,34 +1625,10 @@ struct hstate {
     int64_t now_us;     /* Redis's TIME */
 };
 
-/* (The state is the record of field f in the identity's state string
- * "<L>:<f>=<value>;...", lstate.h: its expiry the value's, its fields the
- * payload's.) */
 static const char snapshot_lua[] =
     "local t = redis.call('TIME') "
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-    "local h, f = string.match(KEYS[1], '^([^{]*{[^}]+})(.*)$') "
-    "local S, v, exp, all, at = redis.call('GET', h), false, -2, {}, 1 "
-    "while S and at <= #S do "
-    "  local l, q = string.match(S, '^(%d+):()', at) "
-    "  local e = string.find(S, ';', q + l + 1, true) "
-    "  if string.sub(S, q, q + l - 1) == f then "
-    "    v = string.sub(S, q + l + 1, e - 1) "
-    "  end "
-    "  at = e + 1 "
-    "end "
-    "if v then "
-    "  local e, pl = string.match(v, '^(%d+)|(.*)$') "
-    "  e = tonumber(e) "
-    "  if e == 0 or e >= now then "
-    "    exp = e == 0 and -1 or e "
-    "    for part in string.gmatch(pl, '[^,]+') do "
-    "      local k, x = string.match(part, '^([^=]+)=(.*)$') "
-    "      all[#all + 1] = k; all[#all + 1] = x "
-    "    end "
-    "  end "
-    "end "
-    "return {t[1], t[2], exp, all}";
+    "return {t[1], t[2], redis.call('PEXPIRETIME', KEYS[1]), "
+    "redis.call('HGETALL', KEYS[1])}";
 
 /* A sliding window's hash `h` into s: its slots sorted, as the scripts
  * store them (canonical decimals, counts of at least 1, a total that is

@@ -18,11 +18,14 @@ Test(refusal_field, the_hash_is_the_key_up_to_its_tag)
 {
     cr_assert_eq(hlen("cellgate:{user:42}#0:gcra"),
                  strlen("cellgate:{user:42}"));
-    cr_assert_eq(hlen("cellgate:{user:42}:trade#1:fixed_window"),
+    cr_assert_eq(hlen("cellgate:{user:42}:trade#1:gcra"),
                  strlen("cellgate:{user:42}"));
-    cr_assert_eq(hlen("p:{a{b}:x#12:sliding_window"), strlen("p:{a{b}"));
-    cr_assert_eq(hlen("{t}#0:token_bucket"), 3);
-    /* Sorted sets keep their keys; no tag, an empty tag, no index. */
+    cr_assert_eq(hlen("p:{a{b}:x#12:gcra"), strlen("p:{a{b}"));
+    cr_assert_eq(hlen("{t}#0:gcra"), 3);
+    /* Hash states and sorted sets keep their keys; no tag, an empty tag,
+     * no index. */
+    cr_assert_eq(hlen("cellgate:{user:42}:trade#1:fixed_window"), 0);
+    cr_assert_eq(hlen("{t}#0:token_bucket"), 0);
     cr_assert_eq(hlen("cellgate:{u}#0:sliding_log"), 0);
     cr_assert_eq(hlen("cellgate:{u}#0:concurrency"), 0);
     cr_assert_eq(hlen("cellgate:u#0:gcra"), 0);
@@ -66,48 +69,6 @@ Test(refusal_field, a_value_is_its_expiry_and_payload)
     cr_assert_eq(refusal_field_value("|x", 2, &ms, &pl, &n), 0);
     cr_assert_eq(refusal_field_value("9007199254740992|x", 18, &ms, &pl, &n),
                  0);
-}
-
-Test(refusal_field, a_payload_is_name_value_pairs)
-{
-    static const char pl[] = "start=1700000000000000,count=5,prev=";
-    const char *p = pl, *end = pl + strlen(pl), *name, *val;
-    size_t nl, vl;
-
-    cr_assert_eq(refusal_field_pair(&p, end, &name, &nl, &val, &vl), 1);
-    cr_assert(nl == 5 && memcmp(name, "start", 5) == 0);
-    cr_assert_eq(refusal_field_int(val, vl), INT64_C(1700000000000000));
-    cr_assert_eq(refusal_field_pair(&p, end, &name, &nl, &val, &vl), 1);
-    cr_assert(nl == 5 && memcmp(name, "count", 5) == 0 && vl == 1);
-    cr_assert_eq(refusal_field_pair(&p, end, &name, &nl, &val, &vl), 1);
-    cr_assert(nl == 4 && vl == 0);
-    cr_assert_eq(refusal_field_int(val, vl), -1);
-    cr_assert_eq(refusal_field_pair(&p, end, &name, &nl, &val, &vl), 0);
-    p = "count";
-    cr_assert_eq(refusal_field_pair(&p, p + 5, &name, &nl, &val, &vl), -1);
-    p = "=5";
-    cr_assert_eq(refusal_field_pair(&p, p + 2, &name, &nl, &val, &vl), -1);
-}
-
-Test(refusal_field, a_hash_state_reads_its_named_fields)
-{
-    static const char *const names[] = { "start", "count", NULL };
-    static const char pl[] = "count=7,start=1700000000000000,extra=x";
-    int64_t f[2], slots[8];
-
-    cr_assert_eq(refusal_field_hash(pl, strlen(pl), names, 2, f), 1);
-    cr_assert_eq(f[0], INT64_C(1700000000000000));
-    cr_assert_eq(f[1], 7);
-    cr_assert_eq(refusal_field_hash("start=1", 7, names, 2, f), 0);
-    cr_assert_eq(refusal_field_hash("start=1,count=-1", 16, names, 2, f), 0);
-    cr_assert_eq(refusal_field_hash("start=1,count", 13, names, 2, f), 0);
-    /* A sliding window: slots, "total" left out, at most max. */
-    cr_assert_eq(refusal_field_slots("1000=2,total=5,2000=3", 21, slots, 4), 2);
-    cr_assert(slots[0] == 1000 && slots[1] == 2 && slots[2] == 2000 &&
-              slots[3] == 3);
-    cr_assert_eq(refusal_field_slots("1000=2,2000=3", 13, NULL, 1), 0);
-    cr_assert_eq(refusal_field_slots("total=5", 7, NULL, 4), 0);
-    cr_assert_eq(refusal_field_slots("x=5", 3, NULL, 4), 0);
 }
 
 /* refusal_field_record on a NUL-ended string: 1, 0 or -1, and the value
