@@ -561,23 +561,28 @@ function HS.op(r, cmd, ...)
   return f(r, ...)
 end
 
--- R_CALL and R_PCALL while limiter.lua runs: a group's limit key is
--- emulated, anything else is Redis's.
-function HS.call(cmd, key, ...)
+-- A command on a group's limit key, emulated (its reply, or nil and the
+-- error text), or Redis's (`redis`: HS.rc or HS.rp) on any other key.
+function HS.run(redis, cmd, key, ...)
   local r = HS.st[key]
   if r == nil then
     if key == nil then -- TIME: no nil argument
-      return HS.rc(cmd)
+      return redis(cmd)
     end
-    return HS.rc(cmd, key, ...)
+    return redis(cmd, key, ...)
   end
   -- A key of a wrong or unreadable type takes HS.op's checks.
-  local f, v, err = r.t ~= 'e' and r.t ~= 'x' and HS.ops[cmd], nil, nil
+  local f = r.t ~= 'e' and r.t ~= 'x' and HS.ops[cmd]
   if f then
-    v, err = f(r, ...)
-  else
-    v, err = HS.op(r, cmd, ...)
+    return f(r, ...)
   end
+  return HS.op(r, cmd, ...)
+end
+
+-- R_CALL and R_PCALL while limiter.lua runs: HS.run, an emulated error
+-- raised or returned as Redis's would be.
+function HS.call(cmd, key, ...)
+  local v, err = HS.run(HS.rc, cmd, key, ...)
   if v == nil then
     error({err = err})
   end
@@ -585,20 +590,7 @@ function HS.call(cmd, key, ...)
 end
 
 function HS.pcall(cmd, key, ...)
-  local r = HS.st[key]
-  if r == nil then
-    if key == nil then -- TIME: no nil argument
-      return HS.rp(cmd)
-    end
-    return HS.rp(cmd, key, ...)
-  end
-  -- A key of a wrong or unreadable type takes HS.op's checks.
-  local f, v, err = r.t ~= 'e' and r.t ~= 'x' and HS.ops[cmd], nil, nil
-  if f then
-    v, err = f(r, ...)
-  else
-    v, err = HS.op(r, cmd, ...)
-  end
+  local v, err = HS.run(HS.rp, cmd, key, ...)
   if v == nil then
     return {err = err}
   end

@@ -543,7 +543,7 @@ static int refusal_field_state(struct refusal_entry *e,
                                        e->klen - e->hlen, &rec, &reclen);
     if (found == 0) {
         e->have = 0;
-        return e->kind != REFUSAL_TAT || e->raw == NULL;
+        return e->raw == NULL;
     }
     if (found < 0 || !refusal_field_value(rec, reclen, &ms, &pl, &plen)) {
         return 0;
@@ -554,10 +554,7 @@ static int refusal_field_state(struct refusal_entry *e,
                           : INT64_MAX;
     }
     e->have = 1;
-    /* (Only gcra levels live in the string: the hash states keep their
-     * keys.) */
-    return e->kind == REFUSAL_TAT && e->raw != NULL && plen == e->rawlen &&
-           memcmp(pl, e->raw, plen) == 0;
+    return e->raw != NULL && plen == e->rawlen && memcmp(pl, e->raw, plen) == 0;
 }
 
 /* The tracker's GET of a LIMITER state's string: from now on every write
@@ -600,7 +597,7 @@ static void refusal_on_hash_expiretime(struct req *part, const char *frame,
     int exists, ok = 0;
 
     if (e != NULL) {
-        exists = e->kind == REFUSAL_TAT ? e->raw != NULL : e->have;
+        exists = e->raw != NULL;
         if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
             if (v.type == ':' && v.integer == -2) {
                 ok = !exists;
@@ -889,7 +886,8 @@ void refusal_learn_limiter(struct refusal *rf, const char *key, size_t klen,
 }
 
 /* The entry to read for `key` holding `kind` (as `fields`, for a hash
- * state): NULL when the key is cached so already, or being read (whatever
+ * state, a key of its own: only gcra levels live in state strings): NULL
+ * when the key is cached so already, or being read (whatever
  * changed it since is pushed: the call only gives another bound on the
  * clock), or when none can be made; else a new, pending one. */
 static struct refusal_entry *
@@ -898,14 +896,12 @@ refusal_entry_to_read(struct refusal *rf, const char *key, size_t klen,
                       int64_t node_now_ns, uint64_t sent_ns)
 {
     struct refusal_entry *e = hmap_get(&rf->entries, key, klen);
-    size_t hlen = refusal_field_hash_len(key, klen);
 
-    if (e != NULL && e->kind == kind && e->fields == fields &&
-        e->hlen == hlen) {
+    if (e != NULL && e->kind == kind && e->fields == fields && e->hlen == 0) {
         refusal_tighten(e, node_now_ns, sent_ns);
         return NULL;
     }
-    e = refusal_entry_new(rf, key, klen, hlen, kind, node_now_ns, sent_ns);
+    e = refusal_entry_new(rf, key, klen, 0, kind, node_now_ns, sent_ns);
     if (e != NULL) {
         e->fields = fields;
     }
@@ -930,10 +926,6 @@ void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
         lens[2 + n] = strlen(fields[n]);
     }
     e->nf = n;
-    if (e->hlen > 0) {
-        refusal_read_field(rf, e);
-        return;
-    }
     refusal_read(rf, e, (int)(2 + n), argv, lens, refusal_on_hmget);
 }
 
@@ -945,9 +937,7 @@ void refusal_learn_slots(struct refusal *rf, const char *key, size_t klen,
     struct refusal_entry *e = refusal_entry_to_read(
         rf, key, klen, REFUSAL_SLOTS, NULL, node_now_ns, sent_ns);
 
-    if (e != NULL && e->hlen > 0) {
-        refusal_read_field(rf, e);
-    } else if (e != NULL) {
+    if (e != NULL) {
         refusal_read(rf, e, 2, argv, lens, refusal_on_hgetall);
     }
 }
