@@ -3,7 +3,12 @@
 -- algorithm, decided in one call, all or nothing. The C twins are
 -- algorithms/<name>.c; differential tests keep each pair equal.
 --
--- KEYS     k_1 .. k_n   one key per limit ("<base>#<i>:<algorithm>")
+-- KEYS     k_1 .. k_n   one key per limit ("<base>#<i>:<algorithm>"); a
+--                       gcra key "<prefix>{<tag>}<rest>#<i>:gcra" names
+--                       the record "<rest>#<i>:gcra" of the state string
+--                       "<prefix>{<tag>}" (hstate.lua: the state format,
+--                       and the previous release's keys read once); any
+--                       other algorithm's is a key of its own
 --          KEYS[n + 1]  the override hash of the slot's identity
 --                       ("<prefix>{tag}#overrides", LIMITER OVERRIDE)
 -- ARGV     [1] mode: "check" (decide, write when every limit admits),
@@ -13,9 +18,16 @@
 --              <= 2^53 - 1; each limit's state is first validated by a
 --              decision of cost 0, then moved by the delta, never refused:
 --              see docs/limiter.md; the reply is a check's, each entry a
---              peek of cost 1 after the change, its undo '')
+--              peek of cost 1 after the change, its undo '') or
+--              "reset" (LIMITER RESET: every limit's state goes, its
+--              record, its own key and its previous release's key; no
+--              override pairs are verified; the reply is the number of
+--              records and keys deleted)
 --          [2] now in microseconds since the epoch, or "" for the node's
---              TIME (the proxy always sends ""; tests step time with it)
+--              TIME (the proxy always sends ""; tests step time with it);
+--              either after a "!" when a state missing from its string is
+--              not looked up at its old key (limiter_read_old_keys no);
+--              every mode reads it so. Expiries are the node's clock.
 --          [3] cost, an integer >= 0 (gcra has it folded into INC); a
 --              check with WAIT sends "<cost>:<wait_us>" (wait_us >= 1):
 --              a token_bucket or leaky_bucket limit that would refuse
@@ -85,7 +97,7 @@
 -- ARGV     [1] "each"
 --          [2] now, as above ("": the node's TIME, read once per call)
 --          [3] G, the number of groups (>= 1)
---          then for each group: mode ("check", "peek" or "refund"), cost,
+--          then for each group: mode (any of the first part's), cost,
 --          n_g, 6 values per limit (as above), m_g and m_g override pairs
 --          (as above: or "keys" and none)
 -- Reply    {0, now_s, now_us, r_1 .. r_G}: r_g is exactly what the call of
@@ -126,6 +138,7 @@
 -- the library's function). A script runs the whole file each time.
 
 --#include lib
+--#include hstate
 
 -- name -> {
 --   decide = f(key, a1, a2, a3, a4, now_us, cost, now_s, now_ns, wait_us)
@@ -500,6 +513,7 @@ local LIM_A, LIM_E, LIM_L, LIM_S, LIM_T, LIM_W = {}, {}, {}, {}, {}, {}
 local function LIM_now(arg)
   if arg == '' then
     local s, us = lib_time(R_CALL('TIME'))
+    HS.ms = s * 1000 + (us - us % 1000) / 1000
     return s * 1000000 + us, s, us
   end
   local now = lib_int(arg)
@@ -626,6 +640,31 @@ local function LIM_run(KEYS, k0, ARGV, mode, cost, n, lb, P, mb, m, now,
                   ARGV[b + 4], now, cost, ARGV[b + 5], now_s, now_ns)
     end
     return LIM_whole(out, o, {0, now_s, now_us})
+  end
+
+  -- Mode "reset" (LIMITER RESET): every level's state goes, its record in
+  -- the state string, its own key (a sorted set's) and the previous
+  -- release's key (which an absent record would otherwise bring back);
+  -- the answer counts them. A state string that is not one goes whole.
+  if mode == 'reset' then
+    local c = 0
+    for i = 1, n do
+      local key = KEYS[k0 + i - 1]
+      local r = HS.st[key]
+      if r and r.t == 'e' then
+        c = c + HS.rp('DEL', r.h)
+      elseif r and r.v ~= false and not r.old then
+        r.v, r.x, r.w, c = false, 0, true, c + 1
+      elseif r and r.old then
+        r.v, r.x, r.w = false, 0, true
+      end
+      c = c + HS.rc('DEL', key)
+    end
+    if out then
+      out[o + 1] = c
+      return o + 1
+    end
+    return c
   end
 
   if m == 1 then
@@ -809,7 +848,7 @@ end
 
 local function LIM_mode_ok(mode)
   return mode == 'check' or mode == 'peek' or mode == 'refund' or
-    mode == 'adjust'
+    mode == 'adjust' or mode == 'reset'
 end
 
 -- One group (the layout of the header's first part).
@@ -839,9 +878,15 @@ local function LIM_single(KEYS, ARGV)
   if P == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end
+  HS.begin(KEYS, 1, n)
   local r, err = LIM_run(KEYS, 1, ARGV, mode, cost, n, 4, P, pb, pm, now,
                          now_s, now_us, nil, nil, wait)
   if r == nil then
+    HS.drop()
+    return redis.error_reply(err)
+  end
+  err = HS.finish()
+  if err then
     return redis.error_reply(err)
   end
   return r
@@ -887,6 +932,7 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     end
     return 'one'
   end
+  f.layc = false
   for i = 1, n do
     local b = a0 + 6 * i - 3
     if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
@@ -901,6 +947,8 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     f[x + 1], f[x + 2], f[x + 3], f[x + 4], f[x + 5] =
       G.f_now or false, G.f_thr, G.f_top, G.f_val, G.f_ms
     f[x + 6], f[x + 7], f[x + 8], f[x + 9] = G.inc_s, G.inc_ns, G.f_lo, G.f_fmt
+    -- (f.dok: every level is on its fast path, so HS.direct may decide.)
+    f.dok = (i == 1 or f.dok) and G.f_now ~= nil
   end
   return true
 end
@@ -918,8 +966,6 @@ end
 -- Ends a fast group of n > 1 levels whose reads are done: a refusal
 -- deletes the keys written at their read, an admission writes the others
 -- (LIM_T says which were written, LIM_W holds each write's value and ms).
--- A write is PSETEX, SET ... PX without SET's option parsing (and, on a
--- cluster node, without its key procedure), as gcra.lua's writes.
 local function LIM_fast_finish(K, k0, n, refused)
   if refused then
     LIM_fast_undo(K, k0, n)
@@ -927,7 +973,7 @@ local function LIM_fast_finish(K, k0, n, refused)
   end
   for i = 1, n do
     if not LIM_T[i] then
-      R_CALL('PSETEX', K[k0 + i - 1], LIM_W[2 * i], LIM_W[2 * i - 1])
+      R_CALL('SET', K[k0 + i - 1], LIM_W[2 * i - 1], 'PX', LIM_W[2 * i])
     end
   end
 end
@@ -1002,7 +1048,7 @@ local function LIM_fast(K, k0, f, n, P, mb, m, now_s, now_ns, out, o)
     out[o + 1 + i] = v
     if n == 1 then
       if val then
-        R_CALL('PSETEX', key, ms, val)
+        R_CALL('SET', key, val, 'PX', ms)
       end
     else
       T[i], W[2 * i - 1], W[2 * i] = written, val, ms
@@ -1096,6 +1142,232 @@ local function LIM_general(K, k0, ARGV, a0, n, P, mb, m, now, now_s, now_us,
   return o + 1
 end
 
+-- Ends a group whose reply is after reply[o0], its last element at o:
+-- writes its states (HS.finish), or forgets them when the group failed
+-- (its element an error: nothing of it written). Returns o, or the index
+-- of the group's error element when the write failed.
+local function HS_end(reply, out, o0, o, n)
+  local e = reply[o0 + 1]
+  if type(e) == 'table' and e.err then
+    HS.drop()
+    return o
+  end
+  local err = HS.finish()
+  if err then
+    HS.drop()
+    return LIM_failed(reply, out, o0, n, err)
+  end
+  return o
+end
+
+-- The direct path of a group of n gcra levels on their fast path (f
+-- from LIM_fast_shape, f.dok; keys from K[k], distinct, all records of
+-- one identity's state string; its overrides verified by the caller): the
+-- decision of LIM_fast, its reply flat after out[o], on the string itself,
+-- with none of the emulation's records (which cost Redis more than the
+-- commands). It takes a string that holds exactly the path's records, in
+-- its order, each a TAT of 19 digits (what it and the emulation write on
+-- the node's clock): every other string goes to the emulation.
+-- With no old key left to read (HS.noold), one SET ... NX PXAT ... GET
+-- reads the string and, for a new identity, writes it admitted; else a GET
+-- (and an EXISTS of the old keys of the levels it lacks). A record past
+-- its expire_at reads as absent, as HS.load has it. When every level
+-- admits, one SET of the whole string expiring at its latest record
+-- (PXAT); a refusal writes nothing. Returns the index of the reply's last
+-- element, or false, having written nothing, when the emulation must
+-- decide.
+function HS.direct(K, k, n, f, now_s, now_ns, out, o)
+  if not HS.real then
+    return false
+  end
+  local V, C, F, h = HS.dV, HS.dC, f.DF, nil
+  local find, sub = string.find, string.sub
+  if F and f.DFn == n then
+    -- The string of the group's keys when they are the fields of the
+    -- shape's last group (HS.parse's split without its pattern, which
+    -- costs Redis ten thousand instructions a new key: the key up to the
+    -- first "}" after the first "{", at least a character apart).
+    local k1 = K[k]
+    local b = find(k1, '{', 1, true)
+    local c = b and find(k1, '}', b + 1, true)
+    if c and c > b + 1 and sub(k1, c + 1) == F[1] then
+      h = sub(k1, 1, c)
+      for i = 2, n do
+        if K[k + i - 1] ~= h .. F[i] then
+          h = nil
+          break
+        end
+      end
+    end
+  end
+  if h == nil then
+    F = F or {}
+    for i = 1, n do
+      local p = HS.parse(K[k + i - 1])
+      if not p or p[3] ~= 's' or (h and p[1] ~= h) then
+        f.DF = nil
+        return false
+      end
+      h, F[i] = p[1], p[2]
+    end
+    f.DF, f.DFn = F, n
+  end
+  local L = HS.layout(f, F, n)
+  if not L then
+    return false
+  end
+  local rp, v = HS.rp, nil
+  if HS.noold then
+    v = rp('SET', h, L.new, 'NX', 'PXAT', L.top, 'GET')
+    if v == false then
+      out[o + 1] = 0
+      for i = 1, n do
+        out[o + 1 + i] = false
+      end
+      return o + 1 + n
+    end
+  else
+    v = rp('GET', h)
+  end
+  local absent, limited = 0, 0
+  if v == false then
+    absent = n
+    for i = 1, n do
+      V[i], C[i] = false, 0
+    end
+  elseif type(v) ~= 'string' or #v ~= L.E then
+    return false
+  else
+    local now6 = L.now6
+    for i = 1, n do
+      local x, p = 9 * i - 9, L.pos[i]
+      if find(v, L.nm[i], p, true) ~= p then
+        return false
+      end
+      local q = p + #L.nm[i]
+      local t = sub(v, q, q + 18)
+      if not find(t, '^%d*$') then
+        return false
+      end
+      C[i] = 0
+      if t < now6 then -- its ms (its first 13 digits) before now's
+        t, absent = false, absent + 1
+      elseif t > f[x + 1] then
+        local c = t <= f[x + 2] and 2 or t <= f[x + 3] and 1 or nil
+        if c == nil then
+          return false
+        end
+        C[i] = c
+        if c == 1 then
+          limited = 1
+        end
+      end
+      V[i] = t
+    end
+  end
+  if absent > 0 and not HS.noold then
+    -- The upgrade's lookup, as HS.begin's: a state absent from the string
+    -- may live at its old key.
+    local A, a = HS.a, 0
+    for i = 1, n do
+      if V[i] == false then
+        a = a + 1
+        A[a] = K[k + i - 1]
+      end
+    end
+    if rp('EXISTS', unpack(A, 1, a)) ~= 0 then
+      return false
+    end
+  end
+  out[o + 1] = limited
+  for i = 1, n do
+    out[o + 1 + i] = V[i]
+  end
+  if limited == 1 then
+    return o + 1 + n
+  end
+  local S, top, format = HS.dS, '', string.format
+  for i = 1, n do
+    local x, w = 9 * i - 9, nil
+    if C[i] == 0 then
+      w = f[x + 4]
+    else
+      -- gcra_fast_ahead, with its two formats made one: the TAT's last 15
+      -- digits plus INC, when they exceed now's (lo) and need no carry.
+      local lo, t = f[x + 8], V[i]
+      local low = lo and tonumber(sub(t, 5))
+      local new = low and low + (f[x + 6] * 1000000000 + f[x + 7])
+      if low and low > lo and new < 1e15 then
+        w = format(f[x + 9], new)
+      else
+        w = gcra_fast_ahead(t, f[x + 6], f[x + 7], now_s, now_ns, lo,
+                            f[x + 9])
+      end
+    end
+    local e = sub(w, 1, 13)
+    if e > top then
+      top = e
+    end
+    S[i] = L.nm[i] .. w .. ';'
+  end
+  local r = rp('SET', h, table.concat(S, '', 1, n), 'PXAT', top)
+  if r.err then
+    return false -- an error: nothing written
+  end
+  return o + 1 + n
+end
+
+
+-- The layout of the state string of a group of gcra levels of shape f
+-- whose records are F[1 .. n], on this call's clock: each record's
+-- "<L>:<field>=" (nm) and its position (pos) when the string holds exactly
+-- these records, each a TAT of 19 digits, their total length (E), the
+-- string of a new identity admitted (new, expiring at top), and the
+-- clock's ms as the first 13 digits of a TAT (now6: a TAT below it has
+-- expired). Kept in f for the fields of its last group
+-- (f.layc: made for this call's f, LIM_fast_shape's); nil when the clock or a level's new TAT is not of
+-- 13 and 19 digits.
+function HS.layout(f, F, n)
+  local L = f.lay
+  if L and f.layc then
+    local same = true
+    for i = 1, n do
+      if L.f[i] ~= F[i] then
+        same = false
+        break
+      end
+    end
+    if same then
+      return L
+    end
+  end
+  local ms = HS.ms or HS.now()
+  local mss = string.format('%d', ms)
+  if #mss ~= 13 then
+    return nil
+  end
+  L = L or {f = {}, nm = {}, pos = {}}
+  local pos, new, top = 1, {}, ''
+  for i = 1, n do
+    local val = f[9 * i - 5]
+    if #val ~= 19 then
+      return nil
+    end
+    local nm = #F[i] .. ':' .. F[i] .. '='
+    local e = string.sub(val, 1, 13)
+    L.f[i], L.nm[i], L.pos[i] = F[i], nm, pos
+    new[i] = nm .. val .. ';'
+    if e > top then
+      top = e
+    end
+    pos = pos + #nm + 20
+  end
+  L.E, L.new, L.top, L.now6 = pos - 1, table.concat(new), top,
+    mss .. '000000'
+  f.lay, f.layc = L, true
+  return L
+end
+
 -- Decides the G groups that LIM_G describes, their keys from K[kb + 1]:
 -- the reply of mode "each", or flat that of mode "shapes".
 local function LIM_groups(K, kb, ARGV, G, flat)
@@ -1127,20 +1399,41 @@ local function LIM_groups(K, kb, ARGV, G, flat)
     local x = 6 * g - 6
     local a0, n, m, k0 = LIM_G[x + 1], LIM_G[x + 2], LIM_G[x + 3], LIM_G[x + 4]
     local s, mb, r = LIM_G[x + 5], LIM_G[x + 6], false
+    local o0 = o
     local P, pb, pm = LIM_pairs(K, kb + k0, n, ARGV, mb, m)
-    if P == nil then
+    local ok = s > 0 and LIM_FOK[s]
+    if ok == nil then
+      local f = LIM_F[s]
+      if f == nil then
+        f = {}
+        LIM_F[s] = f
+      end
+      ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
+      LIM_FOK[s] = ok
+    end
+    -- A group of gcra levels on their fast path, decided on the state
+    -- string itself (HS.direct), as in LIM_one_shape; d its reply, or
+    -- false.
+    local d = P ~= nil and ok == true and LIM_F[s].dok and
+      (n == 1 or LIM_distinct(K, kb + k0, n)) and
+      LIM_override_ok(K[kb + k0 + n], P, pb, pm) and
+      HS.direct(K, kb + k0, n, LIM_F[s], now_s, now_ns, reply, o)
+    if d then
+      r = d
+    else
+      HS.begin(K, kb + k0, n)
+      if HS.n == 0 then
+        -- No state string in the group (hash states, sorted sets): Redis
+        -- directly (the emulation's wrappers cost Redis about a thousand
+        -- instructions a command).
+        R_CALL, R_PCALL = HS.rc, HS.rp
+      end
+    end
+    if d then
+      -- decided
+    elseif P == nil then
       r = LIM_failed(reply, out, o, n, LIM_BAD_ARGS)
     elseif s > 0 then
-      local ok = LIM_FOK[s]
-      if ok == nil then
-        local f = LIM_F[s]
-        if f == nil then
-          f = {}
-          LIM_F[s] = f
-        end
-        ok = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
-        LIM_FOK[s] = ok
-      end
       if ok == 'one' then
         r = LIM_one(K, kb + k0, LIM_F[s], ARGV, a0, P, pb, pm, now, now_s,
                     now_ns, out, o)
@@ -1155,6 +1448,8 @@ local function LIM_groups(K, kb, ARGV, G, flat)
       o = LIM_general(K, kb + k0, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
                       reply, out, o)
     end
+    o = d or HS_end(reply, out, o0, o, n)
+    R_CALL, R_PCALL = HS.call, HS.pcall
   end
   if flat then
     return lib_reply(o)
@@ -1252,9 +1547,23 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     LIM_F[1] = f
   end
   local kind = LIM_fast_shape(f, ARGV, a0, n, now, now_s, now_ns)
-  -- LIM_groups's EXISTS of every override hash, for the fast paths.
+  -- Every level gcra on its fast path: a group that assumes no override,
+  -- or whose overrides are as it assumes, is decided on the hash itself
+  -- (HS.direct), without the emulation.
+  local direct = kind == true and f.dok
   LIM_NOHASH = false
-  if kind and kb == 0 and G > 1 and m ~= 0 then
+  if direct and not HS.noold and kb == 0 then
+    -- One EXISTS of every key of the batch: when it counts none, no
+    -- level's state lives at its old key (HS.direct then looks up none)
+    -- and no override hash exists. It costs Redis a twentieth of a
+    -- group's EXISTS a key.
+    HS.noold = HS.rp('EXISTS', unpack(K, 1, (n + 1) * G)) == 0
+    LIM_NOHASH = HS.noold
+  end
+  -- LIM_groups's EXISTS of every override hash, for the fast paths (for
+  -- one group too on the direct path, which it spares a read of the
+  -- override hash).
+  if not LIM_NOHASH and kind and kb == 0 and (G > 1 or direct) and m ~= 0 then
     for g = 1, G do
       LIM_OVK[g] = K[(n + 1) * g]
     end
@@ -1294,130 +1603,325 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   local reply, o = LIB_REPLY, 3
   reply[1], reply[2], reply[3] = 0, now_s, now_us
   -- R_CALL and R_PCALL as locals, in a loop run once per group.
-  local call_, pcall_, find_ = R_CALL, R_PCALL, string.find
+  local find_ = string.find
+  -- One or two levels, no old key and no override hash in the batch:
+  -- HS.direct's decision inline (a function call and its loops cost Redis
+  -- about as much as a group's command): one SET ... NX PXAT ... GET a
+  -- group, which admits a new identity, and one SET to admit one seen
+  -- before. Made once a call: the shape's fields (F1, F2: those of its
+  -- last group's keys, f.DF), its layout (HS.layout), each level's
+  -- strings (gcra_fast's), its INC in ns and gcra_fast_ahead's lo and
+  -- format.
+  local dn = direct and n <= 2 and LIM_NOHASH and HS.noold and HS.real
+  local two, rp, HM = n == 2, HS.rp, HS.hm
+  local sub_, format_, byte_ = string.sub, string.format, string.byte
+  local F1, F2, NEW, TOP, E, now6, nm1, nm2, q1, q2, p2
+  local now1, thr1, top1, w01, inc1, lo1, fm1
+  local now2, thr2, top2, w02, inc2, lo2, fm2
+  if dn then
+    local F = f.DF
+    if not (F and f.DFn == n) then
+      local p1, p2_ = HS.parse(K[kb + 1]), two and HS.parse(K[kb + 2])
+      dn = p1 and p1[3] == 's' and (not two or p2_ and p2_[3] == 's' and
+                                    p2_[1] == p1[1] and p2_[2] ~= p1[2])
+      F = dn and {p1[2], two and p2_[2] or nil}
+      f.DF, f.DFn = F, dn and n
+    end
+    local L = dn and HS.layout(f, F, n)
+    dn = L and true
+    if dn then
+      F1, F2, NEW, TOP, E, now6 = F[1], F[2], L.new, L.top, L.E, L.now6
+      nm1, nm2 = L.nm[1], L.nm[2]
+      q1 = L.pos[1] + #nm1 -- where the first record's value starts
+      now1, thr1, top1, w01 = f[1], f[2], f[3], f[4]
+      inc1, lo1, fm1 = f[6] * 1000000000 + f[7], f[8], f[9]
+      if two then
+        p2 = L.pos[2]
+        q2 = p2 + #nm2
+        now2, thr2, top2, w02 = f[10], f[11], f[12], f[13]
+        inc2, lo2, fm2 = f[15] * 1000000000 + f[16], f[17], f[18]
+      end
+    end
+  end
   for g = 1, G do
     -- The group's keys from K[k], its pairs after ARGV[mb].
     -- r: nil until a way of deciding the group was tried, then false
     -- when it must go to LIM_general.
     local k, mb, r = kb + (n + 1) * g - n, a + 2 * mp * (g - 1) - 1, nil
-    if fresh and (none or ARGV[mb + 2] == '') then
-      -- LIM_fast's decision of one level, inline: a new key admitted by
-      -- its read, a TAT ahead of now that admits, at or before now
-      -- (class 0) or refused (1); LIM_general takes anything else, nothing
-      -- written.
-      local key, v, written = K[k], nil, false
-      r = false
-      if GCRA_NX_GET then -- gcra_fast_read, inline
-        v = pcall_('SET', key, f[4], 'NX', 'PX', f[5], 'GET')
-        written = v == false
-      else
-        v = pcall_('GET', key)
+    local o0 = o
+    -- d: the direct path's reply (inline, or HS.direct), or false when
+    -- the group takes the emulation (HS.begin) and the paths below.
+    local d, k1, k2, h, hm = false, K[k], two and K[k + 1], nil, nil
+    if dn then
+      -- The string of the group's keys when they are its shape's fields:
+      -- remembered for each key (HM, at most 4096, then it starts again:
+      -- an identity seen before costs Redis a lookup or two), else its
+      -- override hash's name but the suffix, when the keys are it and the
+      -- fields (HS.parse's pattern would cost Redis ten thousand
+      -- instructions a new key). Fields hold no brace (paths hold none),
+      -- so a key names one string ending in "}" and one field.
+      h = HM[k1]
+      if h == nil or (two and HM[k2] ~= h) then
+        -- The group's override hash is "<string>#overrides".
+        local ov = K[k + n]
+        h = sub_(ov, 1, #ov - 10)
+        if k1 ~= h .. F1 or (two and k2 ~= h .. F2) or
+            byte_(h, -1) ~= 125 then -- "}"
+          h = nil
+        end
+        hm = h
       end
-      local class = not written and gcra_fast_class(v, f[1], f[2], f[3])
-      if written then
+    end
+    if h and (none or m == 0 or
+        ARGV[mb + 2] == '' and (m < 2 or ARGV[mb + 4] == '' and m < 3)) then
+      -- Anything unusual (a string of another layout or value, an
+      -- error): HS.direct, which reads again.
+      d = true
+      local v = rp('SET', h, NEW, 'NX', 'PXAT', TOP, 'GET')
+      if hm and v then
+        -- Seen before: remembered (a new identity is not, as most of
+        -- them do not come back while HM holds them).
+        if HS.hm_n >= 4096 then
+          HS.hm, HS.hm_n = {}, 0
+          HM = HS.hm
+        end
+        HM[k1], HS.hm_n = h, HS.hm_n + 1
+        if two then
+          HM[k2] = h
+        end
+      end
+      if v == false then
         reply[o + 1], reply[o + 2] = 0, false
-        r = o + 2
-      elseif class == 2 then
-        local val, ms = gcra_fast_ahead(v, f[6], f[7], now_s, now_ns, f[8],
-                                        f[9])
-        call_('PSETEX', key, ms, val)
-        reply[o + 1], reply[o + 2] = 0, v
-        r = o + 2
-      elseif class then
-        if class == 0 then
-          call_('PSETEX', key, f[5], f[4])
+        if two then
+          reply[o + 3] = false
         end
-        reply[o + 1], reply[o + 2] = class, v
-        r = o + 2
-      end
-    elseif fused and (none or ARGV[mb + 2] == '') then
-      -- The algorithms with a fused check keep a hash: its read is here.
-      local h = pcall_('HGETALL', K[k])
-      r = false
-      if h.err then
-        -- LIM_general reports it
-      elseif h[1] ~= nil then
-        local ok
-        ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
-        r = ok and r
-      elseif new then
-        r = LIM_new_replay(K[k], reply, o)
-      elseif new == nil then
-        r, new = LIM_new_learn(fused, f, K[k], h, now, reply, o)
-      else
-        local ok
-        ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
-        r = ok and r
-      end
-    elseif multi and (none or ARGV[mb + 2] == '' and
-                      (m < 2 or ARGV[mb + 4] == '') and
-                      (m < 3 or LIM_assumes_none(ARGV, mb, m))) and
-        (n == 2 and K[k] ~= K[k + 1] or n > 2 and LIM_distinct(K, k, n)) then
-      r = false
-      -- LIM_fast's decision of n levels, inline: each level's read (a new
-      -- key written by it: T[i]) and class, then the writes of an
-      -- admission or the deletes of a refusal, in LIM_fast's order;
-      -- LIM_general takes a value off the fast path, nothing left written.
-      local T, W, limited, x, on = LIM_T, LIM_W, 0, 0, true
-      for i = 1, n do
-        local key = K[k + i - 1]
-        local v = pcall_('SET', key, f[x + 4], 'NX', 'PX', f[x + 5], 'GET')
-        -- gcra_fast_class, inline (v a string or an error table, whose #
-        -- is 0), or false for a key written at its read.
-        local class = false
-        if v then
-          class = 0
-          if #v ~= 19 or not find_(v, '^%d*$') then
-            class = nil
-          elseif v > f[x + 1] then
-            class = v <= f[x + 2] and 2 or v <= f[x + 3] and 1 or nil
+        d = o + 1 + n
+      elseif #v == E and find_(v, nm1, 1, true) == 1 and
+          (not two or find_(v, nm2, p2, true) == p2) then
+        -- (v a string: an error table's # is 0.) c: each level's class
+        -- (gcra_fast_class's; nil: off the fast path), t its TAT as read
+        -- (false: past its expire_at, absent).
+        local t1, t2, c1, c2 = sub_(v, q1, q1 + 18), false, nil, 0
+        if find_(t1, '^%d*$') then
+          c1 = 0
+          if t1 < now6 then
+            t1 = false
+          elseif t1 > now1 then
+            c1 = t1 <= thr1 and 2 or t1 <= top1 and 1 or nil
           end
         end
-        T[i] = v == false
-        if class == 0 then
-          W[2 * i - 1], W[2 * i] = f[x + 4], f[x + 5]
-        elseif class == 2 then
-          W[2 * i - 1], W[2 * i] = gcra_fast_ahead(v, f[x + 6], f[x + 7],
-                                                   now_s, now_ns, f[x + 8],
-                                                   f[x + 9])
-        elseif class == 1 then
-          limited = 1
-        elseif class == nil then
-          LIM_fast_undo(K, k, i - 1)
-          on = false
-          break
-        end
-        reply[o + 1 + i] = v
-        x = x + 9
-      end
-      if on then
-        reply[o + 1] = limited
-        for i = 1, n do
-          if limited == 1 then
-            if T[i] then
-              call_('DEL', K[k + i - 1])
+        if two then
+          t2, c2 = sub_(v, q2, q2 + 18), nil
+          if find_(t2, '^%d*$') then
+            c2 = 0
+            if t2 < now6 then
+              t2 = false
+            elseif t2 > now2 then
+              c2 = t2 <= thr2 and 2 or t2 <= top2 and 1 or nil
             end
-          elseif not T[i] then
-            call_('PSETEX', K[k + i - 1], W[2 * i], W[2 * i - 1])
           end
         end
-        r = o + 1 + n
+        if c1 and c2 then
+          local l = (c1 == 1 or c2 == 1) and 1 or 0
+          reply[o + 1], reply[o + 2] = l, t1
+          if two then
+            reply[o + 3] = t2
+          end
+          d = o + 1 + n
+          if l == 0 then
+            -- The new TATs (gcra_fast_ahead's, its two formats made one
+            -- when the TAT's last 15 digits plus INC exceed now's and
+            -- need no carry), each record expiring at its TAT's ms.
+            local w1, w2, s = w01, w02, nil
+            if c1 == 2 then
+              local low = lo1 and tonumber(sub_(t1, 5))
+              if low and low > lo1 and low + inc1 < 1e15 then
+                w1 = format_(fm1, low + inc1)
+              else
+                w1 = gcra_fast_ahead(t1, f[6], f[7], now_s, now_ns, lo1, fm1)
+              end
+            end
+            local x1 = sub_(w1, 1, 13)
+            local top = x1
+            if two then
+              if c2 == 2 then
+                local low = lo2 and tonumber(sub_(t2, 5))
+                if low and low > lo2 and low + inc2 < 1e15 then
+                  w2 = format_(fm2, low + inc2)
+                else
+                  w2 = gcra_fast_ahead(t2, f[15], f[16], now_s, now_ns, lo2,
+                                       fm2)
+                end
+              end
+              local x2 = sub_(w2, 1, 13)
+              if x2 > top then
+                top = x2
+              end
+              s = nm1 .. w1 .. ';' .. nm2 .. w2 .. ';'
+            else
+              s = nm1 .. w1 .. ';'
+            end
+            if rp('SET', h, s, 'PXAT', top).err then
+              d = true -- nothing written: HS.direct reads again
+            end
+          end
+        end
       end
+    elseif direct and (n == 1 or n == 2 and k1 ~= k2 or
+                       n > 2 and LIM_distinct(K, k, n)) then
+      d = true
     end
-    if not r then
+    if d ~= true then
+      -- decided inline, or not direct
+    elseif LIM_NOHASH then
+      d = none or m == 0 or ARGV[mb + 2] == '' and
+        (m < 2 or ARGV[mb + 4] == '') and
+        (m < 3 or LIM_assumes_none(ARGV, mb, m))
+    else
       local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
-      if P == nil then
-        r = LIM_failed(reply, reply, o, n, LIM_BAD_ARGS)
-      elseif r == nil and kind == 'one' then
-        r = LIM_one(K, k, f, ARGV, a0, P, pb, pm, now, now_s, now_ns, reply,
-                    o)
-      elseif r == nil and kind then
-        r = LIM_fast(K, k, f, n, P, pb, pm, now_s, now_ns, reply, o)
-      end
-      r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
-                           reply, reply, o)
+      d = P ~= nil and LIM_override_ok(K[k + n], P, pb, pm)
     end
-    o = r
+    if d == true then
+      d = HS.direct(K, k, n, f, now_s, now_ns, reply, o)
+    end
+    if d then
+      o = d
+    else
+      -- A shape of one level of a hash state (kind 'one') has no state
+      -- string: Redis directly, without the emulation (whose wrappers cost
+      -- Redis about a thousand instructions a command); else the group's
+      -- states, or none (then Redis directly too).
+      if kind ~= 'one' then
+        HS.begin(K, k, n)
+      end
+      if HS.n == 0 then
+        R_CALL, R_PCALL = HS.rc, HS.rp
+      end
+      local call_, pcall_ = R_CALL, R_PCALL
+      if fresh and (none or ARGV[mb + 2] == '') then
+        -- LIM_fast's decision of one level, inline: a new key admitted by
+        -- its read, a TAT ahead of now that admits, at or before now
+        -- (class 0) or refused (1); LIM_general takes anything else, nothing
+        -- written.
+        local key, v, written = K[k], nil, false
+        r = false
+        if GCRA_NX_GET then -- gcra_fast_read, inline
+          v = pcall_('SET', key, f[4], 'NX', 'PX', f[5], 'GET')
+          written = v == false
+        else
+          v = pcall_('GET', key)
+        end
+        local class = not written and gcra_fast_class(v, f[1], f[2], f[3])
+        if written then
+          reply[o + 1], reply[o + 2] = 0, false
+          r = o + 2
+        elseif class == 2 then
+          local val, ms = gcra_fast_ahead(v, f[6], f[7], now_s, now_ns, f[8],
+                                          f[9])
+          call_('SET', key, val, 'PX', ms)
+          reply[o + 1], reply[o + 2] = 0, v
+          r = o + 2
+        elseif class then
+          if class == 0 then
+            call_('SET', key, f[4], 'PX', f[5])
+          end
+          reply[o + 1], reply[o + 2] = class, v
+          r = o + 2
+        end
+      elseif fused and (none or ARGV[mb + 2] == '') then
+        -- The algorithms with a fused check keep a hash: its read is here.
+        local h = pcall_('HGETALL', K[k])
+        r = false
+        if h.err then
+          -- LIM_general reports it
+        elseif h[1] ~= nil then
+          local ok
+          ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
+          r = ok and r
+        elseif new then
+          r = LIM_new_replay(K[k], reply, o)
+        elseif new == nil then
+          r, new = LIM_new_learn(fused, f, K[k], h, now, reply, o)
+        else
+          local ok
+          ok, r = pcall(fused, K[k], h, f.p1, f.p2, now, f.cost, reply, o)
+          r = ok and r
+        end
+      elseif multi and (none or ARGV[mb + 2] == '' and
+                        (m < 2 or ARGV[mb + 4] == '') and
+                        (m < 3 or LIM_assumes_none(ARGV, mb, m))) and
+          (n == 2 and K[k] ~= K[k + 1] or n > 2 and LIM_distinct(K, k, n)) then
+        r = false
+        -- LIM_fast's decision of n levels, inline: each level's read (a new
+        -- key written by it: T[i]) and class, then the writes of an
+        -- admission or the deletes of a refusal, in LIM_fast's order;
+        -- LIM_general takes a value off the fast path, nothing left written.
+        local T, W, limited, x, on = LIM_T, LIM_W, 0, 0, true
+        for i = 1, n do
+          local key = K[k + i - 1]
+          local v = pcall_('SET', key, f[x + 4], 'NX', 'PX', f[x + 5], 'GET')
+          -- gcra_fast_class, inline (v a string or an error table, whose #
+          -- is 0), or false for a key written at its read.
+          local class = false
+          if v then
+            class = 0
+            if #v ~= 19 or not find_(v, '^%d*$') then
+              class = nil
+            elseif v > f[x + 1] then
+              class = v <= f[x + 2] and 2 or v <= f[x + 3] and 1 or nil
+            end
+          end
+          T[i] = v == false
+          if class == 0 then
+            W[2 * i - 1], W[2 * i] = f[x + 4], f[x + 5]
+          elseif class == 2 then
+            W[2 * i - 1], W[2 * i] = gcra_fast_ahead(v, f[x + 6], f[x + 7],
+                                                     now_s, now_ns, f[x + 8],
+                                                     f[x + 9])
+          elseif class == 1 then
+            limited = 1
+          elseif class == nil then
+            LIM_fast_undo(K, k, i - 1)
+            on = false
+            break
+          end
+          reply[o + 1 + i] = v
+          x = x + 9
+        end
+        if on then
+          reply[o + 1] = limited
+          for i = 1, n do
+            if limited == 1 then
+              if T[i] then
+                call_('DEL', K[k + i - 1])
+              end
+            elseif not T[i] then
+              call_('SET', K[k + i - 1], W[2 * i - 1], 'PX', W[2 * i])
+            end
+          end
+          r = o + 1 + n
+        end
+      end
+      if not r then
+        local P, pb, pm = LIM_pairs(K, k, n, ARGV, mb, m)
+        if P == nil then
+          r = LIM_failed(reply, reply, o, n, LIM_BAD_ARGS)
+        elseif r == nil and kind == 'one' then
+          r = LIM_one(K, k, f, ARGV, a0, P, pb, pm, now, now_s, now_ns, reply,
+                      o)
+        elseif r == nil and kind then
+          r = LIM_fast(K, k, f, n, P, pb, pm, now_s, now_ns, reply, o)
+        end
+        r = r or LIM_general(K, k, ARGV, a0, n, P, pb, pm, now, now_s, now_us,
+                             reply, reply, o)
+      end
+      if HS.n > 0 then
+        o = HS_end(reply, reply, o0, r, n)
+      else
+        o = r
+      end
+      R_CALL, R_PCALL = HS.call, HS.pcall
+    end
   end
   return lib_reply(o)
 end
@@ -1476,13 +1980,32 @@ local function LIM_shapes(KEYS, ARGV)
   return LIM_groups(K, kb, ARGV, G, true)
 end
 
+-- The call: the states of the groups' limit keys live in their
+-- identities' state strings (hstate.lua), so R_CALL and R_PCALL are HS's
+-- while it runs, and Redis's again when it returns or raises (CL.THROTTLE,
+-- in the same library, calls Redis directly).
+local function LIM_main(KEYS, ARGV)
+  if ARGV[1] == 'shapes' then
+    return LIM_shapes(KEYS, ARGV)
+  elseif ARGV[1] == 'each' then
+    return LIM_each(KEYS, ARGV)
+  end
+  return LIM_single(KEYS, ARGV)
+end
+
 --#call
-if not R_CALL then
-  R_CALL, R_PCALL = redis.call, redis.pcall
+HS.rc, HS.rp, HS.ms, HS.old = redis.call, redis.pcall, false, true
+-- ARGV[2] "!<now>": the old per-level keys are not read (see the header).
+if string.byte(ARGV[2] or '', 1) == 33 then
+  ARGV[2], HS.old = string.sub(ARGV[2], 2), false
 end
-if ARGV[1] == 'shapes' then
-  return LIM_shapes(KEYS, ARGV)
-elseif ARGV[1] == 'each' then
-  return LIM_each(KEYS, ARGV)
+HS.real = ARGV[2] == ''
+HS.noold = not HS.old
+R_CALL, R_PCALL = HS.call, HS.pcall
+local ok, r = pcall(LIM_main, KEYS, ARGV)
+R_CALL, R_PCALL = HS.rc, HS.rp
+HS.drop()
+if not ok then
+  error(r, 0)
 end
-return LIM_single(KEYS, ARGV)
+return r

@@ -677,6 +677,7 @@ static const struct conf_section conf_sections[] = {
     CONF_SENTINEL_SECTION,
     CONF_TLS_SECTION,
     CONF_LEASE_SECTION,
+    CONF_STATE_SECTION,
 };
 
 /* The key `name` (`len` bytes) and its index over all sections, or NULL. */

@@ -14,6 +14,7 @@
 #include "conf/conf_lease.h"
 #include "conf/conf_secret.h"
 #include "conf/conf_sentinel.h"
+#include "conf/conf_state.h"
 #include "conf/conf_tls.h"
 
 #define CONF_OK     0
@@ -101,6 +102,8 @@ struct conf {
                                         0.8 */
     struct conf_sentinel sentinel;   /* sentinel mode (conf_sentinel.h) */
     struct conf_lease lease;         /* leases (conf_lease.h) */
+    struct conf_state state;         /* LIMITER's state format
+                                        (conf_state.h) */
     struct conf_tls tls;             /* TLS on both sides (conf_tls.h) */
 };
 

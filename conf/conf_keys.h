@@ -82,6 +82,16 @@ conf_set_fn conf_set_uint;        /* an unsigned in [min, max] */
 conf_set_fn conf_set_size;        /* bytes, with redis.conf's units */
 conf_set_fn conf_set_addr_or_off; /* "host:port", or off: port 0 */
 
+/* The state-format section (conf_state.c). */
+#define CONF_STATE_NCMDS 1
+extern const struct conf_command conf_state_cmds[CONF_STATE_NCMDS];
+int conf_state_defaults(struct conf *c);
+#define CONF_STATE_SECTION                                                     \
+    {                                                                          \
+        .cmds = conf_state_cmds, .ncmds = CONF_STATE_NCMDS,                    \
+        .defaults = conf_state_defaults,                                       \
+    }
+
 /* The sections of the feature files, for conf_sections[] (conf.c). */
 #define CONF_TLS_COUNT 20 /* keys of conf_tls.c */
 extern const struct conf_command conf_tls_cmds[CONF_TLS_COUNT];

@@ -19,10 +19,15 @@
 #include "proxy/core/req.h"
 #include "proxy/core/util.h"
 
-/* Most words of a probed command. */
-#define ACLCHECK_WORDS 6
+/* Most words of a probed command, and its NULL. */
+#define ACLCHECK_WORDS 8
 
-/* One question: may `user` run `argv`? "$K" stands for a limiter key. */
+/* One question: may `user` run `argv`? "$K" stands for an identity's
+ * state string (the key the scripts write LIMITER's states to), "$L" for
+ * a limit key (what a call declares; the sorted sets' keys). The limiter
+ * user's probes are the commands its scripts and its refusal cache send
+ * on a state: SET ... NX GET PXAT reads and creates it, DEL deletes it
+ * (RESET, a string left empty), GET and PEXPIRETIME track it. */
 struct aclcheck_probe {
     int limiter;      /* asks about the limiter's user (else the client's) */
     const char *what; /* what the command would let the user do */
@@ -30,16 +35,21 @@ struct aclcheck_probe {
 };
 
 static const struct aclcheck_probe aclcheck_probes[] = {
-    { 0, "write limiter keys", { "HSET", "$K", "f", "v", NULL } },
+    { 0, "write limiter keys", { "SET", "$K", "v", NULL } },
     { 0, "read limiter keys", { "GET", "$K", NULL } },
     { 0, "flush every key (FLUSHALL)", { "FLUSHALL", NULL } },
     { 0, "swap databases (SWAPDB)", { "SWAPDB", "0", "1", NULL } },
     { 0,
       "replace the limiter's functions (FUNCTION LOAD)",
       { "FUNCTION", "LOAD", "x", NULL } },
-    { 1, "call the limiter's functions", { "FCALL", "f", "1", "$K", NULL } },
+    { 1, "call the limiter's functions", { "FCALL", "f", "1", "$L", NULL } },
     { 1, "load the limiter's functions", { "FUNCTION", "LOAD", "x", NULL } },
-    { 1, "write limiter keys", { "HSET", "$K", "f", "v", NULL } },
+    { 1,
+      "write limiter keys",
+      { "SET", "$K", "v", "NX", "GET", "PXAT", "1", NULL } },
+    { 1, "delete limiter keys", { "DEL", "$K", NULL } },
+    { 1, "read limiter keys", { "GET", "$K", NULL } },
+    { 1, "read limiter keys' expiry", { "PEXPIRETIME", "$K", NULL } },
     { 1,
       "write CL.THROTTLE's keys, which are any key",
       { "SET", "cellgate-acl-check", "v", NULL } },
@@ -131,8 +141,8 @@ void aclcheck_node(struct cluster *cl, const struct conf *conf,
                    struct node *node)
 {
     struct aclcheck_run *run = px_calloc(1, sizeof(*run));
-    char key[512];
-    size_t i, k;
+    char key[512], lkey[512];
+    size_t i, k, n;
 
     snprintf(run->node, sizeof(run->node), "%s", node->name);
     snprintf(run->client, sizeof(run->client), "%s",
@@ -141,12 +151,14 @@ void aclcheck_node(struct cluster *cl, const struct conf *conf,
              conf->limiter_password == NULL ? run->client
              : conf->limiter_user != NULL   ? conf->limiter_user
                                             : "default");
-    snprintf(key, sizeof(key), "%s{cellgate-acl-check}#0:gcra",
+    snprintf(key, sizeof(key), "%s{cellgate-acl-check}", conf->key_prefix);
+    snprintf(lkey, sizeof(lkey), "%s{cellgate-acl-check}#0:gcra",
              conf->key_prefix);
     run->owed = 1; /* held while sending: a reply may come at once */
     for (i = 0; i < ARRAY_SIZE(aclcheck_probes); i++) {
         const struct aclcheck_probe *p = &aclcheck_probes[i];
         const char *argv[3 + ACLCHECK_WORDS] = { "ACL", "DRYRUN" };
+        size_t lens[3 + ACLCHECK_WORDS];
         struct req *req;
 
         if (p->limiter && conf->limiter_password == NULL) {
@@ -154,9 +166,15 @@ void aclcheck_node(struct cluster *cl, const struct conf *conf,
         }
         argv[2] = p->limiter ? run->limiter : run->client;
         for (k = 0; p->argv[k] != NULL; k++) {
-            argv[3 + k] = strcmp(p->argv[k], "$K") == 0 ? key : p->argv[k];
+            argv[3 + k] = strcmp(p->argv[k], "$K") == 0   ? key
+                          : strcmp(p->argv[k], "$L") == 0 ? lkey
+                                                          : p->argv[k];
         }
-        req = req_own_argv((int)(3 + k), argv, aclcheck_on_reply, run);
+        for (k += 3, n = 0; n < k; n++) {
+            lens[n] = strlen(argv[n]);
+        }
+        /* (More words than req_own_argv takes.) */
+        req = req_own(resp_cmd_new((int)k, argv, lens), aclcheck_on_reply, run);
         req->part = (unsigned)i;
         req->limiter = 1;
         run->owed++;

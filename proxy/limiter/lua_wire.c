@@ -8,7 +8,7 @@
  *     <head> nk <keys...> shapes '' S <mode cost n (algo p1 p2 p3 p4 tag)...
  *       m|keys>... G ([shape] (path known)...)...
  *     --> [0, now_s, now_us, per group: limited entry... | ["override",
- *          value...] | -error]
+ *          value...] | a reset's count | -error]
  *     tag: a refund's undo token; a check's shadow level ("" for a real
  *     level); "keys": no pairs, the levels' paths are read from their
  *     keys (a group that assumes no run-time override)
@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "conf/conf.h"
 #include "proxy/core/util.h"
 
 /* Bytes of words reserved for a group when it is queued: its keys,
@@ -231,12 +232,15 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
                            lua_wire_known_fn *known, void *arg,
                            struct lua_wire_params *memo)
 {
-    static const char *const modes[] = { "check", "peek", "refund", "adjust",
-                                         "adjust" };
+    static const char *const modes[] = { "check",  "peek",   "refund",
+                                         "adjust", "adjust", "reset" };
     int refund = mode == LUA_WIRE_REFUND;
     /* Nobody reads the answer of a refund or an unadjust, nor do they
-     * verify overrides (they undo what was written). */
+     * verify overrides (they undo what was written); a RESET deletes the
+     * states of the keys it names, whatever the overrides (it has always
+     * deleted them so), so it sends no pairs either. */
     int unread = refund || mode == LUA_WIRE_UNADJUST;
+    int verify = !unread && mode != LUA_WIRE_RESET;
     int64_t cost = mode == LUA_WIRE_ADJUST     ? c->delta
                    : mode == LUA_WIRE_UNADJUST ? -c->delta
                                                : c->cost;
@@ -249,6 +253,9 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     memset(q, 0, sizeof(*q));
     q->c = unread ? NULL : c;
     q->g = g;
+    q->reset = mode == LUA_WIRE_RESET;
+    q->new_only = c->st != NULL && c->st->conf != NULL &&
+                  !c->st->conf->state.read_old_keys;
     buf_init(&q->words);
     /* Room for a usual group's words at once, not grown word by word. */
     PX_CHECK_OOM(buf_reserve(&q->words, LUA_WIRE_GROUP_WORDS_BYTES));
@@ -291,9 +298,9 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
         }
         lua_wire_word(q, undo, strlen(undo));
     }
-    by_keys = !unread && lua_wire_by_keys(c, g, known, arg);
+    by_keys = verify && lua_wire_by_keys(c, g, known, arg);
     /* Refunds undo what was written; only checks verify overrides. */
-    for (l = 0; l < c->lv->n && !unread && !by_keys; l++) {
+    for (l = 0; l < c->lv->n && verify && !by_keys; l++) {
         npath += c->lv->level[l].group == g;
     }
     if (by_keys) {
@@ -301,7 +308,7 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     } else {
         lua_wire_word(q, num, resp_fmt_ll(num, (long long)npath));
     }
-    for (l = 0; l < c->lv->n && !unread && !by_keys; l++) {
+    for (l = 0; l < c->lv->n && verify && !by_keys; l++) {
         const struct limits_level *lev = &c->lv->level[l];
         const char *text;
         if (lev->group != g) {
@@ -508,7 +515,9 @@ void lua_wire_shapes(struct lua_wire_argv *a, const char *const head[2],
         lua_wire_add_keys(a, groups, n);
     }
     lua_wire_add(a, "shapes", 6);
-    lua_wire_add(a, "", 0);
+    /* now: the node's TIME; "!" when absent states are not looked up at
+     * their old keys (limiter_read_old_keys no). */
+    lua_wire_add(a, "!", groups[0]->new_only);
     lua_wire_add_num(a, ns);
     for (i = 0; i < n; i++) {
         if (shape[i] == i) {
@@ -607,7 +616,7 @@ static size_t lua_wire_flat_len(const struct lua_wire_group *q,
     size_t n = 1;
     unsigned i;
 
-    if (e->type != ':' || q->c == NULL) {
+    if (e->type != ':' || q->c == NULL || q->reset) {
         return e->type == ':' && q->flat > 0 ? q->flat : 1;
     }
     for (i = 0; i < q->c->n; i++) {
@@ -661,7 +670,7 @@ const struct resp_value *lua_wire_next(struct lua_wire_cursor *cur,
     unsigned i;
 
     lua_wire_cursor_drop(cur);
-    if (q->c == NULL || v->elem[at].type != ':') {
+    if (q->c == NULL || q->reset || v->elem[at].type != ':') {
         cur->at += lua_wire_flat_len(q, &v->elem[at]);
         return &v->elem[at];
     }
@@ -797,6 +806,15 @@ enum lua_wire_answer lua_wire_group_decode(struct store_check *c, unsigned g,
 
     if (v->type == '-') {
         return LUA_WIRE_ERROR;
+    }
+    if (c->op == STORE_RESET) {
+        /* Mode "reset": how many records and keys it deleted. */
+        if (v->type != ':' || v->integer < 0) {
+            lua_wire_check_error(c, GCRA_ERR_SCRIPT);
+            return LUA_WIRE_MALFORMED;
+        }
+        c->deleted += v->integer;
+        return LUA_WIRE_DECIDED;
     }
     if (v->type == '*' && v->n >= 1 && v->elem[0].type == '$' &&
         resp_value_is(&v->elem[0], "override")) {

@@ -42,6 +42,9 @@ enum lua_wire_mode {
     LUA_WIRE_ADJUST,   /* "adjust": c->delta at every limit (ADJUST) */
     LUA_WIRE_UNADJUST, /* "adjust" of -c->delta: undoes an ADJUST that
                           another group failed; nobody reads its reply */
+    LUA_WIRE_RESET,    /* "reset": deletes every state of the limits
+                          (RESET); answers how many records and keys
+                          went */
 };
 
 /* One CL.THROTTLE of a "runs" call: borrowed for the encoding. */
@@ -68,6 +71,9 @@ struct lua_wire_group {
                               1 + its entries'); 0: one (a refund's) */
     struct buf words;      /* owned: each word as its length (a size_t)
                               then its bytes */
+    unsigned new_only : 1; /* limiter_read_old_keys no: its call says "!"
+                              before now (limiter.lua's header) */
+    unsigned reset : 1;    /* mode "reset": its answer is one integer */
 };
 
 /* The words of one script call, for resp_cmd_new. */
@@ -191,7 +197,8 @@ void lua_wire_cursor_init(struct lua_wire_cursor *cur,
 
 /* The answer of group q, the next of the reply: a decided group's as
  * {limited, now_s, now_us, entry...} (valid until the next call or
- * lua_wire_cursor_end), else its element (an error, a table). */
+ * lua_wire_cursor_end), else its element (an error, a table, a reset's
+ * count). */
 const struct resp_value *lua_wire_next(struct lua_wire_cursor *cur,
                                        const struct lua_wire_group *q);
 
@@ -199,7 +206,8 @@ void lua_wire_cursor_end(struct lua_wire_cursor *cur);
 
 /* What a group's answer was. */
 enum lua_wire_answer {
-    LUA_WIRE_DECIDED,   /* c->res, c->peek, undo tokens, c->admitted[g] */
+    LUA_WIRE_DECIDED,   /* c->res, c->peek, undo tokens, c->admitted[g];
+                           a RESET's count added to c->deleted */
     LUA_WIRE_OVERRIDE,  /* ["override", value...]: the group's levels'
                            override texts, in the order of their levels */
     LUA_WIRE_ERROR,     /* an error reply: v->raw */

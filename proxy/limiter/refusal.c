@@ -14,13 +14,12 @@
 #include "proxy/core/req.h"
 #include "proxy/core/upstream.h"
 #include "proxy/core/util.h"
+#include "proxy/limiter/refusal_field.h"
 
 /* Nanoseconds per microsecond: TIME's resolution. */
 #define REFUSAL_NS_PER_US 1000
 /* Nanoseconds per millisecond: PEXPIRETIME's. */
 #define REFUSAL_NS_PER_MS 1000000
-/* The largest field a hash state holds: 2^53 - 1. */
-#define REFUSAL_FIELD_MAX INT64_C(9007199254740991)
 
 /* A node's tracker: a private RESP3 connection with CLIENT TRACKING on,
  * which read every key of its entries. Owned by rf->trackers. */
@@ -38,6 +37,14 @@ enum refusal_kind {
                       bucket, a sliding counter), as the tracker reads it */
     REFUSAL_SLOTS, /* a sliding window's hash of slots, as the tracker
                       reads it */
+};
+
+/* The LIMITER entries whose states are records of one identity's string
+ * (refusal_field.h): Redis tracks the string, so its invalidation names
+ * it and forgets them all. Owned by rf->hashes; freed with its last
+ * entry. */
+struct refusal_hash {
+    struct queue entries; /* struct refusal_entry, by hlink */
 };
 
 /* One cached key. Owned by rf->entries, linked in rf->lru. */
@@ -67,8 +74,15 @@ struct refusal_entry {
     size_t bytes;                  /* charged to rf->bytes
                                       (refusal_entry_bytes and its raw and
                                       slots) */
-    unsigned seen : 1;             /* the tracker's read confirmed the state */
-    unsigned active : 1;           /* and its PEXPIRETIME gave the expiry */
+    size_t hlen;                   /* > 0: a LIMITER state kept in a string:
+                                      key's first hlen bytes name it, the
+                                      rest its record's field */
+    struct refusal_hash *hash; /* hlen > 0: borrowed, its string's entries */
+    struct queue hlink;        /* hlen > 0: link in hash->entries */
+    int64_t field_ns;          /* hlen > 0: the record's own expiry (its
+                                  value's; INT64_MAX: none or no record) */
+    unsigned seen : 1;         /* the tracker's read confirmed the state */
+    unsigned active : 1;       /* and its PEXPIRETIME gave the expiry */
 };
 
 /* What an entry of a `klen`-byte key is charged before its raw or slots:
@@ -87,6 +101,13 @@ static void refusal_entry_free(void *p)
     rf->bytes -= e->bytes;
     rf->freed_bytes += e->bytes;
     queue_remove(&e->lru);
+    if (e->hash != NULL) {
+        queue_remove(&e->hlink);
+        if (queue_empty(&e->hash->entries)) {
+            hmap_del(&rf->hashes, e->key, e->hlen);
+            px_free(e->hash);
+        }
+    }
     px_free(e->key);
     px_free(e->raw);
     px_free(e->slots);
@@ -169,9 +190,18 @@ static void refusal_tracker_push(struct upstream *up, const char *p, size_t n)
             for (i = 0; i < keys->n; i++) {
                 struct refusal_entry *e = hmap_get(
                     &rf->entries, keys->elem[i].str, keys->elem[i].len);
+                struct refusal_hash *h;
                 if (e != NULL) {
                     rf->invalidations++;
                     refusal_drop(rf, e);
+                }
+                /* An identity's string: every state of it (the last one
+                 * dropped frees h). */
+                while ((h = hmap_get(&rf->hashes, keys->elem[i].str,
+                                     keys->elem[i].len)) != NULL) {
+                    rf->invalidations++;
+                    refusal_drop(rf, container_of(queue_head(&h->entries),
+                                                  struct refusal_entry, hlink));
                 }
             }
         }
@@ -243,16 +273,22 @@ static struct refusal_tracker *refusal_tracker_for(struct refusal *rf,
  * the read (forgotten and learnt again meanwhile). That is harmless: the
  * read registered the key with the tracking, so any write after it is
  * pushed and forgets whatever entry the key has then. */
+static struct refusal_entry *
+refusal_reading_key(struct refusal *rf, const char *key, size_t klen, int seen)
+{
+    struct refusal_entry *e = hmap_get(&rf->entries, key, klen);
+
+    return e == NULL || e->active || e->seen != seen ? NULL : e;
+}
+
 static struct refusal_entry *refusal_reading(struct refusal *rf,
                                              const struct req *part, int seen)
 {
-    struct refusal_entry *e;
     const char *key;
     size_t klen;
 
     key = resp_cmd_arg(part->cmd, 1, &klen);
-    e = hmap_get(&rf->entries, key, klen);
-    return e == NULL || e->active || e->seen != seen ? NULL : e;
+    return refusal_reading_key(rf, key, klen, seen);
 }
 
 /* The tracker's GET of a TAT: the entry answers from now on when the key
@@ -290,20 +326,7 @@ static void refusal_on_get(struct req *part, const char *frame, size_t len)
  * malformed); -1 for anything else, which the cache leaves to Redis. */
 static int64_t refusal_field(const struct resp_value *f)
 {
-    int64_t x = 0;
-    size_t i;
-
-    if (f->type != '$' || f->null || f->len == 0 || f->len > 18 ||
-        (f->len > 1 && f->str[0] == '0')) {
-        return -1;
-    }
-    for (i = 0; i < f->len; i++) {
-        if (f->str[i] < '0' || f->str[i] > '9') {
-            return -1;
-        }
-        x = x * 10 + (f->str[i] - '0');
-    }
-    return x <= REFUSAL_FIELD_MAX ? x : -1;
+    return f->type != '$' || f->null ? -1 : refusal_field_int(f->str, f->len);
 }
 
 /* The tracker's HMGET of a hash state (its entry's fields): from now on
@@ -467,6 +490,19 @@ static void refusal_on_time(struct req *part, const char *frame, size_t len)
     px_free(ck);
 }
 
+/* A context naming entry e's key, for a read of the tracker. */
+static struct refusal_clock *refusal_clock_new(struct refusal *rf,
+                                               const struct refusal_entry *e)
+{
+    struct refusal_clock *ck = px_malloc(sizeof(*ck) + e->klen);
+
+    ck->rf = rf;
+    ck->sent_ns = uv_hrtime();
+    ck->klen = e->klen;
+    memcpy(ck->key, e->key, e->klen);
+    return ck;
+}
+
 /* Sends the tracker's reads of entry e: `argv` (the state of its key),
  * TIME, then PEXPIRETIME of the key (whose reply makes it active). */
 static void refusal_read(struct refusal *rf, struct refusal_entry *e, int argc,
@@ -476,17 +512,136 @@ static void refusal_read(struct refusal *rf, struct refusal_entry *e, int argc,
     static const char *const time[1] = { "TIME" };
     const char *xargv[2] = { "PEXPIRETIME", e->key };
     size_t xlens[2] = { 11, e->klen };
-    struct refusal_clock *ck = px_malloc(sizeof(*ck) + e->klen);
 
-    ck->rf = rf;
-    ck->sent_ns = uv_hrtime();
-    ck->klen = e->klen;
-    memcpy(ck->key, e->key, e->klen);
     upstream_send(e->t->up,
                   req_own(resp_cmd_new(argc, argv, lens), on_state, rf));
-    upstream_send(e->t->up, req_own_argv(1, time, refusal_on_time, ck));
+    upstream_send(e->t->up, req_own_argv(1, time, refusal_on_time,
+                                         refusal_clock_new(rf, e)));
     upstream_send(e->t->up, req_own(resp_cmd_new(2, xargv, xlens),
                                     refusal_on_expiretime, rf));
+}
+
+/* ---------------- LIMITER states in a string ---------------- */
+
+/* The state string the tracker's GET showed (v) as entry e's state (the
+ * record of its field), held as the reads of a key of its own hold it
+ * (refusal_on_get, _hmget, _hgetall), with the record's own expiry; 0
+ * when it is no state the cache holds. */
+static int refusal_field_state(struct refusal_entry *e,
+                               const struct resp_value *v)
+{
+    const char *rec = NULL, *pl;
+    size_t reclen = 0, plen;
+    int64_t ms;
+    int found;
+
+    e->field_ns = INT64_MAX;
+    found = v->null ? 0
+            : v->type != '$'
+                ? -1
+                : refusal_field_record(v->str, v->len, e->key + e->hlen,
+                                       e->klen - e->hlen, &rec, &reclen);
+    if (found == 0) {
+        e->have = 0;
+        return e->raw == NULL;
+    }
+    if (found < 0 || !refusal_field_value(rec, reclen, &ms, &pl, &plen)) {
+        return 0;
+    }
+    if (ms > 0) {
+        e->field_ns = ms <= INT64_MAX / REFUSAL_NS_PER_MS
+                          ? ms * REFUSAL_NS_PER_MS
+                          : INT64_MAX;
+    }
+    e->have = 1;
+    return e->raw != NULL && plen == e->rawlen && memcmp(pl, e->raw, plen) == 0;
+}
+
+/* The tracker's GET of a LIMITER state's string: from now on every write
+ * of it is pushed, so what it shows is the state until then. */
+static void refusal_on_field(struct req *part, const char *frame, size_t len)
+{
+    struct refusal_clock *ck = part->ctx;
+    struct refusal *rf = ck->rf;
+    struct refusal_entry *e = refusal_reading_key(rf, ck->key, ck->klen, 0);
+    struct resp_value v;
+    size_t used;
+    int ok = 0;
+
+    if (e != NULL) {
+        if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
+            ok = refusal_field_state(e, &v);
+            resp_value_free(&v);
+        }
+        if (ok) {
+            e->seen = 1;
+        } else {
+            refusal_drop(rf, e);
+        }
+    }
+    px_free(ck);
+}
+
+/* The tracker's PEXPIRETIME of a LIMITER state's string: the state goes
+ * at its record's own expiry or the string's, whichever comes first (the
+ * scripts keep the string as long as its records; anyone else may
+ * not). */
+static void refusal_on_hash_expiretime(struct req *part, const char *frame,
+                                       size_t len)
+{
+    struct refusal_clock *ck = part->ctx;
+    struct refusal *rf = ck->rf;
+    struct refusal_entry *e = refusal_reading_key(rf, ck->key, ck->klen, 1);
+    struct resp_value v;
+    size_t used;
+    int exists, ok = 0;
+
+    if (e != NULL) {
+        exists = e->raw != NULL;
+        if (resp_value_parse(frame, len, &v, &used) == RESP_OK) {
+            if (v.type == ':' && v.integer == -2) {
+                ok = !exists;
+                e->expire_ns = INT64_MAX;
+            } else if (v.type == ':' && v.integer >= -1) {
+                ok = 1;
+                e->expire_ns =
+                    v.integer == -1 || v.integer > INT64_MAX / REFUSAL_NS_PER_MS
+                        ? INT64_MAX
+                        : v.integer * REFUSAL_NS_PER_MS;
+                if (e->field_ns < e->expire_ns) {
+                    e->expire_ns = e->field_ns;
+                }
+            }
+            resp_value_free(&v);
+        }
+        if (ok) {
+            e->active = 1;
+        } else {
+            refusal_drop(rf, e);
+        }
+    }
+    px_free(ck);
+}
+
+/* The tracker's reads of a LIMITER state's entry e: GET of its string
+ * (whose record of e's field is the state), TIME, PEXPIRETIME of the
+ * string. */
+static void refusal_read_field(struct refusal *rf, struct refusal_entry *e)
+{
+    static const char *const time[1] = { "TIME" };
+    const char *argv[2] = { "GET", e->key };
+    size_t lens[2] = { 3, e->hlen };
+    const char *xargv[2] = { "PEXPIRETIME", e->key };
+    size_t xlens[2] = { 11, e->hlen };
+
+    upstream_send(e->t->up,
+                  req_own(resp_cmd_new(2, argv, lens), refusal_on_field,
+                          refusal_clock_new(rf, e)));
+    upstream_send(e->t->up, req_own_argv(1, time, refusal_on_time,
+                                         refusal_clock_new(rf, e)));
+    upstream_send(e->t->up, req_own(resp_cmd_new(2, xargv, xlens),
+                                    refusal_on_hash_expiretime,
+                                    refusal_clock_new(rf, e)));
 }
 
 /* ---------------- The cache ---------------- */
@@ -500,6 +655,7 @@ void refusal_init(struct refusal *rf, struct cluster *cl, size_t max,
     rf->max_bytes = max_bytes;
     hmap_init(&rf->entries);
     hmap_init(&rf->trackers);
+    hmap_init(&rf->hashes);
     queue_init(&rf->lru);
 }
 
@@ -526,7 +682,9 @@ void refusal_node_gone(struct refusal *rf, const char *name)
 void refusal_free(struct refusal *rf)
 {
     hmap_free(&rf->entries, refusal_entry_free);
-    PX_ASSERT(rf->bytes == 0); /* every charge was given back */
+    PX_ASSERT(rf->bytes == 0);        /* every charge was given back */
+    PX_ASSERT(rf->hashes.count == 0); /* freed with their last entries */
+    hmap_free(&rf->hashes, NULL);
     hmap_free(&rf->trackers, refusal_tracker_close);
 }
 
@@ -607,11 +765,12 @@ int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
  * cache is off, no node serves the key, or it cannot fit
  * refusal_cache_max_bytes), the least recently used ones making room. */
 static struct refusal_entry *
-refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
+refusal_entry_new(struct refusal *rf, const char *key, size_t klen, size_t hlen,
                   enum refusal_kind kind, int64_t node_now_ns, uint64_t sent_ns)
 {
     struct refusal_tracker *t;
     struct refusal_entry *e;
+    size_t bytes;
 
     if (rf->max == 0) {
         return NULL;
@@ -628,12 +787,19 @@ refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
         refusal_drop(
             rf, container_of(queue_tail(&rf->lru), struct refusal_entry, lru));
     }
-    if (!refusal_room(rf, refusal_entry_bytes(klen), NULL)) {
+    /* A LIMITER record's entry is charged its string's index too (once per
+     * entry: an upper bound). */
+    bytes =
+        refusal_entry_bytes(klen) +
+        (hlen > 0 ? sizeof(struct refusal_hash) + refusal_entry_bytes(hlen) -
+                        sizeof(struct refusal_entry)
+                  : 0);
+    if (!refusal_room(rf, bytes, NULL)) {
         rf->skipped++;
         return NULL;
     }
     e = px_calloc(1, sizeof(*e));
-    e->bytes = refusal_entry_bytes(klen);
+    e->bytes = bytes;
     rf->bytes += e->bytes;
     e->t = t;
     e->key = px_strndup(key, klen);
@@ -644,12 +810,25 @@ refusal_entry_new(struct refusal *rf, const char *key, size_t klen,
     refusal_tighten(e, node_now_ns, sent_ns);
     hmap_put(&rf->entries, e->key, klen, e);
     queue_insert_head(&rf->lru, &e->lru);
+    e->hlen = hlen;
+    e->field_ns = INT64_MAX;
+    if (hlen > 0) {
+        e->hash = hmap_get(&rf->hashes, key, hlen);
+        if (e->hash == NULL) {
+            e->hash = px_calloc(1, sizeof(*e->hash));
+            queue_init(&e->hash->entries);
+            hmap_put(&rf->hashes, key, hlen, e->hash);
+        }
+        queue_insert_tail(&e->hash->entries, &e->hlink);
+    }
     return e;
 }
 
-void refusal_learn(struct refusal *rf, const char *key, size_t klen,
-                   const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
-                   int64_t node_now_ns, uint64_t sent_ns)
+/* refusal_learn of a key of its own (hlen 0) or of a LIMITER field. */
+static void refusal_learn_at(struct refusal *rf, const char *key, size_t klen,
+                             size_t hlen, const char *raw, size_t rawlen,
+                             int have_tat, int64_t tat_ns, int64_t node_now_ns,
+                             uint64_t sent_ns)
 {
     static const char *const get = "GET";
     struct refusal_entry *e;
@@ -657,7 +836,7 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     size_t lens[2];
 
     e = hmap_get(&rf->entries, key, klen);
-    if (e != NULL && e->kind == REFUSAL_TAT &&
+    if (e != NULL && e->kind == REFUSAL_TAT && e->hlen == hlen &&
         (e->raw == NULL) == (raw == NULL) &&
         (raw == NULL ||
          (e->rawlen == rawlen && memcmp(e->raw, raw, rawlen) == 0))) {
@@ -665,7 +844,8 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
         refusal_tighten(e, node_now_ns, sent_ns);
         return;
     }
-    e = refusal_entry_new(rf, key, klen, REFUSAL_TAT, node_now_ns, sent_ns);
+    e = refusal_entry_new(rf, key, klen, hlen, REFUSAL_TAT, node_now_ns,
+                          sent_ns);
     if (e == NULL) {
         return;
     }
@@ -677,6 +857,10 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     e->rawlen = rawlen;
     e->have = have_tat;
     e->tat_ns = tat_ns;
+    if (hlen > 0) {
+        refusal_read_field(rf, e);
+        return;
+    }
     argv[0] = get;
     argv[1] = key;
     lens[0] = 3;
@@ -684,8 +868,26 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
     refusal_read(rf, e, 2, argv, lens, refusal_on_get);
 }
 
+void refusal_learn(struct refusal *rf, const char *key, size_t klen,
+                   const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
+                   int64_t node_now_ns, uint64_t sent_ns)
+{
+    refusal_learn_at(rf, key, klen, 0, raw, rawlen, have_tat, tat_ns,
+                     node_now_ns, sent_ns);
+}
+
+void refusal_learn_limiter(struct refusal *rf, const char *key, size_t klen,
+                           const char *raw, size_t rawlen, int have_tat,
+                           int64_t tat_ns, int64_t node_now_ns,
+                           uint64_t sent_ns)
+{
+    refusal_learn_at(rf, key, klen, refusal_field_hash_len(key, klen), raw,
+                     rawlen, have_tat, tat_ns, node_now_ns, sent_ns);
+}
+
 /* The entry to read for `key` holding `kind` (as `fields`, for a hash
- * state): NULL when the key is cached so already, or being read (whatever
+ * state, a key of its own: only gcra levels live in state strings): NULL
+ * when the key is cached so already, or being read (whatever
  * changed it since is pushed: the call only gives another bound on the
  * clock), or when none can be made; else a new, pending one. */
 static struct refusal_entry *
@@ -695,11 +897,11 @@ refusal_entry_to_read(struct refusal *rf, const char *key, size_t klen,
 {
     struct refusal_entry *e = hmap_get(&rf->entries, key, klen);
 
-    if (e != NULL && e->kind == kind && e->fields == fields) {
+    if (e != NULL && e->kind == kind && e->fields == fields && e->hlen == 0) {
         refusal_tighten(e, node_now_ns, sent_ns);
         return NULL;
     }
-    e = refusal_entry_new(rf, key, klen, kind, node_now_ns, sent_ns);
+    e = refusal_entry_new(rf, key, klen, 0, kind, node_now_ns, sent_ns);
     if (e != NULL) {
         e->fields = fields;
     }

@@ -72,6 +72,8 @@ struct refusal {
     struct hmap entries;    /* key -> struct refusal_entry (owned) */
     struct queue lru;       /* entries, most recently used first */
     struct hmap trackers;   /* node name -> struct refusal_tracker */
+    struct hmap hashes;     /* identity string -> its LIMITER entries
+                               (an invalidation names it: refusal.c) */
     uint64_t hits;          /* calls answered from the cache */
     uint64_t invalidations; /* entries Redis told us to forget */
 };
@@ -98,6 +100,14 @@ void refusal_learn(struct refusal *rf, const char *key, size_t klen,
                    const char *raw, size_t rawlen, int have_tat, int64_t tat_ns,
                    int64_t node_now_ns, uint64_t sent_ns);
 
+/* refusal_learn of a LIMITER gcra level's key: its state is a record of
+ * the identity's string (refusal_field.h), read there and forgotten at
+ * any invalidation of the string. */
+void refusal_learn_limiter(struct refusal *rf, const char *key, size_t klen,
+                           const char *raw, size_t rawlen, int have_tat,
+                           int64_t tat_ns, int64_t node_now_ns,
+                           uint64_t sent_ns);
+
 /* Most fields a hash state has. */
 #define REFUSAL_FIELDS_MAX 3
 
@@ -114,7 +124,8 @@ int refusal_lookup_hash(struct refusal *rf, const char *key, size_t klen,
 /* A call sent at local time `sent_ns` (its reply read now) was refused at the
  * node's time `node_now_ns` with the hash state `key` unchanged: remember its
  * `fields` (1 to REFUSAL_FIELDS_MAX names, NULL-terminated, static),
- * active once the tracker's HMGET reads them. */
+ * active once the tracker's HMGET reads them (GET of the identity's
+ * string, for a key of that form, and its record: refusal_field.h). */
 void refusal_learn_hash(struct refusal *rf, const char *key, size_t klen,
                         const char *const *fields, int64_t node_now_ns,
                         uint64_t sent_ns);

@@ -32,15 +32,19 @@ void refusal_store_free(struct refusal_store *rfs)
  * remembers it (nothing, when raw is no TAT). */
 static void refusal_store_learn_tat(struct refusal_store *rfs, const char *key,
                                     size_t klen, const char *raw, size_t rawlen,
-                                    int64_t node_now, uint64_t sent_ns)
+                                    int64_t node_now, uint64_t sent_ns,
+                                    int limiter)
 {
     int64_t tat = -1;
 
     if (raw != NULL && gcra_parse_int64(raw, rawlen, &tat) != GCRA_OK) {
         return;
     }
-    refusal_learn(&rfs->cache, key, klen, raw, rawlen, raw != NULL && tat != -1,
-                  tat, node_now, sent_ns);
+    /* A LIMITER level's TAT is a record of the identity's state string; a
+     * CL.THROTTLE key is the client's own. */
+    (limiter ? refusal_learn_limiter
+             : refusal_learn)(&rfs->cache, key, klen, raw, rawlen,
+                              raw != NULL && tat != -1, tat, node_now, sent_ns);
 }
 
 void refusal_store_throttled(struct refusal_store *rfs, unsigned db,
@@ -59,8 +63,8 @@ void refusal_store_throttled(struct refusal_store *rfs, unsigned db,
         return;
     }
     refusal_store_learn_tat(rfs, key, klen, sr->tat, sr->tat_len,
-                            sr->now_s * 1000000000 + sr->now_us * 1000,
-                            sent_ns);
+                            sr->now_s * 1000000000 + sr->now_us * 1000, sent_ns,
+                            0);
 }
 
 int refusal_store_throttle(struct refusal_store *rfs,
@@ -413,7 +417,7 @@ void refusal_store_group_learn(struct refusal_store *rfs,
         refusal_store_learn_tat(rfs, c->lim[i].key, c->lim[i].klen,
                                 e->elem[0].null ? NULL : e->elem[0].str,
                                 e->elem[0].null ? 0 : e->elem[0].len, node_now,
-                                sent_ns);
+                                sent_ns, 1);
     }
     /* No override for the identity: its hash did not exist, which the
      * tracker confirms and watches like any key. */

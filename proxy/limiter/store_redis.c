@@ -33,7 +33,8 @@
  * commands can have it refunded ("refund" mode, each limit's undo token)
  * when another group refused or failed: a check consumes everywhere or
  * nowhere. A limit of a shadow level that refused took nothing, so its
- * group's refund leaves it out. RESET is a DEL per group, sent at once. */
+ * group's refund leaves it out. RESET is a call in mode "reset" per
+ * group, queued as a check's. */
 #include "proxy/limiter/store_redis.h"
 
 #include <stdlib.h>
@@ -407,7 +408,12 @@ static void store_redis_group_done(struct store_redis_group *q,
     if (c != NULL) {
         struct store_redis *rs = c->st->impl;
         store_redis_group_reply(c, q->w.g, e);
-        if (c->err.len == 0 && !c->stale) {
+        if (q->w.reset) {
+            /* Again before the client hears of it: a refusal read before
+             * the deletion may have been learnt meanwhile, and Redis's
+             * invalidation of it may still be on its way. */
+            refusal_store_forget_group(&rs->rf, c, q->w.g);
+        } else if (c->err.len == 0 && !c->stale) {
             refusal_store_group_learn(&rs->rf, &q->w, q->cacheable, e, sent_ns);
         }
         store_redis_check_part_done(c);
@@ -415,53 +421,18 @@ static void store_redis_group_done(struct store_redis_group *q,
     store_redis_group_free(q);
 }
 
-/* RESET's DEL of one group's keys: how many went. */
-static void store_redis_reset_on_reply(struct req *part, const char *frame,
-                                       size_t len)
+/* RESET of group g: mode "reset" of its limits, which deletes their
+ * records in the identity's state string and their keys (the sorted
+ * sets', and the previous release's keys) in one script call, so no
+ * check on another connection writes in between; it answers how many
+ * went. A check the client pipelines after the RESET must not be refused
+ * from the states it deletes: forgotten now, and again at its answer. */
+static void store_redis_reset_queue(struct store_check *c, unsigned g)
 {
-    struct store_check *c = part->ctx;
     struct store_redis *rs = c->st->impl;
 
-    if (frame[0] == '-') {
-        if (c->err.len == 0) {
-            PX_CHECK_OOM(buf_append(&c->err, frame, len));
-        }
-    } else if (frame[0] == ':') {
-        c->deleted += strtoll(frame + 1, NULL, 10);
-    }
-    /* Again before the client hears of it: a refusal read before the DEL
-     * may have been learnt meanwhile, and Redis's invalidation of it may
-     * still be on its way. */
-    refusal_store_forget_group(&rs->rf, c, part->part);
-    store_redis_check_part_done(c);
-}
-
-/* RESET of group g: DEL of its keys, on the node of its tag. */
-static void store_redis_reset_send(struct store_check *c, unsigned g)
-{
-    unsigned i, a = 0;
-    const char **argv = px_calloc(c->n + 1, sizeof(*argv));
-    size_t *lens = px_calloc(c->n + 1, sizeof(*lens));
-    struct store_redis *rs = c->st->impl;
-    char ovkey[STORE_KEY_MAX];
-    size_t ovlen = store_redis_group_ovkey(c, g, ovkey);
-
-    /* A check the client pipelines after the RESET must not be refused
-     * from the state it deletes. */
     refusal_store_forget_group(&rs->rf, c, g);
-    argv[a] = "DEL";
-    lens[a++] = 3;
-    for (i = 0; i < c->n; i++) {
-        if (c->lim[i].group == g) {
-            argv[a] = c->lim[i].key;
-            lens[a++] = c->lim[i].klen;
-        }
-    }
-    store_redis_part_send(c->st, resp_cmd_new((int)a, argv, lens),
-                          store_redis_reset_on_reply, c, g, c->root->lane,
-                          ovkey, ovlen);
-    px_free(argv);
-    px_free(lens);
+    store_redis_group_queue(c, g, LUA_WIRE_RESET);
 }
 
 /* ADJUST's call to group g. One that gives back makes refused keys
@@ -498,25 +469,26 @@ static void store_redis_check(struct store *st, struct store_check *c,
         done(c);
         return;
     }
-    /* RESET deletes keys and RELEASE frees slots, so a group without any
-     * has nothing to do; checks call every group, to verify its
+    /* RESET deletes states and RELEASE frees slots, so a group without
+     * any limit has nothing to do; checks call every group, to verify its
      * overrides. */
     for (g = 0; g < c->ngroups; g++) {
-        c->pending += (c->op != STORE_RESET && c->op != STORE_RELEASE) ||
+        c->pending += (c->op != STORE_RELEASE && c->op != STORE_RESET) ||
                       store_redis_group_keys(c, g) > 0;
     }
     c->root->owed++;
     for (g = 0; g < c->ngroups; g++) {
-        if (c->op == STORE_RELEASE && store_redis_group_keys(c, g) == 0) {
+        if ((c->op == STORE_RELEASE || c->op == STORE_RESET) &&
+            store_redis_group_keys(c, g) == 0) {
             continue;
         }
         if (c->op == STORE_ADJUST) {
             store_redis_adjust_queue(c, g);
-        } else if (c->op != STORE_RESET) {
+        } else if (c->op == STORE_RESET) {
+            store_redis_reset_queue(c, g);
+        } else {
             store_redis_group_queue(
                 c, g, c->op == STORE_PEEK ? LUA_WIRE_PEEK : LUA_WIRE_CHECK);
-        } else if (store_redis_group_keys(c, g) > 0) {
-            store_redis_reset_send(c, g);
         }
     }
 }

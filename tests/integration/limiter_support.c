@@ -11,6 +11,7 @@
 
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
+#include "tests/integration/lstate.h"
 
 /* Digits of a TAT in nanoseconds from 2001-09-09 to 2286-11-20. */
 #define TAT_DIGITS 19
@@ -75,8 +76,16 @@ void px_check_five(redisReply *r, const char *what, long long limited,
 
 int64_t px_get_tat(redisContext *d, const char *key, size_t klen)
 {
-    redisReply *r = px_cmd(d, "GET %b", key, klen);
+    char hash[256], name[512];
+    const char *field;
+    redisReply *r;
     int64_t tat;
+
+    /* A LIMITER level's TAT is a record of its identity's state string. */
+    snprintf(name, sizeof(name), "%.*s", (int)klen, key);
+    r = strlen(name) == klen && lstate_split(name, hash, sizeof(hash), &field)
+            ? lstate_cmd(d, "GET %s", name)
+            : px_cmd(d, "GET %b", key, klen);
 
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "GET %.*s: type %d", (int)klen,
                  key, r->type);
@@ -152,7 +161,16 @@ void px_check_absent(const char *key, size_t klen, const char *what)
     if (d == NULL) {
         return;
     }
-    r = px_cmd(d, "EXISTS %b", key, klen);
+    {
+        char hash[256], name[512];
+        const char *field;
+
+        snprintf(name, sizeof(name), "%.*s", (int)klen, key);
+        r = strlen(name) == klen &&
+                    lstate_split(name, hash, sizeof(hash), &field)
+                ? lstate_cmd(d, "EXISTS %s", name)
+                : px_cmd(d, "EXISTS %b", key, klen);
+    }
     cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer == 0,
               "%s: %.*s exists", what, (int)klen, key);
     freeReplyObject(r);

@@ -4,6 +4,7 @@
 #include "tests/integration/lua_twin.h"
 
 #include "tests/integration/fixture.h"
+#include "tests/integration/lstate.h"
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -354,9 +355,9 @@ void lua_twin_call_multi(redisContext *c, const char *mode, const char *key,
     memset(k, 0, sizeof(*k));
     redisAppendCommand(c, "MULTI");
     lua_twin_append(c, mode, key, algo, p, now_us, cost, undo);
-    redisAppendCommand(c, "PTTL %s", key);
-    redisAppendCommand(c, read_fmt, key);
-    redisAppendCommand(c, "PERSIST %s", key);
+    lstate_append(c, "PTTL %s", key);
+    lstate_append(c, read_fmt, key);
+    lstate_append(c, "PERSIST %s", key);
     redisAppendCommand(c, "EXEC");
     px_check_status(px_next(c), "OK");
     for (int i = 0; i < TWIN_TXN_ELEMS; i++) {
@@ -498,7 +499,11 @@ void lua_twin_expect(const struct lua_twin_out *o, const struct rl_decision *d,
 
 long long lua_twin_pttl(redisContext *c, const char *key)
 {
-    redisReply *r = px_cmd(c, "PTTL %s", key);
+    char hash[256];
+    const char *field;
+    redisReply *r = lstate_split(key, hash, sizeof(hash), &field)
+                        ? lstate_cmd(c, "PTTL %s", key)
+                        : px_cmd(c, "PTTL %s", key);
     long long v;
 
     cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "PTTL type");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tests/integration/fixture.h"
+#include "tests/integration/lstate.h"
 #include "tests/integration/lua_twin.h"
 #include "tests/support/px_test.h"
 
@@ -126,17 +127,17 @@ static void replies_hash_text(const redisReply *v, char *out, size_t outlen)
 void replies_state_read(redisContext *c, const char *key,
                         struct replies_state *k)
 {
-    redisReply *t = px_cmd(c, "TYPE %s", key);
+    redisReply *t = lstate_cmd(c, "TYPE %s", key);
     redisReply *v = NULL;
     size_t used;
 
     snprintf(k->text, sizeof(k->text), "%s:", t->str);
     if (strcmp(t->str, "string") == 0) {
-        v = px_cmd(c, "GET %s", key);
+        v = lstate_cmd(c, "GET %s", key);
         used = strlen(k->text);
         snprintf(k->text + used, sizeof(k->text) - used, "%s", v->str);
     } else if (strcmp(t->str, "hash") == 0) {
-        v = px_cmd(c, "HGETALL %s", key);
+        v = lstate_cmd(c, "HGETALL %s", key);
         replies_hash_text(v, k->text, sizeof(k->text));
     } else if (strcmp(t->str, "zset") == 0) {
         v = px_cmd(c, "ZRANGE %s 0 -1 WITHSCORES", key);
@@ -150,7 +151,7 @@ void replies_state_read(redisContext *c, const char *key,
         freeReplyObject(v);
     }
     freeReplyObject(t);
-    k->pttl = lua_twin_pttl(c, key);
+    k->pttl = lua_twin_pttl(c, key); /* through lstate */
 }
 
 void replies_state_expect_eq(const struct replies_state *a,

@@ -11,6 +11,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 #include "tests/support/px_test.h"
 
 #include <stdio.h>
@@ -29,9 +30,10 @@ PX_TEST_SUITE(it_acl);
 #define LIMITS_YAML                                                            \
     "user:\n  children:\n    \"*\":\n      limits: [2, 1, 3600]\n"
 
-#define MALLORY_OVR "cellgate:{user:mallory}#overrides"
-#define VICTIM_KEY  "cellgate:{user:victim}#0:gcra"
-#define MAX_MASTERS 3
+#define MALLORY_OVR  "cellgate:{user:mallory}#overrides"
+#define VICTIM_KEY   "cellgate:{user:victim}#0:gcra"
+#define VICTIM_STATE "cellgate:{user:victim}"
+#define MAX_MASTERS  3
 
 static int acl_cluster;              /* the running test is in cluster mode */
 static char acl_conf[PX_PATH_MAX];   /* proxy.yaml naming the users */
@@ -205,7 +207,7 @@ static void acl_attacks(void)
     r = px_cmd(d, "FUNCTION LOAD REPLACE %s", lib);
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "FUNCTION LOAD: %s", r->str);
     freeReplyObject(r);
-    r = px_cmd(dv, "GET %s", VICTIM_KEY);
+    r = lstate_cmd(dv, "GET %s", VICTIM_KEY);
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "the victim has no state");
     snprintf(tat, sizeof(tat), "%s", r->str);
     freeReplyObject(r);
@@ -249,6 +251,14 @@ static void acl_attacks(void)
     px_check_status(px_cmd(a, "AUTH admin " ADMIN_PASS), "OK");
     acl_check_refused_by_redis(px_cmd(a, "SET %s 1", VICTIM_KEY), "admin SET");
     acl_check_refused_by_redis(px_cmd(a, "DEL %s", VICTIM_KEY), "admin DEL");
+    /* (The victim's state is a record of its identity's state string.) */
+    acl_check_refused_by_redis(px_cmd(a, "DEL %s", VICTIM_STATE),
+                               "admin DEL of the state string");
+    acl_check_refused_by_redis(px_cmd(a, "SET %s 7:#0:gcra=0|1;", VICTIM_STATE),
+                               "admin SET of the state string");
+    acl_check_refused_by_redis(
+        px_cmd(a, "APPEND %s 7:#0:gcra=0|1;", VICTIM_STATE),
+        "admin APPEND to the state string");
     acl_check_refused_by_redis(
         px_cmd(a, "HSET %s user:mallory unlimited", MALLORY_OVR), "admin HSET");
     acl_check_refused_by_redis(px_cmd(a, "FLUSHALL"), "admin FLUSHALL");
@@ -266,7 +276,7 @@ static void acl_attacks(void)
     /* Nothing was written: no override, the victim's TAT as it was, no
      * key more than the list. */
     px_check_int(px_cmd(d, "EXISTS %s", MALLORY_OVR), 0);
-    px_check_str(px_cmd(dv, "GET %s", VICTIM_KEY), tat);
+    px_check_str(lstate_cmd(dv, "GET %s", VICTIM_KEY), tat);
     cr_assert_eq(acl_dbsize(), keys + 1, "keys written by the attacks");
     /* And mallory is limited as everyone: 3 of 20 admitted. */
     for (i = 0; i < 20; i++) {
@@ -480,6 +490,34 @@ Test(it_acl, a_client_user_that_reaches_limiter_keys_is_named,
     /* The limiter works all the same. */
     acl_check(px_cmd(c, "LIMITER CHECK user:frank"), "frank", 0, 2);
     redisFree(c);
+}
+
+/* A limiter user that may not write or delete an identity's state string
+ * (SET, DEL: what the scripts send on it) is named in a warning. */
+static void init_weak_limiter(void)
+{
+    char yaml[1024];
+    redisContext *d;
+
+    acl_cluster = 0;
+    px_env_prepare();
+    acl_files(NULL);
+    px_redis_start(&px_env()->redis, NULL);
+    acl_apply(px_env()->redis.port);
+    d = px_redis_connect(&px_env()->redis, NULL);
+    px_check_status(px_cmd(d, "ACL SETUSER cg-limiter -set -del"), "OK");
+    redisFree(d);
+    acl_proxy_yaml(yaml, sizeof(yaml), NULL);
+    px_proxy_start_for(&px_env()->proxy, &px_env()->redis, yaml);
+}
+
+Test(it_acl, a_limiter_user_that_cannot_write_its_state_is_named,
+     .init = init_weak_limiter, .fini = fini)
+{
+    acl_wait_log("Redis user 'cg-limiter' may not write limiter keys, delete "
+                 "limiter keys, write CL.THROTTLE's keys, which are any key: "
+                 "limiter calls will fail",
+                 1);
 }
 
 /* The glob of the printed client user keeps exactly the prefix's keys

@@ -483,6 +483,7 @@ static void gc_own(uint64_t *s, struct twin_key *k, const char *ctx)
 
 static const struct twin_algo GC = {
     .name = "gcra",
+    .plain_key = 1,
     .read_fmt = "GET %s",
     .nparams = 3,
     .state_size = sizeof(struct gc_state),

@@ -12,6 +12,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 #include "tests/support/px_test.h"
 
 #include <signal.h>
@@ -151,7 +152,7 @@ static void each_algorithm(redisContext *c, const char *id)
 static long long hash_int(const char *key, const char *field)
 {
     redisContext *d = px_direct_for(key, strlen(key));
-    redisReply *r = px_cmd(d, "HGET %s %s", key, field);
+    redisReply *r = lstate_cmd(d, "HGET %s %s", key, field);
     long long v;
 
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "HGET %s %s", key, field);

@@ -20,6 +20,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 PX_TEST_SUITE(it_limiter_batch);
 
@@ -96,7 +97,7 @@ static void check_only_on_owner(const char *tag, const char *key)
 {
     redisContext *d = px_direct_for(tag, strlen(tag));
 
-    px_check_int(px_cmd(d, "EXISTS %s", key), 1);
+    px_check_int(lstate_cmd(d, "EXISTS %s", key), 1);
     redisFree(d);
 }
 
@@ -114,7 +115,7 @@ static void checks_share_calls(void)
     long long before, used;
     int i, sent = 0;
 
-    px_check_int(px_cmd(d, "HSET cellgate:{user:bad}#0:gcra f v"), 1);
+    px_check_int(lstate_cmd(d, "HSET cellgate:{user:bad}#0:gcra f v"), 1);
     redisFree(d);
     before = all_script_calls();
     for (i = 0; i < IDS; i++) {
@@ -426,8 +427,8 @@ Test(it_limiter_batch, a_call_whose_slot_moved_is_sent_again_alone,
     /* The moved identity's keys live on the new owner, none on the old. */
     {
         redisContext *d = px_cluster_connect(cl, to);
-        px_check_int(px_cmd(d, "EXISTS cellgate:{user:mv}#0:gcra {user:mv}ct"),
-                     2);
+        px_check_int(
+            lstate_cmd(d, "EXISTS cellgate:{user:mv}#0:gcra {user:mv}ct"), 2);
         redisFree(d);
         d = px_cluster_connect(cl, from);
         px_check_int(px_cmd(d, "CLUSTER COUNTKEYSINSLOT %u", slot), 0);
@@ -502,7 +503,7 @@ Test(it_limiter_batch, undeclared_keys_of_another_node_are_left_untouched,
     freeReplyObject(r);
     px_check_int(px_cmd(da, "EXISTS %s", a1), 1);
     px_check_int(px_cmd(da, "EXISTS %s", a2), 1);
-    px_check_int(px_cmd(db, "EXISTS %s", b), 0);
+    px_check_int(lstate_cmd(db, "EXISTS %s", b), 0);
 
     /* limiter "each": a fixed window group of each key, the override hash
      * after it; the group of b fails alone with the node's error. */
@@ -549,7 +550,7 @@ Test(it_limiter_batch, undeclared_keys_of_another_node_are_left_untouched,
         freeReplyObject(r);
         px_check_int(px_cmd(da, "EXISTS %s", k[0][0]), 1);
         px_check_int(px_cmd(da, "EXISTS %s", k[2][0]), 1);
-        px_check_int(px_cmd(db, "EXISTS %s", k[1][0]), 0);
+        px_check_int(lstate_cmd(db, "EXISTS %s", k[1][0]), 0);
     }
     free(lib);
     redisFree(da);

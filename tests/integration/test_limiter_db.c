@@ -16,6 +16,7 @@
 
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 PX_TEST_SUITE(it_limiter_db);
 
@@ -43,7 +44,7 @@ static long long exists_in(redisContext *d, int db, const char *key)
     long long n;
 
     px_check_status(px_cmd(d, "SELECT %d", db), "OK");
-    r = px_cmd(d, "EXISTS %s", key);
+    r = lstate_cmd(d, "EXISTS %s", key);
     cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
     n = r->integer;
     freeReplyObject(r);

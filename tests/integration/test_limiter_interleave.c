@@ -29,6 +29,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 PX_TEST_SUITE(it_interleave);
 
@@ -97,7 +98,7 @@ static void fini(void)
 static long long bucket_tokens(const char *key, long long cap)
 {
     redisContext *d = px_direct_for(key, strlen(key));
-    redisReply *r = px_cmd(d, "HGET %s tokens", key);
+    redisReply *r = lstate_cmd(d, "HGET %s tokens", key);
     long long n = cap;
 
     cr_assert(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL,

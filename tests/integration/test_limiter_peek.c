@@ -33,6 +33,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 PX_TEST_SUITE(it_limiter_peek);
 
@@ -239,7 +240,7 @@ static char *snapshot(void)
             const char *key = keys->element[k]->str;
             size_t klen = keys->element[k]->len;
             redisReply *dump = px_cmd(d, "DUMP %b", key, klen);
-            redisReply *exp = px_cmd(d, "PEXPIRETIME %b", key, klen);
+            redisReply *exp = lstate_cmd(d, "PEXPIRETIME %.*s", (int)klen, key);
             size_t len;
             char *line;
 

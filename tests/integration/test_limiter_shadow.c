@@ -23,6 +23,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 #include "tests/support/px_test.h"
 
 #include <signal.h>
@@ -186,7 +187,7 @@ static long long window_count(const char *key)
     if (d == NULL) {
         return -1;
     }
-    r = px_cmd(d, "HGET %s count", key);
+    r = lstate_cmd(d, "HGET %s count", key);
     n = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
     cr_assert(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL,
               "%s: reply type %d", key, r->type);

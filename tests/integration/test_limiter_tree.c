@@ -29,6 +29,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 PX_TEST_SUITE(it_limiter_tree);
 
@@ -317,7 +318,7 @@ static int64_t tat_of(const char *key)
         return 0;
     }
     tat = px_get_tat(d, key, strlen(key));
-    r = px_cmd(d, "PTTL %s", key);
+    r = lstate_cmd(d, "PTTL %s", key);
     cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer > 0,
               "%s has no expiry", key);
     freeReplyObject(r);
@@ -331,7 +332,6 @@ static long long count_limiter_keys(void)
     struct px_cluster *cl = px_cluster();
     long long n = 0;
     redisContext *d;
-    redisReply *r;
 
     if (px_mode_now() == PX_MODE_EMBEDDED) {
         return -1;
@@ -341,9 +341,39 @@ static long long count_limiter_keys(void)
         d = px_mode_now() == PX_MODE_CLUSTER
                 ? px_cluster_connect(cl, m)
                 : px_redis_connect(&px_env()->redis, NULL);
-        r = px_cmd(d, "KEYS cellgate:*");
+        /* (The states kept in an identity's state string count as their
+         * keys: its records "<L>:<field>=<value>;".) */
+        redisReply *r = px_cmd(d, "KEYS cellgate:*");
+
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-        n += (long long)r->elements;
+        for (size_t i = 0; i < r->elements; i++) {
+            const char *key = r->element[i]->str;
+            redisReply *t = px_cmd(d, "TYPE %s", key);
+
+            if (strcmp(t->str, "string") == 0 && key[strlen(key) - 1] == '}') {
+                redisReply *g = px_cmd(d, "GET %s", key);
+                const char *p = g->str, *end = g->str + g->len;
+
+                cr_assert_eq(g->type, REDIS_REPLY_STRING);
+                while (p < end) {
+                    char *colon;
+                    unsigned long l = strtoul(p, &colon, 10);
+
+                    cr_assert(colon < end && *colon == ':' &&
+                                  l < (size_t)(end - colon - 1),
+                              "%s: %s", key, g->str);
+                    p = memchr(colon + 1 + l, ';',
+                               (size_t)(end - colon - 1 - l));
+                    cr_assert_not_null(p, "%s: %s", key, g->str);
+                    p++;
+                    n++;
+                }
+                freeReplyObject(g);
+            } else {
+                n++;
+            }
+            freeReplyObject(t);
+        }
         freeReplyObject(r);
         redisFree(d);
     }
@@ -821,7 +851,7 @@ static void documented_keys(redisContext *c, const char *id)
         redisReply *r;
 
         tat_of(ek[i].key);
-        px_check_int(px_cmd(d, "EXISTS %s", ek[i].key), 1);
+        px_check_int(lstate_cmd(d, "EXISTS %s", ek[i].key), 1);
         if (px_mode_now() == PX_MODE_CLUSTER) {
             /* Redis itself hashes the key to its tag's slot. */
             r = px_cmd(d, "CLUSTER KEYSLOT %s", ek[i].key);

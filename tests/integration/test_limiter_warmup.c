@@ -17,6 +17,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 #include "tests/support/px_test.h"
 
 #include <stdio.h>
@@ -116,7 +117,7 @@ static void cold_retry(redisContext *c)
 static long long hash_int(const char *key, const char *field)
 {
     redisContext *d = px_direct_for(key, strlen(key));
-    redisReply *r = px_cmd(d, "HGET %s %s", key, field);
+    redisReply *r = lstate_cmd(d, "HGET %s %s", key, field);
     long long v;
 
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "%s %s", key, field);

@@ -24,6 +24,7 @@
  * PX_LUA_FORM=function these tests call the FUNCTION library. */
 #include "tests/integration/fixture.h"
 #include "tests/integration/lcall.h"
+#include "tests/integration/lstate.h"
 #include "tests/integration/lua_twin.h"
 #include "tests/integration/replies.h"
 #include "tests/support/px_test.h"
@@ -145,16 +146,7 @@ static int cmp_name(const void *a, const void *b)
 
 static void snap_read(redisContext *c, struct snap *s)
 {
-    redisReply *k = px_cmd(c, "KEYS *");
-
-    cr_assert_eq(k->type, REDIS_REPLY_ARRAY);
-    cr_assert_leq(k->elements, SNAP_MAX);
-    s->n = (int)k->elements;
-    for (int i = 0; i < s->n; i++) {
-        cr_assert_lt(strlen(k->element[i]->str), sizeof(s->name[i]));
-        snprintf(s->name[i], sizeof(s->name[i]), "%s", k->element[i]->str);
-    }
-    freeReplyObject(k);
+    s->n = lstate_keys(c, s->name, SNAP_MAX);
     qsort(s->name, (size_t)s->n, sizeof(s->name[0]), cmp_name);
     for (int i = 0; i < s->n; i++) {
         replies_state_read(c, s->name[i], &s->st[i]);
@@ -205,21 +197,22 @@ static void plant_base(redisContext *c)
 {
     px_check_status(px_cmd(c, "FLUSHALL"), "OK");
     px_check_status(
-        px_cmd(c, "SET cellgate:{user:full}#0:gcra 1700000010000000000"), "OK");
-    px_check_int(px_cmd(c, "HSET cellgate:{user:full}#0:token_bucket "
-                           "tokens 0 ts 1700000000000000 frac 0"),
+        lstate_cmd(c, "SET cellgate:{user:full}#0:gcra 1700000010000000000"),
+        "OK");
+    px_check_int(lstate_cmd(c, "HSET cellgate:{user:full}#0:token_bucket "
+                               "tokens 0 ts 1700000000000000 frac 0"),
                  3);
-    px_check_int(px_cmd(c, "HSET cellgate:{user:full}#0:leaky_bucket "
-                           "level 2 ts 1700000000000000"),
+    px_check_int(lstate_cmd(c, "HSET cellgate:{user:full}#0:leaky_bucket "
+                               "level 2 ts 1700000000000000"),
                  2);
-    px_check_int(px_cmd(c, "HSET cellgate:{user:full}#0:fixed_window "
-                           "start 1699999980000000 count 2"),
+    px_check_int(lstate_cmd(c, "HSET cellgate:{user:full}#0:fixed_window "
+                               "start 1699999980000000 count 2"),
                  2);
-    px_check_int(px_cmd(c, "HSET cellgate:{user:full}#0:sliding_window "
-                           "1699999999000000 2 total 2"),
+    px_check_int(lstate_cmd(c, "HSET cellgate:{user:full}#0:sliding_window "
+                               "1699999999000000 2 total 2"),
                  2);
-    px_check_int(px_cmd(c, "HSET cellgate:{user:full}#0:sliding_counter "
-                           "start 1699999980000000 count 2 prev 0"),
+    px_check_int(lstate_cmd(c, "HSET cellgate:{user:full}#0:sliding_counter "
+                               "start 1699999980000000 count 2 prev 0"),
                  3);
     px_check_int(px_cmd(c, "ZADD cellgate:{user:full}#0:sliding_log "
                            "1699999999000000 1699999999000000:a1 "
@@ -671,9 +664,9 @@ Test(it_lua_keys, the_paths_are_the_keys_tag_and_rest, .init = it_init,
         cr_assert_eq(r->elements, 3 + 3, "decoys only");
         cr_assert_eq(r->element[0]->integer, 0, "decoys only");
         freeReplyObject(r);
-        px_check_int(px_cmd(c, "EXISTS cellgate:{user:alex}#0:gcra "
-                               "cellgate:{user:alex}:trade#1:gcra "
-                               "cellgate:{user:alex}#2:gcra"),
+        px_check_int(lstate_cmd(c, "EXISTS cellgate:{user:alex}#0:gcra "
+                                   "cellgate:{user:alex}:trade#1:gcra "
+                                   "cellgate:{user:alex}#2:gcra"),
                      3);
     }
     redisFree(c);

@@ -10,6 +10,7 @@
  * state at cost 0. Every reply entry (limited, limit, remaining) and every
  * stored window (start, count) must be the model's. */
 #include "tests/integration/fixture.h"
+#include "tests/integration/lstate.h"
 #include "tests/integration/lua_twin.h"
 #include "tests/support/px_test.h"
 
@@ -143,7 +144,7 @@ static redisReply *script_call(redisContext *c, const char *mode,
     redisAppendCommand(c, "MULTI");
     redisAppendCommandArgv(c, n, v, len);
     for (int i = 0; i < NLIM; i++) {
-        redisAppendCommand(c, "PERSIST %s", keys[i]);
+        lstate_append(c, "PERSIST %s", keys[i]);
     }
     redisAppendCommand(c, "EXEC");
     for (int i = 0; i < NLIM + 2; i++) {
@@ -163,7 +164,7 @@ static redisReply *script_call(redisContext *c, const char *mode,
 static void expect_state(redisContext *c, const struct model *m, int i,
                          const char *ctx)
 {
-    redisReply *r = px_cmd(c, "HMGET %s start count", keys[i]);
+    redisReply *r = lstate_cmd(c, "HMGET %s start count", keys[i]);
 
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
     if (!m->have[i]) {

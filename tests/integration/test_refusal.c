@@ -21,6 +21,7 @@
 #include "algorithms/token_bucket.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 #define NS ((int64_t)1000000000)
 
@@ -61,7 +62,7 @@ static int64_t redis_now(redisContext *d)
 /* The TAT stored at `key` (have = 0: none). */
 static int64_t stored_tat(redisContext *d, const char *key, int *have)
 {
-    redisReply *r = px_cmd(d, "GET %s", key);
+    redisReply *r = lstate_cmd(d, "GET %s", key);
     int64_t tat = 0;
 
     *have = r->type == REDIS_REPLY_STRING;
@@ -1023,7 +1024,7 @@ Test(it_refusal, two_proxies_on_windows_that_end_answer_as_redis,
 /* Redis's PEXPIRETIME of `key` (ms; -1 none, -2 no key). */
 static long long expire_time(redisContext *d, const char *key)
 {
-    redisReply *r = px_cmd(d, "PEXPIRETIME %s", key);
+    redisReply *r = lstate_cmd(d, "PEXPIRETIME %s", key);
     long long v;
 
     cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
@@ -1091,7 +1092,7 @@ Test(it_refusal, no_refusal_outlives_the_key, .init = init_tree,
          * (300 ms leave room, on a loaded host, for learning the key again
          * and still answering from the cache before it goes.) */
         inval = px_info_int(c, "limiter_refusal_cache_invalidations");
-        px_check_int(px_cmd(d, "PEXPIRE %s 300", key[k]), 1);
+        px_check_int(lstate_cmd(d, "PEXPIRE %s 300", key[k]), 1);
         px_wait_refusal_invalidation(c, inval, "PEXPIRE");
         until_cached(c, cmd[k], first);
         cr_assert_gt(refused_until_expiry(c, d, cmd[k], key[k]), 0,

@@ -12,6 +12,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/limiter_support.h"
+#include "tests/integration/lstate.h"
 
 PX_TEST_SUITE(it_refusal_cluster);
 
@@ -187,7 +188,7 @@ Test(it_refusal_cluster, refusals_of_every_algorithm_on_every_master,
         struct px_five v;
         path_on_master("sw", m, path, sizeof(path));
         snprintf(key, sizeof(key), "cellgate:{%s}#0:sliding_window", path);
-        px_check_int(px_cmd(d, "DEL %s", key), 1);
+        px_check_int(lstate_cmd(d, "DEL %s", key), 1);
         px_wait_refusal_invalidation(c, inval, "a DEL on a master");
         v = px_take_five(px_cmd(c, "LIMITER CHECK %s", path), "after DEL");
         cr_assert(v.limited == 0 && v.limit == 3 && v.remaining == 2,

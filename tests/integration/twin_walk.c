@@ -3,6 +3,8 @@
  * to Redis, draws times and tallies is here, once. */
 #include "tests/integration/twin_walk.h"
 
+#include "tests/integration/lstate.h"
+
 #include "tests/integration/fixture.h"
 
 #include <criterion/criterion.h>
@@ -108,7 +110,7 @@ static void twin_expect_state(struct twin_key *k, const redisReply *r,
 
 void twin_reread(struct twin_key *k, const char *ctx)
 {
-    redisReply *r = px_cmd(k->c, k->a->read_fmt, k->name);
+    redisReply *r = lstate_cmd(k->c, k->a->read_fmt, k->name);
 
     k->have = k->a->parse(r, k->st, ctx);
     freeReplyObject(r);
@@ -121,10 +123,27 @@ void twin_reread(struct twin_key *k, const char *ctx)
  * argument (what a format cannot say). */
 static void twin_cmd_words(struct twin_key *k, const char *cmd)
 {
-    char buf[512], *save = NULL, *w;
-    const char *argv[16];
+    char buf[512], *save = NULL, *w, hash[64];
+    const char *argv[16], *field;
     int argc = 0;
 
+    if (lstate_split(k->name, hash, sizeof(hash), &field)) {
+        /* Planted in the identity's state string (lstate.h), "%s" its
+         * name. */
+        char text[512];
+        size_t used = 0;
+
+        snprintf(buf, sizeof(buf), "%s", cmd);
+        for (w = strtok_r(buf, " ", &save); w != NULL;
+             w = strtok_r(NULL, " ", &save)) {
+            used += (size_t)snprintf(text + used, sizeof(text) - used, "%s%s",
+                                     used > 0 ? " " : "",
+                                     strcmp(w, "%s") == 0 ? k->name : w);
+            cr_assert_lt(used, sizeof(text));
+        }
+        freeReplyObject(lstate_cmd(k->c, "%s", text));
+        return;
+    }
     snprintf(buf, sizeof(buf), "%s", cmd);
     for (w = strtok_r(buf, " ", &save); w != NULL && argc < 16;
          w = strtok_r(NULL, " ", &save)) {
@@ -153,7 +172,7 @@ static void twin_keep_ttl(struct twin_key *k, long long pttl)
     k->ttl = pttl > 0 ? -1 : pttl;
     if (k->keep_ttl && pttl > 0) {
         k->ttl_at = px_now_ms();
-        px_check_int(px_cmd(k->c, "PEXPIRE %s %lld", k->name, pttl), 1);
+        px_check_int(lstate_cmd(k->c, "PEXPIRE %s %lld", k->name, pttl), 1);
         k->ttl = pttl;
     }
 }
@@ -393,7 +412,7 @@ static int twin_expire(struct twin_key *k, uint64_t *s, int64_t now,
         }
     }
     if (lua_twin_rnd_in(s, 0, 1)) {
-        px_check_int(px_cmd(k->c, "DEL %s", k->name), 1);
+        px_check_int(lstate_cmd(k->c, "DEL %s", k->name), 1);
         k->have = 0;
         k->ttl = -2;
     }
@@ -465,7 +484,16 @@ static void twin_sequence(struct twin_key *k, uint64_t *s, int seq,
 {
     int64_t now = twin_rnd_start(s);
 
-    snprintf(k->name, sizeof(k->name), "%.8s:%d", k->a->name, seq);
+    /* A limit key of the state-string form, when its algorithm keeps its
+     * state in the identity's string (lstate.h): the walk covers the
+     * emulation of the commands the algorithms send, on that string's
+     * record. CL.THROTTLE's keys are the client's own. */
+    if (k->a->plain_key) {
+        snprintf(k->name, sizeof(k->name), "%.8s:%d", k->a->name, seq);
+    } else {
+        snprintf(k->name, sizeof(k->name), "{tw}%.8s:%d#0:%s", k->a->name, seq,
+                 k->a->name);
+    }
     k->have = 0;
     k->ttl = -2;
     k->a->rnd_conf(s, &k->cf, NULL);
@@ -601,12 +629,12 @@ static void twin_probe(struct twin_key *k, const char *what, char *buf,
     redisReply *r;
 
     if (strncmp(what, "field:", 6) == 0) {
-        r = px_cmd(k->c, "HGET %s %s", k->name, arg);
+        r = lstate_cmd(k->c, "HGET %s %s", k->name, arg);
     } else if (strncmp(what, "score:", 6) == 0) {
-        r = px_cmd(k->c, "ZSCORE %s %s", k->name, arg);
+        r = lstate_cmd(k->c, "ZSCORE %s %s", k->name, arg);
     } else {
         cr_assert(strncmp(what, "zcount:", 7) == 0, "no probe %s", what);
-        r = px_cmd(k->c, "ZCOUNT %s %s %s", k->name, arg, arg);
+        r = lstate_cmd(k->c, "ZCOUNT %s %s %s", k->name, arg, arg);
     }
     if (r->type == REDIS_REPLY_NIL) {
         snprintf(buf, size, "nil");
@@ -687,7 +715,7 @@ static void twin_expect_want(struct twin_key *k, const char *want,
         } else if (strcmp(name, "reset_text") == 0) {
             g = k->text[1];
         } else if (strcmp(name, "zcard") == 0) {
-            redisReply *r = px_cmd(k->c, "ZCARD %s", k->name);
+            redisReply *r = lstate_cmd(k->c, "ZCARD %s", k->name);
 
             g = r->integer;
             freeReplyObject(r);
@@ -764,7 +792,7 @@ void twin_bad_params(struct twin_key *k, const struct twin_bad *rows, size_t n)
         cr_assert_eq(lua_twin_call(k->c, "refund", k->name, k->a->name, v,
                                    TWIN_T0, 1, "1", &o, err, sizeof(err)),
                      0, "case %zu: %s", i, err);
-        px_check_int(px_cmd(k->c, "EXISTS %s", k->name), 0);
+        px_check_int(lstate_cmd(k->c, "EXISTS %s", k->name), 0);
     }
 }
 
@@ -773,7 +801,7 @@ void twin_bad_params(struct twin_key *k, const struct twin_bad *rows, size_t n)
 static void twin_expect_refused(struct twin_key *k, const char *want,
                                 const char *ctx)
 {
-    redisReply *d0 = px_cmd(k->c, "DUMP %s", k->name), *d1;
+    redisReply *d0 = lstate_cmd(k->c, "DUMP %s", k->name), *d1;
     char err[TWIN_ERR], buf[4][TWIN_DIGITS];
     const char *v[4];
     struct lua_twin_out o;
@@ -786,11 +814,11 @@ static void twin_expect_refused(struct twin_key *k, const char *want,
                      -1, "%s: no error", ctx);
         cr_assert_str_eq(err, want, "%s", ctx);
     }
-    d1 = px_cmd(k->c, "DUMP %s", k->name);
+    d1 = lstate_cmd(k->c, "DUMP %s", k->name);
     cr_assert(d0->type == REDIS_REPLY_STRING && d0->len == d1->len &&
                   memcmp(d0->str, d1->str, d0->len) == 0,
               "%s: the key changed", ctx);
-    px_check_int(px_cmd(k->c, "PTTL %s", k->name), -1);
+    px_check_int(lstate_cmd(k->c, "PTTL %s", k->name), -1);
     freeReplyObject(d0);
     freeReplyObject(d1);
 }
@@ -800,14 +828,14 @@ void twin_bad_states(struct twin_key *k, const char *other,
 {
     char want[TWIN_ERR];
 
-    px_check_status(px_cmd(k->c, "SET %s 1", k->name), "OK");
+    px_check_status(lstate_cmd(k->c, "SET %s 1", k->name), "OK");
     twin_expect_refused(k, TWIN_E_WRONGTYPE, "a string");
-    freeReplyObject(px_cmd(k->c, "DEL %s", k->name));
+    freeReplyObject(lstate_cmd(k->c, "DEL %s", k->name));
     twin_cmd_words(k, other);
     twin_expect_refused(k, TWIN_E_WRONGTYPE, other);
     snprintf(want, sizeof(want), "ERR %s", k->a->state_error);
     for (size_t i = 0; i < n; i++) {
-        freeReplyObject(px_cmd(k->c, "DEL %s", k->name));
+        freeReplyObject(lstate_cmd(k->c, "DEL %s", k->name));
         twin_cmd_words(k, rows[i]);
         twin_expect_refused(k, want, rows[i]);
     }

@@ -78,6 +78,9 @@ struct twin_key;
  * "no key" where it is an input. */
 struct twin_algo {
     const char *name;     /* limiter.lua's algorithm */
+    int plain_key;        /* 1: the state is a key of its own (CL.THROTTLE's
+                             gcra.lua, redis-cell's format), never a
+                             record of an identity's state string */
     const char *read_fmt; /* the state's read, one %s for the key */
     int nparams;          /* parameters the script takes (2 or 3) */
     size_t state_size;
@@ -168,7 +171,7 @@ struct twin_algo {
 struct twin_key {
     const struct twin_algo *a;
     redisContext *c;
-    char name[32];
+    char name[64];
     struct twin_conf cf;
     int have;                 /* the key exists */
     void *st;                 /* its state (state_size bytes, owned) */

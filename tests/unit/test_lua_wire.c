@@ -636,3 +636,51 @@ Test(lua_wire, an_adjust_sends_its_delta_and_an_unadjust_is_skipped_whole)
     lua_wire_group_free(&q[1]);
     store_check_free(c);
 }
+
+Test(lua_wire, a_reset_assumes_no_override_and_is_answered_by_its_count)
+{
+    static const unsigned groups[] = { 0, 1 };
+    struct store_check *c = check_new(3, 2, groups, 2);
+    struct lua_wire_params memo = { 0 };
+    struct lua_wire_group q[2];
+    const struct lua_wire_group *g[2] = { &q[0], &q[1] };
+    struct lua_wire_cursor cur;
+    const struct resp_value *e;
+    struct resp_value v;
+
+    c->op = STORE_RESET;
+    limit_gcra(c, 0, "ka", 0, 4, 1, 1000);
+    limit_fixed(c, 1, "kb", 0, 10, 60000);
+    limit_fixed(c, 2, "kc", 1, 10, 60000);
+    group_of(&q[0], c, 0, LUA_WIRE_RESET, &memo);
+    group_of(&q[1], c, 1, LUA_WIRE_RESET, &memo);
+    cr_expect_eq(q[0].c, c);
+    /* No pairs, though level p1 assumes "o1": a RESET deletes the states
+     * of the keys it names, whatever the overrides. */
+    shapes_are(q, 2, 0,
+               "FCALL|fn|5|ka|kb|rl:{t0}#overrides|kc|rl:{t1}#overrides|"
+               "shapes||2|reset|1|2|gcra|1000|0|5000|0||fixed_window|10|"
+               "60000||||0|reset|1|1|fixed_window|10|60000||||0|2|1|2");
+    /* One integer a group, however many limits it has. */
+    parse("*5\r\n:0\r\n:100\r\n:5\r\n:3\r\n:1\r\n", &v);
+    cr_assert(lua_wire_shapes_shaped(&v, g, 2));
+    lua_wire_cursor_init(&cur, &v);
+    e = lua_wire_next(&cur, g[0]);
+    cr_assert_eq(e->type, ':');
+    cr_assert_eq(lua_wire_group_decode(c, 0, e), LUA_WIRE_DECIDED);
+    e = lua_wire_next(&cur, g[1]);
+    cr_assert_eq(lua_wire_group_decode(c, 1, e), LUA_WIRE_DECIDED);
+    cr_expect_eq(c->deleted, 4);
+    cr_expect_eq(c->err.len, 0);
+    lua_wire_cursor_end(&cur);
+    resp_value_free(&v);
+    /* A table where a count belongs is the script's error. */
+    parse("*1\r\n:0\r\n", &v);
+    cr_expect_eq(lua_wire_group_decode(c, 0, &v), LUA_WIRE_MALFORMED);
+    cr_expect_gt(c->err.len, 0);
+    cr_expect_eq(c->deleted, 4);
+    resp_value_free(&v);
+    lua_wire_group_free(&q[0]);
+    lua_wire_group_free(&q[1]);
+    store_check_free(c);
+}
