@@ -8,7 +8,9 @@
 --                       the record "<rest>#<i>:gcra" of the state string
 --                       "<prefix>{<tag>}" (hstate.lua: the state format,
 --                       and the previous release's keys read once); any
---                       other algorithm's is a key of its own
+--                       other algorithm's is a key of its own, as is a
+--                       gcra key whose algorithm the proxy names
+--                       "gcra.key" (a level below a second "*")
 --          KEYS[n + 1]  the override hash of the slot's identity
 --                       ("<prefix>{tag}#overrides", LIMITER OVERRIDE)
 -- ARGV     [1] mode: "check" (decide, write when every limit admits),
@@ -499,6 +501,11 @@ ALGO.gcra = {
     end
   end,
 }
+-- A gcra level below a second "*" (tenant:<t>:user:<u>) keeps a key of
+-- its own: the proxy names its algorithm so, and HS.begin leaves its key
+-- to Redis (the identity's string would hold every sub-identity's
+-- records, and each check would rewrite them all).
+ALGO[HS.OWN] = ALGO.gcra
 
 -- Scratch of one group's decisions: its algorithms (LIM_A), entries
 -- (LIM_E), refusals (LIM_L), shadow levels (LIM_S: the name, or false),
@@ -878,7 +885,7 @@ local function LIM_single(KEYS, ARGV)
   if P == nil then
     return redis.error_reply(LIM_BAD_ARGS)
   end
-  HS.begin(KEYS, 1, n)
+  HS.begin(KEYS, 1, n, ARGV, 4)
   local r, err = LIM_run(KEYS, 1, ARGV, mode, cost, n, 4, P, pb, pm, now,
                          now_s, now_us, nil, nil, wait)
   if r == nil then
@@ -933,9 +940,18 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     return 'one'
   end
   f.layc = false
+  -- f.DR: the levels that are records of the state string, f.nr of them;
+  -- f.dmix: some other level keeps a key of its own (HS.OWN).
+  local R, nr = f.DR, 0
+  if R == nil then
+    R = {}
+    f.DR = R
+  end
+  f.dmix = false
   for i = 1, n do
     local b = a0 + 6 * i - 3
-    if ARGV[b] ~= 'gcra' or ARGV[b + 5] ~= '' then
+    local w = ARGV[b]
+    if (w ~= 'gcra' and w ~= HS.OWN) or ARGV[b + 5] ~= '' then
       return false
     end
     local G = LIM_gcra(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
@@ -947,9 +963,19 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     f[x + 1], f[x + 2], f[x + 3], f[x + 4], f[x + 5] =
       G.f_now or false, G.f_thr, G.f_top, G.f_val, G.f_ms
     f[x + 6], f[x + 7], f[x + 8], f[x + 9] = G.inc_s, G.inc_ns, G.f_lo, G.f_fmt
+    if w == 'gcra' then
+      nr = nr + 1
+      R[nr] = i
+    else
+      f.dmix = true
+    end
     -- (f.dok: every level is on its fast path, so HS.direct may decide.)
     f.dok = (i == 1 or f.dok) and G.f_now ~= nil
   end
+  f.nr = nr
+  -- HS.direct decides a group with a record at least; its levels of a key
+  -- of their own need SET ... NX GET (Redis 7).
+  f.dok = f.dok and nr > 0 and (GCRA_NX_GET or not f.dmix)
   return true
 end
 
@@ -1161,39 +1187,44 @@ local function HS_end(reply, out, o0, o, n)
 end
 
 -- The direct path of a group of n gcra levels on their fast path (f
--- from LIM_fast_shape, f.dok; keys from K[k], distinct, all records of
--- one identity's state string; its overrides verified by the caller): the
--- decision of LIM_fast, its reply flat after out[o], on the string itself,
--- with none of the emulation's records (which cost Redis more than the
--- commands). It takes a string that holds exactly the path's records, in
--- its order, each a TAT of 19 digits (what it and the emulation write on
--- the node's clock): every other string goes to the emulation.
+-- from LIM_fast_shape, f.dok; keys from K[k], distinct; its overrides
+-- verified by the caller): the decision of LIM_fast, its reply flat after
+-- out[o], on the identity's state string itself, with none of the
+-- emulation's records (which cost Redis more than the commands). The
+-- levels f.DR are records of one string; the others (f.dmix) keep keys of
+-- their own (HS.OWN, a level below a second "*"). It takes a string that
+-- holds exactly the records of those levels, in their order, each a TAT
+-- of 19 digits (what it and the emulation write on the node's clock):
+-- every other string goes to the emulation.
 -- With no old key left to read (HS.noold), one SET ... NX PXAT ... GET
 -- reads the string and, for a new identity, writes it admitted; else a GET
--- (and an EXISTS of the old keys of the levels it lacks). A record past
--- its expire_at reads as absent, as HS.load has it. When every level
--- admits, one SET of the whole string expiring at its latest record
--- (PXAT); a refusal writes nothing. Returns the index of the reply's last
--- element, or false, having written nothing, when the emulation must
--- decide.
+-- (and an EXISTS of the old keys of the records it lacks). A record past
+-- its expire_at reads as absent, as HS.load has it. A key of its own is
+-- read as LIM_fast reads it, SET ... NX PX ... GET, which writes a new
+-- one admitted. When every level admits, one SET of the whole string
+-- expiring at its latest record (PXAT), and a SET of each own key not
+-- written by its read; a refusal writes nothing (what the reads wrote
+-- goes). Returns the index of the reply's last element, or false, having
+-- written nothing, when the emulation must decide.
 function HS.direct(K, k, n, f, now_s, now_ns, out, o)
   if not HS.real then
     return false
   end
   local V, C, F, h = HS.dV, HS.dC, f.DF, nil
+  local R, nr, mix = f.DR, f.nr, f.dmix
   local find, sub = string.find, string.sub
   if F and f.DFn == n then
     -- The string of the group's keys when they are the fields of the
     -- shape's last group (HS.parse's split without its pattern, which
     -- costs Redis ten thousand instructions a new key: the key up to the
     -- first "}" after the first "{", at least a character apart).
-    local k1 = K[k]
+    local k1 = K[k + R[1] - 1]
     local b = find(k1, '{', 1, true)
     local c = b and find(k1, '}', b + 1, true)
     if c and c > b + 1 and sub(k1, c + 1) == F[1] then
       h = sub(k1, 1, c)
-      for i = 2, n do
-        if K[k + i - 1] ~= h .. F[i] then
+      for j = 2, nr do
+        if K[k + R[j] - 1] ~= h .. F[j] then
           h = nil
           break
         end
@@ -1202,24 +1233,25 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
   end
   if h == nil then
     F = F or {}
-    for i = 1, n do
-      local p = HS.parse(K[k + i - 1])
+    for j = 1, nr do
+      local p = HS.parse(K[k + R[j] - 1])
       if not p or p[3] ~= 's' or (h and p[1] ~= h) then
         f.DF = nil
         return false
       end
-      h, F[i] = p[1], p[2]
+      h, F[j] = p[1], p[2]
     end
     f.DF, f.DFn = F, n
   end
-  local L = HS.layout(f, F, n)
+  local L = HS.layout(f, F, nr, R)
   if not L then
     return false
   end
-  local rp, v = HS.rp, nil
+  local rp, v, made = HS.rp, nil, false
   if HS.noold then
     v = rp('SET', h, L.new, 'NX', 'PXAT', L.top, 'GET')
-    if v == false then
+    made = v == false -- a new identity, its records written admitted
+    if made and not mix then
       out[o + 1] = 0
       for i = 1, n do
         out[o + 1 + i] = false
@@ -1231,20 +1263,21 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
   end
   local absent, limited = 0, 0
   if v == false then
-    absent = n
-    for i = 1, n do
-      V[i], C[i] = false, 0
+    absent = nr
+    for j = 1, nr do
+      V[R[j]], C[R[j]] = false, 0
     end
   elseif type(v) ~= 'string' or #v ~= L.E then
     return false
   else
     local now6 = L.now6
-    for i = 1, n do
-      local x, p = 9 * i - 9, L.pos[i]
-      if find(v, L.nm[i], p, true) ~= p then
+    for j = 1, nr do
+      local i, p = R[j], L.pos[j]
+      local x = 9 * i - 9
+      if find(v, L.nm[j], p, true) ~= p then
         return false
       end
-      local q = p + #L.nm[i]
+      local q = p + #L.nm[j]
       local t = sub(v, q, q + 18)
       if not find(t, '^%d*$') then
         return false
@@ -1269,14 +1302,24 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
     -- The upgrade's lookup, as HS.begin's: a state absent from the string
     -- may live at its old key.
     local A, a = HS.a, 0
-    for i = 1, n do
-      if V[i] == false then
+    for j = 1, nr do
+      if V[R[j]] == false then
         a = a + 1
-        A[a] = K[k + i - 1]
+        A[a] = K[k + R[j] - 1]
       end
     end
     if rp('EXISTS', unpack(A, 1, a)) ~= 0 then
       return false
+    end
+  end
+  if mix then
+    if not HS.direct_own(K, k, n, f, made and h) then
+      return false
+    end
+    for i = 1, n do
+      if C[i] == 1 then
+        limited = 1
+      end
     end
   end
   out[o + 1] = limited
@@ -1284,42 +1327,123 @@ function HS.direct(K, k, n, f, now_s, now_ns, out, o)
     out[o + 1 + i] = V[i]
   end
   if limited == 1 then
+    if mix then
+      HS.direct_undo(K, k, n, made and h)
+    end
     return o + 1 + n
   end
-  local S, top, format = HS.dS, '', string.format
-  for i = 1, n do
-    local x, w = 9 * i - 9, nil
-    if C[i] == 0 then
-      w = f[x + 4]
-    else
-      -- gcra_fast_ahead, with its two formats made one: the TAT's last 15
-      -- digits plus INC, when they exceed now's (lo) and need no carry.
-      local lo, t = f[x + 8], V[i]
-      local low = lo and tonumber(sub(t, 5))
-      local new = low and low + (f[x + 6] * 1000000000 + f[x + 7])
-      if low and low > lo and new < 1e15 then
-        w = format(f[x + 9], new)
+  if not made then
+    local S, top, format = HS.dS, '', string.format
+    for j = 1, nr do
+      local i = R[j]
+      local x, w = 9 * i - 9, nil
+      if C[i] == 0 then
+        w = f[x + 4]
       else
-        w = gcra_fast_ahead(t, f[x + 6], f[x + 7], now_s, now_ns, lo,
-                            f[x + 9])
+        -- gcra_fast_ahead, with its two formats made one: the TAT's last
+        -- 15 digits plus INC, when they exceed now's (lo) and need no
+        -- carry.
+        local lo, t = f[x + 8], V[i]
+        local low = lo and tonumber(sub(t, 5))
+        local new = low and low + (f[x + 6] * 1000000000 + f[x + 7])
+        if low and low > lo and new < 1e15 then
+          w = format(f[x + 9], new)
+        else
+          w = gcra_fast_ahead(t, f[x + 6], f[x + 7], now_s, now_ns, lo,
+                              f[x + 9])
+        end
+      end
+      local e = sub(w, 1, 13)
+      if e > top then
+        top = e
+      end
+      S[j] = L.nm[j] .. w .. ';'
+    end
+    local r = rp('SET', h, table.concat(S, '', 1, nr), 'PXAT', top)
+    if r.err then
+      if mix then
+        HS.direct_undo(K, k, n, false)
+      end
+      return false -- an error: nothing written
+    end
+  end
+  if mix then
+    -- The keys of their own that their read did not write.
+    local rc, T = HS.rc, HS.dT
+    for i = 1, n do
+      if T[i] == false then
+        local x, key = 9 * i - 9, K[k + i - 1]
+        local val, ms = f[x + 4], f[x + 5]
+        if C[i] == 2 then
+          val, ms = gcra_fast_ahead(V[i], f[x + 6], f[x + 7], now_s, now_ns,
+                                    f[x + 8], f[x + 9])
+        end
+        rc('SET', key, val, 'PX', ms)
       end
     end
-    local e = sub(w, 1, 13)
-    if e > top then
-      top = e
-    end
-    S[i] = L.nm[i] .. w .. ';'
-  end
-  local r = rp('SET', h, table.concat(S, '', 1, n), 'PXAT', top)
-  if r.err then
-    return false -- an error: nothing written
   end
   return o + 1 + n
 end
 
+-- HS.direct's reads of the levels of a group that keep keys of their own
+-- (the levels but f.DR): each SET ... NX PX ... GET (a new key written
+-- admitted: HS.dT[i] true, else false; nil for a record), its value and
+-- class in HS.dV and HS.dC, as LIM_fast's (1: refused). False, having
+-- undone every write of the group (the string too, when `made`: the
+-- string a new identity's read wrote), when a value is off the fast path
+-- or an error.
+function HS.direct_own(K, k, n, f, made)
+  local V, C, T, rp, find = HS.dV, HS.dC, HS.dT, HS.rp, string.find
+  for i = 1, n do
+    T[i] = nil
+  end
+  local R, nr, j = f.DR, f.nr, 1
+  for i = 1, n do
+    if j <= nr and R[j] == i then
+      j = j + 1
+    else
+      local x = 9 * i - 9
+      local v = rp('SET', K[k + i - 1], f[x + 4], 'NX', 'PX', f[x + 5], 'GET')
+      T[i], V[i], C[i] = v == false, v, 0
+      if v ~= false then
+        -- (v a string or an error table, whose # is 0.)
+        if #v ~= 19 or not find(v, '^%d*$') then
+          T[i] = nil
+          HS.direct_undo(K, k, n, made)
+          return false
+        elseif v > f[x + 1] then
+          local c = v <= f[x + 2] and 2 or v <= f[x + 3] and 1 or nil
+          if c == nil then
+            T[i] = nil
+            HS.direct_undo(K, k, n, made)
+            return false
+          end
+          C[i] = c
+        end
+      end
+    end
+  end
+  return true
+end
+
+-- Undoes the writes of HS.direct_own's reads (HS.dT), and the string
+-- `made` (a new identity's, written by its read) unless it is false.
+function HS.direct_undo(K, k, n, made)
+  local T, rp = HS.dT, HS.rp
+  for i = 1, n do
+    if T[i] then
+      rp('DEL', K[k + i - 1])
+    end
+  end
+  if made then
+    rp('DEL', made)
+  end
+end
+
 
 -- The layout of the state string of a group of gcra levels of shape f
--- whose records are F[1 .. n], on this call's clock: each record's
+-- whose records are F[1 .. n], those of its levels R[1 .. n] (f.DR), on
+-- this call's clock: each record's
 -- "<L>:<field>=" (nm) and its position (pos) when the string holds exactly
 -- these records, each a TAT of 19 digits, their total length (E), the
 -- string of a new identity admitted (new, expiring at top), and the
@@ -1327,7 +1451,7 @@ end
 -- expired). Kept in f for the fields of its last group
 -- (f.layc: made for this call's f, LIM_fast_shape's); nil when the clock or a level's new TAT is not of
 -- 13 and 19 digits.
-function HS.layout(f, F, n)
+function HS.layout(f, F, n, R)
   local L = f.lay
   if L and f.layc then
     local same = true
@@ -1349,7 +1473,7 @@ function HS.layout(f, F, n)
   L = L or {f = {}, nm = {}, pos = {}}
   local pos, new, top = 1, {}, ''
   for i = 1, n do
-    local val = f[9 * i - 5]
+    local val = f[9 * R[i] - 5]
     if #val ~= 19 then
       return nil
     end
@@ -1421,7 +1545,7 @@ local function LIM_groups(K, kb, ARGV, G, flat)
     if d then
       r = d
     else
-      HS.begin(K, kb + k0, n)
+      HS.begin(K, kb + k0, n, ARGV, a0 + 3)
       if HS.n == 0 then
         -- No state string in the group (hash states, sorted sets): Redis
         -- directly (the emulation's wrappers cost Redis about a thousand
@@ -1557,7 +1681,22 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     -- level's state lives at its old key (HS.direct then looks up none)
     -- and no override hash exists. It costs Redis a twentieth of a
     -- group's EXISTS a key.
-    HS.noold = HS.rp('EXISTS', unpack(K, 1, (n + 1) * G)) == 0
+    if f.dmix then
+      -- Of the records and override hashes only: the keys of their own
+      -- are no old keys (and mostly exist).
+      local A, a, R, nr = HS.a, 0, f.DR, f.nr
+      for g = 0, G - 1 do
+        local kg = (n + 1) * g
+        for j = 1, nr do
+          A[a + j] = K[kg + R[j]]
+        end
+        a = a + nr + 1
+        A[a] = K[kg + n + 1]
+      end
+      HS.noold = HS.rp('EXISTS', unpack(A, 1, a)) == 0
+    else
+      HS.noold = HS.rp('EXISTS', unpack(K, 1, (n + 1) * G)) == 0
+    end
     LIM_NOHASH = HS.noold
   end
   -- LIM_groups's EXISTS of every override hash, for the fast paths (for
@@ -1612,7 +1751,8 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- last group's keys, f.DF), its layout (HS.layout), each level's
   -- strings (gcra_fast's), its INC in ns and gcra_fast_ahead's lo and
   -- format.
-  local dn = direct and n <= 2 and LIM_NOHASH and HS.noold and HS.real
+  local dn = direct and not f.dmix and n <= 2 and LIM_NOHASH and HS.noold and
+    HS.real
   local two, rp, HM = n == 2, HS.rp, HS.hm
   local sub_, format_, byte_ = string.sub, string.format, string.byte
   local F1, F2, NEW, TOP, E, now6, nm1, nm2, q1, q2, p2
@@ -1627,7 +1767,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       F = dn and {p1[2], two and p2_[2] or nil}
       f.DF, f.DFn = F, dn and n
     end
-    local L = dn and HS.layout(f, F, n)
+    local L = dn and HS.layout(f, F, n, f.DR)
     dn = L and true
     if dn then
       F1, F2, NEW, TOP, E, now6 = F[1], F[2], L.new, L.top, L.E, L.now6
@@ -1792,7 +1932,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
       -- Redis about a thousand instructions a command); else the group's
       -- states, or none (then Redis directly too).
       if kind ~= 'one' then
-        HS.begin(K, k, n)
+        HS.begin(K, k, n, ARGV, a0 + 3)
       end
       if HS.n == 0 then
         R_CALL, R_PCALL = HS.rc, HS.rp

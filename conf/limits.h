@@ -250,6 +250,11 @@ struct limits_level {
     bool unlimited;   /* an override lifts every limit: admit */
     bool overridden;  /* limits come from an override of this path */
     bool wildcard;    /* this level's own segment matched a "*" node */
+    bool own_keys;    /* a segment below the identity's matched a "*" too
+                         (tenant:<t>:user:<u>): its gcra states keep keys
+                         of their own, never records of the identity's
+                         state string, which would hold every
+                         sub-identity's */
     bool shadow;      /* shadow: true on the node: the level decides and
                          keeps state, but never refuses (the caller's job) */
     int64_t lease;    /* lease: N of the node, 0: none (used when this

@@ -197,6 +197,7 @@ int limits_resolve(const struct limits_tree *t, const char *path,
 {
     size_t start[LIMITS_MAX_DEPTH], seglen[LIMITS_MAX_DEPTH];
     size_t used, tag_end = 0; /* 0: no "*" matched yet */
+    bool sub_wild = false;    /* a "*" matched below the tag's */
     const struct limits_node *n = t != NULL ? &t->root : NULL;
     unsigned i, nseg, id_group = 0;
     bool have_id_group = false;
@@ -236,6 +237,8 @@ int limits_resolve(const struct limits_tree *t, const char *path,
         out->matched = i + 1;
         if (n->wildcard && tag_end == 0) {
             tag_end = start[i] + seglen[i];
+        } else if (n->wildcard) {
+            sub_wild = true;
         }
         if (n->nlimits == 0) {
             continue;
@@ -247,6 +250,7 @@ int limits_resolve(const struct limits_tree *t, const char *path,
         lv->wildcard = n->wildcard;
         lv->path = out->text;
         lv->path_len = start[i] + seglen[i];
+        lv->own_keys = sub_wild;
         limits_level_limits(t, n, lv);
         /* Above the first "*": a tag of its own. Below: the identity's. */
         limits_level_key(out, lv, prefix, prefix_len,

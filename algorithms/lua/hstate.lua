@@ -20,7 +20,10 @@
 -- at the next write of the string; the string expires (PXAT) at its latest
 -- record's expiry, or never when a record never does. The algorithms with
 -- a hash state keep their own keys: their commands emulated here cost
--- Redis two to three times the commands themselves.
+-- Redis two to three times the commands themselves. So does a gcra level
+-- below a second "*" of the tree (the proxy names it HS.OWN): under the
+-- tag tenant:<t>, every user's records would make one string, each check
+-- reading and rewriting them all.
 --
 -- gcra's code is left as it was: while limiter.lua decides a group (the
 -- limits of one request), R_CALL and R_PCALL are this module's HS.call
@@ -63,6 +66,11 @@ local HS = {
   -- TAT (a hash state keeps its key: emulating its commands on a string
   -- cost Redis two to three times the commands themselves)
   ALG = {gcra = 's'},
+  -- the word the proxy sends in place of "gcra" for a level below a
+  -- second "*" of the tree (tenant:<t>:user:<u>), whose state keeps a key
+  -- of its own: in the identity's string, every sub-identity's records
+  -- would be one value that each check reads and rewrites whole
+  OWN = 'gcra.key',
   OK = {ok = 'OK'},
   real = true, -- the call runs on the node's clock (not a test's now)
   -- scratch of HS.begin and HS.finish, kept between groups
@@ -72,7 +80,7 @@ local HS = {
   docs = {}, dpool = {}, nd = 0,
   -- scratch of HS.direct (limiter.lua: a group of gcra levels decided on
   -- its state string itself)
-  dV = {}, dC = {}, dS = {},
+  dV = {}, dC = {}, dS = {}, dT = {},
   -- true when no absent state may live at its old key: HS.old is off, or
   -- one EXISTS of every key of the batch counted none (limiter.lua)
   noold = false,
@@ -192,15 +200,16 @@ function HS.records(s, RF, RV)
   return c
 end
 
--- Starts a group whose keys are K[k0 .. k0 + n - 1]: loads the states of
--- those of the state-string form, one GET per string (one: a group's keys
--- share their identity's tag), and the upgrade's reads. The string's
+-- Starts a group whose keys are K[k0 .. k0 + n - 1], their algorithms
+-- W[w0], W[w0 + 6] ...: loads the states of those of the state-string
+-- form (but a level named HS.OWN), one GET per string (one: a group's
+-- keys share their identity's tag), and the upgrade's reads. The string's
 -- records wait in HS.docs (by string) for HS.finish, which writes it whole.
-function HS.begin(K, k0, n)
-  local st, recs, c = HS.st, HS.recs, 0
+function HS.begin(K, k0, n, W, w0)
+  local st, recs, c, own = HS.st, HS.recs, 0, HS.OWN
   for i = 1, n do
     local key = K[k0 + i - 1]
-    local p = HS.parse(key)
+    local p = W[w0 + 6 * i - 6] ~= own and HS.parse(key)
     if p and st[key] == nil then
       -- A record of the pool (HS.pool[c]), set afresh: a table a key and
       -- group would cost Redis its allocation and its collection.

@@ -98,6 +98,7 @@ static const char *limiter_tree_add(struct store_check *c,
     x->key = px_strndup(key, (size_t)kl);
     x->klen = (size_t)kl;
     x->group = lev->group;
+    x->own_key = l->algo == LIMITS_GCRA && lev->own_keys;
     x->level = (unsigned)(lev - c->lv->level);
     x->rule = *tr->rules != NULL && lev->rule < nrules ? (*tr->rules)[lev->rule]
                                                        : NULL;

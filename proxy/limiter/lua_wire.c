@@ -275,7 +275,11 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     lua_wire_cost(q, c, g, mode, cost);
     lua_wire_word(q, num, resp_fmt_ll(num, (long long)q->nk - 1));
     for (i = 0; i < c->n; i++) {
-        const char *algo = limits_algo_name(c->lim[i].algo);
+        /* A gcra level that keeps a key of its own says so: the
+         * scripts would take its key for a record of the state string. */
+        const char *algo = c->lim[i].own_key
+                               ? LUA_WIRE_GCRA_OWN_KEY
+                               : limits_algo_name(c->lim[i].algo);
         /* The last value: a refund's undo token; a check's shadow level
          * ("" for a real limit, else a name its level's limits share). */
         const char *undo = refund ? c->lim[i].undo : "";

@@ -20,6 +20,11 @@
 /* Most calls or groups in one script call. */
 #define LUA_WIRE_BATCH_MAX 64
 
+/* The algorithm word of a gcra limit whose state is a key of its own (its
+ * level is below a second "*"): limiter.lua reads "gcra" as a record of
+ * the identity's state string. */
+#define LUA_WIRE_GCRA_OWN_KEY "gcra.key"
+
 /* Decimal room for one script argument. */
 #define LUA_WIRE_ARG_MAX 24
 

@@ -4,8 +4,9 @@
  * field) of the string "<prefix>{<tag>}", whose value is the records one
  * after another, each "<L>:<field>=<value>;" (L the field's bytes in
  * decimal). A record's value is a TAT alone or "<expire_at_ms>|<TAT>".
- * (The other algorithms keep keys of their own.) Pure functions: the
- * cache's I/O (refusal.c) calls them. */
+ * (The other algorithms keep keys of their own, and so does a gcra level
+ * below a second "*", which the cache reads as a key: store_limit's
+ * own_key.) Pure functions: the cache's I/O (refusal.c) calls them. */
 #ifndef PX_PROXY_LIMITER_REFUSAL_FIELD_H
 #define PX_PROXY_LIMITER_REFUSAL_FIELD_H
 

@@ -40,8 +40,9 @@ static void refusal_store_learn_tat(struct refusal_store *rfs, const char *key,
     if (raw != NULL && gcra_parse_int64(raw, rawlen, &tat) != GCRA_OK) {
         return;
     }
-    /* A LIMITER level's TAT is a record of the identity's state string; a
-     * CL.THROTTLE key is the client's own. */
+    /* A LIMITER level's TAT is a record of the identity's state string
+     * (limiter), unless its level keeps keys of its own; a CL.THROTTLE key
+     * is the client's own. */
     (limiter ? refusal_learn_limiter
              : refusal_learn)(&rfs->cache, key, klen, raw, rawlen,
                               raw != NULL && tat != -1, tat, node_now, sent_ns);
@@ -417,7 +418,7 @@ void refusal_store_group_learn(struct refusal_store *rfs,
         refusal_store_learn_tat(rfs, c->lim[i].key, c->lim[i].klen,
                                 e->elem[0].null ? NULL : e->elem[0].str,
                                 e->elem[0].null ? 0 : e->elem[0].len, node_now,
-                                sent_ns, 1);
+                                sent_ns, !c->lim[i].own_key);
     }
     /* No override for the identity: its hash did not exist, which the
      * tracker confirms and watches like any key. */

@@ -111,6 +111,10 @@ struct store_limit {
     char *key;                 /* owned: the limit's key */
     size_t klen;               /* bytes of key */
     unsigned group;            /* tag group: one script call */
+    bool own_key;              /* gcra below a second "*": its state is a
+                                  key of its own, not a record of the
+                                  identity's state string (the level's
+                                  own_keys) */
     unsigned level;            /* index of its level in the check's levels */
     struct metrics_rule *rule; /* borrowed: its level's counters, or NULL */
     bool shadow;               /* its level is shadow: it never refuses the

@@ -16,7 +16,11 @@
 # script, the replies); the kernel's socket work is not.
 #
 # The levels: LEVELS=2 is user:*:trade (gcra 120 s INC, 1800 s DVT, then
-# 90 s INC, 540 s DVT: 15 and 6 at once), LEVELS=1 a level of 99 at once.
+# 90 s INC, 540 s DVT: 15 and 6 at once), LEVELS=1 a level of 99 at once,
+# LEVELS=nested tenant:*:user:* (a tenant, one of TENANTS, 1,000 a
+# second: a record of its string; its user, below a second "*", as
+# user:*'s trade level: a key of its own, named "gcra.key" to a library
+# that knows the word).
 # KEYSPACE decides the mix: about D / KEYSPACE checks per identity, so a
 # KEYSPACE far above D is new identities only, one far below it mostly
 # identities seen before (and, with two levels, refused once their 6 are
@@ -25,7 +29,8 @@
 # Environment (all optional):
 #   BUILD      build directory with algorithms/library.lua (default build)
 #   BASELINE   another library.lua, counted the same way
-#   LEVELS     1 or 2 (default 2)
+#   LEVELS     1, 2 or nested (default 2)
+#   TENANTS    tenants of LEVELS=nested (default 100)
 #   D          decisions (default 20000)
 #   B          groups per FCALL (default 50, about a proxy's batch)
 #   KEYSPACE   distinct identities drawn from (default 1000000000)
@@ -42,6 +47,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 BASELINE=${BASELINE:-}
 LEVELS=${LEVELS:-2}
+TENANTS=${TENANTS:-100}
 D=${D:-20000}
 B=${B:-50}
 OLD_KEYS=${OLD_KEYS:-yes}
@@ -54,7 +60,8 @@ done
 lib=$BUILD/algorithms/library.lua
 [[ -r $lib ]] || die "no $lib (build cellgate first, or set BUILD)"
 [[ -z $BASELINE || -r $BASELINE ]] || die "no $BASELINE"
-[[ $LEVELS == 1 || $LEVELS == 2 ]] || die "LEVELS must be 1 or 2"
+[[ $LEVELS == 1 || $LEVELS == 2 || $LEVELS == nested ]] ||
+    die "LEVELS must be 1, 2 or nested"
 [[ $B =~ ^[1-9][0-9]*$ && $D -ge $B ]] || die "B must be 1..D"
 [[ $OLD_KEYS == yes || $OLD_KEYS == no ]] || die "OLD_KEYS must be yes or no"
 now=""
@@ -65,10 +72,14 @@ bench_init
 # workload LIBRARY FILE: the FCALLs of D decisions, RESP, for the limiter
 # function of LIBRARY.
 workload() {
-    local fn
+    local fn own=gcra nest=0 lv=$LEVELS
     fn="$(sed -n '1s/^#!lua name=//p' "$1")_limiter"
-    awk -v fn="$fn" -v B="$B" -v D="$D" -v ks="$KEYSPACE" -v lv="$LEVELS" \
-        -v now="$now" '
+    if [[ $LEVELS == nested ]]; then
+        lv=2 nest=1
+        grep -q "'gcra.key'" "$1" && own=gcra.key
+    fi
+    awk -v fn="$fn" -v B="$B" -v D="$D" -v ks="$KEYSPACE" -v lv="$lv" \
+        -v now="$now" -v nest="$nest" -v own="$own" -v nt="$TENANTS" '
         function bulk(s) { s = s ""; printf "$%d\r\n%s\r\n", length(s), s }
         BEGIN {
             srand(42)
@@ -77,7 +88,12 @@ workload() {
                 bulk("FCALL"); bulk(fn); bulk((lv + 1) * B)
                 for (j = 1; j <= B; j++) {
                     id = sprintf("%012d", int(rand() * ks))
-                    if (lv == 2) {
+                    if (nest) {
+                        t = "cellgate:{tenant:" int(rand() * nt) "}"
+                        bulk(t "#0:gcra")
+                        bulk(t ":user:" id "#0:gcra")
+                        bulk(t "#overrides")
+                    } else if (lv == 2) {
                         bulk("cellgate:{user:" id "}#0:gcra")
                         bulk("cellgate:{user:" id "}:trade#0:gcra")
                         bulk("cellgate:{user:" id "}#overrides")
@@ -88,7 +104,13 @@ workload() {
                 }
                 bulk("shapes"); bulk(now); bulk(1); bulk("check"); bulk(1)
                 bulk(lv)
-                if (lv == 2) {
+                if (nest) {
+                    # the tenant: 1,000 a second, a burst of a second
+                    bulk("gcra"); bulk(0); bulk(1000000); bulk(1); bulk(0)
+                    bulk("")
+                    bulk(own); bulk(90); bulk(0); bulk(540); bulk(0)
+                    bulk("")
+                } else if (lv == 2) {
                     bulk("gcra"); bulk(120); bulk(0); bulk(1800); bulk(0)
                     bulk("")
                     bulk("gcra"); bulk(90); bulk(0); bulk(540); bulk(0)

@@ -209,3 +209,15 @@ redisReply *lcall_run(redisContext *c, struct lcall_args *a)
     cr_assert_not_null(r, "%s: %s", a->v[0], c->errstr);
     return r;
 }
+
+void lcall_node_clock(struct lcall_args *a)
+{
+    for (int i = 0; i < a->n; i++) {
+        if (strcmp(a->v[i], LCALL_NOW) == 0) {
+            a->v[i] = "";
+            a->len[i] = 0;
+            return;
+        }
+    }
+    cr_assert_fail("no clock in the call");
+}

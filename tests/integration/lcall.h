@@ -89,6 +89,10 @@ void lcall_each(struct lcall_args *a, const struct lcall_grp *g, int ng,
 int lcall_shapes(struct lcall_args *a, struct lcall_args *blocks,
                  const struct lcall_grp *g, int ng, int keys, int declared);
 
+/* Makes a run on the node's clock: its LCALL_NOW becomes "" (the direct
+ * paths decide only so: what they write expires in the node's time). */
+void lcall_node_clock(struct lcall_args *a);
+
 /* Sends a and returns its reply (asserting there is one). */
 redisReply *lcall_run(redisContext *c, struct lcall_args *a);
 

@@ -25,7 +25,10 @@ PX_TEST_SUITE(it_limiter_state);
 /* user:<id> shares a gcra level (2 at once, then 1 a minute) with its
  * trade path's (3 at once, then 3 an hour: INC 20 minutes); its day and
  * sec paths, under the same tag, 1 a day and 10 a second; its win path a
- * fixed window (3 an hour), which keeps a key of its own. */
+ * fixed window (3 an hour), which keeps a key of its own. tenant:<t> (100
+ * a second) has users below a second "*" (1 a minute, their trade 2 at
+ * once): the tenant's level is a record of its string, the users' levels
+ * keys of their own. */
 static const char state_yaml[] =
     "user:\n"
     "  children:\n"
@@ -40,7 +43,19 @@ static const char state_yaml[] =
     "          limits: [9, 10, 1]\n"
     "        win:\n"
     "          limits:\n"
-    "            - {algorithm: fixed_window, max: 3, window: 1h}\n";
+    "            - {algorithm: fixed_window, max: 3, window: 1h}\n"
+    "tenant:\n"
+    "  children:\n"
+    "    \"*\":\n"
+    "      limits: [99, 100, 1]\n"
+    "      children:\n"
+    "        user:\n"
+    "          children:\n"
+    "            \"*\":\n"
+    "              limits: [0, 1, 60]\n"
+    "              children:\n"
+    "                trade:\n"
+    "                  limits: [1, 2, 60]\n";
 
 static void init_single(void)
 {
@@ -370,4 +385,77 @@ Test(it_limiter_state, the_string_lives_as_long_as_its_longest_record,
                  "the string expires with its daily record");
     redisFree(d);
     redisFree(c);
+}
+
+/* The key of a level of tenant:acme's users, and its state: a TAT alone
+ * (19 digits) expiring within the level's minute. */
+static void expect_own_key(redisContext *d, const char *rest)
+{
+    redisReply *r = px_cmd(d, "GET cellgate:{tenant:acme}%s#0:gcra", rest);
+
+    cr_assert(r->type == REDIS_REPLY_STRING && r->len == 19 &&
+                  strspn(r->str, "0123456789") == 19,
+              "%s: no TAT at a key of its own", rest);
+    freeReplyObject(r);
+    r = px_cmd(d, "PTTL cellgate:{tenant:acme}%s#0:gcra", rest);
+    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer > 0 &&
+                  r->integer <= 60000,
+              "%s: PTTL %lld", rest, r->integer);
+    freeReplyObject(r);
+}
+
+/* A second "*" below the identity's: the users of one tenant never share
+ * a string. Twenty users leave the tenant's string its one record, and a
+ * key each; a user's own state refuses it alone; its trade path keeps a
+ * key too; RESET deletes the path's record and key. */
+static void sub_identities_keep_keys(void)
+{
+    const char *tag = "cellgate:{tenant:acme}";
+    redisContext *c = px_connect(px_env()->proxy.port),
+                 *d = px_direct_for(tag, strlen(tag));
+    char path[64];
+    redisReply *r;
+
+    cr_assert_not_null(d);
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof(path), "tenant:acme:user:u%d", i);
+        expect_check(c, path, 0, 0);
+    }
+    expect_check(c, "tenant:acme:user:u3", 1, 0);
+    expect_check(c, "tenant:acme:user:u30:trade", 0, 0);
+    r = px_cmd(d, "GET %s", tag);
+    cr_assert(r->type == REDIS_REPLY_STRING && r->len == 30 &&
+                  strncmp(r->str, "7:#0:gcra=", 10) == 0 &&
+                  strspn(r->str + 10, "0123456789") == 19 && r->str[29] == ';',
+              "the tenant's string holds more than its record: %s",
+              r->type == REDIS_REPLY_STRING ? r->str : "(none)");
+    freeReplyObject(r);
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof(path), ":user:u%d", i);
+        expect_own_key(d, path);
+    }
+    expect_own_key(d, ":user:u30");
+    expect_own_key(d, ":user:u30:trade");
+    r = px_cmd(d, "KEYS *{tenant:acme}*");
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 23,
+              "%zu keys of the tenant", r->elements);
+    freeReplyObject(r);
+    /* The tenant's record and u3's key. */
+    px_check_int(px_cmd_admin(c, "LIMITER RESET tenant:acme:user:u3"), 2);
+    px_check_int(px_cmd(d, "EXISTS cellgate:{tenant:acme}:user:u3#0:gcra"), 0);
+    expect_check(c, "tenant:acme:user:u3", 0, 0);
+    redisFree(d);
+    redisFree(c);
+}
+
+Test(it_limiter_state, a_second_wildcard_keeps_keys_of_its_own_single,
+     .init = init_single, .fini = px_env_fini, .timeout = 30)
+{
+    sub_identities_keep_keys();
+}
+
+Test(it_limiter_state, a_second_wildcard_keeps_keys_of_its_own_cluster,
+     .init = init_cluster, .fini = px_env_fini, .timeout = 60)
+{
+    sub_identities_keep_keys();
 }

@@ -6,7 +6,13 @@
  * level's state alike in both modes: fresh identities, TATs ahead of now
  * and past, a record past its expire_at, a refusal by the second level, a
  * record that never expires ("0|"), and a malformed value (the general
- * path's error). */
+ * path's error). The direct path decides only on the node's clock (what
+ * it writes expires in the node's time): the batches at LCALL_NOW hold the
+ * shapes path's other ways to the emulation, and those on the node's clock
+ * the direct path itself, inline (two levels) and whole (three), and with
+ * a level below a second "*" that keeps a key of its own ("gcra.key"),
+ * whose reads are undone when the group refuses or goes to the
+ * emulation. */
 #include "tests/integration/fixture.h"
 #include "tests/integration/lcall.h"
 #include "tests/integration/lstate.h"
@@ -207,5 +213,283 @@ Test(it_lua_hash, direct_batches_decide_as_the_emulation, .init = it_init,
     cr_assert_eq(r->element[8]->type, REDIS_REPLY_STRING);
     cr_assert_str_eq(r->element[10]->str, TAT_AHEAD);
     freeReplyObject(r);
+    redisFree(c);
+}
+
+/* ---------------- On the node's clock ---------------- */
+
+#define K3(id) STR(id) ":y#0:gcra"
+#define KO(id) STR(id) ":v:1#0:gcra" /* below a second "*" */
+
+#define THREE(id)                                                              \
+    {                                                                          \
+        .mode = "check", .cost = "1", .n = 3,                                  \
+        .l = { { K1(id), "gcra", { GCRA_B2 }, NULL },                          \
+               { K2(id), "gcra", { GCRA_2S }, NULL },                          \
+               { K3(id), "gcra", { GCRA_B2 }, NULL } },                        \
+        .ovr = STR(id) "#overrides", .m = 3,                                   \
+        .path = { "u:" id, "u:" id ":x", "u:" id ":y" }, .known = {            \
+            "",                                                                \
+            "",                                                                \
+            ""                                                                 \
+        }                                                                      \
+    }
+#define MIX(id)                                                                \
+    {                                                                          \
+        .mode = "check", .cost = "1", .n = 2,                                  \
+        .l = { { K1(id), "gcra", { GCRA_B2 }, NULL },                          \
+               { KO(id), "gcra.key", { GCRA_2S }, NULL } },                    \
+        .ovr = STR(id) "#overrides", .m = 2,                                   \
+        .path = { "u:" id, "u:" id ":v:1" }, .known = {                        \
+            "",                                                                \
+            ""                                                                 \
+        }                                                                      \
+    }
+
+/* ra fresh (twice: its second level refuses), rb its first record ahead
+ * (the others past, so absent), re refused by its second level. */
+static const struct lcall_grp NOW_TWOS[] = { TWO("ra"), TWO("ra"), TWO("rb"),
+                                             TWO("re") };
+static const struct lcall_grp NOW_THREES[] = { THREE("ra"), THREE("ra"),
+                                               THREE("rb"), THREE("re") };
+/* ma fresh (twice: its own key refuses), mb its record ahead and its own
+ * key past, mc refused by its own key, md a malformed own key (the
+ * emulation's error), me refused by its record while its own key is new
+ * (written by its read, then deleted). */
+static const struct lcall_grp NOW_MIXES[] = { MIX("ma"), MIX("ma"), MIX("mb"),
+                                              MIX("mc"), MIX("md"),
+                                              MIX("me") };
+static const char *const NOW_KEYS[] = { STR("ra"), STR("rb"), STR("re"),
+                                        STR("ma"), KO("ma"),  STR("mb"),
+                                        KO("mb"),  STR("mc"), KO("mc"),
+                                        STR("md"), KO("md"),  STR("me"),
+                                        KO("me") };
+#define NNOW_KEYS (int)(sizeof(NOW_KEYS) / sizeof(*NOW_KEYS))
+
+/* The node's clock in ns. */
+static long long node_ns(redisContext *c)
+{
+    redisReply *r = px_cmd(c, "TIME");
+    long long ns;
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    ns = atoll(r->element[0]->str) * 1000000000LL +
+         atoll(r->element[1]->str) * 1000LL;
+    freeReplyObject(r);
+    return ns;
+}
+
+/* The states on the node's clock T (ns), every TAT 19 digits and its
+ * string or key expiring a minute after it (ahead: by half a second; past:
+ * a second before T). The strings hold their levels' records in order,
+ * as the direct path writes them: rb's and re's `n` (2 or 3). A refused
+ * group's records are all alive (the emulation drops a record past its
+ * expiry at any write, a refusal's undo too; the direct path writes
+ * nothing). */
+static void plant_now(redisContext *c, int n)
+{
+    long long t = node_ns(c), ahead = t + 500000000LL, past = t - 1000000000LL;
+    long long ms = t / 1000000 + 60000;
+    char y[64] = "";
+
+    px_check_status(px_cmd(c, "FLUSHALL"), "OK");
+    if (n == 3) {
+        snprintf(y, sizeof(y), "9::y#0:gcra=%lld;", past);
+    }
+    px_check_status(px_cmd(c,
+                           "SET " STR("rb") " 7:#0:gcra=%lld;9::x#0:gcra=%lld;"
+                                            "%s PXAT %lld",
+                           ahead, past, y, ms),
+                    "OK");
+    if (n == 3) {
+        snprintf(y, sizeof(y), "9::y#0:gcra=%lld;", ahead);
+    }
+    px_check_status(px_cmd(c,
+                           "SET " STR("re") " 7:#0:gcra=%lld;9::x#0:gcra=%lld;"
+                                            "%s PXAT %lld",
+                           ahead, t + 1000000000LL, y, ms),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " STR("mb") " 7:#0:gcra=%lld; PXAT %lld",
+                           ahead, ms),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " KO("mb") " %lld PXAT %lld", past, ms),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " KO("mc") " %lld PXAT %lld",
+                           t + 1000000000LL, ms),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " KO("md") " abc PXAT %lld", ms), "OK");
+    px_check_status(px_cmd(c, "SET " STR("me") " 7:#0:gcra=%lld; PXAT %lld",
+                           t + 2500000000LL, ms),
+                    "OK");
+}
+
+/* Whether a and b are the same text but for runs of 19 digits (TATs),
+ * which may differ by slack_ns: the two runs decide at two instants. */
+static int near_text(const char *a, size_t alen, const char *b, size_t blen,
+                     long long slack_ns)
+{
+    size_t i = 0, j = 0;
+
+    while (i < alen && j < blen) {
+        if (alen - i >= 19 && blen - j >= 19 &&
+            strspn(a + i, "0123456789") >= 19 &&
+            strspn(b + j, "0123456789") >= 19) {
+            char x[20], y[20];
+            memcpy(x, a + i, 19);
+            memcpy(y, b + j, 19);
+            x[19] = y[19] = '\0';
+            if (llabs(atoll(x) - atoll(y)) > slack_ns) {
+                return 0;
+            }
+            i += 19;
+            j += 19;
+        } else if (a[i++] != b[j++]) {
+            return 0;
+        }
+    }
+    return i == alen && j == blen;
+}
+
+/* Asserts replies a and b alike, a TAT within slack_ns. */
+static void expect_near(const redisReply *a, const redisReply *b,
+                        long long slack_ns, const char *ctx)
+{
+    char ta[512] = "", tb[512] = "";
+
+    replies_fmt(a, ta, sizeof(ta));
+    replies_fmt(b, tb, sizeof(tb));
+    cr_assert(near_text(ta, strlen(ta), tb, strlen(tb), slack_ns),
+              "%s: each %s, shapes %s", ctx, ta, tb);
+}
+
+/* A key's value ("" when absent) and PTTL, raw (no lstate: a key of its
+ * own is no record). */
+struct now_state {
+    char v[256];
+    long long pttl;
+};
+
+static void now_state_read(redisContext *c, const char *key,
+                           struct now_state *st)
+{
+    redisReply *r = px_cmd(c, "GET %s", key);
+
+    cr_assert(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL,
+              "%s", key);
+    snprintf(st->v, sizeof(st->v), "%s",
+             r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    r = px_cmd(c, "PTTL %s", key);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    st->pttl = r->integer;
+    freeReplyObject(r);
+}
+
+/* Decides g[0..ng-1] on the node's clock in mode "each" and as one
+ * "shapes" batch, each from plant_now's states (n records), and asserts
+ * that both
+ * answer and write alike (a TAT, or an expiry, as far apart as the two
+ * runs); returns the shapes reply (the caller frees it). */
+static redisReply *expect_direct_as_each_now(redisContext *c,
+                                             const struct lcall_grp *g, int ng,
+                                             int n)
+{
+    static struct lcall_args blocks[LCALL_GROUPS_MAX];
+    static struct now_state s1[NNOW_KEYS], s2[NNOW_KEYS];
+    const redisReply *want[LCALL_ARGV_MAX];
+    redisReply *each, *shapes;
+    struct lcall_args a;
+    long long t0 = px_now_ms(), slack_ms;
+    int nwant = 3;
+
+    plant_now(c, n);
+    lcall_each(&a, g, ng, LCALL_RUN, 0, 1);
+    lcall_node_clock(&a);
+    each = lcall_run(c, &a);
+    for (int k = 0; k < NNOW_KEYS; k++) {
+        now_state_read(c, NOW_KEYS[k], &s1[k]);
+    }
+    plant_now(c, n);
+    cr_assert_eq(lcall_shapes(&a, blocks, g, ng, 0, 1), 1);
+    lcall_node_clock(&a);
+    shapes = lcall_run(c, &a);
+    for (int k = 0; k < NNOW_KEYS; k++) {
+        now_state_read(c, NOW_KEYS[k], &s2[k]);
+    }
+    slack_ms = px_now_ms() - t0 + 5;
+    replies_expect_array(each, "each");
+    replies_expect_array(shapes, "shapes");
+    for (int x = 0; x < ng; x++) {
+        nwant += flatten(each->element[3 + x], want + nwant);
+    }
+    cr_assert_eq(shapes->elements, (size_t)nwant, "%zu elements",
+                 shapes->elements);
+    /* (Elements 1 and 2: each run's clock.) */
+    replies_expect_eq(each->element[0], shapes->element[0], "element 0");
+    for (int i = 3; i < nwant; i++) {
+        char at[32];
+        snprintf(at, sizeof(at), "element %d", i);
+        expect_near(want[i], shapes->element[i], slack_ms * 1000000, at);
+    }
+    for (int k = 0; k < NNOW_KEYS; k++) {
+        cr_assert(near_text(s1[k].v, strlen(s1[k].v), s2[k].v,
+                            strlen(s2[k].v), slack_ms * 1000000),
+                  "%s: each wrote '%s', shapes '%s'", NOW_KEYS[k], s1[k].v,
+                  s2[k].v);
+        cr_assert((s1[k].pttl < 0) == (s2[k].pttl < 0) &&
+                      llabs(s1[k].pttl - s2[k].pttl) <= slack_ms,
+                  "%s: PTTL %lld in each, %lld in shapes", NOW_KEYS[k],
+                  s1[k].pttl, s2[k].pttl);
+    }
+    freeReplyObject(each);
+    return shapes;
+}
+
+Test(it_lua_hash, direct_path_on_the_node_clock_decides_as_the_emulation,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = lua_twin_connect();
+    struct now_state st;
+    redisReply *r;
+
+    lua_twin_load_library(c);
+    for (int three = 0; three < 2; three++) {
+        r = expect_direct_as_each_now(c, three ? NOW_THREES : NOW_TWOS, 4,
+                                      2 + three);
+        /* What the comparison alone would not catch (1 + n elements a
+         * group): ra fresh, admitted; ra again, refused by its second
+         * level; rb admitted from its TAT; re refused. */
+        int e = 3 + three;
+        cr_assert_eq(r->element[3]->integer, 0);
+        cr_assert_eq(r->element[4]->type, REDIS_REPLY_NIL);
+        cr_assert_eq(r->element[3 + e]->integer, 1);
+        cr_assert_eq(r->element[3 + 2 * e]->integer, 0);
+        cr_assert_eq(r->element[4 + 2 * e]->type, REDIS_REPLY_STRING);
+        cr_assert_eq(r->element[3 + 3 * e]->integer, 1);
+        freeReplyObject(r);
+    }
+    r = expect_direct_as_each_now(c, NOW_MIXES, 6, 2);
+    /* ma admitted, then refused by its own key; mb admitted from its
+     * record; mc refused; md an error; me refused. */
+    cr_assert_eq(r->element[3]->integer, 0);
+    cr_assert_eq(r->element[6]->integer, 1);
+    cr_assert_eq(r->element[9]->integer, 0);
+    cr_assert_eq(r->element[10]->type, REDIS_REPLY_STRING);
+    cr_assert_eq(r->element[12]->integer, 1);
+    cr_assert_eq(r->element[15]->type, REDIS_REPLY_ERROR);
+    cr_assert_eq(r->element[16]->integer, 1);
+    freeReplyObject(r);
+    /* ma's string holds its record alone, its own key a TAT; me's own key,
+     * written by its read, went with the refusal; md's string, written by
+     * its read, went when the emulation took the group. */
+    now_state_read(c, STR("ma"), &st);
+    cr_assert(strncmp(st.v, "7:#0:gcra=", 10) == 0 && strlen(st.v) == 30,
+              "ma's string: %s", st.v);
+    now_state_read(c, KO("ma"), &st);
+    cr_assert(strlen(st.v) == 19 && st.pttl > 0, "ma's own key: %s", st.v);
+    now_state_read(c, KO("me"), &st);
+    cr_assert_str_eq(st.v, "", "me's own key kept");
+    now_state_read(c, STR("md"), &st);
+    cr_assert_str_eq(st.v, "", "md's string kept");
     redisFree(c);
 }

@@ -553,6 +553,14 @@ static const char limits_yaml[] = "user:\n"
                                   "      children:\n"
                                   "        t:\n"
                                   "          limits: [0, 1, 3600]\n"
+                                  "ten:\n"
+                                  "  children:\n"
+                                  "    \"*\":\n"
+                                  "      children:\n"
+                                  "        u:\n"
+                                  "          children:\n"
+                                  "            \"*\":\n"
+                                  "              limits: [0, 1, 3600]\n"
                                   "fast:\n"
                                   "  children:\n"
                                   "    \"*\":\n"
@@ -770,6 +778,47 @@ Test(it_refusal, a_refused_limiter_check_is_answered_without_redis,
     px_wait_refusal_invalidation(c, inval, "LIMITER OVERRIDE");
     five(px_cmd(c, "LIMITER CHECK user:alex:trade"), v, "overridden");
     cr_assert_eq(v[0], 0, "unlimited, yet refused");
+    redisFree(d);
+    redisFree(p2);
+    redisFree(c);
+}
+
+/* A level below a second "*" (ten:<t>:u:<u>) keeps its state at a key of
+ * its own, not in the tenant's string: the cache reads it there, answers
+ * its refusals, and forgets them when a RESET through the other proxy
+ * deletes the key. */
+Test(it_refusal, a_level_below_a_second_wildcard_is_cached_from_its_key,
+     .init = init_tree, .fini = fini_second, .timeout = 60)
+{
+    redisContext *c = px_connect(px_env()->proxy.port);
+    redisContext *p2 = px_connect(second.port);
+    redisContext *d = px_redis_connect(&px_env()->redis, NULL);
+    long long v[5], first[5], calls, hits, inval;
+    redisReply *r;
+
+    five(px_cmd(c, "LIMITER CHECK ten:acme:u:ann"), v, "first");
+    cr_assert_eq(v[0], 0);
+    /* (px_cmd: lstate_cmd would read a record of the tenant's string.) */
+    r = px_cmd(d, "GET cellgate:{ten:acme}:u:ann#0:gcra");
+    cr_assert(r->type == REDIS_REPLY_STRING && r->len == 19,
+              "no TAT at the level's own key");
+    freeReplyObject(r);
+    until_cached(c, "LIMITER CHECK ten:acme:u:ann", first);
+    calls = px_cmdstat_calls(d, "fcall");
+    hits = px_info_int(c, "limiter_refusal_cache_hits");
+    for (int i = 0; i < 100; i++) {
+        five(px_cmd(c, "LIMITER CHECK ten:acme:u:ann"), v, "cached");
+        cr_assert(v[0] == 1 && v[2] == 0, "ann admitted");
+    }
+    mostly_cached(c, d, hits, calls, 100, "ten:acme:u:ann");
+    /* Another user of the tenant has a state of its own. */
+    five(px_cmd(c, "LIMITER CHECK ten:acme:u:bob"), v, "bob");
+    cr_assert_eq(v[0], 0, "bob refused by ann's state");
+    inval = px_info_int(c, "limiter_refusal_cache_invalidations");
+    px_check_int(px_cmd_admin(p2, "LIMITER RESET ten:acme:u:ann"), 1);
+    px_wait_refusal_invalidation(c, inval, "LIMITER RESET");
+    five(px_cmd(c, "LIMITER CHECK ten:acme:u:ann"), v, "after reset");
+    cr_assert_eq(v[0], 0, "reset, yet refused");
     redisFree(d);
     redisFree(p2);
     redisFree(c);

@@ -34,6 +34,10 @@ Test(limits_resolve, levels_come_top_first_and_share_one_tag_below_the_wildcard)
     cr_assert_eq(lv->level[0].limits[0].u.gcra.max_burst, 100);
     cr_assert_eq(lv->level[1].limits[0].u.gcra.max_burst, 15);
     cr_assert_eq(lv->level[2].limits[0].u.gcra.max_burst, 5);
+    /* One "*" on the path: every level may be a record of its tag's
+     * state string. */
+    cr_assert_not(lv->level[1].own_keys);
+    cr_assert_not(lv->level[2].own_keys);
     free(lv);
     limits_free(t);
 }
@@ -54,6 +58,10 @@ Test(limits_resolve, an_exact_segment_beats_the_wildcard)
     limits_test_resolve(t, "user:zoe:other", lv);
     cr_assert_eq(lv->n, 3, "user:*:* matches other");
     cr_assert_eq(lv->level[2].limits[0].u.gcra.max_burst, 1);
+    /* user:*:*: the second "*" is below the identity's, so zoe's "other"
+     * keeps keys of its own (zoe's string would hold every such path). */
+    cr_assert_not(lv->level[1].own_keys);
+    cr_assert(lv->level[2].own_keys);
     free(lv);
     limits_free(t);
 }
@@ -88,6 +96,7 @@ Test(limits_resolve, the_tag_ends_at_the_first_wildcard_even_with_two)
     limits_test_assert_level(lv, 0, "tenant:acme:app:web",
                              "cellgate:{tenant:acme}:app:web");
     cr_assert_eq(lv->level[0].tag_len, strlen("tenant:acme"));
+    cr_assert(lv->level[0].own_keys, "app:* is below the tenant's \"*\"");
     free(lv);
     limits_free(t);
 }

@@ -206,6 +206,26 @@ Test(lua_wire, a_group_without_overrides_names_its_fields_by_keys)
     store_check_free(c);
 }
 
+/* A gcra level below a second "*" keeps a key of its own: its word tells
+ * the scripts so, the other gcra level's is the record's. */
+Test(lua_wire, a_gcra_level_with_a_key_of_its_own_is_named_so)
+{
+    static const unsigned groups[] = { 0 };
+    struct store_check *c = check_new(2, 1, groups, 1);
+    struct lua_wire_params memo = { 0 };
+    struct lua_wire_group q;
+
+    limit_gcra(c, 0, "ka", 0, 15, 30, 60);
+    limit_gcra(c, 1, "kb", 0, 15, 30, 60);
+    c->lim[1].own_key = true;
+    group_of(&q, c, 0, LUA_WIRE_CHECK, &memo);
+    shapes_are(&q, 1, 0,
+               "FCALL|fn|3|ka|kb|rl:{t0}#overrides|shapes||1|check|1|2|"
+               "gcra|2|0|32|0||gcra.key|2|0|32|0||keys|1");
+    lua_wire_group_free(&q);
+    store_check_free(c);
+}
+
 Test(lua_wire, a_group_names_the_overrides_it_assumes_and_its_shadow_level)
 {
     static const unsigned groups[] = { 0, 0 };
