@@ -1751,31 +1751,42 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
   -- last group's keys, f.DF), its layout (HS.layout), each level's
   -- strings (gcra_fast's), its INC in ns and gcra_fast_ahead's lo and
   -- format.
-  local dn = direct and not f.dmix and n <= 2 and LIM_NOHASH and HS.noold and
-    HS.real
-  local two, rp, HM = n == 2, HS.rp, HS.hm
+  -- Two levels of which one (r1) is a record and the other (ro) keeps a
+  -- key of its own (a level below a second "*": tenant:<t>:user:<u>) take
+  -- the same way: the string's read and the key's SET ... NX PX ... GET,
+  -- then their writes; the own level's strings in now2 .. w02 and mso.
+  local dn = direct and n <= 2 and LIM_NOHASH and HS.noold and HS.real and
+    (not f.dmix or n == 2 and f.nr == 1)
+  local r1, ro, mso = 1, dn and f.dmix and 3 - f.DR[1], nil
+  local two, rp, HM = n == 2 and not ro, HS.rp, HS.hm
   local sub_, format_, byte_ = string.sub, string.format, string.byte
   local F1, F2, NEW, TOP, E, now6, nm1, nm2, q1, q2, p2
   local now1, thr1, top1, w01, inc1, lo1, fm1
   local now2, thr2, top2, w02, inc2, lo2, fm2
   if dn then
+    r1 = ro and 3 - ro or 1
     local F = f.DF
     if not (F and f.DFn == n) then
-      local p1, p2_ = HS.parse(K[kb + 1]), two and HS.parse(K[kb + 2])
+      local p1, p2_ = HS.parse(K[kb + r1]), two and HS.parse(K[kb + 2])
       dn = p1 and p1[3] == 's' and (not two or p2_ and p2_[3] == 's' and
                                     p2_[1] == p1[1] and p2_[2] ~= p1[2])
       F = dn and {p1[2], two and p2_[2] or nil}
       f.DF, f.DFn = F, dn and n
     end
-    local L = dn and HS.layout(f, F, n, f.DR)
+    local L = dn and HS.layout(f, F, f.nr, f.DR)
     dn = L and true
     if dn then
+      local x = 9 * r1 - 9
       F1, F2, NEW, TOP, E, now6 = F[1], F[2], L.new, L.top, L.E, L.now6
       nm1, nm2 = L.nm[1], L.nm[2]
       q1 = L.pos[1] + #nm1 -- where the first record's value starts
-      now1, thr1, top1, w01 = f[1], f[2], f[3], f[4]
-      inc1, lo1, fm1 = f[6] * 1000000000 + f[7], f[8], f[9]
-      if two then
+      now1, thr1, top1, w01 = f[x + 1], f[x + 2], f[x + 3], f[x + 4]
+      inc1, lo1, fm1 = f[x + 6] * 1000000000 + f[x + 7], f[x + 8], f[x + 9]
+      if ro then
+        x = 9 * ro - 9
+        now2, thr2, top2, w02, mso = f[x + 1], f[x + 2], f[x + 3], f[x + 4],
+          f[x + 5]
+      elseif two then
         p2 = L.pos[2]
         q2 = p2 + #nm2
         now2, thr2, top2, w02 = f[10], f[11], f[12], f[13]
@@ -1791,7 +1802,7 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
     local o0 = o
     -- d: the direct path's reply (inline, or HS.direct), or false when
     -- the group takes the emulation (HS.begin) and the paths below.
-    local d, k1, k2, h, hm = false, K[k], two and K[k + 1], nil, nil
+    local d, k1, k2, h, hm = false, K[k + r1 - 1], two and K[k + 1], nil, nil
     if dn then
       -- The string of the group's keys when they are its shape's fields:
       -- remembered for each key (HM, at most 4096, then it starts again:
@@ -1830,7 +1841,73 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
           HM[k2] = h
         end
       end
-      if v == false then
+      if ro then
+        -- The record (its class c1, its TAT as read t1) and the key of its
+        -- own (u: false when its read wrote it; c2), as HS.direct has
+        -- them; anything unusual undoes what the reads wrote.
+        local ko = K[k + ro - 1]
+        local u = rp('SET', ko, w02, 'NX', 'PX', mso, 'GET')
+        local t1, c1, c2 = false, nil, nil
+        if v == false then
+          c1 = 0
+        elseif #v == E and find_(v, nm1, 1, true) == 1 then
+          t1 = sub_(v, q1, q1 + 18)
+          if find_(t1, '^%d*$') then
+            c1 = 0
+            if t1 < now6 then
+              t1 = false
+            elseif t1 > now1 then
+              c1 = t1 <= thr1 and 2 or t1 <= top1 and 1 or nil
+            end
+          end
+        end
+        if u == false then
+          c2 = 0
+        elseif #u == 19 and find_(u, '^%d*$') then -- (an error's # is 0)
+          c2 = 0
+          if u > now2 then
+            c2 = u <= thr2 and 2 or u <= top2 and 1 or nil
+          end
+        end
+        local l = c1 and c2 and (c1 == 1 or c2 == 1) and 1 or 0
+        if c1 and c2 then
+          reply[o + 1], reply[o + 1 + r1], reply[o + 1 + ro] = l, t1, u
+          d = o + 3
+        end
+        if l == 0 and d ~= true and v then
+          local w1 = w01
+          if c1 == 2 then
+            local low = lo1 and tonumber(sub_(t1, 5))
+            if low and low > lo1 and low + inc1 < 1e15 then
+              w1 = format_(fm1, low + inc1)
+            else
+              local x = 9 * r1 - 9
+              w1 = gcra_fast_ahead(t1, f[x + 6], f[x + 7], now_s, now_ns, lo1,
+                                   fm1)
+            end
+          end
+          if rp('SET', h, nm1 .. w1 .. ';', 'PXAT', sub_(w1, 1, 13)).err then
+            d = true -- nothing of the record written: HS.direct reads again
+          end
+        end
+        if d == true or l == 1 then
+          if v == false then
+            rp('DEL', h)
+          end
+          if u == false then
+            rp('DEL', ko)
+          end
+        elseif u then
+          local x = 9 * ro - 9
+          if c2 == 0 then
+            HS.rc('SET', ko, w02, 'PX', mso)
+          else
+            local val, ms = gcra_fast_ahead(u, f[x + 6], f[x + 7], now_s,
+                                            now_ns, f[x + 8], f[x + 9])
+            HS.rc('SET', ko, val, 'PX', ms)
+          end
+        end
+      elseif v == false then
         reply[o + 1], reply[o + 2] = 0, false
         if two then
           reply[o + 3] = false

@@ -238,9 +238,24 @@ Test(it_lua_hash, direct_batches_decide_as_the_emulation, .init = it_init,
     {                                                                          \
         .mode = "check", .cost = "1", .n = 2,                                  \
         .l = { { K1(id), "gcra", { GCRA_B2 }, NULL },                          \
-               { KO(id), "gcra.key", { GCRA_2S }, NULL } },                    \
+               { KO(id), "gcra.key", { GCRA_B2 }, NULL } },                    \
         .ovr = STR(id) "#overrides", .m = 2,                                   \
         .path = { "u:" id, "u:" id ":v:1" }, .known = {                        \
+            "",                                                                \
+            ""                                                                 \
+        }                                                                      \
+    }
+/* Two records and a key of its own: the direct path's function (the
+ * inline one takes two levels at most). */
+#define MIX3(id)                                                               \
+    {                                                                          \
+        .mode = "check", .cost = "1", .n = 3,                                  \
+        .l = { { K1(id), "gcra", { GCRA_B2 }, NULL },                          \
+               { K2(id), "gcra", { GCRA_2S }, NULL },                          \
+               { KO(id), "gcra.key", { GCRA_B2 }, NULL } },                    \
+        .ovr = STR(id) "#overrides", .m = 3,                                   \
+        .path = { "u:" id, "u:" id ":x", "u:" id ":v:1" }, .known = {          \
+            "",                                                                \
             "",                                                                \
             ""                                                                 \
         }                                                                      \
@@ -252,18 +267,28 @@ static const struct lcall_grp NOW_TWOS[] = { TWO("ra"), TWO("ra"), TWO("rb"),
                                              TWO("re") };
 static const struct lcall_grp NOW_THREES[] = { THREE("ra"), THREE("ra"),
                                                THREE("rb"), THREE("re") };
-/* ma fresh (twice: its own key refuses), mb its record ahead and its own
+/* ma fresh (twice: then from both TATs), mb its record ahead and its own
  * key past, mc refused by its own key, md a malformed own key (the
  * emulation's error), me refused by its record while its own key is new
- * (written by its read, then deleted). */
+ * (written by its read, then deleted), mf admitted from its own key's TAT
+ * ahead. */
 static const struct lcall_grp NOW_MIXES[] = { MIX("ma"), MIX("ma"), MIX("mb"),
-                                              MIX("mc"), MIX("md"),
-                                              MIX("me") };
+                                              MIX("mc"), MIX("md"), MIX("me"),
+                                              MIX("mf") };
+/* na fresh (twice: its second level refuses), nb its first record ahead
+ * and its own key ahead, nc refused by its own key while new to the
+ * string (written by its read, then deleted), nd a malformed own key. */
+static const struct lcall_grp NOW_MIX3S[] = { MIX3("na"), MIX3("na"),
+                                              MIX3("nb"), MIX3("nc"),
+                                              MIX3("nd") };
 static const char *const NOW_KEYS[] = { STR("ra"), STR("rb"), STR("re"),
                                         STR("ma"), KO("ma"),  STR("mb"),
                                         KO("mb"),  STR("mc"), KO("mc"),
                                         STR("md"), KO("md"),  STR("me"),
-                                        KO("me") };
+                                        KO("me"),  STR("mf"), KO("mf"),
+                                        STR("na"), KO("na"),  STR("nb"),
+                                        KO("nb"),  STR("nc"), KO("nc"),
+                                        STR("nd"), KO("nd") };
 #define NNOW_KEYS (int)(sizeof(NOW_KEYS) / sizeof(*NOW_KEYS))
 
 /* The node's clock in ns. */
@@ -315,8 +340,21 @@ static void plant_now(redisContext *c, int n)
     px_check_status(px_cmd(c, "SET " KO("mb") " %lld PXAT %lld", past, ms),
                     "OK");
     px_check_status(px_cmd(c, "SET " KO("mc") " %lld PXAT %lld",
-                           t + 1000000000LL, ms),
+                           t + 2500000000LL, ms),
                     "OK");
+    px_check_status(px_cmd(c, "SET " KO("mf") " %lld PXAT %lld", ahead, ms),
+                    "OK");
+    px_check_status(px_cmd(c,
+                           "SET " STR("nb") " 7:#0:gcra=%lld;9::x#0:gcra=%lld;"
+                                            " PXAT %lld",
+                           ahead, past, ms),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " KO("nb") " %lld PXAT %lld", ahead, ms),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " KO("nc") " %lld PXAT %lld",
+                           t + 2500000000LL, ms),
+                    "OK");
+    px_check_status(px_cmd(c, "SET " KO("nd") " abc PXAT %lld", ms), "OK");
     px_check_status(px_cmd(c, "SET " KO("md") " abc PXAT %lld", ms), "OK");
     px_check_status(px_cmd(c, "SET " STR("me") " 7:#0:gcra=%lld; PXAT %lld",
                            t + 2500000000LL, ms),
@@ -468,16 +506,21 @@ Test(it_lua_hash, direct_path_on_the_node_clock_decides_as_the_emulation,
         cr_assert_eq(r->element[3 + 3 * e]->integer, 1);
         freeReplyObject(r);
     }
-    r = expect_direct_as_each_now(c, NOW_MIXES, 6, 2);
-    /* ma admitted, then refused by its own key; mb admitted from its
-     * record; mc refused; md an error; me refused. */
+    r = expect_direct_as_each_now(c, NOW_MIXES, 7, 2);
+    /* ma admitted twice, the second time from both TATs; mb admitted from
+     * its record; mc refused; md an error; me refused; mf admitted from its
+     * own key. */
     cr_assert_eq(r->element[3]->integer, 0);
-    cr_assert_eq(r->element[6]->integer, 1);
+    cr_assert_eq(r->element[6]->integer, 0);
+    cr_assert_eq(r->element[7]->type, REDIS_REPLY_STRING);
+    cr_assert_eq(r->element[8]->type, REDIS_REPLY_STRING);
     cr_assert_eq(r->element[9]->integer, 0);
     cr_assert_eq(r->element[10]->type, REDIS_REPLY_STRING);
     cr_assert_eq(r->element[12]->integer, 1);
     cr_assert_eq(r->element[15]->type, REDIS_REPLY_ERROR);
     cr_assert_eq(r->element[16]->integer, 1);
+    cr_assert_eq(r->element[19]->integer, 0);
+    cr_assert_eq(r->element[21]->type, REDIS_REPLY_STRING);
     freeReplyObject(r);
     /* ma's string holds its record alone, its own key a TAT; me's own key,
      * written by its read, went with the refusal; md's string, written by
@@ -491,5 +534,17 @@ Test(it_lua_hash, direct_path_on_the_node_clock_decides_as_the_emulation,
     cr_assert_str_eq(st.v, "", "me's own key kept");
     now_state_read(c, STR("md"), &st);
     cr_assert_str_eq(st.v, "", "md's string kept");
+    r = expect_direct_as_each_now(c, NOW_MIX3S, 5, 2);
+    /* na admitted, then refused by its second level; nb admitted; nc
+     * refused; nd an error. */
+    cr_assert_eq(r->element[3]->integer, 0);
+    cr_assert_eq(r->element[7]->integer, 1);
+    cr_assert_eq(r->element[11]->integer, 0);
+    cr_assert_eq(r->element[14]->type, REDIS_REPLY_STRING);
+    cr_assert_eq(r->element[15]->integer, 1);
+    cr_assert_eq(r->element[19]->type, REDIS_REPLY_ERROR);
+    now_state_read(c, STR("nc"), &st);
+    cr_assert_str_eq(st.v, "", "nc's string kept");
+    freeReplyObject(r);
     redisFree(c);
 }
