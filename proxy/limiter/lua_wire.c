@@ -277,9 +277,8 @@ void lua_wire_group_encode(struct lua_wire_group *q, struct store_check *c,
     for (i = 0; i < c->n; i++) {
         /* A gcra level that keeps a key of its own says so: the
          * scripts would take its key for a record of the state string. */
-        const char *algo = c->lim[i].own_key
-                               ? LUA_WIRE_GCRA_OWN_KEY
-                               : limits_algo_name(c->lim[i].algo);
+        const char *algo = c->lim[i].own_key ? LUA_WIRE_GCRA_OWN_KEY
+                                             : limits_algo_name(c->lim[i].algo);
         /* The last value: a refund's undo token; a check's shadow level
          * ("" for a real limit, else a name its level's limits share). */
         const char *undo = refund ? c->lim[i].undo : "";

@@ -281,14 +281,12 @@ static const struct lcall_grp NOW_MIXES[] = { MIX("ma"), MIX("ma"), MIX("mb"),
 static const struct lcall_grp NOW_MIX3S[] = { MIX3("na"), MIX3("na"),
                                               MIX3("nb"), MIX3("nc"),
                                               MIX3("nd") };
-static const char *const NOW_KEYS[] = { STR("ra"), STR("rb"), STR("re"),
-                                        STR("ma"), KO("ma"),  STR("mb"),
-                                        KO("mb"),  STR("mc"), KO("mc"),
-                                        STR("md"), KO("md"),  STR("me"),
-                                        KO("me"),  STR("mf"), KO("mf"),
-                                        STR("na"), KO("na"),  STR("nb"),
-                                        KO("nb"),  STR("nc"), KO("nc"),
-                                        STR("nd"), KO("nd") };
+static const char *const NOW_KEYS[] = {
+    STR("ra"), STR("rb"), STR("re"), STR("ma"), KO("ma"), STR("mb"),
+    KO("mb"),  STR("mc"), KO("mc"),  STR("md"), KO("md"), STR("me"),
+    KO("me"),  STR("mf"), KO("mf"),  STR("na"), KO("na"), STR("nb"),
+    KO("nb"),  STR("nc"), KO("nc"),  STR("nd"), KO("nd")
+};
 #define NNOW_KEYS (int)(sizeof(NOW_KEYS) / sizeof(*NOW_KEYS))
 
 /* The node's clock in ns. */
@@ -334,14 +332,14 @@ static void plant_now(redisContext *c, int n)
                                             "%s PXAT %lld",
                            ahead, t + 1000000000LL, y, ms),
                     "OK");
-    px_check_status(px_cmd(c, "SET " STR("mb") " 7:#0:gcra=%lld; PXAT %lld",
-                           ahead, ms),
-                    "OK");
+    px_check_status(
+        px_cmd(c, "SET " STR("mb") " 7:#0:gcra=%lld; PXAT %lld", ahead, ms),
+        "OK");
     px_check_status(px_cmd(c, "SET " KO("mb") " %lld PXAT %lld", past, ms),
                     "OK");
-    px_check_status(px_cmd(c, "SET " KO("mc") " %lld PXAT %lld",
-                           t + 2500000000LL, ms),
-                    "OK");
+    px_check_status(
+        px_cmd(c, "SET " KO("mc") " %lld PXAT %lld", t + 2500000000LL, ms),
+        "OK");
     px_check_status(px_cmd(c, "SET " KO("mf") " %lld PXAT %lld", ahead, ms),
                     "OK");
     px_check_status(px_cmd(c,
@@ -351,9 +349,9 @@ static void plant_now(redisContext *c, int n)
                     "OK");
     px_check_status(px_cmd(c, "SET " KO("nb") " %lld PXAT %lld", ahead, ms),
                     "OK");
-    px_check_status(px_cmd(c, "SET " KO("nc") " %lld PXAT %lld",
-                           t + 2500000000LL, ms),
-                    "OK");
+    px_check_status(
+        px_cmd(c, "SET " KO("nc") " %lld PXAT %lld", t + 2500000000LL, ms),
+        "OK");
     px_check_status(px_cmd(c, "SET " KO("nd") " abc PXAT %lld", ms), "OK");
     px_check_status(px_cmd(c, "SET " KO("md") " abc PXAT %lld", ms), "OK");
     px_check_status(px_cmd(c, "SET " STR("me") " 7:#0:gcra=%lld; PXAT %lld",
@@ -412,8 +410,8 @@ static void now_state_read(redisContext *c, const char *key,
 {
     redisReply *r = px_cmd(c, "GET %s", key);
 
-    cr_assert(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL,
-              "%s", key);
+    cr_assert(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL, "%s",
+              key);
     snprintf(st->v, sizeof(st->v), "%s",
              r->type == REDIS_REPLY_STRING ? r->str : "");
     freeReplyObject(r);
@@ -470,8 +468,8 @@ static redisReply *expect_direct_as_each_now(redisContext *c,
         expect_near(want[i], shapes->element[i], slack_ms * 1000000, at);
     }
     for (int k = 0; k < NNOW_KEYS; k++) {
-        cr_assert(near_text(s1[k].v, strlen(s1[k].v), s2[k].v,
-                            strlen(s2[k].v), slack_ms * 1000000),
+        cr_assert(near_text(s1[k].v, strlen(s1[k].v), s2[k].v, strlen(s2[k].v),
+                            slack_ms * 1000000),
                   "%s: each wrote '%s', shapes '%s'", NOW_KEYS[k], s1[k].v,
                   s2[k].v);
         cr_assert((s1[k].pttl < 0) == (s2[k].pttl < 0) &&

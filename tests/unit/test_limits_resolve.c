@@ -101,6 +101,48 @@ Test(limits_resolve, the_tag_ends_at_the_first_wildcard_even_with_two)
     limits_free(t);
 }
 
+/* Where a level's state lives (a record of its identity's string, or keys
+ * of its own) depends on the nodes of its own path alone: a reload that
+ * adds a second "*" elsewhere under the identity never moves it. */
+Test(limits_resolve, a_second_wildcard_elsewhere_leaves_a_level_in_the_string)
+{
+    static const char before[] = "user:\n"
+                                 "  children:\n"
+                                 "    \"*\":\n"
+                                 "      limits: [1, 1, 60]\n"
+                                 "      children:\n"
+                                 "        trade: {limits: [1, 1, 60]}\n";
+    static const char after[] = "user:\n"
+                                "  children:\n"
+                                "    \"*\":\n"
+                                "      limits: [1, 1, 60]\n"
+                                "      children:\n"
+                                "        trade: {limits: [1, 1, 60]}\n"
+                                "        device:\n"
+                                "          children:\n"
+                                "            \"*\": {limits: [1, 1, 60]}\n";
+    struct limits_tree *t1 = limits_test_load_ok(before),
+                       *t2 = limits_test_load_ok(after);
+    struct limits_levels *lv = limits_test_levels_new();
+
+    limits_test_resolve(t2, "user:zoe:trade", lv);
+    cr_assert_eq(lv->n, 2);
+    cr_assert_not(lv->level[0].own_keys);
+    cr_assert_not(lv->level[1].own_keys);
+    limits_test_resolve(t1, "user:zoe:trade", lv);
+    cr_assert_not(lv->level[0].own_keys);
+    cr_assert_not(lv->level[1].own_keys);
+    limits_test_resolve(t2, "user:zoe:device:tv", lv);
+    cr_assert_eq(lv->n, 2);
+    cr_assert_not(lv->level[0].own_keys, "zoe's level moved");
+    cr_assert(lv->level[1].own_keys);
+    limits_test_assert_level(lv, 1, "user:zoe:device:tv",
+                             "cellgate:{user:zoe}:device:tv");
+    free(lv);
+    limits_free(t2);
+    limits_free(t1);
+}
+
 Test(limits_resolve, paths_that_meet_no_limits_give_zero_levels)
 {
     struct limits_tree *t = limits_test_load_ok(limits_test_tree_yaml);
