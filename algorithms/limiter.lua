@@ -973,9 +973,9 @@ local function LIM_fast_shape(f, ARGV, a0, n, now_us, now_s, now_ns)
     f.dok = (i == 1 or f.dok) and G.f_now ~= nil
   end
   f.nr = nr
-  -- HS.direct decides a group with a record at least; its levels of a key
-  -- of their own need SET ... NX GET (Redis 7).
-  f.dok = f.dok and nr > 0 and (GCRA_NX_GET or not f.dmix)
+  -- HS.direct decides a group with a record at least, on Redis 7 (SET ...
+  -- NX GET, PXAT; before it, the emulation decides).
+  f.dok = f.dok and nr > 0 and GCRA_NX_GET
   return true
 end
 

@@ -71,6 +71,10 @@ local HS = {
   -- of its own: in the identity's string, every sub-identity's records
   -- would be one value that each check reads and rewrites whole
   OWN = 'gcra.key',
+  -- SET ... PXAT (Redis 6.2) where REDIS_VERSION_NUM says 7.0 or later;
+  -- before 7.0 the string's expiry is PX from the call's clock (and the
+  -- direct paths, which need SET ... NX GET, are not taken)
+  pxat = redis.REDIS_VERSION_NUM ~= nil,
   OK = {ok = 'OK'},
   real = true, -- the call runs on the node's clock (not a test's now)
   -- scratch of HS.begin and HS.finish, kept between groups
@@ -435,8 +439,11 @@ function HS.finish()
         x = doc.found and rp('DEL', h) or 0
       elseif never then
         x = rp('SET', h, table.concat(S, '', 1, ns))
-      else
+      elseif HS.pxat then
         x = rp('SET', h, table.concat(S, '', 1, ns), 'PXAT', top)
+      else
+        x = rp('SET', h, table.concat(S, '', 1, ns), 'PX',
+               math.max(1, top - ms))
       end
       if type(x) == 'table' and x.err then
         return x.err

@@ -13,6 +13,7 @@
  * a level below a second "*" that keeps a key of its own ("gcra.key"),
  * whose reads are undone when the group refuses or goes to the
  * emulation. */
+#include "algorithms/scripts.h"
 #include "tests/integration/fixture.h"
 #include "tests/integration/lcall.h"
 #include "tests/integration/lstate.h"
@@ -421,6 +422,23 @@ static void now_state_read(redisContext *c, const char *key,
     freeReplyObject(r);
 }
 
+/* Asserts every key of NOW_KEYS alike in s1 (the first run) and s2, a
+ * TAT and a PTTL within slack_ms. */
+static void expect_states_near(const struct now_state *s1,
+                               const struct now_state *s2, long long slack_ms)
+{
+    for (int k = 0; k < NNOW_KEYS; k++) {
+        cr_assert(near_text(s1[k].v, strlen(s1[k].v), s2[k].v, strlen(s2[k].v),
+                            slack_ms * 1000000),
+                  "%s: the first run wrote '%s', the second '%s'", NOW_KEYS[k],
+                  s1[k].v, s2[k].v);
+        cr_assert((s1[k].pttl < 0) == (s2[k].pttl < 0) &&
+                      llabs(s1[k].pttl - s2[k].pttl) <= slack_ms,
+                  "%s: PTTL %lld in the first run, %lld in the second",
+                  NOW_KEYS[k], s1[k].pttl, s2[k].pttl);
+    }
+}
+
 /* Decides g[0..ng-1] on the node's clock in mode "each" and as one
  * "shapes" batch, each from plant_now's states (n records), and asserts
  * that both
@@ -467,16 +485,7 @@ static redisReply *expect_direct_as_each_now(redisContext *c,
         snprintf(at, sizeof(at), "element %d", i);
         expect_near(want[i], shapes->element[i], slack_ms * 1000000, at);
     }
-    for (int k = 0; k < NNOW_KEYS; k++) {
-        cr_assert(near_text(s1[k].v, strlen(s1[k].v), s2[k].v, strlen(s2[k].v),
-                            slack_ms * 1000000),
-                  "%s: each wrote '%s', shapes '%s'", NOW_KEYS[k], s1[k].v,
-                  s2[k].v);
-        cr_assert((s1[k].pttl < 0) == (s2[k].pttl < 0) &&
-                      llabs(s1[k].pttl - s2[k].pttl) <= slack_ms,
-                  "%s: PTTL %lld in each, %lld in shapes", NOW_KEYS[k],
-                  s1[k].pttl, s2[k].pttl);
-    }
+    expect_states_near(s1, s2, slack_ms);
     freeReplyObject(each);
     return shapes;
 }
@@ -544,5 +553,97 @@ Test(it_lua_hash, direct_path_on_the_node_clock_decides_as_the_emulation,
     now_state_read(c, STR("nc"), &st);
     cr_assert_str_eq(st.v, "", "nc's string kept");
     freeReplyObject(r);
+    redisFree(c);
+}
+
+/* ---------------- Before Redis 7 ---------------- */
+
+/* The limiter script with the Redis version hidden (each
+ * "redis.REDIS_VERSION_NUM" read as nil), as Redis before 7.0 runs it:
+ * no SET ... NX GET (7.0), and Redis 6.0 has no SET ... PXAT either, so
+ * the emulation decides and writes a string's expiry as PX from the
+ * call's clock. Owned by the caller. */
+static char *limiter_before_7(size_t *len)
+{
+    static const char ver[] = "redis.REDIS_VERSION_NUM";
+    const struct scripts_lua *sc = scripts_limiter();
+    char *out = malloc(sc->len + 1), *w = out;
+    const char *p = sc->body, *end = sc->body + sc->len, *hit;
+    int n = 0;
+
+    cr_assert_not_null(out);
+    while ((hit = strstr(p, ver)) != NULL && hit < end) {
+        memcpy(w, p, (size_t)(hit - p));
+        w += hit - p;
+        memcpy(w, "nil", 3);
+        w += 3;
+        p = hit + strlen(ver);
+        n++;
+    }
+    memcpy(w, p, (size_t)(end - p));
+    w += end - p;
+    *w = '\0';
+    *len = (size_t)(w - out);
+    cr_assert_geq(n, 2, "the version is read in %d places", n);
+    return out;
+}
+
+/* Decides g[0..ng-1] on the node's clock as one "shapes" batch, by the
+ * library and then by the script `old` (limiter_before_7's), each from
+ * plant_now's states (n records), and asserts both answer and write
+ * alike. */
+static void expect_before_7_alike(redisContext *c, const struct lcall_grp *g,
+                                  int ng, int n, const char *old, size_t oldlen)
+{
+    static struct lcall_args blocks[LCALL_GROUPS_MAX];
+    static struct now_state s1[NNOW_KEYS], s2[NNOW_KEYS];
+    redisReply *lib, *pre;
+    struct lcall_args a;
+    long long t0 = px_now_ms(), slack_ms;
+
+    plant_now(c, n);
+    cr_assert_eq(lcall_shapes(&a, blocks, g, ng, 0, 1), 1);
+    lcall_node_clock(&a);
+    lib = lcall_run(c, &a);
+    for (int k = 0; k < NNOW_KEYS; k++) {
+        now_state_read(c, NOW_KEYS[k], &s1[k]);
+    }
+    plant_now(c, n);
+    a.v[0] = "EVAL";
+    a.len[0] = 4;
+    a.v[1] = old;
+    a.len[1] = oldlen;
+    pre = lcall_run(c, &a);
+    for (int k = 0; k < NNOW_KEYS; k++) {
+        now_state_read(c, NOW_KEYS[k], &s2[k]);
+    }
+    slack_ms = px_now_ms() - t0 + 5;
+    replies_expect_array(lib, "library");
+    replies_expect_array(pre, "before 7");
+    cr_assert_eq(lib->elements, pre->elements);
+    replies_expect_eq(lib->element[0], pre->element[0], "element 0");
+    for (size_t i = 3; i < lib->elements; i++) {
+        char at[32];
+        snprintf(at, sizeof(at), "element %zu", i);
+        expect_near(lib->element[i], pre->element[i], slack_ms * 1000000, at);
+    }
+    expect_states_near(s1, s2, slack_ms);
+    freeReplyObject(pre);
+    freeReplyObject(lib);
+}
+
+Test(it_lua_hash, before_redis_7_the_scripts_decide_and_write_alike,
+     .init = it_init, .fini = px_env_fini, .timeout = 60)
+{
+    redisContext *c = lua_twin_connect();
+    size_t len;
+    char *old = limiter_before_7(&len);
+
+    lua_twin_load_library(c);
+    expect_before_7_alike(c, NOW_TWOS, 4, 2, old, len);
+    expect_before_7_alike(c, NOW_THREES, 4, 3, old, len);
+    expect_before_7_alike(c, NOW_MIXES, 7, 2, old, len);
+    expect_before_7_alike(c, NOW_MIX3S, 5, 2, old, len);
+    free(old);
     redisFree(c);
 }
