@@ -1841,16 +1841,38 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
           HM[k2] = h
         end
       end
-      if ro then
-        -- The record (its class c1, its TAT as read t1) and the key of its
-        -- own (u: false when its read wrote it; c2), as HS.direct has
-        -- them; anything unusual undoes what the reads wrote.
-        local ko = K[k + ro - 1]
-        local u = rp('SET', ko, w02, 'NX', 'PX', mso, 'GET')
-        local t1, c1, c2 = false, nil, nil
+      if v == false and not ro then
+        -- A new identity: its string written admitted by its read.
+        reply[o + 1], reply[o + 2] = 0, false
+        if two then
+          reply[o + 3] = false
+        end
+        d = o + 1 + n
+      else
+        -- The first record (t1 its TAT as read, false when past its
+        -- expire_at or absent; c1 its class, gcra_fast_class's, nil off the
+        -- fast path) and the second level (t2, c2): another record of the
+        -- string, or (ro) a key of its own read by SET ... NX PX ... GET
+        -- (t2 false when the read wrote it). Anything unusual leaves d true:
+        -- HS.direct, which reads again (what the reads wrote undone first).
+        local t1, t2, c1, c2 = false, false, nil, 0
+        local ko = ro and K[k + ro - 1]
+        if ro then
+          t2, c2 = rp('SET', ko, w02, 'NX', 'PX', mso, 'GET'), nil
+          if t2 == false then
+            c2 = 0
+          elseif #t2 == 19 and find_(t2, '^%d*$') then -- (an error's # is 0)
+            c2 = 0
+            if t2 > now2 then
+              c2 = t2 <= thr2 and 2 or t2 <= top2 and 1 or nil
+            end
+          end
+        end
         if v == false then
           c1 = 0
-        elseif #v == E and find_(v, nm1, 1, true) == 1 then
+        elseif #v == E and find_(v, nm1, 1, true) == 1 and
+            (not two or find_(v, nm2, p2, true) == p2) then
+          -- (v a string: an error table's # is 0.)
           t1 = sub_(v, q1, q1 + 18)
           if find_(t1, '^%d*$') then
             c1 = 0
@@ -1860,22 +1882,32 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
               c1 = t1 <= thr1 and 2 or t1 <= top1 and 1 or nil
             end
           end
-        end
-        if u == false then
-          c2 = 0
-        elseif #u == 19 and find_(u, '^%d*$') then -- (an error's # is 0)
-          c2 = 0
-          if u > now2 then
-            c2 = u <= thr2 and 2 or u <= top2 and 1 or nil
+          if two then
+            t2, c2 = sub_(v, q2, q2 + 18), nil
+            if find_(t2, '^%d*$') then
+              c2 = 0
+              if t2 < now6 then
+                t2 = false
+              elseif t2 > now2 then
+                c2 = t2 <= thr2 and 2 or t2 <= top2 and 1 or nil
+              end
+            end
           end
         end
         local l = c1 and c2 and (c1 == 1 or c2 == 1) and 1 or 0
         if c1 and c2 then
-          reply[o + 1], reply[o + 1 + r1], reply[o + 1 + ro] = l, t1, u
-          d = o + 3
+          reply[o + 1], reply[o + 1 + r1] = l, t1
+          if n == 2 then
+            reply[o + 1 + (ro or 2)] = t2
+          end
+          d = o + 1 + n
         end
-        if l == 0 and d ~= true and v then
-          local w1 = w01
+        if d ~= true and l == 0 and v then
+          -- The new TATs (gcra_fast_ahead's, its two formats made one when
+          -- the TAT's last 15 digits plus INC exceed now's and need no
+          -- carry), each record expiring at its TAT's ms. (A new string, v
+          -- false, was written admitted by its read.)
+          local w1, s = w01, nil
           if c1 == 2 then
             local low = lo1 and tonumber(sub_(t1, 5))
             if low and low > lo1 and low + inc1 < 1e15 then
@@ -1886,101 +1918,47 @@ local function LIM_one_shape(KEYS, ARGV, a, G, n, m)
                                    fm1)
             end
           end
-          if rp('SET', h, nm1 .. w1 .. ';', 'PXAT', sub_(w1, 1, 13)).err then
-            d = true -- nothing of the record written: HS.direct reads again
+          local top = sub_(w1, 1, 13)
+          if two then
+            local w2 = w02
+            if c2 == 2 then
+              local low = lo2 and tonumber(sub_(t2, 5))
+              if low and low > lo2 and low + inc2 < 1e15 then
+                w2 = format_(fm2, low + inc2)
+              else
+                w2 = gcra_fast_ahead(t2, f[15], f[16], now_s, now_ns, lo2, fm2)
+              end
+            end
+            local x2 = sub_(w2, 1, 13)
+            if x2 > top then
+              top = x2
+            end
+            s = nm1 .. w1 .. ';' .. nm2 .. w2 .. ';'
+          else
+            s = nm1 .. w1 .. ';'
+          end
+          if rp('SET', h, s, 'PXAT', top).err then
+            d = true -- nothing of the string written: HS.direct reads again
           end
         end
-        if d == true or l == 1 then
+        if not ro then
+          -- the string alone: decided, or nothing written
+        elseif d == true or l == 1 then
           if v == false then
             rp('DEL', h)
           end
-          if u == false then
+          if t2 == false then
             rp('DEL', ko)
           end
-        elseif u then
-          local x = 9 * ro - 9
+        elseif t2 then
+          -- The key of its own that its read did not write.
           if c2 == 0 then
             HS.rc('SET', ko, w02, 'PX', mso)
           else
-            local val, ms = gcra_fast_ahead(u, f[x + 6], f[x + 7], now_s,
+            local x = 9 * ro - 9
+            local val, ms = gcra_fast_ahead(t2, f[x + 6], f[x + 7], now_s,
                                             now_ns, f[x + 8], f[x + 9])
             HS.rc('SET', ko, val, 'PX', ms)
-          end
-        end
-      elseif v == false then
-        reply[o + 1], reply[o + 2] = 0, false
-        if two then
-          reply[o + 3] = false
-        end
-        d = o + 1 + n
-      elseif #v == E and find_(v, nm1, 1, true) == 1 and
-          (not two or find_(v, nm2, p2, true) == p2) then
-        -- (v a string: an error table's # is 0.) c: each level's class
-        -- (gcra_fast_class's; nil: off the fast path), t its TAT as read
-        -- (false: past its expire_at, absent).
-        local t1, t2, c1, c2 = sub_(v, q1, q1 + 18), false, nil, 0
-        if find_(t1, '^%d*$') then
-          c1 = 0
-          if t1 < now6 then
-            t1 = false
-          elseif t1 > now1 then
-            c1 = t1 <= thr1 and 2 or t1 <= top1 and 1 or nil
-          end
-        end
-        if two then
-          t2, c2 = sub_(v, q2, q2 + 18), nil
-          if find_(t2, '^%d*$') then
-            c2 = 0
-            if t2 < now6 then
-              t2 = false
-            elseif t2 > now2 then
-              c2 = t2 <= thr2 and 2 or t2 <= top2 and 1 or nil
-            end
-          end
-        end
-        if c1 and c2 then
-          local l = (c1 == 1 or c2 == 1) and 1 or 0
-          reply[o + 1], reply[o + 2] = l, t1
-          if two then
-            reply[o + 3] = t2
-          end
-          d = o + 1 + n
-          if l == 0 then
-            -- The new TATs (gcra_fast_ahead's, its two formats made one
-            -- when the TAT's last 15 digits plus INC exceed now's and
-            -- need no carry), each record expiring at its TAT's ms.
-            local w1, w2, s = w01, w02, nil
-            if c1 == 2 then
-              local low = lo1 and tonumber(sub_(t1, 5))
-              if low and low > lo1 and low + inc1 < 1e15 then
-                w1 = format_(fm1, low + inc1)
-              else
-                w1 = gcra_fast_ahead(t1, f[6], f[7], now_s, now_ns, lo1, fm1)
-              end
-            end
-            local x1 = sub_(w1, 1, 13)
-            local top = x1
-            if two then
-              if c2 == 2 then
-                local low = lo2 and tonumber(sub_(t2, 5))
-                if low and low > lo2 and low + inc2 < 1e15 then
-                  w2 = format_(fm2, low + inc2)
-                else
-                  w2 = gcra_fast_ahead(t2, f[15], f[16], now_s, now_ns, lo2,
-                                       fm2)
-                end
-              end
-              local x2 = sub_(w2, 1, 13)
-              if x2 > top then
-                top = x2
-              end
-              s = nm1 .. w1 .. ';' .. nm2 .. w2 .. ';'
-            else
-              s = nm1 .. w1 .. ';'
-            end
-            if rp('SET', h, s, 'PXAT', top).err then
-              d = true -- nothing written: HS.direct reads again
-            end
           end
         end
       end
