@@ -20,7 +20,9 @@
 # and, to measure what a decision costs: proc_ticks PID and cpu_pct (CPU of
 # a process), redis_resetstat, redis_commandstats and cmd_usec (Redis time
 # by INFO commandstats), redis_cpu_usec (Redis process CPU by INFO cpu),
-# machine_line (nproc, CPU model, date).
+# machine_line (nproc, CPU model, date); to count Redis's instructions
+# instead, callgrind_redis NAME PORT [ARG...] then callgrind_measure NAME
+# PORT FILE D.
 # A script with more to clean up defines bench_on_exit: it runs after the
 # processes are stopped and before $workdir is removed.
 #
@@ -688,4 +690,42 @@ print_medians() {
             done
         done
     done
+}
+
+# What callgrind_measure counts, by the NAME of each server.
+declare -A instr_of cmds_of
+
+# callgrind_redis NAME PORT [ARG...]: a redis-server on PORT (with ARGs)
+# under callgrind, its instrumentation off until callgrind_measure; its pid
+# in last_pid, its counts to $workdir/NAME.callgrind.
+callgrind_redis() {
+    local name=$1 port=$2
+    shift 2
+    start_bg "redis-server under callgrind ($name)" "$port" \
+        "$workdir/$name.log" valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$workdir/$name.callgrind" redis-server \
+        --port "$port" --bind 127.0.0.1 --save "" --appendonly no "$@"
+}
+
+# callgrind_measure NAME PORT FILE D: pipes FILE (commands in RESP) into
+# callgrind_redis's server NAME with its instrumentation on (dies on an
+# error reply), then stops it: Redis's instructions while FILE ran go to
+# instr_of[NAME], its commands per decision (D decisions; INFO and
+# FUNCTION left out) to cmds_of[NAME].
+callgrind_measure() {
+    local name=$1 port=$2 file=$3 d=$4 vp=$last_pid
+    callgrind_control -i on "$vp" >/dev/null 2>&1
+    redis-cli -p "$port" --pipe <"$file" >"$workdir/$name.pipe" 2>&1
+    callgrind_control -i off "$vp" >/dev/null 2>&1
+    grep -q 'errors: 0,' "$workdir/$name.pipe" ||
+        die "$name: error replies ($(tail -n 1 "$workdir/$name.pipe"))"
+    # shellcheck disable=SC2034 # for the sourcing script
+    cmds_of[$name]=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' |
+        awk -F'[:=,]' -v d="$d" '/^cmdstat_/ && $1 !~ /info|function/ {
+            sub("cmdstat_", "", $1); printf "%s %.3f, ", $1, $3 / d }')
+    redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+    wait "$vp" 2>/dev/null || true
+    # shellcheck disable=SC2034 # for the sourcing script
+    instr_of[$name]=$(callgrind_annotate "$workdir/$name.callgrind" \
+        2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
 }

@@ -126,31 +126,13 @@ workload() {
 
 # count NAME LIBRARY: Redis's instructions while LIBRARY's workload is
 # piped in (instr_of[NAME]), and its commands per decision (cmds_of[NAME]).
-declare -A instr_of cmds_of
 count() {
-    local name=$1 library=$2 port out vp file
+    local name=$1 library=$2 port file=$workdir/$1.resp
     port=$(free_port)
-    out=$workdir/$name.callgrind
-    file=$workdir/$name.resp
     workload "$library" "$file"
-    start_bg "redis-server under callgrind ($name)" "$port" \
-        "$workdir/$name.log" valgrind --tool=callgrind --instr-atstart=no \
-        --callgrind-out-file="$out" redis-server --port "$port" \
-        --bind 127.0.0.1 --save "" --appendonly no
-    vp=$last_pid
+    callgrind_redis "$name" "$port"
     redis-cli -p "$port" -x FUNCTION LOAD <"$library" >/dev/null
-    callgrind_control -i on "$vp" >/dev/null 2>&1
-    redis-cli -p "$port" --pipe <"$file" >"$workdir/$name.pipe" 2>&1
-    callgrind_control -i off "$vp" >/dev/null 2>&1
-    grep -q 'errors: 0,' "$workdir/$name.pipe" ||
-        die "$name: error replies ($(tail -n 1 "$workdir/$name.pipe"))"
-    cmds_of[$name]=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' |
-        awk -F'[:=,]' -v d="$D" '/^cmdstat_/ && $1 !~ /info|function/ {
-            sub("cmdstat_", "", $1); printf "%s %.3f, ", $1, $3 / d }')
-    redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
-    wait "$vp" 2>/dev/null || true
-    instr_of[$name]=$(callgrind_annotate "$out" 2>/dev/null |
-        awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+    callgrind_measure "$name" "$port" "$file" "$D"
 }
 
 count cellgate "$lib"

@@ -102,21 +102,15 @@ workload() {
 
 # count NAME FILE [REDIS ARGS...]: Redis's instructions while FILE is
 # piped in (left in instr_of[NAME]), and its commands (cmds_of[NAME]).
-declare -A instr_of cmds_of
 count() {
-    local name=$1 file=$2 port out vp _
+    local name=$1 file=$2 port _
     shift 2
     port=$(free_port)
-    out=$workdir/$name.callgrind
     if [[ $CLUSTER == 1 ]]; then
         set -- "$@" --cluster-enabled yes --cluster-port "$(free_port)" \
             --cluster-config-file "$workdir/nodes-$name.conf"
     fi
-    start_bg "redis-server under callgrind ($name)" "$port" \
-        "$workdir/$name.log" valgrind --tool=callgrind --instr-atstart=no \
-        --callgrind-out-file="$out" redis-server --port "$port" \
-        --bind 127.0.0.1 --save "" --appendonly no "$@"
-    vp=$last_pid
+    callgrind_redis "$name" "$port" "$@"
     if [[ $CLUSTER == 1 ]]; then
         redis-cli -p "$port" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
         for _ in $(seq 1 "$READY_TRIES"); do
@@ -130,18 +124,7 @@ count() {
     if [[ $name == cellgate ]]; then
         redis-cli -p "$port" -x FUNCTION LOAD <"$lib" >/dev/null
     fi
-    callgrind_control -i on "$vp" >/dev/null 2>&1
-    redis-cli -p "$port" --pipe <"$file" >"$workdir/$name.pipe" 2>&1
-    callgrind_control -i off "$vp" >/dev/null 2>&1
-    grep -q 'errors: 0,' "$workdir/$name.pipe" ||
-        die "$name: error replies ($(tail -n 1 "$workdir/$name.pipe"))"
-    cmds_of[$name]=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' |
-        awk -F'[:=,]' -v d="$D" '/^cmdstat_/ && $1 !~ /info|function/ {
-            sub("cmdstat_", "", $1); printf "%s %.3f, ", $1, $3 / d }')
-    redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
-    wait "$vp" 2>/dev/null || true
-    instr_of[$name]=$(callgrind_annotate "$out" 2>/dev/null |
-        awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+    callgrind_measure "$name" "$port" "$file" "$D"
 }
 
 workload fcall "$workdir/fcall.resp"
